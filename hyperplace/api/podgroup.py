@@ -1,0 +1,93 @@
+"""PodGroup and Queue (scheduling.volcano.sh/v1beta1)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .common import KubeModel, LabelSelector, Quantity, TypedObject
+from .constants import SCHEDULING_GROUP, SCHEDULING_VERSION
+
+NetworkTopologyMode = Literal["hard", "soft"]
+
+
+class NetworkTopologySpec(KubeModel):
+    """Where a job (or partition) may be placed in the HyperNode tree.
+
+    ``highestTierAllowed`` and ``highestTierName`` are mutually exclusive (admission).
+    """
+
+    mode: NetworkTopologyMode = "hard"
+    highest_tier_allowed: int | None = Field(default=None, ge=0)
+    highest_tier_name: str | None = Field(default=None, max_length=253)
+
+
+class SubGroupPolicySpec(KubeModel):
+    name: str
+    network_topology: NetworkTopologySpec | None = None
+    sub_group_size: int | None = Field(default=None, ge=0)
+    label_selector: LabelSelector | None = None
+    match_label_keys: list[str] | None = None
+    min_sub_groups: int | None = Field(default=None, ge=0)
+
+
+class PodGroupSpec(KubeModel):
+    min_member: int = Field(default=0, ge=0)
+    min_task_member: dict[str, int] | None = None
+    queue: str | None = None
+    priority_class_name: str | None = None
+    min_resources: dict[str, Quantity] | None = None
+    network_topology: NetworkTopologySpec | None = None
+    sub_group_policy: list[SubGroupPolicySpec] | None = None
+
+
+PodGroupPhase = Literal["Pending", "Running", "Unknown", "Inqueue", "Completed"]
+
+
+class PodGroupCondition(KubeModel):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    transition_id: str | None = Field(default=None, alias="transitionID")
+    last_transition_time: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class PodGroupStatus(KubeModel):
+    phase: PodGroupPhase | None = None
+    conditions: list[PodGroupCondition] | None = None
+    running: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+
+
+class PodGroup(TypedObject):
+    """The scheduler's unit of gang scheduling (Volcano's "job")."""
+
+    api_version: str = f"{SCHEDULING_GROUP}/{SCHEDULING_VERSION}"
+    kind: str = "PodGroup"
+    spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
+    status: PodGroupStatus | None = None
+
+
+class QueueSpec(KubeModel):
+    weight: int | None = Field(default=None, ge=0)
+    capability: dict[str, Quantity] | None = None
+    guarantee: dict[str, dict[str, Quantity]] | None = None
+    deserved: dict[str, Quantity] | None = None
+    reclaimable: bool | None = None
+    parent: str | None = None
+
+
+class QueueStatus(KubeModel):
+    state: Literal["Open", "Closed", "Closing", "Unknown"] | None = None
+
+
+class Queue(TypedObject):
+    """A Volcano queue (cluster-scoped); jobs name one, ``default`` always exists."""
+
+    api_version: str = f"{SCHEDULING_GROUP}/{SCHEDULING_VERSION}"
+    kind: str = "Queue"
+    spec: QueueSpec = Field(default_factory=QueueSpec)
+    status: QueueStatus | None = None
