@@ -1,1 +1,6 @@
-"""controller"""
+"""Controllers: the Volcano Job controller and the HyperNode controller.
+
+Pure reconcile logic lives in ``controller.job.reconcile``, ``controller.hypernode.status``
+and ``controller.hypernode.discovery`` (the simulator calls them directly); the async
+runtime in ``controller.runtime`` and ``controller.manager`` drives them against an API.
+"""

@@ -1,0 +1,1 @@
+"""HyperNode controller: status (nodeCount, Ready) and label-based auto-discovery."""

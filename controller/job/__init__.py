@@ -1,0 +1,1 @@
+"""Volcano Job controller: Job -> PodGroup + pods, and the Job's status."""

@@ -1,0 +1,577 @@
+"""Volcano Job -> PodGroup + pods, as a pure function (no I/O, deterministic).
+
+This reproduces Volcano's job controller (``pkg/controllers/job/job_controller_actions.go``
+``createOrUpdatePodGroup``/``syncJob`` and ``job_controller_util.go`` ``createJobPod``) for
+the fields the suite relies on. The in-process simulator and the async manager both call
+:func:`reconcile_job`; the manager turns the result into API calls.
+
+PodGroup (``<job>-<jobUID>`` in the job's namespace, controller ownerReference to the Job):
+
+* ``minMember`` = ``job.spec.minAvailable``. When that is unset (admission bypassed), the
+  sum of the tasks' ``minTaskMember``, which is what Volcano's mutating webhook would have
+  written into the job.
+* ``minTaskMember[task]`` = ``task.minAvailable``; else ``minPartitions * partitionSize``
+  when the task has a partition policy and both are non-zero; else ``replicas``.
+* ``queue`` (``default`` when unset), ``priorityClassName``.
+* ``minResources``: Volcano's ``calcPGMinResources`` over the tasks' templates (not over
+  live pods): tasks are sorted by descending priority (``priority_classes`` maps a
+  template's ``priorityClassName`` to its value; unknown classes count as 0). When
+  ``job.minAvailable`` < the sum of the tasks' minimum members, it is the requests of the
+  first ``minAvailable`` pods in that order (``CalcFirstCountResources``); otherwise every
+  task contributes its own minimum first and the rest is filled from the remaining
+  replicas, higher priority first (``CalcPGMinResources``). A pod's request is the sum of
+  its containers' requests (a container's limits stand in when it has no requests), at
+  least the largest init container, plus ``overhead`` (``GetPodQuotaUsage``). Go's
+  ``sort.Sort`` is not stable; we sort stably so equal priorities keep task order.
+* ``networkTopology``: mode; ``highestTierAllowed`` when set, only otherwise
+  ``highestTierName``.
+* ``subGroupPolicy``: one entry per task with a partition policy, in task order.
+
+On update only the fields Volcano updates are touched (minMember, minResources,
+minTaskMember, priorityClassName, subGroupPolicy), and the PodGroup's other fields and
+status are kept.
+
+Pods ``<job>-<task>-<index>`` are built from the task template (kept unchanged apart from
+what we add), as ``createJobPod`` does; see :func:`build_pod`.
+
+Job status is a documented subset of Volcano's state machine; see :func:`job_status`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from hyperplace.api import (
+    Job,
+    JobState,
+    JobStatus,
+    LabelSelector,
+    NetworkTopologySpec,
+    ObjectMeta,
+    OwnerReference,
+    PodGroup,
+    PodGroupSpec,
+    SubGroupPolicySpec,
+    TaskSpec,
+)
+from hyperplace.api.constants import (
+    BATCH_GROUP,
+    BATCH_VERSION,
+    DEFAULT_QUEUE,
+    DEFAULT_SCHEDULER_NAME,
+    GROUP_NAME_ANNOTATION,
+    JOB_NAME_KEY,
+    JOB_NAMESPACE_KEY,
+    JOB_VERSION_KEY,
+    PARTITION_ID_KEY,
+    QUEUE_NAME_KEY,
+    TASK_INDEX_KEY,
+    TASK_SPEC_KEY,
+)
+from hyperplace.api.job import TaskState
+from hyperplace.kube.quantity import QuantityError, parse_quantity
+
+# Not a Volcano key: tells the pod webhook (and humans) the partition size without a
+# lookup of the owning Job.
+PARTITION_SIZE_ANNOTATION = "volcano.sh/partition-size"
+
+# Volcano names a task without a name ``default<i>`` (mutating webhook).
+DEFAULT_TASK_PREFIX = "default"
+
+# Job phases of our subset (Volcano's JobPhase strings).
+PENDING = "Pending"
+RUNNING = "Running"
+COMPLETED = "Completed"
+FAILED = "Failed"
+TERMINAL_PHASES = frozenset({COMPLETED, FAILED, "Terminated", "Aborted"})
+
+# Pod phases that keep a pod around after the job finishes (Volcano's retain phases).
+_FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass
+class JobReconcile:
+    """What the controller must do to make the cluster match one Job."""
+
+    podgroup: PodGroup
+    podgroup_changed: bool
+    create_pods: list[dict[str, Any]] = field(default_factory=list)
+    delete_pods: list[str] = field(default_factory=list)
+    status: JobStatus = field(default_factory=JobStatus)
+
+
+# --- names -------------------------------------------------------------------------------
+
+
+def task_name(task: TaskSpec, index: int) -> str:
+    """The task's name, or ``default<i>`` as Volcano's mutating webhook would set it."""
+    return task.name or f"{DEFAULT_TASK_PREFIX}{index}"
+
+
+def podgroup_name(job: Job) -> str:
+    """``<job>-<jobUID>`` (Volcano's ``jobhelpers.GetPodGroupName``)."""
+    return f"{job.name}-{job.metadata.uid or ''}"
+
+
+def pod_name(job_name: str, task: str, index: int) -> str:
+    """``<job>-<task>-<index>`` (Volcano's ``PodNameFmt``)."""
+    return f"{job_name}-{task}-{index}"
+
+
+def partition_id(index: int, partition_size: int) -> int:
+    """Go's ``index / partitionSize`` (truncating); 0 when the size is not positive."""
+    if partition_size <= 0:
+        return 0
+    return int(index / partition_size) if index < 0 else index // partition_size
+
+
+def _owner_reference(job: Job) -> OwnerReference:
+    return OwnerReference(
+        api_version=f"{BATCH_GROUP}/{BATCH_VERSION}",
+        kind="Job",
+        name=job.name,
+        uid=job.metadata.uid or "",
+        controller=True,
+        block_owner_deletion=True,
+    )
+
+
+# --- PodGroup ----------------------------------------------------------------------------
+
+
+def min_task_member(task: TaskSpec) -> int:
+    """Volcano's per-task minimum member count."""
+    if task.min_available is not None:
+        return task.min_available
+    pp = task.partition_policy
+    if pp is not None and pp.min_partitions != 0 and pp.partition_size != 0:
+        return pp.min_partitions * pp.partition_size
+    return task.replicas
+
+
+def _podgroup_network_topology(nt: NetworkTopologySpec | None) -> NetworkTopologySpec | None:
+    """Job-level topology as Volcano copies it: the tier number wins over the tier name."""
+    if nt is None:
+        return None
+    if nt.highest_tier_allowed is not None:
+        return NetworkTopologySpec(mode=nt.mode, highest_tier_allowed=nt.highest_tier_allowed)
+    return NetworkTopologySpec(mode=nt.mode, highest_tier_name=nt.highest_tier_name or None)
+
+
+def sub_group_policies(job: Job) -> list[SubGroupPolicySpec]:
+    """One SubGroupPolicy per partitioned task, in task order (topology copied as-is)."""
+    out: list[SubGroupPolicySpec] = []
+    for i, task in enumerate(job.spec.tasks):
+        pp = task.partition_policy
+        if pp is None:
+            continue
+        name = task_name(task, i)
+        out.append(
+            SubGroupPolicySpec(
+                name=name,
+                sub_group_size=pp.partition_size,
+                min_sub_groups=pp.min_partitions,
+                label_selector=LabelSelector(match_labels={TASK_SPEC_KEY: name}),
+                match_label_keys=[PARTITION_ID_KEY],
+                network_topology=pp.network_topology.model_copy(deep=True) if pp.network_topology else None,
+            )
+        )
+    return out
+
+
+def _template_spec(task: TaskSpec) -> Mapping[str, Any]:
+    spec = (task.template or {}).get("spec") or {}
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    """Effective requests of one pod, as ``GetPodQuotaUsage`` computes them.
+
+    Sum over containers (limits stand in for a container without requests), then the
+    maximum with each init container, plus the pod overhead. Unparseable quantities are
+    skipped: admission rejects them, and a controller must not crash on one bad object.
+    """
+
+    def container_requests(c: Mapping[str, Any]) -> dict[str, Fraction]:
+        res = c.get("resources") or {}
+        src = res.get("requests")
+        if src is None:
+            src = res.get("limits") or {}
+        out: dict[str, Fraction] = {}
+        for name, q in src.items():
+            try:
+                out[name] = parse_quantity(q)
+            except QuantityError:
+                continue
+        return out
+
+    total: dict[str, Fraction] = {}
+    for c in pod_spec.get("containers") or []:
+        for k, v in container_requests(c).items():
+            total[k] = total.get(k, Fraction(0)) + v
+    for c in pod_spec.get("initContainers") or []:
+        for k, v in container_requests(c).items():
+            total[k] = max(total.get(k, Fraction(0)), v)
+    for k, q in (pod_spec.get("overhead") or {}).items():
+        try:
+            total[k] = total.get(k, Fraction(0)) + parse_quantity(q)
+        except QuantityError:
+            continue
+    return total
+
+
+def format_quantity(resource: str, value: Fraction) -> str:
+    """A canonical quantity string: binary suffixes for byte-sized resources, else
+    whole numbers or millis (``"12"``, ``"500m"``, ``"32Gi"``)."""
+    if value.denominator == 1:
+        n = int(value)
+        if resource == "memory" or "storage" in resource or resource.startswith("hugepages-"):
+            for suffix, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
+                if n and n % size == 0:
+                    return f"{n // size}{suffix}"
+        return str(n)
+    return f"{math.ceil(value * 1000)}m"
+
+
+def min_resources(job: Job, priority_classes: Mapping[str, int] | None = None) -> dict[str, str]:
+    """Volcano's ``calcPGMinResources`` (see the module docstring)."""
+    prios = priority_classes or {}
+    tasks = [(t, prios.get(str(_template_spec(t).get("priorityClassName") or ""), 0)) for t in job.spec.tasks]
+    # Stable sort by descending priority (Go's sort.Sort is not stable; equal priorities
+    # keeping task order makes the result reproducible).
+    tasks.sort(key=lambda tp: -tp[1])
+    job_min = job.spec.min_available or 0
+    total_min = sum(t.min_available if t.min_available is not None else t.replicas for t in job.spec.tasks)
+
+    acc: dict[str, Fraction] = {}
+
+    def add(task: TaskSpec, count: int) -> None:
+        if count <= 0:
+            return
+        for k, v in pod_requests(_template_spec(task)).items():
+            acc[k] = acc.get(k, Fraction(0)) + v * count
+
+    if job_min < total_min:
+        # CalcFirstCountResources: the first job_min pods in priority order.
+        left = job_min
+        for task, _ in tasks:
+            take = min(left, task.replicas)
+            add(task, take)
+            left -= take
+            if left <= 0:
+                break
+    else:
+        # CalcPGMinResources: each task's own minimum, then fill from spare replicas.
+        count = 0
+        for task, _ in tasks:
+            if task.min_available is None:
+                continue
+            take = min(task.min_available, job_min - count)
+            add(task, take)
+            count += take
+            if count >= job_min:
+                break
+        left = job_min - count
+        for task, _ in tasks:
+            if left <= 0:
+                break
+            spare = task.replicas - (task.min_available if task.min_available is not None else 0)
+            take = min(spare, left)
+            add(task, take)
+            left -= take
+    return {k: format_quantity(k, v) for k, v in sorted(acc.items())}
+
+
+def desired_podgroup(job: Job, priority_classes: Mapping[str, int] | None = None) -> PodGroup:
+    """The PodGroup Volcano creates for ``job``."""
+    task_members = {task_name(t, i): min_task_member(t) for i, t in enumerate(job.spec.tasks)}
+    min_member = job.spec.min_available
+    if min_member is None:
+        min_member = sum(task_members.values())
+    policies = sub_group_policies(job)
+    return PodGroup(
+        metadata=ObjectMeta(
+            name=podgroup_name(job),
+            namespace=job.namespace,
+            # Volcano copies the job's labels and annotations onto its PodGroup.
+            labels=dict(job.metadata.labels) if job.metadata.labels else None,
+            annotations=dict(job.metadata.annotations) if job.metadata.annotations else None,
+            owner_references=[_owner_reference(job)],
+        ),
+        spec=PodGroupSpec(
+            min_member=min_member,
+            min_task_member=task_members,
+            queue=job.spec.queue or DEFAULT_QUEUE,
+            priority_class_name=job.spec.priority_class_name,
+            min_resources=dict(min_resources(job, priority_classes)),
+            network_topology=_podgroup_network_topology(job.spec.network_topology),
+            sub_group_policy=policies or None,
+        ),
+    )
+
+
+def _sub_group_dicts(policies: Iterable[SubGroupPolicySpec] | None) -> list[dict[str, Any]]:
+    return [p.to_dict() for p in policies or []]
+
+
+def update_podgroup(existing: PodGroup, desired: PodGroup) -> tuple[PodGroup, bool]:
+    """Apply Volcano's update rules to an existing PodGroup; returns (updated, changed)."""
+    pg = existing.model_copy(deep=True)
+    spec, want = pg.spec, desired.spec
+    changed = False
+    if spec.min_member != want.min_member or spec.min_resources != want.min_resources:
+        spec.min_member = want.min_member
+        spec.min_resources = want.min_resources
+        changed = True
+    merged = dict(spec.min_task_member or {})
+    for name, count in (want.min_task_member or {}).items():
+        if merged.get(name) != count:
+            merged[name] = count
+            changed = True
+    spec.min_task_member = merged or None
+    if spec.priority_class_name != want.priority_class_name:
+        spec.priority_class_name = want.priority_class_name
+        changed = True
+    # The whole list is replaced when any entry differs or a task lost its policy.
+    if _sub_group_dicts(spec.sub_group_policy) != _sub_group_dicts(want.sub_group_policy):
+        spec.sub_group_policy = [p.model_copy(deep=True) for p in want.sub_group_policy or []] or None
+        changed = True
+    return pg, changed
+
+
+# --- pods --------------------------------------------------------------------------------
+
+
+def build_pod(job: Job, task: TaskSpec, task_idx: int, index: int, pg_name: str) -> dict[str, Any]:
+    """The pod ``createJobPod`` makes for replica ``index`` of ``task``.
+
+    The template is deep-copied and only added to: name, namespace, ownerReference,
+    ``spec.schedulerName`` (the template's own wins, as in Volcano; else the job's, else
+    ``volcano``), the group-name annotation and the volcano.sh labels/annotations.
+    """
+    template = copy.deepcopy(job.spec.tasks[task_idx].template or {})
+    tmeta = template.get("metadata") or {}
+    name = task_name(task, task_idx)
+    version = str((job.status.version if job.status else None) or 0)
+    queue = job.spec.queue or DEFAULT_QUEUE
+
+    labels: dict[str, str] = dict(tmeta.get("labels") or {})
+    annotations: dict[str, str] = dict(tmeta.get("annotations") or {})
+    stamp = {
+        JOB_NAME_KEY: job.name,
+        JOB_NAMESPACE_KEY: job.namespace or "",
+        QUEUE_NAME_KEY: queue,
+        TASK_SPEC_KEY: name,
+        TASK_INDEX_KEY: str(index),
+        JOB_VERSION_KEY: version,
+    }
+    pp = task.partition_policy
+    if pp is not None:
+        stamp[PARTITION_ID_KEY] = str(partition_id(index, pp.partition_size))
+    labels.update(stamp)
+    annotations.update(stamp)
+    annotations[GROUP_NAME_ANNOTATION] = pg_name
+    if pp is not None:
+        annotations[PARTITION_SIZE_ANNOTATION] = str(pp.partition_size)
+
+    metadata: dict[str, Any] = {
+        k: v for k, v in tmeta.items() if k not in ("name", "namespace", "labels", "annotations")
+    }
+    metadata.update(
+        name=pod_name(job.name, name, index),
+        namespace=job.namespace,
+        labels=labels,
+        annotations=annotations,
+        ownerReferences=[_owner_reference(job).to_dict()],
+    )
+    spec = dict(template.get("spec") or {})
+    if not spec.get("schedulerName"):
+        spec["schedulerName"] = job.spec.scheduler_name or DEFAULT_SCHEDULER_NAME
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _pod_identity(pod: Mapping[str, Any], job: Job) -> tuple[str, int] | None:
+    """(task, index) of a pod of this job, or None for a pod that is not ours."""
+    meta = pod.get("metadata") or {}
+    if (meta.get("namespace") or job.namespace) != job.namespace:
+        return None
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    if owner is not None:
+        if owner.get("kind") != "Job" or owner.get("name") != job.name:
+            return None
+        if job.metadata.uid and owner.get("uid") and owner.get("uid") != job.metadata.uid:
+            return None  # a pod of an earlier job with the same name
+    elif labels.get(JOB_NAME_KEY) != job.name:
+        return None
+    task = labels.get(TASK_SPEC_KEY) or annotations.get(TASK_SPEC_KEY)
+    raw_index = labels.get(TASK_INDEX_KEY) or annotations.get(TASK_INDEX_KEY)
+    if task is None:
+        return None
+    if raw_index is None:
+        # Older pods carry the index only in their name: <job>-<task>-<index>.
+        prefix = f"{job.name}-{task}-"
+        pname = str(meta.get("name", ""))
+        raw_index = pname[len(prefix) :] if pname.startswith(prefix) else None
+    try:
+        return task, int(raw_index) if raw_index is not None else -1
+    except ValueError:
+        return task, -1
+
+
+# --- status ------------------------------------------------------------------------------
+
+
+def _pod_phase(pod: Mapping[str, Any]) -> str:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return "Terminating"
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def job_status(
+    job: Job, pods: Iterable[tuple[str, Mapping[str, Any]]], *, now: str | None = None
+) -> JobStatus:
+    """The Job's status from its pods: a subset of Volcano's state machine.
+
+    * Counts: pending/running/succeeded/failed/terminating/unknown over the job's pods
+      (a pod with a deletionTimestamp counts as terminating), ``taskStatusCount``
+      ``{task: {phase: {PodPhase: n}}}``, ``minAvailable``.
+    * ``Pending`` until running + succeeded + failed >= minAvailable (Volcano's
+      pending state), then ``Running``.
+    * ``Completed`` when ``minSuccess`` is set and reached, or when every replica has
+      finished and succeeded >= minAvailable with every task's minAvailable succeeded
+      (and ``minSuccess``, when set, reached).
+    * ``Failed`` when every replica has finished without meeting that, or when so many
+      pods failed that minSuccess (or minAvailable) can no longer be reached. Volcano
+      reaches Failed through lifecycle policies and ``maxRetry`` restarts; we do not
+      restart jobs (no Restarting/Aborting/Terminating phases), so the failure is
+      declared as soon as it is certain.
+    * Completed/Failed (and Volcano's other terminal phases) are sticky.
+
+    ``lastTransitionTime`` changes (to ``now``) only when the phase changes, and a
+    Volcano-style ``{status: <phase>, lastTransitionTime}`` condition is appended then.
+    """
+    old = job.status or JobStatus()
+    counts = dict.fromkeys(("Pending", "Running", "Succeeded", "Failed", "Terminating", "Unknown"), 0)
+    per_task: dict[str, dict[str, int]] = {}
+    for task, pod in pods:
+        phase = _pod_phase(pod)
+        counts[phase if phase in counts else "Unknown"] += 1
+        per_task.setdefault(task, {})
+        per_task[task][phase] = per_task[task].get(phase, 0) + 1
+
+    task_members = {task_name(t, i): min_task_member(t) for i, t in enumerate(job.spec.tasks)}
+    min_available = job.spec.min_available
+    if min_available is None:
+        min_available = sum(task_members.values())
+    replicas = sum(t.replicas for t in job.spec.tasks)
+    running, succeeded, failed = counts["Running"], counts["Succeeded"], counts["Failed"]
+    min_success = job.spec.min_success
+
+    old_phase = old.state.phase if old.state and old.state.phase else None
+    phase = old_phase or PENDING
+    reason: str | None = old.state.reason if old.state else None
+    if phase not in TERMINAL_PHASES:
+        tasks_ok = all(per_task.get(t, {}).get("Succeeded", 0) >= m for t, m in task_members.items())
+        if min_success is not None and succeeded >= min_success:
+            phase, reason = COMPLETED, "MinSuccessReached"
+        elif replicas > 0 and succeeded + failed >= replicas:
+            ok = succeeded >= min_available and tasks_ok and (min_success is None or succeeded >= min_success)
+            phase, reason = (COMPLETED, "AllPodsFinished") if ok else (FAILED, "NotEnoughSucceeded")
+        elif replicas - failed < (min_success if min_success is not None else min_available):
+            phase, reason = FAILED, "TooManyPodsFailed"
+        elif running + succeeded + failed >= min_available and (running + succeeded + failed) > 0:
+            phase, reason = RUNNING, None
+        else:
+            phase, reason = PENDING, None
+
+    changed = phase != old_phase
+    transition = now if changed else (old.state.last_transition_time if old.state else None)
+    conditions = list(old.conditions or [])
+    if changed:
+        conditions.append({"status": phase, "lastTransitionTime": now} if now else {"status": phase})
+
+    return JobStatus(
+        state=JobState(phase=phase, reason=reason, last_transition_time=transition),
+        min_available=min_available,
+        task_status_count={t: TaskState(phase=dict(sorted(p.items()))) for t, p in sorted(per_task.items())}
+        or None,
+        pending=counts["Pending"],
+        running=running,
+        succeeded=succeeded,
+        failed=failed,
+        terminating=counts["Terminating"],
+        unknown=counts["Unknown"],
+        version=old.version or 0,
+        retry_count=old.retry_count or 0,
+        conditions=conditions or None,
+    )
+
+
+# --- the reconcile -----------------------------------------------------------------------
+
+
+def reconcile_job(
+    job: Job,
+    podgroup: PodGroup | None,
+    pods: list[dict[str, Any]],
+    *,
+    now: str | None = None,
+    priority_classes: Mapping[str, int] | None = None,
+) -> JobReconcile:
+    """Everything the controller must do for ``job`` given the current PodGroup and pods.
+
+    ``pods`` may include pods of other jobs; only this job's pods (controller
+    ownerReference to this Job's uid, or the job-name label) are considered. Output is
+    deterministic: pods to create in task order then index order, deletions sorted.
+    """
+    desired = desired_podgroup(job, priority_classes)
+    if podgroup is None:
+        pg, pg_changed = desired, True
+    else:
+        pg, pg_changed = update_podgroup(podgroup, desired)
+
+    ours: list[tuple[str, int, dict[str, Any]]] = []
+    for pod in pods:
+        ident = _pod_identity(pod, job)
+        if ident is not None:
+            ours.append((ident[0], ident[1], pod))
+
+    status = job_status(job, [(t, p) for t, _, p in ours], now=now)
+    phase = status.state.phase if status.state else None
+
+    replicas = {task_name(t, i): t.replicas for i, t in enumerate(job.spec.tasks)}
+    existing = {(t, i) for t, i, _ in ours}
+    deletes: set[str] = set()
+    for t, i, pod in ours:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        name = str(meta.get("name", ""))
+        if t not in replicas or i < 0 or i >= replicas[t]:
+            deletes.add(name)  # scale down (or a task that no longer exists)
+        elif phase in TERMINAL_PHASES and _pod_phase(pod) not in _FINISHED_POD_PHASES:
+            # Volcano's KillJob on completion/failure: free what is still pending or running.
+            deletes.add(name)
+
+    creates: list[dict[str, Any]] = []
+    if phase not in TERMINAL_PHASES:
+        for ti, task in enumerate(job.spec.tasks):
+            name = task_name(task, ti)
+            for index in range(task.replicas):
+                if (name, index) not in existing:
+                    creates.append(build_pod(job, task, ti, index, pg.name))
+
+    return JobReconcile(
+        podgroup=pg,
+        podgroup_changed=pg_changed,
+        create_pods=creates,
+        delete_pods=sorted(deletes),
+        status=status,
+    )

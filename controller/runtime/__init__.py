@@ -1,0 +1,1 @@
+"""Thin asyncio runtime: informers, work queues, Lease leader election."""
