@@ -1,0 +1,621 @@
+"""Volcano scheduler configuration (``volcano-scheduler.conf``) and plugin arguments.
+
+The file format is Volcano's ``conf.SchedulerConfiguration``::
+
+    actions: "enqueue, allocate, backfill"
+    tiers:
+    - plugins:
+      - name: gang
+        enableJobOrder: false          # the enableXxx / enabledXxx callback switches
+        arguments: {...}
+    configurations:                    # per-action arguments
+    - name: allocate
+      arguments: {...}
+
+:func:`load_scheduler_config` accepts that text or a ConfigMap whose ``data`` holds it
+under ``volcano-scheduler.conf`` (Helm chart) or ``scheduler.conf``.
+
+Differences from Volcano, on purpose:
+
+* Volcano rejects the whole file when an action is unknown and keeps its previous
+  configuration; we keep the known actions and list the rest in ``unknown_actions`` (and
+  ``warnings``) so the caller can refuse or report.
+* Volcano logs and skips a plugin whose name it does not know; we list it in
+  ``unknown_plugins``. Plugins Volcano has but hyperplace does not implement are unknown too.
+* Volcano silently ignores misspelt keys (yaml.v2 is not strict); we still ignore them but
+  add a warning naming the line.
+* Type errors yaml.v2 would reject (``actions`` not a string, a switch that is not a bool)
+  and YAML syntax errors raise :class:`ConfigError` naming the field and line.
+
+Plugin arguments are parsed by :func:`network_topology_args` and :func:`binpack_args` with
+Volcano's ``framework.Arguments`` rules: ``GetInt`` takes only integers, ``GetFloat64``
+integers or floats, ``GetBool`` only booleans; anything else keeps the default. A string
+value is first read as the unquoted YAML scalar it spells (``"10"`` -> 10, ``"true"`` ->
+True), because arguments that went through a string-only channel (older Volcano's
+``map[string]string``, CLI flags) should mean what they would have meant in the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+CONFIGMAP_KEYS = ("volcano-scheduler.conf", "scheduler.conf")
+
+# Actions hyperplace runs, and Volcano actions it accepts but does not run (no eviction in
+# a planner: reclaim/preempt/shuffle need victims; "reserve" and "elect" are gone upstream).
+IMPLEMENTED_ACTIONS = frozenset({"enqueue", "allocate", "backfill"})
+NOOP_ACTIONS: Mapping[str, str] = {
+    "reclaim": "evicts pods of other queues; hyperplace never evicts",
+    "preempt": "evicts lower-priority pods; hyperplace never evicts",
+    "shuffle": "evicts pods for rebalancing; hyperplace never evicts",
+}
+KNOWN_ACTIONS = frozenset(IMPLEMENTED_ACTIONS | NOOP_ACTIONS.keys())
+
+# Plugins hyperplace implements, and plugins it accepts without effect (with the reason:
+# they only matter for multi-queue fairness, eviction or SLAs, which we do not model).
+IMPLEMENTED_PLUGINS = frozenset(
+    {"priority", "gang", "predicates", "nodeorder", "binpack", "network-topology-aware"}
+)
+NOOP_PLUGINS: Mapping[str, str] = {
+    "conformance": "only protects system pods from eviction",
+    "drf": "dominant-resource fairness between jobs/namespaces; job order falls back to priority",
+    "proportion": "queue shares; queues are not capacity-limited here",
+    "capacity": "queue capacity; queues are not capacity-limited here",
+    "overcommit": "enqueue admission by cluster overcommit factor; enqueue admits every job",
+    "sla": "job waiting-time SLAs",
+}
+KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())
+
+# Volcano plugin names that exist upstream but are not in KNOWN_PLUGINS, for a clearer
+# warning ("not supported") than for a typo ("unknown").
+VOLCANO_ONLY_PLUGINS = frozenset(
+    {
+        "cdp",
+        "deviceshare",
+        "extender",
+        "nodegroup",
+        "numaaware",
+        "pdb",
+        "rescheduling",
+        "reservation",
+        "resource-strategy-fit",
+        "resourcequota",
+        "task-topology",
+        "tdm",
+        "usage",
+        "capacity-card",
+    }
+)
+
+# PluginOption callback switches, spelt exactly as Volcano's yaml tags (some say "enable",
+# some "enabled"). enableNamespaceOrder only exists in older Volcano releases.
+ENABLE_FLAGS = (
+    "enableJobOrder",
+    "enableNamespaceOrder",
+    "enableHierarchy",
+    "enableJobReady",
+    "enableJobPipelined",
+    "enableTaskOrder",
+    "enablePreemptable",
+    "enableReclaimable",
+    "enablePreemptive",
+    "enableQueueOrder",
+    "enabledClusterOrder",
+    "enablePredicate",
+    "enableBestNode",
+    "enableNodeOrder",
+    "enableTargetJob",
+    "enableReservedNodes",
+    "enableJobEnqueued",
+    "enabledVictim",
+    "enableJobStarving",
+    "enabledOverused",
+    "enabledAllocatable",
+    "enabledHyperNodeOrder",
+    "enabledSubJobReady",
+    "enabledSubJobPipelined",
+    "enabledSubJobOrder",
+    "enabledHyperNodeGradient",
+)
+
+
+def _flag_stem(name: str) -> str:
+    """ "enablePredicate", "enabledPredicate", "EnabledPredicate", "predicate" -> "predicate"."""
+    low = name.lower()
+    for prefix in ("enabled", "enable"):
+        if low.startswith(prefix) and len(low) > len(prefix):
+            return low[len(prefix) :]
+    return low
+
+
+_FLAG_BY_STEM = {_flag_stem(f): f for f in ENABLE_FLAGS}
+
+
+def canonical_flag(name: str) -> str | None:
+    """The Volcano yaml key for a callback switch however it is spelt, or None."""
+    return _FLAG_BY_STEM.get(_flag_stem(name))
+
+
+class ConfigError(ValueError):
+    """An invalid scheduler configuration; the message names the source, field and line."""
+
+
+class EnabledFlags(dict[str, bool]):
+    """The callback switches of one plugin, keyed by Volcano's yaml key.
+
+    Lookups also accept the other spellings (``"predicate"``, ``"enabledPredicate"``,
+    ``"EnabledPredicate"``) because Volcano itself mixes "enable" and "enabled".
+    A switch that was not set is True, as ``ApplyPluginConfDefaults`` makes it.
+    """
+
+    def _key(self, name: object) -> object:
+        if isinstance(name, str):
+            return canonical_flag(name) or name
+        return name
+
+    def __getitem__(self, name: str) -> bool:
+        return super().__getitem__(str(self._key(name)))
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(self._key(name))
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return super().get(str(self._key(name)), default)
+
+
+def _all_enabled() -> EnabledFlags:
+    return EnabledFlags(dict.fromkeys(ENABLE_FLAGS, True))
+
+
+@dataclass
+class PluginOption:
+    """One ``tiers[].plugins[]`` entry: name, arguments and callback switches."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    enabled: dict[str, bool] = field(default_factory=_all_enabled, repr=False)
+
+    def __repr__(self) -> str:
+        off = [k for k, v in self.enabled.items() if not v]
+        return f"PluginOption(name={self.name!r}, arguments={self.arguments!r}, disabled={off!r})"
+
+    def is_enabled(self, callback: str) -> bool:
+        """Whether a callback (``"predicate"``, ``"enableNodeOrder"``, ...) is switched on."""
+        key = canonical_flag(callback)
+        if key is None:
+            raise KeyError(f"unknown plugin callback switch {callback!r}")
+        return bool(self.enabled.get(key, True))
+
+
+@dataclass
+class SchedulerConfig:
+    """A parsed scheduler configuration.
+
+    ``actions`` keeps only known actions, in file order; ``tiers`` keeps every plugin
+    entry (unknown ones too, so a caller can show the file as written) and
+    ``unknown_plugins`` lists the names outside :data:`KNOWN_PLUGINS`.
+    """
+
+    actions: list[str]
+    tiers: list[list[PluginOption]]
+    scheduler_names: tuple[str, ...] = ("volcano",)
+    unknown_plugins: list[str] = field(default_factory=list)
+    unknown_actions: list[str] = field(default_factory=list)
+    configurations: dict[str, dict[str, Any]] = field(default_factory=dict)  # action -> arguments
+    warnings: list[str] = field(default_factory=list)
+
+    def plugin(self, name: str) -> PluginOption | None:
+        """The first entry for plugin ``name`` in tier order (Volcano uses the first too)."""
+        for tier in self.tiers:
+            for opt in tier:
+                if opt.name == name:
+                    return opt
+        return None
+
+    def plugin_names(self) -> list[str]:
+        """Every configured plugin name, tier by tier."""
+        return [opt.name for tier in self.tiers for opt in tier]
+
+    def action_arguments(self, action: str) -> dict[str, Any]:
+        """``configurations[].arguments`` of an action (``GetArgOfActionFromConf``), or {}."""
+        return self.configurations.get(action, {})
+
+
+# ---------------------------------------------------------------------------------------
+# Loading
+
+
+class _Lines:
+    """Line numbers of YAML nodes by path, for error messages."""
+
+    def __init__(self, text: str, source: str, offset: int = 0) -> None:
+        self.source = source
+        self.offset = offset  # lines before the conf text (inside a ConfigMap)
+        try:
+            self.root: yaml.Node | None = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError:
+            self.root = None
+
+    def line(self, path: tuple[str | int, ...]) -> int | None:
+        """The line of the node at ``path``, or of its deepest existing ancestor (so a
+        missing field points at the map that lacks it)."""
+        node = self.root
+        if node is None:
+            return None
+        for step in path:
+            child: yaml.Node | None = None
+            if isinstance(node, yaml.MappingNode):
+                child = next((v for k, v in node.value if getattr(k, "value", None) == step), None)
+            elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and step < len(node.value):
+                child = node.value[step]
+            if child is None:
+                break
+            node = child
+        return node.start_mark.line + 1 + self.offset
+
+    def where(self, path: tuple[str | int, ...]) -> str:
+        text = ""
+        for step in path:
+            text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else step)
+        n = self.line(path)
+        return f"{self.source}: {text or '<root>'}" + (f" (line {n})" if n else "")
+
+
+def _load_yaml(text: str, source: str, offset: int = 0) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        where = f" line {mark.line + 1 + offset}" if mark is not None else ""
+        raise ConfigError(f"{source}:{where}: invalid YAML: {problem}") from None
+
+
+def _unwrap_configmap(doc: Any, text: str, source: str) -> tuple[str, str, int] | None:
+    """``(conf text, source label, line offset)`` when ``doc`` is a ConfigMap, else None."""
+    if not isinstance(doc, Mapping):
+        return None
+    data = doc.get("data")
+    if doc.get("kind") != "ConfigMap" and not (
+        isinstance(data, Mapping) and any(k in data for k in CONFIGMAP_KEYS)
+    ):
+        return None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: data: a scheduler ConfigMap needs data.{CONFIGMAP_KEYS[0]}")
+    for key in CONFIGMAP_KEYS:
+        if key in data:
+            value = data[key]
+            if not isinstance(value, str):
+                raise ConfigError(f"{source}: data.{key}: must be a string (use a `|` block)")
+            # Errors inside the block are reported with file line numbers where we can
+            # find the block: a literal block starts on the line after its key.
+            lines = _Lines(text, source)
+            key_line = lines.line(("data", key))
+            return value, f"{source} data.{key}", (key_line or 1)
+    raise ConfigError(
+        f"{source}: data: no {' or '.join(CONFIGMAP_KEYS)} key (found: {', '.join(map(str, data)) or 'none'})"
+    )
+
+
+def _as_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    # yaml.v2 refuses to unmarshal anything else into *bool and Volcano then keeps its
+    # previous configuration; we refuse too.
+    raise ConfigError(f"{where}: must be true or false, got {value!r}")
+
+
+def _parse_plugin(raw: Any, path: tuple[str | int, ...], lines: _Lines, warnings: list[str]) -> PluginOption:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{lines.where(path)}: a plugin must be a map with a name")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{lines.where((*path, 'name'))}: required plugin name is missing")
+    arguments = raw.get("arguments")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, Mapping):
+        raise ConfigError(f"{lines.where((*path, 'arguments'))}: must be a map")
+    enabled = _all_enabled()
+    for key, value in raw.items():
+        if key in ("name", "arguments"):
+            continue
+        if key in ENABLE_FLAGS:
+            enabled[key] = _as_bool(value, lines.where((*path, key)))
+            continue
+        hint = canonical_flag(str(key))
+        suggestion = f"; did you mean {hint}?" if hint else ""
+        warnings.append(
+            f"{lines.where((*path, key))}: unknown plugin option, ignored as Volcano does{suggestion}"
+        )
+    return PluginOption(
+        name=name.strip(), arguments={str(k): v for k, v in arguments.items()}, enabled=enabled
+    )
+
+
+def _parse_conf(doc: Any, lines: _Lines) -> SchedulerConfig:
+    source = lines.source
+    if doc is None:
+        raise ConfigError(f"{source}: the configuration is empty")
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{source}: the configuration must be a YAML map, got {type(doc).__name__}")
+    warnings: list[str] = []
+    for key in doc:
+        if key not in ("actions", "tiers", "configurations", "metrics"):
+            warnings.append(f"{lines.where((str(key),))}: unknown field, ignored as Volcano does")
+
+    actions_raw = doc.get("actions", "")
+    if actions_raw is None:
+        actions_raw = ""
+    if not isinstance(actions_raw, str):
+        raise ConfigError(
+            f"{lines.where(('actions',))}: must be a comma-separated string such as "
+            f'"enqueue, allocate, backfill", got {type(actions_raw).__name__}'
+        )
+    actions: list[str] = []
+    unknown_actions: list[str] = []
+    for part in actions_raw.split(",") if actions_raw else []:
+        name = part.strip()
+        if name in KNOWN_ACTIONS:
+            actions.append(name)
+        else:
+            unknown_actions.append(name)
+            warnings.append(
+                f"{lines.where(('actions',))}: unknown action {name!r}; Volcano rejects the whole "
+                f"configuration for this (failed to find Action {part})"
+            )
+
+    tiers_raw = doc.get("tiers") or []
+    if not isinstance(tiers_raw, list):
+        raise ConfigError(f"{lines.where(('tiers',))}: must be a list of {{plugins: [...]}}")
+    tiers: list[list[PluginOption]] = []
+    unknown_plugins: list[str] = []
+    for i, tier in enumerate(tiers_raw):
+        if not isinstance(tier, Mapping):
+            raise ConfigError(f"{lines.where(('tiers', i))}: a tier must be a map with plugins")
+        plugins_raw = tier.get("plugins") or []
+        if not isinstance(plugins_raw, list):
+            raise ConfigError(f"{lines.where(('tiers', i, 'plugins'))}: must be a list")
+        opts = [
+            _parse_plugin(p, ("tiers", i, "plugins", j), lines, warnings) for j, p in enumerate(plugins_raw)
+        ]
+        for j, opt in enumerate(opts):
+            if opt.name not in KNOWN_PLUGINS:
+                unknown_plugins.append(opt.name)
+                what = "is not supported by hyperplace" if opt.name in VOLCANO_ONLY_PLUGINS else "is unknown"
+                warnings.append(
+                    f"{lines.where(('tiers', i, 'plugins', j, 'name'))}: plugin {opt.name!r} {what}"
+                )
+        # unmarshalSchedulerConf: hierarchical drf and proportion cannot share a tier.
+        if _hierarchical_drf(tier) and any(o.name == "proportion" for o in opts):
+            raise ConfigError(
+                f"{lines.where(('tiers', i))}: proportion and drf with hierarchy enabled conflicts"
+            )
+        tiers.append(opts)
+
+    configurations: dict[str, dict[str, Any]] = {}
+    conf_raw = doc.get("configurations") or []
+    if not isinstance(conf_raw, list):
+        raise ConfigError(f"{lines.where(('configurations',))}: must be a list of {{name, arguments}}")
+    for i, c in enumerate(conf_raw):
+        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
+            raise ConfigError(f"{lines.where(('configurations', i))}: needs a name")
+        args = c.get("arguments") or {}
+        if not isinstance(args, Mapping):
+            raise ConfigError(f"{lines.where(('configurations', i, 'arguments'))}: must be a map")
+        # GetArgOfActionFromConf returns the first entry with the name.
+        configurations.setdefault(c["name"], {str(k): v for k, v in args.items()})
+
+    return SchedulerConfig(
+        actions=actions,
+        tiers=tiers,
+        unknown_plugins=unknown_plugins,
+        unknown_actions=unknown_actions,
+        configurations=configurations,
+        warnings=warnings,
+    )
+
+
+def _hierarchical_drf(tier: Mapping[str, Any]) -> bool:
+    """drf with ``enableHierarchy: true`` written in the tier. enableHierarchy defaults to
+    True like every switch, but Volcano checks the conflict before applying defaults, so
+    only an explicit true counts."""
+    return any(
+        isinstance(raw, Mapping) and raw.get("name") == "drf" and raw.get("enableHierarchy") is True
+        for raw in tier.get("plugins") or []
+    )
+
+
+def load_scheduler_config(text: str, *, source: str = "<config>") -> SchedulerConfig:
+    """Parse ``volcano-scheduler.conf`` text, or a ConfigMap YAML that carries it.
+
+    Raises ConfigError (naming ``source``, the field and the line) for YAML errors and
+    for values Volcano's yaml.v2 decoding would refuse.
+    """
+    doc = _load_yaml(text, source)
+    inner = _unwrap_configmap(doc, text, source)
+    if inner is not None:
+        conf_text, label, offset = inner
+        return _parse_conf(_load_yaml(conf_text, label, offset), _Lines(conf_text, label, offset))
+    return _parse_conf(doc, _Lines(text, source))
+
+
+# The configuration of the Volcano network-topology user guide (design 002 section 3.1):
+# Volcano's default tiers plus binpack and network-topology-aware with default arguments.
+# (Volcano's compiled-in default has overcommit in tier 2 instead of binpack and
+# network-topology-aware; the Helm chart adds binpack.)
+DEFAULT_CONFIG_TEXT = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+  - name: network-topology-aware
+"""
+
+DEFAULT_CONFIG: SchedulerConfig = load_scheduler_config(DEFAULT_CONFIG_TEXT, source="<default>")
+
+
+# ---------------------------------------------------------------------------------------
+# Plugin arguments (framework.Arguments)
+
+
+def _scalar(value: Any) -> Any:
+    """A string read as the unquoted YAML scalar it spells; other values unchanged."""
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        return parsed if isinstance(parsed, bool | int | float) else value
+    return value
+
+
+def _get_int(args: Mapping[str, Any], key: str, default: int, warnings: list[str]) -> int:
+    """``Arguments.GetInt``: only an integer replaces the default (not a float, not a bool)."""
+    if key not in args:
+        return default
+    value = _scalar(args[key])
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    warnings.append(f"Could not parse argument: {args[key]!r} for key {key} to int")
+    return default
+
+
+def _get_float(args: Mapping[str, Any], key: str, default: float, warnings: list[str]) -> float:
+    """``Arguments.GetFloat64``: a float or an integer replaces the default."""
+    if key not in args:
+        return default
+    value = _scalar(args[key])
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    warnings.append(f"Could not parse argument: {args[key]!r} for key {key} to float64")
+    return default
+
+
+def _get_bool(args: Mapping[str, Any], key: str, default: bool, warnings: list[str]) -> bool:
+    """``Arguments.GetBool``: only a boolean replaces the default."""
+    if key not in args:
+        return default
+    value = _scalar(args[key])
+    if isinstance(value, bool):
+        return value
+    warnings.append(f"Could not parse argument: {args[key]!r} for key {key} to bool")
+    return default
+
+
+def _weighted_resources(args: Mapping[str, Any], list_key: str, warnings: list[str]) -> dict[str, int]:
+    """``<list_key>: "a, b"`` plus ``<list_key>.<name>: weight`` (default 1, < 0 -> 1).
+
+    A non-string list is treated as empty, and weight keys for names not in the list are
+    ignored, as in Volcano.
+    """
+    raw = args.get(list_key, "")
+    if not isinstance(raw, str):
+        warnings.append(f"Could not parse argument: {raw!r} for key {list_key} to string")
+        raw = ""
+    out: dict[str, int] = {}
+    for part in raw.split(","):
+        name = part.strip()
+        if not name:
+            continue
+        weight = _get_int(args, f"{list_key}.{name}", 1, warnings)
+        out[name] = 1 if weight < 0 else weight
+    return out
+
+
+@dataclass
+class NetworkTopologyArgs:
+    """Arguments of the ``network-topology-aware`` plugin after Volcano's defaulting."""
+
+    weight: int = 1
+    binpack_cpu: int = 1
+    binpack_memory: int = 1
+    binpack_resources: dict[str, int] = field(default_factory=dict)
+    normal_pod_enable: bool = True
+    normal_pod_fading: float = 0.8
+    evict_max_hypernodes: int = 8
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def resource_weight(self, name: str) -> int | None:
+        """``getBinPackWeight``: the weight of a resource in hypernode bin-packing, or None
+        when it does not take part (cpu and memory always do; ``pods`` never does)."""
+        if name == "cpu":
+            return self.binpack_cpu
+        if name == "memory":
+            return self.binpack_memory
+        return self.binpack_resources.get(name)
+
+
+def network_topology_args(arguments: Mapping[str, Any] | None) -> NetworkTopologyArgs:
+    """Volcano's ``getPriorityWeight``, ``getNormalPodConfig`` and
+    ``getMaxHyperNodesForEviction`` for the network-topology-aware plugin."""
+    args = arguments or {}
+    w: list[str] = []
+    weight = _get_int(args, "weight", 1, w)
+    cpu = _get_int(args, "hypernode.binpack.cpu", 1, w)
+    memory = _get_int(args, "hypernode.binpack.memory", 1, w)
+    resources = _weighted_resources(args, "hypernode.binpack.resources", w)
+    enable = _get_bool(args, "hypernode.binpack.normal-pod.enable", True, w)
+    fading = _get_float(args, "hypernode.binpack.normal-pod.fading", 0.8, w)
+    max_hn = _get_int(args, "hypernode.gradient.evict.max-hypernodes", 8, w)
+    return NetworkTopologyArgs(
+        weight=1 if weight < 0 else weight,
+        binpack_cpu=1 if cpu < 0 else cpu,
+        binpack_memory=1 if memory < 0 else memory,
+        binpack_resources=resources,
+        normal_pod_enable=enable,
+        # 0 is allowed: only tier-1 hypernodes then count for normal pods.
+        normal_pod_fading=0.8 if fading < 0 else fading,
+        evict_max_hypernodes=8 if max_hn <= 0 else max_hn,
+        warnings=tuple(w),
+    )
+
+
+@dataclass
+class BinpackArgs:
+    """Arguments of Volcano's node-level ``binpack`` plugin after defaulting."""
+
+    weight: int = 1
+    cpu: int = 1
+    memory: int = 1
+    resources: dict[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def resource_weight(self, name: str) -> int | None:
+        """The weight ``BinPackingScore`` uses for a resource, or None if it is skipped."""
+        if name == "cpu":
+            return self.cpu
+        if name == "memory":
+            return self.memory
+        return self.resources.get(name)
+
+
+def binpack_args(arguments: Mapping[str, Any] | None) -> BinpackArgs:
+    """Volcano binpack ``calculateWeight``: ``binpack.weight`` (default 1, taken as is;
+    0 disables the plugin's node order), ``binpack.cpu`` / ``binpack.memory`` (default 1,
+    < 0 -> 1), ``binpack.resources`` and ``binpack.resources.<name>`` (default 1, < 0 -> 1)."""
+    args = arguments or {}
+    w: list[str] = []
+    weight = _get_int(args, "binpack.weight", 1, w)
+    cpu = _get_int(args, "binpack.cpu", 1, w)
+    memory = _get_int(args, "binpack.memory", 1, w)
+    resources = _weighted_resources(args, "binpack.resources", w)
+    return BinpackArgs(
+        weight=weight,
+        cpu=1 if cpu < 0 else cpu,
+        memory=1 if memory < 0 else memory,
+        resources=resources,
+        warnings=tuple(w),
+    )
