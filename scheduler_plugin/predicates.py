@@ -238,6 +238,16 @@ def node_static_from_dict(node: Mapping[str, Any]) -> NodeStatic:
 # Taints and tolerations
 
 
+def _canonical_toleration(t: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    # tolerationSeconds is dropped on purpose: it only delays NoExecute eviction.
+    return (
+        str(t.get("key") or ""),
+        str(t.get("operator") or "Equal"),
+        str(t.get("value") or ""),
+        str(t.get("effect") or ""),
+    )
+
+
 def _tolerates(tol: tuple[str, str, str, str], key: str, value: str, effect: str) -> bool:
     """``v1.Toleration.ToleratesTaint`` on a canonical ``(key, operator, value, effect)``."""
     t_key, t_op, t_value, t_effect = tol
@@ -286,7 +296,7 @@ def untolerated_taint(
     taints: Iterable[Mapping[str, Any]], tolerations: Iterable[Mapping[str, Any]]
 ) -> Mapping[str, Any] | None:
     """The first NoSchedule/NoExecute taint no toleration tolerates (kube's
-    ``FindMatchingUntoleratedTaint``), or None."""
+    ``FindMatchingUntoleratedTaint``), as ``{key, value, effect}``, or None."""
     canon = tuple(_canonical_toleration(t) for t in tolerations)
     normalized = [
         {
@@ -296,8 +306,7 @@ def untolerated_taint(
         }
         for t in taints
     ]
-    found = _first_untolerated(normalized, canon)
-    return found
+    return _first_untolerated(normalized, canon)
 
 
 def taint_reason(taint: Mapping[str, Any]) -> str:
@@ -355,12 +364,25 @@ def pod_host_ports(pod: Mapping[str, Any]) -> frozenset[tuple[str, str, int]]:
     TCP and an empty hostIP means 0.0.0.0, as ``HostPortInfo`` sanitizes them.
     """
     spec = pod.get("spec") or {}
-    containers = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
-    containers += list(spec.get("containers") or [])
+    owner = f"pod {_pod_key(pod)}"
+    containers = [
+        (f"spec.initContainers[{i}]", c)
+        for i, c in enumerate(spec.get("initContainers") or [])
+        if c.get("restartPolicy") == "Always"
+    ]
+    containers += [(f"spec.containers[{i}]", c) for i, c in enumerate(spec.get("containers") or [])]
     out: set[tuple[str, str, int]] = set()
-    for c in containers:
-        for p in c.get("ports") or []:
-            port = int(p.get("hostPort") or 0)
+    for path, c in containers:
+        for j, p in enumerate(c.get("ports") or []):
+            raw = p.get("hostPort") or 0
+            if isinstance(raw, bool) or not isinstance(raw, int | str):
+                raise PredicateError(f"{owner}: {path}.ports[{j}].hostPort: must be an integer, got {raw!r}")
+            try:
+                port = int(raw)
+            except ValueError:
+                raise PredicateError(
+                    f"{owner}: {path}.ports[{j}].hostPort: must be an integer, got {raw!r}"
+                ) from None
             if port > 0:
                 out.add((str(p.get("protocol") or "TCP"), str(p.get("hostIP") or BIND_ALL_HOST_IP), port))
     return frozenset(out)
@@ -396,16 +418,6 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return tuple(_freeze(v) for v in value)
     return value
-
-
-def _canonical_toleration(t: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    # tolerationSeconds is dropped on purpose: it only delays NoExecute eviction.
-    return (
-        str(t.get("key") or ""),
-        str(t.get("operator") or "Equal"),
-        str(t.get("value") or ""),
-        str(t.get("effect") or ""),
-    )
 
 
 @dataclass(frozen=True)
