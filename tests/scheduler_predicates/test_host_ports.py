@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from scheduler_plugin.predicates import PredicateError, compile_pod_constraints, host_ports_conflict, pod_host_ports
+from scheduler_plugin.predicates import (
+    PredicateError,
+    compile_pod_constraints,
+    host_ports_conflict,
+    pod_host_ports,
+)
 
 from .helpers import make_pod
 
 
-def with_ports(*ports: dict[str, object]) -> dict[str, object]:
+def with_ports(*ports: dict[str, Any]) -> dict[str, Any]:
     pod = make_pod()
     pod["spec"]["containers"][0]["ports"] = list(ports)
     return pod
@@ -21,7 +28,9 @@ def test_host_port_defaults_to_tcp_on_all_addresses() -> None:
 
 
 def test_container_ports_without_host_port_claim_nothing() -> None:
-    assert pod_host_ports(with_ports({"containerPort": 80}, {"containerPort": 81, "hostPort": 0})) == frozenset()
+    assert (
+        pod_host_ports(with_ports({"containerPort": 80}, {"containerPort": 81, "hostPort": 0})) == frozenset()
+    )
 
 
 def test_protocol_and_host_ip_are_kept() -> None:

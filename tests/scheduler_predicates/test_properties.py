@@ -54,7 +54,9 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
 
 def alone(container: dict[str, Any]) -> dict[str, int]:
     """Requests of a pod holding only this container, minus the pod slot."""
-    out = pod_requests({"spec": {"containers": [{k: v for k, v in container.items() if k != "restartPolicy"}]}})
+    out = pod_requests(
+        {"spec": {"containers": [{k: v for k, v in container.items() if k != "restartPolicy"}]}}
+    )
     del out["pods"]
     return out
 
@@ -138,8 +140,12 @@ values = st.sampled_from(["", "x", "y"])
 effects = st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule"])
 taints = st.builds(lambda k, v, e: {"key": k, "value": v, "effect": e}, keys, values, effects)
 tolerations = st.one_of(
-    st.builds(lambda k, v, e: {"key": k, "operator": "Equal", "value": v, "effect": e}, keys, values, effects),
-    st.builds(lambda k, e: {"key": k, "operator": "Exists", "effect": e}, keys, st.sampled_from(["", "NoSchedule"])),
+    st.builds(
+        lambda k, v, e: {"key": k, "operator": "Equal", "value": v, "effect": e}, keys, values, effects
+    ),
+    st.builds(
+        lambda k, e: {"key": k, "operator": "Exists", "effect": e}, keys, st.sampled_from(["", "NoSchedule"])
+    ),
     st.builds(lambda e: {"operator": "Exists", "effect": e}, st.sampled_from(["", "NoExecute"])),
 )
 
