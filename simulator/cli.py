@@ -1,0 +1,358 @@
+"""``hyperplace``: simulate, validate, tree, explain (see docs: the CLI contract).
+
+Exit status: 0 when the command ran (``validate``: every object accepted), 1 when
+``validate`` refused something, 2 for unreadable or malformed input and usage errors.
+Errors go to stderr, one short line naming the file and line where possible.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from .engine import SimResult, SimulationError
+from .engine import simulate as run_simulation
+from .engine import validate as run_validate
+from .loader import InputError, Inputs, load_paths
+from .output import result_dict, to_json, to_yaml
+from .topology import Topology, build_topology
+
+app = typer.Typer(
+    name="hyperplace",
+    help="Topology-aware gang scheduling for Kubernetes: simulate, validate and inspect inputs offline.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+class TreeFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    Console(stderr=True, highlight=False).print(Text(f"error: {message}", style="red"))
+    raise typer.Exit(code)
+
+
+def _stdout() -> Console:
+    # Wide enough for the tables when piped; soft_wrap off so long lines are not mangled.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+
+
+class _RichProgress:
+    """The engine's progress sink, drawn on stderr and erased when done."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> _RichProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def start(self, description: str, total: int | None) -> None:
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task(description, total=total)
+
+    def advance(self, n: int = 1) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task, n)
+
+
+def load_inputs(
+    paths: list[Path] | None,
+    *,
+    live: bool = False,
+    kubeconfig: Path | None = None,
+    context: str | None = None,
+) -> Inputs:
+    """Files and directories, and/or the objects of a live cluster (read-only)."""
+    if not paths and not live:
+        _fail("give at least one FILE or DIRECTORY (or --kubeconfig/--cluster-snapshot for a live cluster)")
+    try:
+        if live:
+            from .live import read_cluster
+
+            inputs = read_cluster(kubeconfig=str(kubeconfig) if kubeconfig else None, context=context)
+            if paths:
+                extra = load_paths(paths, default_queue=False)
+                from .loader import add_object, finish
+
+                for o in extra.objects:
+                    add_object(inputs, o.obj, o.source)
+                inputs.warnings += extra.warnings
+                inputs.scheduler_conf = extra.scheduler_conf or inputs.scheduler_conf
+                inputs.scheduler_conf_source = extra.scheduler_conf_source or inputs.scheduler_conf_source
+                finish(inputs)
+            return inputs
+        return load_paths(paths or [])
+    except InputError as exc:
+        _fail(str(exc))
+
+
+def _simulate(
+    inputs: Inputs,
+    *,
+    scheduler_config: Path | None,
+    cycles: int | None,
+    seed: int,
+    show_progress: bool,
+) -> SimResult:
+    conf_text = None
+    if scheduler_config is not None:
+        try:
+            conf_text = scheduler_config.read_text(encoding="utf-8")
+        except OSError as exc:
+            _fail(f"{scheduler_config}: cannot read: {exc.strerror or exc}")
+    try:
+        if show_progress:
+            with _RichProgress() as progress:
+                return run_simulation(
+                    inputs,
+                    cycles=cycles,
+                    seed=seed,
+                    scheduler_conf=conf_text,
+                    scheduler_conf_source=str(scheduler_config),
+                    progress=progress,
+                )
+        return run_simulation(
+            inputs,
+            cycles=cycles,
+            seed=seed,
+            scheduler_conf=conf_text,
+            scheduler_conf_source=str(scheduler_config),
+        )
+    except SimulationError as exc:
+        _fail(str(exc))
+
+
+def final_topology(result: SimResult) -> Topology:
+    from hyperplace.api import HyperNode
+
+    hns = []
+    for o in result.of_kind("HyperNode"):
+        hns.append(HyperNode.model_validate(o))
+    return build_topology(hns, result.of_kind("Node"), result.of_kind("Pod"))
+
+
+PathsArg = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        help="YAML files or directories (read recursively, *.yaml/*.yml, in name order).", show_default=False
+    ),
+]
+KubeconfigOpt = Annotated[
+    Path | None, typer.Option("--kubeconfig", help="Read a live cluster (read-only) with this kubeconfig.")
+]
+ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context of the live cluster.")]
+
+
+@app.command()
+def simulate(
+    paths: PathsArg = None,
+    scheduler_config: Annotated[
+        Path | None, typer.Option("--scheduler-config", help="volcano-scheduler.conf (or its ConfigMap).")
+    ] = None,
+    cycles: Annotated[
+        int | None,
+        typer.Option("--cycles", min=1, help="Run N cycles (default: until nothing changes, at most 10)."),
+    ] = None,
+    output: Annotated[
+        OutputFormat, typer.Option("--output", "-o", help="table, json or yaml.")
+    ] = OutputFormat.table,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write a self-contained HTML picture.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of every random choice.")] = 0,
+    cluster_snapshot: Annotated[
+        bool, typer.Option("--cluster-snapshot", help="Start from the objects of a live cluster (read-only).")
+    ] = False,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Admission, controllers and scheduler sessions on the given objects; print the outcome."""
+    live = cluster_snapshot or kubeconfig is not None or context is not None
+    inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
+    show_progress = output is OutputFormat.table and sys.stderr.isatty()
+    result = _simulate(
+        inputs, scheduler_config=scheduler_config, cycles=cycles, seed=seed, show_progress=show_progress
+    )
+    from .views import job_views
+
+    topo = final_topology(result)
+    views = job_views(result, topo)
+    if html is not None:
+        from .html import render_html
+
+        try:
+            html.write_text(render_html(result, views, topo), encoding="utf-8")
+        except OSError as exc:
+            _fail(f"{html}: cannot write: {exc.strerror or exc}")
+    if output is OutputFormat.json:
+        sys.stdout.write(to_json(result_dict(result)) + "\n")
+    elif output is OutputFormat.yaml:
+        sys.stdout.write(to_yaml(result_dict(result)))
+    else:
+        from .render import render_simulation
+
+        render_simulation(_stdout(), result, views, topo)
+        if html is not None:
+            Console(stderr=True).print(f"wrote {html}")
+
+
+@app.command()
+def validate(
+    files: Annotated[
+        list[Path], typer.Argument(help="YAML files or directories to admit.", show_default=False)
+    ],
+    old: Annotated[
+        list[Path] | None,
+        typer.Option("--old", help="The previous objects: those given there are admitted as UPDATE."),
+    ] = None,
+) -> None:
+    """Admission only (mutating defaults, schema and CEL rules, validating webhooks)."""
+    inputs = load_inputs(files)
+    old_inputs = None
+    if old:
+        try:
+            old_inputs = load_paths(old, default_queue=False)
+        except InputError as exc:
+            _fail(str(exc))
+    rejected, warnings = run_validate(inputs, old_inputs)
+    for w in warnings:
+        sys.stdout.write(f"Warning: {w}\n")
+    for r in rejected:
+        sys.stdout.write(r.line() + "\n")
+    raise typer.Exit(1 if rejected else 0)
+
+
+@app.command()
+def tree(
+    paths: PathsArg = None,
+    output: Annotated[TreeFormat, typer.Option("--output", "-o", help="table or json.")] = TreeFormat.table,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """The HyperNode tree with tiers, node counts and free capacity; problems in red."""
+    from hyperplace.api import HyperNode
+
+    from .render import topology_dict, topology_tree
+
+    live = kubeconfig is not None or context is not None
+    inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
+    hns = []
+    invalid: list[str] = []
+    for o in inputs.of_kind("HyperNode"):
+        try:
+            hns.append(HyperNode.model_validate(o.obj))
+        except ValueError as exc:
+            from pydantic import ValidationError
+
+            msgs = exc.errors() if isinstance(exc, ValidationError) else []
+            from hyperplace.api import format_validation_error
+
+            text = (
+                "; ".join(format_validation_error(exc))
+                if msgs and isinstance(exc, ValidationError)
+                else str(exc)
+            )
+            invalid.append(f"HyperNode {o.name} ({o.source}): {text}")
+    topo = build_topology(
+        hns, [o.obj for o in inputs.of_kind("Node")], [o.obj for o in inputs.of_kind("Pod")]
+    )
+    if output is TreeFormat.json:
+        doc = topology_dict(topo)
+        doc["invalid"] = invalid
+        if invalid:
+            doc["ready"] = False
+        sys.stdout.write(to_json(doc) + "\n")
+        return
+    console = _stdout()
+    console.print(topology_tree(topo))
+    for line in invalid:
+        console.print(Text(f"✗ {line}", style="red"))
+
+
+@app.command()
+def explain(
+    job: Annotated[
+        str, typer.Argument(help="<namespace>/<name> of a Volcano Job or a PodGroup.", show_default=False)
+    ],
+    paths: PathsArg = None,
+    scheduler_config: Annotated[Path | None, typer.Option("--scheduler-config")] = None,
+    cycles: Annotated[int | None, typer.Option("--cycles", min=1)] = None,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    output: Annotated[TreeFormat, typer.Option("--output", "-o", help="table or json.")] = TreeFormat.table,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Why a job is placed where it is, or why it waits, after simulating the inputs."""
+    from .explain import explain_dict, render_explain
+    from .views import find_job, job_views
+
+    live = kubeconfig is not None or context is not None
+    inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
+    result = _simulate(
+        inputs, scheduler_config=scheduler_config, cycles=cycles, seed=seed, show_progress=False
+    )
+    topo = final_topology(result)
+    views = job_views(result, topo)
+    view = find_job(views, job)
+    if view is None:
+        refused = [
+            r
+            for r in result.rejected
+            if f"{r.namespace or 'default'}/{r.name}" == (job if "/" in job else f"default/{job}")
+        ]
+        if refused:
+            _fail(f"{job} was refused by admission: {refused[0].message}", code=2)
+        known = ", ".join(v.key for v in views) or "none"
+        _fail(f"no Job or PodGroup {job} in the input (jobs: {known})")
+    if output is TreeFormat.json:
+        sys.stdout.write(to_json(explain_dict(view, result, topo)) + "\n")
+    else:
+        render_explain(_stdout(), view, result, topo)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,654 @@
+"""The in-process simulator: admission, controllers, one scheduler session per cycle.
+
+One **cycle** does what a real control plane does between two scheduler sessions:
+
+1. (first cycle only: objects arrive) every input object goes through admission,
+   mutating webhooks, then schema/CEL, then validating webhooks; refused objects are
+   reported with the webhook's messages and left out;
+2. the controllers reconcile to a fixed point: label discovery of HyperNodes (when a
+   ConfigMap enables it), HyperNode status, and Job -> PodGroup + pods (pods the Job
+   controller creates pass the pod webhooks too, as they would through the API server);
+3. one scheduler session runs on a snapshot of the cluster; its bindings are applied
+   (the pod gets ``spec.nodeName`` and phase Running), so they count in the next cycle,
+   and the PodGroups get the status the scheduler reports.
+
+The other components are imported lazily: each lives behind the seams described in
+``docs/CONTRACTS.md``, and the simulator is only the glue that feeds them wire objects.
+
+Time is simulated. Components that stamp times get ``now`` from a clock that advances
+per cycle and round, and any wall-clock timestamp they produce anyway is replaced by
+the simulated one, so two runs on the same input give the same output.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hyperplace.api import HyperNode, Job, PodGroup, Queue
+from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION
+
+from .loader import (
+    CONTROLLER_CONF_KEY,
+    InputObject,
+    Inputs,
+    deterministic_uid,
+    normalize,
+    scheduler_conf_from_configmaps,
+    sim_time,
+)
+
+Key = tuple[str, str, str]  # (kind, namespace or "", name)
+
+# Keys whose values are timestamps; see the module docstring.
+TIME_KEYS = frozenset(
+    {"lastTransitionTime", "creationTimestamp", "lastUpdateTime", "lastProbeTime", "lastHeartbeatTime"}
+)
+
+DEFAULT_MAX_CYCLES = 10
+MAX_CONTROLLER_ROUNDS = 25
+# The simulated clock: cycle c, controller round r happen at BASE + c*CYCLE + r seconds.
+CLOCK_BASE = 86_400
+CLOCK_CYCLE = 600
+
+
+class SimulationError(Exception):
+    """The simulation cannot run (for example an unreadable scheduler configuration)."""
+
+
+class Progress(Protocol):
+    """Where the engine reports progress (the CLI draws it with rich)."""
+
+    def start(self, description: str, total: int | None) -> None: ...
+
+    def advance(self, n: int = 1) -> None: ...
+
+
+class _NoProgress:
+    def start(self, description: str, total: int | None) -> None:
+        return None
+
+    def advance(self, n: int = 1) -> None:
+        return None
+
+
+@dataclass
+class Rejection:
+    """An object admission refused."""
+
+    kind: str
+    namespace: str | None
+    name: str
+    message: str
+    source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name, "message": self.message}
+
+    def line(self) -> str:
+        """``<Kind> [<namespace>/]<name>: <message>`` (the validate format)."""
+        ref = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {ref}: {self.message}"
+
+
+@dataclass
+class SimResult:
+    """Everything the outputs need after the last cycle."""
+
+    objects: dict[Key, dict[str, Any]]
+    bindings: dict[str, str]  # "ns/pod" -> node, this run only, in binding order
+    bound_in_cycle: dict[str, int]
+    evictions: list[str]
+    rejected: list[Rejection]
+    warnings: list[str]
+    created: list[Key]
+    updated: list[Key]
+    outcomes: dict[str, Any]  # "ns/podgroup" -> the scheduler's last JobOutcome for it
+    unschedulable: dict[str, str]  # "ns/pod" -> reason, from the last session that tried it
+    cycles: int
+    scheduler_ran: bool
+    snapshot: Any = None  # the last ClusterSnapshot (its .tree is the scheduler's view)
+    session: Any = None  # the last SessionResult
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for k, o in self.objects.items() if k[0] == kind]
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.objects.get((kind, namespace or "", name))
+
+
+def key_of(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
+
+
+def ns_name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def _strip_times(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_times(v) for k, v in value.items() if k not in TIME_KEYS}
+    if isinstance(value, list):
+        return [_strip_times(v) for v in value]
+    return value
+
+
+def fingerprint(objects: dict[Key, dict[str, Any]]) -> str:
+    """Cluster state without timestamps: equal fingerprints mean a cycle changed nothing."""
+    return json.dumps([[list(k), _strip_times(v)] for k, v in objects.items()], sort_keys=True, default=str)
+
+
+class Simulation:
+    """Holds the cluster state between cycles; :meth:`run` drives it."""
+
+    def __init__(
+        self,
+        inputs: Inputs,
+        *,
+        scheduler_conf: str | None = None,
+        scheduler_conf_source: str = "--scheduler-config",
+        seed: int = 0,
+        progress: Progress | None = None,
+    ) -> None:
+        self.inputs = inputs
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.progress: Progress = progress or _NoProgress()
+        self.objects: dict[Key, dict[str, Any]] = {}
+        self.original: dict[Key, dict[str, Any]] = {}  # input objects as given (normalized)
+        self.input_order: list[Key] = []
+        self.created: list[Key] = []
+        self.bindings: dict[str, str] = {}
+        self.bound_in_cycle: dict[str, int] = {}
+        self.evictions: list[str] = []
+        self.rejected: list[Rejection] = []
+        self._rejected_seen: set[tuple[str, str, str, str]] = set()
+        self.warnings: list[str] = list(inputs.warnings)
+        self.outcomes: dict[str, Any] = {}
+        self.unschedulable: dict[str, str] = {}
+        self.cycle = 0
+        self.round = 0
+        self.known_times: set[str] = set()
+        self.snapshot: Any = None
+        self.session: Any = None
+        self.scheduler_ran = False
+        self._scheduler_conf_text = scheduler_conf
+        self._scheduler_conf_source = scheduler_conf_source
+        self.config: Any = None
+
+    # --- clock ---------------------------------------------------------------------------
+
+    @property
+    def now(self) -> str:
+        t = sim_time(CLOCK_BASE + self.cycle * CLOCK_CYCLE + self.round)
+        self.known_times.add(t)
+        return t
+
+    def _freeze_times(self, value: Any) -> Any:
+        """Replace wall-clock timestamps another component produced by the simulated now."""
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k in TIME_KEYS and isinstance(v, str) and v not in self.known_times:
+                    value[k] = self.now
+                else:
+                    self._freeze_times(v)
+        elif isinstance(value, list):
+            for v in value:
+                self._freeze_times(v)
+        return value
+
+    def _collect_times(self, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k in TIME_KEYS and isinstance(v, str):
+                    self.known_times.add(v)
+                else:
+                    self._collect_times(v)
+        elif isinstance(value, list):
+            for v in value:
+                self._collect_times(v)
+
+    # --- state helpers ---------------------------------------------------------------------
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for k, o in self.objects.items() if k[0] == kind]
+
+    def _reject(self, obj: dict[str, Any], messages: Iterable[str], source: str | None) -> None:
+        meta = obj.get("metadata") or {}
+        r = Rejection(
+            kind=str(obj.get("kind", "")),
+            namespace=meta.get("namespace") or None,
+            name=str(meta.get("name", "")),
+            message="; ".join(messages) or "refused by admission",
+            source=source,
+        )
+        ident = (r.kind, r.namespace or "", r.name, r.message)
+        if ident not in self._rejected_seen:
+            self._rejected_seen.add(ident)
+            self.rejected.append(r)
+
+    def _admission_context(self) -> Any:
+        """AdmissionContext with the HyperNodes and Jobs the API server would hold now."""
+        from webhooks.context import AdmissionContext
+
+        hypernodes: dict[str, HyperNode] = {}
+        for o in self.of_kind("HyperNode"):
+            try:
+                hn = HyperNode.model_validate(o)
+            except ValueError:
+                continue
+            hypernodes[hn.name] = hn
+        jobs: dict[str, Job] = {}
+        for o in self.of_kind("Job"):
+            try:
+                j = Job.model_validate(o)
+            except ValueError:
+                continue
+            jobs[j.key] = j
+        return AdmissionContext(
+            hypernodes=hypernodes, jobs=jobs, known_tier_names=self._discovery_tier_names()
+        )
+
+    def _discovery_tier_names(self) -> dict[str, int] | None:
+        """tierName -> tier that label discovery will create (the label keys), so a job naming
+        a discovered tier is not warned about before discovery has run."""
+        cms = [
+            o
+            for o in self.of_kind("ConfigMap")
+            if isinstance((o.get("data") or {}).get(CONTROLLER_CONF_KEY), str)
+        ]
+        if not cms:
+            return None
+        from controller.hypernode.discovery import DiscoveryConfigError, label_tiers, parse_discovery_config
+
+        try:
+            source = parse_discovery_config(cms[0]).enabled("label")
+        except DiscoveryConfigError:
+            return None
+        if source is None:
+            return None
+        types, _ = label_tiers(source.config)
+        return {key: tier for keys in types.values() for tier, key in enumerate(keys, start=1)}
+
+    def _admit(
+        self,
+        obj: dict[str, Any],
+        source: str | None,
+        ctx: Any,
+        operation: str = "CREATE",
+        old: dict[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
+        """The object after admission, or None (and a Rejection) when refused."""
+        from webhooks.admission import admit
+
+        out = admit(obj, operation=operation, old=old, ctx=ctx)
+        for w in out.warnings:
+            self._warn_once(f"{obj.get('kind')} {_ref(obj)}: {w}")
+        if not out.allowed:
+            self._reject(obj, out.messages, source)
+            return None
+        return copy.deepcopy(out.object)
+
+    def _add(self, obj: dict[str, Any], *, created: bool) -> None:
+        k = key_of(obj)
+        self.objects[k] = obj
+        if created and k not in self.created and k not in self.original:
+            self.created.append(k)
+
+    # --- phases --------------------------------------------------------------------------------
+
+    def admit_inputs(self) -> None:
+        """Objects arrive: admission in input order, as ``kubectl apply`` of the files would."""
+        objs: list[InputObject] = self.inputs.objects
+        self.progress.start("admission", len(objs))
+        ctx = None
+        for io in objs:
+            k = key_of(io.obj)
+            self.original[k] = copy.deepcopy(io.obj)
+            self._collect_times(io.obj)
+            if io.existing:
+                self.objects[k] = copy.deepcopy(io.obj)
+                self.input_order.append(k)
+                self.progress.advance()
+                continue
+            if ctx is None or io.kind in ("HyperNode", "Job"):
+                # The webhooks consult HyperNodes (tree checks) and Jobs (pod webhook);
+                # rebuild only when those changed.
+                ctx = self._admission_context()
+            admitted = self._admit(io.obj, str(io.source), ctx)
+            if admitted is not None:
+                self.objects[k] = admitted
+                self.input_order.append(k)
+                if io.kind in ("HyperNode", "Job"):
+                    ctx = None
+            self.progress.advance()
+
+    def _load_config(self) -> Any:
+        from scheduler_plugin.conf import DEFAULT_CONFIG, ConfigError, load_scheduler_config
+
+        text = self._scheduler_conf_text
+        source = self._scheduler_conf_source
+        if text is None and self.inputs.scheduler_conf is not None:
+            text, source = self.inputs.scheduler_conf, self.inputs.scheduler_conf_source or "scheduler.conf"
+        if text is None:
+            from_cm = scheduler_conf_from_configmaps(self.inputs.objects)
+            if from_cm is not None:
+                text, source = from_cm
+        if text is None:
+            return DEFAULT_CONFIG
+        try:
+            return load_scheduler_config(text, source=source)
+        except ConfigError as exc:  # its message names the source, the field and the line
+            raise SimulationError(f"invalid scheduler configuration: {exc}") from None
+
+    def _discovery(self) -> bool:
+        """Label discovery, when a controller ConfigMap enables it."""
+        cms = [
+            o
+            for o in self.of_kind("ConfigMap")
+            if isinstance((o.get("data") or {}).get(CONTROLLER_CONF_KEY), str)
+        ]
+        if not cms:
+            return False
+        from controller.hypernode.discovery import (
+            DiscoveryConfigError,
+            DiscoveryError,
+            discover_from_labels,
+            parse_discovery_config,
+        )
+
+        try:
+            config = parse_discovery_config(cms[0])
+        except DiscoveryConfigError as exc:
+            self._warn_once(f"ConfigMap {ns_name(cms[0])}: {exc}")
+            return False
+        if config.enabled("label") is None:
+            return False
+        existing = [HyperNode.model_validate(o) for o in self.of_kind("HyperNode")]
+        try:
+            result = discover_from_labels(config, self.of_kind("Node"), existing, self.rng)
+        except DiscoveryError as exc:
+            self._warn_once(f"HyperNode discovery: {exc}")
+            return False
+        for w in result.warnings:
+            self._warn_once(f"HyperNode discovery: {w}")
+        changed = False
+        for name in result.delete:
+            if self.objects.pop(("HyperNode", "", name), None) is not None:
+                changed = True
+        ctx = None
+        for hn in result.create:
+            obj = normalize(hn.to_dict(), namespaced=False)
+            obj["metadata"].setdefault("creationTimestamp", self.now)
+            ctx = ctx or self._admission_context()
+            admitted = self._admit(obj, "HyperNode discovery", ctx)
+            if admitted is not None:
+                self._add(admitted, created=True)
+                changed = True
+                ctx = None
+        for hn in result.update:
+            obj = hn.to_dict()
+            k = key_of(obj)
+            if self.objects.get(k) != obj:
+                self.objects[k] = obj
+                changed = True
+        return changed
+
+    def _warn_once(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def _hypernode_status(self) -> bool:
+        from controller.hypernode.status import compute_status
+        from hyperplace.kube.members import node_labels_of
+
+        labels = node_labels_of(self.of_kind("Node"))
+        models = {}
+        for o in self.of_kind("HyperNode"):
+            hn = HyperNode.model_validate(o)
+            models[hn.name] = hn
+        changed = False
+        for name, hn in models.items():
+            status = compute_status(hn, labels, models, now=self.now).to_dict()
+            obj = self.objects[("HyperNode", "", name)]
+            self._freeze_times(status)
+            if obj.get("status") != status:
+                obj["status"] = status
+                changed = True
+        return changed
+
+    def _jobs(self) -> bool:
+        from controller.job.reconcile import reconcile_job
+
+        priority_classes = {
+            str(pc["metadata"]["name"]): int(pc.get("value") or 0) for pc in self.of_kind("PriorityClass")
+        }
+        pods_by_ns: dict[str, list[dict[str, Any]]] = {}
+        for p in self.of_kind("Pod"):
+            pods_by_ns.setdefault(p["metadata"].get("namespace") or "default", []).append(p)
+        changed = False
+        ctx = None
+        for jobj in self.of_kind("Job"):
+            job = Job.model_validate(jobj)
+            ns = job.namespace or "default"
+            pg_obj = None
+            pg_name = f"{job.name}-{job.metadata.uid or ''}"
+            pg_obj = self.objects.get(("PodGroup", ns, pg_name))
+            pg = PodGroup.model_validate(pg_obj) if pg_obj is not None else None
+            r = reconcile_job(
+                job, pg, pods_by_ns.get(ns, []), now=self.now, priority_classes=priority_classes
+            )
+            desired = r.podgroup.to_dict()
+            self._freeze_times(desired)
+            if pg_obj is None:
+                desired = normalize(desired, namespaced=True)
+                desired["metadata"].setdefault("creationTimestamp", self.now)
+                ctx = ctx or self._admission_context()
+                admitted = self._admit(desired, f"Job {ns}/{job.name}", ctx)
+                if admitted is not None:
+                    self._add(admitted, created=True)
+                    changed = True
+            elif r.podgroup_changed and desired != pg_obj:
+                self.objects[key_of(desired)] = desired
+                changed = True
+            for name in r.delete_pods:
+                if self.objects.pop(("Pod", ns, name), None) is not None:
+                    self.evictions.append(f"{ns}/{name}")
+                    changed = True
+            for pod in r.create_pods:
+                pod = normalize(pod, namespaced=True)
+                pod["metadata"].setdefault("creationTimestamp", self.now)
+                ctx = ctx or self._admission_context()
+                admitted = self._admit(pod, f"Job {ns}/{job.name}", ctx)
+                if admitted is not None:
+                    admitted.setdefault("status", {}).setdefault("phase", "Pending")
+                    self._add(admitted, created=True)
+                    pods_by_ns.setdefault(ns, []).append(admitted)
+                    changed = True
+            status = r.status.to_dict()
+            self._freeze_times(status)
+            if jobj.get("status") != status:
+                jobj["status"] = status
+                changed = True
+        return changed
+
+    def reconcile(self) -> None:
+        """Controllers, round after round, until none of them changes anything."""
+        self.progress.start(f"cycle {self.cycle}: controllers", None)
+        for self.round in range(MAX_CONTROLLER_ROUNDS):
+            changed = self._discovery()
+            changed = self._hypernode_status() or changed
+            changed = self._jobs() or changed
+            self.progress.advance()
+            if not changed:
+                return
+        self._warn_once(f"controllers did not settle within {MAX_CONTROLLER_ROUNDS} rounds")
+
+    def schedule(self) -> int:
+        """One scheduler session; returns the number of bindings applied."""
+        from scheduler_plugin.session import run_session
+
+        from scheduler_plugin.snapshot import ClusterSnapshot
+
+        if self.config is None:
+            self.config = self._load_config()
+        pods = self.of_kind("Pod")
+        self.progress.start(f"cycle {self.cycle}: scheduling {len(pods)} pods", None)
+        snap = ClusterSnapshot.build(
+            nodes=self.of_kind("Node"),
+            pods=pods,
+            hypernodes=[HyperNode.model_validate(o) for o in self.of_kind("HyperNode")],
+            podgroups=[PodGroup.model_validate(o) for o in self.of_kind("PodGroup")],
+            queues=[Queue.model_validate(o) for o in self.of_kind("Queue")],
+            priority_classes=self.of_kind("PriorityClass"),
+        )
+        result = run_session(snap, config=self.config, seed=self.seed)
+        self.snapshot, self.session, self.scheduler_ran = snap, result, True
+        bound = 0
+        for pod_key, node in result.bindings.items():
+            ns, _, name = pod_key.partition("/")
+            pod = self.objects.get(("Pod", ns, name))
+            if pod is None or (pod.get("spec") or {}).get("nodeName"):
+                continue
+            pod.setdefault("spec", {})["nodeName"] = node
+            pod.setdefault("status", {})["phase"] = "Running"
+            self.bindings[pod_key] = node
+            self.bound_in_cycle[pod_key] = self.cycle
+            self.unschedulable.pop(pod_key, None)
+            bound += 1
+        for pod_key, reason in result.unschedulable.items():
+            if pod_key not in self.bindings:
+                self.unschedulable[pod_key] = reason
+        for pg_key, outcome in result.jobs.items():
+            self.outcomes[pg_key] = outcome
+            ns, _, name = pg_key.partition("/")
+            pg = self.objects.get(("PodGroup", ns, name))
+            if pg is None:
+                continue
+            status = pg.setdefault("status", {})
+            if outcome.phase:
+                status["phase"] = outcome.phase
+            if outcome.conditions is not None:
+                status["conditions"] = self._freeze_times(copy.deepcopy(list(outcome.conditions))) or None
+                if status["conditions"] is None:
+                    del status["conditions"]
+            if outcome.allocated_hypernode:
+                pg.setdefault("metadata", {}).setdefault("annotations", {})[
+                    JOB_ALLOCATED_HYPERNODE_ANNOTATION
+                ] = outcome.allocated_hypernode
+        return bound
+
+    def run(self, cycles: int | None = None) -> SimResult:
+        """Run ``cycles`` cycles, or until a cycle changes nothing (at most 10)."""
+        self.admit_inputs()
+        limit = cycles if cycles is not None else DEFAULT_MAX_CYCLES
+        ran = 0
+        for c in range(1, limit + 1):
+            self.cycle, self.round = c, 0
+            before = fingerprint(self.objects)
+            self.reconcile()
+            self.schedule()
+            ran = c
+            if cycles is None and fingerprint(self.objects) == before:
+                break
+        # A last controller pass so Job status reflects the final bindings.
+        self.cycle, self.round = ran + 1, 0
+        self.reconcile()
+        return self.result(ran)
+
+    def result(self, cycles: int) -> SimResult:
+        updated = [
+            k for k in self.input_order if k in self.objects and self.objects[k] != self.original.get(k)
+        ]
+        return SimResult(
+            objects=self.objects,
+            bindings=self.bindings,
+            bound_in_cycle=self.bound_in_cycle,
+            evictions=self.evictions,
+            rejected=self.rejected,
+            warnings=self.warnings,
+            created=[k for k in self.created if k in self.objects],
+            updated=updated,
+            outcomes=self.outcomes,
+            unschedulable={
+                k: v for k, v in self.unschedulable.items() if ("Pod", *k.split("/", 1)) in self.objects
+            },
+            cycles=cycles,
+            scheduler_ran=self.scheduler_ran,
+            snapshot=self.snapshot,
+            session=self.session,
+        )
+
+
+def _ref(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+
+
+def simulate(
+    inputs: Inputs,
+    *,
+    cycles: int | None = None,
+    seed: int = 0,
+    scheduler_conf: str | None = None,
+    scheduler_conf_source: str = "--scheduler-config",
+    progress: Progress | None = None,
+) -> SimResult:
+    """Run a simulation of ``inputs`` (see the module docstring)."""
+    sim = Simulation(
+        inputs,
+        scheduler_conf=scheduler_conf,
+        scheduler_conf_source=scheduler_conf_source,
+        seed=seed,
+        progress=progress,
+    )
+    return sim.run(cycles)
+
+
+def validate(
+    inputs: Inputs, old: Inputs | None = None, on_object: Callable[[InputObject], None] | None = None
+) -> tuple[list[Rejection], list[str]]:
+    """Admission only: CREATE for every object, UPDATE for those ``old`` also defines.
+
+    Objects are admitted in input order with the HyperNodes and Jobs admitted so far
+    (plus every object of ``old``) in the webhooks' caches.
+    """
+    sim = Simulation(inputs)
+    olds: dict[Key, dict[str, Any]] = {}
+    if old is not None:
+        for io in old.objects:
+            olds[key_of(io.obj)] = io.obj
+            sim.objects[key_of(io.obj)] = copy.deepcopy(io.obj)
+    for io in inputs.objects:
+        if io.source.line == 0 and io.source.file == "<built-in>":
+            continue
+        if on_object is not None:
+            on_object(io)
+        k = key_of(io.obj)
+        prev = olds.get(k)
+        if prev is not None:
+            # An UPDATE keeps the identity the API server gave the object on create.
+            io.obj["metadata"]["uid"] = prev["metadata"].get("uid", io.obj["metadata"]["uid"])
+        ctx = sim._admission_context()
+        admitted = sim._admit(io.obj, str(io.source), ctx, "UPDATE" if prev is not None else "CREATE", prev)
+        if admitted is not None:
+            sim.objects[k] = admitted
+    return sim.rejected, sim.warnings
+
+
+__all__ = [
+    "DEFAULT_MAX_CYCLES",
+    "Rejection",
+    "SimResult",
+    "Simulation",
+    "SimulationError",
+    "deterministic_uid",
+    "simulate",
+    "validate",
+]

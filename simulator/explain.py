@@ -1,0 +1,108 @@
+"""``hyperplace explain``: where a job went and why, or why it waits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .engine import SimResult
+from .render import explanation_dict, explanation_lines, hn_label, job_colors, job_renderable, tier_of
+from .topology import Topology, natural_key
+from .views import JobView, subgroup_label
+
+# JobOutcome attributes beyond the contract's that, when a scheduler reports them, explain a
+# placement (scores of the candidate domains, the alternatives it considered).
+_EXTRA_OUTCOME_FIELDS = ("scores", "alternatives", "candidates", "gradient", "considered")
+
+
+def _domains(view: JobView, topo: Topology) -> dict[str, list[str]]:
+    """leaf HyperNode -> pods of the job running under it."""
+    out: dict[str, list[str]] = {}
+    for p in view.pods:
+        if p.node:
+            out.setdefault(p.leaf or "(no HyperNode)", []).append(p.name)
+    return {k: out[k] for k in sorted(out, key=natural_key)}
+
+
+def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, Any]:
+    """The ``explain --output json`` document."""
+    outcome = view.outcome
+    extras = {
+        f: explanation_dict(getattr(outcome, f)) for f in _EXTRA_OUTCOME_FIELDS if getattr(outcome, f, None)
+    }
+    return {
+        "job": view.key,
+        "kind": view.kind,
+        "podGroup": view.podgroup,
+        "phase": view.phase,
+        "minMember": view.min_member,
+        "networkTopology": view.topology_spec,
+        "allocatedHyperNode": view.allocated,
+        "tier": tier_of(topo, view.allocated),
+        "subGroups": {
+            subgroup_label(k, view.podgroup): {"hyperNode": v, "tier": tier_of(topo, v)}
+            for k, v in sorted(view.subgroups.items(), key=lambda kv: natural_key(kv[0]))
+        },
+        "domains": _domains(view, topo),
+        "pods": {
+            p.key: {"phase": p.phase, "node": p.node, "hyperNode": p.leaf, "reason": p.reason}
+            for p in view.pods
+        },
+        "waiting": view.waiting,
+        "explanation": explanation_dict(getattr(outcome, "explanation", None))
+        if outcome is not None
+        else None,
+        "conditions": view.conditions,
+        **extras,
+    }
+
+
+def render_explain(console: Console, view: JobView, result: SimResult, topo: Topology) -> None:
+    colors = job_colors([view])
+    console.print(job_renderable(view, topo, colors[view.podgroup], explain=False))
+    console.print()
+    outcome = view.outcome
+    if outcome is None:
+        console.print(
+            Text("The scheduler did not consider this job (no session ran for it).", style="yellow")
+        )
+        return
+    if view.allocated:
+        console.print(Text("Placement", style="bold"))
+        console.print(f"  the job runs in {hn_label(topo, view.allocated)}")
+        domains = _domains(view, topo)
+        for leaf, pods in domains.items():
+            console.print(f"  {leaf}: {len(pods)} pod{'s' if len(pods) != 1 else ''}")
+        for sid, hn in sorted(view.subgroups.items(), key=lambda kv: natural_key(kv[0])):
+            if sid != view.podgroup:
+                console.print(f"  partition {subgroup_label(sid, view.podgroup)}: {hn_label(topo, hn)}")
+    for f in _EXTRA_OUTCOME_FIELDS:
+        value = getattr(outcome, f, None)
+        if not value:
+            continue
+        console.print(Text(f.capitalize(), style="bold"))
+        data = explanation_dict(value)
+        if isinstance(data, dict):
+            t = Table(box=None, show_header=False, padding=(0, 2))
+            for k, v in data.items():
+                t.add_row(str(k), str(v))
+            console.print(t)
+        else:
+            console.print(f"  {data}")
+    lines = explanation_lines(getattr(outcome, "explanation", None))
+    if lines:
+        console.print(
+            Text("Why waiting" if view.waiting else "Notes", style="bold yellow" if view.waiting else "bold")
+        )
+        for line in lines:
+            console.print(f"  {line}")
+    elif view.waiting:
+        console.print(Text("Waiting; the scheduler gave no reason.", style="yellow"))
+    if view.conditions:
+        console.print(Text("Conditions", style="bold"))
+        for c in view.conditions:
+            msg = c.get("message") or ""
+            console.print(f"  {c.get('type')}={c.get('status')} {c.get('reason') or ''} {msg}".rstrip())

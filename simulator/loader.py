@@ -1,0 +1,296 @@
+"""Read simulator input: files and directories of multi-document Kubernetes YAML.
+
+Every object keeps the file and line it came from, so that admission refusals,
+duplicates and malformed documents can be reported where the user has to look.
+Objects stay plain wire-form dicts here; the engine turns them into models after
+admission (which is what may refuse them).
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hyperplace.api.constants import DEFAULT_QUEUE, SCHEDULING_GROUP, SCHEDULING_VERSION
+
+# (apiVersion group, kind) of the objects the simulator understands. Core kinds have group "".
+SUPPORTED: dict[tuple[str, str], bool] = {
+    # value: namespaced?
+    ("", "Node"): False,
+    ("", "Pod"): True,
+    ("", "ConfigMap"): True,
+    ("scheduling.volcano.sh", "Queue"): False,
+    ("scheduling.volcano.sh", "PodGroup"): True,
+    ("scheduling.k8s.io", "PriorityClass"): False,
+    ("topology.volcano.sh", "HyperNode"): False,
+    ("batch.volcano.sh", "Job"): True,
+}
+
+SCHEDULER_CONF_FILES = ("scheduler.conf", "volcano-scheduler.conf")
+SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
+CONTROLLER_CONF_KEY = "volcano-controller.conf"
+
+# Objects without a creationTimestamp get one from a simulated clock in input order, as
+# an API server would stamp them on create. Volcano orders jobs by creation time, so the
+# file order is the submission order, and two runs on the same input agree.
+SIM_EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+
+# A fixed namespace for uuid5: the same kind/namespace/name always gets the same uid.
+_UID_NAMESPACE = uuid.UUID("6f1c2a52-9d0e-4a8b-8a57-3c1f0d2e9b71")
+
+
+class InputError(Exception):
+    """Unreadable or malformed input; ``str()`` names the file and line."""
+
+    def __init__(self, message: str, source: str | None = None) -> None:
+        super().__init__(f"{source}: {message}" if source else message)
+        self.source = source
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an object was defined: ``file:line`` (1-based), or a live cluster."""
+
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass
+class InputObject:
+    """One object of the input, in wire form, with its origin.
+
+    ``existing`` marks objects read from a live cluster: they already passed admission
+    there, so the simulator does not run the webhooks on them again.
+    """
+
+    obj: dict[str, Any]
+    source: Source
+    existing: bool = False
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind", ""))
+
+    @property
+    def namespace(self) -> str | None:
+        ns = (self.obj.get("metadata") or {}).get("namespace")
+        return str(ns) if ns else None
+
+    @property
+    def name(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("name", ""))
+
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace or "", self.name)
+
+
+@dataclass
+class Inputs:
+    """Everything one simulation starts from."""
+
+    objects: list[InputObject] = field(default_factory=list)
+    scheduler_conf: str | None = None  # text of volcano-scheduler.conf, when given
+    scheduler_conf_source: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[InputObject]:
+        return [o for o in self.objects if o.kind == kind]
+
+
+def group_of(api_version: str) -> str:
+    """``batch.volcano.sh/v1alpha1`` -> ``batch.volcano.sh``; ``v1`` -> ``""``."""
+    return api_version.rpartition("/")[0]
+
+
+def deterministic_uid(kind: str, namespace: str | None, name: str) -> str:
+    """The uid of an object that has none: uuid5 of ``kind/namespace/name``."""
+    return str(uuid.uuid5(_UID_NAMESPACE, f"{kind}/{namespace or ''}/{name}"))
+
+
+def sim_time(seconds: float) -> str:
+    """An RFC 3339 timestamp ``seconds`` after the simulated epoch."""
+    return (SIM_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def object_label(kind: str, namespace: str | None, name: str) -> str:
+    """``Kind ns/name`` or ``Kind name`` (cluster-scoped), as messages print objects."""
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """Files in argument order; directories contribute their ``*.yaml``/``*.yml`` files,
+    recursively, in name order. A path that does not exist is an InputError."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = [f for f in p.rglob("*") if f.is_file() and f.suffix in (".yaml", ".yml")]
+            files.extend(sorted(found, key=lambda f: f.relative_to(p).as_posix()))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise InputError("no such file or directory", str(p))
+    return files
+
+
+def find_scheduler_conf(paths: Sequence[str | Path]) -> Path | None:
+    """The ``scheduler.conf``/``volcano-scheduler.conf`` of the first directory argument holding one."""
+    for p in map(Path, paths):
+        if p.is_dir():
+            for name in SCHEDULER_CONF_FILES:
+                if (p / name).is_file():
+                    return p / name
+    return None
+
+
+def iter_documents(text: str, filename: str) -> Iterator[tuple[int, Any]]:
+    """(1-based line, value) for each non-empty document of a YAML stream.
+
+    compose_all + construct keeps the start line of every document; a syntax error
+    becomes an InputError at the line PyYAML reports.
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:  # pragma: no cover - check_node guarantees a node
+                continue
+            line = node.start_mark.line + 1
+            value = loader.construct_document(node)
+            if value is not None:
+                yield line, value
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 0
+        problem = exc.problem or exc.context or "malformed YAML"
+        raise InputError(f"malformed YAML: {problem}", str(Source(filename, line))) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"malformed YAML: {exc}", filename) from None
+    finally:
+        loader.dispose()
+
+
+def _check_object(value: Any, where: Source) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError(
+            f"expected a Kubernetes object (a mapping with apiVersion and kind), got {type(value).__name__}",
+            str(where),
+        )
+    for key in ("apiVersion", "kind"):
+        if not isinstance(value.get(key), str) or not value.get(key):
+            raise InputError(f"object has no {key}", str(where))
+    meta = value.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        raise InputError(f"{value['kind']} has no metadata.name", str(where))
+    return value
+
+
+def normalize(obj: dict[str, Any], namespaced: bool) -> dict[str, Any]:
+    """Fill in what an API server (or a kubelet) would: namespace, uid, Node readiness,
+    the phase of a bound Pod. Returns a copy."""
+    obj = copy.deepcopy(obj)
+    meta = obj.setdefault("metadata", {})
+    kind = obj["kind"]
+    if namespaced:
+        meta.setdefault("namespace", "default")
+    else:
+        meta.pop("namespace", None)
+    if not meta.get("uid"):
+        meta["uid"] = deterministic_uid(kind, meta.get("namespace"), meta["name"])
+    if kind == "Node":
+        status = obj.setdefault("status", {})
+        if not status.get("conditions"):
+            status["conditions"] = [{"type": "Ready", "status": "True"}]
+    elif kind == "Pod":
+        spec = obj.setdefault("spec", {})
+        status = obj.setdefault("status", {})
+        if spec.get("nodeName"):
+            status.setdefault("phase", "Running")
+        else:
+            status.setdefault("phase", "Pending")
+    return obj
+
+
+def _expand_list(value: dict[str, Any], where: Source) -> list[dict[str, Any]]:
+    """``kind: List`` (what ``kubectl get -o yaml`` prints) holds objects in ``items``."""
+    items = value.get("items") or []
+    if not isinstance(items, list):
+        raise InputError("List.items is not a list", str(where))
+    return [_check_object(i, where) for i in items]
+
+
+def load_paths(paths: Sequence[str | Path], *, default_queue: bool = True) -> Inputs:
+    """Read every object of the given files and directories.
+
+    Raises InputError for unreadable files, malformed YAML, objects without kind or
+    name, and objects defined twice (naming both places).
+    """
+    inputs = Inputs()
+    for f in expand_paths(paths):
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read: {exc}", str(f)) from None
+        for line, value in iter_documents(text, str(f)):
+            where = Source(str(f), line)
+            if isinstance(value, dict) and value.get("kind") == "List" and "items" in value:
+                objs = _expand_list(value, where)
+            else:
+                objs = [_check_object(value, where)]
+            for obj in objs:
+                add_object(inputs, obj, where)
+    conf = find_scheduler_conf(paths)
+    if conf is not None:
+        inputs.scheduler_conf = conf.read_text(encoding="utf-8")
+        inputs.scheduler_conf_source = str(conf)
+    finish(inputs, default_queue=default_queue)
+    return inputs
+
+
+def add_object(inputs: Inputs, obj: dict[str, Any], where: Source, *, existing: bool = False) -> None:
+    """Add one object (normalized); unsupported kinds are skipped with a warning."""
+    key = (group_of(str(obj["apiVersion"])), str(obj["kind"]))
+    if key not in SUPPORTED:
+        inputs.warnings.append(f"{where}: {obj['apiVersion']} {obj['kind']} is not simulated; ignored")
+        return
+    item = InputObject(normalize(obj, SUPPORTED[key]), where, existing)
+    for other in inputs.objects:
+        if other.ident == item.ident:
+            label = object_label(item.kind, item.namespace, item.name)
+            raise InputError(f"{label} is defined twice: at {other.source} and at {where}", str(where))
+    inputs.objects.append(item)
+
+
+def finish(inputs: Inputs, *, default_queue: bool = True) -> None:
+    """Add the ``default`` Queue unless given, and stamp creation times in input order."""
+    if default_queue and not any(o.kind == "Queue" and o.name == DEFAULT_QUEUE for o in inputs.objects):
+        queue = {
+            "apiVersion": f"{SCHEDULING_GROUP}/{SCHEDULING_VERSION}",
+            "kind": "Queue",
+            "metadata": {"name": DEFAULT_QUEUE},
+            "spec": {"weight": 1, "reclaimable": True},
+            "status": {"state": "Open"},
+        }
+        inputs.objects.insert(0, InputObject(normalize(queue, False), Source("<built-in>", 0)))
+    for i, o in enumerate(inputs.objects):
+        o.obj["metadata"].setdefault("creationTimestamp", sim_time(i))
+
+
+def scheduler_conf_from_configmaps(objects: Iterable[InputObject]) -> tuple[str, str] | None:
+    """(text, source) of ``volcano-scheduler.conf`` held by an input ConfigMap, if any."""
+    for o in objects:
+        if o.kind == "ConfigMap":
+            data = o.obj.get("data") or {}
+            if isinstance(data, dict) and isinstance(data.get(SCHEDULER_CONF_KEY), str):
+                return data[SCHEDULER_CONF_KEY], str(o.source)
+    return None

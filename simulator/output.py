@@ -1,0 +1,77 @@
+"""Machine-readable results: the ``--output json|yaml`` contract of ``hyperplace simulate``.
+
+Key order is fixed (the order of :data:`RESULT_KEYS`), maps are sorted naturally by key
+(``pod-2`` before ``pod-10``), lists keep the order things happened in. See
+``docs/`` / ``simulator/README.md`` for the field-by-field description.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from .engine import SimResult, key_of
+from .topology import natural_key
+
+RESULT_KEYS = ("bindings", "pods", "evictions", "podgroups", "rejected", "created", "updated")
+
+
+def _sorted_map(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: d[k] for k in sorted(d, key=natural_key)}
+
+
+def _obj_key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+
+
+def podgroup_entry(result: SimResult, pg: dict[str, Any]) -> dict[str, Any]:
+    """``{phase, allocatedHyperNode, subGroups, conditions}`` of one PodGroup."""
+    key = _obj_key(pg)
+    outcome = result.outcomes.get(key)
+    status = pg.get("status") or {}
+    phase = status.get("phase") or (getattr(outcome, "phase", None) if outcome else None) or "Pending"
+    allocated = getattr(outcome, "allocated_hypernode", None) if outcome else None
+    subgroups = dict(getattr(outcome, "subgroups", None) or {}) if outcome else {}
+    return {
+        "phase": phase,
+        "allocatedHyperNode": allocated or None,
+        "subGroups": _sorted_map({str(k): v for k, v in subgroups.items()}),
+        "conditions": list(status.get("conditions") or []),
+    }
+
+
+def result_dict(result: SimResult) -> dict[str, Any]:
+    """The JSON/YAML document of a simulation, keys in contract order."""
+    pods: dict[str, Any] = {}
+    for p in result.of_kind("Pod"):
+        node = (p.get("spec") or {}).get("nodeName") or None
+        pods[_obj_key(p)] = {"phase": (p.get("status") or {}).get("phase") or "Pending", "node": node}
+    podgroups = {_obj_key(pg): podgroup_entry(result, pg) for pg in result.of_kind("PodGroup")}
+    evictions = list(dict.fromkeys(result.evictions))
+    out = {
+        "bindings": _sorted_map(dict(result.bindings)),
+        "pods": _sorted_map(pods),
+        "evictions": evictions,
+        "podgroups": _sorted_map(podgroups),
+        "rejected": [r.to_dict() for r in result.rejected],
+        "created": [result.objects[k] for k in result.created],
+        "updated": [result.objects[k] for k in result.updated],
+    }
+    assert tuple(out) == RESULT_KEYS
+    return out
+
+
+def to_json(doc: Any) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False, default=str)
+
+
+def to_yaml(doc: Any) -> str:
+    return yaml.safe_dump(
+        json.loads(json.dumps(doc, default=str)), sort_keys=False, allow_unicode=True, width=120
+    )
+
+
+__all__ = ["RESULT_KEYS", "key_of", "podgroup_entry", "result_dict", "to_json", "to_yaml"]

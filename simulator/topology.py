@@ -1,0 +1,228 @@
+"""The HyperNode tree as a user should see it: tiers, node sets, occupancy, and what is wrong.
+
+This mirrors the scheduler cache's rules (``volcano_impl.md`` §1.3) but, instead of
+silently marking the tree "not ready", keeps a reason on every HyperNode at fault:
+cycles, a second parent, members that select nothing, members naming objects that do
+not exist. While any of those stands, Volcano does not schedule jobs that carry a
+network topology, so the display puts them in red.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyperplace.api import HyperNode
+from hyperplace.kube.members import node_labels_of, resolve_member_nodes
+
+from .resources import node_allocatable, pod_node, pod_phase, used_by_node
+
+
+def natural_key(text: str) -> list[Any]:
+    """``node2`` sorts before ``node10``."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+@dataclass
+class HyperNodeView:
+    name: str
+    tier: int
+    tier_name: str | None
+    direct_nodes: set[str] = field(default_factory=set)
+    children: list[str] = field(default_factory=list)
+    parent: str | None = None
+    nodes: set[str] = field(default_factory=set)  # every real node below, children included
+    problems: list[str] = field(default_factory=list)  # make the tree not ready
+    notes: list[str] = field(default_factory=list)  # odd but harmless
+    in_cycle: bool = False
+
+
+@dataclass
+class Topology:
+    hypernodes: dict[str, HyperNodeView]
+    roots: list[str]  # no parent and not part of a cycle
+    node_names: list[str]  # every Node, natural order
+    unplaced_nodes: list[str]  # Nodes in no HyperNode
+    allocatable: dict[str, dict[str, int]]
+    used: dict[str, dict[str, int]]
+    pods_by_node: dict[str, list[str]]  # "ns/pod" of running pods
+    job_of_pod: dict[str, str]  # "ns/pod" -> "ns/podgroup"
+
+    @property
+    def ready(self) -> bool:
+        return not any(h.problems for h in self.hypernodes.values())
+
+    def leaf_of(self, node: str) -> str | None:
+        """The lowest-tier HyperNode holding ``node`` directly (ties: name order)."""
+        best: HyperNodeView | None = None
+        for h in self.hypernodes.values():
+            if node in h.direct_nodes and (best is None or (h.tier, h.name) < (best.tier, best.name)):
+                best = h
+        return best.name if best else None
+
+    def ordered_children(self, name: str) -> list[str]:
+        return sorted(self.hypernodes[name].children, key=natural_key)
+
+    def free_total(self, nodes: Iterable[str], resource: str) -> tuple[int, int]:
+        free = total = 0
+        for n in nodes:
+            alloc = self.allocatable.get(n, {}).get(resource, 0)
+            total += alloc
+            free += alloc - self.used.get(n, {}).get(resource, 0)
+        return free, total
+
+    def jobs_on(self, nodes: Iterable[str]) -> dict[str, int]:
+        """``{"ns/podgroup": pods}`` running on these nodes (pods without a group by pod key)."""
+        out: dict[str, int] = {}
+        for n in nodes:
+            for p in self.pods_by_node.get(n, []):
+                j = self.job_of_pod.get(p, p)
+                out[j] = out.get(j, 0) + 1
+        return out
+
+
+def pod_group_key(pod: Mapping[str, Any]) -> str | None:
+    """``ns/podgroup`` of a pod, from Volcano's group-name annotation."""
+    from hyperplace.api.constants import GROUP_NAME_ANNOTATION
+
+    meta = pod.get("metadata") or {}
+    group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+    return f"{meta.get('namespace') or 'default'}/{group}" if group else None
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def build_topology(
+    hypernodes: Iterable[HyperNode],
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]] = (),
+) -> Topology:
+    """Resolve members, link parents and children (first claim wins), find problems."""
+    nodes = list(nodes)
+    pods = list(pods)
+    labels = node_labels_of(nodes)
+    existing = set(labels)
+    hns = list(hypernodes)
+    views: dict[str, HyperNodeView] = {
+        h.name: HyperNodeView(h.name, h.spec.tier, h.spec.tier_name) for h in hns
+    }
+
+    for h in hns:
+        v = views[h.name]
+        for i, m in enumerate(h.spec.members):
+            sel = m.selector
+            if m.type == "Node":
+                selected = resolve_member_nodes(m, labels)
+                missing = sorted(selected - existing, key=natural_key)
+                if missing:
+                    v.problems.append(f"member {i} names Node {', '.join(missing)}, which does not exist")
+                if not selected:
+                    v.problems.append(
+                        f"member {i} ({'/'.join(sel.kinds()) or 'no selector'}) selects no Node"
+                    )
+                v.direct_nodes |= selected & existing
+                continue
+            if sel.exact_match is None:
+                # Volcano links HyperNode members by exactMatch only; others are ignored.
+                v.notes.append(
+                    f"member {i}: HyperNode members need exactMatch; {'/'.join(sel.kinds())} is ignored"
+                )
+                continue
+            child = sel.exact_match.name
+            if child not in views:
+                v.problems.append(f"member {i} names HyperNode {child}, which does not exist")
+                continue
+            c = views[child]
+            if child == h.name:
+                v.problems.append("lists itself as a member (cycle)")
+                v.in_cycle = True
+                continue
+            if c.parent is not None and c.parent != h.name:
+                # The scheduler cache refuses the second claim ("already has a parent").
+                c.problems.append(f"has two parents: {c.parent} and {h.name}")
+                v.problems.append(f"claims {child}, which already belongs to {c.parent}")
+                continue
+            if child not in v.children:
+                v.children.append(child)
+                c.parent = h.name
+
+    _mark_cycles(views)
+
+    def collect(name: str, seen: set[str]) -> set[str]:
+        if name in seen:
+            return set()
+        seen.add(name)
+        v = views[name]
+        out = set(v.direct_nodes)
+        for c in v.children:
+            out |= collect(c, seen)
+        return out
+
+    for v in views.values():
+        v.nodes = collect(v.name, set())
+        for child_name in v.children:
+            if views[child_name].tier >= v.tier:
+                v.notes.append(
+                    f"child {child_name} has tier {views[child_name].tier}, not below this tier {v.tier}"
+                )
+        if not v.nodes and not any("selects no Node" in p for p in v.problems):
+            v.problems.append("contains no Node")
+
+    roots = sorted((n for n, v in views.items() if v.parent is None and not v.in_cycle), key=natural_key)
+    names = sorted(existing, key=natural_key)
+    covered: set[str] = set()
+    for v in views.values():
+        covered |= v.direct_nodes
+    pods_by_node: dict[str, list[str]] = {}
+    job_of_pod: dict[str, str] = {}
+    for p in pods:
+        node = pod_node(p)
+        if node is None or pod_phase(p) in ("Succeeded", "Failed"):
+            continue
+        k = pod_key(p)
+        pods_by_node.setdefault(node, []).append(k)
+        g = pod_group_key(p)
+        if g:
+            job_of_pod[k] = g
+    for lst in pods_by_node.values():
+        lst.sort(key=natural_key)
+    return Topology(
+        hypernodes=views,
+        roots=roots,
+        node_names=names,
+        unplaced_nodes=[n for n in names if n not in covered],
+        allocatable={str((n.get("metadata") or {}).get("name")): node_allocatable(n) for n in nodes},
+        used=used_by_node(pods),
+        pods_by_node=pods_by_node,
+        job_of_pod=job_of_pod,
+    )
+
+
+def _mark_cycles(views: dict[str, HyperNodeView]) -> None:
+    """Flag every HyperNode on a parent/child cycle, naming the cycle."""
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+
+    def visit(name: str, stack: list[str]) -> None:
+        state[name] = 1
+        stack.append(name)
+        for c in views[name].children:
+            if state.get(c) == 1:
+                cycle = [*stack[stack.index(c) :], c]
+                text = "cycle: " + " -> ".join(cycle)
+                for n in cycle[:-1]:
+                    views[n].in_cycle = True
+                    if text not in views[n].problems:
+                        views[n].problems.append(text)
+            elif state.get(c) is None:
+                visit(c, stack)
+        stack.pop()
+        state[name] = 2
+
+    for name in sorted(views, key=natural_key):
+        if state.get(name) is None:
+            visit(name, [])

@@ -1,0 +1,193 @@
+"""Per-job views of a simulation result, shared by the table, ``explain`` and the HTML page.
+
+A "job" here is a PodGroup (the scheduler's unit); when a Volcano Job owns it, the job
+is shown under the Job's name, which is what the user wrote.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyperplace.api.constants import GROUP_NAME_ANNOTATION, PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY
+
+from .engine import SimResult
+from .topology import Topology, natural_key
+
+
+@dataclass
+class PodView:
+    key: str  # ns/name
+    name: str
+    task: str | None
+    index: int | None
+    partition: str | None
+    node: str | None
+    phase: str
+    reason: str | None  # why it is not scheduled, when the scheduler said
+    leaf: str | None = None  # lowest-tier HyperNode of its node
+
+
+@dataclass
+class JobView:
+    key: str  # "ns/name" of the Volcano Job, or of the PodGroup when no Job owns it
+    podgroup: str  # "ns/name" of the PodGroup
+    kind: str  # "Job" or "PodGroup"
+    phase: str
+    min_member: int
+    pods: list[PodView]
+    allocated: str | None
+    subgroups: dict[str, str]
+    conditions: list[dict[str, Any]]
+    outcome: Any = None  # the scheduler's JobOutcome
+    topology_spec: dict[str, Any] | None = None
+    partitions: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> partitionPolicy
+
+    @property
+    def running(self) -> int:
+        return sum(1 for p in self.pods if p.node)
+
+    @property
+    def waiting(self) -> bool:
+        return any(p.node is None for p in self.pods) or (
+            not self.pods and self.phase in ("Pending", "Inqueue")
+        )
+
+
+def _ns_name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def pod_view(pod: dict[str, Any], result: SimResult, topo: Topology | None) -> PodView:
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    ann = meta.get("annotations") or {}
+    key = _ns_name(pod)
+    node = (pod.get("spec") or {}).get("nodeName") or None
+    task = labels.get(TASK_SPEC_KEY) or ann.get(TASK_SPEC_KEY)
+    return PodView(
+        key=key,
+        name=str(meta.get("name")),
+        task=task,
+        index=_int(labels.get(TASK_INDEX_KEY) or ann.get(TASK_INDEX_KEY)),
+        partition=labels.get(PARTITION_ID_KEY),
+        node=node,
+        phase=str((pod.get("status") or {}).get("phase") or "Pending"),
+        reason=None if node else result.unschedulable.get(key),
+        leaf=topo.leaf_of(node) if (topo is not None and node) else None,
+    )
+
+
+def job_views(result: SimResult, topo: Topology | None = None) -> list[JobView]:
+    """One view per PodGroup, in input/creation order."""
+    pods_by_group: dict[str, list[dict[str, Any]]] = {}
+    for p in result.of_kind("Pod"):
+        meta = p.get("metadata") or {}
+        g = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+        if g:
+            pods_by_group.setdefault(f"{meta.get('namespace') or 'default'}/{g}", []).append(p)
+    jobs_by_uid = {(j.get("metadata") or {}).get("uid"): j for j in result.of_kind("Job")}
+    out: list[JobView] = []
+    for pg in result.of_kind("PodGroup"):
+        pg_key = _ns_name(pg)
+        meta = pg.get("metadata") or {}
+        owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
+        job = jobs_by_uid.get(owner.get("uid")) if owner else None
+        outcome = result.outcomes.get(pg_key)
+        status = pg.get("status") or {}
+        pods = [pod_view(p, result, topo) for p in pods_by_group.get(pg_key, [])]
+        pods.sort(key=lambda v: (v.task or "", v.index if v.index is not None else -1, natural_key(v.name)))
+        spec = pg.get("spec") or {}
+        partitions: dict[str, dict[str, Any]] = {}
+        if job is not None:
+            for i, t in enumerate((job.get("spec") or {}).get("tasks") or []):
+                if t.get("partitionPolicy"):
+                    partitions[t.get("name") or f"default{i}"] = t["partitionPolicy"]
+        out.append(
+            JobView(
+                key=_ns_name(job) if job is not None else pg_key,
+                podgroup=pg_key,
+                kind="Job" if job is not None else "PodGroup",
+                phase=str(status.get("phase") or getattr(outcome, "phase", None) or "Pending"),
+                min_member=int(spec.get("minMember") or 0),
+                pods=pods,
+                allocated=getattr(outcome, "allocated_hypernode", None) or None,
+                subgroups=dict(getattr(outcome, "subgroups", None) or {}),
+                conditions=list(status.get("conditions") or []),
+                outcome=outcome,
+                topology_spec=spec.get("networkTopology"),
+                partitions=partitions,
+            )
+        )
+    return out
+
+
+def find_job(views: Iterable[JobView], ref: str) -> JobView | None:
+    """A job by ``ns/name`` of its Job or PodGroup (``name`` alone means namespace default)."""
+    if "/" not in ref:
+        ref = f"default/{ref}"
+    for v in views:
+        if ref in (v.key, v.podgroup):
+            return v
+    return None
+
+
+def subgroup_label(subjob_id: str, podgroup_key: str) -> str:
+    """``ns/pg/t0-1`` -> ``t0-1`` (the partition id as a user reads it)."""
+    prefix = podgroup_key + "/"
+    return subjob_id[len(prefix) :] if subjob_id.startswith(prefix) else subjob_id
+
+
+def short_pod_name(pod: str, job: str) -> str:
+    """``network-topology-job-t0-3`` -> ``t0-3`` within its job."""
+    base = job.rpartition("/")[2] + "-"
+    return pod[len(base) :] if pod.startswith(base) else pod
+
+
+_NUM_TAIL = re.compile(r"^(.*?)(\d+)$")
+
+
+def compress_names(names: list[str], limit: int = 6) -> str:
+    """``node0, node1, node2, node3`` -> ``node0..node3``; long lists become ranges.
+
+    Names sharing a prefix with consecutive numbers collapse to ``prefixA..prefixB``;
+    at most ``limit`` pieces are shown, the rest summarized as ``+N more``.
+    """
+    if not names:
+        return "-"
+    pieces: list[str] = []
+    run: list[tuple[str, int, str]] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        if len(run) >= 3:
+            pieces.append(f"{run[0][2]}..{run[-1][2]}")
+        else:
+            pieces.extend(r[2] for r in run)
+        run.clear()
+
+    for n in sorted(dict.fromkeys(names), key=natural_key):
+        m = _NUM_TAIL.match(n)
+        if m and run and run[-1][0] == m.group(1) and run[-1][1] + 1 == int(m.group(2)):
+            run.append((m.group(1), int(m.group(2)), n))
+            continue
+        flush()
+        if m:
+            run.append((m.group(1), int(m.group(2)), n))
+        else:
+            pieces.append(n)
+    flush()
+    if len(pieces) > limit:
+        return ", ".join(pieces[:limit]) + f", +{len(pieces) - limit} more"
+    return ", ".join(pieces)
