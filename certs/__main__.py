@@ -1,0 +1,148 @@
+"""``hyperplace-certs``: make the webhook's TLS material and wire its CA into the cluster.
+
+    hyperplace-certs gen --service hyperplace-webhooks --namespace hyperplace-system --out-dir DIR [--ip 127.0.0.1]
+    hyperplace-certs secret --service ... --namespace ... [--from-dir DIR] [--name hyperplace-webhooks-tls] [-o FILE]
+    hyperplace-certs inject --ca-file DIR/ca.crt (--validating NAME | --mutating NAME)... [--kubeconfig F]
+    hyperplace-certs inject --ca-file DIR/ca.crt --config-file webhooks.yaml   # offline: print patched YAML
+
+``gen`` keeps an existing CA in ``--out-dir`` (``ca.crt`` + ``ca.key``) and only renews
+the serving pair, so rotating does not require re-injecting the bundle.
+Exit status: 0 on success, 1 on failure, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .inject import ConfigKind, inject_ca_bundle, inject_with_kubeconfig
+from .pki import (
+    SERVING_DAYS,
+    KeyPair,
+    WebhookCerts,
+    generate_webhook_certs,
+    read_tls_files,
+    secret_manifest,
+    write_tls_files,
+)
+
+DEFAULT_SERVICE = "hyperplace-webhooks"
+DEFAULT_NAMESPACE = "hyperplace-system"
+DEFAULT_SECRET = "hyperplace-webhooks-tls"
+
+
+def _existing_ca(out_dir: Path) -> KeyPair | None:
+    crt, key = out_dir / "ca.crt", out_dir / "ca.key"
+    if crt.exists() and key.exists():
+        return KeyPair(crt.read_bytes(), key.read_bytes())
+    return None
+
+
+def _generate(args: argparse.Namespace, out_dir: Path | None) -> WebhookCerts:
+    ca = _existing_ca(out_dir) if out_dir is not None else None
+    return generate_webhook_certs(args.service, args.namespace, args.ip, ca=ca, days=args.days)
+
+
+def _cmd_gen(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out_dir)
+    certs = _generate(args, out_dir)
+    paths = write_tls_files(out_dir, certs, write_ca_key=True)
+    for name, path in paths.items():
+        print(f"wrote {path}" + (" (keep private)" if name.endswith(".key") else ""))
+    return 0
+
+
+def _cmd_secret(args: argparse.Namespace) -> int:
+    certs = read_tls_files(args.from_dir) if args.from_dir else _generate(args, None)
+    text = yaml.safe_dump(secret_manifest(args.name, args.namespace, certs), sort_keys=False)
+    if args.output and args.output != "-":
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _cmd_inject(args: argparse.Namespace) -> int:
+    ca_pem = Path(args.ca_file).read_bytes()
+    if args.config_file:
+        docs: list[Any] = [d for d in yaml.safe_load_all(Path(args.config_file).read_text()) if d]
+        out = []
+        for doc in docs:
+            if isinstance(doc, dict) and doc.get("kind") in (
+                "ValidatingWebhookConfiguration",
+                "MutatingWebhookConfiguration",
+            ):
+                doc = inject_ca_bundle(doc, ca_pem)[1]
+            out.append(doc)
+        sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False))
+        return 0
+    names: list[tuple[ConfigKind, str]] = [("validating", n) for n in args.validating]
+    names += [("mutating", n) for n in args.mutating]
+    if not names:
+        print(
+            "inject: name at least one --validating or --mutating configuration, or --config-file",
+            file=sys.stderr,
+        )
+        return 2
+    patched = asyncio.run(
+        inject_with_kubeconfig(
+            names, ca_pem, kubeconfig=args.kubeconfig, context=args.context, wait_seconds=args.wait_seconds
+        )
+    )
+    for _kind, name in names:
+        print(f"{name}: {'patched' if name in patched else 'unchanged'}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hyperplace-certs", description=__doc__.split("\n", 1)[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def naming(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--service", default=DEFAULT_SERVICE, help="webhook Service name")
+        sp.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="webhook Service namespace")
+        sp.add_argument("--ip", action="append", default=[], help="an IP SAN (repeatable)")
+        sp.add_argument("--days", type=int, default=SERVING_DAYS, help="serving certificate lifetime")
+
+    gen = sub.add_parser("gen", help="write ca.crt, ca.key, tls.crt, tls.key to a directory")
+    naming(gen)
+    gen.add_argument("--out-dir", required=True)
+    gen.set_defaults(func=_cmd_gen)
+
+    sec = sub.add_parser("secret", help="print the TLS Secret manifest (YAML)")
+    naming(sec)
+    sec.add_argument("--name", default=DEFAULT_SECRET, help="Secret name")
+    sec.add_argument("--from-dir", help="use the files `gen` wrote instead of new ones")
+    sec.add_argument("-o", "--output", help="write to this file instead of stdout")
+    sec.set_defaults(func=_cmd_secret)
+
+    inj = sub.add_parser("inject", help="set caBundle in webhook configurations where it differs")
+    inj.add_argument("--ca-file", required=True)
+    inj.add_argument("--validating", action="append", default=[], help="ValidatingWebhookConfiguration name")
+    inj.add_argument("--mutating", action="append", default=[], help="MutatingWebhookConfiguration name")
+    inj.add_argument("--config-file", help="patch this manifest file offline and print it instead")
+    inj.add_argument("--kubeconfig")
+    inj.add_argument("--context")
+    inj.add_argument("--wait-seconds", type=float, default=300.0, help="wait this long for a configuration")
+    inj.set_defaults(func=_cmd_inject)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``hyperplace-certs``; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (OSError, ValueError, TimeoutError) as exc:
+        print(f"hyperplace-certs {args.command}: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""``hyperplace-webhooks``: serve the admission webhooks.
+
+    hyperplace-webhooks [--port 9443] [--tls-cert-file F --tls-private-key-file F]
+                        [--metrics-port 8080] [--cert-reload-seconds 10] [--insecure-http]
+
+Defaults come from the Deployment's environment (``HYPERPLACE_WEBHOOK_PORT``,
+``HYPERPLACE_HEALTH_PORT``, ``HYPERPLACE_TLS_DIR``); with
+``HYPERPLACE_VALIDATING_WEBHOOK_CONFIGURATION`` / ``..._MUTATING_...`` set (or the
+matching flags) the server also writes ``ca.crt`` into those configurations at start-up
+where it differs. The webhooks are TLS-only unless ``--insecure-http`` (tests, local
+runs). SIGTERM and SIGINT stop the server gracefully.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from .server import create_app, create_probe_app
+from .tls import DEFAULT_POLL_SECONDS, CertReloader
+
+log = logging.getLogger("hyperplace.webhooks")
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+def _parser() -> argparse.ArgumentParser:
+    tls_dir = os.environ.get("HYPERPLACE_TLS_DIR")
+    p = argparse.ArgumentParser(prog="hyperplace-webhooks", description=__doc__.split("\n", 1)[0])
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    p.add_argument("--port", type=int, default=_env_int("HYPERPLACE_WEBHOOK_PORT", 9443), help="webhook port")
+    p.add_argument("--tls-cert-file", default=str(Path(tls_dir, "tls.crt")) if tls_dir else None)
+    p.add_argument("--tls-private-key-file", default=str(Path(tls_dir, "tls.key")) if tls_dir else None)
+    p.add_argument(
+        "--ca-file",
+        default=str(Path(tls_dir, "ca.crt")) if tls_dir else None,
+        help="CA bundle to inject into the webhook configurations",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=_env_int("HYPERPLACE_HEALTH_PORT", 8080),
+        help="plain-HTTP port for /healthz, /readyz, /metrics (0: none)",
+    )
+    p.add_argument("--cert-reload-seconds", type=float, default=DEFAULT_POLL_SECONDS)
+    p.add_argument("--insecure-http", action="store_true", help="serve webhooks over plain HTTP (tests only)")
+    p.add_argument(
+        "--validating-webhook-configuration",
+        action="append",
+        default=[v for v in [os.environ.get("HYPERPLACE_VALIDATING_WEBHOOK_CONFIGURATION")] if v],
+    )
+    p.add_argument(
+        "--mutating-webhook-configuration",
+        action="append",
+        default=[v for v in [os.environ.get("HYPERPLACE_MUTATING_WEBHOOK_CONFIGURATION")] if v],
+    )
+    p.add_argument("--log-level", default=os.environ.get("HYPERPLACE_LOG_LEVEL", "INFO"))
+    return p
+
+
+async def _inject_ca(args: argparse.Namespace) -> None:
+    from certs.inject import ConfigKind, inject_with_kubeconfig
+
+    names: list[tuple[ConfigKind, str]] = [("validating", n) for n in args.validating_webhook_configuration]
+    names += [("mutating", n) for n in args.mutating_webhook_configuration]
+    if not names or not args.ca_file:
+        return
+    try:
+        await inject_with_kubeconfig(names, Path(args.ca_file).read_bytes())
+    except Exception:
+        # Not fatal: the bundle may be managed elsewhere (hyperplace-certs inject, or
+        # an operator); the apiserver then reports TLS errors, which are visible.
+        log.exception("caBundle injection failed")
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """Run until SIGTERM/SIGINT."""
+    reloader: CertReloader | None = None
+    if not args.insecure_http:
+        if not args.tls_cert_file or not args.tls_private_key_file:
+            raise SystemExit("hyperplace-webhooks: --tls-cert-file and --tls-private-key-file are required")
+        reloader = CertReloader(args.tls_cert_file, args.tls_private_key_file, args.cert_reload_seconds)
+        if not reloader.reload_if_changed():
+            raise SystemExit(
+                f"hyperplace-webhooks: cannot load the serving certificate: {reloader.last_error}"
+            )
+
+    def ready() -> bool:
+        return reloader is None or reloader.loaded
+
+    app = create_app(ready=ready)
+    runners = [web.AppRunner(app, access_log=None)]
+    await runners[0].setup()
+    await web.TCPSite(
+        runners[0], args.host, args.port, ssl_context=reloader.context if reloader else None, backlog=1024
+    ).start()
+    if args.metrics_port:
+        probe = web.AppRunner(create_probe_app(app), access_log=None)
+        await probe.setup()
+        await web.TCPSite(probe, args.host, args.metrics_port).start()
+        runners.append(probe)
+    log.info(
+        "serving webhooks on %s://%s:%d%s",
+        "http" if reloader is None else "https",
+        args.host,
+        args.port,
+        f", probes on http://{args.host}:{args.metrics_port}" if args.metrics_port else "",
+    )
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    tasks = [asyncio.create_task(_inject_ca(args))]
+    if reloader is not None:
+        tasks.append(asyncio.create_task(reloader.watch()))
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        for r in reversed(runners):
+            await r.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``hyperplace-webhooks``; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(serve(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""AdmissionReview (``admission.k8s.io/v1``) in and out, independent of any HTTP server.
+
+``handle_review(path, body, ctx)`` is the whole webhook behind one URL path: it parses
+and checks the request, runs the webhook, and returns the HTTP status and JSON body to
+send. The aiohttp server (``webhooks.server``) is a thin shell around it, and an
+integration test against a real kube-apiserver can mount the same function elsewhere.
+
+Contract:
+
+* A malformed request (not JSON, not an ``admission.k8s.io/v1`` AdmissionReview, no
+  ``request``, no ``request.uid``, no object to review) is HTTP 400 with a plain message:
+  there is no uid to answer, so no AdmissionReview can be built.
+* A valid request always gets HTTP 200 and an AdmissionReview echoing ``request.uid``:
+  ``allowed``, on refusal ``status: {code: 403, message}``, ``warnings``, and for
+  mutations ``patchType: JSONPatch`` with the base64 JSON patch. If the webhook itself
+  fails, the answer is a refusal with ``code: 500`` and an internal-error message (the
+  exception is logged), so a bug can never admit an object unchecked.
+* ``request.dryRun`` changes nothing: these webhooks have no side effects (their
+  configurations say ``sideEffects: None``), so a dry run gets exactly the real answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+
+from .context import AdmissionContext, Verdict
+from .hypernode import validate_hypernode
+from .job import mutate_job, validate_job
+from .pod import mutate_pod
+
+log = logging.getLogger("hyperplace.webhooks")
+
+API_VERSION = "admission.k8s.io/v1"
+MAX_BODY_BYTES = 3 * 1024 * 1024  # the apiserver's own request limit for admission
+DENIED_CODE = 403  # what the apiserver reports for a webhook denial without a code
+INTERNAL_ERROR_CODE = 500
+
+
+class BadReview(ValueError):
+    """A request that is not a usable AdmissionReview; ``str()`` says why."""
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    """The parts of ``AdmissionReview.request`` the webhooks use."""
+
+    uid: str
+    operation: str
+    object: dict[str, Any] | None
+    old_object: dict[str, Any] | None
+    namespace: str | None = None
+    kind: Mapping[str, Any] = field(default_factory=dict)
+    dry_run: bool = False
+
+
+@dataclass
+class Answer:
+    """A webhook's answer before it is wrapped in an AdmissionReview."""
+
+    allowed: bool
+    messages: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    code: int = DENIED_CODE
+
+    @property
+    def verdict(self) -> str:
+        """``allowed``, ``denied`` or ``error``: the metrics label."""
+        if self.allowed:
+            return "allowed"
+        return "error" if self.code == INTERNAL_ERROR_CODE else "denied"
+
+
+def parse_review(body: bytes) -> ReviewRequest:
+    """Parse and check an AdmissionReview request body; raises BadReview."""
+    if len(body) > MAX_BODY_BYTES:
+        raise BadReview(f"request body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadReview(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadReview("request body must be a JSON object (an AdmissionReview)")
+    if doc.get("kind") != "AdmissionReview":
+        raise BadReview(f"kind must be AdmissionReview, got {doc.get('kind')!r}")
+    if doc.get("apiVersion") != API_VERSION:
+        raise BadReview(
+            f"apiVersion must be {API_VERSION} (the only version served), got {doc.get('apiVersion')!r}"
+        )
+    req = doc.get("request")
+    if not isinstance(req, dict):
+        raise BadReview("AdmissionReview.request is missing or not an object")
+    uid = req.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("AdmissionReview.request.uid is missing or empty")
+    operation = req.get("operation")
+    if operation not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
+        raise BadReview(f"request.operation must be CREATE, UPDATE, DELETE or CONNECT, got {operation!r}")
+    obj = req.get("object")
+    old = req.get("oldObject")
+    if obj is not None and not isinstance(obj, dict):
+        raise BadReview("request.object must be an object")
+    if old is not None and not isinstance(old, dict):
+        raise BadReview("request.oldObject must be an object")
+    if obj is None and operation in ("CREATE", "UPDATE"):
+        raise BadReview(f"request.object is required for {operation}")
+    kind = req.get("kind")
+    namespace = req.get("namespace")
+    return ReviewRequest(
+        uid=uid,
+        operation=operation,
+        object=obj,
+        old_object=old,
+        namespace=namespace if isinstance(namespace, str) and namespace else None,
+        kind=kind if isinstance(kind, dict) else {},
+        dry_run=req.get("dryRun") is True,
+    )
+
+
+def _from_verdict(v: Verdict) -> Answer:
+    return Answer(allowed=v.allowed, messages=v.messages, warnings=v.warnings)
+
+
+def _kind_is(req: ReviewRequest, kind: str, group: str) -> bool:
+    obj = req.object or req.old_object or {}
+    api_version = str(obj.get("apiVersion", ""))
+    obj_group = api_version.rpartition("/")[0] if "/" in api_version else ""
+    return obj.get("kind") == kind and obj_group == group
+
+
+def _wrong_kind(req: ReviewRequest, want: str) -> Answer:
+    obj = req.object or req.old_object or {}
+    # Allowed: a mis-scoped webhook configuration must not block unrelated objects.
+    return Answer(
+        allowed=True,
+        warnings=[f"webhook for {want} received {obj.get('apiVersion')}/{obj.get('kind')}; not checked"],
+    )
+
+
+def _validate_hypernodes(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
+    if not _kind_is(req, "HyperNode", "topology.volcano.sh"):
+        return _wrong_kind(req, "topology.volcano.sh HyperNode")
+    return _from_verdict(validate_hypernode(req.object or {}, req.operation, req.old_object, ctx))
+
+
+def _validate_jobs(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
+    if not _kind_is(req, "Job", "batch.volcano.sh"):
+        return _wrong_kind(req, "batch.volcano.sh Job")
+    return _from_verdict(validate_job(req.object or {}, req.operation, req.old_object, ctx))
+
+
+def _patch(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    ops: list[dict[str, Any]] = jsonpatch.make_patch(before, after).patch
+    return ops
+
+
+def _mutate_jobs(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
+    if not _kind_is(req, "Job", "batch.volcano.sh"):
+        return _wrong_kind(req, "batch.volcano.sh Job")
+    obj = req.object or {}
+    return Answer(allowed=True, patch=_patch(obj, mutate_job(obj, req.operation)))
+
+
+def _mutate_pods(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
+    if not _kind_is(req, "Pod", ""):
+        return _wrong_kind(req, "core Pod")
+    obj = req.object or {}
+    return Answer(allowed=True, patch=_patch(obj, mutate_pod(obj, req.operation, ctx, req.namespace)))
+
+
+Webhook = Callable[[ReviewRequest, AdmissionContext], Answer]
+
+# URL path -> webhook; the paths Volcano's webhook-manager serves.
+WEBHOOKS: dict[str, Webhook] = {
+    "/hypernodes/validate": _validate_hypernodes,
+    "/jobs/validate": _validate_jobs,
+    "/jobs/mutate": _mutate_jobs,
+    "/pods/mutate": _mutate_pods,
+}
+
+
+def review_response(uid: str, answer: Answer) -> dict[str, Any]:
+    """The AdmissionReview (v1) to return for ``answer``."""
+    response: dict[str, Any] = {"uid": uid, "allowed": answer.allowed}
+    if not answer.allowed:
+        response["status"] = {
+            "code": answer.code,
+            "message": "; ".join(answer.messages) or "denied",
+        }
+    if answer.warnings:
+        response["warnings"] = answer.warnings
+    if answer.allowed and answer.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(
+            json.dumps(answer.patch, separators=(",", ":")).encode()
+        ).decode()
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+@dataclass
+class ReviewResult:
+    """What to send back: HTTP status, body (JSON object or plain text) and the verdict."""
+
+    status: int
+    body: dict[str, Any] | str
+    verdict: str
+
+
+def handle_review(path: str, body: bytes, ctx: AdmissionContext | None = None) -> ReviewResult:
+    """Run the webhook mounted at ``path`` on one AdmissionReview request body.
+
+    Never raises: malformed input is a 400 result, a webhook failure a 200 refusal.
+    """
+    webhook = WEBHOOKS.get(path)
+    if webhook is None:
+        return ReviewResult(404, f"no webhook at {path}", "bad_request")
+    try:
+        req = parse_review(body)
+    except BadReview as exc:
+        return ReviewResult(400, str(exc), "bad_request")
+    try:
+        answer = webhook(req, ctx or AdmissionContext())
+    except Exception:
+        log.exception("webhook %s failed on request %s", path, req.uid)
+        answer = Answer(
+            allowed=False,
+            messages=[
+                f"internal error in webhook {path}; the request was not checked (see the webhook's log)"
+            ],
+            code=INTERNAL_ERROR_CODE,
+        )
+    if req.dry_run:
+        log.debug("dry-run request %s on %s", req.uid, path)
+    return ReviewResult(200, review_response(req.uid, answer), answer.verdict)
