@@ -467,3 +467,12 @@ def test_e2e_kind_skips_cleanly_without_docker(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("SKIP e2e-kind: docker not installed")
+
+
+def test_custom_resources_in_manifests_pass_their_crd() -> None:
+    from .kube_schema import CRD_FILES, errors
+
+    found = [d for d in _all() if d["kind"] in CRD_FILES]
+    assert [(d["kind"], d["metadata"]["name"]) for d in found] == [("Queue", "default")]
+    for doc in found:
+        assert errors(doc["kind"], doc) == ([], [])
