@@ -37,6 +37,7 @@ True), because arguments that went through a string-only channel (older Volcano'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,10 @@ from typing import Any
 import yaml
 
 CONFIGMAP_KEYS = ("volcano-scheduler.conf", "scheduler.conf")
+
+# yaml.v2 scalars PyYAML resolves differently (see _scalar).
+_YAML_V2_BOOLS = {"y": True, "Y": True, "n": False, "N": False}
+_YAML_V2_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 
 # Actions hyperplace runs, and Volcano actions it accepts but does not run (no eviction in
 # a planner: reclaim/preempt/shuffle need victims; "reserve" and "elect" are gone upstream).
@@ -304,6 +309,8 @@ def _unwrap_configmap(doc: Any, text: str, source: str) -> tuple[str, str, int] 
 def _as_bool(value: Any, where: str) -> bool:
     if isinstance(value, bool):
         return value
+    if isinstance(value, str) and value in _YAML_V2_BOOLS:
+        return _YAML_V2_BOOLS[value]  # yaml.v2 reads a plain y/n as a boolean; PyYAML does not
     # yaml.v2 refuses to unmarshal anything else into *bool and Volcano then keeps its
     # previous configuration; we refuse too.
     raise ConfigError(f"{where}: must be true or false, got {value!r}")
@@ -369,6 +376,9 @@ def _parse_conf(doc: Any, lines: _Lines) -> SchedulerConfig:
                 f"configuration for this (failed to find Action {part})"
             )
 
+    if not actions:
+        warnings.append(f"{lines.where(('actions',))}: no actions configured; the scheduler will do nothing")
+
     tiers_raw = doc.get("tiers") or []
     if not isinstance(tiers_raw, list):
         raise ConfigError(f"{lines.where(('tiers',))}: must be a list of {{plugins: [...]}}")
@@ -384,6 +394,11 @@ def _parse_conf(doc: Any, lines: _Lines) -> SchedulerConfig:
             _parse_plugin(p, ("tiers", i, "plugins", j), lines, warnings) for j, p in enumerate(plugins_raw)
         ]
         for j, opt in enumerate(opts):
+            if any(opt.name == seen.name for t in (*tiers, opts[:j]) for seen in t):
+                warnings.append(
+                    f"{lines.where(('tiers', i, 'plugins', j, 'name'))}: plugin {opt.name!r} is configured "
+                    "more than once; SchedulerConfig.plugin() returns the first entry"
+                )
             if opt.name not in KNOWN_PLUGINS:
                 unknown_plugins.append(opt.name)
                 what = "is not supported by hyperplace" if opt.name in VOLCANO_ONLY_PLUGINS else "is unknown"
@@ -472,13 +487,25 @@ DEFAULT_CONFIG: SchedulerConfig = load_scheduler_config(DEFAULT_CONFIG_TEXT, sou
 
 
 def _scalar(value: Any) -> Any:
-    """A string read as the unquoted YAML scalar it spells; other values unchanged."""
-    if isinstance(value, str):
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError:
-            return value
-        return parsed if isinstance(parsed, bool | int | float) else value
+    """A string read as the unquoted YAML scalar it spells; other values unchanged.
+
+    PyYAML and Volcano's yaml.v2 both follow YAML 1.1 but differ in two corners, which
+    we resolve like yaml.v2: ``y``/``n`` are booleans, and ``1e3`` (no dot, unsigned
+    exponent) is a float.
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text in _YAML_V2_BOOLS:
+        return _YAML_V2_BOOLS[text]
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return value
+    if isinstance(parsed, bool | int | float):
+        return parsed
+    if _YAML_V2_FLOAT.match(text):
+        return float(text)
     return value
 
 

@@ -272,3 +272,31 @@ def test_hierarchical_drf_next_to_proportion_conflicts_like_volcano() -> None:
 def test_unknown_top_level_field_is_warned() -> None:
     conf = load_scheduler_config('actions: "allocate"\nactionz: "x"\n', source="c")
     assert conf.warnings == ["c: actionz (line 2): unknown field, ignored as Volcano does"]
+
+
+def test_config_without_actions_is_warned() -> None:
+    conf = load_scheduler_config("tiers:\n- plugins:\n  - name: gang\n", source="c")
+    assert conf.actions == []
+    assert conf.warnings == ["c: actions (line 1): no actions configured; the scheduler will do nothing"]
+
+
+def test_duplicate_plugin_is_warned_and_first_entry_wins() -> None:
+    conf = load_scheduler_config(
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: binpack\n    arguments: {binpack.cpu: 3}\n'
+        "- plugins:\n  - name: binpack\n    arguments: {binpack.cpu: 9}\n",
+        source="c",
+    )
+    binpack = conf.plugin("binpack")
+    assert binpack is not None and binpack.arguments == {"binpack.cpu": 3}
+    assert conf.warnings == [
+        "c: tiers[1].plugins[0].name (line 7): plugin 'binpack' is configured more than once; "
+        "SchedulerConfig.plugin() returns the first entry"
+    ]
+
+
+def test_plain_y_and_n_switches_are_booleans_as_in_yaml_v2() -> None:
+    conf = load_scheduler_config(
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrder: n\n'
+    )
+    gang = conf.plugin("gang")
+    assert gang is not None and not gang.is_enabled("jobOrder")

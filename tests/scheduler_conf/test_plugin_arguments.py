@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from scheduler_plugin.conf import BinpackArgs, NetworkTopologyArgs, binpack_args, network_topology_args
+from scheduler_plugin.conf import (
+    BinpackArgs,
+    NetworkTopologyArgs,
+    binpack_args,
+    load_scheduler_config,
+    network_topology_args,
+)
 
 
 def test_no_arguments_give_volcano_defaults() -> None:
@@ -172,3 +178,22 @@ def test_binpack_negative_cpu_memory_reset_but_weight_is_taken_as_is() -> None:
 
 def test_network_topology_keys_do_not_configure_binpack() -> None:
     assert binpack_args({"hypernode.binpack.cpu": 5, "weight": 3}) == BinpackArgs()
+
+
+def test_exponent_float_from_the_file_is_a_float_as_in_yaml_v2() -> None:
+    # PyYAML leaves `1e-1` a string; Volcano's yaml.v2 reads a float.
+    conf = load_scheduler_config(
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: network-topology-aware\n    arguments:\n'
+        "      hypernode.binpack.normal-pod.fading: 1e-1\n      weight: 1e1\n"
+    )
+    opt = conf.plugin("network-topology-aware")
+    assert opt is not None
+    args = network_topology_args(opt.arguments)
+    assert args.normal_pod_fading == pytest.approx(0.1)
+    # ... and a float is no int for GetInt, so the weight keeps its default
+    assert args.weight == 1
+
+
+@pytest.mark.parametrize(("value", "expected"), [("y", True), ("N", False), ("off", False), ("on", True)])
+def test_yaml_1_1_bool_words_are_booleans(value: str, expected: bool) -> None:
+    assert network_topology_args({"hypernode.binpack.normal-pod.enable": value}).normal_pod_enable is expected
