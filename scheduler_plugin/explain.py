@@ -1,0 +1,123 @@
+"""Bounded, structured explanations of why a job (or pod) was not placed.
+
+An :class:`Explanation` holds a one-line summary, the per-tier search report (best domain found
+at each tier and what it lacks), the kube-scheduler style predicate summary and other reasons
+(missing queue, HyperNode tree not ready, unknown tier name). Sizes are capped so that a
+10,000-node cluster still produces a short message.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hyperplace.kube import format_milli
+
+MAX_REASONS = 8
+MAX_TIERS = 8
+MAX_PREDICATE_KINDS = 6
+
+
+@dataclass
+class TierAttempt:
+    """What the search found at one tier: the best domain and what it lacks."""
+
+    tier: int
+    candidates: int  # domains of this tier inside the search scope
+    best: str | None = None
+    fits: int = 0
+    needed: int = 0
+    unit: str = "pods"  # "pods" or "partitions"
+    lacking: list[str] = field(default_factory=list)
+    note: str | None = None
+
+    def line(self) -> str:
+        if self.candidates == 0:
+            return f"tier {self.tier}: no domain within the allowed scope"
+        if self.best is None:
+            return f"tier {self.tier}: {self.note or 'no candidate'}"
+        text = f"tier {self.tier}: best {self.best} fits {self.fits} of {self.needed} {self.unit}"
+        if self.lacking:
+            text += ", " + ", ".join(self.lacking)
+        if self.note:
+            text += f" ({self.note})"
+        return text
+
+
+@dataclass
+class Explanation:
+    """Why a job is not (fully) placed. ``lines()`` gives the human form."""
+
+    summary: str
+    reason: str = "NotEnoughResources"
+    tiers: list[TierAttempt] = field(default_factory=list)
+    predicates: str | None = None
+    details: list[str] = field(default_factory=list)
+
+    def add_detail(self, text: str) -> None:
+        if len(self.details) < MAX_REASONS and text not in self.details:
+            self.details.append(text)
+
+    def add_tier(self, attempt: TierAttempt) -> None:
+        if len(self.tiers) < MAX_TIERS:
+            self.tiers.append(attempt)
+
+    def lines(self) -> list[str]:
+        out = [self.summary]
+        out.extend(t.line() for t in self.tiers)
+        if self.predicates:
+            out.append(self.predicates)
+        out.extend(self.details)
+        return out
+
+    def message(self) -> str:
+        return "; ".join(self.lines())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "reason": self.reason,
+            "tiers": [t.line() for t in self.tiers],
+            "predicates": self.predicates,
+            "details": list(self.details),
+        }
+
+
+def predicate_summary(total_nodes: int, reasons: Sequence[str | None]) -> str:
+    """kube-scheduler style: ``0/8 nodes are available: 5 Insufficient cpu, 3 node(s) were unschedulable.``"""
+    counts = Counter(r for r in reasons if r)
+    available = sum(1 for r in reasons if not r)
+    parts = [f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    if len(parts) > MAX_PREDICATE_KINDS:
+        parts = [*parts[:MAX_PREDICATE_KINDS], f"{len(parts) - MAX_PREDICATE_KINDS} more kinds"]
+    text = f"{available}/{total_nodes} nodes are available"
+    return text + (": " + ", ".join(parts) + "." if parts else ".")
+
+
+def shortage(
+    resources: Sequence[str],
+    free: npt.NDArray[np.int64],
+    demand: npt.NDArray[np.int64],
+    nodes_short: int = 0,
+) -> list[str]:
+    """``short 8 nvidia.com/gpu`` entries where the aggregate free is below the demand."""
+    out = []
+    for i, r in enumerate(resources):
+        if r == "pods":
+            continue
+        lack = int(demand[i]) - int(max(free[i], 0))
+        if lack > 0:
+            text = f"short {format_milli(r, lack)} {r}"
+            if nodes_short:
+                text += f" on {nodes_short} node{'s' if nodes_short != 1 else ''}"
+            out.append(text)
+    if not out and nodes_short:
+        out.append(
+            f"free resources fragmented: {nodes_short} more node{'s' if nodes_short != 1 else ''} needed"
+        )
+    return out[:4]

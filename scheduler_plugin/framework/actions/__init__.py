@@ -1,0 +1,25 @@
+"""Actions run in configuration order: ``enqueue`` (admits every job), ``allocate``, ``backfill``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .allocate import allocate
+from .backfill import backfill
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+def enqueue(ssn: Session) -> None:
+    """Every valid job is admitted: queues are not capacity-limited here."""
+
+
+ACTIONS: dict[str, Callable[[Session], None]] = {
+    "enqueue": enqueue,
+    "allocate": allocate,
+    "backfill": backfill,
+}
+
+__all__ = ["ACTIONS", "allocate", "backfill", "enqueue"]

@@ -1,0 +1,221 @@
+"""``allocate`` action: gang minimum of every job (job order), then the remaining pods.
+
+Mirrors Volcano's allocate (volcano_impl §3): jobs that are invalid, in an unknown queue or
+carry a network topology while the HyperNode tree is not ready are skipped with a reason;
+jobs with hard topology or sub-groups go through the topology path (gradients of HyperNodes,
+two-level gang), the rest through the flat per-pod path. A unit is tried as one Statement and
+committed only if the job (or the SubJob, for increments) becomes ready.
+
+Gang's job order puts not-ready jobs first, so the pods beyond a job's minimum are placed
+after every other job's minimum, as Volcano's re-queued jobs are.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...explain import Explanation
+from ...job_info import JobInfo, SubJobInfo, TaskInfo
+from ...placement import Group, Placer, UnitResult
+from ..statement import Statement
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+def job_skip_reason(ssn: Session, job: JobInfo) -> Explanation | None:
+    """Why a job is not considered at all this cycle (None = consider it)."""
+    if job.problems:
+        return Explanation(summary="; ".join(job.problems), reason="InvalidNetworkTopology")
+    queue = ssn.snap.queues.get(job.queue)
+    if queue is None:
+        return Explanation(summary=f"queue {job.queue!r} not found", reason="QueueNotFound")
+    if queue.status is not None and queue.status.state in ("Closed", "Closing"):
+        return Explanation(summary=f"queue {job.queue!r} is {queue.status.state}", reason="QueueClosed")
+    invalid = ssn.job_valid(job)
+    if invalid:
+        return Explanation(summary=invalid, reason="NotEnoughPods")
+    tree = ssn.snap.tree
+    if job.with_topology and not tree.ready:
+        return Explanation(
+            summary="HyperNode tree not ready: " + "; ".join(tree.problems[:5]),
+            reason="HyperNodeTreeNotReady",
+        )
+    return None
+
+
+def _pending(ssn: Session, sj: SubJobInfo) -> list[TaskInfo]:
+    return sorted((t for t in sj.tasks if not ssn.task_ready(t)), key=ssn.task_sort_key())
+
+
+def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
+    """The smallest set of pending pods that makes the job ready (two-level gang)."""
+    subjobs = sorted(job.subjobs.values(), key=ssn.subjob_sort_key())
+    chosen: dict[str, list[TaskInfo]] = {}
+    chosen_keys: set[str] = set()
+
+    def need_of(sj: SubJobInfo) -> int:
+        return max(sj.min_available - ssn.ready_count(sj.tasks), 0)
+
+    def add_subjob_min(sj: SubJobInfo) -> bool:
+        if sj.id in chosen:
+            return True
+        pend = _pending(ssn, sj)
+        n = need_of(sj)
+        if len(pend) < n:
+            return False
+        chosen[sj.id] = pend[:n]
+        chosen_keys.update(t.key for t in pend[:n])
+        return True
+
+    def add_task(t: TaskInfo) -> None:
+        sj = job.subjobs[t.subjob]
+        if not sj.is_default and sj.id not in chosen and need_of(sj) > 0 and not add_subjob_min(sj):
+            return
+        if t.key not in chosen_keys:
+            chosen.setdefault(sj.id, []).append(t)
+            chosen_keys.add(t.key)
+
+    # 1. Required SubJobs per sub-group (minSubGroups), in SubJob order.
+    for gid, need in sorted(job.min_subjobs.items()):
+        members = [sj for sj in subjobs if sj.gid == gid]
+        have = sum(1 for sj in members if ssn.subjob_ready(sj))
+        for sj in members:
+            if have >= need:
+                break
+            if not ssn.subjob_ready(sj) and add_subjob_min(sj):
+                have += 1
+        if have < need:
+            return f"sub-group {gid}: only {have} of minSubGroups {need} partitions can become complete"
+
+    def candidates() -> list[TaskInfo]:
+        # Default SubJob first (plain pods), then SubJobs in order.
+        ordered = sorted(subjobs, key=lambda s: not s.is_default)
+        return [t for sj in ordered for t in _pending(ssn, sj) if t.key not in chosen_keys]
+
+    # 2. Per-task-role minimums (minTaskMember).
+    for role, need in sorted(job.min_task_member.items()):
+        while True:
+            have = sum(1 for t in job.tasks if t.role == role and (ssn.task_ready(t) or t.key in chosen_keys))
+            if have >= need:
+                break
+            nxt = next((t for t in candidates() if t.role == role), None)
+            if nxt is None:
+                return f"task {role!r}: {have} pods can run, minTaskMember {need}"
+            before = len(chosen_keys)
+            add_task(nxt)
+            if len(chosen_keys) == before:
+                return f"task {role!r}: partition of {nxt.key} cannot become complete"
+    # 3. Job minimum (minMember).
+    while True:
+        have = ssn.ready_count(job.tasks) + sum(
+            1 for t in job.tasks if t.key in chosen_keys and not ssn.task_ready(t)
+        )
+        if have >= job.min_member:
+            break
+        cands = candidates()
+        if not cands:
+            return f"{have} pods can run, minMember {job.min_member}"
+        before = len(chosen_keys)
+        for t in cands:
+            add_task(t)
+            if len(chosen_keys) > before:
+                break
+        if len(chosen_keys) == before:
+            return f"{have} pods can run, minMember {job.min_member}: remaining partitions cannot become complete"
+    order = {sj.id: i for i, sj in enumerate(subjobs)}
+    return [
+        Group(job.subjobs[sid], tasks, atomic=True)
+        for sid, tasks in sorted(chosen.items(), key=lambda kv: order[kv[0]])
+        if tasks
+    ]
+
+
+def extension_units(ssn: Session, job: JobInfo) -> list[list[Group]]:
+    """Pods beyond the gang minimum: each incomplete SubJob whole, then the rest as they fit."""
+    units: list[list[Group]] = []
+    for sj in sorted(job.subjobs.values(), key=ssn.subjob_sort_key()):
+        pend = _pending(ssn, sj)
+        if not pend:
+            continue
+        need = max(sj.min_available - ssn.ready_count(sj.tasks), 0)
+        if need:
+            if len(pend) < need:
+                continue
+            units.append([Group(sj, pend[:need], atomic=True)])
+            pend = pend[need:]
+        if pend:
+            units.append([Group(sj, pend, atomic=False)])
+    return units
+
+
+def place(ssn: Session, placer: Placer, job: JobInfo, groups: list[Group]) -> tuple[UnitResult, Statement]:
+    """Topology path for jobs with hard topology or sub-group policies, flat path otherwise."""
+    if job.with_hard_topology or job.has_policies:
+        return placer.place_unit(job, groups)
+    return placer.place_flat(job, groups)
+
+
+def _record(ssn: Session, job: JobInfo, res: UnitResult) -> None:
+    tree = ssn.snap.tree
+    if res.job_domain >= 0:
+        ssn.job_hn[job.key] = tree.lca(ssn.job_hn.get(job.key, -1), res.job_domain)
+    for sid, d in res.group_domains.items():
+        ssn.subjob_hn[sid] = tree.lca(ssn.subjob_hn.get(sid, -1), d)
+
+
+def _fail_tasks(ssn: Session, groups: list[Group], expl: Explanation | None, fallback: str) -> None:
+    msg = expl.message() if expl is not None else fallback
+    for g in groups:
+        for t in g.tasks:
+            ssn.task_reasons.setdefault(t.key, msg)
+
+
+def allocate(ssn: Session) -> None:
+    """Place every job's gang minimum in job order, then the remaining pods of ready jobs."""
+    placer = Placer(ssn)
+    jobs: list[JobInfo] = []
+    for job in ssn.snap.jobs.values():
+        if not any(not ssn.task_ready(t) for t in job.tasks):
+            continue  # nothing pending
+        skip = job_skip_reason(ssn, job)
+        if skip is not None:
+            ssn.explanations[job.key] = skip
+            continue
+        jobs.append(job)
+    jobs.sort(key=ssn.job_sort_key())
+    for job in jobs:
+        if ssn.job_ready(job):
+            continue
+        groups = gang_groups(ssn, job)
+        if isinstance(groups, str):
+            ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
+            continue
+        res, stmt = place(ssn, placer, job, groups)
+        if res.ok and ssn.job_ready(job):
+            stmt.commit()
+            _record(ssn, job, res)
+            ssn.explanations.pop(job.key, None)
+        else:
+            stmt.discard()
+            expl = res.explanation or Explanation(summary="gang minimum not reached")
+            ssn.explanations[job.key] = expl
+            _fail_tasks(ssn, groups, expl, expl.summary)
+    for job in sorted(jobs, key=ssn.job_sort_key()):
+        if not ssn.job_ready(job):
+            continue
+        for unit in extension_units(ssn, job):
+            res, stmt = place(ssn, placer, job, unit)
+            if res.ok:
+                stmt.commit()
+                _record(ssn, job, res)
+                for g in unit:
+                    for t in g.tasks:
+                        if t.key not in ssn.placed:
+                            ssn.task_reasons.setdefault(
+                                t.key,
+                                "no room left within the job's allowed HyperNode after partial placement",
+                            )
+            else:
+                stmt.discard()
+                _fail_tasks(ssn, unit, res.explanation, "no room within the job's allowed HyperNode")

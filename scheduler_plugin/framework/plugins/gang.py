@@ -1,0 +1,75 @@
+"""``gang`` plugin: job validity, job/SubJob readiness and ready-last ordering (volcano_impl §2)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...job_info import JobInfo, SubJobInfo
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+def _enabled(opt: Any, flag: str) -> bool:
+    fn = getattr(opt, "is_enabled", None)
+    return bool(fn(flag)) if fn is not None else True
+
+
+class Gang:
+    """Two-level gang: a SubJob is ready at MinAvailable, a job at minMember/minTaskMember/minSubGroups."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+
+    def job_valid(self, job: JobInfo) -> str | None:
+        tasks = job.tasks
+        if len(tasks) < job.min_member:
+            return f"not enough valid tasks: {len(tasks)} pods, minMember {job.min_member}"
+        for role, need in sorted(job.min_task_member.items()):
+            have = sum(1 for t in tasks if t.role == role)
+            if have < need:
+                return f"not enough pods of task {role!r}: {have}, minTaskMember {need}"
+        for gid, need in sorted(job.min_subjobs.items()):
+            have = sum(1 for sj in job.subjobs.values() if sj.gid == gid)
+            if have < need:
+                return f"not enough sub-groups {gid}: {have}, minSubGroups {need}"
+        return None
+
+    def job_ready(self, job: JobInfo) -> bool:
+        ssn = self.ssn
+        tasks = job.tasks
+        for role, need in job.min_task_member.items():
+            if sum(1 for t in tasks if t.role == role and ssn.task_ready(t)) < need:
+                return False
+        for gid, need in job.min_subjobs.items():
+            if need > 0:
+                ready = sum(1 for sj in job.subjobs.values() if sj.gid == gid and self.subjob_ready(sj))
+                if ready < need:
+                    return False
+        return ssn.ready_count(tasks) >= job.min_member
+
+    def subjob_ready(self, sj: SubJobInfo) -> bool:
+        return self.ssn.ready_count(sj.tasks) >= sj.min_available
+
+    def job_order(self, a: JobInfo, b: JobInfo) -> int:
+        ra, rb = self.job_ready(a), self.job_ready(b)
+        return 0 if ra == rb else (1 if ra else -1)
+
+    def subjob_order(self, a: SubJobInfo, b: SubJobInfo) -> int:
+        ra, rb = self.subjob_ready(a), self.subjob_ready(b)
+        return 0 if ra == rb else (1 if ra else -1)
+
+
+def register(ssn: Session, args: dict[str, Any], opt: Any) -> Gang:
+    """Register gang's callbacks (honouring the enable* switches)."""
+    g = Gang(ssn)
+    ssn.job_valid_fns.append(g.job_valid)
+    if _enabled(opt, "enableJobReady"):
+        ssn.job_ready_fns.append(g.job_ready)
+    if _enabled(opt, "enabledSubJobReady"):
+        ssn.subjob_ready_fns.append(g.subjob_ready)
+    if _enabled(opt, "enableJobOrder"):
+        ssn.job_order_fns.append(g.job_order)
+    if _enabled(opt, "enabledSubJobOrder"):
+        ssn.subjob_order_fns.append(g.subjob_order)
+    return g

@@ -1,0 +1,265 @@
+"""Jobs (PodGroups), SubJobs and tasks (pods): Volcano's JobInfo / SubJobInfo rules (volcano_impl §2).
+
+* A pod goes to the first ``subGroupPolicy`` entry whose match values are a non-empty list;
+  otherwise to the default SubJob (ID = GID = job ID, MinAvailable = minMember when the PodGroup
+  has no subGroupPolicy, else 1, network topology copied from the job).
+* SubJob ID ``<jobID>/<policy>-<v1>-<v2>``; joined values longer than 128 characters are
+  replaced by the safe-encoded FNV-32a hash, as in Volcano.
+* Readiness counts running/bound pods, pods allocated in this session and pending best-effort pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hyperplace.api.podgroup import NetworkTopologySpec, PodGroup, SubGroupPolicySpec
+from hyperplace.kube import SelectorError, label_selector_matches
+
+MAX_SUBJOB_VALUE_LEN = 128
+# k8s.io/apimachinery/pkg/util/rand.SafeEncodeString alphabet (no vowels, no confusable digits).
+_SAFE_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def fnv32a(text: str) -> int:
+    """32-bit FNV-1a of the UTF-8 bytes."""
+    h = 0x811C9DC5
+    for b in text.encode():
+        h ^= b
+        h = (h * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def safe_encode(text: str) -> str:
+    """apimachinery ``rand.SafeEncodeString``: map every byte into a vowel-free alphabet."""
+    return "".join(_SAFE_ALPHANUMS[b % len(_SAFE_ALPHANUMS)] for b in text.encode())
+
+
+def subjob_suffix(values: list[str]) -> str:
+    joined = "-".join(values)
+    if len(joined) > MAX_SUBJOB_VALUE_LEN:
+        return safe_encode(str(fnv32a(joined)))
+    return joined
+
+
+def match_values(policy: SubGroupPolicySpec, labels: Mapping[str, str]) -> list[str] | None:
+    """Volcano's per-policy match: None = no match; [] = matched without keys (-> default SubJob)."""
+    if policy.label_selector is not None:
+        try:
+            if not label_selector_matches(policy.label_selector, labels):
+                return None
+        except SelectorError:
+            return None
+    out: list[str] = []
+    for key in policy.match_label_keys or []:
+        v = labels.get(key, "")
+        if not v:
+            return None
+        out.append(v)
+    return out
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A normalised network-topology requirement.
+
+    ``limit`` is the highest tier allowed after Volcano's adjustments (name translation, soft ->
+    hard bounded by the cluster or the job); None means "no tier search" (root only).
+    """
+
+    mode: str  # "hard", "soft" or "" (neither)
+    limit: int | None
+    tier_name: str | None = None
+    problem: str | None = None  # e.g. unknown tier name: the job waits with this reason
+    declared_soft: bool = False
+
+
+@dataclass
+class TaskInfo:
+    """One pod of a job."""
+
+    key: str  # ns/name
+    name: str
+    namespace: str
+    uid: str
+    role: str
+    index: int | None
+    labels: dict[str, str]
+    requests: npt.NDArray[np.int64]  # (R,) milli-units
+    shape: int  # index into the snapshot's shapes
+    priority: int
+    creation: str
+    best_effort: bool
+    node: int = -1  # bound node index, or -1 while pending
+    running: bool = False
+    subjob: str = ""
+
+    @property
+    def name_ordinal(self) -> int | None:
+        """Volcano's default task order: numeric last dash part when the name has >= 3 parts."""
+        parts = self.name.split("-")
+        if len(parts) >= 3 and parts[-1].isdigit():
+            return int(parts[-1])
+        return None
+
+
+@dataclass
+class SubJobInfo:
+    """A SubJob: the pods of one partition (or the job's default group)."""
+
+    id: str
+    gid: str
+    policy: str | None
+    min_available: int
+    match_index: int
+    topology: Topology | None
+    tasks: list[TaskInfo] = field(default_factory=list)
+    allocated_hypernode: int = -1
+
+    @property
+    def is_default(self) -> bool:
+        return self.policy is None
+
+
+@dataclass
+class JobInfo:
+    """A PodGroup with its pods and SubJobs."""
+
+    key: str
+    podgroup: PodGroup
+    queue: str
+    priority: int
+    creation: str
+    min_member: int
+    min_task_member: dict[str, int]
+    topology: Topology | None
+    has_policies: bool
+    subjobs: dict[str, SubJobInfo] = field(default_factory=dict)
+    min_subjobs: dict[str, int] = field(default_factory=dict)
+    allocated_hypernode: int = -1
+    problems: list[str] = field(default_factory=list)  # reasons the job cannot be considered
+
+    @property
+    def tasks(self) -> list[TaskInfo]:
+        return [t for sj in self.subjobs.values() for t in sj.tasks]
+
+    @property
+    def with_topology(self) -> bool:
+        return self.topology is not None or any(sj.topology is not None for sj in self.subjobs.values())
+
+    @property
+    def with_hard_topology(self) -> bool:
+        def hard(t: Topology | None) -> bool:
+            return t is not None and t.mode == "hard" and t.limit is not None
+
+        return hard(self.topology) or any(hard(sj.topology) for sj in self.subjobs.values())
+
+
+def task_order_key(t: TaskInfo) -> tuple[Any, ...]:
+    """Volcano TaskOrder: priority (high first), then the pod-name ordinal, creation time, uid."""
+    ordinal = t.name_ordinal
+    return (-t.priority, ordinal is None, ordinal or 0, t.creation, t.uid, t.name)
+
+
+def rank_key(t: TaskInfo) -> tuple[Any, ...]:
+    """Placement rank order: task index first (consecutive ranks -> consecutive nodes)."""
+    return (t.role, t.index if t.index is not None else 1 << 30, t.name)
+
+
+def normalise_topology(
+    spec: NetworkTopologySpec | None,
+    tier_names: Mapping[str, int],
+    top_tier: int,
+    bound: int | None,
+) -> Topology | None:
+    """Volcano's ``adjustNetworkTopologySpec``: name -> tier, soft -> hard bounded by ``bound``."""
+    if spec is None:
+        return None
+    limit = spec.highest_tier_allowed
+    problem = None
+    if limit is None and spec.highest_tier_name:
+        limit = tier_names.get(spec.highest_tier_name)
+        if limit is None:
+            known = ", ".join(f"{n}={t}" for n, t in sorted(tier_names.items())) or "none"
+            problem = f"unknown highestTierName {spec.highest_tier_name!r} (known tier names: {known})"
+    if spec.mode == "soft":
+        return Topology("hard", bound if bound is not None else top_tier, declared_soft=True)
+    if spec.mode == "hard":
+        return Topology("hard", limit, spec.highest_tier_name, problem)
+    return Topology(spec.mode, limit, spec.highest_tier_name, problem)
+
+
+def build_job(
+    pg: PodGroup,
+    tasks: list[TaskInfo],
+    priority: int,
+    tier_names: Mapping[str, int],
+    top_tier: int,
+) -> JobInfo:
+    """Group a PodGroup's tasks into SubJobs with Volcano's exact rules."""
+    key = pg.key
+    spec = pg.spec
+    topo = normalise_topology(spec.network_topology, tier_names, top_tier, None)
+    job_bound = topo.limit if topo is not None and topo.mode == "hard" else None
+    policies = list(spec.sub_group_policy or [])
+    job = JobInfo(
+        key=key,
+        podgroup=pg,
+        queue=spec.queue or "default",
+        priority=priority,
+        creation=pg.metadata.creation_timestamp or "",
+        min_member=spec.min_member,
+        min_task_member=dict(spec.min_task_member or {}),
+        topology=topo,
+        has_policies=bool(policies),
+    )
+    for p in policies:
+        job.min_subjobs[f"{key}/{p.name}"] = p.min_sub_groups or 0
+    if topo is not None and topo.problem:
+        job.problems.append(topo.problem)
+    for t in sorted(tasks, key=task_order_key):
+        chosen: tuple[SubGroupPolicySpec, list[str]] | None = None
+        for p in policies:
+            vals = match_values(p, t.labels)
+            if vals:
+                chosen = (p, vals)
+                break
+        if chosen is None:
+            sid = key
+            if sid not in job.subjobs:
+                job.subjobs[sid] = SubJobInfo(
+                    id=sid,
+                    gid=key,
+                    policy=None,
+                    min_available=spec.min_member if not policies else 1,
+                    match_index=0,
+                    topology=topo,
+                )
+        else:
+            p, vals = chosen
+            sid = f"{key}/{p.name}-{subjob_suffix(vals)}"
+            if sid not in job.subjobs:
+                sub_topo = normalise_topology(
+                    p.network_topology, tier_names, top_tier, job_bound if job_bound is not None else top_tier
+                )
+                if sub_topo is not None and sub_topo.problem and sub_topo.problem not in job.problems:
+                    job.problems.append(f"subGroupPolicy {p.name}: {sub_topo.problem}")
+                try:
+                    mi = int(vals[0])
+                except ValueError:
+                    mi = 0
+                job.subjobs[sid] = SubJobInfo(
+                    id=sid,
+                    gid=f"{key}/{p.name}",
+                    policy=p.name,
+                    min_available=p.sub_group_size if p.sub_group_size is not None else 1,
+                    match_index=mi,
+                    topology=sub_topo,
+                )
+        t.subjob = sid
+        job.subjobs[sid].tasks.append(t)
+    return job

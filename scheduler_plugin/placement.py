@@ -1,0 +1,405 @@
+"""Fast domain search and exact placement (the heart of the scheduler).
+
+Volcano dry-runs the whole job on every candidate HyperNode of every tier (per-pod filter +
+score, then discard). Here, for every distinct pod shape, the session state keeps per-node fit
+counts and their per-HyperNode sums, so:
+
+1. *Prune by counts.* A candidate HyperNode H of the job's gradient is feasible only if, for
+   every shape, ``count[H] >= demand``; for partitions of size k limited to tier L,
+   ``pcap[H] >= #partitions`` where ``pcap`` is ``floor(count / k)`` at tiers <= L, summed
+   over children above L (a partition must fit inside one domain of tier <= L). For one shape
+   these counts are exact, so no dry run is wasted.
+2. *Pick the lowest feasible tier* (gradient order) and, inside it, the domain with the best
+   HyperNode bin-packing score (Volcano's HyperNodeOrderFn; ties: SubJob tasks already there,
+   then name).
+3. *Place exactly* on the chosen domain: real per-pod assignment updating free resources; if it
+   fails (multi-resource or heterogeneous interactions), fall back to the next candidate.
+
+Inside a domain, pods go to the fewest leaf domains (largest leaves first, best fit for the
+remainder), nodes inside the partial leaf by node score (binpack etc.), and pods in rank order
+(task index) onto nodes ordered by leaf then node name, so consecutive ranks share a leaf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from .explain import Explanation, TierAttempt, predicate_summary, shortage
+from .framework.session import Session
+from .framework.statement import Statement
+from .job_info import JobInfo, SubJobInfo, TaskInfo, rank_key
+from .predicates import insufficient_resources
+from .snapshot import Shape
+
+I64 = npt.NDArray[np.int64]
+
+# Exact placements tried per gradient tier before giving up on it (counts make failures rare;
+# the cap bounds the worst case on pathological multi-resource clusters).
+MAX_EXACT_TRIES_PER_TIER = 16
+
+
+@dataclass
+class Group:
+    """Tasks of one SubJob to place together (atomic) or as many as fit (not atomic)."""
+
+    subjob: SubJobInfo
+    tasks: list[TaskInfo]
+    atomic: bool = True
+
+    def demand(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for t in self.tasks:
+            out[t.shape] = out.get(t.shape, 0) + 1
+        return out
+
+
+@dataclass
+class UnitResult:
+    """Outcome of placing one unit (a job's gang minimum or a later increment)."""
+
+    ok: bool
+    placed: int = 0
+    job_domain: int = -1
+    group_domains: dict[str, int] = field(default_factory=dict)
+    explanation: Explanation | None = None
+
+
+class Placer:
+    """Domain search + exact placement on a session."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.snap = ssn.snap
+        self.tree = ssn.snap.tree
+        self.state = ssn.state
+        # Children before parents, for the partition-capacity roll-up.
+        self._bottom_up = np.argsort(-self.tree.depth, kind="stable").tolist()
+        alloc = self.snap.allocatable
+        self._max_alloc = (
+            np.maximum(alloc.max(axis=0), 1) if len(alloc) else np.ones(len(self.snap.resources))
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def shape(self, sid: int) -> Shape:
+        return self.snap.shapes[sid]
+
+    def pcap(self, sid: int, limit: int, size: int) -> I64:
+        """Partitions of ``size`` pods of shape ``sid`` each HyperNode can host (tier limit ``limit``)."""
+        dom = self.state.dom_counts(self.shape(sid))
+        tiers = self.tree.tiers
+        out = np.where(tiers <= limit, dom // max(size, 1), 0).astype(np.int64)
+        children = self.tree.children
+        for h in self._bottom_up:
+            if tiers[h] > limit and children[h]:
+                out[h] = int(out[children[h]].sum())
+        return out
+
+    def _empty_node_fit(self, sid: int, nodes: I64) -> int:
+        """Most pods of a shape one node of ``nodes`` could hold when empty (for 'N nodes short')."""
+        req = self.shape(sid).requests
+        pos = req > 0
+        if not len(nodes) or not pos.any():
+            return 1
+        per = (self.snap.allocatable[nodes][:, pos] // req[pos]).min(axis=1)
+        return max(int(per.max()), 1)
+
+    # ------------------------------------------------------------------ exact placement
+    def _pick_nodes(self, task: TaskInfo, sj: SubJobInfo, cand: I64, cc: I64, k: int) -> tuple[I64, I64]:
+        """Nodes (ordered by leaf, then name) and pods per node for ``k`` pods of one shape."""
+        tree = self.tree
+        leaves = tree.leaf_of[cand]
+        leaves = np.where(leaves >= 0, leaves, -(cand + 1))  # a node outside every leaf is its own leaf
+        uniq, inv = np.unique(leaves, return_inverse=True)
+        caps = np.bincount(inv, weights=cc).astype(np.int64)
+        order = np.lexsort((uniq, -caps))
+        caps_sorted = caps[order]
+        cum = np.cumsum(caps_sorted)
+        m = int(np.searchsorted(cum, k))  # leaves order[:m] are taken whole
+        before = int(cum[m - 1]) if m > 0 else 0
+        rem = k - before
+        full = order[:m]
+        take = np.isin(inv, full)
+        per = np.where(take, cc, 0)
+        if rem > 0:
+            rest = caps_sorted[m:]
+            j = m + int(np.count_nonzero(rest >= rem)) - 1  # best fit: smallest leaf that still fits
+            part = int(order[j])
+            idx = np.flatnonzero(inv == part)
+            if int(cc[idx].sum()) == rem:
+                per[idx] = cc[idx]
+            else:
+                # Choose which nodes of the partial leaf by node score (binpack, ...), then name.
+                scores = self.ssn.node_scores(task, sj, cand[idx])
+                o = np.lexsort((cand[idx], -scores))
+                sel = idx[o]
+                c_sel = np.cumsum(cc[sel])
+                last = int(np.searchsorted(c_sel, rem))
+                per[sel[:last]] = cc[sel[:last]]
+                per[sel[last]] = rem - (int(c_sel[last - 1]) if last > 0 else 0)
+        chosen = np.flatnonzero(per > 0)
+        # Rank order: leaf (name order = id order; stand-alone nodes last), then node name.
+        leaf_key = np.where(leaves[chosen] >= 0, leaves[chosen], len(tree.names) + cand[chosen])
+        o2 = np.lexsort((cand[chosen], leaf_key))
+        chosen = chosen[o2]
+        return cand[chosen], per[chosen]
+
+    def assign(self, stmt: Statement, group: Group, domain: int) -> int | None:
+        """Place the group's tasks on nodes of ``domain``; None when an atomic group does not fit."""
+        by_shape: dict[int, list[TaskInfo]] = {}
+        for t in group.tasks:
+            by_shape.setdefault(t.shape, []).append(t)
+        # Larger pods first: they are the hard ones to fit; small pods fill around them.
+        shapes = sorted(by_shape, key=lambda s: -float((self.shape(s).requests / self._max_alloc).max()))
+        mark = stmt.mark()
+        nodes_d = self.tree.node_sets[domain]
+        placed = 0
+        for sid in shapes:
+            tasks = sorted(by_shape[sid], key=rank_key)
+            k = len(tasks)
+            c = self.state.node_counts(self.shape(sid))[nodes_d]
+            nz = c > 0
+            cand, cc = nodes_d[nz], c[nz]
+            total = int(cc.sum())
+            if total < k:
+                if group.atomic:
+                    stmt.rollback(mark)
+                    return None
+                k = total
+                tasks = tasks[:k]
+                if k == 0:
+                    continue
+            nodes, per = self._pick_nodes(tasks[0], group.subjob, cand, cc, k)
+            node_of_task = np.repeat(nodes, per)
+            stmt.allocate(tasks, node_of_task.tolist())
+            # Verify: no node may exceed allocatable on a resource the pods request.
+            req = self.shape(sid).requests > 0
+            touched = np.unique(nodes)
+            st = self.state
+            if (st.used[touched][:, req] > st.alloc[touched][:, req]).any():  # pragma: no cover - invariant
+                stmt.rollback(mark)
+                return None
+            placed += k
+        return placed
+
+    # ------------------------------------------------------------------ group in a job domain
+    def place_group(
+        self, stmt: Statement, group: Group, job_domain: int, attempts: list[TierAttempt] | None = None
+    ) -> int | None:
+        """Choose the SubJob's domain inside ``job_domain`` (its gradient) and place it exactly."""
+        ssn = self.ssn
+        sj = group.subjob
+        levels = ssn.gradient(sj.topology, ssn.subjob_hn.get(sj.id, -1), job_domain)
+        if isinstance(levels, str):
+            if attempts is not None:
+                attempts.append(TierAttempt(tier=self.tree.top_tier, candidates=0, note=levels))
+            return None
+        demand = group.demand()
+        need = demand if group.atomic else dict.fromkeys(demand, 1)
+        req_total = np.sum([t.requests for t in group.tasks], axis=0).astype(np.int64)
+        for level in levels:
+            ids = np.asarray(level, dtype=np.int64)
+            ok = np.ones(len(ids), dtype=bool)
+            for sid, k in need.items():
+                ok &= self.state.dom_counts(self.shape(sid))[ids] >= k
+            cands = ids[ok]
+            if not len(cands):
+                continue
+            scores = ssn.hypernode_scores(sj, req_total, cands) if len(cands) > 1 else np.zeros(1)
+            order = cands[np.lexsort((cands, -scores))]
+            for d in order[:MAX_EXACT_TRIES_PER_TIER].tolist():
+                if self.assign(stmt, group, d) is not None:
+                    return d
+        return None
+
+    # ------------------------------------------------------------------ job unit
+    def place_unit(self, job: JobInfo, groups: Sequence[Group]) -> tuple[UnitResult, Statement]:
+        """Topology path: job gradient, count pruning, best domain, exact placement of every group."""
+        ssn, tree = self.ssn, self.tree
+        levels = ssn.gradient(job.topology, ssn.job_hn.get(job.key, -1), tree.root)
+        expl = Explanation(summary="")
+        if isinstance(levels, str):
+            expl.summary = f"network topology: {levels}"
+            expl.reason = "NetworkTopology"
+            return UnitResult(False, explanation=expl), Statement(ssn)
+        atomic = [g for g in groups if g.atomic]
+        total: dict[int, int] = {}
+        for g in atomic:
+            for sid, k in g.demand().items():
+                total[sid] = total.get(sid, 0) + k
+        loose = {t.shape for g in groups if not g.atomic for t in g.tasks}
+        loose_total: dict[int, int] = {}
+        for g in groups:
+            if not g.atomic:
+                for sid, k in g.demand().items():
+                    loose_total[sid] = loose_total.get(sid, 0) + k
+        # Partition classes: single-shape atomic groups whose own tier limit is tighter.
+        classes: dict[tuple[int, int, int], int] = {}
+        for g in atomic:
+            topo = g.subjob.topology
+            d = g.demand()
+            if topo is not None and topo.mode == "hard" and topo.limit is not None and len(d) == 1:
+                (sid, k) = next(iter(d.items()))
+                key = (sid, topo.limit, k)
+                classes[key] = classes.get(key, 0) + 1
+        pcaps = {key: self.pcap(*key) for key in classes}
+        req_total = np.zeros(len(self.snap.resources), dtype=np.int64)
+        for g in groups:
+            for t in g.tasks:
+                req_total += t.requests
+        default_sj = job.subjobs.get(job.key)
+        for level in levels:
+            ids = np.asarray(level, dtype=np.int64)
+            ok = np.ones(len(ids), dtype=bool)
+            for sid, k in total.items():
+                ok &= self.state.dom_counts(self.shape(sid))[ids] >= k
+            for sid in loose:
+                ok &= self.state.dom_counts(self.shape(sid))[ids] >= 1
+            for key, n in classes.items():
+                ok &= pcaps[key][ids] >= n
+            cands = ids[ok]
+            tier = int(tree.tiers[ids[0]]) if len(ids) else -1
+            if not len(cands):
+                expl.add_tier(self._tier_attempt(tier, ids, total or loose_total, classes, pcaps, req_total))
+                continue
+            scores = ssn.hypernode_scores(default_sj, req_total, cands) if len(cands) > 1 else np.zeros(1)
+            order = cands[np.lexsort((cands, -scores))]
+            tried = 0
+            for h in order.tolist():
+                if tried >= MAX_EXACT_TRIES_PER_TIER:
+                    break
+                tried += 1
+                stmt = Statement(ssn)
+                domains: dict[str, int] = {}
+                good = True
+                for g in groups:
+                    got = self.place_group(stmt, g, h)
+                    if got is None:
+                        if g.atomic:
+                            good = False
+                            break
+                        continue
+                    domains[g.subjob.id] = got
+                if good and stmt.ops:
+                    return UnitResult(True, len(stmt.ops), h, domains), stmt
+                stmt.discard()
+            expl.add_tier(
+                TierAttempt(
+                    tier=tier,
+                    candidates=len(ids),
+                    note=f"{len(cands)} domains pass the counts but exact placement failed in {tried} tried",
+                )
+            )
+        expl.summary = self._summary(job, groups, total)
+        expl.predicates = self._predicates_if_short(total)
+        return UnitResult(False, explanation=expl), Statement(ssn)
+
+    # ------------------------------------------------------------------ flat path
+    def place_flat(self, job: JobInfo, groups: Sequence[Group]) -> tuple[UnitResult, Statement]:
+        """Jobs without hard topology or sub-groups: Volcano's per-pod filter + score, gang-checked."""
+        ssn = self.ssn
+        stmt = Statement(ssn)
+        total: dict[int, int] = {}
+        for g in groups:
+            if g.atomic:
+                for sid, k in g.demand().items():
+                    total[sid] = total.get(sid, 0) + k
+        root = self.tree.root
+        short = {sid: k for sid, k in total.items() if self.state.dom_counts(self.shape(sid))[root] < k}
+        if short:
+            expl = Explanation(summary=self._summary(job, groups, total))
+            expl.predicates = self._predicates_if_short(total)
+            return UnitResult(False, explanation=expl), stmt
+        for g in groups:
+            mark = stmt.mark()
+            for t in g.tasks:
+                c = self.state.node_counts(self.shape(t.shape))
+                cand = np.flatnonzero(c > 0)
+                if not len(cand):
+                    if g.atomic:
+                        stmt.rollback(mark)
+                        expl = Explanation(summary=self._summary(job, groups, total))
+                        expl.predicates = self._predicate_text(t.shape)
+                        stmt.discard()
+                        return UnitResult(False, explanation=expl), stmt
+                    break
+                scores = ssn.node_scores(t, g.subjob, cand)
+                n = int(cand[int(np.argmax(scores))])  # first max: lowest index = node name order
+                stmt.allocate([t], [n])
+        if not stmt.ops:
+            expl = Explanation(summary=self._summary(job, groups, total))
+            return UnitResult(False, explanation=expl), stmt
+        return UnitResult(True, len(stmt.ops)), stmt
+
+    # ------------------------------------------------------------------ explanations
+    def _summary(self, job: JobInfo, groups: Sequence[Group], total: dict[int, int]) -> str:
+        n = sum(len(g.tasks) for g in groups)
+        parts = sum(1 for g in groups if g.atomic and not g.subjob.is_default)
+        what = f"{n} pods" + (f" in {parts} partitions" if parts else "")
+        topo = job.topology
+        scope = f" within tier <= {topo.limit}" if topo is not None and topo.limit is not None else ""
+        return f"cannot place {what}{scope}"
+
+    def _tier_attempt(
+        self,
+        tier: int,
+        ids: I64,
+        total: dict[int, int],
+        classes: dict[tuple[int, int, int], int],
+        pcaps: dict[tuple[int, int, int], I64],
+        req_total: I64,
+    ) -> TierAttempt:
+        att = TierAttempt(tier=tier, candidates=len(ids))
+        if not len(ids) or not total:
+            return att
+        names = self.tree.names
+        # Judge domains by the shape with the largest demand (the one most likely to be short).
+        sid = max(total, key=lambda s: total[s])
+        need = total[sid]
+        dom = self.state.dom_counts(self.shape(sid))[ids]
+        short_classes = [key for key, n in classes.items() if not (pcaps[key][ids] >= n).any()]
+        if (dom >= need).any() and short_classes:
+            key = max(short_classes, key=lambda kk: classes[kk])
+            pc = pcaps[key][ids]
+            best = int(ids[np.lexsort((ids, -pc))[0]])
+            att.best, att.unit = names[best], "partitions"
+            att.fits, att.needed = int(pcaps[key][best]), classes[key]
+            att.lacking = [f"partitions of {key[2]} pods must each fit in one tier-<={key[1]} domain"]
+            return att
+        best = int(ids[np.lexsort((ids, -dom))[0]])
+        att.best = names[best]
+        att.fits = int(self.state.dom_counts(self.shape(sid))[best])
+        att.needed = need
+        free = self.state.hn_alloc[best] - self.state.hn_used[best]
+        per_node = self._empty_node_fit(sid, self.tree.node_sets[best])
+        missing = max(need - att.fits, 0)
+        nodes_short = -(-missing // per_node) if missing else 0
+        att.lacking = shortage(self.snap.resources, free, req_total, nodes_short)
+        return att
+
+    def _predicate_text(self, sid: int) -> str:
+        shape = self.shape(sid)
+        cons = shape.constraints
+        st = self.state
+        reasons: list[str | None] = []
+        res = self.snap.resources
+        req = {r: int(v) for r, v in zip(res, shape.requests, strict=True) if v > 0}
+        counts = st.node_counts(shape)
+        for n, ns in enumerate(self.snap.node_static):
+            r = cons.node_reason(ns)
+            if r is None and counts[n] <= 0:
+                free = {rr: int(st.alloc[n, i] - st.used[n, i]) for i, rr in enumerate(res)}
+                ins = insufficient_resources(req, free)
+                r = ", ".join(ins) if ins else "node(s) didn't have free ports for the requested pod ports"
+            reasons.append(r)
+        return predicate_summary(self.snap.num_nodes, reasons)
+
+    def _predicates_if_short(self, total: dict[int, int]) -> str | None:
+        root = self.tree.root
+        for sid, k in sorted(total.items(), key=lambda kv: -kv[1]):
+            if self.state.dom_counts(self.shape(sid))[root] < k:
+                return self._predicate_text(sid)
+        return None

@@ -1,0 +1,104 @@
+"""``run_session``: one scheduling cycle on a snapshot, as documented in docs/CONTRACTS.md.
+
+Determinism: the result depends only on the snapshot and the configuration. Every tie (equal
+HyperNode or node scores) is broken by name (HyperNode name, node name), never by hash or
+iteration order; ``seed`` seeds the session RNG, which no built-in plugin currently draws from
+(Volcano breaks these ties at random; a name order makes results reproducible and reviewable).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .conf import DEFAULT_CONFIG, SchedulerConfig
+from .explain import Explanation
+from .framework.actions import ACTIONS
+from .framework.session import Session
+from .snapshot import ClusterSnapshot
+
+
+@dataclass
+class JobOutcome:
+    """What the session decided for one PodGroup."""
+
+    phase: str  # "Running" when the gang is satisfied after this session, else "Pending"
+    allocated_hypernode: str | None
+    subgroups: dict[str, str] = field(default_factory=dict)  # subjob id -> hypernode name
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    explanation: Explanation | None = None
+
+
+@dataclass
+class SessionResult:
+    """Bindings, per-job outcomes and reasons for every pod left pending."""
+
+    bindings: dict[str, str] = field(default_factory=dict)
+    jobs: dict[str, JobOutcome] = field(default_factory=dict)
+    unschedulable: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    decision_seconds: float = 0.0
+
+
+def run_session(
+    snapshot: ClusterSnapshot, config: SchedulerConfig = DEFAULT_CONFIG, seed: int = 0
+) -> SessionResult:
+    """Open a session, run the configured actions, and report bindings and reasons."""
+    t0 = time.perf_counter()
+    ssn = Session.open(snapshot, config, seed)
+    for action in config.actions:
+        fn = ACTIONS.get(action)
+        if fn is None:
+            ssn.notes.append(f"action {action!r} not run (not implemented)")
+            continue
+        fn(ssn)
+    result = _close(ssn)
+    result.decision_seconds = time.perf_counter() - t0
+    return result
+
+
+def _close(ssn: Session) -> SessionResult:
+    snap, tree = ssn.snap, ssn.snap.tree
+    out = SessionResult(notes=list(ssn.notes))
+    for key, n in sorted(ssn.bindings.items()):
+        out.bindings[key] = snap.node_names[n]
+    standalone = set(snap.standalone)
+    for key, job in sorted(snap.jobs.items()):
+        ready = ssn.job_ready(job) and ssn.job_valid(job) is None and bool(job.tasks)
+        expl = ssn.explanations.get(key)
+        hn = ssn.job_hn.get(key, -1)
+        outcome = JobOutcome(
+            phase="Running" if ready else "Pending",
+            allocated_hypernode=tree.names[hn] if hn >= 0 and job.with_topology else None,
+            explanation=None if ready else expl,
+        )
+        for sid in sorted(job.subjobs):
+            sh = ssn.subjob_hn.get(sid, -1)
+            if sh >= 0 and sid != key:
+                outcome.subgroups[sid] = tree.names[sh]
+        if ready:
+            outcome.conditions.append(
+                {
+                    "type": "Scheduled",
+                    "status": "True",
+                    "reason": "GangReady",
+                    "message": "gang minimum is placed",
+                }
+            )
+        elif expl is not None:
+            outcome.conditions.append(
+                {"type": "Unschedulable", "status": "True", "reason": expl.reason, "message": expl.message()}
+            )
+        if key not in standalone:
+            out.jobs[key] = outcome
+        for t in job.tasks:
+            if t.running or t.key in ssn.bindings:
+                continue
+            reason = ssn.task_reasons.get(t.key)
+            if reason is None:
+                reason = expl.message() if expl is not None else "not placed this cycle"
+            out.unschedulable[t.key] = reason
+    for key, reason in sorted(snap.orphan_pods.items()):
+        out.unschedulable[key] = reason
+    return out

@@ -1,0 +1,134 @@
+"""Mutable allocation state of one session: used resources, host ports and per-shape fit counts.
+
+Fit counts are the heart of the fast domain search: for a pod shape, ``count[n]`` is how many
+more pods of that shape node ``n`` can take (min over requested resources of free // request,
+masked by static predicates, capped at 1 with host ports). For one shape the counts are exactly
+additive: placing one pod lowers its node's count by exactly one, so HyperNode sums of counts
+(``dom[h]``) say exactly how many pods of that shape a domain can still take.
+
+Counts are cached per shape and kept in sync incrementally: an allocation recomputes the counts
+of the touched nodes only and pushes the deltas to their HyperNodes (one bincount).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from .predicates import host_ports_conflict
+from .snapshot import ClusterSnapshot, Shape
+
+I64 = npt.NDArray[np.int64]
+
+
+class AllocState:
+    """Working copy of node usage plus cached per-shape counts and HyperNode aggregates."""
+
+    def __init__(self, snap: ClusterSnapshot) -> None:
+        self.snap = snap
+        self.tree = snap.tree
+        self.alloc = snap.allocatable
+        self.used = snap.used.copy()
+        self.ports = [set(p) for p in snap.node_ports]
+        h = len(self.tree)
+        r = len(snap.resources)
+        self.hn_alloc = np.zeros((h, r), dtype=np.int64)
+        self.hn_used = np.zeros((h, r), dtype=np.int64)
+        for j in range(r):
+            self.hn_alloc[:, j] = self.tree.domain_sums(self.alloc[:, j])
+            self.hn_used[:, j] = self.tree.domain_sums(self.used[:, j])
+        self._node_counts: dict[int, I64] = {}
+        self._dom_counts: dict[int, I64] = {}
+        # Per-node number of hypernodes containing it, for vectorised delta pushes.
+        self._deg = np.diff(self.tree.node_hn_ptr)
+
+    # ------------------------------------------------------------------ counts
+    def compute_counts(self, shape: Shape, nodes: I64 | None = None) -> I64:
+        """Fresh fit counts of ``shape`` on ``nodes`` (all nodes when None)."""
+        req = shape.requests
+        pos = np.flatnonzero(req > 0)
+        if nodes is None:
+            free = self.alloc[:, pos] - self.used[:, pos]
+            mask = self.snap.static_mask(shape)
+            idx = None
+        else:
+            free = self.alloc[nodes][:, pos] - self.used[nodes][:, pos]
+            mask = self.snap.static_mask(shape)[nodes]
+            idx = nodes
+        # Every pod requests a "pods" slot, so ``pos`` is never empty in practice.
+        c = (free // req[pos]).min(axis=1) if len(pos) else np.full(free.shape[0], 1 << 20, dtype=np.int64)
+        c = np.where(mask, np.maximum(c, 0), 0).astype(np.int64)
+        hp = shape.constraints.host_ports
+        if hp:
+            c = np.minimum(c, 1)
+            ids = range(self.snap.num_nodes) if idx is None else idx.tolist()
+            for k, n in enumerate(ids):
+                if c[k] and self.ports[n] and host_ports_conflict(hp, self.ports[n]):
+                    c[k] = 0
+        return c
+
+    def node_counts(self, shape: Shape) -> I64:
+        """Cached per-node counts of a shape (kept current by allocate/deallocate)."""
+        c = self._node_counts.get(shape.id)
+        if c is None:
+            c = self.compute_counts(shape)
+            self._node_counts[shape.id] = c
+            self._dom_counts[shape.id] = self.tree.domain_sums(c)
+        return c
+
+    def dom_counts(self, shape: Shape) -> I64:
+        """Cached per-HyperNode counts (sum over the HyperNode's real nodes)."""
+        if shape.id not in self._dom_counts:
+            self.node_counts(shape)
+        return self._dom_counts[shape.id]
+
+    def _refresh(self, nodes: I64) -> None:
+        if not len(nodes):
+            return
+        tree = self.tree
+        for sid, cnt in self._node_counts.items():
+            shape = self.snap.shapes[sid]
+            new = self.compute_counts(shape, nodes)
+            delta = new - cnt[nodes]
+            if not delta.any():
+                continue
+            cnt[nodes] = new
+            nz = delta != 0
+            nn, dd = nodes[nz], delta[nz]
+            deg = self._deg[nn]
+            starts = tree.node_hn_ptr[nn]
+            # Gather each changed node's HyperNodes (CSR slices) and add its delta to them.
+            offs = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(deg.sum())
+            hns = tree.node_hn_idx[offs]
+            self._dom_counts[sid] += np.bincount(hns, weights=np.repeat(dd, deg), minlength=len(tree)).astype(
+                np.int64
+            )
+
+    # ------------------------------------------------------------------ mutation
+    def apply(self, shapes: Sequence[Shape], nodes: Sequence[int], sign: int = 1) -> None:
+        """Add (sign=1) or remove (sign=-1) one pod of ``shapes[i]`` on ``nodes[i]`` for every i."""
+        if not len(nodes):
+            return
+        n_arr = np.asarray(nodes, dtype=np.int64)
+        reqs = np.stack([s.requests for s in shapes]) * sign
+        np.add.at(self.used, n_arr, reqs)
+        deg = self._deg[n_arr]
+        starts = self.tree.node_hn_ptr[n_arr]
+        offs = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(deg.sum())
+        hns = self.tree.node_hn_idx[offs]
+        np.add.at(self.hn_used, hns, np.repeat(reqs, deg, axis=0))
+        for s, n in zip(shapes, nodes, strict=True):
+            if s.constraints.host_ports:
+                if sign > 0:
+                    self.ports[n] |= set(s.constraints.host_ports)
+                else:
+                    self.ports[n] -= set(s.constraints.host_ports)
+        self._refresh(np.unique(n_arr))
+
+    def overcommitted(self, nodes: Sequence[int]) -> list[int]:
+        """Nodes among ``nodes`` whose used exceeds allocatable on some resource (must be none)."""
+        n_arr = np.unique(np.asarray(nodes, dtype=np.int64))
+        bad = (self.used[n_arr] > self.alloc[n_arr]).any(axis=1)
+        return n_arr[bad].tolist()

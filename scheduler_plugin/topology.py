@@ -1,0 +1,308 @@
+"""The HyperNode tree of one scheduling cycle, as integer-indexed arrays.
+
+HyperNodes are resolved to real node sets with :func:`hyperplace.kube.members.resolve_members`
+(exactMatch, unanchored RE2 regexMatch, labelMatch). Only exactMatch HyperNode members make
+children, and a HyperNode may have one parent (Volcano's cache rules, volcano_impl §1.3). A
+virtual root ``<cluster-top-hypernode>`` of tier max+1 (1 when there are no HyperNodes) holds
+every node and adopts every parentless HyperNode (§1.4).
+
+Everything is indexed by integers: nodes ``0..N-1`` (the snapshot's order) and HyperNodes
+``0..H-1`` with the root last. Membership is kept both ways in CSR form so that bottom-up sums
+over HyperNodes are one ``np.bincount`` and per-node updates touch only a node's ancestors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from hyperplace.api.constants import CLUSTER_TOP_HYPERNODE
+from hyperplace.api.hypernode import HyperNode
+from hyperplace.kube.members import resolve_members
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass
+class HyperNodeTree:
+    """Resolved HyperNode tree. Build with :meth:`build`; treat as read-only afterwards."""
+
+    names: list[str]
+    tiers: IntArray  # (H,) tier of each HyperNode, root included
+    parent: IntArray  # (H,) parent id or -1 (the root's is -1)
+    children: list[list[int]]
+    node_sets: list[IntArray]  # sorted node indices (real nodes) of each HyperNode
+    tier_names: dict[str, int]  # tierName -> tier (last one seen wins, as in Volcano)
+    problems: list[str] = field(default_factory=list)
+    node_names: list[str] = field(default_factory=list)
+
+    # Derived (filled by _derive).
+    index: dict[str, int] = field(default_factory=dict)
+    depth: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    node_hn_ptr: IntArray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    node_hn_idx: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    hn_node_ptr: IntArray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    hn_node_idx: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    leaf_of: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sorted_tiers: list[int] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def build(
+        cls,
+        hypernodes: Sequence[HyperNode],
+        node_names: Sequence[str],
+        node_labels: Mapping[str, Mapping[str, str]],
+    ) -> HyperNodeTree:
+        """Resolve members, link parents, detect cycles / second parents, add the virtual root."""
+        node_index = {n: i for i, n in enumerate(node_names)}
+        hns = sorted(hypernodes, key=lambda h: h.name)
+        names = [h.name for h in hns]
+        idx = {n: i for i, n in enumerate(names)}
+        problems: list[str] = []
+        direct: list[set[int]] = []
+        claims: list[list[str]] = []
+        tier_names: dict[str, int] = {}
+        for h in hns:
+            res = resolve_members(h, node_labels)
+            direct.append({node_index[n] for n in res.nodes if n in node_index})
+            claims.append(res.children)
+            if h.spec.tier_name:
+                tier_names[h.spec.tier_name] = h.spec.tier
+        parent = [-1] * len(hns)
+        children: list[list[int]] = [[] for _ in hns]
+        for p, kids in enumerate(claims):
+            for kid in kids:
+                c = idx.get(kid)
+                if c is None:
+                    continue  # a member naming a HyperNode that does not exist: nothing to link
+                if c == p:
+                    problems.append(f"HyperNode {names[p]} lists itself as a member (cycle)")
+                    continue
+                if parent[c] != -1:
+                    problems.append(
+                        f"HyperNode {kid} already has a parent {names[parent[c]]}; {names[p]} also claims it"
+                    )
+                    continue
+                parent[c] = p
+                children[p].append(c)
+        # Cycle detection: walk parent pointers; any walk that revisits a node is a cycle.
+        state = [0] * len(hns)  # 0 unseen, 1 on current path, 2 done
+        for start in range(len(hns)):
+            path: list[int] = []
+            cur = start
+            while cur != -1 and state[cur] == 0:
+                state[cur] = 1
+                path.append(cur)
+                cur = parent[cur]
+            if cur != -1 and state[cur] == 1:
+                cyc = path[path.index(cur) :]
+                problems.append("HyperNode cycle: " + " -> ".join(names[i] for i in [*cyc, cur]))
+                # Break the cycle at its first edge so that the structure stays a forest.
+                child = cyc[0]
+                par = parent[child]
+                children[par].remove(child)
+                parent[child] = -1
+            for i in path:
+                state[i] = 2
+        # Real node sets: own nodes plus the children's, recursively (memoised, forest now).
+        real: list[set[int] | None] = [None] * len(hns)
+
+        def realset(i: int) -> set[int]:
+            stack = [(i, False)]
+            while stack:
+                j, done = stack.pop()
+                if real[j] is not None:
+                    continue
+                if done:
+                    s = set(direct[j])
+                    for c in children[j]:
+                        s |= real[c] or set()
+                    real[j] = s
+                else:
+                    stack.append((j, True))
+                    stack.extend((c, False) for c in children[j] if real[c] is None)
+            out = real[i]
+            assert out is not None
+            return out
+
+        node_sets = [np.array(sorted(realset(i)), dtype=np.int64) for i in range(len(hns))]
+        tiers = [h.spec.tier for h in hns]
+        root_tier = (max(tiers) + 1) if tiers else 1
+        root = len(hns)
+        names.append(CLUSTER_TOP_HYPERNODE)
+        tiers.append(root_tier)
+        root_children = [i for i in range(len(hns)) if parent[i] == -1]
+        for i in root_children:
+            parent[i] = root
+        parent.append(-1)
+        children.append(root_children)
+        node_sets.append(np.arange(len(node_names), dtype=np.int64))
+        tree = cls(
+            names=names,
+            tiers=np.array(tiers, dtype=np.int64),
+            parent=np.array(parent, dtype=np.int64),
+            children=children,
+            node_sets=node_sets,
+            tier_names=tier_names,
+            problems=problems,
+            node_names=list(node_names),
+        )
+        tree._derive()
+        return tree
+
+    def _derive(self) -> None:
+        h = len(self.names)
+        self.index = {n: i for i, n in enumerate(self.names)}
+        depth = np.zeros(h, dtype=np.int64)
+        for i in range(h):
+            d, cur = 0, int(self.parent[i])
+            while cur != -1:
+                d += 1
+                cur = int(self.parent[cur])
+            depth[i] = d
+        self.depth = depth
+        n = len(self.node_names)
+        lens = np.array([len(s) for s in self.node_sets], dtype=np.int64)
+        self.hn_node_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        self.hn_node_idx = (
+            np.concatenate(self.node_sets).astype(np.int64) if h else np.zeros(0, dtype=np.int64)
+        )
+        owners = np.repeat(np.arange(h, dtype=np.int64), lens)
+        order = np.lexsort((owners, self.hn_node_idx))
+        nodes_sorted = self.hn_node_idx[order]
+        self.node_hn_idx = owners[order]
+        counts = np.bincount(nodes_sorted, minlength=n) if n else np.zeros(0, dtype=np.int64)
+        self.node_hn_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.sorted_tiers = sorted({int(t) for t in self.tiers})
+        # Lowest-tier HyperNode of each node: Volcano looks only at the globally lowest tier.
+        leaf = np.full(n, -1, dtype=np.int64)
+        low = self.sorted_tiers[0] if self.sorted_tiers else 0
+        for i in range(h):
+            if self.tiers[i] == low:
+                s = self.node_sets[i]
+                free = s[leaf[s] == -1]
+                leaf[free] = i
+        self.leaf_of = leaf
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def ready(self) -> bool:
+        """False when a cycle or a second parent was found: topology jobs must wait."""
+        return not self.problems
+
+    @property
+    def root(self) -> int:
+        return len(self.names) - 1
+
+    @property
+    def top_tier(self) -> int:
+        return int(self.tiers[self.root])
+
+    @property
+    def min_tier(self) -> int:
+        return self.sorted_tiers[0]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def id_of(self, name: str) -> int | None:
+        return self.index.get(name)
+
+    def ancestors(self, h: int) -> list[int]:
+        """``h`` first, then its parents up to the root."""
+        out = []
+        while h != -1:
+            out.append(h)
+            h = int(self.parent[h])
+        return out
+
+    def lca(self, a: int, b: int) -> int:
+        """Lowest common ancestor by parent walk (-1 means "none"; -1 with x gives x)."""
+        if a == -1:
+            return b
+        if b == -1:
+            return a
+        parent, depth = self.parent, self.depth
+        while depth[a] > depth[b]:
+            a = int(parent[a])
+        while depth[b] > depth[a]:
+            b = int(parent[b])
+        while a != b:
+            a, b = int(parent[a]), int(parent[b])
+        return a
+
+    def lca_many(self, ids: Sequence[int]) -> int:
+        out = -1
+        for h in ids:
+            out = self.lca(out, h)
+        return out
+
+    def hypernodes_of_node(self, n: int) -> IntArray:
+        """Every HyperNode (root included) whose real node set contains node ``n``."""
+        return self.node_hn_idx[self.node_hn_ptr[n] : self.node_hn_ptr[n + 1]]
+
+    def contains(self, h: int, n: int) -> bool:
+        s = self.node_sets[h]
+        i = int(np.searchsorted(s, n))
+        return i < len(s) and int(s[i]) == n
+
+    def is_ancestor(self, a: int, b: int) -> bool:
+        """True when ``a`` is ``b`` or one of its ancestors."""
+        while b != -1:
+            if b == a:
+                return True
+            b = int(self.parent[b])
+        return False
+
+    def lowest_containing(self, nodes: Sequence[int]) -> int:
+        """Lowest-tier HyperNode whose node set holds all ``nodes`` (Volcano recovery, PR #5008).
+
+        Ties at one tier (possible with overlapping regex members) go to the smaller set, then the name.
+        """
+        if not nodes:
+            return -1
+        common: set[int] | None = None
+        for n in set(nodes):
+            hs = set(self.hypernodes_of_node(n).tolist())
+            common = hs if common is None else common & hs
+            if not common:
+                return -1
+        assert common is not None
+        return min(common, key=lambda h: (int(self.tiers[h]), len(self.node_sets[h]), self.names[h]))
+
+    def subtree(self, h: int) -> list[int]:
+        """``h`` and its descendants, breadth first (Volcano's gradient traversal order)."""
+        out = [h]
+        i = 0
+        while i < len(out):
+            out.extend(sorted(self.children[out[i]], key=lambda c: self.names[c]))
+            i += 1
+        return out
+
+    def tier_of_name(self, tier_name: str) -> int | None:
+        return self.tier_names.get(tier_name)
+
+    def domain_sums(self, per_node: npt.NDArray[np.int64]) -> IntArray:
+        """Sum of a per-node quantity over every HyperNode's real nodes (one bincount)."""
+        vals = np.repeat(per_node, np.diff(self.node_hn_ptr))
+        return np.bincount(self.node_hn_idx, weights=vals, minlength=len(self.names)).astype(np.int64)
+
+    def describe(self) -> list[dict[str, object]]:
+        """A display-friendly view: name, tier, parent, children and node names per HyperNode."""
+        out: list[dict[str, object]] = []
+        for i, name in enumerate(self.names):
+            p = int(self.parent[i])
+            out.append(
+                {
+                    "name": name,
+                    "tier": int(self.tiers[i]),
+                    "parent": self.names[p] if p != -1 else None,
+                    "children": [self.names[c] for c in self.children[i]],
+                    "nodes": [self.node_names[j] for j in self.node_sets[i]],
+                }
+            )
+        return out
