@@ -168,12 +168,23 @@ class EnabledFlags(dict[str, bool]):
     def __contains__(self, name: object) -> bool:
         return super().__contains__(self._key(name))
 
+    def __setitem__(self, name: str, value: bool) -> None:
+        super().__setitem__(str(self._key(name)), value)
+
     def get(self, name: str, default: Any = None) -> Any:
         return super().get(str(self._key(name)), default)
 
 
 def _all_enabled() -> EnabledFlags:
     return EnabledFlags(dict.fromkeys(ENABLE_FLAGS, True))
+
+
+def _flags(given: Mapping[str, bool]) -> EnabledFlags:
+    """Every switch, on unless ``given`` (in any spelling) turns it off."""
+    flags = _all_enabled()
+    for key, value in given.items():
+        flags[key] = bool(value)
+    return flags
 
 
 @dataclass
@@ -183,6 +194,12 @@ class PluginOption:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     enabled: dict[str, bool] = field(default_factory=_all_enabled, repr=False)
+
+    def __post_init__(self) -> None:
+        # Built by hand (tests, callers) with a partial or plain dict: fill in the
+        # defaults and the spelling-tolerant lookups.
+        if not isinstance(self.enabled, EnabledFlags):
+            self.enabled = _flags(self.enabled)
 
     def __repr__(self) -> str:
         off = [k for k, v in self.enabled.items() if not v]
@@ -214,7 +231,7 @@ class SchedulerConfig:
     warnings: list[str] = field(default_factory=list)
 
     def plugin(self, name: str) -> PluginOption | None:
-        """The first entry for plugin ``name`` in tier order (Volcano uses the first too)."""
+        """The first entry for plugin ``name`` in tier order, or None."""
         for tier in self.tiers:
             for opt in tier:
                 if opt.name == name:
@@ -479,6 +496,7 @@ tiers:
   - name: network-topology-aware
 """
 
+# Shared: copy (copy.deepcopy) before changing it.
 DEFAULT_CONFIG: SchedulerConfig = load_scheduler_config(DEFAULT_CONFIG_TEXT, source="<default>")
 
 

@@ -300,3 +300,17 @@ def test_plain_y_and_n_switches_are_booleans_as_in_yaml_v2() -> None:
     )
     gang = conf.plugin("gang")
     assert gang is not None and not gang.is_enabled("jobOrder")
+
+
+def test_plugin_option_built_by_hand_gets_defaults_and_tolerant_lookups() -> None:
+    opt = PluginOption("predicates", enabled={"predicate": False})
+    assert not opt.is_enabled("enablePredicate")
+    assert opt.enabled["enablePredicate"] is False
+    assert opt.is_enabled("nodeOrder")  # not given: on
+    opt.enabled["enabledNodeOrder"] = False  # any spelling writes the canonical switch
+    assert opt.enabled["enableNodeOrder"] is False
+    assert "enabledNodeOrder" not in dict(opt.enabled)
+    assert (
+        repr(opt)
+        == "PluginOption(name='predicates', arguments={}, disabled=['enablePredicate', 'enableNodeOrder'])"
+    )
