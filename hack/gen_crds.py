@@ -23,7 +23,7 @@ import copy
 import difflib
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,6 @@ class CRDSpec:
     short_names: tuple[str, ...]
     columns: tuple[PrinterColumn, ...] = ()
     status_subresource: bool = True
-    categories: tuple[str, ...] = field(default=())
 
     @property
     def name(self) -> str:
@@ -441,8 +440,6 @@ def crd_document(spec: CRDSpec) -> dict[str, Any]:
         "singular": spec.kind.lower(),
         "shortNames": list(spec.short_names),
     }
-    if spec.categories:
-        names["categories"] = list(spec.categories)
     version: dict[str, Any] = {
         "name": spec.version,
         "served": True,

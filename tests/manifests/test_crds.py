@@ -615,3 +615,51 @@ def test_an_unknown_cel_rule_is_not_silently_accepted() -> None:
     schema = {"type": "object", "x-kubernetes-validations": [{"rule": "self.size() < 3", "message": "m"}]}
     with pytest.raises(UnknownCELRule):
         list(KubeValidator(schema).iter_errors({}))
+
+
+def test_generator_maps_shapes_the_current_models_do_not_use_yet() -> None:
+    """Constraints a future model field may bring must still come out structural and equivalent."""
+    from typing import Literal
+
+    from pydantic import Field
+
+    from hyperplace.api.common import KubeModel, Quantity, TypedObject
+
+    class Inner(KubeModel):
+        a: int
+
+    class Spec(KubeModel):
+        positive: int = Field(gt=0)
+        below: float | None = Field(default=None, lt=1.5)
+        only: Literal["x"] = "x"
+        maybe_quantity: Quantity | None = None
+        int_or_str: int | str | None = None
+        loose: Inner | dict[str, Any] | None = None
+        tags: list[str] = Field(default_factory=list, max_length=4)
+
+    class Thing(TypedObject):
+        spec: Spec
+
+    schema = gen.openapi_schema(Thing)
+    assert gen.structural_problems(schema) == []
+    props = schema["properties"]["spec"]["properties"]
+    assert props["positive"] == {"type": "integer", "minimum": 0, "exclusiveMinimum": True}
+    assert props["below"] == {"type": "number", "maximum": 1.5, "exclusiveMaximum": True}
+    assert props["only"] == {"type": "string", "enum": ["x"], "default": "x"}
+    assert props["maybeQuantity"]["x-kubernetes-int-or-string"] is True
+    assert props["maybeQuantity"]["pattern"] == gen.QUANTITY_PATTERN
+    assert props["intOrStr"] == {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "x-kubernetes-int-or-string": True,
+    }
+    assert props["loose"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    assert props["tags"] == {"type": "array", "items": {"type": "string"}, "maxItems": 4}
+
+    class Bad(KubeModel):
+        either: int | list[int]
+
+    class BadThing(TypedObject):
+        spec: Bad
+
+    with pytest.raises(gen.SchemaError, match="cannot express union"):
+        gen.openapi_schema(BadThing)
