@@ -311,6 +311,9 @@ class Placer:
         short = {sid: k for sid, k in total.items() if self.state.dom_counts(self.shape(sid))[root] < k}
         if short:
             expl = Explanation(summary=self._summary(job, groups, total))
+            req_total = np.sum([t.requests for g in groups for t in g.tasks], axis=0).astype(np.int64)
+            ids = np.array([root], dtype=np.int64)
+            expl.add_tier(self._tier_attempt(self.tree.top_tier, ids, total, {}, {}, req_total))
             expl.predicates = self._predicates_if_short(total)
             return UnitResult(False, explanation=expl), stmt
         for g in groups:
@@ -401,5 +404,7 @@ class Placer:
         root = self.tree.root
         for sid, k in sorted(total.items(), key=lambda kv: -kv[1]):
             if self.state.dom_counts(self.shape(sid))[root] < k:
-                return self._predicate_text(sid)
+                text = self._predicate_text(sid)
+                # Only worth showing when some node refuses the pod outright.
+                return None if text.startswith(f"{self.snap.num_nodes}/") else text
         return None
