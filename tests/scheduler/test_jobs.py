@@ -85,7 +85,7 @@ def test_pods_of_other_schedulers_are_ignored_but_their_usage_counts() -> None:
         pod("mine-0", "pg", cpu=3),
         pod("theirs", None, cpu=2, scheduler="default-scheduler", node_name="n0"),
     ]
-    result, snap = schedule([node("n0", cpu=4)], pods, [], [podgroup("pg", 1)])
+    result, _snap = schedule([node("n0", cpu=4)], pods, [], [podgroup("pg", 1)])
     assert result.bindings == {}
     assert "Insufficient cpu" in result.unschedulable["default/mine-0"]
     assert "default/theirs" not in result.unschedulable

@@ -7,7 +7,6 @@ from scheduler_plugin.conf import load_scheduler_config
 from .builders import (
     eight_nodes,
     guide_tree,
-    hypernode,
     job_pods,
     node,
     nodes_of,
