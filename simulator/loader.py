@@ -267,7 +267,7 @@ def add_object(inputs: Inputs, obj: dict[str, Any], where: Source, *, existing: 
     for other in inputs.objects:
         if other.ident == item.ident:
             label = object_label(item.kind, item.namespace, item.name)
-            raise InputError(f"{label} is defined twice: at {other.source} and at {where}", str(where))
+            raise InputError(f"{label} is defined twice: here and at {other.source}", str(where))
     inputs.objects.append(item)
 
 

@@ -20,7 +20,7 @@ from .views import JobView, PodView, compress_names, short_pod_name, subgroup_la
 # Jobs with at most this many pods list every pod; bigger ones are shown as ranges.
 SMALL_JOB = 16
 # Trees with at most this many nodes list the nodes under their leaf HyperNode.
-SMALL_TREE = 64
+SMALL_TREE = 32
 
 JOB_COLORS = [
     "cyan",
@@ -127,10 +127,10 @@ def _pod_rows(job: JobView, small: bool) -> list[tuple[str, str, str, str]]:
         return rows
     groups: list[list[PodView]] = []
     for p in job.pods:
-        sig = (p.task, p.partition, p.leaf, p.node is None, p.reason if p.node is None else None)
+        sig = (p.task, p.partition, p.leaf, p.node is None)
         if groups:
             q = groups[-1][-1]
-            qsig = (q.task, q.partition, q.leaf, q.node is None, q.reason if q.node is None else None)
+            qsig = (q.task, q.partition, q.leaf, q.node is None)
             if qsig == sig:
                 groups[-1].append(p)
                 continue
@@ -148,7 +148,8 @@ def _pod_rows(job: JobView, small: bool) -> list[tuple[str, str, str, str]]:
 
 
 def _pending(p: PodView) -> str:
-    return "Pending" + (f": {p.reason}" if p.reason else "")
+    # The reason is shown once per job under "why waiting", not on every pod row.
+    return p.phase if p.phase not in ("Pending", "Running") else "Pending"
 
 
 def job_header(job: JobView, topo: Topology | None, color: str) -> Text:
@@ -165,25 +166,33 @@ def job_renderable(
     job: JobView, topo: Topology | None, color: str, *, explain: bool = True
 ) -> RenderableType:
     parts: list[RenderableType] = [job_header(job, topo, color)]
-    facts = Table.grid(padding=(0, 2))
-    facts.add_column(style="dim", justify="right")
+    facts = Table.grid(padding=(0, 1))
+    facts.add_column(style="dim")
     facts.add_column()
     if job.topology_spec:
         nt = job.topology_spec
         bound = nt.get("highestTierAllowed", nt.get("highestTierName", "any"))
-        facts.add_row("constraint", f"networkTopology {nt.get('mode', 'hard')}, highest tier {bound}")
+        facts.add_row("  constraint:", f"networkTopology {nt.get('mode', 'hard')}, highest tier {bound}")
+    for task, pp in job.partitions.items():
+        pnt = pp.get("networkTopology") or {}
+        pbound = pnt.get("highestTierAllowed", pnt.get("highestTierName", "any"))
+        facts.add_row(
+            f"  task {task}:",
+            f"{pp.get('totalPartitions')} partitions of {pp.get('partitionSize')} pods"
+            + (f", each {pnt.get('mode', 'hard')} within tier {pbound}" if pnt else ""),
+        )
     if job.allocated:
-        facts.add_row("HyperNode", hn_label(topo, job.allocated))
+        facts.add_row("  HyperNode:", hn_label(topo, job.allocated))
     for sid, hn in sorted(job.subgroups.items(), key=lambda kv: natural_key(kv[0])):
         label = subgroup_label(sid, job.podgroup)
         if label == sid and sid == job.podgroup:
             continue  # the default SubJob is the job itself
-        facts.add_row(f"partition {label}", hn_label(topo, hn))
+        facts.add_row(f"  partition {label}:", hn_label(topo, hn))
     if facts.row_count:
         parts.append(facts)
     if job.pods:
         small = len(job.pods) <= SMALL_JOB
-        table = Table(show_header=True, header_style="dim", box=None, padding=(0, 2), pad_edge=False)
+        table = Table(show_header=True, header_style="dim", box=None, padding=(0, 2), pad_edge=True)
         table.add_column("pod" if small else "pods")
         table.add_column("node" if small else "nodes")
         table.add_column("leaf HyperNode")
@@ -192,13 +201,21 @@ def job_renderable(
             style = "yellow" if phase.startswith("Pending") else None
             table.add_row(pods, nodes, leaf, Text(phase, style=style or ""))
         parts.append(table)
-    if explain and job.waiting and job.outcome is not None:
-        lines = explanation_lines(getattr(job.outcome, "explanation", None))
+    if explain and job.waiting:
+        lines = waiting_lines(job)
         if lines:
-            parts.append(Text("why waiting:", style="bold yellow"))
+            parts.append(Text("  why waiting:", style="bold yellow"))
             for line in lines:
-                parts.append(Text("  " + line))
+                parts.append(Text("    " + line))
     return Group(*parts)
+
+
+def waiting_lines(job: JobView) -> list[str]:
+    """The scheduler's per-tier explanation, else the distinct reasons of its pending pods."""
+    lines = explanation_lines(getattr(job.outcome, "explanation", None)) if job.outcome is not None else []
+    if lines:
+        return lines
+    return sorted({p.reason for p in job.pods if p.node is None and p.reason})
 
 
 # --- topology tree ------------------------------------------------------------------------

@@ -81,8 +81,8 @@ def main_resources(allocatable: Iterable[Mapping[str, int]]) -> list[str]:
 
 
 def short_name(resource: str) -> str:
-    """``nvidia.com/gpu`` -> ``gpu`` for compact columns."""
-    return resource.rpartition("/")[2]
+    """``nvidia.com/gpu`` -> ``gpu``, ``memory`` -> ``mem`` for compact columns."""
+    return "mem" if resource == "memory" else resource.rpartition("/")[2]
 
 
 def format_free(resource: str, free: int, total: int) -> str:

@@ -20,6 +20,10 @@ from hyperplace.kube.members import node_labels_of, resolve_member_nodes
 from .resources import node_allocatable, pod_node, pod_phase, used_by_node
 
 
+# How pods that belong to no PodGroup are counted in per-HyperNode job lists.
+NO_GROUP = "other pods"
+
+
 def natural_key(text: str) -> list[Any]:
     """``node2`` sorts before ``node10``."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
@@ -74,11 +78,12 @@ class Topology:
         return free, total
 
     def jobs_on(self, nodes: Iterable[str]) -> dict[str, int]:
-        """``{"ns/podgroup": pods}`` running on these nodes (pods without a group by pod key)."""
+        """``{"ns/podgroup": pods}`` running on these nodes; pods without a PodGroup count
+        together under :data:`NO_GROUP`."""
         out: dict[str, int] = {}
         for n in nodes:
             for p in self.pods_by_node.get(n, []):
-                j = self.job_of_pod.get(p, p)
+                j = self.job_of_pod.get(p, NO_GROUP)
                 out[j] = out.get(j, 0) + 1
         return out
 
