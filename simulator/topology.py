@@ -19,7 +19,6 @@ from hyperplace.kube.members import node_labels_of, resolve_member_nodes
 
 from .resources import node_allocatable, pod_node, pod_phase, used_by_node
 
-
 # How pods that belong to no PodGroup are counted in per-HyperNode job lists.
 NO_GROUP = "other pods"
 
