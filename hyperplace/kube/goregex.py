@@ -54,6 +54,8 @@ def _go_message(pattern: str, raw: str) -> str:
     for needle, code in _GO_ERRORS:
         if needle in text:
             detail = text.split(":", 1)[1].strip() if ":" in text else pattern
+            if needle == "trailing \\":
+                detail = ""  # Go quotes nothing after this one
             return f"error parsing regexp: {code}: `{detail}`"
     return f"error parsing regexp: {text}"
 
