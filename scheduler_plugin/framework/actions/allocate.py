@@ -205,17 +205,21 @@ def allocate(ssn: Session) -> None:
         if not ssn.job_ready(job):
             continue
         for unit in extension_units(ssn, job):
-            res, stmt = place(ssn, placer, job, unit)
-            if res.ok:
+            while True:
+                res, stmt = place(ssn, placer, job, unit)
+                if not res.ok:
+                    stmt.discard()
+                    _fail_tasks(ssn, unit, res.explanation, "no room within the job's allowed HyperNode")
+                    break
                 stmt.commit()
                 _record(ssn, job, res)
-                for g in unit:
-                    for t in g.tasks:
-                        if t.key not in ssn.placed:
-                            ssn.task_reasons.setdefault(
-                                t.key,
-                                "no room left within the job's allowed HyperNode after partial placement",
-                            )
-            else:
-                stmt.discard()
-                _fail_tasks(ssn, unit, res.explanation, "no room within the job's allowed HyperNode")
+                if all(g.atomic for g in unit):
+                    break
+                # "As many as fit" groups: like Volcano's re-queued job, try the rest again (each
+                # attempt starts from the lowest tier around the allocated HyperNode).
+                unit = [
+                    Group(g.subjob, [t for t in g.tasks if t.key not in ssn.placed], g.atomic) for g in unit
+                ]
+                unit = [g for g in unit if g.tasks]
+                if not unit:
+                    break
