@@ -1,0 +1,138 @@
+"""Adapter: our scheduler through its public contract (docs/CONTRACTS.md).
+
+Each decision builds wire-format objects (:mod:`.wire`), calls ``ClusterSnapshot.build``
+and ``run_session`` and reads ``SessionResult.bindings`` back into a placement. Node and
+HyperNode objects are built once per topology; pods of running jobs once per start, so a
+cycle only pays for what a real scheduler's informer cache would also hold.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .model import ClusterState, IntArray, JobSpec, Topology
+from .schedulers import Scheduler
+from .wire import NAMESPACE, background_pods, hypernodes, node_dicts, pod_dicts, pod_name, podgroup
+
+
+def contract() -> tuple[Any, Any, Any]:
+    """``(ClusterSnapshot, run_session, DEFAULT_CONFIG)`` as docs/CONTRACTS.md names them.
+
+    Raises ImportError when the scheduler core is not importable; the harness then reports
+    our scheduler as unavailable instead of failing the other parts.
+    """
+    from scheduler_plugin.conf import DEFAULT_CONFIG
+    from scheduler_plugin.session import run_session
+    from scheduler_plugin.snapshot import ClusterSnapshot
+
+    return ClusterSnapshot, run_session, DEFAULT_CONFIG
+
+
+@dataclass
+class CycleTiming:
+    """CPU seconds of the last decision: snapshot build and session."""
+
+    build_s: float = 0.0
+    session_s: float = 0.0
+
+
+@dataclass
+class _Running:
+    job: JobSpec
+    placement: IntArray
+    pods: list[dict[str, Any]]
+    group: Any
+
+
+@dataclass
+class HyperplaceScheduler(Scheduler):
+    """``place``/``place_batch`` via one ``run_session`` per call."""
+
+    seed: int = 0
+    config: Any = None
+    name: str = "hyperplace"
+    timing: CycleTiming = field(default_factory=CycleTiming)
+    anomalies: list[str] = field(default_factory=list)
+    _static: dict[int, tuple[Topology, list[dict[str, Any]], list[Any]]] = field(default_factory=dict)
+    _running: dict[str, _Running] = field(default_factory=dict)
+    _created: dict[str, float] = field(default_factory=dict)
+
+    # ---- simulation hooks ------------------------------------------------------------
+
+    def set_created(self, job: JobSpec, when: float) -> None:
+        """Creation time of a job's objects (queue order inside the session)."""
+        self._created[job.name] = when
+
+    def on_start(self, state: ClusterState, job: JobSpec, placement: IntArray) -> None:
+        created = self._created.get(job.name, 0.0)
+        self._running[job.name] = _Running(
+            job,
+            placement,
+            pod_dicts(job, created, placement, state.topo),
+            podgroup(job, created, running=True),
+        )
+
+    def on_finish(self, job: JobSpec) -> None:
+        self._running.pop(job.name, None)
+
+    # ---- decisions ---------------------------------------------------------------------
+
+    def place(self, state: ClusterState, job: JobSpec) -> IntArray | None:
+        return self.place_batch(state.copy(), [job]).get(job.name)
+
+    def _static_objects(self, state: ClusterState) -> tuple[list[dict[str, Any]], list[Any]]:
+        key = id(state.topo)
+        cached = self._static.get(key)
+        if cached is None or cached[0] is not state.topo:
+            cached = (state.topo, node_dicts(state.topo, state.alloc), hypernodes(state.topo))
+            self._static = {key: cached}
+        return cached[1], cached[2]
+
+    def place_batch(self, state: ClusterState, jobs: Sequence[JobSpec]) -> dict[str, IntArray]:
+        from hyperplace.api import Queue
+
+        snapshot_cls, run_session, default_config = contract()
+        topo = state.topo
+        nodes, hns = self._static_objects(state)
+        # Usage not explained by running jobs we know of becomes per-node background pods.
+        background = state.used.copy()
+        pods: list[dict[str, Any]] = []
+        groups: list[Any] = []
+        for run in self._running.values():
+            np.subtract.at(background, run.placement, run.job.req)
+            pods.extend(run.pods)
+            groups.append(run.group)
+        pods.extend(background_pods(topo, background))
+        for job in jobs:
+            created = self._created.get(job.name, 0.0)
+            pods.extend(pod_dicts(job, created))
+            groups.append(podgroup(job, created))
+        queue = Queue.model_validate({"metadata": {"name": "default"}, "spec": {"weight": 1}})
+
+        t0 = time.process_time()
+        snap = snapshot_cls.build(
+            nodes=nodes, pods=pods, hypernodes=hns, podgroups=groups, queues=[queue], priority_classes=[]
+        )
+        t1 = time.process_time()
+        result = run_session(snap, config=self.config or default_config, seed=self.seed)
+        t2 = time.process_time()
+        self.timing = CycleTiming(t1 - t0, t2 - t1)
+
+        index = {name: i for i, name in enumerate(topo.node_names)}
+        out: dict[str, IntArray] = {}
+        for job in jobs:
+            bound = [result.bindings.get(f"{NAMESPACE}/{pod_name(job, i)}") for i in range(job.n_pods)]
+            if all(b is not None for b in bound):
+                placement = np.asarray([index[str(b)] for b in bound], dtype=np.int64)
+                state.apply(job.req, placement)
+                out[job.name] = placement
+            elif any(b is not None for b in bound):
+                # A gang must be all-or-nothing; record it and treat the job as not placed.
+                n = sum(b is not None for b in bound)
+                self.anomalies.append(f"{job.name}: {n} of {job.n_pods} pods bound (partial gang)")
+        return out

@@ -1,0 +1,68 @@
+"""Tiny runs of each harness component (sizes small; nothing timed)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from bench.quality.exact import run_exact
+from bench.quality.generators import clos_cluster, trace_jobs
+from bench.quality.report import exact_table, plot_scale, plot_sim, scale_table, sim_table
+from bench.quality.scale import run_scale
+from bench.quality.schedulers import BlindScheduler, VolcanoScheduler
+from bench.quality.sim import simulate, summarize
+
+
+def test_exact_harness_tallies() -> None:
+    res = run_exact([VolcanoScheduler(), BlindScheduler()], n_cases=6, max_nodes=48)
+    vol, blind = res.tallies["volcano-algorithm"], res.tallies["topology-blind"]
+    assert vol.cases == blind.cases == 6
+    assert vol.feasible == blind.feasible  # the oracle's verdict, not the scheduler's
+    assert vol.invalid == 0 and vol.infeasible_placed == 0
+    assert vol.job_tier_ok <= vol.placed_feasible <= vol.feasible
+    assert "optimal job tier" in exact_table(res)
+
+
+def test_sim_runs_and_frees_everything(tmp_path: Path) -> None:
+    state = clos_cluster(4, 2, 2)
+    trace = trace_jobs(5, 40, state, max_job_fraction=0.25)
+    results = [simulate(s, state, trace, tick=60.0) for s in (BlindScheduler(), VolcanoScheduler())]
+    for res in results:
+        summary = summarize(res)
+        assert summary["started"] == len(trace)  # a small, light trace drains completely
+        assert all(j.end is not None for j in res.jobs)
+        assert 0.0 < summary["gpu_util"] <= 1.0
+        assert 0.0 <= summary["stranded_frac"] <= 1.0
+        for j in res.started():
+            assert j.tier is not None and 1 <= j.tier <= state.topo.root_tier
+            assert j.leaves is not None and j.min_leaves is not None and j.leaves >= j.min_leaves
+    assert "queueing delay p95" in sim_table(results)
+    assert all(p.exists() for p in plot_sim(results, tmp_path))
+
+
+def test_scale_sweep_caps_the_baseline(tmp_path: Path) -> None:
+    points = run_scale([512], [8, 64], volcano_budget_s=0.0, run_ours=False)
+    assert [(p.nodes, p.pods, p.two_level) for p in points] == [
+        (512, 8, False),
+        (512, 64, False),
+        (512, 8, True),
+        (512, 64, True),
+    ]
+    assert all(p.volcano_capped for p in points)
+    assert "> 0 s" in scale_table(points, 0.0)
+    assert all(p.exists() for p in plot_scale(points, tmp_path))
+
+
+def test_scale_sweep_with_ours() -> None:
+    try:
+        from bench.quality.ours import contract
+
+        contract()
+    except ImportError as exc:
+        pytest.skip(f"scheduler core not importable: {exc}")
+    points = run_scale([512], [8], volcano_budget_s=30.0)
+    for p in points:
+        assert p.ours_session_s is not None and not math.isnan(p.ours_session_s)
+        assert p.ours_tier == 1 and p.volcano_tier == 1, p.note
