@@ -1,0 +1,69 @@
+"""``hyperplace-certs``: the commands an operator (or an init Job) runs."""
+
+from __future__ import annotations
+
+import base64
+
+import yaml
+
+from certs.__main__ import main
+from certs.pki import read_tls_files
+
+
+def test_gen_writes_the_four_files_and_keeps_the_ca_on_rerun(tmp_path, capsys):
+    assert main(["gen", "--out-dir", str(tmp_path), "--ip", "10.0.0.7"]) == 0
+    first = read_tls_files(tmp_path)
+    assert "tls.key (keep private)" in capsys.readouterr().out
+    assert main(["gen", "--out-dir", str(tmp_path)]) == 0
+    second = read_tls_files(tmp_path)
+    assert second.ca.cert_pem == first.ca.cert_pem  # rotation keeps the CA
+    assert second.serving.cert_pem != first.serving.cert_pem
+    second.serving.certificate.verify_directly_issued_by(first.ca.certificate)
+
+
+def test_secret_from_a_directory_prints_a_tls_secret(tmp_path, capsys):
+    main(["gen", "--out-dir", str(tmp_path)])
+    capsys.readouterr()
+    assert main(["secret", "--from-dir", str(tmp_path), "--namespace", "ops"]) == 0
+    secret = yaml.safe_load(capsys.readouterr().out)
+    assert secret["kind"] == "Secret" and secret["metadata"]["namespace"] == "ops"
+    assert base64.b64decode(secret["data"]["ca.crt"]) == (tmp_path / "ca.crt").read_bytes()
+
+
+def test_secret_to_a_file(tmp_path):
+    out = tmp_path / "secret.yaml"
+    assert main(["secret", "-o", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["metadata"]["name"] == "hyperplace-webhooks-tls"
+
+
+def test_inject_offline_patches_only_webhook_configurations(tmp_path, capsys):
+    main(["gen", "--out-dir", str(tmp_path)])
+    capsys.readouterr()
+    manifest = tmp_path / "webhooks.yaml"
+    manifest.write_text(
+        yaml.safe_dump_all(
+            [
+                {
+                    "kind": "ValidatingWebhookConfiguration",
+                    "metadata": {"name": "v"},
+                    "webhooks": [{"name": "a", "clientConfig": {}}],
+                },
+                {"kind": "Service", "metadata": {"name": "s"}},
+            ]
+        )
+    )
+    assert main(["inject", "--ca-file", str(tmp_path / "ca.crt"), "--config-file", str(manifest)]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    bundle = docs[0]["webhooks"][0]["clientConfig"]["caBundle"]
+    assert base64.b64decode(bundle) == (tmp_path / "ca.crt").read_bytes()
+    assert docs[1] == {"kind": "Service", "metadata": {"name": "s"}}
+
+
+def test_inject_without_targets_is_a_usage_error(tmp_path, capsys):
+    main(["gen", "--out-dir", str(tmp_path)])
+    assert main(["inject", "--ca-file", str(tmp_path / "ca.crt")]) == 2
+
+
+def test_unreadable_ca_file_fails_with_a_message(tmp_path, capsys):
+    assert main(["inject", "--ca-file", str(tmp_path / "missing.crt"), "--validating", "v"]) == 1
+    assert "missing.crt" in capsys.readouterr().err
