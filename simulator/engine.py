@@ -181,6 +181,7 @@ class Simulation:
         self._scheduler_conf_text = scheduler_conf
         self._scheduler_conf_source = scheduler_conf_source
         self.config: Any = None
+        self._hn_status_signature: str | None = None
 
     # --- clock ---------------------------------------------------------------------------
 
@@ -409,8 +410,19 @@ class Simulation:
         from hyperplace.kube.members import node_labels_of
 
         labels = node_labels_of(self.of_kind("Node"))
+        hn_objs = self.of_kind("HyperNode")
+        # The controller reacts to Node and HyperNode changes; when neither the node labels
+        # nor any HyperNode spec changed since the last pass, the status cannot change
+        # (resolving regex members over thousands of nodes is the costly part).
+        signature = json.dumps(
+            [labels, [[o["metadata"]["name"], o.get("spec"), o.get("status")] for o in hn_objs]],
+            sort_keys=True,
+            default=str,
+        )
+        if signature == self._hn_status_signature:
+            return False
         models = {}
-        for o in self.of_kind("HyperNode"):
+        for o in hn_objs:
             hn = HyperNode.model_validate(o)
             models[hn.name] = hn
         changed = False
@@ -421,6 +433,11 @@ class Simulation:
             if obj.get("status") != status:
                 obj["status"] = status
                 changed = True
+        self._hn_status_signature = json.dumps(
+            [labels, [[o["metadata"]["name"], o.get("spec"), o.get("status")] for o in hn_objs]],
+            sort_keys=True,
+            default=str,
+        )
         return changed
 
     def _jobs(self) -> bool:
@@ -493,7 +510,6 @@ class Simulation:
     def schedule(self) -> int:
         """One scheduler session; returns the number of bindings applied."""
         from scheduler_plugin.session import run_session
-
         from scheduler_plugin.snapshot import ClusterSnapshot
 
         if self.config is None:

@@ -56,6 +56,7 @@ h2 { font-size: 16px; margin: 20px 0 8px; }
   transparent 50%, rgba(255,255,255,.45) 50%, rgba(255,255,255,.45) 75%, transparent 75%); background-size: 6px 6px; }
 body.focus .node.busy:not(.hl) { opacity: .15; }
 body.focus .node:not(.busy) { opacity: .35; }
+#pending, #rejected { list-style: none; padding-left: 0; }
 .pending-job, .rejected-obj { margin-bottom: 8px; font-size: 13px; }
 .pending-job .reason { color: #555; margin-left: 16px; white-space: pre-wrap; font-family: ui-monospace, monospace;
   font-size: 12px; }
@@ -161,7 +162,10 @@ def render_html(result: SimResult, views: list[JobView], topo: Topology) -> str:
     ]
     for v in views:
         c = classes[v.podgroup]
-        where = hn_label(topo, v.allocated) if v.allocated else "no HyperNode"
+        if v.allocated:
+            where = hn_label(topo, v.allocated)
+        else:
+            where = "no topology constraint" if not v.topology_spec else "no HyperNode yet"
         out.append(
             f'<li class="legend-entry" data-class="{c}" data-job="{escape(v.key)}">'
             f'<span class="swatch {c}"></span><span>{escape(v.key)} — {escape(v.phase)}, '

@@ -1,0 +1,177 @@
+"""Every example runs, and the user-guide examples give the guide's placements."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from simulator.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ALL = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+
+
+def simulate(*args: str) -> dict:
+    res = CliRunner().invoke(app, ["simulate", *args, "--output", "json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def pods_of(out: dict, namespace: str, job: str) -> dict[int, str | None]:
+    """pod index -> node for the pods of one Volcano Job."""
+    prefix = f"{namespace}/{job}-"
+    found = {}
+    for key, pod in out["pods"].items():
+        if key.startswith(prefix):
+            found[int(key.rsplit("-", 1)[1])] = pod["node"]
+    return dict(sorted(found.items()))
+
+
+def podgroup_of(out: dict, namespace: str, job: str) -> dict:
+    [pg] = [v for k, v in out["podgroups"].items() if k.startswith(f"{namespace}/{job}-")]
+    return pg
+
+
+def test_every_example_has_a_readme_and_runs():
+    assert set(ALL) >= {
+        "user-guide-3.3",
+        "binpack-2.5",
+        "usecase1-large-job",
+        "usecase2-hccs-partitions",
+        "topograph-discovery",
+        "volcano-e2e",
+    }
+    for name in ALL:
+        readme = (EXAMPLES / name / "README.md").read_text().strip()
+        assert readme and "\n" not in readme, f"{name}: one-line README"
+        assert f"examples/{name}" in readme
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_example_simulates_without_refusals(name: str):
+    out = simulate(str(EXAMPLES / name))
+    assert out["rejected"] == []
+    assert out["bindings"], f"{name}: nothing was scheduled"
+
+
+def _halves(prefix: str) -> tuple[set[str], set[str]]:
+    return {f"{prefix}-node{i}" for i in range(4)}, {f"{prefix}-node{i}" for i in range(4, 8)}
+
+
+def test_user_guide_3_3_placements():
+    out = simulate(str(EXAMPLES / "user-guide-3.3"))
+
+    # 3.3.1: hard tier 1, 8 pods of a full node each, minAvailable 4: four pods run on the
+    # four nodes of one tier-1 HyperNode, the other four stay Pending.
+    job1 = pods_of(out, "section-3-3-1", "network-topology-job-t0")
+    assert len(job1) == 8
+    running = {i: n for i, n in job1.items() if n is not None}
+    assert len(running) == 4
+    assert set(running.values()) in _halves("ug1")
+    pending = [i for i, n in job1.items() if n is None]
+    assert len(pending) == 4
+    for i in pending:
+        assert out["pods"][f"section-3-3-1/network-topology-job-t0-{i}"]["phase"] == "Pending"
+    pg1 = podgroup_of(out, "section-3-3-1", "network-topology-job")
+    assert pg1["allocatedHyperNode"] in ("ug1-hypernode0", "ug1-hypernode1")
+
+    # 3.3.2: all 8 run; partition 0 (pods 0-3) in one tier-1 HyperNode, partition 1 in the other.
+    job2 = pods_of(out, "section-3-3-2", "network-topology-job-t0")
+    assert all(job2.values()) and len(job2) == 8
+    part0 = {job2[i] for i in range(4)}
+    part1 = {job2[i] for i in range(4, 8)}
+    first, second = _halves("ug2")
+    assert {frozenset(part0), frozenset(part1)} == {frozenset(first), frozenset(second)}
+    pg2 = podgroup_of(out, "section-3-3-2", "network-topology-job")
+    assert pg2["allocatedHyperNode"] == "ug2-hypernode2"
+    assert sorted(pg2["subGroups"].values()) == ["ug2-hypernode0", "ug2-hypernode1"]
+
+    # 3.3.3: no constraint; bin packing puts both pods in one tier-1 HyperNode.
+    job3 = pods_of(out, "section-3-3-3", "network-topology-job-t0")
+    assert len(job3) == 2 and all(job3.values())
+    assert any(set(job3.values()) <= half for half in _halves("ug3"))
+    assert len(set(job3.values())) == 2
+
+
+def test_binpack_2_5():
+    out = simulate(str(EXAMPLES / "binpack-2.5"))
+    # Scenario 1: both partitions in the busier tier-1 HyperNode (pa-node0 runs another task).
+    part = pods_of(out, "binpack", "partitioned-t0")
+    assert set(part.values()) <= {f"pa-node{i}" for i in range(4)}
+    pg = podgroup_of(out, "binpack", "partitioned")
+    assert set(pg["subGroups"].values()) == {"pa-hypernode0"}
+    # Scenario 2: pb-node0/2/4 are busy; the two pods go to pb-node1 and pb-node3.
+    assert set(pods_of(out, "binpack", "two-pods-t0").values()) == {"pb-node1", "pb-node3"}
+
+
+def test_volcano_e2e():
+    out = simulate(str(EXAMPLES / "volcano-e2e"))
+    leaves = [{f"node{2 * s}", f"node{2 * s + 1}"} for s in range(4)]
+    pair = set(pods_of(out, "e2e", "tier1-pair-t0").values())
+    assert pair in leaves
+    quad = set(pods_of(out, "e2e", "tier2-quad-t0").values())
+    assert quad in ({"node0", "node1", "node2", "node3"}, {"node4", "node5", "node6", "node7"})
+    assert all(n is None for n in pods_of(out, "e2e", "too-wide-t0").values())
+    assert all(pods_of(out, "e2e", "soft-pair-t0").values())
+
+
+def test_topograph_discovery_builds_the_tree():
+    out = simulate(str(EXAMPLES / "topograph-discovery"))
+    discovered = [o for o in out["created"] if o["kind"] == "HyperNode"]
+    tiers = sorted(o["spec"]["tier"] for o in discovered)
+    assert tiers == [1] * 8 + [2] * 4 + [3] * 2
+    assert all(o["metadata"]["labels"]["volcano.sh/network-topology-source"] == "label" for o in discovered)
+    # The job asked for one block (tier 2 by name): all its nodes share the block label.
+    nodes = set(pods_of(out, "default", "nccl-allreduce-worker").values())
+    assert len(nodes) == 4 and None not in nodes
+    assert len({n[:-2] for n in nodes}) == 1  # dgx-<spine><block><acc><n>: same spine and block
+
+
+def test_usecase1_large_job():
+    out = simulate(str(EXAMPLES / "usecase1-large-job"))
+    pretrain = pods_of(out, "training", "llm-pretrain-worker")
+    assert len(pretrain) == 32 and all(pretrain.values())
+    # Preferred one tier-1 zone, and zone 0 (partly busy) could not hold it.
+    zones = {n.split("-n")[0] for n in pretrain.values()}
+    assert len(zones) == 1 and zones != {"gpu-l0"}
+    finetune = pods_of(out, "training", "llm-finetune-worker")
+    assert len(finetune) == 48 and all(finetune.values())
+    assert podgroup_of(out, "training", "llm-finetune")["allocatedHyperNode"] in ("gpu-t2-0", "gpu-t2-1")
+
+
+def test_usecase2_partitions_each_in_one_hccs_zone():
+    out = simulate(str(EXAMPLES / "usecase2-hccs-partitions"))
+    pods = pods_of(out, "training", "llm-tp-worker")
+    assert len(pods) == 24 and all(pods.values())
+    for p in range(6):
+        zone = {pods[i].rsplit("-n", 1)[0] for i in range(4 * p, 4 * p + 4)}
+        assert len(zone) == 1, f"partition {p} spans {zone}"
+    pg = podgroup_of(out, "training", "llm-tp")
+    assert len(pg["subGroups"]) == 6 and all(v.startswith("hccs-") for v in pg["subGroups"].values())
+
+
+def test_gen_large_output_simulates(tmp_path: Path):
+    subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / "gen_large.py"),
+            "--nodes",
+            "128",
+            "--per-leaf",
+            "16",
+            "--jobs",
+            "4",
+            "--out",
+            str(tmp_path),
+        ],
+        check=True,
+    )
+    out = simulate(str(tmp_path))
+    assert out["rejected"] == []
+    assert len(out["podgroups"]) == 4
+    assert sum(1 for p in out["pods"].values() if p["node"]) >= 8 + 16

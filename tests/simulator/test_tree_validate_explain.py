@@ -1,0 +1,174 @@
+"""``hyperplace tree``, ``validate`` and ``explain``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .conftest import hypernode_yaml, nodes_yaml
+from .test_simulate_cli import job_yaml, small_cluster
+
+# --- tree ---------------------------------------------------------------------------------
+
+
+def test_tree_json_tiers_counts_and_capacity(run_cli, write):
+    d = small_cluster(write)
+    write(
+        "c/running.yaml",
+        """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p}
+        spec: {nodeName: n0, containers: [{name: c, image: x, resources: {requests: {cpu: "1500m"}}}]}
+        """,
+    )
+    res = run_cli("tree", d, "--output", "json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["ready"] is True and doc["problems"] == []
+    [top] = doc["roots"]
+    assert (top["name"], top["tier"], top["nodeCount"]) == ("top", 2, 4)
+    assert [c["name"] for c in top["children"]] == ["leaf0", "leaf1"]
+    leaf0 = top["children"][0]
+    assert leaf0["nodes"] == ["n0", "n1"]
+    assert leaf0["allocatable"]["cpu"] == 8000 and leaf0["free"]["cpu"] == 6500
+    assert top["free"]["cpu"] == 14500
+
+
+def test_tree_flags_cycles_double_parents_missing_and_empty(run_cli, write):
+    write("nodes.yaml", nodes_yaml(["n0", "n1"]))
+    hns = [
+        hypernode_yaml("a", 2, ["b"], kind="HyperNode"),
+        hypernode_yaml("b", 1, ["a"], kind="HyperNode"),  # a <-> b: a cycle
+        hypernode_yaml("leaf", 1, ["n0", "ghost"]),  # ghost does not exist
+        hypernode_yaml("p1", 2, ["leaf"], kind="HyperNode"),
+        hypernode_yaml("p2", 2, ["leaf", "nowhere"], kind="HyperNode"),  # second parent, missing child
+        """apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: empty}
+spec:
+  tier: 1
+  members:
+  - {type: Node, selector: {regexMatch: {pattern: "^zzz"}}}
+""",
+    ]
+    d = Path(write("hn.yaml", "---\n".join(hns)).parent)
+    res = run_cli("tree", d, "--output", "json")
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert doc["ready"] is False
+    problems = {(p["hyperNode"], p["message"]) for p in doc["problems"]}
+    assert ("a", "cycle: a -> b -> a") in problems
+    assert ("b", "cycle: a -> b -> a") in problems
+    assert ("leaf", "member 1 names Node ghost, which does not exist") in problems
+    assert ("leaf", "has two parents: p1 and p2") in problems
+    assert ("p2", "member 1 names HyperNode nowhere, which does not exist") in problems
+    assert ("empty", "member 0 (regexMatch) selects no Node") in problems
+    assert {c["name"] for c in doc["cycles"]} == {"a", "b"}
+    assert doc["nodesWithoutHyperNode"] == ["n1"]
+    # The human form shows the same reasons.
+    text = run_cli("tree", d).stdout
+    assert "NOT READY" in text
+    assert "✗ has two parents: p1 and p2" in text
+    assert "✗ cycle: a -> b -> a" in text
+
+
+def test_tree_reports_schema_invalid_hypernodes(run_cli, write):
+    f = write(
+        "hn.yaml",
+        "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: x}\nspec: {}\n",
+    )
+    doc = json.loads(run_cli("tree", f, "--output", "json").stdout)
+    assert doc["ready"] is False
+    assert doc["invalid"] and doc["invalid"][0].startswith(f"HyperNode x ({f}:1): spec.tier")
+
+
+# --- validate ----------------------------------------------------------------------------------
+
+BAD = """
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: bad}
+spec: {tier: 1, members: []}
+---
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j, namespace: team}
+spec:
+  networkTopology: {mode: hard, highestTierAllowed: 1, highestTierName: leaf}
+  tasks:
+  - {name: t0, replicas: 1, template: {spec: {containers: [{name: c, image: x}]}}}
+"""
+
+
+def test_validate_prints_one_line_per_refused_object(run_cli, write):
+    f = write("bad.yaml", BAD)
+    res = run_cli("validate", f)
+    assert res.exit_code == 1
+    lines = [ln for ln in res.stdout.splitlines() if not ln.startswith("Warning:")]
+    assert lines == [
+        "HyperNode bad: spec.members: member must have at least one member",
+        "Job team/j: spec.networkTopology: must not specify 'highestTierAllowed' and 'highestTierName' "
+        "in networkTopology simultaneously",
+    ]
+
+
+def test_validate_accepts_good_input_and_warns(run_cli, write):
+    d = small_cluster(write)
+    write("c/job.yaml", job_yaml("j", 1, topology="networkTopology: {mode: hard, highestTierName: rack}"))
+    res = run_cli("validate", d)
+    assert res.exit_code == 0, res.stdout
+    warnings = [ln for ln in res.stdout.splitlines() if ln.startswith("Warning: ")]
+    assert any('"rack"' in w for w in warnings)
+    assert all(ln.startswith("Warning: ") for ln in res.stdout.splitlines())
+
+
+def test_validate_update_with_old(run_cli, write):
+    old = write("old.yaml", job_yaml("j", 2))
+    new = write(
+        "new.yaml",
+        job_yaml("j", 2).replace("name: t0", "name: t0\n  - name: extra\n    replicas: 1\n    template: {}"),
+    )
+    assert run_cli("validate", new).exit_code == 0
+    res = run_cli("validate", new, "--old", old)
+    assert res.exit_code == 1
+    assert res.stdout.startswith("Job default/j: ")
+
+
+def test_validate_unreadable_input_exit_2(run_cli, tmp_path, write):
+    assert run_cli("validate", tmp_path / "missing.yaml").exit_code == 2
+    f = write("x.yaml", "kind: [\n")
+    res = run_cli("validate", f)
+    assert res.exit_code == 2 and f"{f}:" in res.stderr
+
+
+# --- explain ------------------------------------------------------------------------------------
+
+
+def test_explain_placed_and_waiting_jobs(run_cli, write):
+    d = small_cluster(write)
+    write("c/fits.yaml", job_yaml("fits", 2, topology="networkTopology: {mode: hard, highestTierAllowed: 1}"))
+    write(
+        "c/waits.yaml", job_yaml("waits", 3, topology="networkTopology: {mode: hard, highestTierAllowed: 1}")
+    )
+    res = run_cli("explain", "default/fits", d, "--output", "json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["job"] == "default/fits" and doc["kind"] == "Job" and doc["phase"] == "Running"
+    assert doc["allocatedHyperNode"] in ("leaf0", "leaf1") and doc["tier"] == 1
+    assert list(doc["domains"]) == [doc["allocatedHyperNode"]]
+    assert doc["waiting"] is False
+    res = run_cli("explain", "default/waits", d, "--output", "json")
+    doc = json.loads(res.stdout)
+    assert doc["waiting"] is True and doc["allocatedHyperNode"] is None
+    tiers = doc["explanation"]["tiers"]
+    assert tiers and tiers[0]["tier"] == 1
+    text = run_cli("explain", "waits", d).stdout
+    assert "Why waiting" in text and "tier 1" in text
+
+
+def test_explain_unknown_job_exit_2(run_cli, write):
+    d = small_cluster(write)
+    res = run_cli("explain", "default/nope", d)
+    assert res.exit_code == 2
+    assert "no Job or PodGroup default/nope" in res.stderr
