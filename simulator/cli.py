@@ -223,6 +223,11 @@ def simulate(
             html.write_text(render_html(result, views, topo), encoding="utf-8")
         except OSError as exc:
             _fail(f"{html}: cannot write: {exc.strerror or exc}")
+    if output is not OutputFormat.table:
+        # The JSON/YAML document has no place for warnings; they go to stderr.
+        err = Console(stderr=True, highlight=False)
+        for w in result.warnings:
+            err.print(Text(f"Warning: {w}", style="yellow"))
     if output is OutputFormat.json:
         sys.stdout.write(to_json(result_dict(result)) + "\n")
     elif output is OutputFormat.yaml:

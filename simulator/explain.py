@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .engine import SimResult
-from .render import explanation_dict, explanation_lines, hn_label, job_colors, job_renderable, tier_of
+from .render import explanation_dict, hn_label, job_colors, job_renderable, tier_of, waiting_lines
 from .topology import Topology, natural_key
 from .views import JobView, subgroup_label
 
@@ -79,6 +79,12 @@ def render_explain(console: Console, view: JobView, result: SimResult, topo: Top
         for sid, hn in sorted(view.subgroups.items(), key=lambda kv: natural_key(kv[0])):
             if sid != view.podgroup:
                 console.print(f"  partition {subgroup_label(sid, view.podgroup)}: {hn_label(topo, hn)}")
+        pending = len(view.pods) - view.running
+        if pending:
+            console.print(
+                f"  {pending} more pod{'s' if pending != 1 else ''} pending: the gang minimum "
+                f"({view.min_member}) runs, the rest must fit in the same domain"
+            )
     for f in _EXTRA_OUTCOME_FIELDS:
         value = getattr(outcome, f, None)
         if not value:
@@ -92,7 +98,7 @@ def render_explain(console: Console, view: JobView, result: SimResult, topo: Top
             console.print(t)
         else:
             console.print(f"  {data}")
-    lines = explanation_lines(getattr(outcome, "explanation", None))
+    lines = waiting_lines(view) if view.waiting else []
     if lines:
         console.print(
             Text("Why waiting" if view.waiting else "Notes", style="bold yellow" if view.waiting else "bold")

@@ -14,7 +14,7 @@ from rich.tree import Tree
 
 from .engine import SimResult
 from .resources import format_free, main_resources
-from .topology import HyperNodeView, Topology, natural_key
+from .topology import NO_GROUP, HyperNodeView, Topology, natural_key
 from .views import JobView, PodView, compress_names, short_pod_name, subgroup_label
 
 # Jobs with at most this many pods list every pod; bigger ones are shown as ranges.
@@ -273,26 +273,30 @@ def topology_tree(
 
     def add(parent: Tree, name: str, seen: set[str]) -> None:
         v = topo.hypernodes[name]
-        branch = parent.add(hn_text(topo, v, resources))
+        direct = sorted(v.direct_nodes, key=natural_key)
+        label = hn_text(topo, v, resources)
+        jobs = _jobs_text(topo, direct, colors, names) if direct else Text()
+        if jobs:
+            label = Text.assemble(label, Text("  jobs: ", style="dim"), jobs)
+        branch = parent.add(label)
         if name in seen:
             return
         seen.add(name)
         for c in topo.ordered_children(name):
             add(branch, c, seen)
-        direct = sorted(v.direct_nodes, key=natural_key)
-        if direct:
-            jobs = _jobs_text(topo, direct, colors, names)
-            if list_nodes:
-                for n in direct:
-                    nt = Text(n, style="bold" if topo.pods_by_node.get(n) else "")
-                    if resources:
-                        nt.append("  free " + _occupancy(topo, [n], resources), style="dim")
-                    for pk in topo.pods_by_node.get(n, []):
-                        job = topo.job_of_pod.get(pk, pk)
-                        nt.append(f"  {pk.rpartition('/')[2]}", style=colors.get(job, "white"))
-                    branch.add(nt)
-            elif jobs:
-                branch.add(Text("jobs: ") + jobs)
+        if direct and list_nodes:
+            for n in direct:
+                nt = Text(n, style="bold" if topo.pods_by_node.get(n) else "")
+                if resources:
+                    nt.append("  free " + _occupancy(topo, [n], resources), style="dim")
+                for pk in topo.pods_by_node.get(n, []):
+                    job = topo.job_of_pod.get(pk, NO_GROUP)
+                    pod = pk.rpartition("/")[2]
+                    nt.append(
+                        f"  {short_pod_name(pod, names.get(job, '')) if job in names else pod}",
+                        style=colors.get(job, "white"),
+                    )
+                branch.add(nt)
 
     seen: set[str] = set()
     for r in topo.roots:

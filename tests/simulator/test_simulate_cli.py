@@ -241,3 +241,52 @@ def test_table_output_shows_jobs_and_tree(run_cli, write):
     assert "Job default/j" in text and "Pending" in text
     assert "why waiting:" in text and "tier 1" in text
     assert "Topology" in text and "leaf0" in text and "top" in text
+
+
+def test_input_podgroup_is_scheduled_and_reported_updated(run_cli, write):
+    d = small_cluster(write)
+    pods = "---".join(
+        f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: w{i}
+  namespace: ml
+  annotations: {{scheduling.k8s.io/group-name: pg}}
+spec:
+  schedulerName: volcano
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "4"}}}}}}]
+"""
+        for i in range(2)
+    )
+    write(
+        "c/pg.yaml",
+        """
+        apiVersion: scheduling.volcano.sh/v1beta1
+        kind: PodGroup
+        metadata: {name: pg, namespace: ml}
+        spec:
+          minMember: 2
+          networkTopology: {mode: hard, highestTierAllowed: 1}
+        """,
+    )
+    write("c/pods.yaml", pods)
+    out = simulate_json(run_cli, d)
+    assert set(out["bindings"]) == {"ml/w0", "ml/w1"}
+    assert out["podgroups"]["ml/pg"]["phase"] == "Running"
+    updated = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in out["updated"]}
+    assert updated[("PodGroup", "ml", "pg")]["status"]["phase"] == "Running"
+    # Input pods that got bound are input objects the run changed.
+    assert updated[("Pod", "ml", "w0")]["spec"]["nodeName"] == out["bindings"]["ml/w0"]
+    assert out["created"] == []
+
+
+def test_seed_changes_discovered_names_only(run_cli):
+    example = Path(__file__).resolve().parents[2] / "examples" / "topograph-discovery"
+    a = simulate_json(run_cli, example, "--seed", "1")
+    b = simulate_json(run_cli, example, "--seed", "2")
+    names_a = sorted(o["metadata"]["name"] for o in a["created"] if o["kind"] == "HyperNode")
+    names_b = sorted(o["metadata"]["name"] for o in b["created"] if o["kind"] == "HyperNode")
+    assert names_a != names_b
+    assert [n.rsplit("-", 1)[0] for n in names_a] == [n.rsplit("-", 1)[0] for n in names_b]
+    assert simulate_json(run_cli, example, "--seed", "1") == a
