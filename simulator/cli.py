@@ -53,7 +53,7 @@ class TreeFormat(StrEnum):
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
-    Console(stderr=True, highlight=False).print(Text(f"error: {message}", style="red"))
+    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {message}", style="red"))
     raise typer.Exit(code)
 
 
@@ -173,7 +173,9 @@ def final_topology(result: SimResult) -> Topology:
 PathsArg = Annotated[
     list[Path] | None,
     typer.Argument(
-        help="YAML files or directories (read recursively, *.yaml/*.yml, in name order).", show_default=False
+        help="YAML files or directories (read recursively, *.yaml/*.yml, in name order).",
+        show_default=False,
+        metavar="PATH",
     ),
 ]
 KubeconfigOpt = Annotated[
@@ -243,7 +245,8 @@ def simulate(
 @app.command()
 def validate(
     files: Annotated[
-        list[Path], typer.Argument(help="YAML files or directories to admit.", show_default=False)
+        list[Path],
+        typer.Argument(help="YAML files or directories to admit.", show_default=False, metavar="FILE"),
     ],
     old: Annotated[
         list[Path] | None,
@@ -316,7 +319,10 @@ def tree(
 @app.command()
 def explain(
     job: Annotated[
-        str, typer.Argument(help="<namespace>/<name> of a Volcano Job or a PodGroup.", show_default=False)
+        str,
+        typer.Argument(
+            help="<namespace>/<name> of a Volcano Job or a PodGroup.", show_default=False, metavar="NS/JOB"
+        ),
     ],
     paths: PathsArg = None,
     scheduler_config: Annotated[Path | None, typer.Option("--scheduler-config")] = None,

@@ -9,6 +9,8 @@ separate and pure, so it is tested with recorded responses.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -112,6 +114,10 @@ async def fetch_lists(
 
 def read_cluster(kubeconfig: str | None = None, context: str | None = None) -> Inputs:
     """The live cluster as simulator input; any failure becomes an InputError."""
+    if kubeconfig is not None and not os.path.isfile(kubeconfig):
+        raise InputError("no such kubeconfig file", kubeconfig)
+    # kubernetes-asyncio logs its own (less specific) complaints; ours is the one error line.
+    logging.getLogger("kubernetes_asyncio").setLevel(logging.CRITICAL)
     try:
         lists = asyncio.run(fetch_lists(kubeconfig, context))
     except InputError:
