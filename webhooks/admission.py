@@ -34,9 +34,9 @@ from hyperplace.api.constants import BATCH_GROUP, BATCH_VERSION, TOPOLOGY_GROUP,
 
 from .context import AdmissionContext, Verdict, as_dict, as_list
 from .hypernode import SELECTOR_EXCLUSIVE, SELECTOR_KINDS, SELECTOR_REQUIRED, validate_hypernode
-from .job import mutate_job, validate_job
+from .job import job_patch, validate_job
 from .names import is_dns1123_subdomain, quote_go
-from .pod import mutate_pod
+from .pod import pod_patch
 
 __all__ = ["AdmissionContext", "AdmissionOutcome", "Verdict", "admit", "handled_kind", "schema_errors"]
 
@@ -157,13 +157,13 @@ def admit(
     kind = handled_kind(obj)
     if kind is None or operation not in ("CREATE", "UPDATE"):
         return AdmissionOutcome(allowed=True, object=copy.deepcopy(obj))
+    patch: list[dict[str, Any]] = []
     if kind == "Pod":
-        mutated = mutate_pod(obj, operation, ctx)
+        patch = pod_patch(obj, operation, ctx)
     elif kind == "Job":
-        mutated = mutate_job(obj, operation)
-    else:
-        mutated = copy.deepcopy(obj)
-    patch: list[dict[str, Any]] = jsonpatch.make_patch(obj, mutated).patch
+        patch = job_patch(obj, operation)
+    # The mutating webhooks' patches, applied as the apiserver applies them (to a copy).
+    mutated: dict[str, Any] = jsonpatch.apply_patch(obj, patch)
     if kind == "Pod":
         # Core objects: the apiserver's own validation is not ours to imitate.
         return AdmissionOutcome(allowed=True, object=mutated, patch=patch)

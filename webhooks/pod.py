@@ -10,9 +10,10 @@ unchanged. This webhook never refuses a pod.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
+
+import jsonpatch
 
 from hyperplace.api.constants import (
     JOB_NAME_KEY,
@@ -64,36 +65,52 @@ def partition_size_for(
     return _positive_int(_lookup(meta, PARTITION_SIZE_ANNOTATION))
 
 
+def pod_patch(
+    obj: Mapping[str, Any],
+    operation: str = "CREATE",
+    ctx: AdmissionContext | None = None,
+    namespace: str | None = None,
+) -> list[dict[str, Any]]:
+    """The ``/pods/mutate`` webhook: a JSON patch adding the partition-id label when it
+    can be known, else ``[]``. ``obj`` is not modified."""
+    if operation != "CREATE":
+        return []
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return []
+    labels = meta.get("labels")
+    if labels is not None and not isinstance(labels, dict):
+        return []  # malformed; the apiserver's own validation refuses it
+    if labels and PARTITION_ID_KEY in labels:
+        return []
+    index = _non_negative_int(_lookup(meta, TASK_INDEX_KEY))
+    if index is None:
+        return []
+    size = partition_size_for(obj, ctx, namespace)
+    if size is None:
+        return []
+    # Go's integer division truncates toward zero; the index is never negative here.
+    value = str(index // size)
+    if labels is None:
+        return [{"op": "add", "path": "/metadata/labels", "value": {PARTITION_ID_KEY: value}}]
+    return [
+        {
+            "op": "add",
+            "path": "/metadata/labels/" + PARTITION_ID_KEY.replace("~", "~0").replace("/", "~1"),
+            "value": value,
+        }
+    ]
+
+
 def mutate_pod(
     obj: Mapping[str, Any],
     operation: str = "CREATE",
     ctx: AdmissionContext | None = None,
     namespace: str | None = None,
 ) -> dict[str, Any]:
-    """A copy of the pod, labelled with its partition id when that can be known."""
-    pod = copy.deepcopy(dict(obj))
-    if operation != "CREATE":
-        return pod
-    meta = pod.get("metadata")
-    if not isinstance(meta, dict):
-        return pod
-    labels = meta.get("labels")
-    if isinstance(labels, dict) and PARTITION_ID_KEY in labels:
-        return pod
-    if labels is not None and not isinstance(labels, dict):
-        return pod  # malformed; the apiserver's own validation refuses it
-    index = _non_negative_int(_lookup(meta, TASK_INDEX_KEY))
-    if index is None:
-        return pod
-    size = partition_size_for(pod, ctx, namespace)
-    if size is None:
-        return pod
-    # Go's integer division truncates toward zero; the index is never negative here.
-    meta.setdefault("labels", {})
-    if meta["labels"] is None:
-        meta["labels"] = {}
-    meta["labels"][PARTITION_ID_KEY] = str(index // size)
-    return pod
+    """A copy of the pod with ``pod_patch`` applied."""
+    out: dict[str, Any] = jsonpatch.apply_patch(dict(obj), pod_patch(obj, operation, ctx, namespace))
+    return out
 
 
 def _non_negative_int(text: str | None) -> int | None:

@@ -28,12 +28,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonpatch
-
 from .context import AdmissionContext, Verdict
 from .hypernode import validate_hypernode
-from .job import mutate_job, validate_job
-from .pod import mutate_pod
+from .job import job_patch, validate_job
+from .pod import pod_patch
 
 log = logging.getLogger("hyperplace.webhooks")
 
@@ -156,23 +154,16 @@ def _validate_jobs(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
     return _from_verdict(validate_job(req.object or {}, req.operation, req.old_object, ctx))
 
 
-def _patch(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
-    ops: list[dict[str, Any]] = jsonpatch.make_patch(before, after).patch
-    return ops
-
-
 def _mutate_jobs(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
     if not _kind_is(req, "Job", "batch.volcano.sh"):
         return _wrong_kind(req, "batch.volcano.sh Job")
-    obj = req.object or {}
-    return Answer(allowed=True, patch=_patch(obj, mutate_job(obj, req.operation)))
+    return Answer(allowed=True, patch=job_patch(req.object or {}, req.operation))
 
 
 def _mutate_pods(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
     if not _kind_is(req, "Pod", ""):
         return _wrong_kind(req, "core Pod")
-    obj = req.object or {}
-    return Answer(allowed=True, patch=_patch(obj, mutate_pod(obj, req.operation, ctx, req.namespace)))
+    return Answer(allowed=True, patch=pod_patch(req.object or {}, req.operation, ctx, req.namespace))
 
 
 Webhook = Callable[[ReviewRequest, AdmissionContext], Answer]
