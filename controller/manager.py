@@ -1,0 +1,426 @@
+"""Wires informers and work queues to the pure reconcilers and applies their results.
+
+* **Job controller** (key ``namespace/name``): reads the Job, its PodGroup and its pods
+  from the informers, calls :func:`controller.job.reconcile.reconcile_job`, then creates
+  or updates the PodGroup, creates/deletes pods and merge-patches ``status`` through the
+  status subresource. Pod and PodGroup events requeue their owning Job. Pod names are
+  deterministic, so acting on a slightly stale cache is harmless: a second create gets
+  AlreadyExists, a second delete NotFound, and both are ignored (this replaces
+  client-go's "expectations").
+* **HyperNode controller** (key ``name``): :func:`controller.hypernode.status.compute_status`
+  and a status patch when it differs. Any spec change of a HyperNode, and any node
+  add/delete/label change, requeues every HyperNode: counts and Ready depend on
+  parents, children and nodes. Our own status writes do not requeue anything.
+* **Discovery** (single key): when Volcano's ``volcano-controller-configmap`` enables
+  the ``label`` source, node label changes and HyperNode deletions re-run
+  :func:`controller.hypernode.discovery.discover_from_labels` and its diff is applied.
+
+A failed reconcile is retried with the queue's per-key exponential backoff; a success
+forgets the key's failures. Objects that fail model validation are logged and dropped
+(retrying cannot fix them; the next edit requeues them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from pydantic import ValidationError
+
+from controller.hypernode.discovery import (
+    CONFIGMAP_NAME,
+    LABEL_SOURCE,
+    DiscoveryConfig,
+    DiscoveryConfigError,
+    DiscoveryError,
+    discover_from_labels,
+    parse_discovery_config,
+)
+from controller.hypernode.status import compute_status, now_rfc3339
+from controller.job.reconcile import podgroup_name, reconcile_job
+from hyperplace.api import HyperNode, Job, PodGroup
+from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
+from hyperplace.kube.members import node_labels_of
+
+from .runtime.api import (
+    CONFIGMAPS,
+    HYPERNODES,
+    JOBS,
+    NODES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    ApiClient,
+    ApiError,
+    Obj,
+    meta,
+)
+from .runtime.informer import Informer, wait_for_sync
+from .runtime.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+DISCOVERY_KEY = "discovery"
+
+
+@dataclass
+class ManagerConfig:
+    workers: int = 4
+    # Where Volcano's controller ConfigMap lives (Volcano: $KUBE_POD_NAMESPACE).
+    config_namespace: str = "volcano-system"
+    config_map: str = CONFIGMAP_NAME
+    # Seeds discovery's random HyperNode name suffixes (None: from the OS).
+    seed: int | None = None
+
+
+def owning_job_key(obj: Mapping[str, Any]) -> str | None:
+    """``namespace/job`` of the Volcano Job controlling a pod or PodGroup."""
+    m = meta(obj)
+    ns = m.get("namespace")
+    for ref in m.get("ownerReferences") or []:
+        if (
+            ref.get("controller")
+            and ref.get("kind") == "Job"
+            and str(ref.get("apiVersion", "")).startswith(BATCH_GROUP + "/")
+        ):
+            return f"{ns}/{ref.get('name')}"
+    job = (m.get("labels") or {}).get(JOB_NAME_KEY)
+    return f"{ns}/{job}" if job else None
+
+
+def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return (meta(obj).get("labels") or {}) if obj else {}
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.reconciles = Counter(
+            "hyperplace_controller_reconcile_total",
+            "Reconciles by controller and result",
+            ["controller", "result"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "hyperplace_controller_reconcile_duration_seconds",
+            "Reconcile latency",
+            ["controller"],
+            registry=registry,
+        )
+        self.depth = Gauge("hyperplace_controller_queue_depth", "Keys waiting", ["queue"], registry=registry)
+        self.writes = Counter(
+            "hyperplace_controller_api_writes_total", "API writes", ["resource", "verb"], registry=registry
+        )
+
+
+class ControllerManager:
+    """Owns the informers, queues and workers of both controllers."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        config: ManagerConfig | None = None,
+        *,
+        registry: CollectorRegistry | None = None,
+        now: Callable[[], str] = now_rfc3339,
+    ) -> None:
+        self.api = api
+        self.config = config or ManagerConfig()
+        self.registry = registry or CollectorRegistry()
+        self.metrics = Metrics(self.registry)
+        self._now = now
+        self._rng = random.Random(self.config.seed)
+
+        self.jobs = Informer(api, JOBS)
+        self.pods = Informer(api, PODS)
+        self.podgroups = Informer(api, PODGROUPS)
+        self.hypernodes = Informer(api, HYPERNODES)
+        self.nodes = Informer(api, NODES)
+        self.priority_classes = Informer(api, PRIORITY_CLASSES)
+        self.configmaps = Informer(api, CONFIGMAPS, self.config.config_namespace)
+        self.informers = [
+            self.jobs,
+            self.pods,
+            self.podgroups,
+            self.hypernodes,
+            self.nodes,
+            self.priority_classes,
+            self.configmaps,
+        ]
+
+        self.job_queue: WorkQueue[str] = WorkQueue(name="jobs")
+        self.hypernode_queue: WorkQueue[str] = WorkQueue(name="hypernodes")
+        self.discovery_queue: WorkQueue[str] = WorkQueue(name="discovery")
+        self.queues = [self.job_queue, self.hypernode_queue, self.discovery_queue]
+        for q in self.queues:
+            self.metrics.depth.labels(q.name).set_function(q.__len__)
+
+        self.discovery: DiscoveryConfig = DiscoveryConfig()
+        self._hn_models: dict[str, tuple[str, HyperNode]] = {}  # name -> (resourceVersion, model)
+        self._node_labels: dict[str, dict[str, str]] | None = None
+        self._started = False
+        self._wire()
+
+    # -- event wiring -----------------------------------------------------------------------
+
+    def _wire(self) -> None:
+        self.pods.add_index("job", lambda o: [k] if (k := owning_job_key(o)) else [])
+
+        def job_key(o: Obj) -> None:
+            ns, name = meta(o).get("namespace"), meta(o).get("name")
+            self.job_queue.add(f"{ns}/{name}")
+
+        def owner(o: Obj) -> None:
+            key = owning_job_key(o)
+            if key:
+                self.job_queue.add(key)
+
+        self.jobs.add_handler(job_key, lambda _old, new: job_key(new), job_key)
+        self.pods.add_handler(owner, lambda _old, new: owner(new), owner)
+        self.podgroups.add_handler(owner, lambda _old, new: owner(new), owner)
+
+        def hn_changed(old: Obj, new: Obj) -> None:
+            # Our own status patches change neither spec nor labels: no requeue, no loop.
+            if old.get("spec") != new.get("spec") or _labels(old) != _labels(new):
+                self._all_hypernodes()
+
+        def hn_deleted(_o: Obj) -> None:
+            self._all_hypernodes()
+            self._trigger_discovery()
+
+        self.hypernodes.add_handler(lambda _o: self._all_hypernodes(), hn_changed, hn_deleted)
+
+        def node_event(_o: Obj) -> None:
+            self._node_labels = None
+            self._all_hypernodes()
+            self._trigger_discovery()
+
+        def node_changed(old: Obj, new: Obj) -> None:
+            if _labels(old) != _labels(new):
+                node_event(new)
+
+        self.nodes.add_handler(node_event, node_changed, node_event)
+
+        def cm_event(o: Obj) -> None:
+            if meta(o).get("name") == self.config.config_map:
+                self._load_discovery_config(o)
+
+        def cm_deleted(o: Obj) -> None:
+            if meta(o).get("name") == self.config.config_map:
+                self.discovery = DiscoveryConfig()
+
+        self.configmaps.add_handler(cm_event, lambda _old, new: cm_event(new), cm_deleted)
+
+    def _all_hypernodes(self) -> None:
+        for name in self.hypernodes.store:
+            self.hypernode_queue.add(name)
+
+    def _trigger_discovery(self) -> None:
+        if self.discovery.enabled(LABEL_SOURCE) is not None:
+            # A short delay coalesces a burst of node events into one run (as Volcano does).
+            self.discovery_queue.add_after(DISCOVERY_KEY, 0.001)
+
+    def _load_discovery_config(self, cm: Obj) -> None:
+        try:
+            self.discovery = parse_discovery_config(cm)
+        except DiscoveryConfigError as exc:
+            log.error("discovery config %s: %s", self.config.config_map, exc)
+            self.discovery = DiscoveryConfig()
+            return
+        # Any ConfigMap change restarts discovery in Volcano; here it re-runs it.
+        self._trigger_discovery()
+
+    # -- caches -----------------------------------------------------------------------------
+
+    def _hypernode_models(self) -> dict[str, HyperNode]:
+        out: dict[str, HyperNode] = {}
+        fresh: dict[str, tuple[str, HyperNode]] = {}
+        for name, obj in self.hypernodes.store.items():
+            rv = str(meta(obj).get("resourceVersion", ""))
+            cached = self._hn_models.get(name)
+            if cached is not None and cached[0] == rv:
+                model = cached[1]
+            else:
+                try:
+                    model = HyperNode.model_validate(obj)
+                except ValidationError:
+                    continue
+            fresh[name] = (rv, model)
+            out[name] = model
+        self._hn_models = fresh
+        return out
+
+    def _current_node_labels(self) -> dict[str, dict[str, str]]:
+        if self._node_labels is None:
+            self._node_labels = node_labels_of(self.nodes.objects())
+        return self._node_labels
+
+    # -- reconcilers ------------------------------------------------------------------------
+
+    async def reconcile_job(self, key: str) -> None:
+        obj = self.jobs.get(key)
+        if obj is None:
+            return  # deleted: ownerReferences let the garbage collector remove the rest
+        job = Job.model_validate(obj)
+        if job.metadata.deletion_timestamp:
+            return
+        ns = job.namespace
+        pg_obj = self.podgroups.get(f"{ns}/{podgroup_name(job)}")
+        pg = PodGroup.model_validate(pg_obj) if pg_obj is not None else None
+        prios = {
+            str(meta(pc).get("name")): int(pc.get("value") or 0) for pc in self.priority_classes.objects()
+        }
+        result = reconcile_job(
+            job, pg, self.pods.by_index("job", key), now=self._now(), priority_classes=prios
+        )
+
+        if pg is None:
+            await self._create(PODGROUPS, result.podgroup.to_dict(), ns)
+        elif result.podgroup_changed:
+            await self.api.replace(PODGROUPS, result.podgroup.to_dict(), ns)
+            self.metrics.writes.labels("podgroups", "update").inc()
+        for pod in result.create_pods:
+            await self._create(PODS, pod, ns)
+        for name in result.delete_pods:
+            try:
+                await self.api.delete(PODS, name, ns)
+                self.metrics.writes.labels("pods", "delete").inc()
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+        await self._patch_status(JOBS, job.name, ns, obj.get("status"), result.status.to_dict())
+
+    async def reconcile_hypernode(self, name: str) -> None:
+        obj = self.hypernodes.get(name)
+        if obj is None:
+            return
+        models = self._hypernode_models()
+        hn = models.get(name)
+        if hn is None:
+            log.warning("hypernode %s does not validate; skipping", name)
+            return
+        status = compute_status(hn, self._current_node_labels(), models, now=self._now())
+        await self._patch_status(HYPERNODES, name, None, obj.get("status"), status.to_dict())
+
+    async def run_discovery(self) -> None:
+        if self.discovery.enabled(LABEL_SOURCE) is None:
+            return
+        existing = list(self._hypernode_models().values())
+        result = discover_from_labels(self.discovery, self.nodes.objects(), existing, self._rng)
+        for warning in result.warnings:
+            log.warning("label discovery: %s", warning)
+        for hn in result.create:
+            await self._create(HYPERNODES, hn.to_dict(), None)
+        for hn in result.update:
+            body = hn.to_dict()
+            body.pop("status", None)
+            await self.api.replace(HYPERNODES, body, None)
+            self.metrics.writes.labels("hypernodes", "update").inc()
+        for name in result.delete:
+            try:
+                await self.api.delete(HYPERNODES, name)
+                self.metrics.writes.labels("hypernodes", "delete").inc()
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+    async def _create(self, res: Any, body: Obj, namespace: str | None) -> None:
+        try:
+            await self.api.create(res, body, namespace)
+            self.metrics.writes.labels(res.plural, "create").inc()
+        except ApiError as exc:
+            if not exc.already_exists:
+                raise
+
+    async def _patch_status(
+        self, res: Any, name: str, namespace: str | None, old: Any, new: dict[str, Any]
+    ) -> None:
+        old = old if isinstance(old, dict) else {}
+        if old == new:
+            return
+        # A merge patch only removes keys that are explicitly null.
+        body = {**dict.fromkeys((k for k in old if k not in new), None), **new}
+        await self.api.patch(res, name, {"status": body}, namespace, subresource="status")
+        self.metrics.writes.labels(res.plural, "patch-status").inc()
+
+    # -- workers ----------------------------------------------------------------------------
+
+    async def _worker(self, queue: WorkQueue[str], name: str, fn: Callable[[str], Awaitable[None]]) -> None:
+        while (key := await queue.get()) is not None:
+            start = time.perf_counter()
+            try:
+                await fn(key)
+            except ValidationError as exc:
+                log.warning("%s %s: invalid object, dropped: %s", name, key, exc.errors()[:1])
+                queue.forget(key)
+                self.metrics.reconciles.labels(name, "invalid").inc()
+            except (ApiError, DiscoveryError) as exc:
+                log.info("%s %s: %s; retrying", name, key, exc)
+                queue.add_rate_limited(key)
+                self.metrics.reconciles.labels(name, "retry").inc()
+            except Exception:
+                log.exception("%s %s: reconcile failed", name, key)
+                queue.add_rate_limited(key)
+                self.metrics.reconciles.labels(name, "error").inc()
+            else:
+                queue.forget(key)
+                self.metrics.reconciles.labels(name, "ok").inc()
+            finally:
+                queue.done(key)
+                self.metrics.duration.labels(name).observe(time.perf_counter() - start)
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    async def start_informers(self) -> list[asyncio.Task[None]]:
+        return [asyncio.create_task(i.run(), name=f"informer-{i.res.plural}") for i in self.informers]
+
+    async def run(self, informer_tasks: list[asyncio.Task[None]] | None = None) -> None:
+        """Run until cancelled: informers (unless given), wait for sync, then workers.
+
+        On cancellation the queues stop taking keys, in-flight reconciles finish (up to
+        10 s), and informers stop.
+        """
+        own = informer_tasks is None
+        tasks = informer_tasks if informer_tasks is not None else await self.start_informers()
+        workers: list[asyncio.Task[None]] = []
+        try:
+            await wait_for_sync(self.informers)
+            log.info("controller manager: caches synced, starting workers")
+            for i in range(self.config.workers):
+                workers.append(asyncio.create_task(self._worker(self.job_queue, "job", self.reconcile_job)))
+                workers.append(
+                    asyncio.create_task(
+                        self._worker(self.hypernode_queue, "hypernode", self.reconcile_hypernode)
+                    )
+                )
+                if i == 0:  # one discovery at a time
+                    workers.append(
+                        asyncio.create_task(
+                            self._worker(self.discovery_queue, "discovery", lambda _k: self.run_discovery())
+                        )
+                    )
+            # asyncio.wait, not gather: cancelling run() must not cancel the workers
+            # mid-reconcile; they finish their key once the queues shut down.
+            await asyncio.wait(workers)
+        finally:
+            for q in self.queues:
+                q.shutdown()
+            if workers:
+                await asyncio.wait(workers, timeout=10)
+            for t in workers:
+                t.cancel()
+            if own:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_idle(self, timeout: float = 5.0) -> bool:
+        """Test helper: every queue drained (keys neither queued nor in flight)."""
+        results = await asyncio.gather(*(q.drain(timeout) for q in self.queues))
+        return all(results)

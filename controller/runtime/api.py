@@ -1,0 +1,159 @@
+"""The seam between the controllers and an API server.
+
+Everything above this module talks to :class:`ApiClient`: objects are plain wire-form
+dicts, errors are :class:`ApiError` with the HTTP status. ``controller.runtime.kube``
+implements it with kubernetes-asyncio; the tests implement it in memory
+(``tests/controller/fakeapi.py``) with the API server's concurrency semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hyperplace.api.constants import (
+    BATCH_GROUP,
+    BATCH_VERSION,
+    SCHEDULING_GROUP,
+    SCHEDULING_VERSION,
+    TOPOLOGY_GROUP,
+    TOPOLOGY_VERSION,
+)
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: ``group`` is "" for the core API."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def custom(self) -> bool:
+        """True for our CRDs (served by the apiextensions machinery)."""
+        return self.group.endswith("volcano.sh")
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        """The REST path, e.g. ``/apis/batch.volcano.sh/v1alpha1/namespaces/ns/jobs/j/status``."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+PODS = Resource("", "v1", "pods", "Pod", True)
+NODES = Resource("", "v1", "nodes", "Node", False)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+JOBS = Resource(BATCH_GROUP, BATCH_VERSION, "jobs", "Job", True)
+PODGROUPS = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "podgroups", "PodGroup", True)
+HYPERNODES = Resource(TOPOLOGY_GROUP, TOPOLOGY_VERSION, "hypernodes", "HyperNode", False)
+
+
+class ApiError(Exception):
+    """An API failure with the server's HTTP status (409 Conflict, 410 Gone, ...)."""
+
+    def __init__(self, status: int, reason: str = "", message: str = "") -> None:
+        super().__init__(f"{status} {reason}: {message}".strip())
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+class ApiClient(Protocol):
+    """What controllers need from an API server. Objects are wire-form dicts."""
+
+    async def list(
+        self, res: Resource, namespace: str | None = None, *, resource_version: str | None = None
+    ) -> tuple[list[Obj], str]:
+        """All objects (across namespaces when ``namespace`` is None) and the list's RV."""
+        ...
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[Obj]:
+        """Events ``{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": {...}}``.
+
+        A too-old ``resource_version`` ends the stream with an ERROR event whose object
+        is a Status with ``code: 410``, or raises ApiError(410); callers handle both.
+        """
+        ...
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj: ...
+
+    async def create(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj: ...
+
+    async def replace(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+        """PUT; 409 Conflict when ``metadata.resourceVersion`` is stale."""
+        ...
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        """JSON merge patch (RFC 7386), optionally of the ``status`` subresource."""
+        ...
+
+    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None: ...
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    m = obj.get("metadata") or {}
+    return m if isinstance(m, Mapping) else {}
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` or ``name`` (client-go's MetaNamespaceKeyFunc)."""
+    m = meta(obj)
+    ns, name = m.get("namespace"), str(m.get("name", ""))
+    return f"{ns}/{name}" if ns else name
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    ns, _, name = key.rpartition("/")
+    return (ns or None), name

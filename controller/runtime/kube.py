@@ -1,0 +1,166 @@
+"""The :class:`~controller.runtime.api.ApiClient` protocol over kubernetes-asyncio.
+
+Deliberately thin: requests go through ``ApiClient.call_api`` (auth, TLS, retries and
+kubeconfig handling stay the library's) with ``_preload_content=False``, so we get raw
+JSON dicts for every kind, core or custom, without the generated models'
+client-side validation (which is known to choke on some server answers). Two library
+gotchas handled here (research/ecosystem.md §1):
+
+* CRDs do not support strategic merge patch, and the generated client would pick it
+  for a dict body; custom-object patches go through ``CustomObjectsApi`` with
+  ``_content_type="application/merge-patch+json"``, core patches send that header.
+* kubernetes-asyncio's ``Watch`` retries a 410 once with the same stale
+  resourceVersion; we stream the watch response ourselves and surface 410 to the
+  informer, which relists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from kubernetes_asyncio import client as kclient
+
+from .api import ApiError, Obj, Resource, meta
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+async def _raise_for_status(resp: Any) -> None:
+    if resp.status < 400:
+        return
+    text = await resp.text()
+    resp.release()
+    reason, message = "", text
+    try:
+        status = json.loads(text)
+        reason, message = str(status.get("reason", "")), str(status.get("message", text))
+    except (ValueError, AttributeError):
+        pass
+    raise ApiError(resp.status, reason, message)
+
+
+async def _json(resp: Any) -> Obj:
+    await _raise_for_status(resp)
+    try:
+        text = await resp.text()
+    finally:
+        resp.release()
+    return json.loads(text) if text else {}
+
+
+class KubeApiClient:
+    """ApiClient backed by a configured ``kubernetes_asyncio.client.ApiClient``."""
+
+    def __init__(self, api_client: kclient.ApiClient) -> None:
+        self._client = api_client
+        self._custom = kclient.CustomObjectsApi(api_client)
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, Any]] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        return await self._client.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+
+    async def list(
+        self, res: Resource, namespace: str | None = None, *, resource_version: str | None = None
+    ) -> tuple[list[Obj], str]:
+        query: list[tuple[str, Any]] = []
+        if resource_version is not None:
+            query.append(("resourceVersion", resource_version))
+        doc = await _json(await self._call("GET", res.path(namespace), query=query))
+        items = doc.get("items") or []
+        # List items omit apiVersion/kind; fill them so stored objects are self-describing.
+        for item in items:
+            item.setdefault("apiVersion", res.api_version)
+            item.setdefault("kind", res.kind)
+        return items, str(meta(doc).get("resourceVersion", ""))
+
+    async def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[Obj]:
+        query: list[tuple[str, Any]] = [("watch", "true"), ("resourceVersion", resource_version)]
+        if allow_bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
+        if timeout_seconds:
+            query.append(("timeoutSeconds", timeout_seconds))
+        # The client-side timeout outlives the server's so a healthy stream ends cleanly.
+        timeout = (timeout_seconds + 30) if timeout_seconds else None
+        resp = await self._call("GET", res.path(namespace), query=query, timeout=timeout)
+        await _raise_for_status(resp)
+        try:
+            async for line in resp.content:
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            resp.release()
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
+        return await _json(await self._call("GET", res.path(namespace, name)))
+
+    async def create(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+        ns = namespace or meta(obj).get("namespace")
+        return await _json(await self._call("POST", res.path(ns), body=dict(obj)))
+
+    async def replace(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+        ns = namespace or meta(obj).get("namespace")
+        return await _json(
+            await self._call("PUT", res.path(ns, str(meta(obj).get("name", ""))), body=dict(obj))
+        )
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        body = dict(patch)
+        if not res.custom:
+            return await _json(
+                await self._call(
+                    "PATCH", res.path(namespace, name, subresource), body=body, content_type=MERGE_PATCH
+                )
+            )
+        kw: dict[str, Any] = {"_content_type": MERGE_PATCH, "_preload_content": False}
+        g, v, p, ns = res.group, res.version, res.plural, namespace or ""
+        if res.namespaced:
+            if subresource == "status":
+                resp = await self._custom.patch_namespaced_custom_object_status(g, v, ns, p, name, body, **kw)
+            else:
+                resp = await self._custom.patch_namespaced_custom_object(g, v, ns, p, name, body, **kw)
+        elif subresource == "status":
+            resp = await self._custom.patch_cluster_custom_object_status(g, v, p, name, body, **kw)
+        else:
+            resp = await self._custom.patch_cluster_custom_object(g, v, p, name, body, **kw)
+        return await _json(resp)
+
+    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
+        await _json(await self._call("DELETE", res.path(namespace, name)))

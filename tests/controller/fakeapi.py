@@ -1,0 +1,286 @@
+"""An in-memory API server that keeps the promises controllers depend on.
+
+* One global, monotonically increasing resourceVersion; every write bumps it.
+* ``replace`` with a stale ``metadata.resourceVersion`` fails with 409 Conflict;
+  ``create`` of an existing name fails with 409 AlreadyExists; missing objects 404.
+* ``list`` returns the objects and the current resourceVersion.
+* ``watch`` replays history after the given resourceVersion, then streams live events;
+  it sends BOOKMARKs on :meth:`FakeApi.bookmark`, ends after ``timeout_seconds``, and
+  answers a resourceVersion older than the compaction point (:meth:`FakeApi.compact`)
+  with an ERROR event carrying a 410 Status, like etcd compaction.
+* Custom resources have a status subresource: the main endpoint ignores ``status``,
+  ``/status`` changes only ``status``; ``metadata.generation`` moves with ``spec``.
+* Merge patches follow RFC 7386.
+
+Faults can be injected with :meth:`FakeApi.fail_next`, and every call is recorded in
+``calls`` for assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.runtime.api import ApiError, Obj, Resource, meta, object_key
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+@dataclass
+class _Watcher:
+    res: Resource
+    namespace: str | None
+    queue: asyncio.Queue[Obj | None] = field(default_factory=asyncio.Queue)
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.rv = 0
+        self.objects: dict[str, dict[str, Obj]] = {}
+        self.history: list[tuple[int, str, str, Obj]] = []  # (rv, plural, type, object)
+        self.compacted = 0
+        self.calls: list[tuple[str, str, str]] = []
+        self._watchers: list[_Watcher] = []
+        self._faults: dict[str, list[ApiError]] = {}
+        self._uids = itertools.count(1)
+
+    # -- test controls ------------------------------------------------------------------------
+
+    def fail_next(self, op: str, status: int, reason: str = "", times: int = 1) -> None:
+        """Make the next ``times`` calls of ``op`` (list, watch, create, ...) fail."""
+        self._faults.setdefault(op, []).extend(ApiError(status, reason, "injected") for _ in range(times))
+
+    def compact(self) -> None:
+        """Forget all history; watchers from older resourceVersions get 410 Gone."""
+        self.compacted = self.rv
+        self.history.clear()
+        for w in self._watchers:
+            w.queue.put_nowait(_gone(self.rv))
+
+    def bookmark(self) -> None:
+        for w in self._watchers:
+            obj = {
+                "apiVersion": w.res.api_version,
+                "kind": w.res.kind,
+                "metadata": {"resourceVersion": str(self.rv)},
+            }
+            w.queue.put_nowait({"type": "BOOKMARK", "object": obj})
+
+    def disconnect_watchers(self) -> None:
+        for w in self._watchers:
+            w.queue.put_nowait(None)
+
+    @property
+    def watcher_count(self) -> int:
+        return len(self._watchers)
+
+    def seed(self, res: Resource, obj: Mapping[str, Any]) -> Obj:
+        """Store an object directly (no fault injection, no call record)."""
+        return self._store_new(res, copy.deepcopy(dict(obj)))
+
+    def peek(self, res: Resource, key: str) -> Obj | None:
+        return self.objects.get(res.plural, {}).get(key)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _check_fault(self, op: str) -> None:
+        faults = self._faults.get(op)
+        if faults:
+            raise faults.pop(0)
+
+    def _bucket(self, res: Resource) -> dict[str, Obj]:
+        return self.objects.setdefault(res.plural, {})
+
+    def _emit(self, res: Resource, etype: str, obj: Obj) -> None:
+        self.history.append((self.rv, res.plural, etype, copy.deepcopy(obj)))
+        for w in self._watchers:
+            if w.res.plural == res.plural and _in_namespace(obj, w.namespace):
+                w.queue.put_nowait({"type": etype, "object": copy.deepcopy(obj)})
+
+    def _bump(self, obj: Obj) -> None:
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+
+    def _store_new(self, res: Resource, obj: Obj) -> Obj:
+        m = obj.setdefault("metadata", {})
+        if not res.namespaced:
+            m.pop("namespace", None)
+        key = object_key(obj)
+        if key in self._bucket(res):
+            raise ApiError(409, "AlreadyExists", f'{res.plural} "{m.get("name")}" already exists')
+        obj.setdefault("apiVersion", res.api_version)
+        obj.setdefault("kind", res.kind)
+        m["uid"] = f"uid-{next(self._uids)}"
+        m["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        if res.custom:
+            m["generation"] = 1
+        self._bump(obj)
+        self._bucket(res)[key] = obj
+        self._emit(res, "ADDED", obj)
+        return copy.deepcopy(obj)
+
+    def _existing(self, res: Resource, name: str, namespace: str | None) -> tuple[str, Obj]:
+        key = f"{namespace}/{name}" if res.namespaced and namespace else name
+        cur = self._bucket(res).get(key)
+        if cur is None:
+            raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found')
+        return key, cur
+
+    def _write(self, res: Resource, key: str, old: Obj, new: Obj) -> Obj:
+        if res.custom and old.get("spec") != new.get("spec"):
+            new["metadata"]["generation"] = int(meta(old).get("generation") or 1) + 1
+        self._bump(new)
+        self._bucket(res)[key] = new
+        self._emit(res, "MODIFIED", new)
+        return copy.deepcopy(new)
+
+    # -- the ApiClient protocol -----------------------------------------------------------------
+
+    async def list(
+        self, res: Resource, namespace: str | None = None, *, resource_version: str | None = None
+    ) -> tuple[list[Obj], str]:
+        self.calls.append(("list", res.plural, namespace or ""))
+        self._check_fault("list")
+        items = [copy.deepcopy(o) for o in self._bucket(res).values() if _in_namespace(o, namespace)]
+        return items, str(self.rv)
+
+    async def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[Obj]:
+        self.calls.append(("watch", res.plural, resource_version))
+        self._check_fault("watch")
+        since = int(resource_version or 0)
+        if since < self.compacted:
+            yield _gone(self.rv)
+            return
+        w = _Watcher(res, namespace)
+        for rv, plural, etype, obj in self.history:
+            if rv > since and plural == res.plural and _in_namespace(obj, namespace):
+                w.queue.put_nowait({"type": etype, "object": copy.deepcopy(obj)})
+        self._watchers.append(w)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds if timeout_seconds else None
+        try:
+            while True:
+                remaining = None if deadline is None else deadline - loop.time()
+                if remaining is not None and remaining <= 0:
+                    return
+                try:
+                    async with asyncio.timeout(remaining):  # wait_for can swallow cancels on 3.11
+                        event = await w.queue.get()
+                except TimeoutError:
+                    return
+                if event is None:
+                    return
+                if event["type"] == "BOOKMARK" and not allow_bookmarks:
+                    continue
+                yield event
+                if event["type"] == "ERROR":
+                    return
+        finally:
+            self._watchers.remove(w)
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
+        self.calls.append(("get", res.plural, name))
+        self._check_fault("get")
+        return copy.deepcopy(self._existing(res, name, namespace)[1])
+
+    async def create(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+        self.calls.append(("create", res.plural, str(meta(obj).get("name", ""))))
+        self._check_fault("create")
+        new = copy.deepcopy(dict(obj))
+        if res.namespaced:
+            new.setdefault("metadata", {})["namespace"] = namespace or meta(obj).get("namespace")
+        if res.custom:
+            new.pop("status", None)  # status is only writable through /status
+        return self._store_new(res, new)
+
+    async def replace(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+        name = str(meta(obj).get("name", ""))
+        self.calls.append(("replace", res.plural, name))
+        self._check_fault("replace")
+        key, cur = self._existing(res, name, namespace or meta(obj).get("namespace"))
+        sent_rv = meta(obj).get("resourceVersion")
+        if sent_rv and sent_rv != meta(cur).get("resourceVersion"):
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {res.plural} "{name}": the object has been modified; '
+                "please apply your changes to the latest version and try again",
+            )
+        new = copy.deepcopy(dict(obj))
+        for k in ("uid", "creationTimestamp", "generation"):
+            if k in cur["metadata"]:
+                new["metadata"][k] = cur["metadata"][k]
+        if res.custom:
+            new["status"] = copy.deepcopy(cur.get("status"))
+            if new["status"] is None:
+                new.pop("status")
+        return self._write(res, key, cur, new)
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        self.calls.append(("patch" + (f"/{subresource}" if subresource else ""), res.plural, name))
+        self._check_fault("patch")
+        key, cur = self._existing(res, name, namespace)
+        if subresource == "status":
+            patch = {"status": patch.get("status")} if "status" in patch else {}
+        elif res.custom:
+            patch = {k: v for k, v in patch.items() if k != "status"}
+        new = merge_patch(cur, patch)
+        new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+        return self._write(res, key, cur, new)
+
+    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
+        self.calls.append(("delete", res.plural, name))
+        self._check_fault("delete")
+        key, cur = self._existing(res, name, namespace)
+        del self._bucket(res)[key]
+        self._bump(cur)
+        self._emit(res, "DELETED", cur)
+
+
+def _in_namespace(obj: Mapping[str, Any], namespace: str | None) -> bool:
+    return namespace is None or meta(obj).get("namespace") == namespace
+
+
+def _gone(rv: int) -> Obj:
+    return {
+        "type": "ERROR",
+        "object": {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "reason": "Expired",
+            "code": 410,
+            "message": f"too old resource version (current {rv})",
+        },
+    }
