@@ -21,9 +21,11 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
+from .cache import InformerContext
 from .server import create_app, create_probe_app
 from .tls import DEFAULT_POLL_SECONDS, CertReloader
 
@@ -65,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[v for v in [os.environ.get("HYPERPLACE_MUTATING_WEBHOOK_CONFIGURATION")] if v],
     )
+    p.add_argument(
+        "--hypernode-cache",
+        action=argparse.BooleanOptionalAction,
+        default=bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
+        help="watch HyperNodes for the tree checks (default: on inside a cluster)",
+    )
+    p.add_argument("--kubeconfig", help="for --hypernode-cache outside a cluster")
     p.add_argument("--log-level", default=os.environ.get("HYPERPLACE_LOG_LEVEL", "INFO"))
     return p
 
@@ -84,6 +93,22 @@ async def _inject_ca(args: argparse.Namespace) -> None:
         log.exception("caBundle injection failed")
 
 
+async def _hypernode_informer(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> Any:
+    """A started HyperNode informer (controller.runtime) on the cluster's API."""
+    from kubernetes_asyncio import client, config
+
+    from controller.runtime.api import HYPERNODES
+    from controller.runtime.informer import Informer
+    from controller.runtime.kube import KubeApiClient
+
+    if args.kubeconfig:
+        await config.load_kube_config(config_file=args.kubeconfig)
+    else:
+        config.load_incluster_config()
+    api_client = await stack.enter_async_context(client.ApiClient())
+    return Informer(KubeApiClient(api_client), HYPERNODES)
+
+
 async def serve(args: argparse.Namespace) -> None:
     """Run until SIGTERM/SIGINT."""
     reloader: CertReloader | None = None
@@ -99,7 +124,9 @@ async def serve(args: argparse.Namespace) -> None:
     def ready() -> bool:
         return reloader is None or reloader.loaded
 
-    app = create_app(ready=ready)
+    stack = contextlib.AsyncExitStack()
+    informer = await _hypernode_informer(args, stack) if args.hypernode_cache else None
+    app = create_app(InformerContext(hypernodes=informer) if informer is not None else None, ready=ready)
     runners = [web.AppRunner(app, access_log=None)]
     await runners[0].setup()
     await web.TCPSite(
@@ -123,6 +150,8 @@ async def serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     tasks = [asyncio.create_task(_inject_ca(args))]
+    if informer is not None:
+        tasks.append(asyncio.create_task(informer.run()))
     if reloader is not None:
         tasks.append(asyncio.create_task(reloader.watch()))
     try:
@@ -136,6 +165,7 @@ async def serve(args: argparse.Namespace) -> None:
                 await t
         for r in reversed(runners):
             await r.cleanup()
+        await stack.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:
