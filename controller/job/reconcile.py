@@ -144,6 +144,14 @@ def _owner_reference(job: Job) -> OwnerReference:
 # --- PodGroup ----------------------------------------------------------------------------
 
 
+def effective_min_available(job: Job) -> int:
+    """``job.spec.minAvailable``, or the sum of the tasks' minimum members when unset
+    (what Volcano's mutating webhook writes; only a job that bypassed admission lacks it)."""
+    if job.spec.min_available is not None:
+        return job.spec.min_available
+    return sum(min_task_member(t) for t in job.spec.tasks)
+
+
 def min_task_member(task: TaskSpec) -> int:
     """Volcano's per-task minimum member count."""
     if task.min_available is not None:
@@ -239,14 +247,21 @@ def format_quantity(resource: str, value: Fraction) -> str:
 
 
 def min_resources(job: Job, priority_classes: Mapping[str, int] | None = None) -> dict[str, str]:
-    """Volcano's ``calcPGMinResources`` (see the module docstring)."""
+    """Volcano's ``calcPGMinResources`` (see the module docstring).
+
+    A task without ``minAvailable`` is treated as Volcano's mutating webhook would have
+    left it (:func:`min_task_member`), so admitted and unadmitted jobs agree.
+    """
     prios = priority_classes or {}
-    tasks = [(t, prios.get(str(_template_spec(t).get("priorityClassName") or ""), 0)) for t in job.spec.tasks]
+    tasks = [
+        (t, min_task_member(t), prios.get(str(_template_spec(t).get("priorityClassName") or ""), 0))
+        for t in job.spec.tasks
+    ]
     # Stable sort by descending priority (Go's sort.Sort is not stable; equal priorities
     # keeping task order makes the result reproducible).
-    tasks.sort(key=lambda tp: -tp[1])
-    job_min = job.spec.min_available or 0
-    total_min = sum(t.min_available if t.min_available is not None else t.replicas for t in job.spec.tasks)
+    tasks.sort(key=lambda tp: -tp[2])
+    job_min = effective_min_available(job)
+    total_min = sum(m for _, m, _ in tasks)
 
     acc: dict[str, Fraction] = {}
 
@@ -259,7 +274,7 @@ def min_resources(job: Job, priority_classes: Mapping[str, int] | None = None) -
     if job_min < total_min:
         # CalcFirstCountResources: the first job_min pods in priority order.
         left = job_min
-        for task, _ in tasks:
+        for task, _, _ in tasks:
             take = min(left, task.replicas)
             add(task, take)
             left -= take
@@ -268,19 +283,17 @@ def min_resources(job: Job, priority_classes: Mapping[str, int] | None = None) -
     else:
         # CalcPGMinResources: each task's own minimum, then fill from spare replicas.
         count = 0
-        for task, _ in tasks:
-            if task.min_available is None:
-                continue
-            take = min(task.min_available, job_min - count)
+        for task, task_min, _ in tasks:
+            take = min(task_min, job_min - count)
             add(task, take)
             count += take
             if count >= job_min:
                 break
         left = job_min - count
-        for task, _ in tasks:
+        for task, task_min, _ in tasks:
             if left <= 0:
                 break
-            spare = task.replicas - (task.min_available if task.min_available is not None else 0)
+            spare = task.replicas - task_min
             take = min(spare, left)
             add(task, take)
             left -= take
@@ -290,9 +303,7 @@ def min_resources(job: Job, priority_classes: Mapping[str, int] | None = None) -
 def desired_podgroup(job: Job, priority_classes: Mapping[str, int] | None = None) -> PodGroup:
     """The PodGroup Volcano creates for ``job``."""
     task_members = {task_name(t, i): min_task_member(t) for i, t in enumerate(job.spec.tasks)}
-    min_member = job.spec.min_available
-    if min_member is None:
-        min_member = sum(task_members.values())
+    min_member = effective_min_available(job)
     policies = sub_group_policies(job)
     return PodGroup(
         metadata=ObjectMeta(
@@ -354,7 +365,7 @@ def build_pod(job: Job, task: TaskSpec, task_idx: int, index: int, pg_name: str)
     ``spec.schedulerName`` (the template's own wins, as in Volcano; else the job's, else
     ``volcano``), the group-name annotation and the volcano.sh labels/annotations.
     """
-    template = copy.deepcopy(job.spec.tasks[task_idx].template or {})
+    template = copy.deepcopy(task.template or {})
     tmeta = template.get("metadata") or {}
     name = task_name(task, task_idx)
     version = str((job.status.version if job.status else None) or 0)
@@ -467,9 +478,7 @@ def job_status(
         per_task[task][phase] = per_task[task].get(phase, 0) + 1
 
     task_members = {task_name(t, i): min_task_member(t) for i, t in enumerate(job.spec.tasks)}
-    min_available = job.spec.min_available
-    if min_available is None:
-        min_available = sum(task_members.values())
+    min_available = effective_min_available(job)
     replicas = sum(t.replicas for t in job.spec.tasks)
     running, succeeded, failed = counts["Running"], counts["Succeeded"], counts["Failed"]
     min_success = job.spec.min_success

@@ -456,3 +456,22 @@ def test_partition_id_uses_go_integer_division() -> None:
     assert [partition_id(i, 4) for i in range(9)] == [0, 0, 0, 0, 1, 1, 1, 1, 2]
     assert partition_id(5, 0) == 0
     assert partition_id(5, -1) == 0
+
+
+def test_job_that_bypassed_admission_without_min_available_uses_the_webhook_default() -> None:
+    raw = yaml.safe_load(DESIGN_DOC_JOB)
+    del raw["spec"]["minAvailable"]
+    raw["spec"]["tasks"][0]["minAvailable"] = 1
+    out = reconcile_job(Job.model_validate(raw), None, [])
+    assert out.podgroup.spec.min_member == 1 + 8
+    # task0's one minimum pod plus all 8 of task1 (its replicas are its minimum).
+    assert out.podgroup.spec.min_resources == {"cpu": "20", "memory": "8Gi"}
+    assert out.status.min_available == 9
+
+
+def test_unnamed_task_is_called_default_index_like_volcanos_webhook() -> None:
+    raw = yaml.safe_load(DESIGN_DOC_JOB)
+    del raw["spec"]["tasks"][1]["name"]
+    out = reconcile_job(Job.model_validate(raw), None, [])
+    assert "network-topology-job-default1-0" in [p["metadata"]["name"] for p in out.create_pods]
+    assert out.podgroup.spec.min_task_member == {"task0": 6, "default1": 8}
