@@ -152,6 +152,9 @@ class ControllerManager:
             self.priority_classes,
             self.configmaps,
         ]
+        # PriorityClasses only refine minResources' task order; a cluster whose RBAC does
+        # not grant them must not keep the controllers from starting.
+        self.required_informers = [i for i in self.informers if i is not self.priority_classes]
 
         self.job_queue: WorkQueue[str] = WorkQueue(name="jobs")
         self.hypernode_queue: WorkQueue[str] = WorkQueue(name="hypernodes")
@@ -375,7 +378,7 @@ class ControllerManager:
                 self.metrics.duration.labels(name).observe(time.perf_counter() - start)
 
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers)
+        return all(i.synced.is_set() for i in self.required_informers)
 
     async def start_informers(self) -> list[asyncio.Task[None]]:
         return [asyncio.create_task(i.run(), name=f"informer-{i.res.plural}") for i in self.informers]
@@ -390,7 +393,7 @@ class ControllerManager:
         tasks = informer_tasks if informer_tasks is not None else await self.start_informers()
         workers: list[asyncio.Task[None]] = []
         try:
-            await wait_for_sync(self.informers)
+            await wait_for_sync(self.required_informers)
             log.info("controller manager: caches synced, starting workers")
             for i in range(self.config.workers):
                 workers.append(asyncio.create_task(self._worker(self.job_queue, "job", self.reconcile_job)))

@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from controller.__main__ import health_app, parse_args
 from controller.manager import ControllerManager, ManagerConfig
-from controller.runtime.api import CONFIGMAPS, HYPERNODES, JOBS, NODES, PODGROUPS, PODS
+from controller.runtime.api import CONFIGMAPS, HYPERNODES, JOBS, NODES, PODGROUPS, PODS, ApiError
 
 from .fakeapi import FakeApi
 from .test_job_reconcile import DESIGN_DOC_JOB
@@ -248,3 +248,21 @@ def test_flags_default_from_the_deployment_environment(monkeypatch: pytest.Monke
     )
     assert args.config_namespace == "hyperplace-system"
     assert parse_args(["--leader-elect", "--metrics-port", "1"]).leader_elect is True
+
+
+async def test_jobs_are_reconciled_even_if_priority_classes_cannot_be_listed() -> None:
+    api = FakeApi()
+    mgr = ControllerManager(api, ManagerConfig(workers=1))
+    mgr.priority_classes.list_once = _forbidden  # type: ignore[method-assign]
+    task = asyncio.create_task(mgr.run())
+    try:
+        await api.create(JOBS, design_job(), NS)
+        await eventually(lambda: len(pods_of(api)) == 14)
+        assert mgr.synced() and not mgr.priority_classes.synced.is_set()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _forbidden(*, consistent: bool = False) -> None:
+    raise ApiError(403, "Forbidden", "priorityclasses is forbidden")
