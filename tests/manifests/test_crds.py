@@ -663,3 +663,40 @@ def test_generator_maps_shapes_the_current_models_do_not_use_yet() -> None:
 
     with pytest.raises(gen.SchemaError, match="cannot express union"):
         gen.openapi_schema(BadThing)
+
+
+def test_kube_apiserver_code_agrees(tmp_path: Any) -> None:
+    """The same CRDs and examples through k8s.io/apiextensions-apiserver itself (hack/crdcheck.sh
+    builds it; this uses the cached binary): the CRDs are admitted, and every example gets the
+    verdict and pruning the emulation above gives it."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    binary = cache / "hyperplace" / "crdcheck" / "crdcheck"
+    if not binary.is_file():
+        pytest.skip("run hack/crdcheck.sh once (needs Go and the module proxy) to build the checker")
+    cases: list[tuple[dict[str, Any], str, list[str]]] = [(_obj(src), "VALID", []) for _, src in VALID]
+    cases.append((_obj(JOB_002_2_4), "VALID", ["spec.tasks[0].replica"]))
+    cases += [(copy.deepcopy(obj), "INVALID", []) for _, obj, _ in INVALID]
+    for i, (obj, _, _) in enumerate(cases):
+        obj["metadata"]["name"] = f"case-{i}"
+    objects = tmp_path / "objects.yaml"
+    objects.write_text("\n---\n".join(yaml.safe_dump(obj) for obj, _, _ in cases))
+    crd_files = [str(CRD_DIR / name) for name in sorted(CRD_FILES.values())]
+    out = subprocess.run(
+        [str(binary), *crd_files, "--", str(objects)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert sum(line.startswith("OK ") for line in lines) == len(CRD_FILES)
+    verdicts = [line.split() for line in lines if line.startswith(("VALID", "INVALID"))]
+    assert len(verdicts) == len(cases)
+    for (obj, verdict, pruned), got in zip(cases, verdicts, strict=True):
+        assert got[:3] == [verdict, obj["kind"], obj["metadata"]["name"]], out.stdout
+        assert got[3] == f"pruned=[{' '.join(pruned)}]", out.stdout
