@@ -147,6 +147,9 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
         work.cancel()
         stopper.cancel()
         await asyncio.gather(work, stopper, return_exceptions=True)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
         if runner is not None:
             await runner.cleanup()
         close = getattr(raw, "close", None)

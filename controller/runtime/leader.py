@@ -164,7 +164,7 @@ class LeaderElector:
                     self.transitions += 1
                     log.info("leader election: %s acquired %s/%s", self.identity, self.namespace, self.name)
                     return
-            except ApiError as exc:
+            except Exception as exc:  # API or network trouble: keep campaigning
                 log.warning("leader election: %s", exc)
             await self._sleep_jittered()
 
@@ -180,7 +180,7 @@ class LeaderElector:
                         renewed = await self.try_acquire_or_renew()
                     if renewed:
                         break
-                except (ApiError, TimeoutError) as exc:
+                except Exception as exc:  # includes TimeoutError and network errors
                     log.warning("leader election: renew failed: %s", exc)
                 if self._clock() >= deadline:
                     self.is_leader = False
@@ -206,7 +206,7 @@ class LeaderElector:
             }
             await self.api.replace(LEASES, {**lease, "spec": spec}, self.namespace)
             log.info("leader election: %s released %s/%s", self.identity, self.namespace, self.name)
-        except ApiError as exc:
+        except Exception as exc:  # best effort: the lease expires on its own anyway
             log.warning("leader election: release failed: %s", exc)
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:

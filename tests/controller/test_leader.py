@@ -123,8 +123,16 @@ async def test_run_leads_then_releases_on_cancel_so_a_successor_takes_over_at_on
 
 async def test_leader_that_cannot_renew_before_the_deadline_stops_leading() -> None:
     api = FakeApi()
-    a = elector(api, "a", lease_duration=1.0, renew_deadline=0.3, retry_period=0.05, clock=None)
-    a._clock = asyncio.get_running_loop().time  # real time for the renew loop
+    a = LeaderElector(
+        api,
+        "kube-system",
+        "hyperplace-controller",
+        "a",
+        lease_duration=1.0,
+        renew_deadline=0.3,
+        retry_period=0.05,
+        clock=asyncio.get_running_loop().time,  # real time: the renew loop sleeps for real
+    )
     cancelled = asyncio.Event()
 
     async def lead() -> None:

@@ -266,3 +266,19 @@ async def test_jobs_are_reconciled_even_if_priority_classes_cannot_be_listed() -
 
 async def _forbidden(*, consistent: bool = False) -> None:
     raise ApiError(403, "Forbidden", "priorityclasses is forbidden")
+
+
+async def test_entry_point_leads_reconciles_and_releases_the_lease_on_shutdown() -> None:
+    from controller.__main__ import run
+    from controller.runtime.api import LEASES
+
+    api = FakeApi()
+    args = parse_args(["--leader-elect", "--health-port", "0", "--namespace", "hs", "--lease-name", "ctl"])
+    task = asyncio.create_task(run(args, api=api))
+    await api.create(JOBS, design_job(), NS)
+    await eventually(lambda: len(pods_of(api)) == 14)
+    holder = (api.peek(LEASES, "hs/ctl") or {})["spec"]["holderIdentity"]
+    assert holder
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert (api.peek(LEASES, "hs/ctl") or {})["spec"]["holderIdentity"] == ""
