@@ -7,8 +7,8 @@
 #   hack/kind-up.sh                # create (or reuse) cluster "hyperplace", build, load, deploy
 #   KIND_CLUSTER_NAME=x WORKERS=4 hack/kind-up.sh
 #
-# The certificate steps call the hyperplace-certs CLI; override CERTS_GEN_CMD / CERTS_INJECT_CMD if
-# its flags differ from the ones below.
+# The CA and serving certificate are kept in $CERT_DIR (outside the repository) so re-running keeps
+# the same CA; `hyperplace-certs gen` only renews the serving pair.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,8 +16,7 @@ CLUSTER="${KIND_CLUSTER_NAME:-hyperplace}"
 IMAGE="${IMAGE:-hyperplace:0.1.0}"
 NS=hyperplace-system
 WORKERS="${WORKERS:-4}"
-CERTS_GEN_CMD="${CERTS_GEN_CMD:-hyperplace-certs gen --namespace $NS --service hyperplace-webhooks --secret hyperplace-webhooks-tls}"
-CERTS_INJECT_CMD="${CERTS_INJECT_CMD:-hyperplace-certs inject --namespace $NS --secret hyperplace-webhooks-tls --validating hyperplace-validating-webhooks --mutating hyperplace-mutating-webhooks}"
+CERT_DIR="${CERT_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hyperplace/kind-$CLUSTER-certs}"
 
 log() { printf '\n==> %s\n' "$*"; }
 need() { command -v "$1" >/dev/null 2>&1 || { echo "kind-up: '$1' not found on PATH" >&2; exit 1; }; }
@@ -58,13 +57,16 @@ kubectl apply -f manifests/default-queue.yaml
 
 log "serving certificate for the webhooks"
 kubectl apply -f manifests/namespace.yaml
-$CERTS_GEN_CMD
+hyperplace-certs gen --service hyperplace-webhooks --namespace "$NS" --out-dir "$CERT_DIR"
+hyperplace-certs secret --service hyperplace-webhooks --namespace "$NS" --name hyperplace-webhooks-tls \
+  --from-dir "$CERT_DIR" | kubectl apply -f -
 
 log "deploying hyperplace"
 kubectl apply -k manifests/
 # The configurations exist now; put the CA in them (the webhook server does this at start-up as
 # well, this just removes the race).
-$CERTS_INJECT_CMD
+hyperplace-certs inject --ca-file "$CERT_DIR/ca.crt" --context "kind-$CLUSTER" \
+  --validating hyperplace-validating-webhooks --mutating hyperplace-mutating-webhooks
 
 for d in hyperplace-webhooks hyperplace-controller hyperplace-scheduler; do
   kubectl -n "$NS" rollout status "deployment/$d" --timeout=180s

@@ -497,3 +497,36 @@ def test_custom_resources_in_manifests_pass_their_crd() -> None:
     assert [(d["kind"], d["metadata"]["name"]) for d in found] == [("Queue", "default")]
     for doc in found:
         assert errors(doc["kind"], doc) == ([], [])
+
+
+def test_certs_fit_the_manifests() -> None:
+    """hyperplace-certs' defaults name the Service, namespace and Secret the manifests use, its
+    serving certificate covers the name the apiserver dials, and offline injection fills every
+    webhook's caBundle in the shipped configurations (which carry none)."""
+    import base64
+
+    certs_main = pytest.importorskip("certs.__main__")
+    from cryptography import x509
+
+    from certs.inject import inject_ca_bundle
+    from certs.pki import generate_webhook_certs
+
+    assert (certs_main.DEFAULT_SERVICE, certs_main.DEFAULT_NAMESPACE) == ("hyperplace-webhooks", NS)
+    volumes = _one("Deployment", "hyperplace-webhooks")["spec"]["template"]["spec"]["volumes"]
+    assert certs_main.DEFAULT_SECRET in [v.get("secret", {}).get("secretName") for v in volumes]
+    assert can(WEBHOOKS_SA, "get", "", "secrets", NS, certs_main.DEFAULT_SECRET)
+
+    generated = generate_webhook_certs(certs_main.DEFAULT_SERVICE, certs_main.DEFAULT_NAMESPACE)
+    cert = x509.load_pem_x509_certificate(generated.serving.cert_pem)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
+    for _, hook in _webhooks().values():
+        service = hook["clientConfig"]["service"]
+        assert f"{service['name']}.{service['namespace']}.svc" in sans
+
+    for kind, name in (("ValidatingWebhookConfiguration", VWC), ("MutatingWebhookConfiguration", MWC)):
+        changed, injected = inject_ca_bundle(_one(kind, name), generated.ca.cert_pem)
+        assert changed
+        for hook in injected["webhooks"]:
+            assert base64.b64decode(hook["clientConfig"]["caBundle"]) == generated.ca.cert_pem
