@@ -108,6 +108,13 @@ def job_review(target_bytes: int = 3072) -> bytes:
     return json.dumps(review).encode()
 
 
+def server_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -228,12 +235,19 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
                 # Warm-up: open the pool's TLS connections and let both sides settle.
                 await run_phase(session, "POST", base + "/jobs/mutate", body, args.rate, 1.0, check=True)
+                cpu0 = server_cpu_seconds(proc.pid)
                 baseline = await run_phase(
                     session, "GET", base + "/healthz", None, args.rate, args.duration, check=False
                 )
+                cpu1 = server_cpu_seconds(proc.pid)
                 mutate = await run_phase(
                     session, "POST", base + "/jobs/mutate", body, args.rate, args.duration, check=True
                 )
+                cpu2 = server_cpu_seconds(proc.pid)
+                # CPU time the server spent per request: unlike latency, this barely
+                # depends on what else the machine is running.
+                baseline["server_cpu_ms_per_request"] = (cpu1 - cpu0) * 1e3 / max(baseline["ok"], 1)
+                mutate["server_cpu_ms_per_request"] = (cpu2 - cpu1) * 1e3 / max(mutate["ok"], 1)
         finally:
             proc.terminate()
             proc.wait(timeout=10)
@@ -276,18 +290,31 @@ def main(argv: list[str] | None = None) -> int:
         f"client on CPU {result['client_cpu']}, request body {result['body_bytes']} bytes"
     )
     print(
+        f"1-minute load average at the end: {result['load_average_1m']:.2f} on {result['cpus']} CPUs "
+        "(other processes on these CPUs inflate the latencies)"
+    )
+    print(
         f"{'phase':<20}{'ok':>7}{'err':>5}{'rate/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}"
+        f"{'srv cpu ms/req':>16}"
     )
     for name in ("baseline_healthz", "jobs_mutate"):
         r = result[name]
         print(
             f"{name:<20}{r['ok']:>7}{r['errors']:>5}{r['achieved_rps']:>9.1f}"
             f"{r['p50_ms']:>9.2f}{r['p95_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['max_ms']:>9.2f}"
+            f"{r['server_cpu_ms_per_request']:>16.3f}"
         )
         if r["error_kinds"]:
             print(f"  errors: {', '.join(r['error_kinds'])}")
     ratio = result["ratio"]
     print(f"ratio mutate/baseline: p50 {ratio['p50']:.2f}x  p95 {ratio['p95']:.2f}x  p99 {ratio['p99']:.2f}x")
+    cpu = result["jobs_mutate"]["server_cpu_ms_per_request"]
+    base_cpu = result["baseline_healthz"]["server_cpu_ms_per_request"]
+    print(
+        f"server CPU per request: mutate {cpu:.3f} ms vs baseline {base_cpu:.3f} ms "
+        f"({cpu / base_cpu if base_cpu else float('nan'):.2f}x); one core sustains about "
+        f"{1e3 / cpu if cpu else float('nan'):.0f} mutate req/s at full load"
+    )
     return 0
 
 
