@@ -92,7 +92,6 @@ class CRDSpec:
     scope: str
     short_names: tuple[str, ...]
     columns: tuple[PrinterColumn, ...] = ()
-    status_subresource: bool = True
 
     @property
     def name(self) -> str:
@@ -445,7 +444,9 @@ def crd_document(spec: CRDSpec) -> dict[str, Any]:
         "served": True,
         "storage": True,
         "schema": {"openAPIV3Schema": openapi_schema(spec.model)},
-        "subresources": {"status": {}} if spec.status_subresource else {},
+        # Every kind has status written by a controller or the scheduler; the subresource keeps
+        # those writes from racing users' spec edits (and RBAC can split the two).
+        "subresources": {"status": {}},
     }
     if spec.columns:
         version["additionalPrinterColumns"] = [c.to_dict() for c in spec.columns]
@@ -466,7 +467,7 @@ def crd_document(spec: CRDSpec) -> dict[str, Any]:
 
 
 class _Dumper(yaml.SafeDumper):
-    """SafeDumper that indents block sequences under their key, as kubectl and controller-gen do."""
+    """SafeDumper that indents block sequences under their key (kubectl's own YAML style)."""
 
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         super().increase_indent(flow, False)
