@@ -99,13 +99,10 @@ def test_structural_checker_catches(schema: dict[str, Any], problem: str) -> Non
 
 
 def _walk(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every schema node with its path, in the generator's own path notation."""
     out = [(path, node)]
-    for name, sub in (node.get("properties") or {}).items():
-        out += _walk(sub, f"{path}.{name}")
-    if isinstance(node.get("items"), dict):
-        out += _walk(node["items"], f"{path}[]")
-    if isinstance(node.get("additionalProperties"), dict):
-        out += _walk(node["additionalProperties"], f"{path}.*")
+    for sub_path, sub in gen._children(node, path):
+        out += _walk(sub, sub_path)
     return out
 
 
