@@ -202,6 +202,10 @@ def _check_outcome(obj: Any, operation: str, old: Any) -> None:
         field, _, text = m.partition(": ")
         assert field and text.strip(), m
     assert jsonpatch.apply_patch(obj, out.patch) == out.object
+    if out.allowed:
+        # Defaults are stable: admitting the admitted object again changes nothing.
+        again = admit(out.object, operation, old, CTX)
+        assert again.allowed and again.object == out.object
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
