@@ -12,6 +12,7 @@ from scheduler_plugin.predicates import (
     insufficient_resources,
     node_static_from_dict,
     pod_requests,
+    static_feasibility_mask,
     toleration_tolerates_taint,
     untolerated_taint,
 )
@@ -212,3 +213,95 @@ def test_fit_is_exactly_every_blocking_taint_tolerated(
     expected = all(any(toleration_tolerates_taint(o, t) for o in tols) for t in blocking)
     assert fits(tols, node_taints) == expected
     assert (untolerated_taint(node_taints, tols) is None) == expected
+
+
+# --- signatures ------------------------------------------------------------------------------
+
+label_keys = st.sampled_from(["zone", "gpu", "rack"])
+label_values = st.sampled_from(["a", "b", "4", "8"])
+requirements = st.one_of(
+    st.builds(
+        lambda k, op, vs: {"key": k, "operator": op, "values": vs},
+        label_keys,
+        st.sampled_from(["In", "NotIn"]),
+        st.lists(label_values, min_size=1, max_size=2),
+    ),
+    st.builds(
+        lambda k, op: {"key": k, "operator": op}, label_keys, st.sampled_from(["Exists", "DoesNotExist"])
+    ),
+    st.builds(
+        lambda k, op, v: {"key": k, "operator": op, "values": [v]},
+        label_keys,
+        st.sampled_from(["Gt", "Lt"]),
+        st.sampled_from(["4", "6"]),
+    ),
+)
+terms = st.builds(lambda exprs: {"matchExpressions": exprs}, st.lists(requirements, min_size=1, max_size=2))
+
+
+@st.composite
+def constrained_pods(draw: st.DrawFn) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+    if draw(st.booleans()):
+        spec["nodeSelector"] = draw(st.dictionaries(label_keys, label_values, max_size=2))
+    if draw(st.booleans()):
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": draw(st.lists(terms, min_size=1, max_size=2))
+                }
+            }
+        }
+    spec["tolerations"] = draw(st.lists(tolerations, max_size=3))
+    return {"metadata": {"name": "p"}, "spec": spec}
+
+
+@st.composite
+def nodes(draw: st.DrawFn) -> list[Any]:
+    out = []
+    for i in range(draw(st.integers(0, 6))):
+        node = make_node(
+            f"n{i}",
+            labels=draw(st.dictionaries(label_keys, label_values, max_size=3)),
+            taints=draw(st.lists(taints, max_size=2)),
+            unschedulable=draw(st.booleans()),
+            ready=draw(st.sampled_from(["True", "True", "False", None])),
+        )
+        out.append(node_static_from_dict(node))
+    return out
+
+
+def with_irrelevant_changes(pod: dict[str, Any], rnd: Any) -> dict[str, Any]:
+    """The same scheduling constraints, written differently: another name and requests,
+    shuffled and duplicated tolerations with tolerationSeconds, a preferred affinity."""
+    spec = dict(pod["spec"])
+    tols = [dict(t, tolerationSeconds=rnd.randint(0, 600)) for t in spec["tolerations"]]
+    tols += tols[:1]
+    rnd.shuffle(tols)
+    spec["tolerations"] = tols
+    spec["containers"] = [{"name": "other", "resources": {"requests": {"cpu": str(rnd.randint(1, 8))}}}]
+    affinity = dict(spec.get("affinity") or {})
+    affinity["nodeAffinity"] = dict(affinity.get("nodeAffinity") or {})
+    affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}
+    ]
+    spec["affinity"] = affinity
+    return {"metadata": {"name": "q"}, "spec": spec}
+
+
+@given(constrained_pods(), nodes(), st.randoms())
+def test_equal_signatures_mean_equal_masks(pod: dict[str, Any], ns: list[Any], rnd: Any) -> None:
+    a = compile_pod_constraints(pod)
+    b = compile_pod_constraints(with_irrelevant_changes(pod, rnd))
+    assert a.signature == b.signature
+    assert static_feasibility_mask(a, ns).tolist() == static_feasibility_mask(b, ns).tolist()
+    assert [a.node_reason(n) for n in ns] == [b.node_reason(n) for n in ns]
+
+
+@given(constrained_pods(), constrained_pods(), nodes())
+def test_different_masks_mean_different_signatures(
+    p1: dict[str, Any], p2: dict[str, Any], ns: list[Any]
+) -> None:
+    a, b = compile_pod_constraints(p1), compile_pod_constraints(p2)
+    if static_feasibility_mask(a, ns).tolist() != static_feasibility_mask(b, ns).tolist():
+        assert a.signature != b.signature
