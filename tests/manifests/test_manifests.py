@@ -462,14 +462,17 @@ def test_dockerfile_builds_a_non_root_image_of_the_package() -> None:
 
 
 SCRIPTS = sorted((REPO / "hack").glob("*.sh"))
+# The deployment scripts this suite owns; the others only have to parse.
+OWN_SCRIPTS = {"kind-up.sh", "e2e-kind.sh", "verify.sh", "crdcheck.sh"}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
 def test_hack_script_syntax(script: Path) -> None:
     out = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert script.read_text().startswith("#!/usr/bin/env bash\n")
-    assert "set -euo pipefail" in script.read_text()
+    if script.name in OWN_SCRIPTS:
+        assert script.read_text().startswith("#!/usr/bin/env bash\n")
+        assert "set -euo pipefail" in script.read_text()
 
 
 def test_e2e_kind_skips_cleanly_without_docker(tmp_path: Path) -> None:
