@@ -42,7 +42,7 @@ from controller.hypernode.discovery import (
     discover_from_labels,
     parse_discovery_config,
 )
-from controller.hypernode.status import compute_status, now_rfc3339
+from controller.hypernode.status import TopologyIndex, compute_status, now_rfc3339
 from controller.job.reconcile import podgroup_name, reconcile_job
 from hyperplace.api import HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
@@ -166,6 +166,8 @@ class ControllerManager:
         self.discovery: DiscoveryConfig = DiscoveryConfig()
         self._hn_models: dict[str, tuple[str, HyperNode]] = {}  # name -> (resourceVersion, model)
         self._node_labels: dict[str, dict[str, str]] | None = None
+        # Shared by every HyperNode reconcile until a spec or a node changes.
+        self._topology: TopologyIndex | None = None
         self._started = False
         self._wire()
 
@@ -220,6 +222,7 @@ class ControllerManager:
         self.configmaps.add_handler(cm_event, lambda _old, new: cm_event(new), cm_deleted)
 
     def _all_hypernodes(self) -> None:
+        self._topology = None  # called on every change that can alter counts or readiness
         for name in self.hypernodes.store:
             self.hypernode_queue.add(name)
 
@@ -307,7 +310,11 @@ class ControllerManager:
         if hn is None:
             log.warning("hypernode %s does not validate; skipping", name)
             return
-        status = compute_status(hn, self._current_node_labels(), models, now=self._now())
+        if self._topology is None:
+            self._topology = TopologyIndex(models, self._current_node_labels())
+        status = compute_status(
+            hn, self._current_node_labels(), models, now=self._now(), index=self._topology
+        )
         await self._patch_status(HYPERNODES, name, None, obj.get("status"), status.to_dict())
 
     async def run_discovery(self) -> None:

@@ -27,11 +27,14 @@ reason                    status  when
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Literal
 
 from hyperplace.api import Condition, HyperNode, HyperNodeStatus
-from hyperplace.kube.members import resolve_members
+from hyperplace.api.hypernode import MemberSpec
+from hyperplace.kube.labels import SelectorError, label_selector_matches, selector_is_empty
+from hyperplace.kube.members import resolve_member_nodes
 
 READY = "Ready"
 
@@ -52,80 +55,140 @@ def hypernode_children(hn: HyperNode) -> list[str]:
     return out
 
 
-def parents_of(name: str, hypernodes: Mapping[str, HyperNode]) -> list[str]:
-    """Every HyperNode that lists ``name`` as a child, sorted."""
-    return sorted(p for p, hn in hypernodes.items() if p != name and name in hypernode_children(hn))
+class TopologyIndex:
+    """Children, parents and memoised node sets of one snapshot of HyperNodes and nodes.
 
+    Build it once and query it for every HyperNode: each member selector is resolved once
+    and each subtree's node set computed once, instead of once per ancestor.
+    """
 
-def _find_cycle(start: str, hypernodes: Mapping[str, HyperNode]) -> list[str] | None:
-    """A member cycle reachable from ``start`` (as a path that repeats its first name)."""
-    path: list[str] = []
-    on_path: set[str] = set()
-    done: set[str] = set()
+    def __init__(
+        self, hypernodes: Mapping[str, HyperNode], node_labels: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        self.hypernodes = dict(hypernodes)
+        self.node_labels = node_labels
+        self.children = {name: hypernode_children(hn) for name, hn in self.hypernodes.items()}
+        parents: dict[str, list[str]] = {}
+        for name, kids in sorted(self.children.items()):
+            for kid in kids:
+                if kid != name:
+                    parents.setdefault(kid, []).append(name)
+        self.parents = parents
+        self._direct: dict[str, set[str]] = {}
+        self._real: dict[str, frozenset[str]] = {}
+        self._by_label: dict[tuple[str, str], set[str]] | None = None
 
-    def visit(name: str) -> list[str] | None:
-        if name in on_path:
-            return [*path[path.index(name) :], name]
-        if name in done or name not in hypernodes:
+    def _select(self, member: MemberSpec) -> set[str]:
+        """``resolve_member_nodes`` with a fast path for labelMatch.
+
+        Same rules (an empty or unconvertible selector selects nothing), but the
+        selector is converted to its dict form once, and a ``matchLabels`` pair narrows
+        the candidates through a (key, value) -> nodes index: 1000 leaf selectors over
+        8000 nodes then cost milliseconds instead of a minute.
+        """
+        sel = member.selector
+        if sel.label_match is None or sel.exact_match is not None or sel.regex_match is not None:
+            return resolve_member_nodes(member, self.node_labels)
+        raw = sel.label_match.to_dict()
+        if selector_is_empty(raw):
+            return set()
+        candidates: Iterable[str] = self.node_labels.keys()
+        match_labels = raw.get("matchLabels") or {}
+        if match_labels:
+            if self._by_label is None:
+                self._by_label = {}
+                for node, labels in self.node_labels.items():
+                    for k, v in labels.items():
+                        self._by_label.setdefault((k, v), set()).add(node)
+            key, value = min(match_labels.items())
+            candidates = self._by_label.get((key, value), set())
+        try:
+            return {n for n in candidates if label_selector_matches(raw, self.node_labels[n])}
+        except SelectorError:
+            return set()
+
+    def direct_nodes(self, name: str) -> set[str]:
+        """Names the HyperNode's Node members select (exactMatch names may not exist)."""
+        if name not in self._direct:
+            hn = self.hypernodes.get(name)
+            out: set[str] = set()
+            for m in hn.spec.members if hn is not None else []:
+                if m.type == "Node":  # HyperNode members are children, never nodes
+                    out |= self._select(m)
+            self._direct[name] = out
+        return self._direct[name]
+
+    def real_nodes(self, name: str) -> frozenset[str]:
+        """Existing nodes under ``name``, recursively through child HyperNodes (cycle-safe)."""
+        return self._real_nodes(name, set())[0]
+
+    def _real_nodes(self, name: str, stack: set[str]) -> tuple[frozenset[str], bool]:
+        """(nodes, complete): incomplete when a cycle cut the walk, and then not memoised,
+        so a HyperNode above a cycle still gets everything reachable from it."""
+        if name in self._real:
+            return self._real[name], True
+        if name not in self.hypernodes:
+            return frozenset(), True
+        if name in stack:
+            return frozenset(), False
+        stack.add(name)
+        out = {n for n in self.direct_nodes(name) if n in self.node_labels}
+        complete = True
+        for child in self.children[name]:
+            nodes, ok = self._real_nodes(child, stack)
+            out |= nodes
+            complete = complete and ok
+        stack.discard(name)
+        result = frozenset(out)
+        if complete:
+            self._real[name] = result
+        return result, complete
+
+    def find_cycle(self, start: str) -> list[str] | None:
+        """A member cycle reachable from ``start``, as a path repeating its first name."""
+        path: list[str] = []
+        on_path: set[str] = set()
+        done: set[str] = set()
+
+        def visit(name: str) -> list[str] | None:
+            if name in on_path:
+                return [*path[path.index(name) :], name]
+            if name in done or name not in self.hypernodes:
+                return None
+            path.append(name)
+            on_path.add(name)
+            for child in self.children[name]:
+                found = visit(child)
+                if found:
+                    return found
+            path.pop()
+            on_path.discard(name)
+            done.add(name)
             return None
-        path.append(name)
-        on_path.add(name)
-        for child in hypernode_children(hypernodes[name]):
-            found = visit(child)
-            if found:
-                return found
-        path.pop()
-        on_path.discard(name)
-        done.add(name)
-        return None
 
-    return visit(start)
+        return visit(start)
 
-
-def real_nodes(
-    name: str,
-    node_labels: Mapping[str, Mapping[str, str]],
-    hypernodes: Mapping[str, HyperNode],
-    _seen: frozenset[str] = frozenset(),
-) -> set[str]:
-    """Existing nodes under HyperNode ``name``, recursively (cycle-safe)."""
-    hn = hypernodes.get(name)
-    if hn is None or name in _seen:
-        return set()
-    seen = _seen | {name}
-    out = {n for n in resolve_members(hn, node_labels).nodes if n in node_labels}
-    for child in hypernode_children(hn):
-        out |= real_nodes(child, node_labels, hypernodes, seen)
-    return out
-
-
-def _ready(
-    hn: HyperNode,
-    node_labels: Mapping[str, Mapping[str, str]],
-    hypernodes: Mapping[str, HyperNode],
-    count: int,
-) -> tuple[str, str, str]:
-    universe = dict(hypernodes)
-    universe[hn.name] = hn  # judge the object we were given, even if the map is stale
-    cycle = _find_cycle(hn.name, universe)
-    if cycle:
-        return "False", "Cycle", "member cycle: " + " -> ".join(cycle)
-    parents = parents_of(hn.name, universe)
-    if len(parents) > 1:
-        return (
-            "False",
-            "MultipleParents",
-            f"listed as a member by {len(parents)} HyperNodes: {', '.join(parents)}",
-        )
-    missing = [c for c in hypernode_children(hn) if c not in universe]
-    if missing:
-        return "False", "MissingChild", f"member HyperNode(s) not found: {', '.join(missing)}"
-    direct = resolve_members(hn, node_labels).nodes
-    absent = sorted(n for n in direct if n not in node_labels)
-    note = f"; node(s) not found: {', '.join(absent)}" if absent else ""
-    if count == 0:
-        return "False", "NoMembersMatched", f"no existing node matches the members{note}"
-    return "True", "MembersResolved", f"{count} node(s){note}"
+    def ready(self, name: str) -> tuple[Literal["True", "False"], str, str]:
+        """(status, reason, message) of the Ready condition; see the module docstring."""
+        cycle = self.find_cycle(name)
+        if cycle:
+            return "False", "Cycle", "member cycle: " + " -> ".join(cycle)
+        parents = self.parents.get(name, [])
+        if len(parents) > 1:
+            return (
+                "False",
+                "MultipleParents",
+                f"listed as a member by {len(parents)} HyperNodes: {', '.join(parents)}",
+            )
+        missing = [c for c in self.children.get(name, []) if c not in self.hypernodes]
+        if missing:
+            return "False", "MissingChild", f"member HyperNode(s) not found: {', '.join(missing)}"
+        absent = sorted(n for n in self.direct_nodes(name) if n not in self.node_labels)
+        note = f"; node(s) not found: {', '.join(absent)}" if absent else ""
+        count = len(self.real_nodes(name))
+        if count == 0:
+            return "False", "NoMembersMatched", f"no existing node matches the members{note}"
+        return "True", "MembersResolved", f"{count} node(s){note}"
 
 
 def compute_status(
@@ -134,17 +197,22 @@ def compute_status(
     hypernodes: Mapping[str, HyperNode],
     *,
     now: str | None = None,
+    index: TopologyIndex | None = None,
 ) -> HyperNodeStatus:
     """The status the controller writes for ``hn``.
 
     ``node_labels`` maps every existing node to its labels; ``hypernodes`` maps every
-    HyperNode name to its object (``hn`` itself may or may not be in it). ``now`` is
-    the transition time to record when Ready flips (defaults to the wall clock).
+    HyperNode name to its object (``hn`` itself may or may not be in it; ``hn`` wins).
+    ``now`` is the transition time to record when Ready flips (defaults to the wall
+    clock). ``index`` is reused when it was built from a snapshot holding this HyperNode
+    with the same spec (status does not matter); otherwise one is built.
     """
-    universe = dict(hypernodes)
-    universe[hn.name] = hn
-    count = len(real_nodes(hn.name, node_labels, universe))
-    status, reason, message = _ready(hn, node_labels, hypernodes, count)
+    indexed = index.hypernodes.get(hn.name) if index is not None else None
+    if index is None or indexed is None or (indexed is not hn and indexed.spec != hn.spec):
+        universe = dict(hypernodes)
+        universe[hn.name] = hn
+        index = TopologyIndex(universe, node_labels)
+    status, reason, message = index.ready(hn.name)
 
     old_conditions = list(hn.status.conditions or []) if hn.status else []
     old = next((c for c in old_conditions if c.type == READY), None)
@@ -160,4 +228,18 @@ def compute_status(
     conditions = (
         [ready if c.type == READY else c for c in old_conditions] if old else [*old_conditions, ready]
     )
-    return HyperNodeStatus(conditions=conditions, node_count=count)
+    return HyperNodeStatus(conditions=conditions, node_count=len(index.real_nodes(hn.name)))
+
+
+def compute_all(
+    hypernodes: Mapping[str, HyperNode],
+    node_labels: Mapping[str, Mapping[str, str]],
+    *,
+    now: str | None = None,
+) -> dict[str, HyperNodeStatus]:
+    """Statuses of every HyperNode from one shared index (what a full resync writes)."""
+    index = TopologyIndex(hypernodes, node_labels)
+    return {
+        name: compute_status(hn, node_labels, hypernodes, now=now, index=index)
+        for name, hn in index.hypernodes.items()
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.hypernode.status import compute_status
+from controller.hypernode.status import TopologyIndex, compute_all, compute_status
 from hyperplace.api import HyperNode
 
 NODES: dict[str, dict[str, str]] = {
@@ -136,3 +136,59 @@ def test_other_conditions_are_preserved() -> None:
     )
     st = compute_status(leaf, NODES, tree(leaf), now="t")
     assert [c.type for c in st.conditions or []] == ["Custom", "Ready"]
+
+
+def test_a_hypernode_above_a_cycle_still_counts_everything_reachable() -> None:
+    a = hn("a", 2, [child("b"), node(exact="node-0")])
+    b = hn("b", 1, [child("a"), node(exact="node-1")])
+    top = hn("top", 3, [child("a"), node(exact="node-2")])
+    statuses = compute_all(tree(a, b, top), NODES, now="t")
+    assert statuses["top"].node_count == 3
+    assert ready(statuses["top"]).reason == "Cycle"  # top reaches the cycle
+    assert statuses["b"].node_count == 2
+
+
+def test_compute_all_matches_one_at_a_time_and_scales() -> None:
+    import time
+
+    labels = {f"n{i}": {"leaf": f"l{i // 8}"} for i in range(8000)}
+    leaves = [hn(f"leaf-{j}", 1, [node(labels={"leaf": f"l{j}"})]) for j in range(1000)]
+    spines = [
+        hn(f"spine-{k}", 2, [child(f"leaf-{j}") for j in range(k * 50, k * 50 + 50)]) for k in range(20)
+    ]
+    top = hn("top", 3, [child(f"spine-{k}") for k in range(20)])
+    hns = tree(*leaves, *spines, top)
+    start = time.perf_counter()
+    statuses = compute_all(hns, labels, now="t")
+    elapsed = time.perf_counter() - start
+    assert statuses["top"].node_count == 8000 and statuses["spine-3"].node_count == 400
+    assert all(ready(s).status == "True" for s in statuses.values())
+    assert compute_status(spines[7], labels, hns, now="t").to_dict() == statuses["spine-7"].to_dict()
+    assert elapsed < 5, f"compute_all took {elapsed:.1f}s"
+
+
+def test_index_is_reused_for_status_only_changes_but_not_for_spec_changes() -> None:
+    leaf = hn("leaf", 1, [node(exact="node-0")])
+    index = TopologyIndex(tree(leaf), NODES)
+    with_status = leaf.model_copy(deep=True)
+    with_status.status = compute_status(leaf, NODES, tree(leaf), now="t")
+    assert compute_status(with_status, NODES, {}, now="t", index=index).node_count == 1
+    grown = hn("leaf", 1, [node(exact="node-0"), node(exact="node-1")])
+    assert compute_status(grown, NODES, {}, now="t", index=index).node_count == 2
+
+
+def test_fast_label_selection_agrees_with_member_resolution() -> None:
+    from hyperplace.kube.members import resolve_members
+
+    selectors: list[dict[str, Any]] = [
+        {"matchLabels": {"rack": "r1"}},
+        {"matchLabels": {"rack": "r1", "accelerator": "h100"}},
+        {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r2"]}]},
+        {"matchLabels": {"rack": "r2"}, "matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]},
+        {"matchExpressions": [{"key": "rack", "operator": "In"}]},  # invalid: selects nothing
+        {},
+    ]
+    for sel in selectors:
+        h = hn("h", 1, [{"type": "Node", "selector": {"labelMatch": sel}}, node(regex="gpu")])
+        expected = resolve_members(h, NODES).nodes
+        assert TopologyIndex(tree(h), NODES).direct_nodes("h") == expected, sel
