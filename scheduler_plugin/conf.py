@@ -50,28 +50,29 @@ CONFIGMAP_KEYS = ("volcano-scheduler.conf", "scheduler.conf")
 _YAML_V2_BOOLS = {"y": True, "Y": True, "n": False, "N": False}
 _YAML_V2_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 
-# Actions hyperplace runs, and Volcano actions it accepts but does not run (no eviction in
-# a planner: reclaim/preempt/shuffle need victims; "reserve" and "elect" are gone upstream).
+# Actions hyperplace runs, and Volcano actions it accepts but does not run. Listing them
+# lets Volcano's own configurations (the e2e CI file has reclaim and preempt) load as-is.
 IMPLEMENTED_ACTIONS = frozenset({"enqueue", "allocate", "backfill"})
 NOOP_ACTIONS: Mapping[str, str] = {
-    "reclaim": "evicts pods of other queues; hyperplace never evicts",
-    "preempt": "evicts lower-priority pods; hyperplace never evicts",
-    "shuffle": "evicts pods for rebalancing; hyperplace never evicts",
+    "reclaim": "evicts pods of queues over their share; not run by hyperplace",
+    "preempt": "evicts lower-priority pods; not run by hyperplace",
+    "shuffle": "evicts pods to rebalance; not run by hyperplace",
 }
 KNOWN_ACTIONS = frozenset(IMPLEMENTED_ACTIONS | NOOP_ACTIONS.keys())
 
-# Plugins hyperplace implements, and plugins it accepts without effect (with the reason:
-# they only matter for multi-queue fairness, eviction or SLAs, which we do not model).
+# Plugins hyperplace implements, and plugins it accepts without effect, with what the
+# ignored plugin would have done. They sit in Volcano's default and user-guide tiers, so
+# refusing them would refuse Volcano's own configurations.
 IMPLEMENTED_PLUGINS = frozenset(
     {"priority", "gang", "predicates", "nodeorder", "binpack", "network-topology-aware"}
 )
 NOOP_PLUGINS: Mapping[str, str] = {
-    "conformance": "only protects system pods from eviction",
-    "drf": "dominant-resource fairness between jobs/namespaces; job order falls back to priority",
-    "proportion": "queue shares; queues are not capacity-limited here",
-    "capacity": "queue capacity; queues are not capacity-limited here",
-    "overcommit": "enqueue admission by cluster overcommit factor; enqueue admits every job",
-    "sla": "job waiting-time SLAs",
+    "conformance": "keeps critical system pods from being preempted or reclaimed; nothing is evicted here",
+    "drf": "dominant-resource-fairness job and namespace order; not modelled",
+    "proportion": "divides cluster resources between queues by weight; not modelled",
+    "capacity": "queue capacity and guarantees; not modelled",
+    "overcommit": "holds jobs in enqueue beyond an overcommit factor of the cluster; not modelled",
+    "sla": "job waiting-time SLAs; not modelled",
 }
 KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())
 

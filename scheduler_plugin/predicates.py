@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from hyperplace.kube import QuantityError, SelectorError, milli_value
 from hyperplace.kube.labels import node_selector_requirement_matches
@@ -186,7 +187,11 @@ def insufficient_resources(requests: Mapping[str, int], free: Mapping[str, int])
 
 @dataclass(frozen=True)
 class NodeStatic:
-    """What the static predicates need from a Node. Hashes by name (the mappings are dicts)."""
+    """What the static predicates need from a Node. Hashes by name (the mappings are dicts).
+
+    ``allocatable`` holds milli-units; a node that reports no ``pods`` has no pod slots,
+    as in kube-scheduler.
+    """
 
     name: str
     labels: Mapping[str, str] = field(hash=False)
@@ -508,7 +513,7 @@ def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
     )
 
 
-def static_feasibility_mask(c: PodConstraints, nodes: Sequence[NodeStatic]) -> np.ndarray:
+def static_feasibility_mask(c: PodConstraints, nodes: Sequence[NodeStatic]) -> npt.NDArray[np.bool_]:
     """``bool[len(nodes)]``: True where :meth:`PodConstraints.node_reason` is None."""
     return np.fromiter((c.node_reason(n) is None for n in nodes), dtype=bool, count=len(nodes))
 
