@@ -237,16 +237,16 @@ def _build_name(
     key: str,
     value: str,
     tier: int,
-    labelled: list[HyperNode],
+    labelled: Mapping[tuple[str, str], list[str]],
     taken: set[str],
     infos: Mapping[str, _Info],
     rng: random.Random,
 ) -> str:
     clean = clean_type_name(type_name)
     prefix = f"hypernode-{clean}-tier{tier}"
-    for hn in sorted(labelled, key=lambda h: h.name):
-        if (hn.metadata.labels or {}).get(key) == value and hn.name.startswith(prefix):
-            return hn.name
+    for name in labelled.get((key, value), ()):  # sorted by name, for determinism
+        if name.startswith(prefix):
+            return name
     for _ in range(NAME_ATTEMPTS):
         suffix = "".join(rng.choice(RANDOM_ALPHABET) for _ in range(5))
         name = f"{prefix}-{suffix}"
@@ -282,6 +282,11 @@ def discover_from_labels(
     tiers, warnings = label_tiers(source_config)
 
     labelled = [hn for hn in existing if is_label_sourced(hn)]
+    # (label key, value) -> names of label-sourced HyperNodes carrying it, sorted.
+    by_pair: dict[tuple[str, str], list[str]] = {}
+    for hn in sorted(labelled, key=lambda h: h.name):
+        for k, v in (hn.metadata.labels or {}).items():
+            by_pair.setdefault((k, v), []).append(hn.name)
     taken = {hn.name for hn in existing}
     infos: dict[str, _Info] = {}
     by_label: dict[tuple[str, str], str] = {}
@@ -296,7 +301,7 @@ def discover_from_labels(
                 tier = i + 1
                 name = by_label.get((key, value))
                 if name is None:
-                    name = _build_name(type_name, key, value, tier, labelled, taken, infos, rng)
+                    name = _build_name(type_name, key, value, tier, by_pair, taken, infos, rng)
                     by_label[(key, value)] = name
                 # The first sighting fixes tier and labels (Volcano keeps the first record).
                 info = infos.setdefault(name, _Info(tier=tier, tier_name=key, labels={key: value}))
@@ -331,10 +336,13 @@ def discover_from_labels(
         if have is None:
             create.append(want)
             continue
-        merged = have.model_copy(deep=True)
-        merged.spec = want.spec.model_copy(deep=True)
-        merged.metadata.labels = {**(have.metadata.labels or {}), **(want.metadata.labels or {})}
-        if merged.spec.to_dict() != have.spec.to_dict() or merged.metadata.labels != have.metadata.labels:
+        labels = {**(have.metadata.labels or {}), **(want.metadata.labels or {})}
+        # Compare before copying: a re-discovery that changes nothing must stay cheap.
+        if want.spec.to_dict() != have.spec.to_dict() or labels != (have.metadata.labels or {}):
+            # Volcano's update: spec replaced, labels merged, everything else kept.
+            merged = have.model_copy(deep=True)
+            merged.spec = want.spec.model_copy(deep=True)
+            merged.metadata.labels = labels
             update.append(merged)
     wanted = {hn.name for hn in desired}
     delete = sorted(hn.name for hn in labelled if hn.name not in wanted)
