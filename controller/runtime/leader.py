@@ -221,6 +221,8 @@ class LeaderElector:
             renewing = asyncio.create_task(self.renew_until_lost())
             try:
                 await asyncio.wait({leading, renewing}, return_when=asyncio.FIRST_COMPLETED)
+                if leading.done() and not leading.cancelled() and leading.exception() is not None:
+                    log.error("leader election: the leading task failed", exc_info=leading.exception())
             finally:
                 for t in (leading, renewing):
                     t.cancel()
