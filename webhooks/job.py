@@ -185,11 +185,14 @@ def _topology_checks(spec: dict[str, Any], job_name: str, ctx: AdmissionContext 
         places.append((f"spec.tasks[{i}].partitionPolicy.networkTopology", nt, str(task.get("name") or "")))
         tier, fld = _tier_of(nt, tier_names)
         if tier is not None and job_tier is not None and tier > job_tier:
-            v.messages.append(
+            text = (
                 f"spec.tasks[{i}].partitionPolicy.networkTopology.{fld}: partition tier {tier} exceeds "
                 f"the job's tier {job_tier} (spec.networkTopology.{job_field}) in task: {task.get('name')}, "
                 f"job: {job_name}; a partition is placed inside the job's HyperNode"
             )
+            # A hard job never leaves its tier, so the partition's looser bound is a
+            # contradiction; a soft job may, so there it is only worth a warning.
+            (v.warnings if job_nt.get("mode") == "soft" else v.messages).append(text)
     if tier_names is None:
         return
     for path, nt, _task in places:
@@ -355,7 +358,7 @@ def validate_job(
 
     CREATE runs Volcano's create rules, UPDATE its update rules against ``old`` (an
     UPDATE without ``old`` is checked as a CREATE). Both add our topology rules: a
-    partition's tier may not exceed the job's (refusal); a ``highestTierName`` no known
+    partition's tier may not exceed the job's (refusal; a warning for a soft job); a ``highestTierName`` no known
     HyperNode carries is a warning (the tier may be discovered later). Other
     operations are allowed.
     """

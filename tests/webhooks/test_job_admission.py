@@ -215,6 +215,18 @@ def test_partition_tier_above_job_tier_is_refused():
     ]
 
 
+def test_partition_tier_above_a_soft_jobs_tier_is_only_a_warning():
+    j = job(
+        tasks=[partitioned(nt={"highestTierAllowed": 3})],
+        network_topology={"mode": "soft", "highestTierAllowed": 2},
+    )
+    out = admit(j)
+    assert out.allowed
+    assert out.warnings[0].startswith(
+        "spec.tasks[0].partitionPolicy.networkTopology.highestTierAllowed: partition tier 3"
+    )
+
+
 def test_partition_tier_compared_through_tier_names_when_hypernodes_are_known():
     ctx = context_of(
         hypernode("leaf-0", 1, nodes=("n0",), tier_name="leaf"),
