@@ -358,9 +358,9 @@ def validate_job(
 
     CREATE runs Volcano's create rules, UPDATE its update rules against ``old`` (an
     UPDATE without ``old`` is checked as a CREATE). Both add our topology rules: a
-    partition's tier may not exceed the job's (refusal; a warning for a soft job); a ``highestTierName`` no known
-    HyperNode carries is a warning (the tier may be discovered later). Other
-    operations are allowed.
+    partition's tier may not exceed the job's (a refusal; a warning for a soft job),
+    and a ``highestTierName`` no known HyperNode carries is a warning (the tier may be
+    discovered later). Other operations are allowed.
     """
     if operation == "UPDATE" and old is not None:
         return _validate_update(obj, old, ctx)
