@@ -15,6 +15,7 @@ Scores are returned unscaled in [0, 1]; callers multiply by ``100 * weight`` (Ma
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +24,7 @@ from .topology import HyperNodeTree
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+Num = npt.NDArray[Any]  # int64 per-node values or float64 HyperNode sums
 MAX_NODE_SCORE = 100.0
 
 
@@ -39,7 +41,7 @@ def weight_vector(resources: list[str], cpu: int, memory: int, extra: Mapping[st
     return w
 
 
-def hypernode_binpack(used: I64, alloc: I64, request: I64, weights: F64) -> F64:
+def hypernode_binpack(used: Num, alloc: Num, request: I64, weights: F64) -> F64:
     """Bin-packing score of k domains (rows of ``used``/``alloc``) for a summed ``request``."""
     sel = (request > 0) & (weights > 0)
     if not sel.any():
@@ -97,8 +99,8 @@ def tier_representatives(tree: HyperNodeTree) -> dict[int, I64]:
 def normal_pod_scores(
     tree: HyperNodeTree,
     reps: Mapping[int, I64],
-    hn_used: I64,
-    hn_alloc: I64,
+    hn_used: Num,
+    hn_alloc: Num,
     request: I64,
     weights: F64,
     fading: float,
@@ -128,6 +130,6 @@ def normal_pod_scores(
     return total / wsum if wsum > 0 else total
 
 
-def node_binpack_scores(used: I64, alloc: I64, request: I64, weights: F64) -> F64:
+def node_binpack_scores(used: Num, alloc: Num, request: I64, weights: F64) -> F64:
     """Volcano ``binpack`` plugin: weighted (used + request) / allocatable; 0 if it overflows."""
     return hypernode_binpack(used, alloc, request, weights)

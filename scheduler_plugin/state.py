@@ -34,11 +34,13 @@ class AllocState:
         self.ports = [set(p) for p in snap.node_ports]
         h = len(self.tree)
         r = len(snap.resources)
-        self.hn_alloc = np.zeros((h, r), dtype=np.int64)
-        self.hn_used = np.zeros((h, r), dtype=np.int64)
+        # HyperNode sums are float64: memory in milli-bytes summed over 10k nodes overflows int64,
+        # and these sums only feed scores and shortage reports (exact fits use per-node ints).
+        self.hn_alloc = np.zeros((h, r), dtype=np.float64)
+        self.hn_used = np.zeros((h, r), dtype=np.float64)
         for j in range(r):
-            self.hn_alloc[:, j] = self.tree.domain_sums(self.alloc[:, j])
-            self.hn_used[:, j] = self.tree.domain_sums(self.used[:, j])
+            self.hn_alloc[:, j] = self.tree.domain_sums_f(self.alloc[:, j])
+            self.hn_used[:, j] = self.tree.domain_sums_f(self.used[:, j])
         self._node_counts: dict[int, I64] = {}
         self._dom_counts: dict[int, I64] = {}
         # Per-node number of hypernodes containing it, for vectorised delta pushes.

@@ -291,6 +291,11 @@ class HyperNodeTree:
         vals = np.repeat(per_node, np.diff(self.node_hn_ptr))
         return np.bincount(self.node_hn_idx, weights=vals, minlength=len(self.names)).astype(np.int64)
 
+    def domain_sums_f(self, per_node: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Float version of :meth:`domain_sums` for quantities whose sums may exceed int64."""
+        vals = np.repeat(per_node.astype(np.float64), np.diff(self.node_hn_ptr))
+        return np.bincount(self.node_hn_idx, weights=vals, minlength=len(self.names)).astype(np.float64)
+
     def describe(self) -> list[dict[str, object]]:
         """A display-friendly view: name, tier, parent, children and node names per HyperNode."""
         out: list[dict[str, object]] = []

@@ -8,7 +8,6 @@ Allocated HyperNodes of jobs and SubJobs are recovered from running pods at open
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +25,9 @@ from ..state import AllocState
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-Compare = Callable[[Any, Any], int]
+# Order functions are sort keys: Volcano chains comparators and the first non-equal one wins,
+# which is exactly lexicographic order on the tuple of per-plugin keys (and far cheaper).
+OrderKey = Callable[[Any], Any]
 NodeOrderFn = Callable[[TaskInfo, SubJobInfo, I64], F64]
 HyperNodeOrderFn = Callable[[SubJobInfo | None, I64, I64], F64]
 # (topology, allocated hypernode or -1, input hypernode) -> tiers of candidates, or an error text.
@@ -42,9 +43,9 @@ class Session:
     seed: int = 0
     state: AllocState = field(init=False)
     rng: random.Random = field(init=False)
-    job_order_fns: list[Compare] = field(default_factory=list)
-    subjob_order_fns: list[Compare] = field(default_factory=list)
-    task_order_fns: list[Compare] = field(default_factory=list)
+    job_order_fns: list[OrderKey] = field(default_factory=list)
+    subjob_order_fns: list[OrderKey] = field(default_factory=list)
+    task_order_fns: list[OrderKey] = field(default_factory=list)
     job_valid_fns: list[Callable[[JobInfo], str | None]] = field(default_factory=list)
     job_ready_fns: list[Callable[[JobInfo], bool]] = field(default_factory=list)
     subjob_ready_fns: list[Callable[[SubJobInfo], bool]] = field(default_factory=list)
@@ -122,44 +123,20 @@ class Session:
         return all(fn(sj) for fn in self.subjob_ready_fns)
 
     # ------------------------------------------------------------------ ordering
-    @staticmethod
-    def _chain(fns: list[Compare], a: Any, b: Any) -> int:
-        for fn in fns:
-            c = fn(a, b)
-            if c:
-                return c
-        return 0
-
     def job_sort_key(self) -> Callable[[JobInfo], Any]:
-        def cmp(a: JobInfo, b: JobInfo) -> int:
-            c = self._chain(self.job_order_fns, a, b)
-            if c:
-                return c
-            # Volcano falls back to creation time, then UID; we use the key for the last word.
-            ka, kb = (a.creation, a.key), (b.creation, b.key)
-            return -1 if ka < kb else (1 if ka > kb else 0)
-
-        return functools.cmp_to_key(cmp)
+        """Plugin keys in tier order, then creation time, then the job key (Volcano: UID)."""
+        fns = list(self.job_order_fns)
+        return lambda j: (*(f(j) for f in fns), j.creation, j.key)
 
     def subjob_sort_key(self) -> Callable[[SubJobInfo], Any]:
-        def cmp(a: SubJobInfo, b: SubJobInfo) -> int:
-            c = self._chain(self.subjob_order_fns, a, b)
-            if c:
-                return c
-            ka, kb = (a.match_index, a.id), (b.match_index, b.id)
-            return -1 if ka < kb else (1 if ka > kb else 0)
-
-        return functools.cmp_to_key(cmp)
+        """Plugin keys, then MatchIndex, then the SubJob ID (design 000 default order)."""
+        fns = list(self.subjob_order_fns)
+        return lambda s: (*(f(s) for f in fns), s.match_index, s.id)
 
     def task_sort_key(self) -> Callable[[TaskInfo], Any]:
-        def cmp(a: TaskInfo, b: TaskInfo) -> int:
-            c = self._chain(self.task_order_fns, a, b)
-            if c:
-                return c
-            ka, kb = task_order_key(a), task_order_key(b)
-            return -1 if ka < kb else (1 if ka > kb else 0)
-
-        return functools.cmp_to_key(cmp)
+        """Plugin keys, then Volcano's default task order (pod-name ordinal, creation, UID)."""
+        fns = list(self.task_order_fns)
+        return lambda t: (*(f(t) for f in fns), *task_order_key(t))
 
     # ------------------------------------------------------------------ scores
     def node_scores(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> F64:

@@ -53,6 +53,7 @@ def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
     subjobs = sorted(job.subjobs.values(), key=ssn.subjob_sort_key())
     chosen: dict[str, list[TaskInfo]] = {}
     chosen_keys: set[str] = set()
+    chosen_roles: dict[str, int] = {}
 
     def need_of(sj: SubJobInfo) -> int:
         return max(sj.min_available - ssn.ready_count(sj.tasks), 0)
@@ -65,7 +66,9 @@ def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
         if len(pend) < n:
             return False
         chosen[sj.id] = pend[:n]
-        chosen_keys.update(t.key for t in pend[:n])
+        for t in pend[:n]:
+            chosen_keys.add(t.key)
+            chosen_roles[t.role] = chosen_roles.get(t.role, 0) + 1
         return True
 
     def add_task(t: TaskInfo) -> None:
@@ -75,6 +78,7 @@ def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
         if t.key not in chosen_keys:
             chosen.setdefault(sj.id, []).append(t)
             chosen_keys.add(t.key)
+            chosen_roles[t.role] = chosen_roles.get(t.role, 0) + 1
 
     # 1. Required SubJobs per sub-group (minSubGroups), in SubJob order.
     for gid, need in sorted(job.min_subjobs.items()):
@@ -93,36 +97,32 @@ def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
         ordered = sorted(subjobs, key=lambda s: not s.is_default)
         return [t for sj in ordered for t in _pending(ssn, sj) if t.key not in chosen_keys]
 
+    cands = candidates()  # computed once: the loops below walk it linearly
+    ready_total = ssn.ready_count(job.tasks)
+
     # 2. Per-task-role minimums (minTaskMember).
     for role, need in sorted(job.min_task_member.items()):
-        while True:
-            have = sum(1 for t in job.tasks if t.role == role and (ssn.task_ready(t) or t.key in chosen_keys))
-            if have >= need:
-                break
-            nxt = next((t for t in candidates() if t.role == role), None)
+        ready_role = sum(1 for t in job.tasks if t.role == role and ssn.task_ready(t))
+        have = ready_role + chosen_roles.get(role, 0)
+        role_cands = iter([t for t in cands if t.role == role])
+        while have < need:
+            nxt = next(role_cands, None)
             if nxt is None:
                 return f"task {role!r}: {have} pods can run, minTaskMember {need}"
-            before = len(chosen_keys)
+            if nxt.key in chosen_keys:
+                continue
             add_task(nxt)
-            if len(chosen_keys) == before:
-                return f"task {role!r}: partition of {nxt.key} cannot become complete"
-    # 3. Job minimum (minMember).
-    while True:
-        have = ssn.ready_count(job.tasks) + sum(
-            1 for t in job.tasks if t.key in chosen_keys and not ssn.task_ready(t)
-        )
-        if have >= job.min_member:
-            break
-        cands = candidates()
-        if not cands:
+            have = ready_role + chosen_roles.get(role, 0)
+    # 3. Job minimum (minMember): chosen tasks are all pending, so count them on top of the ready ones.
+    pos = 0
+    while ready_total + len(chosen_keys) < job.min_member:
+        while pos < len(cands) and cands[pos].key in chosen_keys:
+            pos += 1
+        if pos >= len(cands):
+            have = ready_total + len(chosen_keys)
             return f"{have} pods can run, minMember {job.min_member}"
-        before = len(chosen_keys)
-        for t in cands:
-            add_task(t)
-            if len(chosen_keys) > before:
-                break
-        if len(chosen_keys) == before:
-            return f"{have} pods can run, minMember {job.min_member}: remaining partitions cannot become complete"
+        add_task(cands[pos])
+        pos += 1
     order = {sj.id: i for i, sj in enumerate(subjobs)}
     return [
         Group(job.subjobs[sid], tasks, atomic=True)

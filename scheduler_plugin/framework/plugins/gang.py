@@ -51,13 +51,13 @@ class Gang:
     def subjob_ready(self, sj: SubJobInfo) -> bool:
         return self.ssn.ready_count(sj.tasks) >= sj.min_available
 
-    def job_order(self, a: JobInfo, b: JobInfo) -> int:
-        ra, rb = self.job_ready(a), self.job_ready(b)
-        return 0 if ra == rb else (1 if ra else -1)
+    def job_order(self, job: JobInfo) -> bool:
+        """Not-ready jobs first (False sorts before True)."""
+        return self.job_ready(job)
 
-    def subjob_order(self, a: SubJobInfo, b: SubJobInfo) -> int:
-        ra, rb = self.subjob_ready(a), self.subjob_ready(b)
-        return 0 if ra == rb else (1 if ra else -1)
+    def subjob_order(self, sj: SubJobInfo) -> bool:
+        """Not-ready SubJobs first."""
+        return self.subjob_ready(sj)
 
 
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> Gang:

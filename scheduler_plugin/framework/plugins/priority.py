@@ -11,22 +11,18 @@ if TYPE_CHECKING:
     from ..session import Session
 
 
-def _cmp_desc(a: int, b: int) -> int:
-    return -1 if a > b else (1 if a < b else 0)
+def job_order(job: JobInfo) -> int:
+    """Higher PriorityClass value first."""
+    return -job.priority
 
 
-def job_order(a: JobInfo, b: JobInfo) -> int:
-    return _cmp_desc(a.priority, b.priority)
+def subjob_order(sj: SubJobInfo) -> int:
+    """A SubJob's priority is its highest task priority."""
+    return -max((t.priority for t in sj.tasks), default=0)
 
 
-def subjob_order(a: SubJobInfo, b: SubJobInfo) -> int:
-    pa = max((t.priority for t in a.tasks), default=0)
-    pb = max((t.priority for t in b.tasks), default=0)
-    return _cmp_desc(pa, pb)
-
-
-def task_order(a: TaskInfo, b: TaskInfo) -> int:
-    return _cmp_desc(a.priority, b.priority)
+def task_order(t: TaskInfo) -> int:
+    return -t.priority
 
 
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> None:
