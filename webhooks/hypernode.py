@@ -96,7 +96,9 @@ def _check_members(obj: Mapping[str, Any], self_name: str, v: Verdict) -> list[t
         base = f"spec.members[{i}]"
         member = as_dict(raw)
         mtype = member.get("type")
-        if mtype not in ("Node", "HyperNode"):
+        if mtype is None:
+            v.messages.append(f"{base}.type: Required value")
+        elif mtype not in ("Node", "HyperNode"):
             v.messages.append(
                 f'{base}.type: Unsupported value: {quote_go(mtype)}: supported values: "Node", "HyperNode"'
             )

@@ -85,4 +85,6 @@ def quote_go(value: object) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, bool):
         return "true" if value else "false"
+    if value is None:
+        return "null"
     return str(value)
