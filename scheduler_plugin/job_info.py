@@ -97,6 +97,8 @@ class TaskInfo:
     node: int = -1  # bound node index, or -1 while pending
     running: bool = False
     subjob: str = ""
+    job: str = ""
+    order_key: tuple[Any, ...] = ()  # Volcano's default task order, computed once
 
     @property
     def name_ordinal(self) -> int | None:
@@ -261,5 +263,7 @@ def build_job(
                     topology=sub_topo,
                 )
         t.subjob = sid
+        t.job = key
+        t.order_key = task_order_key(t)
         job.subjobs[sid].tasks.append(t)
     return job

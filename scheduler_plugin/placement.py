@@ -215,6 +215,74 @@ class Placer:
                     return d
         return None
 
+    # ------------------------------------------------------------------ batched partitions
+    def batch_key(self, group: Group) -> tuple[int, int, int] | None:
+        """Identical partitions (one shape, same size and tier limit, nothing allocated yet) batch."""
+        sj = group.subjob
+        topo = sj.topology
+        if not group.atomic or topo is None or topo.mode != "hard" or topo.limit is None:
+            return None
+        if sj.id in self.ssn.subjob_hn:
+            return None
+        first = group.tasks[0].shape
+        if any(t.shape != first for t in group.tasks):
+            return None
+        return (first, len(group.tasks), topo.limit)
+
+    def place_batch(self, stmt: Statement, groups: Sequence[Group], job_domain: int) -> dict[str, int] | None:
+        """Place identical partitions as Volcano's sequential greedy would, one domain at a time.
+
+        Each partition takes the lowest tier with a domain that fits it and, there, the domain
+        with the best HyperNode bin-packing score. Placing a partition only raises its domain's
+        score and leaves the other domains of that tier untouched, so the sequential choice is
+        "fill the best-scoring domain with as many partitions as it fits, then the next": done
+        here with one count lookup per domain instead of a search per partition.
+        """
+        ssn = self.ssn
+        g0 = groups[0]
+        key = self.batch_key(g0)
+        assert key is not None
+        sid, k, _limit = key
+        shape = self.shape(sid)
+        levels = ssn.gradient(g0.subjob.topology, -1, job_domain)
+        if isinstance(levels, str):
+            return None
+        remaining = list(groups)
+        domains: dict[str, int] = {}
+        mark = stmt.mark()
+        req_one = shape.requests * k
+        for level in levels:
+            if not remaining:
+                break
+            ids = np.asarray(level, dtype=np.int64)
+            fit = self.state.dom_counts(shape)[ids] // k
+            ok = fit > 0
+            if not ok.any():
+                continue
+            cands, fitc = ids[ok], fit[ok]
+            scores = ssn.hypernode_scores(g0.subjob, req_one, cands) if len(cands) > 1 else np.zeros(1)
+            for j in np.lexsort((cands, -scores)).tolist():
+                if not remaining:
+                    break
+                d = int(cands[j])
+                # Counts may have dropped if domains of this tier overlap (regex members): re-read.
+                m = min(int(self.state.dom_counts(shape)[d]) // k, len(remaining))
+                if m <= 0:
+                    continue
+                chunk, remaining = remaining[:m], remaining[m:]
+                tasks = [t for g in chunk for t in sorted(g.tasks, key=rank_key)]
+                nodes_d = self.tree.node_sets[d]
+                c = self.state.node_counts(shape)[nodes_d]
+                nz = c > 0
+                nodes, per = self._pick_nodes(tasks[0], chunk[0].subjob, nodes_d[nz], c[nz], len(tasks))
+                stmt.allocate(tasks, np.repeat(nodes, per).tolist())
+                for g in chunk:
+                    domains[g.subjob.id] = d
+        if remaining:
+            stmt.rollback(mark)
+            return None
+        return domains
+
     # ------------------------------------------------------------------ job unit
     def place_unit(self, job: JobInfo, groups: Sequence[Group]) -> tuple[UnitResult, Statement]:
         """Topology path: job gradient, count pruning, best domain, exact placement of every group."""
@@ -275,7 +343,22 @@ class Placer:
                 stmt = Statement(ssn)
                 domains: dict[str, int] = {}
                 good = True
-                for g in groups:
+                i = 0
+                while i < len(groups):
+                    g = groups[i]
+                    bkey = self.batch_key(g)
+                    if bkey is not None:
+                        j = i + 1
+                        while j < len(groups) and self.batch_key(groups[j]) == bkey:
+                            j += 1
+                        got_many = self.place_batch(stmt, groups[i:j], h)
+                        if got_many is None:
+                            good = False
+                            break
+                        domains.update(got_many)
+                        i = j
+                        continue
+                    i += 1
                     got = self.place_group(stmt, g, h)
                     if got is None:
                         if g.atomic:

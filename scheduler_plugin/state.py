@@ -45,6 +45,11 @@ class AllocState:
         self._dom_counts: dict[int, I64] = {}
         # Per-node number of hypernodes containing it, for vectorised delta pushes.
         self._deg = np.diff(self.tree.node_hn_ptr)
+        shapes = snap.shapes
+        self._shape_req = (
+            np.stack([sh.requests for sh in shapes]) if shapes else np.zeros((0, r), dtype=np.int64)
+        )
+        self._has_ports = any(sh.constraints.host_ports for sh in shapes)
 
     # ------------------------------------------------------------------ counts
     def compute_counts(self, shape: Shape, nodes: I64 | None = None) -> I64:
@@ -109,24 +114,32 @@ class AllocState:
             )
 
     # ------------------------------------------------------------------ mutation
-    def apply(self, shapes: Sequence[Shape], nodes: Sequence[int], sign: int = 1) -> None:
-        """Add (sign=1) or remove (sign=-1) one pod of ``shapes[i]`` on ``nodes[i]`` for every i."""
+    def apply(self, shape_ids: Sequence[int], nodes: Sequence[int], sign: int = 1) -> None:
+        """Add (sign=1) or remove (sign=-1) one pod of shape ``shape_ids[i]`` on ``nodes[i]``."""
         if not len(nodes):
             return
         n_arr = np.asarray(nodes, dtype=np.int64)
-        reqs = np.stack([s.requests for s in shapes]) * sign
-        np.add.at(self.used, n_arr, reqs)
+        s_arr = np.asarray(shape_ids, dtype=np.int64)
+        reqs = self._shape_req[s_arr] * sign
+        if len(np.unique(s_arr)) == 1:
+            # One shape (the common case): per-node pod counts times the request.
+            uniq, cnt = np.unique(n_arr, return_counts=True)
+            self.used[uniq] += np.outer(cnt, reqs[0])
+        else:
+            np.add.at(self.used, n_arr, reqs)
         deg = self._deg[n_arr]
         starts = self.tree.node_hn_ptr[n_arr]
         offs = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(deg.sum())
         hns = self.tree.node_hn_idx[offs]
         np.add.at(self.hn_used, hns, np.repeat(reqs, deg, axis=0))
-        for s, n in zip(shapes, nodes, strict=True):
-            if s.constraints.host_ports:
-                if sign > 0:
-                    self.ports[n] |= set(s.constraints.host_ports)
-                else:
-                    self.ports[n] -= set(s.constraints.host_ports)
+        if self._has_ports:
+            for sid, n in zip(s_arr.tolist(), n_arr.tolist(), strict=True):
+                hp = self.snap.shapes[sid].constraints.host_ports
+                if hp:
+                    if sign > 0:
+                        self.ports[n] |= set(hp)
+                    else:
+                        self.ports[n] -= set(hp)
         self._refresh(np.unique(n_arr))
 
     def overcommitted(self, nodes: Sequence[int]) -> list[int]:

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from ..conf import SchedulerConfig
 from ..explain import Explanation
-from ..job_info import JobInfo, SubJobInfo, TaskInfo, Topology, task_order_key
+from ..job_info import JobInfo, SubJobInfo, TaskInfo, Topology
 from ..snapshot import ClusterSnapshot
 from ..state import AllocState
 
@@ -62,10 +62,40 @@ class Session:
     explanations: dict[str, Explanation] = field(default_factory=dict)
     task_reasons: dict[str, str] = field(default_factory=dict)
     _subtree_cache: dict[int, dict[int, I64]] = field(default_factory=dict)
+    # Ready-task counters (running, allocated this session, pending best-effort), kept in step
+    # with ``placed`` so gang checks are O(1) instead of a scan over the job's pods.
+    n_ready_sj: dict[str, int] = field(default_factory=dict)
+    n_ready_job: dict[str, int] = field(default_factory=dict)
+    n_ready_role: dict[tuple[str, str], int] = field(default_factory=dict)
+    _sorted_tasks: dict[str, list[TaskInfo]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.state = AllocState(self.snap)
         self.rng = random.Random(self.seed)
+        for job in self.snap.jobs.values():
+            self.n_ready_job[job.key] = 0
+            for sj in job.subjobs.values():
+                self.n_ready_sj[sj.id] = 0
+                for t in sj.tasks:
+                    self.n_ready_role.setdefault((job.key, t.role), 0)
+                    if t.running or t.best_effort:
+                        self._count(t, 1)
+
+    def _count(self, t: TaskInfo, d: int) -> None:
+        self.n_ready_sj[t.subjob] += d
+        self.n_ready_job[t.job] += d
+        self.n_ready_role[(t.job, t.role)] += d
+
+    def mark_placed(self, t: TaskInfo, node: int) -> None:
+        """Record a tentative allocation (Statement calls this)."""
+        if not self.task_ready(t):
+            self._count(t, 1)
+        self.placed[t.key] = node
+
+    def unmark_placed(self, t: TaskInfo) -> None:
+        """Forget a tentative allocation (Statement discard/rollback)."""
+        if self.placed.pop(t.key, None) is not None and not (t.running or t.best_effort):
+            self._count(t, -1)
 
     # ------------------------------------------------------------------ open
     @classmethod
@@ -105,6 +135,23 @@ class Session:
     def ready_count(self, tasks: list[TaskInfo]) -> int:
         return sum(1 for t in tasks if self.task_ready(t))
 
+    def subjob_ready_count(self, sj: SubJobInfo) -> int:
+        return self.n_ready_sj[sj.id]
+
+    def job_ready_count(self, job: JobInfo) -> int:
+        return self.n_ready_job[job.key]
+
+    def role_ready_count(self, job: JobInfo, role: str) -> int:
+        return self.n_ready_role.get((job.key, role), 0)
+
+    def pending_tasks(self, sj: SubJobInfo) -> list[TaskInfo]:
+        """Not-ready tasks of a SubJob in task order (the order is computed once per session)."""
+        tasks = self._sorted_tasks.get(sj.id)
+        if tasks is None:
+            tasks = sorted(sj.tasks, key=self.task_sort_key())
+            self._sorted_tasks[sj.id] = tasks
+        return [t for t in tasks if not self.task_ready(t)]
+
     def job_valid(self, job: JobInfo) -> str | None:
         for fn in self.job_valid_fns:
             reason = fn(job)
@@ -119,7 +166,7 @@ class Session:
 
     def subjob_ready(self, sj: SubJobInfo) -> bool:
         if not self.subjob_ready_fns:
-            return self.ready_count(sj.tasks) >= sj.min_available
+            return self.n_ready_sj[sj.id] >= sj.min_available
         return all(fn(sj) for fn in self.subjob_ready_fns)
 
     # ------------------------------------------------------------------ ordering
@@ -136,7 +183,9 @@ class Session:
     def task_sort_key(self) -> Callable[[TaskInfo], Any]:
         """Plugin keys, then Volcano's default task order (pod-name ordinal, creation, UID)."""
         fns = list(self.task_order_fns)
-        return lambda t: (*(f(t) for f in fns), *task_order_key(t))
+        if not fns:
+            return lambda t: t.order_key
+        return lambda t: (*(f(t) for f in fns), *t.order_key)
 
     # ------------------------------------------------------------------ scores
     def node_scores(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> F64:

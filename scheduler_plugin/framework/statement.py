@@ -27,21 +27,15 @@ class Statement:
         """Allocate ``tasks[i]`` on ``nodes[i]`` (resources, host ports, counts, HyperNode sums)."""
         if not tasks:
             return
-        shapes = [self.ssn.snap.shapes[t.shape] for t in tasks]
-        self.ssn.state.apply(shapes, nodes, +1)
+        self.ssn.state.apply([t.shape for t in tasks], nodes, +1)
+        mark = self.ssn.mark_placed
         for t, n in zip(tasks, nodes, strict=True):
-            self.ssn.placed[t.key] = n
-            self.ops.append((t, n))
+            mark(t, n)
+        self.ops.extend(zip(tasks, nodes, strict=True))
 
     def discard(self) -> None:
         """Undo every allocation of this statement."""
-        if self.ops:
-            tasks = [t for t, _ in self.ops]
-            nodes = [n for _, n in self.ops]
-            self.ssn.state.apply([self.ssn.snap.shapes[t.shape] for t in tasks], nodes, -1)
-            for t in tasks:
-                self.ssn.placed.pop(t.key, None)
-        self.ops = []
+        self.rollback(0)
         self.closed = True
 
     def commit(self) -> None:
@@ -58,9 +52,7 @@ class Statement:
         """Undo the allocations made after ``mark``."""
         tail = self.ops[mark:]
         if tail:
-            tasks = [t for t, _ in tail]
-            nodes = [n for _, n in tail]
-            self.ssn.state.apply([self.ssn.snap.shapes[t.shape] for t in tasks], nodes, -1)
-            for t in tasks:
-                self.ssn.placed.pop(t.key, None)
+            self.ssn.state.apply([t.shape for t, _ in tail], [n for _, n in tail], -1)
+            for t, _ in tail:
+                self.ssn.unmark_placed(t)
             del self.ops[mark:]

@@ -45,7 +45,7 @@ def job_skip_reason(ssn: Session, job: JobInfo) -> Explanation | None:
 
 
 def _pending(ssn: Session, sj: SubJobInfo) -> list[TaskInfo]:
-    return sorted((t for t in sj.tasks if not ssn.task_ready(t)), key=ssn.task_sort_key())
+    return ssn.pending_tasks(sj)
 
 
 def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
@@ -56,7 +56,7 @@ def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
     chosen_roles: dict[str, int] = {}
 
     def need_of(sj: SubJobInfo) -> int:
-        return max(sj.min_available - ssn.ready_count(sj.tasks), 0)
+        return max(sj.min_available - ssn.subjob_ready_count(sj), 0)
 
     def add_subjob_min(sj: SubJobInfo) -> bool:
         if sj.id in chosen:
@@ -98,11 +98,11 @@ def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
         return [t for sj in ordered for t in _pending(ssn, sj) if t.key not in chosen_keys]
 
     cands = candidates()  # computed once: the loops below walk it linearly
-    ready_total = ssn.ready_count(job.tasks)
+    ready_total = ssn.job_ready_count(job)
 
     # 2. Per-task-role minimums (minTaskMember).
     for role, need in sorted(job.min_task_member.items()):
-        ready_role = sum(1 for t in job.tasks if t.role == role and ssn.task_ready(t))
+        ready_role = ssn.role_ready_count(job, role)
         have = ready_role + chosen_roles.get(role, 0)
         role_cands = iter([t for t in cands if t.role == role])
         while have < need:
@@ -138,7 +138,7 @@ def extension_units(ssn: Session, job: JobInfo) -> list[list[Group]]:
         pend = _pending(ssn, sj)
         if not pend:
             continue
-        need = max(sj.min_available - ssn.ready_count(sj.tasks), 0)
+        need = max(sj.min_available - ssn.subjob_ready_count(sj), 0)
         if need:
             if len(pend) < need:
                 continue
@@ -176,7 +176,7 @@ def allocate(ssn: Session) -> None:
     placer = Placer(ssn)
     jobs: list[JobInfo] = []
     for job in ssn.snap.jobs.values():
-        if not any(not ssn.task_ready(t) for t in job.tasks):
+        if ssn.job_ready_count(job) >= len(job.tasks):
             continue  # nothing pending
         skip = job_skip_reason(ssn, job)
         if skip is not None:

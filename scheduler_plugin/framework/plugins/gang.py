@@ -37,19 +37,18 @@ class Gang:
 
     def job_ready(self, job: JobInfo) -> bool:
         ssn = self.ssn
-        tasks = job.tasks
         for role, need in job.min_task_member.items():
-            if sum(1 for t in tasks if t.role == role and ssn.task_ready(t)) < need:
+            if ssn.role_ready_count(job, role) < need:
                 return False
         for gid, need in job.min_subjobs.items():
             if need > 0:
                 ready = sum(1 for sj in job.subjobs.values() if sj.gid == gid and self.subjob_ready(sj))
                 if ready < need:
                     return False
-        return ssn.ready_count(tasks) >= job.min_member
+        return ssn.job_ready_count(job) >= job.min_member
 
     def subjob_ready(self, sj: SubJobInfo) -> bool:
-        return self.ssn.ready_count(sj.tasks) >= sj.min_available
+        return self.ssn.subjob_ready_count(sj) >= sj.min_available
 
     def job_order(self, job: JobInfo) -> bool:
         """Not-ready jobs first (False sorts before True)."""
