@@ -24,7 +24,13 @@ def _as_dict(selector: LabelSelector | Mapping[str, Any] | None) -> Mapping[str,
     if selector is None:
         return None
     if isinstance(selector, LabelSelector):
-        return selector.to_dict()
+        # Hot path (labelMatch over thousands of nodes): read the fields, do not dump the model.
+        return {
+            "matchLabels": selector.match_labels,
+            "matchExpressions": [
+                {"key": r.key, "operator": r.operator, "values": r.values} for r in selector.match_expressions or []
+            ],
+        }
     return selector
 
 
