@@ -25,7 +25,10 @@ Differences from Volcano, on purpose:
 * Volcano silently ignores misspelt keys (yaml.v2 is not strict); we still ignore them but
   add a warning naming the line.
 * Type errors yaml.v2 would reject (``actions`` not a string, a switch that is not a bool)
-  and YAML syntax errors raise :class:`ConfigError` naming the field and line.
+  and YAML syntax errors raise :class:`ConfigError` naming the field and line. So do an
+  empty file (Volcano would run no action) and a plugin without a name (Volcano skips it).
+* PyYAML parses the text; where it differs from yaml.v2 (plain ``y``/``n`` booleans,
+  ``1e3`` floats) plugin arguments and switches are read the yaml.v2 way.
 
 Plugin arguments are parsed by :func:`network_topology_args` and :func:`binpack_args` with
 Volcano's ``framework.Arguments`` rules: ``GetInt`` takes only integers, ``GetFloat64``
