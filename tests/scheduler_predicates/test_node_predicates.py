@@ -11,10 +11,13 @@ from scheduler_plugin.predicates import (
     REASON_NODE_AFFINITY,
     REASON_NOT_READY,
     REASON_UNSCHEDULABLE,
+    PredicateError,
     compile_pod_constraints,
     node_static_from_dict,
     static_feasibility_mask,
     summarize_reasons,
+    toleration_tolerates_taint,
+    untolerated_taint,
 )
 
 from .helpers import KWOK_TAINT, KWOK_TOLERATION, make_node, make_pod
@@ -365,3 +368,14 @@ def test_summary_sorts_count_and_reason_as_one_string_like_kube() -> None:
 
 def test_summary_without_reasons() -> None:
     assert summarize_reasons({}, 0) == "0/0 nodes are available."
+
+
+def test_node_with_invalid_allocatable_is_refused_naming_node_and_field() -> None:
+    with pytest.raises(PredicateError, match=r"node n9: status\.allocatable\.cpu"):
+        node_static_from_dict(make_node("n9", allocatable={"cpu": "eight", "pods": "110"}))
+
+
+def test_toleration_with_unknown_operator_tolerates_nothing() -> None:
+    tol = {"key": "nvidia.com/gpu", "operator": "Gt", "value": "1", "effect": "NoSchedule"}
+    assert not toleration_tolerates_taint(tol, GPU_TAINT)
+    assert untolerated_taint([GPU_TAINT], [tol]) == GPU_TAINT

@@ -130,3 +130,8 @@ def test_overcommitted_node_is_insufficient_for_any_positive_request() -> None:
     assert insufficient_resources({"cpu": 1, "pods": 1000}, {"cpu": -500, "pods": 5000}) == [
         "Insufficient cpu"
     ]
+
+
+def test_invalid_overhead_names_the_field() -> None:
+    with pytest.raises(PredicateError, match=r"pod default/p: spec\.overhead\.memory"):
+        pod_requests(make_pod(overhead={"memory": "lots"}))
