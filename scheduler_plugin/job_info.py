@@ -99,6 +99,8 @@ class TaskInfo:
     subjob: str = ""
     job: str = ""
     order_key: tuple[Any, ...] = ()  # Volcano's default task order, computed once
+    prio_order_key: tuple[Any, ...] = ()  # the same behind the priority plugin's key
+    rank: tuple[Any, ...] = ()  # placement rank order (see rank_key)
 
     @property
     def name_ordinal(self) -> int | None:
@@ -162,9 +164,9 @@ class JobInfo:
 
 
 def task_order_key(t: TaskInfo) -> tuple[Any, ...]:
-    """Volcano TaskOrder: priority (high first), then the pod-name ordinal, creation time, uid."""
+    """Volcano's default TaskOrder: the pod-name ordinal, then creation time, then uid."""
     ordinal = t.name_ordinal
-    return (-t.priority, ordinal is None, ordinal or 0, t.creation, t.uid, t.name)
+    return (ordinal is None, ordinal or 0, t.creation, t.uid, t.name)
 
 
 def rank_key(t: TaskInfo) -> tuple[Any, ...]:
@@ -223,7 +225,7 @@ def build_job(
         job.min_subjobs[f"{key}/{p.name}"] = p.min_sub_groups or 0
     if topo is not None and topo.problem:
         job.problems.append(topo.problem)
-    for t in sorted(tasks, key=task_order_key):
+    for t in sorted(tasks, key=lambda t: (-t.priority, *task_order_key(t))):
         chosen: tuple[SubGroupPolicySpec, list[str]] | None = None
         for p in policies:
             vals = match_values(p, t.labels)
@@ -265,5 +267,7 @@ def build_job(
         t.subjob = sid
         t.job = key
         t.order_key = task_order_key(t)
+        t.prio_order_key = (-t.priority, *t.order_key)
+        t.rank = rank_key(t)
         job.subjobs[sid].tasks.append(t)
     return job

@@ -22,6 +22,7 @@ remainder), nodes inside the partial leaf by node score (binpack etc.), and pods
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,7 +32,7 @@ import numpy.typing as npt
 from .explain import Explanation, TierAttempt, predicate_summary, shortage
 from .framework.session import Session
 from .framework.statement import Statement
-from .job_info import JobInfo, SubJobInfo, TaskInfo, rank_key
+from .job_info import JobInfo, SubJobInfo, TaskInfo
 from .predicates import insufficient_resources
 from .snapshot import Shape
 
@@ -40,6 +41,7 @@ I64 = npt.NDArray[np.int64]
 # Exact placements tried per gradient tier before giving up on it (counts make failures rare;
 # the cap bounds the worst case on pathological multi-resource clusters).
 MAX_EXACT_TRIES_PER_TIER = 16
+_RANK = operator.attrgetter("rank")
 
 
 @dataclass
@@ -49,12 +51,16 @@ class Group:
     subjob: SubJobInfo
     tasks: list[TaskInfo]
     atomic: bool = True
+    _demand: dict[int, int] | None = field(default=None, repr=False, compare=False)
 
     def demand(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for t in self.tasks:
-            out[t.shape] = out.get(t.shape, 0) + 1
-        return out
+        """Pods per shape (computed once; groups are not mutated after creation)."""
+        if self._demand is None:
+            out: dict[int, int] = {}
+            for t in self.tasks:
+                out[t.shape] = out.get(t.shape, 0) + 1
+            self._demand = out
+        return self._demand
 
 
 @dataclass
@@ -158,7 +164,7 @@ class Placer:
         nodes_d = self.tree.node_sets[domain]
         placed = 0
         for sid in shapes:
-            tasks = sorted(by_shape[sid], key=rank_key)
+            tasks = sorted(by_shape[sid], key=_RANK)
             k = len(tasks)
             c = self.state.node_counts(self.shape(sid))[nodes_d]
             nz = c > 0
@@ -224,10 +230,10 @@ class Placer:
             return None
         if sj.id in self.ssn.subjob_hn:
             return None
-        first = group.tasks[0].shape
-        if any(t.shape != first for t in group.tasks):
+        d = group.demand()
+        if len(d) != 1:
             return None
-        return (first, len(group.tasks), topo.limit)
+        return (next(iter(d)), len(group.tasks), topo.limit)
 
     def place_batch(self, stmt: Statement, groups: Sequence[Group], job_domain: int) -> dict[str, int] | None:
         """Place identical partitions as Volcano's sequential greedy would, one domain at a time.
@@ -259,7 +265,7 @@ class Placer:
             ok = fit > 0
             if not ok.any():
                 continue
-            cands, fitc = ids[ok], fit[ok]
+            cands = ids[ok]
             scores = ssn.hypernode_scores(g0.subjob, req_one, cands) if len(cands) > 1 else np.zeros(1)
             for j in np.lexsort((cands, -scores)).tolist():
                 if not remaining:
@@ -270,7 +276,7 @@ class Placer:
                 if m <= 0:
                     continue
                 chunk, remaining = remaining[:m], remaining[m:]
-                tasks = [t for g in chunk for t in sorted(g.tasks, key=rank_key)]
+                tasks = [t for g in chunk for t in sorted(g.tasks, key=_RANK)]
                 nodes_d = self.tree.node_sets[d]
                 c = self.state.node_counts(shape)[nodes_d]
                 nz = c > 0

@@ -131,7 +131,10 @@ class AllocState:
         starts = self.tree.node_hn_ptr[n_arr]
         offs = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(deg.sum())
         hns = self.tree.node_hn_idx[offs]
-        np.add.at(self.hn_used, hns, np.repeat(reqs, deg, axis=0))
+        rep = np.repeat(reqs, deg, axis=0)
+        h = len(self.tree)
+        for r in np.flatnonzero(reqs.any(axis=0)).tolist():
+            self.hn_used[:, r] += np.bincount(hns, weights=rep[:, r], minlength=h)
         if self._has_ports:
             for sid, n in zip(s_arr.tolist(), n_arr.tolist(), strict=True):
                 hp = self.snap.shapes[sid].constraints.host_ports

@@ -8,7 +8,9 @@ Allocated HyperNodes of jobs and SubJobs are recovered from running pods at open
 
 from __future__ import annotations
 
+import operator
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +93,25 @@ class Session:
         if not self.task_ready(t):
             self._count(t, 1)
         self.placed[t.key] = node
+
+    def mark_placed_many(self, tasks: list[TaskInfo], nodes: list[int]) -> None:
+        """Bulk :meth:`mark_placed` (one pass, counters updated by group)."""
+        placed = self.placed
+        by_sj: Counter[str] = Counter()
+        by_role: Counter[tuple[str, str]] = Counter()
+        by_job: Counter[str] = Counter()
+        for t, n in zip(tasks, nodes, strict=True):
+            if not (t.running or t.best_effort or t.key in placed):
+                by_sj[t.subjob] += 1
+                by_role[(t.job, t.role)] += 1
+                by_job[t.job] += 1
+            placed[t.key] = n
+        for k, v in by_sj.items():
+            self.n_ready_sj[k] += v
+        for kr, v in by_role.items():
+            self.n_ready_role[kr] += v
+        for k, v in by_job.items():
+            self.n_ready_job[k] += v
 
     def unmark_placed(self, t: TaskInfo) -> None:
         """Forget a tentative allocation (Statement discard/rollback)."""
@@ -184,7 +205,9 @@ class Session:
         """Plugin keys, then Volcano's default task order (pod-name ordinal, creation, UID)."""
         fns = list(self.task_order_fns)
         if not fns:
-            return lambda t: t.order_key
+            return operator.attrgetter("order_key")
+        if len(fns) == 1 and getattr(fns[0], "precomputed", None):
+            return operator.attrgetter(fns[0].precomputed)  # type: ignore[attr-defined]
         return lambda t: (*(f(t) for f in fns), *t.order_key)
 
     # ------------------------------------------------------------------ scores

@@ -28,9 +28,7 @@ class Statement:
         if not tasks:
             return
         self.ssn.state.apply([t.shape for t in tasks], nodes, +1)
-        mark = self.ssn.mark_placed
-        for t, n in zip(tasks, nodes, strict=True):
-            mark(t, n)
+        self.ssn.mark_placed_many(list(tasks), list(nodes))
         self.ops.extend(zip(tasks, nodes, strict=True))
 
     def discard(self) -> None:

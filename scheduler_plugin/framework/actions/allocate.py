@@ -121,7 +121,22 @@ def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
         if pos >= len(cands):
             have = ready_total + len(chosen_keys)
             return f"{have} pods can run, minMember {job.min_member}"
-        add_task(cands[pos])
+        t = cands[pos]
+        sj = job.subjobs[t.subjob]
+        if sj.is_default or need_of(sj) == 0:
+            # Plain pods: take the whole run of this SubJob's next candidates in one step.
+            deficit = job.min_member - ready_total - len(chosen_keys)
+            run: list[TaskInfo] = []
+            while pos < len(cands) and len(run) < deficit and cands[pos].subjob == t.subjob:
+                if cands[pos].key not in chosen_keys:
+                    run.append(cands[pos])
+                pos += 1
+            chosen.setdefault(sj.id, []).extend(run)
+            for x in run:
+                chosen_keys.add(x.key)
+                chosen_roles[x.role] = chosen_roles.get(x.role, 0) + 1
+            continue
+        add_task(t)
         pos += 1
     order = {sj.id: i for i, sj in enumerate(subjobs)}
     return [
@@ -202,7 +217,7 @@ def allocate(ssn: Session) -> None:
             ssn.explanations[job.key] = expl
             _fail_tasks(ssn, groups, expl, expl.summary)
     for job in sorted(jobs, key=ssn.job_sort_key()):
-        if not ssn.job_ready(job):
+        if ssn.job_ready_count(job) >= len(job.tasks) or not ssn.job_ready(job):
             continue
         for unit in extension_units(ssn, job):
             while True:

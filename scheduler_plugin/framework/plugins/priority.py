@@ -22,7 +22,12 @@ def subjob_order(sj: SubJobInfo) -> int:
 
 
 def task_order(t: TaskInfo) -> int:
+    """Higher pod priority first."""
     return -t.priority
+
+
+# The session sorts by the precomputed ``TaskInfo.prio_order_key`` when this is the only task key.
+task_order.precomputed = "prio_order_key"  # type: ignore[attr-defined]
 
 
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> None:
