@@ -139,11 +139,6 @@ def _strip_times(value: Any) -> Any:
     return value
 
 
-def fingerprint(objects: dict[Key, dict[str, Any]]) -> str:
-    """Cluster state without timestamps: equal fingerprints mean a cycle changed nothing."""
-    return json.dumps([[list(k), _strip_times(v)] for k, v in objects.items()], sort_keys=True, default=str)
-
-
 class Simulation:
     """Holds the cluster state between cycles; :meth:`run` drives it."""
 
@@ -294,7 +289,7 @@ class Simulation:
         if not out.allowed:
             self._reject(obj, out.messages, source)
             return None
-        return copy.deepcopy(out.object)
+        return out.object  # admit() returns a copy (the apiserver's view), never the input
 
     def _add(self, obj: dict[str, Any], *, created: bool) -> None:
         k = key_of(obj)
@@ -495,20 +490,38 @@ class Simulation:
                 changed = True
         return changed
 
-    def reconcile(self) -> None:
-        """Controllers, round after round, until none of them changes anything."""
+    def reconcile(self) -> bool:
+        """Controllers, round after round, until none of them changes anything.
+
+        Returns whether anything changed.
+        """
         self.progress.start(f"cycle {self.cycle}: controllers", None)
+        any_change = False
         for self.round in range(MAX_CONTROLLER_ROUNDS):
             changed = self._discovery()
             changed = self._hypernode_status() or changed
             changed = self._jobs() or changed
             self.progress.advance()
             if not changed:
-                return
+                return any_change
+            any_change = True
         self._warn_once(f"controllers did not settle within {MAX_CONTROLLER_ROUNDS} rounds")
+        return any_change
 
-    def schedule(self) -> int:
-        """One scheduler session; returns the number of bindings applied."""
+    def _session_can_change_anything(self) -> bool:
+        """False when no pod is pending and every PodGroup already has the scheduler's
+        verdict: a session then binds nothing and reports what it reported before, so the
+        (costly, on big clusters) snapshot is not rebuilt."""
+        for p in self.of_kind("Pod"):
+            if (
+                not (p.get("spec") or {}).get("nodeName")
+                and (p.get("status") or {}).get("phase") == "Pending"
+            ):
+                return True
+        return any(ns_name(pg) not in self.outcomes for pg in self.of_kind("PodGroup"))
+
+    def schedule(self) -> bool:
+        """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
         from scheduler_plugin.session import run_session
         from scheduler_plugin.snapshot import ClusterSnapshot
 
@@ -526,6 +539,7 @@ class Simulation:
         )
         result = run_session(snap, config=self.config, seed=self.seed)
         self.snapshot, self.session, self.scheduler_ran = snap, result, True
+        before = {ns_name(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
         bound = 0
         for pod_key, node in result.bindings.items():
             ns, _, name = pod_key.partition("/")
@@ -558,7 +572,8 @@ class Simulation:
                 pg.setdefault("metadata", {}).setdefault("annotations", {})[
                     JOB_ALLOCATED_HYPERNODE_ANNOTATION
                 ] = outcome.allocated_hypernode
-        return bound
+        after = {ns_name(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
+        return bound > 0 or before != after
 
     def run(self, cycles: int | None = None) -> SimResult:
         """Run ``cycles`` cycles, or until a cycle changes nothing (at most 10)."""
@@ -567,11 +582,11 @@ class Simulation:
         ran = 0
         for c in range(1, limit + 1):
             self.cycle, self.round = c, 0
-            before = fingerprint(self.objects)
-            self.reconcile()
-            self.schedule()
+            changed = self.reconcile()
+            if c == 1 or self._session_can_change_anything():
+                changed = self.schedule() or changed
             ran = c
-            if cycles is None and fingerprint(self.objects) == before:
+            if cycles is None and not changed:
                 break
         # A last controller pass so Job status reflects the final bindings.
         self.cycle, self.round = ran + 1, 0

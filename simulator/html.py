@@ -22,8 +22,10 @@ NAMED_CELLS_MAX = 64
 
 
 def job_color(i: int) -> str:
-    """Well separated hues (golden angle), readable on white."""
-    return f"hsl({(i * 137.508) % 360:.0f}, 65%, 52%)"
+    """Well separated hues (golden angle); every 7 jobs the lightness shifts too, so that
+    jobs whose hues come close again still differ. Readable on white."""
+    lightness = (50, 36, 64)[(i // 7) % 3]
+    return f"hsl({(i * 137.508) % 360:.0f}, 65%, {lightness}%)"
 
 
 CSS = """

@@ -103,6 +103,8 @@ class Inputs:
     scheduler_conf: str | None = None  # text of volcano-scheduler.conf, when given
     scheduler_conf_source: str | None = None
     warnings: list[str] = field(default_factory=list)
+    # (kind, namespace, name) -> object, to find duplicates without a quadratic scan.
+    index: dict[tuple[str, str, str], InputObject] = field(default_factory=dict, repr=False)
 
     def of_kind(self, kind: str) -> list[InputObject]:
         return [o for o in self.objects if o.kind == kind]
@@ -153,13 +155,17 @@ def find_scheduler_conf(paths: Sequence[str | Path]) -> Path | None:
     return None
 
 
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def iter_documents(text: str, filename: str) -> Iterator[tuple[int, Any]]:
     """(1-based line, value) for each non-empty document of a YAML stream.
 
     compose_all + construct keeps the start line of every document; a syntax error
     becomes an InputError at the line PyYAML reports.
     """
-    loader = yaml.SafeLoader(text)
+    # The libyaml-backed loader when PyYAML has it: ~10x faster on big inputs, same marks.
+    loader = _Loader(text)
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -173,6 +179,9 @@ def iter_documents(text: str, filename: str) -> Iterator[tuple[int, Any]]:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 0
         problem = exc.problem or exc.context or "malformed YAML"
+        if exc.problem and exc.context and exc.context_mark is not None:
+            # "did not find expected ',' or ']' (while parsing a flow sequence started at line 4)"
+            problem += f" ({exc.context} started at line {exc.context_mark.line + 1})"
         raise InputError(f"malformed YAML: {problem}", str(Source(filename, line))) from None
     except yaml.YAMLError as exc:
         raise InputError(f"malformed YAML: {exc}", filename) from None
@@ -264,10 +273,11 @@ def add_object(inputs: Inputs, obj: dict[str, Any], where: Source, *, existing: 
         inputs.warnings.append(f"{where}: {obj['apiVersion']} {obj['kind']} is not simulated; ignored")
         return
     item = InputObject(normalize(obj, SUPPORTED[key]), where, existing)
-    for other in inputs.objects:
-        if other.ident == item.ident:
-            label = object_label(item.kind, item.namespace, item.name)
-            raise InputError(f"{label} is defined twice: here and at {other.source}", str(where))
+    other = inputs.index.get(item.ident)
+    if other is not None:
+        label = object_label(item.kind, item.namespace, item.name)
+        raise InputError(f"{label} is defined twice: here and at {other.source}", str(where))
+    inputs.index[item.ident] = item
     inputs.objects.append(item)
 
 
@@ -281,7 +291,9 @@ def finish(inputs: Inputs, *, default_queue: bool = True) -> None:
             "spec": {"weight": 1, "reclaimable": True},
             "status": {"state": "Open"},
         }
-        inputs.objects.insert(0, InputObject(normalize(queue, False), Source("<built-in>", 0)))
+        item = InputObject(normalize(queue, False), Source("<built-in>", 0))
+        inputs.index[item.ident] = item
+        inputs.objects.insert(0, item)
     for i, o in enumerate(inputs.objects):
         o.obj["metadata"].setdefault("creationTimestamp", sim_time(i))
 
