@@ -401,7 +401,7 @@ class Simulation:
             self.warnings.append(text)
 
     def _hypernode_status(self) -> bool:
-        from controller.hypernode.status import compute_status
+        from controller.hypernode.status import compute_all
         from hyperplace.kube.members import node_labels_of
 
         labels = node_labels_of(self.of_kind("Node"))
@@ -421,9 +421,13 @@ class Simulation:
             hn = HyperNode.model_validate(o)
             models[hn.name] = hn
         changed = False
-        for name, hn in models.items():
-            status = compute_status(hn, labels, models, now=self.now).to_dict()
-            obj = self.objects[("HyperNode", "", name)]
+        # One shared index for the whole tree: members are resolved once, not once per ancestor.
+        statuses = compute_all(models, labels, now=self.now)
+        for name, st in statuses.items():
+            status = st.to_dict()
+            obj = self.objects.get(("HyperNode", "", name))
+            if obj is None:
+                continue
             self._freeze_times(status)
             if obj.get("status") != status:
                 obj["status"] = status
