@@ -197,12 +197,15 @@ GPU_WEIGHTS: tuple[float, ...] = (
     0.0012,
     0.0003,
 )
-# Log-normal run time: median 10 min for a 1-GPU job, growing as gpus**0.4 (about 2 h for
-# 512 GPUs), sigma 1.0 in log space; capped at 24 h.
+# Log-normal run time: median 10 min for a 1-GPU job, growing as gpus**0.3 (about 1 h for
+# 512 GPUs), sigma 1.0 in log space; capped at 12 h. Real traces run longer (days for the
+# largest jobs); the time scale is compressed so that a trace of a few thousand jobs spans
+# many lifetimes of its largest jobs -- only the ratio of run time to arrival gap matters
+# for placement quality and fragmentation.
 DURATION_MEDIAN_S = 600.0
-DURATION_SIZE_EXPONENT = 0.4
+DURATION_SIZE_EXPONENT = 0.3
 DURATION_SIGMA = 1.0
-DURATION_CAP_S = 24 * 3600.0
+DURATION_CAP_S = 12 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -253,13 +256,35 @@ def trace_jobs(
     topo = state.topo
     total_gpus = int(state.alloc[:, 2].sum())
     cap = max(1, int(total_gpus * max_job_fraction))
+    # Quota sampling: each size bucket gets its expected share of the jobs (largest
+    # remainders round), then the order is shuffled. With i.i.d. draws the handful of
+    # 1,000+-GPU jobs -- which carry most of the GPU time -- would make the offered load of
+    # a short trace swing by 2x from seed to seed.
     weights = np.asarray(GPU_WEIGHTS) / sum(GPU_WEIGHTS)
-    gpus = np.minimum(rng.choice(np.asarray(GPU_BUCKETS), size=n_jobs, p=weights), cap)
+    expected = weights * n_jobs
+    counts = np.floor(expected).astype(np.int64)
+    for b in np.argsort(-(expected - counts), kind="stable")[: n_jobs - int(counts.sum())]:
+        counts[b] += 1
+    sizes = np.repeat(np.asarray(GPU_BUCKETS, dtype=np.int64), counts)
+    gpus = np.minimum(rng.permutation(sizes), cap)
     gpus = np.where(gpus > 8, (gpus // 8) * 8, gpus)
     median = DURATION_MEDIAN_S * gpus.astype(float) ** DURATION_SIZE_EXPONENT
     durations = np.minimum(median * np.exp(rng.normal(0.0, DURATION_SIGMA, size=n_jobs)), DURATION_CAP_S)
-    # Offered load: arrival rate such that mean(gpus * duration) * rate = load * total GPUs.
-    rate = load * total_gpus / float(np.mean(gpus * durations))
+    # Offered load: arrival rate such that E[gpus * duration] * rate = load * total GPUs,
+    # with the expectation taken over the distribution (log-normal mean = median *
+    # exp(sigma^2 / 2), cap ignored), not over this sample: a sample mean would let one
+    # long 1,000-GPU job halve the arrival rate of the whole trace.
+    bucket = np.minimum(np.asarray(GPU_BUCKETS, dtype=float), cap)
+    mean_work = float(
+        np.sum(
+            weights
+            * bucket
+            * DURATION_MEDIAN_S
+            * bucket**DURATION_SIZE_EXPONENT
+            * np.exp(DURATION_SIGMA**2 / 2)
+        )
+    )
+    rate = load * total_gpus / mean_work
     arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n_jobs))
     nodes_per_leaf = topo.leaf_size
     nodes_per_spine = int(np.bincount(topo.anc[1]).max()) if topo.n_tiers >= 2 else topo.n_nodes

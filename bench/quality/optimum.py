@@ -16,7 +16,11 @@ the MILP on tiny cases.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +42,21 @@ class Optimum:
     @property
     def feasible(self) -> bool:
         return self.quality is not None
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """HiGHS prints debug lines straight to file descriptor 1 on some MIPs; keep them out
+    of the benchmark's markdown output."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _groups(job: JobSpec) -> tuple[list[IntArray], IntArray]:
@@ -152,13 +171,14 @@ def _solve_at_tier(
         add(idx, np.ones(len(idx)), 1.0, 1.0)
 
     a = sp.csr_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, nvar))
-    res = milp(
-        c,
-        integrality=integrality,
-        bounds=Bounds(lb, ub),
-        constraints=[LinearConstraint(a, np.asarray(lo), np.asarray(hi))],
-        options={"mip_rel_gap": 0.0, "time_limit": time_limit, "presolve": True},
-    )
+    with _quiet_stdout():
+        res = milp(
+            c,
+            integrality=integrality,
+            bounds=Bounds(lb, ub),
+            constraints=[LinearConstraint(a, np.asarray(lo), np.asarray(hi))],
+            options={"mip_rel_gap": 0.0, "time_limit": time_limit, "presolve": True},
+        )
     if res.status == 1 and res.x is None:
         return None, True
     if res.x is None:
@@ -173,13 +193,20 @@ def _solve_at_tier(
 
 
 def milp_optimum(state: ClusterState, job: JobSpec, time_limit: float = 30.0) -> Optimum:
-    """Lexicographic optimum by MILP, trying job tiers bottom-up within the hard bound."""
+    """Lexicographic optimum by MILP, trying job tiers bottom-up within the hard bound.
+
+    ``timed_out`` means HiGHS hit ``time_limit`` somewhere: the result is then not proven
+    optimal (or not proven infeasible) and callers should not score against it.
+    """
     topo = state.topo
     limit = job.topology.limit(topo.root_tier) if job.topology else topo.root_tier
     timed_out = False
     for tier in range(1, min(limit, topo.root_tier) + 1):
         placement, hit_limit = _solve_at_tier(state, job, tier, time_limit)
         timed_out = timed_out or hit_limit
+        if placement is None and hit_limit:
+            # Unknown whether this tier is feasible: the answer would not be exact.
+            return Optimum(None, None, timed_out=True)
         if placement is not None:
             problems = violations(state, job, placement)
             if problems:  # a solver tolerance slip; never report an invalid optimum

@@ -61,6 +61,7 @@ class HyperplaceScheduler(Scheduler):
     _static: dict[int, tuple[Topology, list[dict[str, Any]], list[Any]]] = field(default_factory=dict)
     _running: dict[str, _Running] = field(default_factory=dict)
     _created: dict[str, float] = field(default_factory=dict)
+    _pending: dict[JobSpec, tuple[list[dict[str, Any]], Any]] = field(default_factory=dict)
 
     # ---- simulation hooks ------------------------------------------------------------
 
@@ -79,6 +80,16 @@ class HyperplaceScheduler(Scheduler):
 
     def on_finish(self, job: JobSpec) -> None:
         self._running.pop(job.name, None)
+
+    def _pending_objects(self, job: JobSpec) -> tuple[list[dict[str, Any]], Any]:
+        """Pending pods and PodGroup of a job, built once while it waits (as an informer
+        cache would hold them); dropped when the job starts."""
+        objs = self._pending.get(job)
+        if objs is None:
+            created = self._created.get(job.name, 0.0)
+            objs = (pod_dicts(job, created), podgroup(job, created))
+            self._pending[job] = objs
+        return objs
 
     # ---- decisions ---------------------------------------------------------------------
 
@@ -108,10 +119,12 @@ class HyperplaceScheduler(Scheduler):
             pods.extend(run.pods)
             groups.append(run.group)
         pods.extend(background_pods(topo, background))
+        # Keep wire objects only for jobs still waiting.
+        self._pending = {job: objs for job, objs in self._pending.items() if job in set(jobs)}
         for job in jobs:
-            created = self._created.get(job.name, 0.0)
-            pods.extend(pod_dicts(job, created))
-            groups.append(podgroup(job, created))
+            job_pods, group = self._pending_objects(job)
+            pods.extend(job_pods)
+            groups.append(group)
         queue = Queue.model_validate({"metadata": {"name": "default"}, "spec": {"weight": 1}})
 
         t0 = time.process_time()
@@ -131,6 +144,7 @@ class HyperplaceScheduler(Scheduler):
                 placement = np.asarray([index[str(b)] for b in bound], dtype=np.int64)
                 state.apply(job.req, placement)
                 out[job.name] = placement
+                self._pending.pop(job, None)
             elif any(b is not None for b in bound):
                 # A gang must be all-or-nothing; record it and treat the job as not placed.
                 n = sum(b is not None for b in bound)

@@ -41,7 +41,8 @@ def exact_table(res: ExactResult) -> str:
     out.append("")
     out.append(
         f"Cases: seeds {res.seeds[0]}..{res.seeds[-1]} ({mix}). MILP oracle CPU: mean "
-        f"{1e3 * oracle.mean():.0f} ms, max {1e3 * oracle.max():.0f} ms, time-limit hits {res.oracle_timeouts}."
+        f"{1e3 * oracle.mean():.0f} ms, max {1e3 * oracle.max():.0f} ms; cases not scored because the "
+        f"MILP hit its time limit (no proven optimum): {res.oracle_timeouts}."
     )
     return "\n".join(out)
 
@@ -79,7 +80,8 @@ def sim_table(results: Sequence[SimResult]) -> str:
         ("job LCA tier, p95 (multi-pod)", "tier_p95", ""),
         ("leaves spanned - minimum, mean", "leaf_excess_mean", ""),
         ("jobs at the minimum leaf span", "leaf_at_min_share", "%"),
-        ("GPU allocation (time-avg, arrival window)", "gpu_util", "%"),
+        ("GPU demand (if every job started on arrival)", "demand", "%"),
+        ("GPU allocation (time-avg)", "gpu_util", "%"),
         ("GPUs stranded for the head job (time-avg)", "stranded_frac", "%"),
         ("queueing delay p50", "wait_p50_s", "s"),
         ("queueing delay p95", "wait_p95_s", "s"),

@@ -44,9 +44,10 @@ class SimResult:
     jobs: list[JobRecord]
     cycle_cpu_s: list[float]
     util_time: list[tuple[float, float]]  # (time, allocated GPU fraction) at each decision point
-    gpu_util: float  # time-averaged over the arrival window
-    stranded_frac: float  # time-averaged stranded GPUs / total GPUs over the arrival window
+    gpu_util: float  # time-averaged over the measurement window
+    stranded_frac: float  # time-averaged stranded GPUs / total GPUs over the same window
     end_time: float
+    demand: float  # GPU share the trace would use in the window if every job started on arrival
     anomalies: list[str] = field(default_factory=list)
 
     def started(self) -> list[JobRecord]:
@@ -68,6 +69,7 @@ def simulate(
     tick: float = 60.0,
     reserve_after_s: float = 4 * 3600.0,
     drain_factor: float = 3.0,
+    warmup_fraction: float = 0.2,
 ) -> SimResult:
     """Run ``trace`` through ``sched`` on a copy of ``state0``."""
     state = state0.copy()
@@ -81,6 +83,9 @@ def simulate(
     arrivals = sorted(trace, key=lambda tj: tj.arrival)
     last_arrival = arrivals[-1].arrival if arrivals else 0.0
     horizon = last_arrival * drain_factor + tick
+    # Utilisation and stranding are averaged over [warm, last arrival]: the cluster starts
+    # empty, and after the last arrival the queue only drains.
+    warm = warmup_fraction * last_arrival
     pending: list[TraceJob] = []
     running: list[tuple[float, str]] = []  # heap of (end time, job name)
     placements: dict[str, np.ndarray] = {}
@@ -93,8 +98,8 @@ def simulate(
     changed = False
     t = 0.0
     while t <= horizon:
-        # Integrate the step functions over [prev_t, t), clipped to the arrival window.
-        span = max(0.0, min(t, last_arrival) - min(prev_t, last_arrival))
+        # Integrate the step functions over [prev_t, t), clipped to the measurement window.
+        span = max(0.0, min(t, last_arrival) - max(prev_t, warm))
         util_area += prev_util * span
         stranded_area += prev_stranded * span
         prev_t = t
@@ -147,7 +152,11 @@ def simulate(
         if nxt == math.inf:
             break
         t = max(t + tick, math.ceil(nxt / tick) * tick)
-    window = max(last_arrival, 1e-9)
+    window = max(last_arrival - warm, 1e-9)
+    demand = sum(
+        tj.spec.gpus * max(0.0, min(tj.arrival + tj.duration, last_arrival) - max(tj.arrival, warm))
+        for tj in trace
+    )
     anomalies = list(getattr(sched, "anomalies", []))
     return SimResult(
         sched.name,
@@ -157,6 +166,7 @@ def simulate(
         util_area / window,
         stranded_area / window,
         t,
+        demand / (total_gpus * window),
         anomalies,
     )
 
@@ -186,6 +196,7 @@ def summarize(res: SimResult) -> dict[str, float]:
         "tier_p95": pct(tiers, 95),
         "leaf_excess_mean": mean(excess),
         "leaf_at_min_share": float((excess == 0).mean()) if len(excess) else float("nan"),
+        "demand": res.demand,
         "gpu_util": res.gpu_util,
         "stranded_frac": res.stranded_frac,
         "wait_p50_s": pct(waits, 50),
