@@ -161,20 +161,18 @@ def compress_names(names: list[str], limit: int = 6) -> str:
     """``node0, node1, node2, node3`` -> ``node0..node3``; long lists become ranges.
 
     Names sharing a prefix with consecutive numbers collapse to ``prefixA..prefixB``;
-    at most ``limit`` pieces are shown, the rest summarized as ``+N more``.
+    at most ``limit`` pieces are shown, the rest summarized as ``+N more`` (N names).
     """
     if not names:
         return "-"
-    pieces: list[str] = []
+    pieces: list[tuple[str, int]] = []  # (text, how many names it stands for)
     run: list[tuple[str, int, str]] = []
 
     def flush() -> None:
-        if not run:
-            return
         if len(run) >= 3:
-            pieces.append(f"{run[0][2]}..{run[-1][2]}")
+            pieces.append((f"{run[0][2]}..{run[-1][2]}", len(run)))
         else:
-            pieces.extend(r[2] for r in run)
+            pieces.extend((r[2], 1) for r in run)
         run.clear()
 
     for n in sorted(dict.fromkeys(names), key=natural_key):
@@ -186,8 +184,8 @@ def compress_names(names: list[str], limit: int = 6) -> str:
         if m:
             run.append((m.group(1), int(m.group(2)), n))
         else:
-            pieces.append(n)
+            pieces.append((n, 1))
     flush()
-    if len(pieces) > limit:
-        return ", ".join(pieces[:limit]) + f", +{len(pieces) - limit} more"
-    return ", ".join(pieces)
+    shown = ", ".join(text for text, _ in pieces[:limit])
+    rest = sum(count for _, count in pieces[limit:])
+    return f"{shown}, +{rest} more" if rest else shown
