@@ -148,9 +148,8 @@ def test_a_hypernode_above_a_cycle_still_counts_everything_reachable() -> None:
     assert statuses["b"].node_count == 2
 
 
-def test_compute_all_matches_one_at_a_time_and_scales() -> None:
-    import time
-
+def test_compute_all_on_a_large_tree_matches_one_at_a_time() -> None:
+    # Speed is measured in bench/, not asserted here; this pins correctness at size.
     labels = {f"n{i}": {"leaf": f"l{i // 8}"} for i in range(8000)}
     leaves = [hn(f"leaf-{j}", 1, [node(labels={"leaf": f"l{j}"})]) for j in range(1000)]
     spines = [
@@ -158,13 +157,10 @@ def test_compute_all_matches_one_at_a_time_and_scales() -> None:
     ]
     top = hn("top", 3, [child(f"spine-{k}") for k in range(20)])
     hns = tree(*leaves, *spines, top)
-    start = time.perf_counter()
     statuses = compute_all(hns, labels, now="t")
-    elapsed = time.perf_counter() - start
     assert statuses["top"].node_count == 8000 and statuses["spine-3"].node_count == 400
     assert all(ready(s).status == "True" for s in statuses.values())
     assert compute_status(spines[7], labels, hns, now="t").to_dict() == statuses["spine-7"].to_dict()
-    assert elapsed < 5, f"compute_all took {elapsed:.1f}s"
 
 
 def test_index_is_reused_for_status_only_changes_but_not_for_spec_changes() -> None:

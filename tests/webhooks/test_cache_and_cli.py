@@ -95,7 +95,7 @@ def test_command_serves_plain_http_for_tests_and_stops_on_sigterm():
         stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # start-up wait, generous for a loaded CI machine
         while True:
             try:
                 if _get(f"http://127.0.0.1:{probes}/readyz")[0] == 200:
