@@ -173,6 +173,8 @@ def job_renderable(
         nt = job.topology_spec
         bound = nt.get("highestTierAllowed", nt.get("highestTierName", "any"))
         facts.add_row("  constraint:", f"networkTopology {nt.get('mode', 'hard')}, highest tier {bound}")
+    elif not job.partitions:
+        facts.add_row("  constraint:", "none (no networkTopology)")
     for task, pp in job.partitions.items():
         pnt = pp.get("networkTopology") or {}
         pbound = pnt.get("highestTierAllowed", pnt.get("highestTierName", "any"))
@@ -204,7 +206,11 @@ def job_renderable(
     if explain and job.waiting:
         lines = waiting_lines(job)
         if lines:
-            parts.append(Text("  why waiting:", style="bold yellow"))
+            pending = len(job.pods) - job.running
+            title = (
+                "why waiting:" if not job.running else f"why {pending} pod{'s' if pending != 1 else ''} wait:"
+            )
+            parts.append(Text(f"  {title}", style="bold yellow"))
             for line in lines:
                 parts.append(Text("    " + line))
     return Group(*parts)
@@ -215,7 +221,11 @@ def waiting_lines(job: JobView) -> list[str]:
     lines = explanation_lines(getattr(job.outcome, "explanation", None)) if job.outcome is not None else []
     if lines:
         return lines
-    return sorted({p.reason for p in job.pods if p.node is None and p.reason})
+    # A pod's reason is the scheduler's explanation in one line ("; "-joined): show its parts.
+    out: list[str] = []
+    for reason in sorted({p.reason for p in job.pods if p.node is None and p.reason}):
+        out.extend(part for part in reason.split("; ") if part not in out)
+    return out
 
 
 # --- topology tree ------------------------------------------------------------------------
