@@ -27,9 +27,11 @@ import json
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from hyperplace.api import HyperNode, Job, PodGroup, Queue
+from pydantic import ValidationError
+
+from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_validation_error
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION
 
 from .loader import (
@@ -43,6 +45,7 @@ from .loader import (
 )
 
 Key = tuple[str, str, str]  # (kind, namespace or "", name)
+M = TypeVar("M", bound=TypedObject)
 
 # Keys whose values are timestamps; see the module docstring.
 TIME_KEYS = frozenset(
@@ -215,6 +218,22 @@ class Simulation:
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [o for k, o in self.objects.items() if k[0] == kind]
 
+    def models(self, model: type[M]) -> list[tuple[dict[str, Any], M]]:
+        """(wire object, model) of every object of the model's kind.
+
+        Admitted objects always parse; objects read from a live cluster skipped admission,
+        so one that does not parse is left out with a warning instead of stopping the run.
+        """
+        kind = str(model.model_fields["kind"].default)
+        out: list[tuple[dict[str, Any], M]] = []
+        for o in self.of_kind(kind):
+            try:
+                out.append((o, model.model_validate(o)))
+            except ValidationError as exc:
+                lines = format_validation_error(exc)
+                self._warn_once(f"{kind} {_ref(o)} is invalid and ignored: {'; '.join(lines[:3])}")
+        return out
+
     def _reject(self, obj: dict[str, Any], messages: Iterable[str], source: str | None) -> None:
         meta = obj.get("metadata") or {}
         r = Rejection(
@@ -233,20 +252,8 @@ class Simulation:
         """AdmissionContext with the HyperNodes and Jobs the API server would hold now."""
         from webhooks.context import AdmissionContext
 
-        hypernodes: dict[str, HyperNode] = {}
-        for o in self.of_kind("HyperNode"):
-            try:
-                hn = HyperNode.model_validate(o)
-            except ValueError:
-                continue
-            hypernodes[hn.name] = hn
-        jobs: dict[str, Job] = {}
-        for o in self.of_kind("Job"):
-            try:
-                j = Job.model_validate(o)
-            except ValueError:
-                continue
-            jobs[j.key] = j
+        hypernodes = {hn.name: hn for _, hn in self.models(HyperNode)}
+        jobs = {j.key: j for _, j in self.models(Job)}
         return AdmissionContext(
             hypernodes=hypernodes, jobs=jobs, known_tier_names=self._discovery_tier_names()
         )
@@ -366,7 +373,7 @@ class Simulation:
             return False
         if config.enabled("label") is None:
             return False
-        existing = [HyperNode.model_validate(o) for o in self.of_kind("HyperNode")]
+        existing = [hn for _, hn in self.models(HyperNode)]
         try:
             result = discover_from_labels(config, self.of_kind("Node"), existing, self.rng)
         except DiscoveryError as exc:
@@ -416,10 +423,7 @@ class Simulation:
         )
         if signature == self._hn_status_signature:
             return False
-        models = {}
-        for o in hn_objs:
-            hn = HyperNode.model_validate(o)
-            models[hn.name] = hn
+        models = {hn.name: hn for _, hn in self.models(HyperNode)}
         changed = False
         # One shared index for the whole tree: members are resolved once, not once per ancestor.
         statuses = compute_all(models, labels, now=self.now)
@@ -450,13 +454,16 @@ class Simulation:
             pods_by_ns.setdefault(p["metadata"].get("namespace") or "default", []).append(p)
         changed = False
         ctx = None
-        for jobj in self.of_kind("Job"):
-            job = Job.model_validate(jobj)
+        for jobj, job in self.models(Job):
             ns = job.namespace or "default"
             pg_obj = None
             pg_name = f"{job.name}-{job.metadata.uid or ''}"
             pg_obj = self.objects.get(("PodGroup", ns, pg_name))
-            pg = PodGroup.model_validate(pg_obj) if pg_obj is not None else None
+            try:
+                pg = PodGroup.model_validate(pg_obj) if pg_obj is not None else None
+            except ValidationError:
+                self._warn_once(f"PodGroup {ns}/{pg_name} is invalid; the Job controller leaves it alone")
+                continue
             r = reconcile_job(
                 job, pg, pods_by_ns.get(ns, []), now=self.now, priority_classes=priority_classes
             )
@@ -536,9 +543,9 @@ class Simulation:
         snap = ClusterSnapshot.build(
             nodes=self.of_kind("Node"),
             pods=pods,
-            hypernodes=[HyperNode.model_validate(o) for o in self.of_kind("HyperNode")],
-            podgroups=[PodGroup.model_validate(o) for o in self.of_kind("PodGroup")],
-            queues=[Queue.model_validate(o) for o in self.of_kind("Queue")],
+            hypernodes=[m for _, m in self.models(HyperNode)],
+            podgroups=[m for _, m in self.models(PodGroup)],
+            queues=[m for _, m in self.models(Queue)],
             priority_classes=self.of_kind("PriorityClass"),
         )
         result = run_session(snap, config=self.config, seed=self.seed)

@@ -100,3 +100,15 @@ def test_live_objects_skip_admission_and_simulate():
     # Existing objects are not admitted again, but controllers still reconcile them.
     hn = result.get("HyperNode", None, "leaf")
     assert hn is not None and hn["status"]["nodeCount"] == 2
+
+
+def test_invalid_live_object_is_ignored_with_a_warning():
+    lists = dict(RECORDED)
+    lists["HyperNode"] = [
+        *RECORDED["HyperNode"],
+        {"metadata": {"name": "broken"}, "spec": {"tier": "high", "members": []}},
+    ]
+    result = simulate(inputs_from_lists(lists))
+    assert any(w.startswith("HyperNode broken is invalid and ignored: spec.tier") for w in result.warnings)
+    hn = result.get("HyperNode", None, "leaf")
+    assert hn is not None and hn["status"]["nodeCount"] == 2
