@@ -70,6 +70,7 @@ class ClusterSnapshot:
     orphan_pods: dict[str, str] = field(default_factory=dict)  # pending pods we cannot place, with reason
     standalone: list[str] = field(default_factory=list)  # job keys synthesised for group-less pods
     build_seconds: float = 0.0
+    plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)
 
     @property
@@ -85,10 +86,16 @@ class ClusterSnapshot:
     def static_mask(self, shape: Shape) -> npt.NDArray[np.bool_]:
         """Per-node static feasibility of a shape, cached per constraint signature."""
         if shape._mask is None:
-            sig = shape.constraints.signature
+            c = shape.constraints
+            sig = c.signature
             m = self._sig_masks.get(sig)
             if m is None:
-                m = np.asarray(static_feasibility_mask(shape.constraints, self.node_static), dtype=bool)
+                if not c.node_selector and c.required_terms is None and not c.tolerations:
+                    # No selector, affinity or tolerations: node_reason reduces to "ready, schedulable
+                    # and no NoSchedule/NoExecute taint", precomputed per node at build time.
+                    m = self.plain_mask
+                else:
+                    m = np.asarray(static_feasibility_mask(c, self.node_static), dtype=bool)
                 self._sig_masks[sig] = m
             shape._mask = m
         return shape._mask
@@ -289,6 +296,15 @@ class ClusterSnapshot:
             scheduler_names=owned,
             orphan_pods=orphans,
             standalone=sorted(standalone_pgs),
+        )
+        snap.plain_mask = np.array(
+            [
+                ns.ready
+                and not ns.unschedulable
+                and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in ns.taints)
+                for ns in statics
+            ],
+            dtype=bool,
         )
         snap.build_seconds = time.perf_counter() - t0
         return snap

@@ -31,7 +31,8 @@ class AllocState:
         self.tree = snap.tree
         self.alloc = snap.allocatable
         self.used = snap.used.copy()
-        self.ports = [set(p) for p in snap.node_ports]
+        # Shallow copy: sets are replaced, never mutated, so the snapshot's stay intact.
+        self.ports = list(snap.node_ports)
         h = len(self.tree)
         r = len(snap.resources)
         # HyperNode sums are float64: memory in milli-bytes summed over 10k nodes overflows int64,
@@ -140,9 +141,9 @@ class AllocState:
                 hp = self.snap.shapes[sid].constraints.host_ports
                 if hp:
                     if sign > 0:
-                        self.ports[n] |= set(hp)
+                        self.ports[n] = self.ports[n] | set(hp)
                     else:
-                        self.ports[n] -= set(hp)
+                        self.ports[n] = self.ports[n] - set(hp)
         self._refresh(np.unique(n_arr))
 
     def overcommitted(self, nodes: Sequence[int]) -> list[int]:
