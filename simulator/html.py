@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 
 from .engine import SimResult
-from .render import explanation_lines, hn_label
+from .render import hn_label, waiting_lines
 from .resources import format_free, main_resources
 from .topology import Topology, natural_key
 from .views import JobView, compress_names, subgroup_label
@@ -201,9 +201,7 @@ def render_html(result: SimResult, views: list[JobView], topo: Topology) -> str:
     out.append('<ul id="pending">')
     for v in waiting:
         pending = [p.name for p in v.pods if not p.node]
-        lines = explanation_lines(getattr(v.outcome, "explanation", None)) if v.outcome is not None else []
-        reasons = sorted({p.reason for p in v.pods if not p.node and p.reason})
-        text = "\n".join(lines or reasons or ["the scheduler gave no reason"])
+        text = "\n".join(waiting_lines(v) or ["the scheduler gave no reason"])
         out.append(
             f'<li class="pending-job" data-job="{escape(v.key)}"><span class="swatch {classes[v.podgroup]}"></span> '
             f"<b>{escape(v.key)}</b> — {len(pending)} pod(s) pending: {escape(compress_names(pending, limit=4))}"

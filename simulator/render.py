@@ -378,13 +378,14 @@ def summary_line(result: SimResult, views: list[JobView]) -> Text:
 def render_simulation(console: Console, result: SimResult, views: list[JobView], topo: Topology) -> None:
     colors = job_colors(views)
     console.print(summary_line(result, views))
+    # Warnings and refusals are one line each (grep-able), however long.
     for w in result.warnings:
-        console.print(Text(f"Warning: {w}", style="yellow"))
+        console.print(Text(f"Warning: {w}", style="yellow"), soft_wrap=True)
     if result.rejected:
         console.print()
         console.print(Text("Refused by admission", style="bold red"))
         for r in result.rejected:
-            console.print(Text(f"  {r.line()}", style="red"))
+            console.print(Text(f"  {r.line()}", style="red"), soft_wrap=True)
     for v in views:
         console.print()
         console.print(job_renderable(v, topo, colors[v.podgroup]))
