@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from hyperplace.runtime.api import ApiClient
+from hyperplace.runtime.leader import LeaderElector
+
 from .manager import ControllerManager, ManagerConfig
-from .runtime.api import ApiClient
-from .runtime.leader import LeaderElector
 
 log = logging.getLogger("hyperplace.controller")
 
@@ -96,7 +97,7 @@ async def _api_client(kubeconfig: str | None) -> tuple[ApiClient, object]:
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.config.config_exception import ConfigException
 
-    from .runtime.kube import KubeApiClient
+    from hyperplace.runtime.kube import KubeApiClient
 
     if kubeconfig:
         await config.load_kube_config(config_file=kubeconfig)

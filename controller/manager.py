@@ -47,8 +47,7 @@ from controller.job.reconcile import podgroup_name, reconcile_job
 from hyperplace.api import HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
 from hyperplace.kube.members import node_labels_of
-
-from .runtime.api import (
+from hyperplace.runtime.api import (
     CONFIGMAPS,
     HYPERNODES,
     JOBS,
@@ -61,8 +60,8 @@ from .runtime.api import (
     Obj,
     meta,
 )
-from .runtime.informer import Informer, wait_for_sync
-from .runtime.workqueue import WorkQueue
+from hyperplace.runtime.informer import Informer, wait_for_sync
+from hyperplace.runtime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

@@ -94,12 +94,12 @@ async def _inject_ca(args: argparse.Namespace) -> None:
 
 
 async def _hypernode_informer(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> Any:
-    """A started HyperNode informer (controller.runtime) on the cluster's API."""
+    """A started HyperNode informer (hyperplace.runtime) on the cluster's API."""
     from kubernetes_asyncio import client, config
 
-    from controller.runtime.api import HYPERNODES
-    from controller.runtime.informer import Informer
-    from controller.runtime.kube import KubeApiClient
+    from hyperplace.runtime.api import HYPERNODES
+    from hyperplace.runtime.informer import Informer
+    from hyperplace.runtime.kube import KubeApiClient
 
     if args.kubeconfig:
         await config.load_kube_config(config_file=args.kubeconfig)

@@ -25,7 +25,7 @@ log = logging.getLogger("hyperplace.webhooks.cache")
 
 
 class InformerLike(Protocol):
-    """What ``controller.runtime.informer.Informer`` offers and this module uses."""
+    """What ``hyperplace.runtime.informer.Informer`` offers and this module uses."""
 
     store: dict[str, Any]
     synced: asyncio.Event

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from controller.runtime.api import NODES, PODS
-from controller.runtime.informer import Informer, wait_for_sync
-
-from .fakeapi import FakeApi
+from hyperplace.runtime.api import NODES, PODS
+from hyperplace.runtime.informer import Informer, wait_for_sync
+from tests.fakeapi import FakeApi
 
 
 def pod(name: str, ns: str = "default", **labels: str) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as kclient
 
-from controller.runtime.api import HYPERNODES, JOBS, PODS, ApiError
-from controller.runtime.informer import Informer
-from controller.runtime.kube import KubeApiClient
+from hyperplace.runtime.api import HYPERNODES, JOBS, PODS, ApiError
+from hyperplace.runtime.informer import Informer
+from hyperplace.runtime.kube import KubeApiClient
 
 seen: list[tuple[str, str, str, str]] = []  # method, path, query, content-type
 

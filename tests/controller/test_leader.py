@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from controller.runtime.api import LEASES, ApiError
-from controller.runtime.leader import LeaderElector
-
-from .fakeapi import FakeApi
+from hyperplace.runtime.api import LEASES, ApiError
+from hyperplace.runtime.leader import LeaderElector
+from tests.fakeapi import FakeApi
 
 
 class Clock:

@@ -13,9 +13,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from controller.__main__ import health_app, parse_args
 from controller.manager import ControllerManager, ManagerConfig
-from controller.runtime.api import CONFIGMAPS, HYPERNODES, JOBS, NODES, PODGROUPS, PODS, ApiError
+from hyperplace.runtime.api import CONFIGMAPS, HYPERNODES, JOBS, NODES, PODGROUPS, PODS, ApiError
+from tests.fakeapi import FakeApi
 
-from .fakeapi import FakeApi
 from .test_job_reconcile import DESIGN_DOC_JOB
 
 NS = "default"
@@ -270,7 +270,7 @@ async def _forbidden(*, consistent: bool = False) -> None:
 
 async def test_entry_point_leads_reconciles_and_releases_the_lease_on_shutdown() -> None:
     from controller.__main__ import run
-    from controller.runtime.api import LEASES
+    from hyperplace.runtime.api import LEASES
 
     api = FakeApi()
     args = parse_args(["--leader-elect", "--health-port", "0", "--namespace", "hs", "--lease-name", "ctl"])

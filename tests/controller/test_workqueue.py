@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from controller.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
+from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
 
 
 def queue() -> WorkQueue[str]:

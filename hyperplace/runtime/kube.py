@@ -1,4 +1,4 @@
-"""The :class:`~controller.runtime.api.ApiClient` protocol over kubernetes-asyncio.
+"""The :class:`~hyperplace.runtime.api.ApiClient` protocol over kubernetes-asyncio.
 
 Deliberately thin: requests go through ``ApiClient.call_api`` (auth, TLS, retries and
 kubeconfig handling stay the library's) with ``_preload_content=False``, so we get raw

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.runtime.api import ApiError, Obj, Resource, meta, object_key
+from hyperplace.runtime.api import ApiError, Obj, Resource, meta, object_key
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

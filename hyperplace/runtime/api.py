@@ -1,9 +1,9 @@
 """The seam between the controllers and an API server.
 
 Everything above this module talks to :class:`ApiClient`: objects are plain wire-form
-dicts, errors are :class:`ApiError` with the HTTP status. ``controller.runtime.kube``
+dicts, errors are :class:`ApiError` with the HTTP status. ``hyperplace.runtime.kube``
 implements it with kubernetes-asyncio; the tests implement it in memory
-(``tests/controller/fakeapi.py``) with the API server's concurrency semantics.
+(``tests/fakeapi.py``) with the API server's concurrency semantics.
 """
 
 from __future__ import annotations
