@@ -42,12 +42,16 @@ app = typer.Typer(
 
 
 class OutputFormat(StrEnum):
+    """Formats of ``simulate --output``."""
+
     table = "table"
     json = "json"
     yaml = "yaml"
 
 
 class TreeFormat(StrEnum):
+    """Formats of ``tree``/``explain --output``."""
+
     table = "table"
     json = "json"
 
@@ -162,6 +166,7 @@ def _simulate(
 
 
 def final_topology(result: SimResult) -> Topology:
+    """The display tree of the cluster as the simulation left it."""
     from hyperplace.api import HyperNode
 
     hns = []

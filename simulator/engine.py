@@ -90,6 +90,7 @@ class Rejection:
     source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``rejected[]`` entry of the JSON output."""
         return {"kind": self.kind, "namespace": self.namespace, "name": self.name, "message": self.message}
 
     def line(self) -> str:
@@ -125,11 +126,13 @@ class SimResult:
 
 
 def key_of(obj: dict[str, Any]) -> Key:
+    """``(kind, namespace or "", name)`` of a wire object."""
     meta = obj.get("metadata") or {}
     return (str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
 
 
 def ns_name(obj: dict[str, Any]) -> str:
+    """``namespace/name`` of a namespaced wire object (namespace ``default`` when unset)."""
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
 
@@ -605,6 +608,7 @@ class Simulation:
         return self.result(ran)
 
     def result(self, cycles: int) -> SimResult:
+        """The SimResult after ``cycles`` cycles."""
         updated = [
             k for k in self.input_order if k in self.objects and self.objects[k] != self.original.get(k)
         ]

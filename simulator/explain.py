@@ -61,6 +61,7 @@ def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, 
 
 
 def render_explain(console: Console, view: JobView, result: SimResult, topo: Topology) -> None:
+    """The human form of ``explain``: the job table, its placement or why it waits."""
     colors = job_colors([view])
     console.print(job_renderable(view, topo, colors[view.podgroup], explain=False))
     console.print()

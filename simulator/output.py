@@ -65,10 +65,12 @@ def result_dict(result: SimResult) -> dict[str, Any]:
 
 
 def to_json(doc: Any) -> str:
+    """Indented JSON, key order kept."""
     return json.dumps(doc, indent=2, ensure_ascii=False, default=str)
 
 
 def to_yaml(doc: Any) -> str:
+    """Block YAML of the same document, key order kept."""
     return yaml.safe_dump(
         json.loads(json.dumps(doc, default=str)), sort_keys=False, allow_unicode=True, width=120
     )

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -71,6 +70,7 @@ def _plain(value: Any) -> Any:
 
 
 def explanation_dict(expl: Any) -> Any:
+    """The scheduler's Explanation as JSON-compatible data (for ``explain --output json``)."""
     return _plain(expl)
 
 
@@ -93,6 +93,7 @@ def explanation_lines(expl: Any) -> list[str]:
 
 
 def tier_of(topo: Topology | None, hn: str | None) -> int | None:
+    """Tier of a HyperNode of the display tree, None when unknown."""
     if topo is None or hn is None or hn not in topo.hypernodes:
         return None
     return topo.hypernodes[hn].tier
@@ -153,6 +154,7 @@ def _pending(p: PodView) -> str:
 
 
 def job_header(job: JobView, topo: Topology | None, color: str) -> Text:
+    """``● Job ns/name  Phase  n/m pods running, minMember k``."""
     t = Text()
     t.append("● ", style=color)
     t.append(f"{job.kind} {job.key}", style="bold")
@@ -165,6 +167,7 @@ def job_header(job: JobView, topo: Topology | None, color: str) -> Text:
 def job_renderable(
     job: JobView, topo: Topology | None, color: str, *, explain: bool = True
 ) -> RenderableType:
+    """One job: header, constraint and placement facts, pod table, why it waits."""
     parts: list[RenderableType] = [job_header(job, topo, color)]
     facts = Table.grid(padding=(0, 1))
     facts.add_column(style="dim")
@@ -246,6 +249,7 @@ def _jobs_text(topo: Topology, nodes: Iterable[str], colors: dict[str, str], nam
 
 
 def hn_text(topo: Topology, v: HyperNodeView, resources: list[str]) -> Text:
+    """One HyperNode line of the tree: name, tier, node count, free/total, problems in red."""
     t = Text()
     style = "bold red" if v.problems else "bold"
     t.append(v.name, style=style)
@@ -361,6 +365,7 @@ def topology_dict(topo: Topology) -> dict[str, Any]:
 
 
 def summary_line(result: SimResult, views: list[JobView]) -> Text:
+    """The first line of ``simulate``'s table output."""
     pods = result.of_kind("Pod")
     running = sum(1 for p in pods if (p.get("spec") or {}).get("nodeName"))
     t = Text()
@@ -376,6 +381,7 @@ def summary_line(result: SimResult, views: list[JobView]) -> Text:
 
 
 def render_simulation(console: Console, result: SimResult, views: list[JobView], topo: Topology) -> None:
+    """The whole table output of ``simulate``."""
     colors = job_colors(views)
     console.print(summary_line(result, views))
     # Warnings and refusals are one line each (grep-able), however long.
@@ -392,7 +398,3 @@ def render_simulation(console: Console, result: SimResult, views: list[JobView],
     console.print()
     names = {v.podgroup: v.key for v in views}
     console.print(topology_tree(topo, colors, names))
-
-
-def escape_text(s: str) -> str:
-    return escape(s)

@@ -48,11 +48,13 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
 
 
 def pod_node(pod: Mapping[str, Any]) -> str | None:
+    """The node a pod is bound to, or None."""
     node = (pod.get("spec") or {}).get("nodeName")
     return str(node) if node else None
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
+    """The pod's phase (Running when bound without a phase, else Pending)."""
     return str((pod.get("status") or {}).get("phase") or ("Running" if pod_node(pod) else "Pending"))
 
 

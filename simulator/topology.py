@@ -30,6 +30,8 @@ def natural_key(text: str) -> list[Any]:
 
 @dataclass
 class HyperNodeView:
+    """One HyperNode as displayed: resolved members, links and what is wrong with it."""
+
     name: str
     tier: int
     tier_name: str | None
@@ -44,6 +46,8 @@ class HyperNodeView:
 
 @dataclass
 class Topology:
+    """The display tree plus node capacity and the pods running on each node."""
+
     hypernodes: dict[str, HyperNodeView]
     roots: list[str]  # no parent and not part of a cycle
     node_names: list[str]  # every Node, natural order
@@ -97,6 +101,7 @@ def pod_group_key(pod: Mapping[str, Any]) -> str | None:
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a pod."""
     meta = pod.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
 

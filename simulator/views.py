@@ -19,6 +19,8 @@ from .topology import Topology, natural_key
 
 @dataclass
 class PodView:
+    """One pod of a job, with where it runs (or why not)."""
+
     key: str  # ns/name
     name: str
     task: str | None
@@ -32,6 +34,8 @@ class PodView:
 
 @dataclass
 class JobView:
+    """One job (PodGroup) with its pods and the scheduler's verdict."""
+
     key: str  # "ns/name" of the Volcano Job, or of the PodGroup when no Job owns it
     podgroup: str  # "ns/name" of the PodGroup
     kind: str  # "Job" or "PodGroup"
@@ -69,6 +73,7 @@ def _int(v: Any) -> int | None:
 
 
 def pod_view(pod: dict[str, Any], result: SimResult, topo: Topology | None) -> PodView:
+    """The PodView of a pod dict."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     ann = meta.get("annotations") or {}
