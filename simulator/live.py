@@ -82,13 +82,20 @@ def inputs_from_lists(lists: Mapping[str, Iterable[Mapping[str, Any]]], origin: 
 
 async def fetch_lists(
     kubeconfig: str | None = None, context: str | None = None
-) -> dict[str, list[dict[str, Any]]]:
-    """List every kind the simulator reads (read-only API calls)."""
+) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    """List every kind the simulator reads (read-only API calls); also returns warnings.
+
+    Nodes and pods are required. The others are optional: a CRD that is not installed
+    (404) means none exist, and a kind we may not list (403) is skipped with a warning,
+    so a user with read access to the workload but not to Volcano's ConfigMaps still
+    gets a simulation.
+    """
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.client.exceptions import ApiException
 
     api_client = await config.new_client_from_config(config_file=kubeconfig, context=context)
     out: dict[str, list[dict[str, Any]]] = {}
+    warnings: list[str] = []
     try:
         core = client.CoreV1Api(api_client)
         sched = client.SchedulingV1Api(api_client)
@@ -96,20 +103,29 @@ async def fetch_lists(
         ser = api_client.sanitize_for_serialization
         out["Node"] = [ser(n) for n in (await core.list_node()).items]
         out["Pod"] = [ser(p) for p in (await core.list_pod_for_all_namespaces()).items]
-        out["ConfigMap"] = [ser(c) for c in (await core.list_config_map_for_all_namespaces()).items]
-        out["PriorityClass"] = [ser(p) for p in (await sched.list_priority_class()).items]
-        for plural, group, version, kind in CUSTOM_RESOURCES:
+
+        async def optional(kind: str, call: Any) -> None:
             try:
-                resp = await custom.list_cluster_custom_object(group, version, plural)
+                resp = await call()
             except ApiException as exc:
-                if exc.status == 404:  # CRD not installed: the cluster simply has none
-                    out[kind] = []
-                    continue
-                raise
-            out[kind] = list(resp.get("items") or [])
+                if exc.status not in (403, 404):
+                    raise
+                out[kind] = []
+                if exc.status == 403:
+                    warnings.append(f"not allowed to list {kind} objects; simulating without them")
+                return
+            items = resp.get("items") if isinstance(resp, dict) else resp.items
+            out[kind] = [item if isinstance(item, dict) else ser(item) for item in items or []]
+
+        await optional("ConfigMap", core.list_config_map_for_all_namespaces)
+        await optional("PriorityClass", sched.list_priority_class)
+        for plural, group, version, kind in CUSTOM_RESOURCES:
+            await optional(
+                kind, lambda g=group, v=version, p=plural: custom.list_cluster_custom_object(g, v, p)
+            )
     finally:
         await api_client.close()
-    return out
+    return out, warnings
 
 
 def read_cluster(kubeconfig: str | None = None, context: str | None = None) -> Inputs:
@@ -119,10 +135,12 @@ def read_cluster(kubeconfig: str | None = None, context: str | None = None) -> I
     # kubernetes-asyncio logs its own (less specific) complaints; ours is the one error line.
     logging.getLogger("kubernetes_asyncio").setLevel(logging.CRITICAL)
     try:
-        lists = asyncio.run(fetch_lists(kubeconfig, context))
+        lists, warnings = asyncio.run(fetch_lists(kubeconfig, context))
     except InputError:
         raise
     except Exception as exc:  # config, network and API errors all mean "cannot read the input"
         where = f"cluster (context {context})" if context else "cluster"
         raise InputError(f"cannot read the live cluster: {type(exc).__name__}: {exc}", where) from None
-    return inputs_from_lists(lists, origin=f"cluster{':' + context if context else ''}")
+    inputs = inputs_from_lists(lists, origin=f"cluster{':' + context if context else ''}")
+    inputs.warnings.extend(warnings)
+    return inputs

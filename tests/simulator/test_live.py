@@ -112,3 +112,104 @@ def test_invalid_live_object_is_ignored_with_a_warning():
     assert any(w.startswith("HyperNode broken is invalid and ignored: spec.tier") for w in result.warnings)
     hn = result.get("HyperNode", None, "leaf")
     assert hn is not None and hn["status"]["nodeCount"] == 2
+
+
+async def test_fetch_lists_reads_only_and_tolerates_missing_kinds(aiohttp_server, tmp_path):
+    """The adapter against a fake API server: GET only, 404 = none, 403 = skipped with a warning."""
+    from aiohttp import web
+
+    from simulator.live import fetch_lists
+
+    seen: list[tuple[str, str]] = []
+
+    def listing(kind: str, api_version: str, items: list) -> web.Response:
+        return web.json_response(
+            {"kind": f"{kind}List", "apiVersion": api_version, "metadata": {}, "items": items}
+        )
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append((request.method, request.path))
+        path = request.path
+        if path == "/api/v1/nodes":
+            return listing("Node", "v1", RECORDED["Node"])
+        if path == "/api/v1/pods":
+            return listing("Pod", "v1", RECORDED["Pod"])
+        if path == "/api/v1/configmaps":
+            return web.json_response({"kind": "Status", "code": 403, "reason": "Forbidden"}, status=403)
+        if path == "/apis/scheduling.k8s.io/v1/priorityclasses":
+            return listing("PriorityClass", "scheduling.k8s.io/v1", RECORDED["PriorityClass"])
+        if path == "/apis/topology.volcano.sh/v1alpha1/hypernodes":
+            return listing("HyperNode", "topology.volcano.sh/v1alpha1", RECORDED["HyperNode"])
+        return web.json_response({"kind": "Status", "code": 404, "reason": "NotFound"}, status=404)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    server = await aiohttp_server(app)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "http://127.0.0.1:{server.port}"}}}}]
+users: [{{name: me, user: {{token: t}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: me}}}}]
+current-context: fake
+"""
+    )
+    lists, warnings = await fetch_lists(str(kubeconfig), "fake")
+    assert {m for m, _ in seen} == {"GET"}
+    assert [n["metadata"]["name"] for n in lists["Node"]] == ["n0", "n1"]
+    assert lists["ConfigMap"] == [] and lists["Queue"] == [] and lists["Job"] == []
+    assert warnings == ["not allowed to list ConfigMap objects; simulating without them"]
+    inputs = inputs_from_lists(lists)
+    assert {o.name for o in inputs.of_kind("HyperNode")} == {"leaf"}
+    pod = next(o for o in inputs.of_kind("Pod") if o.name == "web")
+    assert pod.obj["spec"]["nodeName"] == "n0"
+    assert pod.obj["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "2"}
+
+
+def test_cluster_snapshot_plus_files(monkeypatch, tmp_path):
+    """``simulate --cluster-snapshot FILE``: live objects as they are, file objects admitted on top."""
+    import json
+
+    from typer.testing import CliRunner
+
+    import simulator.live
+    from simulator.cli import app
+
+    calls: list[tuple[str | None, str | None]] = []
+
+    def fake_read_cluster(kubeconfig=None, context=None):
+        calls.append((kubeconfig, context))
+        return inputs_from_lists(RECORDED)
+
+    monkeypatch.setattr(simulator.live, "read_cluster", fake_read_cluster)
+    extra = tmp_path / "job.yaml"
+    extra.write_text(
+        """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j, namespace: prod}
+spec:
+  minAvailable: 1
+  tasks:
+  - name: t0
+    replicas: 1
+    template: {spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "3"}}}]}}
+"""
+    )
+    res = CliRunner().invoke(
+        app, ["simulate", "--cluster-snapshot", "--context", "prod", str(extra), "-o", "json"]
+    )
+    assert res.exit_code == 0, res.stderr
+    assert calls == [(None, "prod")]
+    out = json.loads(res.stdout)
+    # n0 has 2 of 4 cpu left (web runs there), so the 3-cpu pod goes to n1.
+    assert out["bindings"] == {"prod/j-t0-0": "n1"}
+    assert out["pods"]["prod/web"] == {"phase": "Running", "node": "n0"}
+    # A file object that clashes with a live one is a duplicate, named with both places.
+    clash = tmp_path / "node.yaml"
+    clash.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n0}\n")
+    res = CliRunner().invoke(app, ["simulate", "--cluster-snapshot", str(clash)])
+    assert res.exit_code == 2
+    assert "Node n0 is defined twice" in res.stderr and "cluster:Node/n0" in res.stderr
