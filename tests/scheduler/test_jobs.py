@@ -95,3 +95,42 @@ def test_terminal_pods_free_their_resources() -> None:
     pods = [pod("done", None, cpu=4, node_name="n0", phase="Succeeded"), pod("new-0", "pg", cpu=4)]
     result, _ = schedule([node("n0", cpu=4)], pods, [], [podgroup("pg", 1)])
     assert result.bindings == {"default/new-0": "n0"}
+
+
+def test_pods_with_constraints_we_do_not_evaluate_are_reported_not_placed() -> None:
+    anti = {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+    }
+    result, _ = schedule([node("n0")], [pod("p-0", "pg", extra_spec=anti)], [], [podgroup("pg", 1)])
+    assert result.bindings == {}
+    assert result.unschedulable["default/p-0"] == "unsupported constraints: podAntiAffinity"
+    expl = result.jobs["default/pg"].explanation
+    assert expl is not None and "not enough valid tasks" in expl.summary
+
+
+def test_partition_shortfall_is_explained_in_partitions() -> None:
+    from .builders import eight_nodes, seven_tree
+
+    # One partition of two full-node pods within tier 1; every leaf has one free node left.
+    pods = job_pods("j", 2, cpu=4, partition_size=2)
+    pg = podgroup(
+        "j",
+        2,
+        topology={"mode": "hard", "highestTierAllowed": 2},
+        sub_groups=[partition_policy("t0", 2, tier=1)],
+    )
+    busy = [pod(f"x{i}", None, cpu=4, node_name=f"node{i}") for i in (1, 3, 5, 7)]
+    result, _ = schedule(eight_nodes(), [*busy, *pods], seven_tree(), [pg])
+    assert result.bindings == {}
+    lines = result.jobs["default/j"].explanation.lines()  # type: ignore[union-attr]
+    assert "tier 1: best s0 fits 1 of 2 pods, short 4 cpu on 1 node" in lines
+    assert (
+        "tier 2: best s4 fits 0 of 1 partitions, partitions of 2 pods must each fit in one tier-<=1 domain"
+        in lines
+    )

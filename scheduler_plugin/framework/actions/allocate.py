@@ -191,8 +191,8 @@ def allocate(ssn: Session) -> None:
     placer = Placer(ssn)
     jobs: list[JobInfo] = []
     for job in ssn.snap.jobs.values():
-        if ssn.job_ready_count(job) >= len(job.tasks):
-            continue  # nothing pending
+        if job.tasks and ssn.job_ready_count(job) >= len(job.tasks):
+            continue  # nothing pending (a PodGroup without pods is still checked for validity)
         skip = job_skip_reason(ssn, job)
         if skip is not None:
             ssn.explanations[job.key] = skip
