@@ -27,12 +27,12 @@ import json
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import ValidationError
 
 from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_validation_error
-from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION
+from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION, JOB_NAME_KEY
 
 from .loader import (
     CONTROLLER_CONF_KEY,
@@ -183,6 +183,7 @@ class Simulation:
         self._scheduler_conf_source = scheduler_conf_source
         self.config: Any = None
         self._hn_status_signature: str | None = None
+        self._spec_models: dict[Key, tuple[dict[str, Any], TypedObject]] = {}
 
     # --- clock ---------------------------------------------------------------------------
 
@@ -237,6 +238,25 @@ class Simulation:
                 self._warn_once(f"{kind} {_ref(o)} is invalid and ignored: {'; '.join(lines[:3])}")
         return out
 
+    def _spec_model(self, obj: dict[str, Any], model: type[M]) -> M | None:
+        """The model of ``obj`` for admission caches, parsed once per object.
+
+        Only the spec matters there (tree checks, partition sizes), and a spec change always
+        replaces the dict, while status updates mutate it in place; so a model cached for
+        this very dict stays right for admission. Parsing every HyperNode again for each
+        of thousands of arriving objects would make admission quadratic.
+        """
+        k = key_of(obj)
+        cached = self._spec_models.get(k)
+        if cached is not None and cached[0] is obj:
+            return cast(M, cached[1])
+        try:
+            m = model.model_validate(obj)
+        except ValidationError:
+            return None
+        self._spec_models[k] = (obj, m)
+        return m
+
     def _reject(self, obj: dict[str, Any], messages: Iterable[str], source: str | None) -> None:
         meta = obj.get("metadata") or {}
         r = Rejection(
@@ -255,8 +275,16 @@ class Simulation:
         """AdmissionContext with the HyperNodes and Jobs the API server would hold now."""
         from webhooks.context import AdmissionContext
 
-        hypernodes = {hn.name: hn for _, hn in self.models(HyperNode)}
-        jobs = {j.key: j for _, j in self.models(Job)}
+        hypernodes: dict[str, HyperNode] = {}
+        for o in self.of_kind("HyperNode"):
+            hn = self._spec_model(o, HyperNode)
+            if hn is not None:
+                hypernodes[hn.name] = hn
+        jobs: dict[str, Job] = {}
+        for o in self.of_kind("Job"):
+            job = self._spec_model(o, Job)
+            if job is not None:
+                jobs[job.key] = job
         return AdmissionContext(
             hypernodes=hypernodes, jobs=jobs, known_tier_names=self._discovery_tier_names()
         )
@@ -322,10 +350,10 @@ class Simulation:
                 self.objects[k] = copy.deepcopy(io.obj)
                 self.input_order.append(k)
                 self.progress.advance()
+                if io.kind in ("HyperNode", "Job"):
+                    ctx = None  # the webhooks' caches must see it
                 continue
-            if ctx is None or io.kind in ("HyperNode", "Job"):
-                # The webhooks consult HyperNodes (tree checks) and Jobs (pod webhook);
-                # rebuild only when those changed.
+            if ctx is None:
                 ctx = self._admission_context()
             admitted = self._admit(io.obj, str(io.source), ctx)
             if admitted is not None:
@@ -452,9 +480,19 @@ class Simulation:
         priority_classes = {
             str(pc["metadata"]["name"]): int(pc.get("value") or 0) for pc in self.of_kind("PriorityClass")
         }
-        pods_by_ns: dict[str, list[dict[str, Any]]] = {}
+        # A Job's pods name it in their controller ownerReference or job-name label (the
+        # controller needs one of them to claim a pod), so hand each Job only those:
+        # passing every pod of the namespace to every Job is quadratic on big inputs.
+        pods_by_job: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for p in self.of_kind("Pod"):
-            pods_by_ns.setdefault(p["metadata"].get("namespace") or "default", []).append(p)
+            meta = p["metadata"]
+            ns = meta.get("namespace") or "default"
+            names = {str(o.get("name")) for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"}
+            label = (meta.get("labels") or {}).get(JOB_NAME_KEY)
+            if label:
+                names.add(str(label))
+            for n in names:
+                pods_by_job.setdefault((ns, n), []).append(p)
         changed = False
         ctx = None
         for jobj, job in self.models(Job):
@@ -468,7 +506,7 @@ class Simulation:
                 self._warn_once(f"PodGroup {ns}/{pg_name} is invalid; the Job controller leaves it alone")
                 continue
             r = reconcile_job(
-                job, pg, pods_by_ns.get(ns, []), now=self.now, priority_classes=priority_classes
+                job, pg, pods_by_job.get((ns, job.name), []), now=self.now, priority_classes=priority_classes
             )
             desired = r.podgroup.to_dict()
             self._freeze_times(desired)
@@ -495,7 +533,7 @@ class Simulation:
                 if admitted is not None:
                     admitted.setdefault("status", {}).setdefault("phase", "Pending")
                     self._add(admitted, created=True)
-                    pods_by_ns.setdefault(ns, []).append(admitted)
+                    pods_by_job.setdefault((ns, job.name), []).append(admitted)
                     changed = True
             status = r.status.to_dict()
             self._freeze_times(status)
