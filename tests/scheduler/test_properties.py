@@ -175,3 +175,49 @@ def test_partitions_each_fit_in_a_domain_within_their_limit_and_the_gang_is_all_
     for p in range(parts):
         members = {bound[f"default/j-t0-{i}"] for i in range(p * size, (p + 1) * size)}
         assert lowest_domain_tier(w, members) <= plimit, (p, members)
+
+
+@SETTINGS
+@given(
+    worlds(),
+    st.lists(
+        st.tuples(st.integers(1, 5), st.integers(1, 3), st.integers(0, 2), st.integers(0, 3)),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_several_jobs_never_overcommit_and_each_gang_is_whole_or_absent(
+    w: World, jobs: list[tuple[int, int, int, int]]
+) -> None:
+    pods: list[dict[str, Any]] = []
+    pgs = []
+    need: dict[str, int] = {}
+    for j, (replicas, cpu, gpu, kind) in enumerate(jobs):
+        name = f"j{j}"
+        pods += job_pods(name, replicas, cpu=cpu, gpu=gpu, partition_size=1 if kind == 3 else None)
+        if kind == 0:
+            pgs.append(podgroup(name, replicas))
+        elif kind == 1:
+            pgs.append(podgroup(name, replicas, topology={"mode": "hard", "highestTierAllowed": 1}))
+        elif kind == 2:
+            pgs.append(podgroup(name, replicas, topology={"mode": "soft"}))
+        else:
+            pgs.append(podgroup(name, replicas, sub_groups=[partition_policy("t0", 1, tier=1)]))
+        need[name] = replicas
+    result, _ = schedule(w.nodes, w.busy + pods, w.hns, pgs)
+    # No node over-committed on any resource, counting every pod bound by this session.
+    req = {p["metadata"]["name"]: p for p in pods}
+    for nm in w.free:
+        mine = [k.split("/", 1)[1] for k, v in result.bindings.items() if v == nm]
+        cpu_used = sum(
+            int(req[m]["spec"]["containers"][0]["resources"]["requests"].get("cpu", 0)) for m in mine
+        )
+        gpu_used = sum(
+            int(req[m]["spec"]["containers"][0]["resources"]["requests"].get("nvidia.com/gpu", 0))
+            for m in mine
+        )
+        assert cpu_used <= w.free[nm]["cpu"] and gpu_used <= w.free[nm]["gpu"], (nm, mine)
+    for name, replicas in need.items():
+        placed = sum(1 for k in result.bindings if k.startswith(f"default/{name}-"))
+        assert placed in (0, replicas)
+        assert (result.jobs[f"default/{name}"].phase == "Running") == (placed == replicas)
