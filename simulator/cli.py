@@ -278,36 +278,29 @@ def validate(
 def tree(
     paths: PathsArg = None,
     output: Annotated[TreeFormat, typer.Option("--output", "-o", help="table or json.")] = TreeFormat.table,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for names of discovered HyperNodes.")] = 0,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
     """The HyperNode tree with tiers, node counts and free capacity; problems in red."""
-    from hyperplace.api import HyperNode
+    from pydantic import ValidationError
+
+    from hyperplace.api import HyperNode, format_validation_error
 
     from .render import topology_dict, topology_tree
 
     live = kubeconfig is not None or context is not None
     inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
-    hns = []
+    hns: list[HyperNode] = []
     invalid: list[str] = []
     for o in inputs.of_kind("HyperNode"):
         try:
             hns.append(HyperNode.model_validate(o.obj))
-        except ValueError as exc:
-            from pydantic import ValidationError
-
-            msgs = exc.errors() if isinstance(exc, ValidationError) else []
-            from hyperplace.api import format_validation_error
-
-            text = (
-                "; ".join(format_validation_error(exc))
-                if msgs and isinstance(exc, ValidationError)
-                else str(exc)
-            )
-            invalid.append(f"HyperNode {o.name} ({o.source}): {text}")
-    topo = build_topology(
-        hns, [o.obj for o in inputs.of_kind("Node")], [o.obj for o in inputs.of_kind("Pod")]
-    )
+        except ValidationError as exc:
+            invalid.append(f"HyperNode {o.name} ({o.source}): {'; '.join(format_validation_error(exc))}")
+    nodes = [o.obj for o in inputs.of_kind("Node")]
+    discovered, notes = discover_for_display(inputs, nodes, hns, seed)
+    topo = build_topology(discovered, nodes, [o.obj for o in inputs.of_kind("Pod")])
     if output is TreeFormat.json:
         doc = topology_dict(topo)
         doc["invalid"] = invalid
@@ -316,9 +309,46 @@ def tree(
         sys.stdout.write(to_json(doc) + "\n")
         return
     console = _stdout()
+    for note in notes:
+        console.print(Text(note, style="dim"), soft_wrap=True)
     console.print(topology_tree(topo))
     for line in invalid:
-        console.print(Text(f"✗ {line}", style="red"))
+        console.print(Text(f"✗ {line}", style="red"), soft_wrap=True)
+
+
+def discover_for_display(
+    inputs: Inputs, nodes: list[dict[str, Any]], hns: list[Any], seed: int
+) -> tuple[list[Any], list[str]]:
+    """The HyperNodes plus those label discovery would create, when an input ConfigMap
+    enables it (what the controller would maintain); and lines saying so."""
+    import random
+
+    from controller.hypernode.discovery import (
+        DiscoveryConfigError,
+        DiscoveryError,
+        discover_from_labels,
+        parse_discovery_config,
+    )
+
+    from .loader import CONTROLLER_CONF_KEY
+
+    cms = [o.obj for o in inputs.of_kind("ConfigMap") if CONTROLLER_CONF_KEY in (o.obj.get("data") or {})]
+    if not cms:
+        return hns, []
+    try:
+        config = parse_discovery_config(cms[0])
+        if config.enabled("label") is None:
+            return hns, []
+        result = discover_from_labels(config, nodes, hns, random.Random(seed))
+    except (DiscoveryConfigError, DiscoveryError) as exc:
+        return hns, [f"HyperNode discovery: {exc}"]
+    by_name = {h.name: h for h in hns}
+    for name in result.delete:
+        by_name.pop(name, None)
+    for h in [*result.update, *result.create]:
+        by_name[h.name] = h
+    note = f"label discovery: {len(result.create)} HyperNodes created, {len(result.update)} updated"
+    return list(by_name.values()), [note + (f", {len(result.delete)} deleted" if result.delete else "")]
 
 
 @app.command()

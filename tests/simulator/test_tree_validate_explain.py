@@ -172,3 +172,18 @@ def test_explain_unknown_job_exit_2(run_cli, write):
     res = run_cli("explain", "default/nope", d)
     assert res.exit_code == 2
     assert "no Job or PodGroup default/nope" in res.stderr
+
+
+def test_tree_shows_what_label_discovery_builds(run_cli):
+    example = Path(__file__).resolve().parents[2] / "examples" / "topograph-discovery"
+    doc = json.loads(run_cli("tree", example, "--output", "json").stdout)
+    assert doc["ready"] is True
+    assert len(doc["roots"]) == 2  # two spines
+    spine = doc["roots"][0]
+    assert spine["tier"] == 3 and spine["tierName"] == "network.topology.nvidia.com/spine"
+    assert spine["nodeCount"] == 8
+    assert [c["tier"] for c in spine["children"]] == [2, 2]
+    # The same seed gives the same names as the simulation's discovery.
+    sim = json.loads(run_cli("simulate", example, "--output", "json").stdout)
+    simulated = {o["metadata"]["name"] for o in sim["created"] if o["kind"] == "HyperNode"}
+    assert {r["name"] for r in doc["roots"]} <= simulated
