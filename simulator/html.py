@@ -197,7 +197,7 @@ def render_html(result: SimResult, views: list[JobView], topo: Topology) -> str:
     out.append("</div>")
 
     waiting = [v for v in views if v.waiting]
-    out.append(f"<h2>Pending jobs ({len(waiting)})</h2>")
+    out.append(f"<h2>Jobs with pending pods ({len(waiting)})</h2>")
     out.append('<ul id="pending">')
     for v in waiting:
         pending = [p.name for p in v.pods if not p.node]
