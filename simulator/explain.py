@@ -10,6 +10,7 @@ from rich.text import Text
 
 from .engine import SimResult
 from .render import explanation_dict, hn_label, job_colors, job_renderable, tier_of, waiting_lines
+from .resources import format_free, main_resources
 from .topology import Topology, natural_key
 from .views import JobView, subgroup_label
 
@@ -25,6 +26,35 @@ def _domains(view: JobView, topo: Topology) -> dict[str, list[str]]:
         if p.node:
             out.setdefault(p.leaf or "(no HyperNode)", []).append(p.name)
     return {k: out[k] for k in sorted(out, key=natural_key)}
+
+
+MAX_OTHER_DOMAINS = 8
+
+
+def other_domains(view: JobView, topo: Topology) -> list[dict[str, Any]]:
+    """Other HyperNodes of the allocated tier with what they have free now (after this run).
+
+    The scheduler reports no per-candidate scores, so this is the next best thing for
+    "could it have gone elsewhere": same-tier domains, fullest first (bin packing order).
+    """
+    tier = tier_of(topo, view.allocated)
+    if tier is None:
+        return []
+    resources = main_resources(topo.allocatable.values())
+    rows: list[tuple[int, list[Any], dict[str, Any]]] = []
+    for name, v in topo.hypernodes.items():
+        if v.tier != tier or name == view.allocated or not v.nodes:
+            continue
+        free = {r: topo.free_total(v.nodes, r)[0] for r in resources}
+        total = {r: topo.free_total(v.nodes, r)[1] for r in resources}
+        # Fullest first (least free of the first resource): the order bin packing prefers.
+        order = free[resources[0]] if resources else 0
+        rows.append(
+            (order, natural_key(name), {"hyperNode": name, "tier": tier, "free": free, "allocatable": total})
+        )
+    rows.sort(key=lambda r: (r[0], r[1]))
+    out = [r[2] for r in rows]
+    return out[:MAX_OTHER_DOMAINS]
 
 
 def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, Any]:
@@ -47,6 +77,7 @@ def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, 
             for k, v in sorted(view.subgroups.items(), key=lambda kv: natural_key(kv[0]))
         },
         "domains": _domains(view, topo),
+        "otherDomains": other_domains(view, topo),
         "pods": {
             p.key: {"phase": p.phase, "node": p.node, "hyperNode": p.leaf, "reason": p.reason}
             for p in view.pods
@@ -80,6 +111,14 @@ def render_explain(console: Console, view: JobView, result: SimResult, topo: Top
         for sid, hn in sorted(view.subgroups.items(), key=lambda kv: natural_key(kv[0])):
             if sid != view.podgroup:
                 console.print(f"  partition {subgroup_label(sid, view.podgroup)}: {hn_label(topo, hn)}")
+        others = other_domains(view, topo)
+        if others:
+            console.print(
+                Text(f"Other tier-{others[0]['tier']} domains, free now (fullest first)", style="bold")
+            )
+            for d in others:
+                free = "  ".join(format_free(r, d["free"][r], d["allocatable"][r]) for r in d["free"])
+                console.print(f"  {d['hyperNode']}: {free}")
         pending = len(view.pods) - view.running
         if pending:
             console.print(

@@ -158,6 +158,10 @@ def test_explain_placed_and_waiting_jobs(run_cli, write):
     assert doc["allocatedHyperNode"] in ("leaf0", "leaf1") and doc["tier"] == 1
     assert list(doc["domains"]) == [doc["allocatedHyperNode"]]
     assert doc["waiting"] is False
+    # The other tier-1 domain, with what it has free now (milli-units).
+    [other] = doc["otherDomains"]
+    assert other["hyperNode"] == ({"leaf0", "leaf1"} - {doc["allocatedHyperNode"]}).pop()
+    assert other["tier"] == 1 and other["allocatable"]["cpu"] == 8000
     res = run_cli("explain", "default/waits", d, "--output", "json")
     doc = json.loads(res.stdout)
     assert doc["waiting"] is True and doc["allocatedHyperNode"] is None
