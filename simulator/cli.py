@@ -169,9 +169,14 @@ def final_topology(result: SimResult) -> Topology:
     """The display tree of the cluster as the simulation left it."""
     from hyperplace.api import HyperNode
 
+    from pydantic import ValidationError
+
     hns = []
     for o in result.of_kind("HyperNode"):
-        hns.append(HyperNode.model_validate(o))
+        try:
+            hns.append(HyperNode.model_validate(o))
+        except ValidationError:
+            continue  # the engine already warned about it (only live input can hold one)
     return build_topology(hns, result.of_kind("Node"), result.of_kind("Pod"))
 
 
