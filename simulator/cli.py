@@ -167,9 +167,9 @@ def _simulate(
 
 def final_topology(result: SimResult) -> Topology:
     """The display tree of the cluster as the simulation left it."""
-    from hyperplace.api import HyperNode
-
     from pydantic import ValidationError
+
+    from hyperplace.api import HyperNode
 
     hns = []
     for o in result.of_kind("HyperNode"):
