@@ -132,11 +132,19 @@ def object_label(kind: str, namespace: str | None, name: str) -> str:
 
 def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
     """Files in argument order; directories contribute their ``*.yaml``/``*.yml`` files,
-    recursively, in name order. A path that does not exist is an InputError."""
+    recursively, in name order, skipping hidden ones. A path that does not exist is an
+    InputError."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = [f for f in p.rglob("*") if f.is_file() and f.suffix in (".yaml", ".yml")]
+            # Hidden files and directories (.git, .github/workflows, editor backups) are not input.
+            found = [
+                f
+                for f in p.rglob("*")
+                if f.is_file()
+                and f.suffix in (".yaml", ".yml")
+                and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            ]
             files.extend(sorted(found, key=lambda f: f.relative_to(p).as_posix()))
         elif p.is_file():
             files.append(p)

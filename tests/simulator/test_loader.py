@@ -78,6 +78,7 @@ def test_directories_are_recursive_in_name_order(tmp_path: Path, write):
     write("a.yml", nodes_yaml(["a"]))
     write("b/c/m.yaml", nodes_yaml(["m"]))
     write("notes.txt", "not yaml: [")
+    write(".github/workflows/ci.yaml", "on: [push\n")
     inputs = load_paths([tmp_path])
     assert [o.name for o in inputs.objects if o.kind == "Node"] == ["a", "m", "z"]
 
