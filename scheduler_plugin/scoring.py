@@ -86,14 +86,8 @@ def lca_node_scores(tree: HyperNodeTree, nodes: I64, allocated: int) -> F64:
 
 def tier_representatives(tree: HyperNodeTree) -> dict[int, I64]:
     """For each tier: the first HyperNode (lowest id) at that tier containing each node, or -1."""
-    n = len(tree.node_names)
-    reps: dict[int, I64] = {}
-    for t in tree.sorted_tiers:
-        rep = np.full(n, -1, dtype=np.int64)
-        for h in np.flatnonzero(tree.tiers == t)[::-1].tolist():
-            rep[tree.node_sets[h]] = h  # reverse order so the lowest id wins
-        reps[t] = rep
-    return reps
+    anc = tree.ancestor_matrix()
+    return {t: anc[i] for i, t in enumerate(tree.sorted_tiers)}
 
 
 def normal_pod_scores(

@@ -48,6 +48,7 @@ class HyperNodeTree:
     hn_node_idx: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     leaf_of: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     sorted_tiers: list[int] = field(default_factory=list)
+    _anc: IntArray | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -285,6 +286,18 @@ class HyperNodeTree:
 
     def tier_of_name(self, tier_name: str) -> int | None:
         return self.tier_names.get(tier_name)
+
+    def ancestor_matrix(self) -> IntArray:
+        """(tiers x N): row i holds, for each node, the HyperNode of tier ``sorted_tiers[i]``
+        containing it (the lowest id if several do), or -1. Cached; read-only."""
+        if self._anc is None:
+            n = len(self.node_names)
+            anc = np.full((len(self.sorted_tiers), n), -1, dtype=np.int64)
+            row = {t: i for i, t in enumerate(self.sorted_tiers)}
+            for h in range(len(self.names) - 1, -1, -1):  # descending ids: the lowest id wins
+                anc[row[int(self.tiers[h])], self.node_sets[h]] = h
+            self._anc = anc
+        return self._anc
 
     def domain_sums(self, per_node: npt.NDArray[np.int64]) -> IntArray:
         """Sum of a per-node quantity over every HyperNode's real nodes (one bincount)."""
