@@ -100,8 +100,17 @@ def normal_pod_scores(
     fading: float,
     nodes: I64,
 ) -> F64:
-    """Tier-weighted fading HyperNode bin-packing score of each node in ``nodes``."""
+    """Tier-weighted fading HyperNode bin-packing score of each node in ``nodes``.
+
+    Every HyperNode is scored once (one vectorised bin-packing over all of them) and each node
+    gathers the scores of its representatives per tier; a node outside every HyperNode of a
+    tier gets 1 there.
+    """
     lo, hi = tree.sorted_tiers[0], tree.sorted_tiers[-1]
+    h = len(tree)
+    per_hn = np.empty(h + 1, dtype=np.float64)
+    per_hn[:h] = hypernode_binpack(hn_used, hn_alloc, request, weights)
+    per_hn[h] = 1.0  # slot for "no HyperNode at this tier"
     total = np.zeros(len(nodes), dtype=np.float64)
     wsum = 0.0
     for t in range(lo, hi + 1):
@@ -114,13 +123,7 @@ def normal_pod_scores(
             total += wt  # no HyperNode at this tier contains any node: full score
             continue
         hs = rep[nodes]
-        s = np.ones(len(nodes), dtype=np.float64)
-        has = hs >= 0
-        if has.any():
-            uh = np.unique(hs[has])
-            sc = hypernode_binpack(hn_used[uh], hn_alloc[uh], request, weights)
-            s[has] = sc[np.searchsorted(uh, hs[has])]
-        total += wt * s
+        total += wt * per_hn[np.where(hs >= 0, hs, h)]
     return total / wsum if wsum > 0 else total
 
 
