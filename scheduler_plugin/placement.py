@@ -406,16 +406,20 @@ class Placer:
             expl.predicates = self._predicates_if_short(total)
             return UnitResult(False, explanation=expl), stmt
         for g in groups:
-            mark = stmt.mark()
             for t in g.tasks:
                 c = self.state.node_counts(self.shape(t.shape))
                 cand = np.flatnonzero(c > 0)
                 if not len(cand):
                     if g.atomic:
-                        stmt.rollback(mark)
-                        expl = Explanation(summary=self._summary(job, groups, total))
-                        expl.predicates = self._predicate_text(t.shape)
+                        # Explain with the gang's earlier pods still in place (that is why this
+                        # one has no room), then undo them.
+                        text = self._predicate_text(t.shape)
                         stmt.discard()
+                        expl = Explanation(summary=self._summary(job, groups, total))
+                        expl.predicates = f"pod {t.key}: {text}"
+                        expl.add_detail(
+                            "each pod fits on its own, but not together with the rest of the gang"
+                        )
                         return UnitResult(False, explanation=expl), stmt
                     break
                 scores = ssn.node_scores(t, g.subjob, cand)

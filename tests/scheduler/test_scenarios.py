@@ -291,3 +291,17 @@ def test_host_ports_keep_two_pods_of_a_gang_apart() -> None:
     assert sorted(result.bindings.values()) == ["a", "b"]
     result, _ = schedule([node("a", cpu=8)], pods, [], [podgroup("j", 2)])
     assert result.bindings == {}
+
+
+def test_a_gang_whose_pods_fit_one_by_one_but_not_together_is_not_placed() -> None:
+    # Counts say each pod fits somewhere; exact placement finds they cannot share the one node.
+    pods = [pod("j-a-0", "j", cpu=3, task="a"), pod("j-b-0", "j", cpu=2, task="b")]
+    result, _ = schedule([node("only", cpu=4)], pods, [], [podgroup("j", 2)])
+    assert result.bindings == {}
+    expl = result.jobs["default/j"].explanation
+    assert expl is not None
+    assert expl.lines() == [
+        "cannot place 2 pods",
+        "pod default/j-b-0: 0/1 nodes are available: 1 Insufficient cpu.",
+        "each pod fits on its own, but not together with the rest of the gang",
+    ]
