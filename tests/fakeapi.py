@@ -8,12 +8,19 @@
   it sends BOOKMARKs on :meth:`FakeApi.bookmark`, ends after ``timeout_seconds``, and
   answers a resourceVersion older than the compaction point (:meth:`FakeApi.compact`)
   with an ERROR event carrying a 410 Status, like etcd compaction.
-* Custom resources have a status subresource: the main endpoint ignores ``status``,
-  ``/status`` changes only ``status``; ``metadata.generation`` moves with ``spec``.
-* Merge patches follow RFC 7386.
+* Custom resources, pods and nodes have a status subresource: the main endpoint ignores
+  ``status``, ``/status`` changes only ``status``; a custom resource's
+  ``metadata.generation`` moves with ``spec``.
+* ``POST pods/{name}/binding`` (``create(PODS, binding, subresource="binding")``) behaves
+  like the registry's ``BindingREST``: 404 for a missing pod, 409 Conflict when the
+  binding's ``metadata.uid`` precondition does not match or the pod already has a node,
+  otherwise it sets ``spec.nodeName`` and ``PodScheduled=True`` and answers with a
+  ``Status`` (code 201), not with an object.
+* Merge patches follow RFC 7386; a ``metadata.resourceVersion`` in the patch is a
+  precondition (409 Conflict when stale), as on a real API server.
 
-Faults can be injected with :meth:`FakeApi.fail_next`, and every call is recorded in
-``calls`` for assertions.
+Faults can be injected with :meth:`FakeApi.fail_next` (optionally only for one object
+name), and every call is recorded in ``calls`` for assertions.
 """
 
 from __future__ import annotations
@@ -57,13 +64,21 @@ class FakeApi:
         self.calls: list[tuple[str, str, str]] = []
         self._watchers: list[_Watcher] = []
         self._faults: dict[str, list[ApiError]] = {}
+        self._named_faults: dict[tuple[str, str], list[ApiError]] = {}
         self._uids = itertools.count(1)
 
     # -- test controls ------------------------------------------------------------------------
 
-    def fail_next(self, op: str, status: int, reason: str = "", times: int = 1) -> None:
-        """Make the next ``times`` calls of ``op`` (list, watch, create, ...) fail."""
-        self._faults.setdefault(op, []).extend(ApiError(status, reason, "injected") for _ in range(times))
+    def fail_next(
+        self, op: str, status: int, reason: str = "", times: int = 1, *, name: str | None = None
+    ) -> None:
+        """Make the next ``times`` calls of ``op`` (list, watch, create, create/binding,
+        patch, ...) fail; with ``name``, only calls on the object of that name."""
+        errors = [ApiError(status, reason, "injected") for _ in range(times)]
+        if name is None:
+            self._faults.setdefault(op, []).extend(errors)
+        else:
+            self._named_faults.setdefault((op, name), []).extend(errors)
 
     def compact(self) -> None:
         """Forget all history; watchers from older resourceVersions get 410 Gone."""
@@ -98,7 +113,10 @@ class FakeApi:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _check_fault(self, op: str) -> None:
+    def _check_fault(self, op: str, name: str | None = None) -> None:
+        named = self._named_faults.get((op, name)) if name is not None else None
+        if named:
+            raise named.pop(0)
         faults = self._faults.get(op)
         if faults:
             raise faults.pop(0)
@@ -206,15 +224,74 @@ class FakeApi:
         self._check_fault("get")
         return copy.deepcopy(self._existing(res, name, namespace)[1])
 
-    async def create(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
-        self.calls.append(("create", res.plural, str(meta(obj).get("name", ""))))
-        self._check_fault("create")
+    async def create(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        name = str(meta(obj).get("name", ""))
+        if subresource is not None:
+            self.calls.append((f"create/{subresource}", res.plural, name))
+            self._check_fault(f"create/{subresource}", name)
+            if res.plural == "pods" and subresource == "binding":
+                return self._bind(obj, namespace or meta(obj).get("namespace"))
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({subresource})"
+            )
+        self.calls.append(("create", res.plural, name))
+        self._check_fault("create", name)
         new = copy.deepcopy(dict(obj))
         if res.namespaced:
             new.setdefault("metadata", {})["namespace"] = namespace or meta(obj).get("namespace")
         if res.custom:
             new.pop("status", None)  # status is only writable through /status
         return self._store_new(res, new)
+
+    def _bind(self, binding: Mapping[str, Any], namespace: str | None) -> Obj:
+        """The pod registry's BindingREST.Create (assignPod + setPodHostAndAnnotations)."""
+        from hyperplace.runtime.api import PODS
+
+        name = str(meta(binding).get("name", ""))
+        key, cur = self._existing(PODS, name, namespace)
+        conflict = f'Operation cannot be fulfilled on pods/binding "{name}": '
+        want_uid = meta(binding).get("uid")
+        if want_uid and want_uid != meta(cur).get("uid"):
+            raise ApiError(
+                409,
+                "Conflict",
+                conflict + f"Precondition failed: UID in precondition: {want_uid}, "
+                f"UID in object meta: {meta(cur).get('uid')}",
+            )
+        target = binding.get("target") or {}
+        node = str(target.get("name") or "")
+        if not node:
+            raise ApiError(422, "Invalid", "target.name: Required value")
+        spec = cur.get("spec") or {}
+        if spec.get("nodeName"):
+            raise ApiError(
+                409, "Conflict", conflict + f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+            )
+        if meta(cur).get("deletionTimestamp"):
+            raise ApiError(
+                409, "Conflict", conflict + f"pod {name} is being deleted, cannot be assigned to a host"
+            )
+        new = copy.deepcopy(cur)
+        new.setdefault("spec", {})["nodeName"] = node
+        ann = meta(binding).get("annotations") or {}
+        if ann:
+            new["metadata"].setdefault("annotations", {}).update(ann)
+        conds = [
+            c
+            for c in (new.setdefault("status", {}).get("conditions") or [])
+            if c.get("type") != "PodScheduled"
+        ]
+        conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        new["status"]["conditions"] = conds
+        self._write(PODS, key, cur, new)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     async def replace(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
         name = str(meta(obj).get("name", ""))
@@ -233,7 +310,7 @@ class FakeApi:
         for k in ("uid", "creationTimestamp", "generation"):
             if k in cur["metadata"]:
                 new["metadata"][k] = cur["metadata"][k]
-        if res.custom:
+        if _has_status_subresource(res):
             new["status"] = copy.deepcopy(cur.get("status"))
             if new["status"] is None:
                 new.pop("status")
@@ -249,11 +326,21 @@ class FakeApi:
         subresource: str | None = None,
     ) -> Obj:
         self.calls.append(("patch" + (f"/{subresource}" if subresource else ""), res.plural, name))
-        self._check_fault("patch")
+        self._check_fault("patch" + (f"/{subresource}" if subresource else ""), name)
+        self._check_fault("patch", name)
         key, cur = self._existing(res, name, namespace)
+        sent_rv = meta(patch).get("resourceVersion")
+        if sent_rv and sent_rv != meta(cur).get("resourceVersion"):
+            # A resourceVersion in a merge patch is a precondition, as in an update.
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {res.plural} "{name}": the object has been modified; '
+                "please apply your changes to the latest version and try again",
+            )
         if subresource == "status":
             patch = {"status": patch.get("status")} if "status" in patch else {}
-        elif res.custom:
+        elif _has_status_subresource(res):
             patch = {k: v for k, v in patch.items() if k != "status"}
         new = merge_patch(cur, patch)
         new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
@@ -266,6 +353,10 @@ class FakeApi:
         del self._bucket(res)[key]
         self._bump(cur)
         self._emit(res, "DELETED", cur)
+
+
+def _has_status_subresource(res: Resource) -> bool:
+    return res.custom or res.plural in ("pods", "nodes")
 
 
 def _in_namespace(obj: Mapping[str, Any], namespace: str | None) -> bool:

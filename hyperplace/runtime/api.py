@@ -59,12 +59,14 @@ class Resource:
 
 
 PODS = Resource("", "v1", "pods", "Pod", True)
+EVENTS = Resource("", "v1", "events", "Event", True)
 NODES = Resource("", "v1", "nodes", "Node", False)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 JOBS = Resource(BATCH_GROUP, BATCH_VERSION, "jobs", "Job", True)
 PODGROUPS = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "podgroups", "PodGroup", True)
+QUEUES = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "queues", "Queue", False)
 HYPERNODES = Resource(TOPOLOGY_GROUP, TOPOLOGY_VERSION, "hypernodes", "HyperNode", False)
 
 
@@ -121,7 +123,17 @@ class ApiClient(Protocol):
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj: ...
 
-    async def create(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj: ...
+    async def create(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        """POST. With ``subresource`` (e.g. ``binding``) the parent object is the one named by
+        ``obj``'s ``metadata.name``, and the answer may be a Status rather than an object."""
+        ...
 
     async def replace(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
         """PUT; 409 Conflict when ``metadata.resourceVersion`` is stale."""

@@ -12,6 +12,9 @@ gotchas handled here (research/ecosystem.md §1):
 * kubernetes-asyncio's ``Watch`` retries a 410 once with the same stale
   resourceVersion; we stream the watch response ourselves and surface 410 to the
   informer, which relists.
+* ``POST pods/{name}/binding`` answers with a ``Status``, which the generated
+  ``create_namespaced_pod_binding`` fails to deserialise as a ``V1Binding``; our raw
+  call reads whatever JSON comes back.
 """
 
 from __future__ import annotations
@@ -123,9 +126,19 @@ class KubeApiClient:
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
         return await _json(await self._call("GET", res.path(namespace, name)))
 
-    async def create(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+    async def create(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
         ns = namespace or meta(obj).get("namespace")
-        return await _json(await self._call("POST", res.path(ns), body=dict(obj)))
+        # pods/binding answers with a Status, not a Binding (research/ecosystem.md §1): the raw
+        # response is read as JSON, so no generated model ever tries to deserialise it.
+        path = res.path(ns, str(meta(obj).get("name", "")), subresource) if subresource else res.path(ns)
+        return await _json(await self._call("POST", path, body=dict(obj)))
 
     async def replace(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
         ns = namespace or meta(obj).get("namespace")

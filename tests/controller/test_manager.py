@@ -83,7 +83,9 @@ async def test_running_pods_move_the_job_to_running_and_scale_down_deletes_pods(
         "network-topology-job-task0-1",
         "network-topology-job-task0-2",
     ):
-        await api.patch(PODS, name, {"status": {"phase": "Running"}}, NS)
+        await api.patch(
+            PODS, name, {"status": {"phase": "Running"}}, NS, subresource="status"
+        )  # as a kubelet does
     await eventually(
         lambda: (api.peek(JOBS, JOB_KEY) or {}).get("status", {}).get("state", {}).get("phase") == "Running"
     )
