@@ -1,0 +1,256 @@
+"""``hyperplace-scheduler``: the topology-aware gang scheduler as a Kubernetes process.
+
+Flags default from the environment the Deployment sets (``manifests/scheduler``), so the
+manifest needs no arguments. Informers run from the start (a standby is warm); only the
+holder of the Lease schedules. Serves ``/healthz`` (alive and, when leading, the lease is
+fresh), ``/readyz`` (informers synced, or standing by) and ``/metrics``. On SIGTERM/SIGINT:
+stop scheduling, let in-flight binds finish (bounded), release the Lease.
+
+How binding stays safe across cycles and restarts: ``scheduler_plugin.runtime.scheduler``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import Sequence
+
+from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
+from hyperplace.runtime.api import ApiClient
+from hyperplace.runtime.leader import LeaderElector
+
+from .runtime.config import ConfigSource
+from .runtime.scheduler import Scheduler, SchedulerOptions
+
+log = logging.getLogger("hyperplace.scheduler")
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Flags, with defaults from the Deployment's environment variables."""
+    pod_ns = os.environ.get("POD_NAMESPACE") or "volcano-system"
+    p = argparse.ArgumentParser(prog="hyperplace-scheduler", description=(__doc__ or "").splitlines()[0])
+    p.add_argument(
+        "--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig path (default: in-cluster)"
+    )
+    p.add_argument(
+        "--scheduler-conf",
+        default=os.environ.get("HYPERPLACE_SCHEDULER_CONF") or "",
+        help="volcano-scheduler.conf: a file (re-read when it changes) or a ConfigMap "
+        "namespace/name (watched); default: the built-in configuration",
+    )
+    env_names = [
+        n.strip() for n in (os.environ.get("HYPERPLACE_SCHEDULER_NAME") or "").split(",") if n.strip()
+    ]
+    p.add_argument(
+        "--scheduler-name",
+        action="append",
+        default=None,
+        help=f"schedule pods with this spec.schedulerName (repeatable; default {DEFAULT_SCHEDULER_NAME})",
+    )
+    p.add_argument(
+        "--schedule-period",
+        type=_positive_float,
+        default=1.0,
+        help="seconds between cycles when nothing happens (Volcano's --schedule-period)",
+    )
+    p.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=_env_bool("HYPERPLACE_LEADER_ELECT", True),
+        help="schedule only while holding the Lease (default: on)",
+    )
+    p.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("HYPERPLACE_LEADER_ELECTION_NAMESPACE") or pod_ns,
+        help="namespace of the leader-election Lease",
+    )
+    p.add_argument(
+        "--lease-name", default=os.environ.get("HYPERPLACE_LEADER_ELECTION_LEASE") or "hyperplace-scheduler"
+    )
+    p.add_argument(
+        "--health-port",
+        type=int,
+        default=int(os.environ.get("HYPERPLACE_HEALTH_PORT") or 8080),
+        help="port for /healthz and /readyz (and /metrics unless --metrics-port differs); 0 disables",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="port for /metrics (default: the health port)",
+    )
+    p.add_argument("--bind-concurrency", type=_positive_int, default=64, help="binding requests in flight")
+    p.add_argument("--kube-api-qps", type=float, default=2000.0, help="client-side write QPS (0: unlimited)")
+    p.add_argument("--kube-api-burst", type=int, default=2000)
+    p.add_argument(
+        "--identity",
+        default=None,
+        help="leader-election identity and Event reportingInstance (default: $POD_NAME_<pid>)",
+    )
+    p.add_argument("--log-level", default=os.environ.get("HYPERPLACE_LOG_LEVEL") or "INFO")
+    args = p.parse_args(argv)
+    names = args.scheduler_name or env_names or [DEFAULT_SCHEDULER_NAME]
+    args.scheduler_name = list(dict.fromkeys(names))
+    if args.metrics_port is None:
+        args.metrics_port = args.health_port
+    try:
+        args.config_source = ConfigSource.parse(args.scheduler_conf)
+    except ValueError as exc:
+        p.error(str(exc))
+    return args
+
+
+def health_app(
+    scheduler: Scheduler, elector: LeaderElector | None, *, probes: bool = True, metrics: bool = True
+) -> web.Application:
+    """``/healthz``, ``/readyz`` and ``/metrics`` (each optional, for split ports)."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        ok = elector is None or elector.healthy()
+        return web.Response(status=200 if ok else 500, text="ok" if ok else "lease not renewed")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if not scheduler.synced():
+            return web.Response(status=503, text="caches not synced")
+        role = "leader" if elector is None or elector.is_leader else "standby"
+        return web.Response(status=200, text=f"ok ({role})")
+
+    app = web.Application()
+    if probes:
+        app.router.add_get("/healthz", healthz)
+        app.router.add_get("/readyz", readyz)
+    if metrics:
+        app.router.add_get("/metrics", make_aiohttp_handler(scheduler.registry))
+    return app
+
+
+async def _api_client(kubeconfig: str | None) -> tuple[ApiClient, object]:
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    from hyperplace.runtime.kube import KubeApiClient
+
+    if kubeconfig:
+        await config.load_kube_config(config_file=kubeconfig)
+    else:
+        try:
+            config.load_incluster_config()
+        except ConfigException:
+            await config.load_kube_config()
+    raw = client.ApiClient()
+    return KubeApiClient(raw), raw
+
+
+async def _serve(app: web.Application, port: int) -> web.AppRunner:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "0.0.0.0", port).start()
+    return runner
+
+
+async def run(
+    args: argparse.Namespace, api: ApiClient | None = None, stop: asyncio.Event | None = None
+) -> None:
+    """Run until SIGTERM/SIGINT, ``stop`` being set, or cancellation."""
+    raw: object = None
+    if api is None:
+        api, raw = await _api_client(args.kubeconfig)
+    identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+    scheduler = Scheduler(
+        api,
+        SchedulerOptions(
+            scheduler_names=tuple(args.scheduler_name),
+            schedule_period=args.schedule_period,
+            bind_concurrency=args.bind_concurrency,
+            api_qps=args.kube_api_qps,
+            api_burst=args.kube_api_burst,
+            identity=identity,
+        ),
+        args.config_source,
+    )
+    log.info("scheduler configuration: %s", args.config_source.describe())
+    elector = (
+        LeaderElector(api, args.lease_namespace, args.lease_name, identity) if args.leader_elect else None
+    )
+
+    runners: list[web.AppRunner] = []
+    if args.health_port:
+        same = args.metrics_port == args.health_port
+        runners.append(await _serve(health_app(scheduler, elector, metrics=same), args.health_port))
+    if args.metrics_port and args.metrics_port != args.health_port:
+        runners.append(await _serve(health_app(scheduler, elector, probes=False), args.metrics_port))
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+    informers = await scheduler.start_informers()
+    # Cancelling the elector cancels schedule(): binds not sent are dropped, those in flight
+    # finish (bounded), and only then is the Lease released.
+    work = asyncio.create_task(elector.run(scheduler.schedule) if elector else scheduler.schedule())
+    stopper = asyncio.create_task(stop.wait())
+    lost_leadership = False
+    try:
+        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        lost_leadership = work.done() and not stop.is_set()
+    finally:
+        log.info("shutting down")
+        work.cancel()
+        stopper.cancel()
+        await asyncio.gather(work, stopper, return_exceptions=True)
+        for t in informers:
+            t.cancel()
+        await asyncio.gather(*informers, return_exceptions=True)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+        for runner in runners:
+            await runner.cleanup()
+        close = getattr(raw, "close", None)
+        if close is not None:
+            await close()
+    if lost_leadership:
+        # client-go's OnStoppedLeading: exit, so a fresh process with empty caches and no
+        # assumptions campaigns again instead of resuming with stale state.
+        log.error("stopped leading; exiting")
+        raise SystemExit(1)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point."""
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Kubernetes Events with deduplication, as client-go's recorder + correlator do it in spirit.
+
+The scheduler says the same thing about an unschedulable pod every cycle. One Event object
+per (object, type, reason, message) carries it: the first occurrence creates it, repeats
+raise ``count`` and ``lastTimestamp``. Repeats are folded locally and written at most once
+per ``min_interval`` per Event, so a pending pod costs one patch a minute, not one a second.
+
+The Event name is derived from the object's UID and a hash of the reason and message, so a
+restarted scheduler finds its predecessor's Event (create answers AlreadyExists) and keeps
+counting on it instead of starting a second one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from hyperplace.runtime.api import EVENTS, ApiClient, ApiError, Obj, meta
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE = 1024  # the API server refuses longer event messages
+
+
+def rfc3339(now: datetime | None = None) -> str:
+    """metav1.Time wire format (seconds)."""
+    return (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis marker when cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class _Record:
+    name: str
+    namespace: str
+    count: int  # occurrences known to the API server
+    unsent: int  # occurrences folded locally since the last write
+    last_write: float
+    created: bool
+
+
+class EventRecorder:
+    """Writes deduplicated core/v1 Events; call :meth:`record`, then :meth:`flush`."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        component: str,
+        instance: str,
+        *,
+        min_interval: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], str] = rfc3339,
+        max_records: int = 50_000,
+    ) -> None:
+        self.api = api
+        self.component, self.instance = component, instance
+        self.min_interval = min_interval
+        self._clock, self._now = clock, now
+        self._max = max_records
+        self._records: dict[tuple[str, str, str, str], _Record] = {}
+        self._dirty: dict[tuple[str, str, str, str], tuple[Obj, str, str, str]] = {}
+
+    @staticmethod
+    def event_name(obj: Mapping[str, Any], etype: str, reason: str, message: str) -> str:
+        """Deterministic per (object UID, type, reason, message)."""
+        m = meta(obj)
+        digest = hashlib.sha256(f"{m.get('uid')}\0{etype}\0{reason}\0{message}".encode()).hexdigest()[:16]
+        return f"{str(m.get('name', 'object'))[:200]}.{digest}"
+
+    def record(self, obj: Mapping[str, Any], etype: str, reason: str, message: str) -> None:
+        """Note one occurrence; it reaches the API at the next :meth:`flush`."""
+        message = truncate(message, MAX_MESSAGE)
+        key = (str(meta(obj).get("uid") or ""), etype, reason, message)
+        rec = self._records.get(key)
+        if rec is None:
+            if len(self._records) >= self._max:
+                self._records.pop(next(iter(self._records)))  # oldest first: dicts keep order
+            m = meta(obj)
+            rec = _Record(
+                self.event_name(obj, etype, reason, message),
+                str(m.get("namespace") or "default"),
+                0,
+                0,
+                0.0,
+                False,
+            )
+            self._records[key] = rec
+        rec.unsent += 1
+        self._dirty[key] = (dict(obj), etype, reason, message)
+
+    def due(self) -> int:
+        """How many Events have something to write now."""
+        return sum(1 for k in self._dirty if self._is_due(self._records[k]))
+
+    def _is_due(self, rec: _Record) -> bool:
+        return not rec.created or self._clock() - rec.last_write >= self.min_interval
+
+    async def flush(self) -> None:
+        """Write every due Event (creates first, then count bumps)."""
+        for key in list(self._dirty):
+            rec = self._records.get(key)
+            if rec is None or key not in self._dirty:
+                self._dirty.pop(key, None)
+                continue
+            if not self._is_due(rec):
+                continue
+            obj, etype, reason, message = self._dirty.pop(key)
+            try:
+                await self._write(rec, obj, etype, reason, message)
+            except ApiError as exc:
+                log.warning("event %s/%s: %s", rec.namespace, rec.name, exc)
+                self._dirty.setdefault(key, (obj, etype, reason, message))  # try again later
+            except Exception:
+                self._dirty.setdefault(key, (obj, etype, reason, message))
+                raise
+
+    async def _write(self, rec: _Record, obj: Obj, etype: str, reason: str, message: str) -> None:
+        now = self._now()
+        if not rec.created:
+            body = self._body(rec, obj, etype, reason, message, now)
+            try:
+                await self.api.create(EVENTS, body, rec.namespace)
+                rec.count, rec.unsent, rec.created = max(1, rec.unsent), 0, True
+                rec.last_write = self._clock()
+                return
+            except ApiError as exc:
+                if not exc.already_exists:
+                    raise
+            # A predecessor (before a restart) wrote it: continue its count.
+            existing = await self.api.get(EVENTS, rec.name, rec.namespace)
+            rec.count, rec.created = int(existing.get("count") or 1), True
+        rec.count += rec.unsent
+        rec.unsent = 0
+        rec.last_write = self._clock()
+        try:
+            await self.api.patch(EVENTS, rec.name, {"count": rec.count, "lastTimestamp": now}, rec.namespace)
+        except ApiError as exc:
+            if exc.not_found:  # expired (events have a TTL): start over next time
+                rec.created = False
+            raise
+
+    def _body(self, rec: _Record, obj: Obj, etype: str, reason: str, message: str, now: str) -> Obj:
+        m = meta(obj)
+        involved = {
+            "apiVersion": obj.get("apiVersion", "v1"),
+            "kind": obj.get("kind", ""),
+            "name": m.get("name"),
+            "uid": m.get("uid"),
+            "resourceVersion": m.get("resourceVersion"),
+        }
+        if m.get("namespace"):
+            involved["namespace"] = m.get("namespace")
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": rec.name, "namespace": rec.namespace},
+            "involvedObject": {k: v for k, v in involved.items() if v is not None},
+            "type": etype,
+            "reason": reason,
+            "message": message,
+            "count": max(1, rec.unsent),
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+        }

@@ -1,0 +1,156 @@
+"""What the scheduler writes back: pod ``PodScheduled`` conditions and PodGroup status.
+
+Pure functions from (current object, session outcome) to a merge patch, or None when the
+object already says it: the process only writes what changed, so a cluster that stays
+unschedulable costs no API writes per cycle.
+
+* **Pods** (Volcano ``taskUnschedulable``): ``PodScheduled=False``, reason ``Unschedulable``,
+  message = why. A merge patch replaces a whole list, so the patch carries every condition
+  of the pod and the pod's ``resourceVersion`` as a precondition: a concurrent writer makes
+  it fail with 409 instead of being overwritten.
+* **PodGroups**: ``phase`` (Pending / Inqueue / Running / Completed), the ``Scheduled`` or
+  ``Unschedulable`` condition (message bounded to :data:`MAX_CONDITION_MESSAGE`) and the
+  ``running`` / ``succeeded`` / ``failed`` pod counts, through the status subresource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from hyperplace.runtime.api import Obj, meta
+from scheduler_plugin.session import JobOutcome
+
+from .events import truncate
+
+MAX_CONDITION_MESSAGE = 4096
+POD_SCHEDULED = "PodScheduled"
+UNSCHEDULABLE = "Unschedulable"
+PG_SCHEDULED = "Scheduled"
+PG_UNSCHEDULABLE = "Unschedulable"
+# Explanations that mean the job was never admitted (Volcano leaves such PodGroups Pending);
+# any other unplaced job has passed enqueue and is Inqueue.
+NOT_ENQUEUED_REASONS = frozenset({"QueueNotFound", "QueueClosed", "NotEnoughPods", "InvalidNetworkTopology"})
+
+
+def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    conds = (obj.get("status") or {}).get("conditions") or []
+    return [dict(c) for c in conds if isinstance(c, Mapping)]
+
+
+def pod_unschedulable_patch(pod: Mapping[str, Any], message: str, now: str) -> Obj | None:
+    """Merge patch setting ``PodScheduled=False/Unschedulable`` with ``message``; None if unchanged."""
+    message = truncate(message, MAX_CONDITION_MESSAGE)
+    conds = _conditions(pod)
+    old = next((c for c in conds if c.get("type") == POD_SCHEDULED), None)
+    if (
+        old is not None
+        and old.get("status") == "False"
+        and old.get("reason") == UNSCHEDULABLE
+        and old.get("message") == message
+    ):
+        return None
+    # lastTransitionTime moves only when the status does (apimachinery's convention).
+    since = old.get("lastTransitionTime") if old is not None and old.get("status") == "False" else now
+    new = {
+        "type": POD_SCHEDULED,
+        "status": "False",
+        "reason": UNSCHEDULABLE,
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": since or now,
+    }
+    rest = [c for c in conds if c.get("type") != POD_SCHEDULED]
+    return {
+        "metadata": {"resourceVersion": meta(pod).get("resourceVersion")},
+        "status": {"conditions": [*rest, {k: v for k, v in new.items() if v is not None}]},
+    }
+
+
+def pod_counts(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """``running`` / ``succeeded`` / ``failed`` / ``pending`` by pod phase."""
+    out = {"running": 0, "succeeded": 0, "failed": 0, "pending": 0}
+    for p in pods:
+        phase = (p.get("status") or {}).get("phase") or "Pending"
+        if phase == "Running":
+            out["running"] += 1
+        elif phase == "Succeeded":
+            out["succeeded"] += 1
+        elif phase == "Failed":
+            out["failed"] += 1
+        elif not meta(p).get("deletionTimestamp"):
+            out["pending"] += 1
+    return out
+
+
+def podgroup_phase(outcome: JobOutcome, counts: Mapping[str, int], min_member: int) -> str:
+    """Volcano's PodGroup phase from this session's outcome and the pods' phases."""
+    if counts["running"] == 0 and counts["pending"] == 0 and counts["succeeded"] >= max(min_member, 1):
+        return "Completed"
+    if outcome.phase == "Running":
+        return "Running"
+    if outcome.explanation is not None and outcome.explanation.reason in NOT_ENQUEUED_REASONS:
+        return "Pending"
+    return "Inqueue"
+
+
+def _same_condition(a: Mapping[str, Any] | None, b: Mapping[str, Any]) -> bool:
+    if a is None:
+        return False
+    return all(a.get(k) == b.get(k) for k in ("type", "status", "reason", "message"))
+
+
+def podgroup_status_patch(
+    pg: Mapping[str, Any], outcome: JobOutcome, pods: Iterable[Mapping[str, Any]], now: str
+) -> Obj | None:
+    """Merge patch for the PodGroup's status subresource; None when nothing changes."""
+    status = dict(pg.get("status") or {})
+    counts = pod_counts(pods)
+    min_member = int((pg.get("spec") or {}).get("minMember") or 0)
+    phase = podgroup_phase(outcome, counts, min_member)
+    conds = _conditions(pg)
+    wanted: dict[str, dict[str, Any]] = {}
+    dropped: set[str] = set()
+    for c in outcome.conditions:
+        c = {**c, "message": truncate(str(c.get("message") or ""), MAX_CONDITION_MESSAGE)}
+        wanted[str(c["type"])] = c
+    if PG_SCHEDULED in wanted:
+        dropped.add(PG_UNSCHEDULABLE)  # a placed gang is no longer unschedulable
+    elif PG_UNSCHEDULABLE in wanted:
+        dropped.add(PG_SCHEDULED)
+    new_conds: list[dict[str, Any]] = []
+    for c in conds:
+        t = str(c.get("type"))
+        if t in dropped:
+            continue
+        if t in wanted:
+            w = wanted.pop(t)
+            if _same_condition(c, w):
+                new_conds.append(c)
+            else:
+                since = c.get("lastTransitionTime") if c.get("status") == w.get("status") else now
+                new_conds.append({**w, "lastTransitionTime": since or now})
+        else:
+            new_conds.append(c)
+    for w in wanted.values():
+        new_conds.append({**w, "lastTransitionTime": now})
+    desired = {
+        "phase": phase,
+        "conditions": new_conds,
+        "running": counts["running"],
+        "succeeded": counts["succeeded"],
+        "failed": counts["failed"],
+    }
+    if all(status.get(k) == v for k, v in desired.items()):
+        return None
+    return {"status": desired}
+
+
+def allocated_hypernode_patch(pg: Mapping[str, Any], annotation: str, hypernode: str | None) -> Obj | None:
+    """Metadata merge patch recording the job's HyperNode for humans; None if already there."""
+    if not hypernode:
+        return None
+    current = (meta(pg).get("annotations") or {}).get(annotation)
+    if current == hypernode:
+        return None
+    return {"metadata": {"annotations": {annotation: hypernode}}}
