@@ -113,6 +113,14 @@ class Placer:
         per = (self.snap.allocatable[nodes][:, pos] // req[pos]).min(axis=1)
         return max(int(per.max()), 1)
 
+    def _closeness(self, cands: I64, allocated: int) -> I64:
+        """Tier of LCA(candidate, allocated HyperNode): with pods already running, nearer domains
+        come first (the intent of Volcano's LCA node score); all zero before the first placement."""
+        if allocated < 0:
+            return np.zeros(len(cands), dtype=np.int64)
+        tree = self.tree
+        return np.array([int(tree.tiers[tree.lca(int(c), allocated)]) for c in cands], dtype=np.int64)
+
     # ------------------------------------------------------------------ exact placement
     def _pick_nodes(self, task: TaskInfo, sj: SubJobInfo, cand: I64, cc: I64, k: int) -> tuple[I64, I64]:
         """Nodes (ordered by leaf, then name) and pods per node for ``k`` pods of one shape."""
@@ -215,7 +223,7 @@ class Placer:
             if not len(cands):
                 continue
             scores = ssn.hypernode_scores(sj, req_total, cands) if len(cands) > 1 else np.zeros(1)
-            order = cands[np.lexsort((cands, -scores))]
+            order = cands[np.lexsort((cands, -scores, self._closeness(cands, ssn.subjob_hn.get(sj.id, -1))))]
             for d in order[:MAX_EXACT_TRIES_PER_TIER].tolist():
                 if self.assign(stmt, group, d) is not None:
                     return d
@@ -340,7 +348,7 @@ class Placer:
                 expl.add_tier(self._tier_attempt(tier, ids, total or loose_total, classes, pcaps, req_total))
                 continue
             scores = ssn.hypernode_scores(default_sj, req_total, cands) if len(cands) > 1 else np.zeros(1)
-            order = cands[np.lexsort((cands, -scores))]
+            order = cands[np.lexsort((cands, -scores, self._closeness(cands, ssn.job_hn.get(job.key, -1))))]
             tried = 0
             for h in order.tolist():
                 if tried >= MAX_EXACT_TRIES_PER_TIER:
