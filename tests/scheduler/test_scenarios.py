@@ -308,10 +308,10 @@ def test_a_gang_whose_pods_fit_one_by_one_but_not_together_is_not_placed() -> No
 
 
 def test_pods_beyond_the_minimum_go_near_the_pods_already_placed() -> None:
-    # Soft job, minAvailable 2 of 4 full-node pods. s3 is partly used, so its leaf scores best
-    # for bin-packing, but the later pods belong next to the first two (s0), i.e. in s1.
+    # Soft job, minAvailable 2 of 3 full-node pods. s3 is partly used, so its leaf scores best
+    # for bin-packing, but the third pod belongs next to the first two (s0), i.e. in s1.
     busy = [pod("x", None, cpu=2, node_name="node6")]
     pg = podgroup("j", 2, topology={"mode": "soft"})
-    result, _ = schedule(eight_nodes(), [*busy, *job_pods("j", 4, cpu=4)], seven_tree(), [pg])
-    assert sorted(result.bindings.values()) == ["node0", "node1", "node2", "node3"]
+    result, _ = schedule(eight_nodes(), [*busy, *job_pods("j", 3, cpu=4)], seven_tree(), [pg])
+    assert sorted(result.bindings.values()) == ["node0", "node1", "node2"]
     assert result.jobs["default/j"].allocated_hypernode == "s4"
