@@ -37,6 +37,7 @@ class TierAttempt:
     note: str | None = None
 
     def line(self) -> str:
+        """The human form of this tier's result."""
         if self.candidates == 0:
             return f"tier {self.tier}: no domain within the allowed scope"
         if self.best is None:
@@ -60,14 +61,17 @@ class Explanation:
     details: list[str] = field(default_factory=list)
 
     def add_detail(self, text: str) -> None:
+        """Add a free-text reason (deduplicated, capped)."""
         if len(self.details) < MAX_REASONS and text not in self.details:
             self.details.append(text)
 
     def add_tier(self, attempt: TierAttempt) -> None:
+        """Add a per-tier result (capped)."""
         if len(self.tiers) < MAX_TIERS:
             self.tiers.append(attempt)
 
     def lines(self) -> list[str]:
+        """Summary, per-tier lines, predicate summary, details."""
         out = [self.summary]
         out.extend(t.line() for t in self.tiers)
         if self.predicates:
@@ -76,9 +80,11 @@ class Explanation:
         return out
 
     def message(self) -> str:
+        """All lines joined with '; ' (for conditions and pod reasons)."""
         return "; ".join(self.lines())
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
         return {
             "summary": self.summary,
             "reason": self.reason,

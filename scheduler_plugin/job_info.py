@@ -40,6 +40,7 @@ def safe_encode(text: str) -> str:
 
 
 def subjob_suffix(values: list[str]) -> str:
+    """The ``<v1>-<v2>`` part of a SubJob ID, hashed when longer than 128 characters."""
     joined = "-".join(values)
     if len(joined) > MAX_SUBJOB_VALUE_LEN:
         return safe_encode(str(fnv32a(joined)))
@@ -126,6 +127,7 @@ class SubJobInfo:
 
     @property
     def is_default(self) -> bool:
+        """True for the job's default SubJob (pods matching no policy)."""
         return self.policy is None
 
 
@@ -149,14 +151,18 @@ class JobInfo:
 
     @property
     def tasks(self) -> list[TaskInfo]:
+        """Every pod of the job, SubJob by SubJob."""
         return [t for sj in self.subjobs.values() for t in sj.tasks]
 
     @property
     def with_topology(self) -> bool:
+        """The job or one of its SubJobs has a network topology."""
         return self.topology is not None or any(sj.topology is not None for sj in self.subjobs.values())
 
     @property
     def with_hard_topology(self) -> bool:
+        """Volcano's ``ContainsHardTopology``: hard mode with a tier limit somewhere."""
+
         def hard(t: Topology | None) -> bool:
             return t is not None and t.mode == "hard" and t.limit is not None
 

@@ -91,6 +91,7 @@ class Placer:
 
     # ------------------------------------------------------------------ helpers
     def shape(self, sid: int) -> Shape:
+        """The snapshot shape with id ``sid``."""
         return self.snap.shapes[sid]
 
     def pcap(self, sid: int, limit: int, size: int) -> I64:

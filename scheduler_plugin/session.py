@@ -1,5 +1,19 @@
 """``run_session``: one scheduling cycle on a snapshot, as documented in docs/CONTRACTS.md.
 
+Volcano behaviour implemented: session view with the virtual root and soft -> hard conversion,
+allocated-HyperNode recovery from running pods, SubJob grouping and two-level gang (minMember,
+minTaskMember, minSubGroups, per-SubJob MinAvailable), job/SubJob/task order (priority, gang,
+creation, name), hard tier limits by number or tierName, gradients lowest tier first, HyperNode
+bin-packing, LCA and tier-fading node scores, binpack and nodeorder (resource scores) plugins,
+allocate and backfill actions. Not modelled: pipelining onto releasing resources, queue shares
+and capacity (proportion/capacity/drf), preemption and reclaim, nomination fast paths.
+
+Deliberate differences, for speed and placement quality: feasibility comes from per-shape fit
+counts instead of dry runs; a partitioned job picks its job-level domain by the bin-packing
+score of the whole unit (Volcano sums the SubJob scores of a dry run per candidate); inside a
+chosen domain pods go to the fewest leaves (best fit) in rank order instead of one node-score
+argmax per pod.
+
 Determinism: the result depends only on the snapshot and the configuration. Every tie (equal
 HyperNode or node scores) is broken by name (HyperNode name, node name), never by hash or
 iteration order; ``seed`` seeds the session RNG, which no built-in plugin currently draws from

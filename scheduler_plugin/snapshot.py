@@ -75,9 +75,11 @@ class ClusterSnapshot:
 
     @property
     def num_nodes(self) -> int:
+        """Number of nodes (N)."""
         return len(self.node_names)
 
     def res_index(self, name: str) -> int | None:
+        """Column of a resource in the matrices, or None."""
         try:
             return self.resources.index(name)
         except ValueError:

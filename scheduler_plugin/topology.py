@@ -197,20 +197,24 @@ class HyperNodeTree:
 
     @property
     def root(self) -> int:
+        """Id of the virtual root (always the last HyperNode)."""
         return len(self.names) - 1
 
     @property
     def top_tier(self) -> int:
+        """Tier of the virtual root: max real tier + 1 (1 without HyperNodes)."""
         return int(self.tiers[self.root])
 
     @property
     def min_tier(self) -> int:
+        """Lowest tier present (Volcano's ``HyperNodesTiers[0]``)."""
         return self.sorted_tiers[0]
 
     def __len__(self) -> int:
         return len(self.names)
 
     def id_of(self, name: str) -> int | None:
+        """Integer id of a HyperNode name, or None."""
         return self.index.get(name)
 
     def ancestors(self, h: int) -> list[int]:
@@ -237,6 +241,7 @@ class HyperNodeTree:
         return a
 
     def lca_many(self, ids: Sequence[int]) -> int:
+        """LCA of several HyperNodes (-1 entries are ignored)."""
         out = -1
         for h in ids:
             out = self.lca(out, h)
@@ -247,6 +252,7 @@ class HyperNodeTree:
         return self.node_hn_idx[self.node_hn_ptr[n] : self.node_hn_ptr[n + 1]]
 
     def contains(self, h: int, n: int) -> bool:
+        """True when node ``n`` is in HyperNode ``h``'s real node set (binary search)."""
         s = self.node_sets[h]
         i = int(np.searchsorted(s, n))
         return i < len(s) and int(s[i]) == n
@@ -285,6 +291,7 @@ class HyperNodeTree:
         return out
 
     def tier_of_name(self, tier_name: str) -> int | None:
+        """The tier a ``tierName`` stands for, or None when unknown."""
         return self.tier_names.get(tier_name)
 
     def ancestor_matrix(self) -> IntArray:

@@ -154,15 +154,19 @@ class Session:
         return t.running or t.key in self.placed or t.best_effort
 
     def ready_count(self, tasks: list[TaskInfo]) -> int:
+        """Ready tasks among ``tasks`` (a scan; the counters below are O(1))."""
         return sum(1 for t in tasks if self.task_ready(t))
 
     def subjob_ready_count(self, sj: SubJobInfo) -> int:
+        """Ready tasks of a SubJob."""
         return self.n_ready_sj[sj.id]
 
     def job_ready_count(self, job: JobInfo) -> int:
+        """Ready tasks of a job."""
         return self.n_ready_job[job.key]
 
     def role_ready_count(self, job: JobInfo, role: str) -> int:
+        """Ready tasks of one task role of a job."""
         return self.n_ready_role.get((job.key, role), 0)
 
     def pending_tasks(self, sj: SubJobInfo) -> list[TaskInfo]:
@@ -174,6 +178,7 @@ class Session:
         return [t for t in tasks if not self.task_ready(t)]
 
     def job_valid(self, job: JobInfo) -> str | None:
+        """The first plugin's reason the job is invalid, or None."""
         for fn in self.job_valid_fns:
             reason = fn(job)
             if reason:
@@ -181,11 +186,13 @@ class Session:
         return None
 
     def job_ready(self, job: JobInfo) -> bool:
+        """Every JobReady function agrees (default: every pod ready)."""
         if not self.job_ready_fns:
             return all(self.task_ready(t) for t in job.tasks) if job.tasks else True
         return all(fn(job) for fn in self.job_ready_fns)
 
     def subjob_ready(self, sj: SubJobInfo) -> bool:
+        """Every SubJobReady function agrees (default: MinAvailable reached)."""
         if not self.subjob_ready_fns:
             return self.n_ready_sj[sj.id] >= sj.min_available
         return all(fn(sj) for fn in self.subjob_ready_fns)
@@ -212,12 +219,14 @@ class Session:
 
     # ------------------------------------------------------------------ scores
     def node_scores(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> F64:
+        """Sum of the node order functions for a task over ``nodes``."""
         total = np.zeros(len(nodes), dtype=np.float64)
         for fn in self.node_order_fns:
             total += fn(task, sj, nodes)
         return total
 
     def hypernode_scores(self, sj: SubJobInfo | None, request: I64, candidates: I64) -> F64:
+        """Sum of the HyperNode order functions over ``candidates``."""
         total = np.zeros(len(candidates), dtype=np.float64)
         for fn in self.hypernode_order_fns:
             total += fn(sj, request, candidates)

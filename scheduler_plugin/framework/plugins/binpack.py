@@ -33,6 +33,7 @@ class Binpack:
     def node_order(
         self, task: TaskInfo, sj: SubJobInfo, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
+        """Binpack score of each node after placing the task (x100 x weight)."""
         if self.args.weight == 0:
             return np.zeros(len(nodes))
         st = self.ssn.state

@@ -22,6 +22,7 @@ class Gang:
         self.ssn = ssn
 
     def job_valid(self, job: JobInfo) -> str | None:
+        """Enough pods for minMember, every minTaskMember and every minSubGroups."""
         tasks = job.tasks
         if len(tasks) < job.min_member:
             return f"not enough valid tasks: {len(tasks)} pods, minMember {job.min_member}"
@@ -36,6 +37,7 @@ class Gang:
         return None
 
     def job_ready(self, job: JobInfo) -> bool:
+        """minTaskMember, minSubGroups (ready SubJobs) and minMember are all met."""
         ssn = self.ssn
         for role, need in job.min_task_member.items():
             if ssn.role_ready_count(job, role) < need:
@@ -48,6 +50,7 @@ class Gang:
         return ssn.job_ready_count(job) >= job.min_member
 
     def subjob_ready(self, sj: SubJobInfo) -> bool:
+        """Ready tasks reach the SubJob's MinAvailable."""
         return self.ssn.subjob_ready_count(sj) >= sj.min_available
 
     def job_order(self, job: JobInfo) -> bool:

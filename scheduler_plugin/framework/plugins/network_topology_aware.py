@@ -83,6 +83,7 @@ class NetworkTopologyAware:
         return out / len(sj.tasks)
 
     def hypernode_order(self, sj: SubJobInfo | None, request: I64, cands: I64) -> F64:
+        """HyperNode bin-packing score; ties get the SubJob's task share (x100 x weight)."""
         st = self.ssn.state
         s = hypernode_binpack(st.hn_used[cands], st.hn_alloc[cands], request, self.weights)
         if sj is not None and len(s) > 1:
@@ -93,6 +94,7 @@ class NetworkTopologyAware:
 
     # -------------------------------------------------------------- node order
     def node_order(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> F64:
+        """LCA-tier score for network-aware pods, tier-fading bin-packing for the others."""
         st = self.ssn.state
         tree = self.ssn.snap.tree
         if sj.topology is not None:

@@ -40,6 +40,7 @@ class NodeOrder:
     def node_order(
         self, task: TaskInfo, sj: SubJobInfo, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
+        """Weighted least/most-requested and balanced-resource scores (x100)."""
         st = self.ssn.state
         c = self.cols
         alloc = st.alloc[nodes][:, c].astype(np.float64)
