@@ -135,8 +135,9 @@ class EventRecorder:
             except ApiError as exc:
                 if not exc.already_exists:
                     raise
-            # A predecessor (before a restart) wrote it: continue its count.
-            existing = await self.api.get(EVENTS, rec.name, rec.namespace)
+            # A predecessor (before a restart) wrote it: continue its count. The patch answers
+            # with the Event, so no read access to events is needed (the RBAC grants none).
+            existing = await self.api.patch(EVENTS, rec.name, {"lastTimestamp": now}, rec.namespace)
             rec.count, rec.created = int(existing.get("count") or 1), True
         rec.count += rec.unsent
         rec.unsent = 0

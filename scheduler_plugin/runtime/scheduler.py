@@ -84,7 +84,13 @@ from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
 from .assume import AssumeCache, Assumed, pod_key
 from .config import ConfigHolder, ConfigSource
 from .events import EventRecorder, rfc3339
-from .status import allocated_hypernode_patch, pod_unschedulable_patch, podgroup_status_patch
+from .status import (
+    SCHEDULING_GATED,
+    UNSCHEDULABLE,
+    allocated_hypernode_patch,
+    pod_unschedulable_patch,
+    podgroup_status_patch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +322,12 @@ class Scheduler:
 
     def _pending_ours(self, pod: Mapping[str, Any]) -> bool:
         phase = (pod.get("status") or {}).get("phase") or "Pending"
-        return not _spec(pod).get("nodeName") and phase not in TERMINAL_PHASES and self._owned(pod)
+        return (
+            not _spec(pod).get("nodeName")
+            and phase not in TERMINAL_PHASES
+            and not meta(pod).get("deletionTimestamp")
+            and self._owned(pod)
+        )
 
     def _wire(self) -> None:
         def group_of(p: Obj) -> list[str]:
@@ -375,8 +386,14 @@ class Scheduler:
             if old.get("spec") != new.get("spec"):
                 wake()
 
-        for inf in (self.podgroups, self.hypernodes):
-            inf.add_handler(lambda _o: wake(), spec_changed, lambda _o: wake())
+        def podgroup_deleted(pg: Obj) -> None:
+            key = f"{meta(pg).get('namespace') or 'default'}/{meta(pg).get('name')}"
+            self._pg_wanted.pop(key, None)
+            self._pg_sent.pop(key, None)
+            wake()
+
+        self.podgroups.add_handler(lambda _o: wake(), spec_changed, podgroup_deleted)
+        self.hypernodes.add_handler(lambda _o: wake(), spec_changed, lambda _o: wake())
 
         def queue_changed(old: Obj, new: Obj) -> None:
             if old.get("spec") != new.get("spec") or (old.get("status") or {}).get("state") != (
@@ -460,8 +477,12 @@ class Scheduler:
         elif self.conf.source.path is not None:
             self._config_outcome(False, None)
         # Copies of the store listings, taken on the loop thread: the informers keep
-        # changing their stores while the session runs in a worker thread.
-        pods = self.assumed.overlay(self.pods.objects())
+        # changing their stores while the session runs in a worker thread. A terminating
+        # pod without a node is not to be placed (Volcano: Releasing); one with a node
+        # still holds its room until it is gone.
+        pods = self.assumed.overlay(
+            p for p in self.pods.objects() if _spec(p).get("nodeName") or not meta(p).get("deletionTimestamp")
+        )
         nodes = self.nodes.objects()
         podgroups = self._pg_models.parse()
         queues = self._queue_models.parse()
@@ -578,7 +599,8 @@ class Scheduler:
             if pod is None or not self._pending_ours(pod) or pkey in self.assumed:
                 continue
             unschedulable += 1
-            self.events.record(pod, "Warning", "FailedScheduling", reason)
+            if not _spec(pod).get("schedulingGates"):  # gated pods wait by design: no warning
+                self.events.record(pod, "Warning", "FailedScheduling", reason)
             self._pod_wanted[pkey] = reason
             self.status_queue.add(("pod", pkey))  # a no-op write is skipped by the worker
         self.metrics.unschedulable.set(unschedulable)
@@ -606,7 +628,8 @@ class Scheduler:
             uid, rv = str(meta(pod).get("uid") or ""), str(meta(pod).get("resourceVersion") or "")
             if self._pod_sent.get(key) == (uid, rv, message):
                 return  # written already; the informer does not show it yet
-            patch = pod_unschedulable_patch(pod, message, self._now())
+            why = SCHEDULING_GATED if _spec(pod).get("schedulingGates") else UNSCHEDULABLE
+            patch = pod_unschedulable_patch(pod, message, self._now(), why)
             if patch is not None:
                 await self._throttle()
                 await self.api.patch(PODS, name, patch, ns, subresource="status")

@@ -26,8 +26,10 @@ from .events import truncate
 MAX_CONDITION_MESSAGE = 4096
 POD_SCHEDULED = "PodScheduled"
 UNSCHEDULABLE = "Unschedulable"
+SCHEDULING_GATED = "SchedulingGated"
 PG_SCHEDULED = "Scheduled"
 PG_UNSCHEDULABLE = "Unschedulable"
+SCHEDULING_GATED = "SchedulingGated"
 # Explanations that mean the job was never admitted (Volcano leaves such PodGroups Pending);
 # any other unplaced job has passed enqueue and is Inqueue.
 NOT_ENQUEUED_REASONS = frozenset({"QueueNotFound", "QueueClosed", "NotEnoughPods", "InvalidNetworkTopology"})
@@ -38,15 +40,18 @@ def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(c) for c in conds if isinstance(c, Mapping)]
 
 
-def pod_unschedulable_patch(pod: Mapping[str, Any], message: str, now: str) -> Obj | None:
-    """Merge patch setting ``PodScheduled=False/Unschedulable`` with ``message``; None if unchanged."""
+def pod_unschedulable_patch(
+    pod: Mapping[str, Any], message: str, now: str, reason: str = UNSCHEDULABLE
+) -> Obj | None:
+    """Merge patch setting ``PodScheduled=False`` with ``reason`` (``Unschedulable``, or
+    ``SchedulingGated`` for a gated pod) and ``message``; None if unchanged."""
     message = truncate(message, MAX_CONDITION_MESSAGE)
     conds = _conditions(pod)
     old = next((c for c in conds if c.get("type") == POD_SCHEDULED), None)
     if (
         old is not None
         and old.get("status") == "False"
-        and old.get("reason") == UNSCHEDULABLE
+        and old.get("reason") == reason
         and old.get("message") == message
     ):
         return None
@@ -55,7 +60,7 @@ def pod_unschedulable_patch(pod: Mapping[str, Any], message: str, now: str) -> O
     new = {
         "type": POD_SCHEDULED,
         "status": "False",
-        "reason": UNSCHEDULABLE,
+        "reason": reason,
         "message": message,
         "lastProbeTime": None,
         "lastTransitionTime": since or now,

@@ -11,6 +11,7 @@ import pytest
 from hyperplace.runtime.api import PODGROUPS, PODS
 from scheduler_plugin.runtime.scheduler import Scheduler
 from tests.scheduler.builders import job_pods
+from tests.scheduler.builders import pod as make_pod
 
 from .helpers import (
     NS,
@@ -223,3 +224,25 @@ async def test_a_restart_mid_gang_finishes_it_without_overcommitting() -> None:
     assert len({rack_of(node_of(api, k)) for k in keys}) == 1  # the rack the first one chose
     attempts = [c[2] for c in api.calls if c[0] == "create/binding"]
     assert len(attempts) == 8 and len(set(attempts)) == 8  # nobody bound twice
+
+
+async def test_gated_pods_wait_quietly_and_terminating_pods_are_not_placed() -> None:
+    api = ClusterApi()
+    seed_racks(api, racks=1, per_rack=1)
+    # Pods without a PodGroup: each is its own one-member gang.
+    api.seed(
+        PODS, make_pod("gated-t0-0", None, extra_spec={"schedulingGates": [{"name": "example.com/wait"}]})
+    )
+    leaving = make_pod("leaving-t0-0", None)
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    api.seed(PODS, leaving)
+    api.seed(PODS, make_pod("placed-t0-0", None))
+    async with running(api) as (sched, _):
+        await eventually(lambda: node_of(api, f"{NS}/placed-t0-0"), what="the ordinary pod bound")
+        await eventually(lambda: condition(pod(api, f"{NS}/gated-t0-0"), "PodScheduled"), what="gated report")
+        await cycles_pass(sched, 3)
+    cond = condition(pod(api, f"{NS}/gated-t0-0"), "PodScheduled")
+    assert cond is not None and (cond["status"], cond["reason"]) == ("False", "SchedulingGated")
+    assert events_for(api, "gated-t0-0") == []
+    assert node_of(api, f"{NS}/gated-t0-0") is None and node_of(api, f"{NS}/leaving-t0-0") is None
+    assert condition(pod(api, f"{NS}/leaving-t0-0"), "PodScheduled") is None
