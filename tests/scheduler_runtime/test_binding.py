@@ -246,3 +246,30 @@ async def test_gated_pods_wait_quietly_and_terminating_pods_are_not_placed() -> 
     assert events_for(api, "gated-t0-0") == []
     assert node_of(api, f"{NS}/gated-t0-0") is None and node_of(api, f"{NS}/leaving-t0-0") is None
     assert condition(pod(api, f"{NS}/leaving-t0-0"), "PodScheduled") is None
+
+
+async def test_a_relist_after_410_keeps_binds_in_flight_counted() -> None:
+    api = ClusterApi()
+    seed_racks(api)
+    first = seed_gang(api, "z", 8)
+    api.hold_before_bind = asyncio.Event()
+    async with running(api) as (sched, _):
+        await eventually(lambda: api.waiting == 8, what="gang z's binds in flight")
+        relists = sched.pods.relists
+        api.compact()  # etcd compaction: every watch ends with 410 Gone, informers relist
+        await eventually(lambda: sched.pods.relists > relists, what="pods relisted")
+        second = seed_gang(api, "a", 8)
+        await eventually(lambda: api.waiting == 16, what="gang a's binds in flight")
+        api.hold_before_bind.set()
+        await eventually(lambda: all(node_of(api, k) for k in first + second), what="both bound")
+    assert api.violations == []
+
+
+async def test_a_conflicting_status_write_is_retried_from_the_newer_object() -> None:
+    api = ClusterApi()
+    seed_racks(api, racks=1, per_rack=1)
+    api.seed(PODS, make_pod("big", None, cpu=64))
+    api.fail_next("patch/status", 409, "Conflict", name="big")  # someone wrote first
+    async with running(api):
+        await eventually(lambda: condition(pod(api, f"{NS}/big"), "PodScheduled"), what="condition written")
+    assert sum(1 for c in api.calls if c == ("patch/status", "pods", "big")) == 2
