@@ -28,7 +28,8 @@ def _as_dict(selector: LabelSelector | Mapping[str, Any] | None) -> Mapping[str,
         return {
             "matchLabels": selector.match_labels,
             "matchExpressions": [
-                {"key": r.key, "operator": r.operator, "values": r.values} for r in selector.match_expressions or []
+                {"key": r.key, "operator": r.operator, "values": r.values}
+                for r in selector.match_expressions or []
             ],
         }
     return selector
