@@ -36,14 +36,14 @@ class Sizes:
     scale_budget_s: float
 
 
-QUICK = Sizes(24, 128, (16, 8, 2), 500, 0.25, 0.95, 60.0, (1024, 2048), (8, 64, 512), 2.0)
+QUICK = Sizes(30, 128, (16, 8, 2), 800, 0.25, 1.1, 60.0, (1024, 2048), (8, 64, 512), 2.0)
 FULL = Sizes(
     200,
     256,
     (32, 16, 4),
-    2500,
+    3000,
     0.5,
-    0.95,
+    1.1,
     60.0,
     (1024, 2048, 5120, 10240, 20480),
     (8, 64, 512, 1000, 5000),
@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"3-tier Clos: {npl} nodes/leaf x {lps} leaves/spine x {spines} spines = {state.topo.n_nodes} "
             f"nodes, {gpus} GPUs. {sizes.sim_jobs} jobs (seed {args.seed + 1}), Poisson arrivals at "
-            f"{int(sizes.sim_load * 100)} % expected offered load, sizes/durations from the trace-shaped "
+            f"{int(sizes.sim_load * 100)} % expected offered load (the demand row shows what the trace "
+            "realised in the window: the largest jobs outlast it), sizes/durations from the trace-shaped "
             f"generator (largest job clamped to {int(sizes.sim_max_job_fraction * 100)} % of the GPUs); tick "
             f"{sizes.sim_tick_s:.0f} s; a job waiting > 4 h reserves the queue head. Tier/span over multi-pod "
             "jobs; utilisation, demand and stranding time-averaged from 20 % of the arrival window to the "

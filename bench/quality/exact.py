@@ -86,18 +86,20 @@ def run_exact(
             problems = violations(case.state, case.job, placement)
             if problems:
                 tally.invalid += 1
-                tally.misses.append({"seed": seed, "what": "invalid: " + "; ".join(problems)})
+                tally.misses.append({"seed": seed, "what": "INVALID: " + "; ".join(problems)})
             if opt.quality is None:
                 if placement is not None:
                     tally.infeasible_placed += 1
-                    tally.misses.append({"seed": seed, "what": "placed an infeasible job"})
+                    tally.misses.append({"seed": seed, "what": "PLACED AN INFEASIBLE JOB"})
                 continue
             tally.feasible += 1
             has_parts = bool(case.job.partitions)
             tally.with_partitions += has_parts
             if placement is None:
                 tally.feasible_missed += 1
-                tally.misses.append({"seed": seed, "what": f"not placed; optimum {opt.quality.key()}"})
+                tally.misses.append(
+                    {"seed": seed, "what": f"NOT PLACED: optimum {opt.quality.key()}; {case.label}"}
+                )
                 continue
             tally.placed_feasible += 1
             q = quality(case.state.topo, case.job, placement)
@@ -108,10 +110,18 @@ def run_exact(
                 tally.partitions_ok += 1
             tally.leaves_ok += q.leaves <= best.leaves + 1
             if q.key() != best.key():
+                if not tier_ok:
+                    kind = "JOB TIER"
+                elif q.partition_tier_sum != best.partition_tier_sum:
+                    kind = "PARTITION TIER"
+                elif q.leaves > best.leaves + 1:
+                    kind = "LEAVES > +1"
+                else:
+                    kind = "leaves +1 (within target)"
                 tally.misses.append(
                     {
                         "seed": seed,
-                        "what": f"got {q.key()} vs optimum {best.key()} "
+                        "what": f"{kind}: got {q.key()} vs optimum {best.key()} "
                         f"(job tier, partition tier sum, leaves); {case.label}",
                     }
                 )

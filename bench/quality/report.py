@@ -47,16 +47,18 @@ def exact_table(res: ExactResult) -> str:
     return "\n".join(out)
 
 
-def exact_misses(res: ExactResult, limit: int = 12) -> str:
+def exact_misses(res: ExactResult, limit: int = 40) -> str:
+    """Every non-optimal case per scheduler, target-breaking kinds (upper case) first."""
     lines = []
     for name, tally in res.tallies.items():
         if not tally.misses:
             continue
-        lines.append(f"- **{name}** ({len(tally.misses)}):")
-        for miss in tally.misses[:limit]:
+        misses = sorted(tally.misses, key=lambda m: (not str(m["what"])[:3].isupper(), m["seed"]))
+        lines.append(f"- **{name}** ({len(misses)}):")
+        for miss in misses[:limit]:
             lines.append(f"  - seed {miss['seed']}: {miss['what']}")
-        if len(tally.misses) > limit:
-            lines.append(f"  - ... {len(tally.misses) - limit} more")
+        if len(misses) > limit:
+            lines.append(f"  - ... {len(misses) - limit} more")
     return "\n".join(lines) if lines else "None."
 
 
@@ -83,9 +85,12 @@ def sim_table(results: Sequence[SimResult]) -> str:
         ("GPU demand (if every job started on arrival)", "demand", "%"),
         ("GPU allocation (time-avg)", "gpu_util", "%"),
         ("GPUs stranded for the head job (time-avg)", "stranded_frac", "%"),
+        ("queueing delay mean", "wait_mean_s", "s"),
         ("queueing delay p50", "wait_p50_s", "s"),
         ("queueing delay p95", "wait_p95_s", "s"),
+        ("queueing delay p99", "wait_p99_s", "s"),
         ("queueing delay p50, jobs >= 256 GPUs", "big_wait_p50_s", "s"),
+        ("queueing delay p95, jobs >= 256 GPUs", "big_wait_p95_s", "s"),
         ("scheduler CPU per cycle, mean", "cycle_cpu_mean_ms", "ms"),
         ("scheduler CPU per cycle, p95", "cycle_cpu_p95_ms", "ms"),
         ("scheduling cycles", "cycles", ""),
