@@ -213,6 +213,14 @@ class HyperNodeTree:
     def __len__(self) -> int:
         return len(self.names)
 
+    @property
+    def parents(self) -> dict[str, str | None]:
+        """HyperNode name -> parent name (None for the virtual root), for display."""
+        return {
+            n: (self.names[int(p)] if p != -1 else None)
+            for n, p in zip(self.names, self.parent.tolist(), strict=True)
+        }
+
     def id_of(self, name: str) -> int | None:
         """Integer id of a HyperNode name, or None."""
         return self.index.get(name)

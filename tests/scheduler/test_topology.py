@@ -24,6 +24,8 @@ def test_virtual_root_sits_one_tier_above_the_highest_and_adopts_parentless_hype
     assert tree.names[root] == CLUSTER_TOP_HYPERNODE
     assert tree.top_tier == 4
     assert [tree.names[c] for c in tree.children[root]] == ["s6"]
+    assert tree.parents["s0"] == "s4" and tree.parents["s6"] == CLUSTER_TOP_HYPERNODE
+    assert tree.parents[CLUSTER_TOP_HYPERNODE] is None
     assert len(tree.node_sets[root]) == 8
     assert tree.ready
 
