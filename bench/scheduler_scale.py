@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import math
 import statistics
 import sys
@@ -127,7 +128,7 @@ def main() -> None:
     print()
     for wl in ("gang", "two-level"):
         xs = [n for n in sizes if (wl, n) in p50]
-        pairs = list(zip(xs, xs[1:], strict=False))
+        pairs = list(itertools.pairwise(xs))
         if len(xs) > 2:
             pairs.append((xs[0], xs[-1]))
         for a, b in pairs:
