@@ -393,6 +393,9 @@ class Placer:
             )
         expl.summary = self._summary(job, groups, total)
         expl.predicates = self._predicates_if_short(total)
+        if not levels:
+            limit = job.topology.limit if job.topology is not None else None
+            expl.add_detail(f"no HyperNode has a tier <= {limit} (tiers present: {tree.sorted_tiers})")
         return UnitResult(False, explanation=expl), Statement(ssn)
 
     # ------------------------------------------------------------------ flat path

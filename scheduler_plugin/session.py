@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .conf import DEFAULT_CONFIG, SchedulerConfig
+from .conf import DEFAULT_CONFIG, NOOP_ACTIONS, SchedulerConfig
 from .explain import Explanation
 from .framework.actions import ACTIONS
 from .framework.session import Session
@@ -61,10 +61,12 @@ def run_session(
     """Open a session, run the configured actions, and report bindings and reasons."""
     t0 = time.perf_counter()
     ssn = Session.open(snapshot, config, seed)
+    ssn.notes.extend(getattr(config, "warnings", []) or [])
     for action in config.actions:
         fn = ACTIONS.get(action)
         if fn is None:
-            ssn.notes.append(f"action {action!r} not run (not implemented)")
+            why = NOOP_ACTIONS.get(action, "not implemented")
+            ssn.notes.append(f"action {action!r} not run: {why}")
             continue
         fn(ssn)
     result = _close(ssn)

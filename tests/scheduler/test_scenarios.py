@@ -315,3 +315,22 @@ def test_pods_beyond_the_minimum_go_near_the_pods_already_placed() -> None:
     result, _ = schedule(eight_nodes(), [*busy, *job_pods("j", 3, cpu=4)], seven_tree(), [pg])
     assert sorted(result.bindings.values()) == ["node0", "node1", "node2"]
     assert result.jobs["default/j"].allocated_hypernode == "s4"
+
+
+def test_a_limit_below_every_tier_and_no_op_actions_are_explained() -> None:
+    conf = load_scheduler_config(
+        """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: gang
+  - name: predicates
+  - name: network-topology-aware
+"""
+    )
+    pg = podgroup("j", 1, topology={"mode": "hard", "highestTierAllowed": 0})
+    result, _ = schedule(eight_nodes(), job_pods("j", 1), seven_tree(), [pg], config=conf)
+    expl = result.jobs["default/j"].explanation
+    assert result.bindings == {} and expl is not None
+    assert "no HyperNode has a tier <= 0 (tiers present: [1, 2, 3, 4])" in expl.lines()
+    assert any(n.startswith("action 'preempt' not run: ") for n in result.notes)
