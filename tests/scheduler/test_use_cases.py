@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler_plugin.conf import load_scheduler_config
+from scheduler_plugin.conf import SchedulerConfig, load_scheduler_config
 
 from .builders import hypernode, job_pods, node, partition_policy, pod, podgroup, schedule
 
@@ -111,3 +111,37 @@ def test_explanations_stay_short_on_large_clusters() -> None:
         "tier 1: best leaf0 fits 4 of 9 pods, short 40 nvidia.com/gpu on 5 nodes",
     ]
     assert len(expl.message()) < 300
+
+
+def test_hypernode_binpack_weights_from_the_configuration_steer_the_domain_choice() -> None:
+    # leafA is busy on cpu, leafB on GPUs. A job asking for both goes where the weighted
+    # utilisation (design 002 §3.1 arguments) is highest.
+    nodes = [node(f"a{i}", cpu=16, gpu=8) for i in range(2)] + [
+        node(f"b{i}", cpu=16, gpu=8) for i in range(2)
+    ]
+    hns = [hypernode("leafA", 1, nodes=["a0", "a1"]), hypernode("leafB", 1, nodes=["b0", "b1"])]
+    busy = [pod("cpu-hog", None, cpu=12, node_name="a0"), pod("gpu-hog", None, cpu=1, gpu=6, node_name="b0")]
+    pods = job_pods("j", 1, cpu=2, gpu=2)
+    pg = podgroup("j", 1, topology={"mode": "hard", "highestTierAllowed": 1})
+
+    def conf(cpu: int, gpu: int) -> SchedulerConfig:
+        return load_scheduler_config(
+            f"""
+actions: "allocate"
+tiers:
+- plugins:
+  - name: gang
+  - name: predicates
+  - name: network-topology-aware
+    arguments:
+      hypernode.binpack.cpu: {cpu}
+      hypernode.binpack.memory: 0
+      hypernode.binpack.resources: nvidia.com/gpu
+      hypernode.binpack.resources.nvidia.com/gpu: {gpu}
+"""
+        )
+
+    result, _ = schedule(nodes, [*busy, *pods], hns, [pg], config=conf(5, 1))
+    assert result.jobs["default/j"].allocated_hypernode == "leafA"
+    result, _ = schedule(nodes, [*busy, *pods], hns, [pg], config=conf(1, 5))
+    assert result.jobs["default/j"].allocated_hypernode == "leafB"
