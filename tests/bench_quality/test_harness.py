@@ -66,3 +66,13 @@ def test_scale_sweep_with_ours() -> None:
     for p in points:
         assert p.ours_session_s is not None and not math.isnan(p.ours_session_s)
         assert p.ours_tier == 1 and p.volcano_tier == 1, p.note
+
+
+def test_main_writes_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.quality.__main__ import main
+
+    assert main(["--quick", "--parts", "exact", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "results.md").read_text()
+    assert "## 1. Exact optimum on small cases" in text
+    assert "## 2." not in text  # only the requested part ran
+    assert "optimal job tier" in capsys.readouterr().out
