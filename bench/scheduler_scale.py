@@ -57,6 +57,7 @@ def main() -> None:
     )
     ap.add_argument("--sizes", type=str, default=None, help="comma-separated node counts")
     ap.add_argument("--budget", type=float, default=None, help="baseline wall-clock budget per run (s)")
+    ap.add_argument("--no-freeze", action="store_true", help="leave the snapshot under the cyclic GC")
     args = ap.parse_args()
     sizes = [1000, 10000] if args.quick else [1000, 10000, 20000]
     if args.sizes:
@@ -80,7 +81,8 @@ def main() -> None:
             snap = ClusterSnapshot.build(nodes=nodes, pods=busy + pods, hypernodes=hns, podgroups=[pg])
             build = time.perf_counter() - t
             gc.collect()
-            gc.freeze()  # the snapshot is long-lived: keep the cyclic GC off it, as a scheduler would
+            if not args.no_freeze:
+                gc.freeze()  # the snapshot is long-lived: keep the cyclic GC off it, as a scheduler would
             times, result = decide(snap, reps)
             med = statistics.median(times)
             p50[(wl, n)] = med
