@@ -237,7 +237,7 @@ def simulate(
             _fail(f"{html}: cannot write: {exc.strerror or exc}")
     if output is not OutputFormat.table:
         # The JSON/YAML document has no place for warnings; they go to stderr.
-        err = Console(stderr=True, highlight=False)
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
         for w in result.warnings:
             err.print(Text(f"Warning: {w}", style="yellow"))
     if output is OutputFormat.json:

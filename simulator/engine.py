@@ -26,7 +26,7 @@ import copy
 import json
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import ValidationError
@@ -115,6 +115,7 @@ class SimResult:
     unschedulable: dict[str, str]  # "ns/pod" -> reason, from the last session that tried it
     cycles: int
     scheduler_ran: bool
+    notes: list[str] = field(default_factory=list)  # what the scheduler said about its configuration
     snapshot: Any = None  # the last ClusterSnapshot (its .tree is the scheduler's view)
     session: Any = None  # the last SessionResult
 
@@ -350,7 +351,7 @@ class Simulation:
                 self.objects[k] = copy.deepcopy(io.obj)
                 self.input_order.append(k)
                 self.progress.advance()
-                if io.kind in ("HyperNode", "Job"):
+                if io.kind in ("HyperNode", "Job", "ConfigMap"):
                     ctx = None  # the webhooks' caches must see it
                 continue
             if ctx is None:
@@ -359,7 +360,9 @@ class Simulation:
             if admitted is not None:
                 self.objects[k] = admitted
                 self.input_order.append(k)
-                if io.kind in ("HyperNode", "Job"):
+                if io.kind in ("HyperNode", "Job", "ConfigMap"):
+                    # The webhooks' caches: HyperNodes (tree checks), Jobs (pod webhook) and
+                    # the discovery ConfigMap (tier names discovery will create).
                     ctx = None
             self.progress.advance()
 
@@ -665,6 +668,7 @@ class Simulation:
             },
             cycles=cycles,
             scheduler_ran=self.scheduler_ran,
+            notes=list(getattr(self.session, "notes", None) or []),
             snapshot=self.snapshot,
             session=self.session,
         )

@@ -87,6 +87,7 @@ def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, 
         if outcome is not None
         else None,
         "conditions": view.conditions,
+        "schedulerNotes": list(result.notes),
         **extras,
     }
 

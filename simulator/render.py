@@ -398,3 +398,7 @@ def render_simulation(console: Console, result: SimResult, views: list[JobView],
     console.print()
     names = {v.podgroup: v.key for v in views}
     console.print(topology_tree(topo, colors, names))
+    if result.notes:
+        console.print()
+        for note in result.notes:
+            console.print(Text(f"scheduler: {note}", style="dim"), soft_wrap=True)
