@@ -145,3 +145,31 @@ tiers:
     assert result.jobs["default/j"].allocated_hypernode == "leafA"
     result, _ = schedule(nodes, [*busy, *pods], hns, [pg], config=conf(1, 5))
     assert result.jobs["default/j"].allocated_hypernode == "leafB"
+
+
+def test_plugin_switches_from_the_configuration_are_honoured() -> None:
+    # priority's job order switched off: the older job wins although the newer one has priority.
+    conf = load_scheduler_config(
+        """
+actions: "allocate"
+tiers:
+- plugins:
+  - name: priority
+    enableJobOrder: false
+  - name: gang
+  - name: predicates
+"""
+    )
+    pcs = [{"metadata": {"name": "high"}, "value": 1000}]
+    pods = job_pods("old", 1, cpu=4, created="2026-01-01T00:00:00Z") + job_pods(
+        "new", 1, cpu=4, created="2026-01-02T00:00:00Z"
+    )
+    pgs = [
+        podgroup("old", 1, created="2026-01-01T00:00:00Z"),
+        podgroup("new", 1, priority_class="high", created="2026-01-02T00:00:00Z"),
+    ]
+    result, _ = schedule([node("n0", cpu=4)], pods, [], pgs, priority_classes=pcs, config=conf)
+    assert result.bindings == {"default/old-t0-0": "n0"}
+    on = load_scheduler_config("actions: allocate\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n")
+    result, _ = schedule([node("n0", cpu=4)], pods, [], pgs, priority_classes=pcs, config=on)
+    assert result.bindings == {"default/new-t0-0": "n0"}
