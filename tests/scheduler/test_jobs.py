@@ -134,3 +134,10 @@ def test_partition_shortfall_is_explained_in_partitions() -> None:
         "tier 2: best s4 fits 0 of 1 partitions, partitions of 2 pods must each fit in one tier-<=1 domain"
         in lines
     )
+
+
+def test_a_pod_without_a_podgroup_is_scheduled_as_its_own_one_pod_gang() -> None:
+    result, _ = schedule([node("n0", cpu=2)], [pod("solo", None, cpu=1), pod("big", None, cpu=4)], [], [])
+    assert result.bindings == {"default/solo": "n0"}
+    assert "Insufficient cpu" in result.unschedulable["default/big"]
+    assert result.jobs == {}  # Volcano's shadow PodGroups are not reported as jobs
