@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,27 @@ def test_errors_go_to_stderr_with_exit_2(tmp_path: Path):
     assert res.stdout == ""
     assert res.stderr.startswith(f"error: {bad}:")
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_output_does_not_depend_on_hash_seed():
+    example = EXAMPLE.parent / "topograph-discovery"
+    outs = set()
+    for seed in ("1", "2"):
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from simulator.cli import main; main()",
+                "simulate",
+                str(example),
+                "-o",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert res.returncode == 0
+        outs.add(res.stdout)
+    assert len(outs) == 1
