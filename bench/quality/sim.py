@@ -55,11 +55,11 @@ class SimResult:
 
 
 def leaf_capacity_pods(state: ClusterState, job: JobSpec) -> int:
-    """Pods of the job's (largest) shape one leaf could hold when empty."""
+    """Pods of the job's (largest) shape the largest leaf could hold when empty."""
     req = job.req[int(np.argmax(job.req[:, GPU]))]
     empty = ClusterState(state.topo, state.alloc, np.zeros_like(state.used))
     per_node = pods_fit_per_node(empty, req)
-    return int(per_node[state.topo.members[0][0]].sum())
+    return int(np.bincount(state.topo.anc[0], weights=per_node).max())
 
 
 def simulate(

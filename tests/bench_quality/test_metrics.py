@@ -85,3 +85,14 @@ def test_stranded_gpus_counts_fragments() -> None:
     assert stranded_gpus(state, one) == 8  # only node 2 (no CPU)
     assert stranded_gpus(state, four) == 3 + 8  # node 0 has 3 < 4
     assert stranded_gpus(state, np.asarray([1_000, 1024, 0])) == 0
+
+
+def test_leaf_capacity_uses_the_largest_leaf() -> None:
+    from bench.quality.model import Topology
+    from bench.quality.sim import leaf_capacity_pods
+
+    topo = Topology.build([0, 1, 1, 1], [[0, 0]], ("leaf", "spine"))
+    alloc = np.tile(np.asarray([64_000, 256 * 1024, 8], dtype=np.int64), (4, 1))
+    state = ClusterState(topo, alloc, alloc.copy())  # full: capacity is about the empty cluster
+    assert leaf_capacity_pods(state, JobSpec("j", (Task("w", GPU8, 1),))) == 3
+    assert leaf_capacity_pods(state, JobSpec("j", (Task("w", (1_000, 1024, 2), 1),))) == 12
