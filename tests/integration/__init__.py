@@ -1,0 +1,1 @@
+"""Tests against a real kube-apiserver + etcd (hack/control-plane.py)."""
