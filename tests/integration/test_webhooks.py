@@ -1,0 +1,249 @@
+"""The admission webhooks, served by the real ``hyperplace-webhooks`` process over TLS and called by
+a real kube-apiserver, refuse bad objects with the field named and fill in Volcano's defaults.
+
+The webhook configurations are manifests/webhooks, rewritten the way envtest does it: the
+``service`` reference becomes ``url: https://127.0.0.1:<port>/<path>`` (an apiserver outside a
+cluster cannot reach a Service). The caBundle is left out, as in the manifests, and the server
+injects it at start-up, so the deployable injection path is exercised too. Namespaced hooks are
+narrowed to namespaces labelled for this module, because ``failurePolicy: Fail`` would otherwise
+block every other test while the server is down.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from certs.pki import generate_webhook_certs, write_tls_files
+
+from .conftest import Cluster
+from .kube import REPO, Kubectl, exact, hypernode, in_namespace, load_yaml, wait_for
+
+pytestmark = pytest.mark.apiserver
+
+FIXTURES = REPO / "tests" / "webhooks" / "fixtures"
+NS_LABEL = "hyperplace.io/webhook-test"
+VALIDATING = "hyperplace-validating-webhooks"
+MUTATING = "hyperplace-mutating-webhooks"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def envtest_style(config: dict[str, Any], port: int) -> dict[str, Any]:
+    """``service`` -> ``url`` on 127.0.0.1, and namespaced hooks limited to labelled namespaces."""
+    out = copy.deepcopy(config)
+    for hook in out["webhooks"]:
+        cc = hook["clientConfig"]
+        service = cc.pop("service")
+        cc["url"] = f"https://127.0.0.1:{port}{service['path']}"
+        assert "caBundle" not in cc, "the manifests ship without caBundle; the server injects it"
+        hook.setdefault("namespaceSelector", {}).setdefault("matchLabels", {})[NS_LABEL] = "true"
+    return out
+
+
+class WebhookServer:
+    def __init__(self, proc: subprocess.Popen[bytes], log: Path) -> None:
+        self.proc = proc
+        self.log = log
+
+    def log_tail(self) -> str:
+        return "--- hyperplace-webhooks log ---\n" + "\n".join(
+            self.log.read_text(errors="replace").splitlines()[-40:]
+        )
+
+
+def _job(namespace: str, index: int) -> dict[str, Any]:
+    job = in_namespace(load_yaml(FIXTURES / "user_guide_jobs.yaml")[index], namespace)
+    job["metadata"]["name"] = f"job-{uuid.uuid4().hex[:6]}"
+    return job
+
+
+@pytest.fixture(scope="module")
+def webhooks(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
+    kubectl = cluster.kubectl
+    tls = tmp_path_factory.mktemp("webhook-tls")
+    write_tls_files(tls, generate_webhook_certs("hyperplace-webhooks", "hyperplace-system", ["127.0.0.1"]))
+    port = _free_port()
+    log = tls / "webhooks.log"
+    configs = [
+        envtest_style(load_yaml(REPO / "manifests" / "webhooks" / "validating.yaml")[0], port),
+        envtest_style(load_yaml(REPO / "manifests" / "webhooks" / "mutating.yaml")[0], port),
+    ]
+    kubectl.apply(configs)
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "webhooks",
+                "--host=127.0.0.1",
+                f"--port={port}",
+                f"--tls-cert-file={tls / 'tls.crt'}",
+                f"--tls-private-key-file={tls / 'tls.key'}",
+                f"--ca-file={tls / 'ca.crt'}",
+                "--metrics-port=0",
+                # The tree checks read HyperNodes through an informer on the real apiserver.
+                "--hypernode-cache",
+                f"--kubeconfig={cluster.kubeconfig}",
+                f"--validating-webhook-configuration={VALIDATING}",
+                f"--mutating-webhook-configuration={MUTATING}",
+            ],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        )
+    server = WebhookServer(proc, log)
+    try:
+        probe_ns = f"wh-probe-{uuid.uuid4().hex[:6]}"
+        kubectl.run("create", "namespace", probe_ns)
+        kubectl.run("label", "namespace", probe_ns, f"{NS_LABEL}=true")
+
+        def answering() -> bool:
+            # The configurations reach the apiserver's admission plugin through an informer,
+            # and the caBundle arrives only once the server has injected it: poll a dry-run
+            # create until the mutating webhook's default shows in the answer.
+            assert proc.poll() is None, (
+                f"hyperplace-webhooks exited with {proc.returncode}\n{server.log_tail()}"
+            )
+            out = kubectl.run(
+                "create",
+                "--dry-run=server",
+                "-o",
+                "json",
+                "-f",
+                "-",
+                input=_dump(_job(probe_ns, 0)),
+                check=False,
+            )
+            return out.returncode == 0 and '"maxRetry": 3' in out.stdout
+
+        wait_for(answering, "the webhooks to answer the apiserver", describe=server.log_tail)
+        yield server
+    finally:
+        # failurePolicy Fail: leaving the configurations behind would block later tests.
+        kubectl.run(
+            "delete",
+            f"validatingwebhookconfiguration/{VALIDATING}",
+            f"mutatingwebhookconfiguration/{MUTATING}",
+            "--ignore-not-found",
+        )
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _dump(obj: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(obj)
+
+
+@pytest.fixture
+def wh_namespace(kubectl: Kubectl, namespace: str) -> str:
+    kubectl.run("label", "namespace", namespace, f"{NS_LABEL}=true")
+    return namespace
+
+
+def test_the_server_injected_its_ca_into_both_configurations(
+    webhooks: WebhookServer, kubectl: Kubectl
+) -> None:
+    for kind, name in (
+        ("validatingwebhookconfiguration", VALIDATING),
+        ("mutatingwebhookconfiguration", MUTATING),
+    ):
+        config = kubectl.get(kind, name)
+        for hook in config["webhooks"]:
+            assert hook["clientConfig"].get("caBundle"), f"{name}/{hook['name']} has no caBundle"
+
+
+def test_a_hypernode_with_a_lookahead_regex_is_refused_with_go_re2s_message(
+    webhooks: WebhookServer, kubectl: Kubectl
+) -> None:
+    name = f"lookahead-{uuid.uuid4().hex[:6]}"
+    member = {"type": "Node", "selector": {"regexMatch": {"pattern": "^node(?=1)"}}}
+    out = kubectl.apply([hypernode(name, 1, [member])], check=False)
+    assert out.returncode != 0
+    assert "validatehypernodes.hyperplace.io" in out.stderr
+    assert "spec.members[0].selector.regexMatch.pattern" in out.stderr
+    assert "invalid or unsupported Perl syntax: `(?=`" in out.stderr
+    assert kubectl.run("get", "hypernode", name, check=False).returncode != 0
+
+
+def test_a_valid_hypernode_passes_the_webhook(webhooks: WebhookServer, kubectl: Kubectl) -> None:
+    name = f"valid-{uuid.uuid4().hex[:6]}"
+    member = {"type": "Node", "selector": {"regexMatch": {"pattern": "^node-[0-9]+$"}}}
+    try:
+        kubectl.apply([hypernode(name, 1, [member])])
+    finally:
+        kubectl.run("delete", "hypernode", name, "--ignore-not-found")
+
+
+def test_a_hypernode_with_a_regex_member_of_hypernodes_is_refused(
+    webhooks: WebhookServer, kubectl: Kubectl
+) -> None:
+    # Only exactMatch can name a child HyperNode; a schema-valid object the webhook alone refuses.
+    name = f"regex-child-{uuid.uuid4().hex[:6]}"
+    member = {"type": "HyperNode", "selector": {"regexMatch": {"pattern": "^s[0-9]$"}}}
+    out = kubectl.apply([hypernode(name, 2, [member, exact("HyperNode", "s0")])], check=False)
+    assert out.returncode != 0
+    assert "spec.members[0].selector.regexMatch" in out.stderr
+
+
+def test_a_job_whose_replicas_do_not_fill_its_partitions_is_refused_with_volcanos_message(
+    webhooks: WebhookServer, kubectl: Kubectl, wh_namespace: str
+) -> None:
+    job = _job(wh_namespace, 1)
+    job["spec"]["tasks"][0]["replicas"] = 7
+    out = kubectl.apply([job], check=False)
+    assert out.returncode != 0
+    assert "validatejobs.hyperplace.io" in out.stderr
+    assert "spec.tasks[0].replicas: 'Replicas' are not equal to TotalPartitions*PartitionSize" in out.stderr
+    assert f"in task: t0, job: {job['metadata']['name']}" in out.stderr
+
+
+def test_a_valid_job_is_stored_with_volcanos_defaults(
+    webhooks: WebhookServer, kubectl: Kubectl, wh_namespace: str
+) -> None:
+    job = _job(wh_namespace, 1)
+    # Leave out what the mutating webhook is meant to fill in.
+    del job["spec"]["schedulerName"]
+    del job["spec"]["networkTopology"]["mode"]
+    kubectl.apply([job])
+    stored = kubectl.get("jobs.batch.volcano.sh", "-n", wh_namespace, job["metadata"]["name"])
+    spec = stored["spec"]
+    assert spec["maxRetry"] == 3
+    assert spec["queue"] == "default"
+    assert spec["schedulerName"] == "volcano"
+    assert spec["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
+    task = spec["tasks"][0]
+    assert task["minAvailable"] == 8
+    assert task["maxRetry"] == 3
+
+
+def test_a_namespace_outside_the_hooks_scope_is_not_mutated(
+    webhooks: WebhookServer, kubectl: Kubectl, namespace: str
+) -> None:
+    # The control for the test above: the same Job in an unlabelled namespace never reaches the
+    # webhook, so the stored defaults there come from the webhook and not from the CRD schema.
+    job = _job(namespace, 1)
+    kubectl.apply([job])
+    stored = kubectl.get("jobs.batch.volcano.sh", "-n", namespace, job["metadata"]["name"])
+    assert "maxRetry" not in stored["spec"]
