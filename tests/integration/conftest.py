@@ -115,12 +115,23 @@ def cluster() -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def namespace(cluster: Cluster) -> str:
-    """A fresh namespace per test. Nothing deletes it afterwards: with no namespace controller
-    it would stay Terminating anyway, and the control plane is thrown away with the session."""
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace per test.
+
+    The namespace itself is left behind (with no namespace controller it would stay Terminating
+    anyway, and the control plane is thrown away with the session), but its Jobs, PodGroups and
+    pods are deleted: a Job left here would otherwise get pods from the next test's controller,
+    and those pods would compete for that test's nodes."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     cluster.kubectl.run("create", "namespace", name)
-    return name
+    yield name
+    cluster.kubectl.run(
+        "delete", "jobs.batch.volcano.sh,podgroups", "--all", "-n", name, "--wait=false", check=False
+    )
+    # Bound pods are deleted only by "the kubelet" (grace 0); there is none, so force it.
+    cluster.kubectl.run(
+        "delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", "--wait=false", check=False
+    )
 
 
 @pytest.fixture

@@ -1,0 +1,268 @@
+"""User stories end to end: ``kubectl apply`` a topology and a Volcano Job against a real apiserver,
+with the real ``hyperplace-controller`` and ``hyperplace-scheduler`` processes running.
+
+There is no kubelet: Nodes are created with their status (allocatable, Ready), and "scheduled"
+means ``spec.nodeName`` is set by a ``pods/binding`` POST, as in kube-scheduler's own integration
+tests. Each story gets its own namespace, its own nodes (a unique label its Job selects) and its own
+HyperNode tree, so stories cannot take each other's capacity.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperplace.kube import milli_value
+
+from . import components
+from .conftest import Cluster
+from .kube import REPO, Kubectl, exact, hypernode, in_namespace, load_yaml, node, pod_node, wait_for
+
+pytestmark = pytest.mark.apiserver
+
+EXAMPLES = REPO / "examples" / "user-guide-3.3"
+SELECT_LABEL = "hyperplace.io/e2e-cluster"
+LEASE_NAMESPACE = "hyperplace-system"
+
+
+@dataclass
+class Running:
+    controller: components.Component
+    scheduler: components.Component
+    log_dir: Path
+
+    def describe(self) -> str:
+        return f"{self.controller.tail()}\n{self.scheduler.tail()}"
+
+
+@pytest.fixture(scope="module")
+def running(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """The controller and the scheduler, each electing itself leader through a real Lease."""
+    kubectl = cluster.kubectl
+    if kubectl.run("get", "namespace", LEASE_NAMESPACE, check=False).returncode != 0:
+        kubectl.run("create", "namespace", LEASE_NAMESPACE)
+    log_dir = tmp_path_factory.mktemp("components")
+    ctl = components.controller(cluster.kubeconfig, log_dir / "controller.log", LEASE_NAMESPACE)
+    sch = components.scheduler(cluster.kubeconfig, log_dir / "scheduler.log", LEASE_NAMESPACE)
+    r = Running(ctl, sch, log_dir)
+    try:
+        for lease in ("hyperplace-controller", "hyperplace-scheduler"):
+            wait_for(
+                lambda lease=lease: _lease_holder(kubectl, lease),
+                f"the {lease} Lease to be held",
+                describe=r.describe,
+            )
+        yield r
+    finally:
+        sch.stop()
+        ctl.stop()
+
+
+def _lease_holder(kubectl: Kubectl, name: str) -> str | None:
+    out = kubectl.run(
+        "get", "lease", "-n", LEASE_NAMESPACE, name, "-o", "jsonpath={.spec.holderIdentity}", check=False
+    )
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+@dataclass
+class Topology:
+    """Two tier-1 HyperNodes of ``per_leaf`` nodes each under one tier-2 HyperNode (user guide §3.3)."""
+
+    label: str
+    leaves: dict[str, list[str]]
+    root: str
+
+    def leaf_of(self, node_name: str) -> str:
+        return next(leaf for leaf, nodes in self.leaves.items() if node_name in nodes)
+
+
+def make_topology(kubectl: Kubectl, *, per_leaf: int = 4, cpu: str = "4") -> Topology:
+    label = f"c{uuid.uuid4().hex[:6]}"
+    leaves = {
+        f"{label}-hn{i}": [f"{label}-node{i * per_leaf + j}" for j in range(per_leaf)] for i in range(2)
+    }
+    objs: list[dict[str, Any]] = [
+        node(n, {SELECT_LABEL: label}, cpu=cpu) for ns in leaves.values() for n in ns
+    ]
+    objs += [hypernode(leaf, 1, [exact("Node", n) for n in ns]) for leaf, ns in leaves.items()]
+    root = f"{label}-hn2"
+    objs.append(hypernode(root, 2, [exact("HyperNode", leaf) for leaf in leaves]))
+    kubectl.create(objs)
+    return Topology(label, leaves, root)
+
+
+def guide_job(path: Path, namespace: str, topo: Topology) -> dict[str, Any]:
+    """The example Job, moved to this test's namespace and nodes."""
+    job = in_namespace(load_yaml(path)[0], namespace)
+    job["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] = {SELECT_LABEL: topo.label}
+    return job
+
+
+def pods_of(kubectl: Kubectl, namespace: str) -> list[dict[str, Any]]:
+    return kubectl.items("pods", "-n", namespace)
+
+
+def index_of(pod: dict[str, Any]) -> int:
+    return int(pod["metadata"]["labels"]["volcano.sh/task-index"])
+
+
+def placement(kubectl: Kubectl, namespace: str) -> str:
+    """Where every pod is, for failure messages."""
+    lines = []
+    for p in sorted(pods_of(kubectl, namespace), key=lambda p: p["metadata"]["name"]):
+        conds = {c["type"]: c for c in p.get("status", {}).get("conditions", [])}
+        sched = conds.get("PodScheduled", {})
+        lines.append(
+            f"{p['metadata']['name']}: node={pod_node(p)} {sched.get('reason', '')} {sched.get('message', '')}"
+        )
+    return "\n".join(lines)
+
+
+def assert_no_node_overcommitted(kubectl: Kubectl, node_names: list[str]) -> None:
+    """Sum of bound pods' cpu/memory requests <= allocatable, on every node."""
+    nodes = {n["metadata"]["name"]: n for n in kubectl.items("nodes") if n["metadata"]["name"] in node_names}
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for p in kubectl.items("pods", "-A"):
+        where = pod_node(p)
+        if where in nodes:
+            for c in p["spec"]["containers"]:
+                for res, q in c.get("resources", {}).get("requests", {}).items():
+                    used[where][res] += milli_value(q)
+            used[where]["pods"] += 1000
+    for name, usage in used.items():
+        alloc = nodes[name]["status"]["allocatable"]
+        for res, amount in usage.items():
+            assert amount <= milli_value(alloc[res]), (
+                f"{name} over-committed on {res}: {dict(usage)} > {alloc}"
+            )
+
+
+def test_partitioned_job_puts_each_partition_in_its_own_tier1_hypernode(
+    running: Running, kubectl: Kubectl, namespace: str
+) -> None:
+    """User guide §3.3.2: 8 pods in 2 partitions of 4; the job may span tier 2, each partition
+    must stay inside one tier-1 HyperNode of 4 nodes."""
+    topo = make_topology(kubectl)
+    kubectl.apply([guide_job(EXAMPLES / "20-job-3.3.2.yaml", namespace, topo)])
+    job = kubectl.get("jobs.batch.volcano.sh", "-n", namespace, "network-topology-job")
+
+    # The controller turns the Job into a PodGroup named <job>-<uid> with the partition policy.
+    pg_name = f"network-topology-job-{job['metadata']['uid']}"
+    pg = wait_for(
+        lambda: next(
+            (g for g in kubectl.items("podgroups", "-n", namespace) if g["metadata"]["name"] == pg_name), None
+        ),
+        f"PodGroup {pg_name}",
+        describe=running.describe,
+    )
+    (sub,) = pg["spec"]["subGroupPolicy"]
+    assert sub["subGroupSize"] == 4
+    assert sub["matchLabelKeys"] == ["volcano.sh/partition-id"]
+    assert sub["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
+
+    # ... and 8 pods, stamped with task, index and partition.
+    pods = wait_for(
+        lambda: (ps := pods_of(kubectl, namespace)) and len(ps) == 8 and ps,
+        "8 pods",
+        describe=running.describe,
+    )
+    for p in pods:
+        labels = p["metadata"]["labels"]
+        assert labels["volcano.sh/task-spec"] == "t0"
+        assert labels["volcano.sh/partition-id"] == str(index_of(p) // 4)
+        assert p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == pg_name
+    assert sorted(index_of(p) for p in pods) == list(range(8))
+
+    # The scheduler binds all 8: partition 0 in one tier-1 HyperNode, partition 1 in the other.
+    bound = wait_for(
+        lambda: (ps := pods_of(kubectl, namespace)) and all(pod_node(p) for p in ps) and ps,
+        "all 8 pods bound",
+        describe=lambda: placement(kubectl, namespace) + "\n" + running.describe(),
+    )
+    leaf_of_partition = defaultdict(set)
+    for p in bound:
+        leaf_of_partition[index_of(p) // 4].add(topo.leaf_of(pod_node(p) or ""))
+    assert len(leaf_of_partition[0]) == 1, placement(kubectl, namespace)
+    assert len(leaf_of_partition[1]) == 1, placement(kubectl, namespace)
+    assert leaf_of_partition[0] != leaf_of_partition[1], placement(kubectl, namespace)
+    assert_no_node_overcommitted(kubectl, [n for ns in topo.leaves.values() for n in ns])
+
+
+def test_hard_tier1_job_runs_half_and_explains_why_the_rest_wait(
+    running: Running, kubectl: Kubectl, namespace: str
+) -> None:
+    """User guide §3.3.1: hard tier 1, minAvailable 4, 8 replicas of cpu 4 on two tier-1
+    HyperNodes of 4 nodes (cpu 4): 4 pods run in one tier-1 HyperNode, 4 wait, with the reason."""
+    topo = make_topology(kubectl)
+    kubectl.apply([guide_job(EXAMPLES / "10-job-3.3.1.yaml", namespace, topo)])
+
+    def settled() -> list[dict[str, Any]] | None:
+        pods = pods_of(kubectl, namespace)
+        if len(pods) != 8:
+            return None
+        waiting = [p for p in pods if not pod_node(p)]
+        if len(waiting) == 8:
+            return None
+        for p in waiting:
+            conds = {c["type"]: c for c in p.get("status", {}).get("conditions", [])}
+            if conds.get("PodScheduled", {}).get("reason") != "Unschedulable":
+                return None
+        return pods
+
+    pods = wait_for(
+        settled,
+        "some pods bound and every other pod marked Unschedulable",
+        describe=lambda: placement(kubectl, namespace) + "\n" + running.describe(),
+    )
+    bound = [p for p in pods if pod_node(p)]
+    waiting = [p for p in pods if not pod_node(p)]
+    assert len(bound) == 4, placement(kubectl, namespace)
+    assert len({topo.leaf_of(pod_node(p) or "") for p in bound}) == 1, placement(kubectl, namespace)
+    assert len(waiting) == 4
+    for p in waiting:
+        (cond,) = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert cond["status"] == "False"
+        assert cond["message"], "an Unschedulable pod must say why"
+    assert p["status"]["phase"] == "Pending"
+    waiting_names = {p["metadata"]["name"] for p in waiting}
+    event = wait_for(
+        lambda: next(
+            (
+                e
+                for e in kubectl.items("events", "-n", namespace)
+                if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] in waiting_names
+            ),
+            None,
+        ),
+        "a FailedScheduling event for a waiting pod",
+    )
+    assert event["type"] == "Warning"
+    assert event["message"]
+    assert_no_node_overcommitted(kubectl, [n for ns in topo.leaves.values() for n in ns])
+
+
+def test_hypernode_status_counts_the_nodes_of_the_tree(running: Running, kubectl: Kubectl) -> None:
+    """The HyperNode controller sets status.nodeCount; ``kubectl get hn`` shows it."""
+    topo = make_topology(kubectl)
+    expected = {leaf: "4" for leaf in topo.leaves} | {topo.root: "8"}
+
+    def counts() -> dict[str, str] | None:
+        # Read the column by its header's position: the empty TIERNAME column defeats split().
+        header, *rows = kubectl.run("get", "hn", *expected).stdout.splitlines()
+        start = header.index("NODECOUNT")
+        got = {row.split()[0]: row[start:].split()[0] if row[start:].strip() else "" for row in rows}
+        return got if got == expected else None
+
+    wait_for(
+        counts,
+        f"NodeCount column {expected}",
+        describe=lambda: kubectl.run("get", "hn", *expected).stdout + running.describe(),
+    )
