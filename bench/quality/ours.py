@@ -33,6 +33,32 @@ def contract() -> tuple[Any, Any, Any]:
     return ClusterSnapshot, run_session, DEFAULT_CONFIG
 
 
+# Arguments a GPU cluster operator adds so that both bin-pack scores count GPUs (Volcano's
+# defaults weigh only CPU and memory).
+GPU_BINPACK_ARGS = {
+    "binpack": {"binpack.resources": "nvidia.com/gpu"},
+    "network-topology-aware": {"hypernode.binpack.resources": "nvidia.com/gpu"},
+}
+
+
+def gpu_binpack_config() -> Any:
+    """Our default configuration with ``nvidia.com/gpu`` in both bin-pack resource lists."""
+    import yaml
+
+    from scheduler_plugin.conf import DEFAULT_CONFIG_TEXT, load_scheduler_config
+
+    doc = yaml.safe_load(DEFAULT_CONFIG_TEXT)
+    found = set()
+    for tier in doc["tiers"]:
+        for plugin in tier["plugins"]:
+            if plugin["name"] in GPU_BINPACK_ARGS:
+                plugin["arguments"] = dict(GPU_BINPACK_ARGS[plugin["name"]])
+                found.add(plugin["name"])
+    if found != set(GPU_BINPACK_ARGS):
+        raise ValueError(f"default configuration lacks {set(GPU_BINPACK_ARGS) - found}")
+    return load_scheduler_config(yaml.safe_dump(doc), source="<gpu-binpack>")
+
+
 @dataclass
 class CycleTiming:
     """CPU seconds of the last decision: snapshot build and session."""

@@ -91,6 +91,7 @@ def sim_table(results: Sequence[SimResult]) -> str:
         ("queueing delay p99", "wait_p99_s", "s"),
         ("queueing delay p50, jobs >= 256 GPUs", "big_wait_p50_s", "s"),
         ("queueing delay p95, jobs >= 256 GPUs", "big_wait_p95_s", "s"),
+        ("longest queueing delay (GPUs of that job)", "wait_max_s", "max"),
         ("scheduler CPU per cycle, mean", "cycle_cpu_mean_ms", "ms"),
         ("scheduler CPU per cycle, p95", "cycle_cpu_p95_ms", "ms"),
         ("scheduling cycles", "cycles", ""),
@@ -106,6 +107,8 @@ def sim_table(results: Sequence[SimResult]) -> str:
                 cells.append("n/a" if math.isnan(v) else f"{100 * v:.1f} %")
             elif unit == "s":
                 cells.append(_fmt_s(v))
+            elif unit == "max":
+                cells.append(f"{_fmt_s(v)} ({int(s['wait_max_gpus'])})" if not math.isnan(v) else "n/a")
             elif unit == "ms":
                 cells.append("n/a" if math.isnan(v) else f"{v:.1f} ms")
             elif key in ("started", "multi_pod_jobs", "cycles"):

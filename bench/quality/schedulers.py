@@ -97,19 +97,25 @@ class BlindScheduler(Scheduler):
 class VolcanoConfig:
     """Plugin arguments of the Volcano baseline (volcano_impl.md §3.5, §4.1).
 
-    The default is the CI configuration (nodeorder + binpack + network-topology-aware, all
-    weight 1) with ``nvidia.com/gpu`` added to both bin-pack resource lists, as a GPU
-    cluster operator sets it (without it, binpack ignores GPUs entirely).
+    The default is Volcano's: nodeorder + binpack + network-topology-aware, weight 1, default
+    arguments -- so both bin-pack scores see only CPU and memory, the same configuration as
+    our ``DEFAULT_CONFIG``. :meth:`gpu_binpack` adds ``nvidia.com/gpu`` to both resource
+    lists, as a GPU cluster operator would.
     """
 
     nodeorder_least_requested: float = 1.0
     nodeorder_balanced: float = 1.0
     binpack_weight: float = 1.0
-    binpack_resources: dict[int, float] = field(default_factory=lambda: {CPU: 1.0, MEM: 1.0, GPU: 1.0})
+    binpack_resources: dict[int, float] = field(default_factory=lambda: {CPU: 1.0, MEM: 1.0})
     nt_weight: float = 1.0
-    hn_binpack_resources: dict[int, float] = field(default_factory=lambda: {CPU: 1.0, MEM: 1.0, GPU: 1.0})
+    hn_binpack_resources: dict[int, float] = field(default_factory=lambda: {CPU: 1.0, MEM: 1.0})
     normal_pod_enable: bool = True
     normal_pod_fading: float = 0.8
+
+    @classmethod
+    def gpu_binpack(cls) -> VolcanoConfig:
+        gpu = {CPU: 1.0, MEM: 1.0, GPU: 1.0}
+        return cls(binpack_resources=dict(gpu), hn_binpack_resources=dict(gpu))
 
 
 Domain = tuple[int, int]  # (tier, local index)
@@ -128,8 +134,13 @@ class VolcanoScheduler(Scheduler):
     name = "volcano-algorithm"
 
     def __init__(
-        self, config: VolcanoConfig | None = None, seed: int = 0, cpu_budget_s: float | None = None
+        self,
+        config: VolcanoConfig | None = None,
+        seed: int = 0,
+        cpu_budget_s: float | None = None,
+        name: str = "volcano-algorithm",
     ) -> None:
+        self.name = name
         self.config = config or VolcanoConfig()
         self.rng = np.random.default_rng(seed)
         self.cpu_budget_s = cpu_budget_s

@@ -205,6 +205,8 @@ def summarize(res: SimResult) -> dict[str, float]:
         "wait_p99_s": pct(waits, 99),
         "big_wait_p50_s": pct(big_waits, 50),
         "big_wait_p95_s": pct(big_waits, 95),
+        "wait_max_s": float(waits.max()) if len(waits) else float("nan"),
+        "wait_max_gpus": float(started[int(np.argmax(waits))].gpus) if len(waits) else float("nan"),
         "cycle_cpu_mean_ms": mean(cpu) * 1e3,
         "cycle_cpu_p95_ms": pct(cpu, 95) * 1e3,
         "cycles": float(len(cpu)),
