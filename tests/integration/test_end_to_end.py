@@ -266,3 +266,102 @@ def test_hypernode_status_counts_the_nodes_of_the_tree(running: Running, kubectl
         f"NodeCount column {expected}",
         describe=lambda: kubectl.run("get", "hn", *expected).stdout + running.describe(),
     )
+
+
+def test_a_scheduler_killed_while_binding_a_gang_is_replaced_without_overcommit(
+    running: Running, cluster: Cluster, kubectl: Kubectl, namespace: str
+) -> None:
+    """SIGKILL the scheduler half-way through binding a 24-pod gang; a new scheduler takes the
+    Lease over and finishes. Every pod ends bound, no node holds more than it can, and the gang
+    stays in one tier-1 HyperNode although the other one is just as free.
+
+    These schedulers serve their own scheduler name and Lease, so the module's scheduler leaves
+    this Job alone. The first one is throttled to 2 writes a second so that the kill lands while
+    binds are still outstanding; the test checks that it did, rather than assuming it.
+    """
+    size = 24
+    topo = make_topology(kubectl, per_leaf=size, cpu="1")
+    name, lease = f"crash-{uuid.uuid4().hex[:6]}", "crash-test-scheduler"
+    extra = [f"--scheduler-name={name}", f"--lease-name={lease}"]
+    first = components.scheduler(
+        cluster.kubeconfig,
+        running.log_dir / "crash-first.log",
+        LEASE_NAMESPACE,
+        *extra,
+        "--kube-api-qps=2",
+        "--kube-api-burst=1",
+        "--bind-concurrency=1",
+        name="crash-first",
+    )
+    second: components.Component | None = None
+    try:
+        wait_for(
+            lambda: _lease_holder(kubectl, lease) == "crash-first", "crash-first to lead", describe=first.tail
+        )
+        job = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "gang", "namespace": namespace},
+            "spec": {
+                "schedulerName": name,
+                "minAvailable": size,
+                "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+                "tasks": [
+                    {
+                        "name": "worker",
+                        "replicas": size,
+                        "template": {
+                            "spec": {
+                                "nodeSelector": {SELECT_LABEL: topo.label},
+                                "containers": [
+                                    {
+                                        "name": "c",
+                                        "image": "busybox",
+                                        "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
+                                    }
+                                ],
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+        kubectl.apply([job])
+        wait_for(
+            lambda: any(pod_node(p) for p in pods_of(kubectl, namespace)),
+            "the first bind",
+            describe=lambda: placement(kubectl, namespace) + "\n" + first.tail() + running.controller.tail(),
+        )
+        first.kill()
+        bound_at_kill = sum(1 for p in pods_of(kubectl, namespace) if pod_node(p))
+        print(f"{bound_at_kill} of {size} pods were bound when the scheduler was killed")
+        assert 0 < bound_at_kill < size, f"the kill did not land mid-gang ({bound_at_kill} bound)"
+
+        second = components.scheduler(
+            cluster.kubeconfig,
+            running.log_dir / "crash-second.log",
+            LEASE_NAMESPACE,
+            *extra,
+            name="crash-second",
+        )
+        # The dead leader never released its Lease: the new one waits out the lease duration.
+        pods = wait_for(
+            lambda: (
+                (ps := pods_of(kubectl, namespace))
+                and len(ps) == size
+                and all(pod_node(p) for p in ps)
+                and ps
+            ),
+            f"all {size} pods bound after the restart",
+            timeout=240,
+            describe=lambda: placement(kubectl, namespace) + "\n" + (second.tail() if second else ""),
+        )
+        assert _lease_holder(kubectl, lease) == "crash-second"
+        leaves = {topo.leaf_of(pod_node(p) or "") for p in pods}
+        assert len(leaves) == 1, f"the gang was split across {leaves}:\n{placement(kubectl, namespace)}"
+        assert len({pod_node(p) for p in pods}) == size
+        assert_no_node_overcommitted(kubectl, [n for ns in topo.leaves.values() for n in ns])
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
