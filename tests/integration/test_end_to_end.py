@@ -9,6 +9,7 @@ HyperNode tree, so stories cannot take each other's capacity.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
@@ -125,6 +126,46 @@ def placement(kubectl: Kubectl, namespace: str) -> str:
     return "\n".join(lines)
 
 
+def fake_kubelet_start(kubectl: Kubectl, pod: dict[str, Any]) -> None:
+    """What a kubelet reports once a pod's containers run, written to pods/status (kwok's
+    pod-ready stage)."""
+    now = "2026-01-01T00:00:00Z"
+    conditions = [
+        {"type": t, "status": "True", "lastTransitionTime": now}
+        for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+    ]
+    status = {
+        "phase": "Running",
+        "conditions": conditions,
+        "hostIP": "10.0.0.1",
+        "podIP": "10.1.0.1",
+        "startTime": now,
+        "containerStatuses": [
+            {
+                "name": c["name"],
+                "image": c["image"],
+                "imageID": "",
+                "ready": True,
+                "restartCount": 0,
+                "started": True,
+                "state": {"running": {"startedAt": now}},
+            }
+            for c in pod["spec"]["containers"]
+        ],
+    }
+    kubectl.run(
+        "patch",
+        "pod",
+        "-n",
+        pod["metadata"]["namespace"],
+        pod["metadata"]["name"],
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+
+
 def assert_no_node_overcommitted(kubectl: Kubectl, node_names: list[str]) -> None:
     """Sum of bound pods' cpu/memory requests <= allocatable, on every node."""
     nodes = {n["metadata"]["name"]: n for n in kubectl.items("nodes") if n["metadata"]["name"] in node_names}
@@ -194,6 +235,29 @@ def test_partitioned_job_puts_each_partition_in_its_own_tier1_hypernode(
     assert len(leaf_of_partition[1]) == 1, placement(kubectl, namespace)
     assert leaf_of_partition[0] != leaf_of_partition[1], placement(kubectl, namespace)
     assert_no_node_overcommitted(kubectl, [n for ns in topo.leaves.values() for n in ns])
+
+    # Play the kubelet: the bound pods start. The controller then reports the Job Running.
+    for p in bound:
+        fake_kubelet_start(kubectl, p)
+    status = wait_for(
+        lambda: (
+            (
+                st := kubectl.get("jobs.batch.volcano.sh", "-n", namespace, "network-topology-job").get(
+                    "status"
+                )
+            )
+            and st.get("state", {}).get("phase") == "Running"
+            and st.get("running") == 8
+            and st
+        ),
+        "the Job to be Running with 8 running pods",
+        describe=lambda: (
+            str(kubectl.get("jobs.batch.volcano.sh", "-n", namespace, "network-topology-job").get("status"))
+            + "\n"
+            + running.describe()
+        ),
+    )
+    assert status["pending"] == 0
 
 
 def test_hard_tier1_job_runs_half_and_explains_why_the_rest_wait(

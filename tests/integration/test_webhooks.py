@@ -247,3 +247,44 @@ def test_a_namespace_outside_the_hooks_scope_is_not_mutated(
     kubectl.apply([job])
     stored = kubectl.get("jobs.batch.volcano.sh", "-n", namespace, job["metadata"]["name"])
     assert "maxRetry" not in stored["spec"]
+
+
+def test_the_tree_checks_see_hypernodes_through_the_servers_informer(
+    webhooks: WebhookServer, kubectl: Kubectl
+) -> None:
+    # The webhook server watches HyperNodes on the real apiserver (--hypernode-cache). A parent
+    # whose tier is not above its child's is schema-valid; only the tree check, which needs the
+    # stored child, refuses it.
+    child, parent = f"tree-child-{uuid.uuid4().hex[:6]}", f"tree-parent-{uuid.uuid4().hex[:6]}"
+    kubectl.apply([hypernode(child, 2, [exact("Node", "n0")])])
+    try:
+        bad_parent = hypernode(parent, 1, [exact("HyperNode", child)])
+
+        def refused() -> str | None:
+            out = kubectl.run("create", "--dry-run=server", "-f", "-", input=_dump(bad_parent), check=False)
+            # Until the informer has the child, the webhook only warns that it does not exist yet.
+            return out.stderr if out.returncode != 0 else None
+
+        message = wait_for(refused, "the webhook's informer to see the child", describe=webhooks.log_tail)
+        assert "spec.members[0].selector.exactMatch.name" in message
+        assert (
+            f'member HyperNode "{child}" has tier 2, which is not lower than this HyperNode\'s tier 1'
+            in message
+        )
+    finally:
+        kubectl.run("delete", "hypernode", child, parent, "--ignore-not-found")
+
+
+def test_a_hypernode_naming_a_missing_child_is_admitted_with_a_warning(
+    webhooks: WebhookServer, kubectl: Kubectl
+) -> None:
+    name, missing = f"warn-{uuid.uuid4().hex[:6]}", f"missing-{uuid.uuid4().hex[:6]}"
+    try:
+        out = kubectl.apply([hypernode(name, 2, [exact("HyperNode", missing)])])
+        # kubectl prints admission warnings on stderr as "Warning: ...".
+        assert (
+            f'Warning: spec.members[0].selector.exactMatch.name: HyperNode "{missing}" does not exist yet'
+            in out.stderr
+        )
+    finally:
+        kubectl.run("delete", "hypernode", name, "--ignore-not-found")
