@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from hyperplace.kube import milli_value
 
@@ -429,3 +430,72 @@ def test_a_scheduler_killed_while_binding_a_gang_is_replaced_without_overcommit(
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_label_discovery_builds_and_follows_the_hypernode_tree(running: Running, kubectl: Kubectl) -> None:
+    """Volcano's label discovery (ConfigMap volcano-controller-configmap): nodes labelled with a
+    zone and a rack become a tier-2 zone HyperNode over tier-1 rack HyperNodes, and relabelling a
+    node moves it. The ConfigMap is created after the controller started, as an operator would."""
+    prefix = f"e2e-{uuid.uuid4().hex[:6]}"
+    zone_key, rack_key = f"{prefix}.hyperplace.io/zone", f"{prefix}.hyperplace.io/rack"
+    racks = {f"{prefix}-n{i}": f"r{i // 2}" for i in range(4)}
+    kubectl.create([node(n, {zone_key: "z0", rack_key: r}) for n, r in racks.items()])
+    conf = {
+        "networkTopologyDiscovery": [
+            {
+                "source": "label",
+                "enabled": True,
+                "interval": "10m",
+                "config": {
+                    "networkTopologyTypes": {
+                        prefix: [
+                            {"nodeLabel": zone_key},
+                            {"nodeLabel": rack_key},
+                            {"nodeLabel": "kubernetes.io/hostname"},
+                        ]
+                    }
+                },
+            }
+        ]
+    }
+    kubectl.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "volcano-controller-configmap", "namespace": LEASE_NAMESPACE},
+                "data": {"volcano-controller.conf": yaml.safe_dump(conf)},
+            }
+        ]
+    )
+
+    def tree() -> dict[int, list[frozenset[str]]]:
+        """Tier -> member sets of the HyperNodes discovered for this test's label type."""
+        out: dict[int, list[frozenset[str]]] = defaultdict(list)
+        names: dict[str, frozenset[str]] = {}
+        hns = [
+            h for h in kubectl.items("hypernodes") if h["metadata"]["name"].startswith(f"hypernode-{prefix}-")
+        ]
+        for h in sorted(hns, key=lambda h: h["spec"]["tier"]):
+            members = frozenset(m["selector"]["exactMatch"]["name"] for m in h["spec"]["members"])
+            names[h["metadata"]["name"]] = members
+            # Spell a parent by its children's node sets, so the result does not depend on the
+            # generated names.
+            out[h["spec"]["tier"]].append(frozenset().union(*(names.get(m, {m}) for m in members)))
+        return {t: sorted(v, key=sorted) for t, v in out.items()}
+
+    n0, n1, n2, n3 = racks
+    expected = {1: [frozenset({n0, n1}), frozenset({n2, n3})], 2: [frozenset({n0, n1, n2, n3})]}
+    wait_for(
+        lambda: tree() == expected,
+        f"the discovered tree {expected}",
+        describe=lambda: f"{tree()}\n{running.describe()}",
+    )
+
+    kubectl.run("label", "node", n3, f"{rack_key}=r0", "--overwrite")
+    moved = {1: [frozenset({n0, n1, n3}), frozenset({n2})], 2: [frozenset({n0, n1, n2, n3})]}
+    wait_for(
+        lambda: tree() == moved,
+        f"the tree after relabelling {n3}: {moved}",
+        describe=lambda: f"{tree()}\n{running.describe()}",
+    )
