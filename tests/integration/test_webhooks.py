@@ -288,3 +288,50 @@ def test_a_hypernode_naming_a_missing_child_is_admitted_with_a_warning(
         )
     finally:
         kubectl.run("delete", "hypernode", name, "--ignore-not-found")
+
+
+def test_a_pod_of_a_partitioned_task_is_stamped_with_its_partition(
+    webhooks: WebhookServer, kubectl: Kubectl, wh_namespace: str
+) -> None:
+    # A pod made by something other than our Job controller (an older Volcano controller, by
+    # hand) still joins the right partition: task index 5 with partitions of 4 is partition 1.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "hand-made-t0-5",
+            "namespace": wh_namespace,
+            "labels": {
+                "volcano.sh/job-name": "hand-made",
+                "volcano.sh/task-spec": "t0",
+                "volcano.sh/task-index": "5",
+            },
+            "annotations": {"volcano.sh/partition-size": "4"},
+        },
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    kubectl.create([pod])
+    stored = kubectl.get("pod", "-n", wh_namespace, "hand-made-t0-5")
+    assert stored["metadata"]["labels"]["volcano.sh/partition-id"] == "1"
+
+
+def test_a_pod_without_the_job_label_never_reaches_the_webhook(
+    webhooks: WebhookServer, kubectl: Kubectl, wh_namespace: str
+) -> None:
+    # The objectSelector keeps ordinary pods away from a failurePolicy Fail hook: the same pod
+    # without volcano.sh/job-name is stored untouched.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "plain",
+            "namespace": wh_namespace,
+            "labels": {"volcano.sh/task-spec": "t0", "volcano.sh/task-index": "5"},
+            "annotations": {"volcano.sh/partition-size": "4"},
+        },
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    kubectl.create([pod])
+    assert (
+        "volcano.sh/partition-id" not in kubectl.get("pod", "-n", wh_namespace, "plain")["metadata"]["labels"]
+    )
