@@ -335,3 +335,27 @@ def test_a_pod_without_the_job_label_never_reaches_the_webhook(
     assert (
         "volcano.sh/partition-id" not in kubectl.get("pod", "-n", wh_namespace, "plain")["metadata"]["labels"]
     )
+
+
+def test_job_updates_may_change_only_what_volcano_allows(
+    webhooks: WebhookServer, kubectl: Kubectl, wh_namespace: str
+) -> None:
+    # An UPDATE reaches the webhook with the stored object (CRD defaults applied, managedFields
+    # and all) as oldObject; only real spec changes may be refused.
+    job = _job(wh_namespace, 0)
+    name = job["metadata"]["name"]
+    kubectl.apply([job])
+    kind = "jobs.batch.volcano.sh"
+
+    def patch(body: str) -> Any:
+        return kubectl.run("patch", kind, name, "-n", wh_namespace, "--type=merge", "-p", body, check=False)
+
+    assert kubectl.run("label", kind, name, "-n", wh_namespace, "team=a").returncode == 0
+    allowed = patch('{"spec": {"minAvailable": 2}}')
+    assert allowed.returncode == 0, allowed.stderr
+    refused = patch('{"spec": {"maxRetry": 7}}')
+    assert refused.returncode != 0
+    assert "spec.maxRetry: job updates may not change fields other than" in refused.stderr
+    stored = kubectl.get(kind, "-n", wh_namespace, name)
+    assert stored["spec"]["minAvailable"] == 2
+    assert stored["spec"]["maxRetry"] == 3
