@@ -499,3 +499,34 @@ def test_label_discovery_builds_and_follows_the_hypernode_tree(running: Running,
         f"the tree after relabelling {n3}: {moved}",
         describe=lambda: f"{tree()}\n{running.describe()}",
     )
+
+
+def test_a_lost_pod_is_recreated_and_placed_back_in_its_partitions_hypernode(
+    running: Running, kubectl: Kubectl, namespace: str
+) -> None:
+    """A bound pod of the §3.3.2 Job disappears (force-deleted, as when its node is lost). The
+    controller recreates it and the scheduler puts it where its partition is, next to the three
+    pods still bound there. Each tier-1 HyperNode has a fifth node, so the other HyperNode has
+    room too and only the partition constraint decides."""
+    topo = make_topology(kubectl, per_leaf=5)
+    kubectl.apply([guide_job(EXAMPLES / "20-job-3.3.2.yaml", namespace, topo)])
+    describe = lambda: placement(kubectl, namespace) + "\n" + running.describe()  # noqa: E731
+    bound = wait_for(
+        lambda: (ps := pods_of(kubectl, namespace)) and len(ps) == 8 and all(pod_node(p) for p in ps) and ps,
+        "all 8 pods bound",
+        describe=describe,
+    )
+    victim = next(p for p in bound if index_of(p) == 1)
+    leaf = topo.leaf_of(pod_node(victim) or "")
+    kubectl.run("delete", "pod", "-n", namespace, victim["metadata"]["name"], "--grace-period=0", "--force")
+
+    def replaced() -> dict[str, Any] | None:
+        for p in pods_of(kubectl, namespace):
+            if index_of(p) == 1 and p["metadata"]["uid"] != victim["metadata"]["uid"] and pod_node(p):
+                return p
+        return None
+
+    new = wait_for(replaced, "the recreated pod of index 1 to be bound", describe=describe)
+    assert topo.leaf_of(pod_node(new) or "") == leaf, placement(kubectl, namespace)
+    assert new["metadata"]["labels"]["volcano.sh/partition-id"] == "0"
+    assert_no_node_overcommitted(kubectl, [n for ns in topo.leaves.values() for n in ns])
