@@ -14,6 +14,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def running(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
     try:
         for lease in ("hyperplace-controller", "hyperplace-scheduler"):
             wait_for(
-                lambda lease=lease: _lease_holder(kubectl, lease),
+                partial(_lease_holder, kubectl, lease),
                 f"the {lease} Lease to be held",
                 describe=r.describe,
             )
@@ -109,6 +110,23 @@ def guide_job(path: Path, namespace: str, topo: Topology) -> dict[str, Any]:
 
 def pods_of(kubectl: Kubectl, namespace: str) -> list[dict[str, Any]]:
     return kubectl.items("pods", "-n", namespace)
+
+
+def pods_when(kubectl: Kubectl, namespace: str, count: int, *, bound: bool) -> list[dict[str, Any]] | None:
+    """The namespace's pods once there are ``count`` of them (and all bound, if asked), else None."""
+    pods = pods_of(kubectl, namespace)
+    if len(pods) != count or (bound and not all(pod_node(p) for p in pods)):
+        return None
+    return pods
+
+
+def job_status_when_running(
+    kubectl: Kubectl, namespace: str, name: str, running: int
+) -> dict[str, Any] | None:
+    status: dict[str, Any] = kubectl.get("jobs.batch.volcano.sh", "-n", namespace, name).get("status") or {}
+    if status.get("state", {}).get("phase") == "Running" and status.get("running") == running:
+        return status
+    return None
 
 
 def index_of(pod: dict[str, Any]) -> int:
@@ -173,7 +191,7 @@ def assert_no_node_overcommitted(kubectl: Kubectl, node_names: list[str]) -> Non
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for p in kubectl.items("pods", "-A"):
         where = pod_node(p)
-        if where in nodes:
+        if where is not None and where in nodes:
             for c in p["spec"]["containers"]:
                 for res, q in c.get("resources", {}).get("requests", {}).items():
                     used[where][res] += milli_value(q)
@@ -212,7 +230,7 @@ def test_partitioned_job_puts_each_partition_in_its_own_tier1_hypernode(
 
     # ... and 8 pods, stamped with task, index and partition.
     pods = wait_for(
-        lambda: (ps := pods_of(kubectl, namespace)) and len(ps) == 8 and ps,
+        lambda: pods_when(kubectl, namespace, 8, bound=False),
         "8 pods",
         describe=running.describe,
     )
@@ -225,7 +243,7 @@ def test_partitioned_job_puts_each_partition_in_its_own_tier1_hypernode(
 
     # The scheduler binds all 8: partition 0 in one tier-1 HyperNode, partition 1 in the other.
     bound = wait_for(
-        lambda: (ps := pods_of(kubectl, namespace)) and all(pod_node(p) for p in ps) and ps,
+        lambda: pods_when(kubectl, namespace, 8, bound=True),
         "all 8 pods bound",
         describe=lambda: placement(kubectl, namespace) + "\n" + running.describe(),
     )
@@ -241,16 +259,7 @@ def test_partitioned_job_puts_each_partition_in_its_own_tier1_hypernode(
     for p in bound:
         fake_kubelet_start(kubectl, p)
     status = wait_for(
-        lambda: (
-            (
-                st := kubectl.get("jobs.batch.volcano.sh", "-n", namespace, "network-topology-job").get(
-                    "status"
-                )
-            )
-            and st.get("state", {}).get("phase") == "Running"
-            and st.get("running") == 8
-            and st
-        ),
+        lambda: job_status_when_running(kubectl, namespace, "network-topology-job", 8),
         "the Job to be Running with 8 running pods",
         describe=lambda: (
             str(kubectl.get("jobs.batch.volcano.sh", "-n", namespace, "network-topology-job").get("status"))
@@ -411,12 +420,7 @@ def test_a_scheduler_killed_while_binding_a_gang_is_replaced_without_overcommit(
         )
         # The dead leader never released its Lease: the new one waits out the lease duration.
         pods = wait_for(
-            lambda: (
-                (ps := pods_of(kubectl, namespace))
-                and len(ps) == size
-                and all(pod_node(p) for p in ps)
-                and ps
-            ),
+            lambda: pods_when(kubectl, namespace, size, bound=True),
             f"all {size} pods bound after the restart",
             timeout=240,
             describe=lambda: placement(kubectl, namespace) + "\n" + (second.tail() if second else ""),
@@ -512,7 +516,7 @@ def test_a_lost_pod_is_recreated_and_placed_back_in_its_partitions_hypernode(
     kubectl.apply([guide_job(EXAMPLES / "20-job-3.3.2.yaml", namespace, topo)])
     describe = lambda: placement(kubectl, namespace) + "\n" + running.describe()  # noqa: E731
     bound = wait_for(
-        lambda: (ps := pods_of(kubectl, namespace)) and len(ps) == 8 and all(pod_node(p) for p in ps) and ps,
+        lambda: pods_when(kubectl, namespace, 8, bound=True),
         "all 8 pods bound",
         describe=describe,
     )
