@@ -66,6 +66,16 @@ def _kube_bin() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A larger per-test timeout here: pytest-timeout counts fixture setup, and the first test
+    may wait for a cold ``hack/kube-bin.sh`` build (~7 min on 2 cores) when pytest is run
+    directly rather than through hack/test.sh, which builds first."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.timeout(1800))
+
+
 class Cluster:
     """The running control plane as the tests see it."""
 
