@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from certs.pki import generate_webhook_certs, write_tls_files
 
@@ -36,8 +38,6 @@ MUTATING = "hyperplace-mutating-webhooks"
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -151,8 +151,6 @@ def webhooks(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def _dump(obj: dict[str, Any]) -> str:
-    import yaml
-
     return yaml.safe_dump(obj)
 
 
