@@ -14,7 +14,10 @@ K8S_VERSION="${K8S_VERSION:-v1.34.10}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.14}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/hyperplace/kube-bin"
 OUT="$CACHE/$K8S_VERSION"
-command -v go >/dev/null 2>&1 || { echo "kube-bin: go not found on PATH" >&2; exit 1; }
+# Go is needed only to build: a machine with both binaries cached works without it.
+if [ ! -x "$OUT/kube-apiserver" ] || [ ! -x "$OUT/etcd" ]; then
+  command -v go >/dev/null 2>&1 || { echo "kube-bin: go not found on PATH" >&2; exit 1; }
+fi
 export GOTOOLCHAIN=local GOFLAGS="-mod=mod" CGO_ENABLED=0
 mkdir -p "$OUT"
 
