@@ -55,10 +55,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output directory (default: results/, or results/quick/ with --quick, which git ignores)",
+    )
     ap.add_argument("--parts", default="exact,sim,scale", help="comma-separated subset of exact,sim,scale")
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
+    if args.out is None:
+        # A quick check before a commit must not overwrite the committed full-run results.
+        args.out = Path(__file__).parent / "results" / ("quick" if args.quick else "")
     parts = set(args.parts.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()

@@ -146,7 +146,8 @@ class HyperplaceScheduler(Scheduler):
             groups.append(run.group)
         pods.extend(background_pods(topo, background))
         # Keep wire objects only for jobs still waiting.
-        self._pending = {job: objs for job, objs in self._pending.items() if job in set(jobs)}
+        waiting = set(jobs)
+        self._pending = {job: objs for job, objs in self._pending.items() if job in waiting}
         for job in jobs:
             job_pods, group = self._pending_objects(job)
             pods.extend(job_pods)

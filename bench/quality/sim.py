@@ -76,8 +76,7 @@ def simulate(
     topo = state.topo
     total_gpus = float(state.alloc[:, GPU].sum())
     records = {
-        tj.spec.name: JobRecord(tj.spec.name, int(tj.spec.gpus), tj.spec.n_pods, tj.arrival, min_leaves=None)
-        for tj in trace
+        tj.spec.name: JobRecord(tj.spec.name, int(tj.spec.gpus), tj.spec.n_pods, tj.arrival) for tj in trace
     }
     by_name = {tj.spec.name: tj for tj in trace}
     arrivals = sorted(trace, key=lambda tj: tj.arrival)
