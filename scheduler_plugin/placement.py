@@ -334,6 +334,10 @@ class Placer:
             for t in g.tasks:
                 req_total += t.requests
         default_sj = job.subjobs.get(job.key)
+        # Most constrained groups first (see _constrained_first); if that order fails on a domain,
+        # the SubJob order is tried too, so the reordering never loses a placement found before.
+        first = self._constrained_first(groups)
+        orders = [first] if first == list(groups) else [first, list(groups)]
         for level in levels:
             ids = np.asarray(level, dtype=np.int64)
             ok = np.ones(len(ids), dtype=bool)
@@ -355,35 +359,14 @@ class Placer:
                 if tried >= MAX_EXACT_TRIES_PER_TIER:
                     break
                 tried += 1
-                stmt = Statement(ssn)
-                domains: dict[str, int] = {}
-                good = True
-                i = 0
-                while i < len(groups):
-                    g = groups[i]
-                    bkey = self.batch_key(g)
-                    if bkey is not None:
-                        j = i + 1
-                        while j < len(groups) and self.batch_key(groups[j]) == bkey:
-                            j += 1
-                        got_many = self.place_batch(stmt, groups[i:j], h)
-                        if got_many is None:
-                            good = False
-                            break
-                        domains.update(got_many)
-                        i = j
-                        continue
-                    i += 1
-                    got = self.place_group(stmt, g, h)
-                    if got is None:
-                        if g.atomic:
-                            good = False
-                            break
-                        continue
-                    domains[g.subjob.id] = got
-                if good and stmt.ops:
+                placed = None
+                for seq in orders:
+                    placed = self._place_groups_in(seq, h)
+                    if placed is not None:
+                        break
+                if placed is not None:
+                    stmt, domains = placed
                     return UnitResult(True, len(stmt.ops), h, domains), stmt
-                stmt.discard()
             expl.add_tier(
                 TierAttempt(
                     tier=tier,
@@ -397,6 +380,59 @@ class Placer:
             limit = job.topology.limit if job.topology is not None else None
             expl.add_detail(f"no HyperNode has a tier <= {limit} (tiers present: {tree.sorted_tiers})")
         return UnitResult(False, explanation=expl), Statement(ssn)
+
+    def _constrained_first(self, groups: Sequence[Group]) -> list[Group]:
+        """Groups ordered so the hardest to fit take their room first.
+
+        Partitions with a hard tier limit must each fit inside one low-tier domain, while pods
+        outside any partition may go anywhere in the job's domain: placed first, a free pod can
+        take exactly the node a partition needed. So: hard-limited groups first (tightest limit
+        first), then by their largest pod (relative to the largest node), biggest first; free pods
+        come last and best-fit into the leftovers. The sort is stable and the batch key is part of
+        it, so identical partitions stay adjacent and are still placed as one batch.
+        """
+
+        def key(g: Group) -> tuple[int, int, float, int, int]:
+            topo = g.subjob.topology
+            hard = topo is not None and topo.mode == "hard" and topo.limit is not None
+            limit = topo.limit if hard and topo is not None and topo.limit is not None else 1 << 30
+            size = max(float((self.shape(sid).requests / self._max_alloc).max()) for sid in g.demand())
+            bkey = self.batch_key(g)
+            return (0 if hard else 1, limit, -size, bkey[0] if bkey else -1, bkey[1] if bkey else -1)
+
+        return sorted(groups, key=key)
+
+    def _place_groups_in(self, groups: Sequence[Group], h: int) -> tuple[Statement, dict[str, int]] | None:
+        """Place every group inside job domain ``h`` in the given order; None if an atomic one fails."""
+        stmt = Statement(self.ssn)
+        domains: dict[str, int] = {}
+        i = 0
+        while i < len(groups):
+            g = groups[i]
+            bkey = self.batch_key(g)
+            if bkey is not None:
+                j = i + 1
+                while j < len(groups) and self.batch_key(groups[j]) == bkey:
+                    j += 1
+                got_many = self.place_batch(stmt, groups[i:j], h)
+                if got_many is None:
+                    stmt.discard()
+                    return None
+                domains.update(got_many)
+                i = j
+                continue
+            i += 1
+            got = self.place_group(stmt, g, h)
+            if got is None:
+                if g.atomic:
+                    stmt.discard()
+                    return None
+                continue
+            domains[g.subjob.id] = got
+        if not stmt.ops:
+            stmt.discard()
+            return None
+        return stmt, domains
 
     # ------------------------------------------------------------------ flat path
     def place_flat(self, job: JobInfo, groups: Sequence[Group]) -> tuple[UnitResult, Statement]:

@@ -1,0 +1,24 @@
+"""Placement-quality regressions found by the exact-optimum benchmark (bench/quality).
+
+Each test is a shrunk case where the optimum (MILP) is known by hand.
+"""
+
+from __future__ import annotations
+
+from .builders import hypernode, job_pods, node, partition_policy, pod, podgroup, schedule
+
+
+def gpu_node(name: str) -> dict:
+    return node(name, cpu=64, memory="256Gi", gpu=8)
+
+
+def test_partition_pods_are_placed_before_free_pods_that_would_take_their_room() -> None:
+    # node-1 has 7 of 8 GPUs used; node-0 is empty. The 8-GPU partition pod fits only node-0,
+    # the 1-GPU free pod fits either: placing the free pod first (on node-0) made the gang fail.
+    nodes = [gpu_node("node-0"), gpu_node("node-1")]
+    busy = pod("busy", None, cpu=4, gpu=7, memory="16Gi", node_name="node-1")
+    w = job_pods("j", 1, cpu=32, gpu=8, memory="128Gi", task="w", partition_size=1)
+    lone = job_pods("j", 1, cpu=4, gpu=1, memory="16Gi", task="l")
+    pg = podgroup("j", 2, topology={"mode": "soft"}, sub_groups=[partition_policy("w", 1, tier=1)])
+    result, _ = schedule(nodes, [busy, *w, *lone], [hypernode("leaf", 1, nodes=["node-0", "node-1"])], [pg])
+    assert result.bindings == {"default/j-w-0": "node-0", "default/j-l-0": "node-1"}
