@@ -353,7 +353,9 @@ class Placer:
                 expl.add_tier(self._tier_attempt(tier, ids, total or loose_total, classes, pcaps, req_total))
                 continue
             scores = ssn.hypernode_scores(default_sj, req_total, cands) if len(cands) > 1 else np.zeros(1)
-            order = cands[np.lexsort((cands, -scores, self._closeness(cands, ssn.job_hn.get(job.key, -1))))]
+            ptiers = self._partition_tier_sums(classes, cands) if len(cands) > 1 else np.zeros(1)
+            close = self._closeness(cands, ssn.job_hn.get(job.key, -1))
+            order = cands[np.lexsort((cands, -scores, ptiers, close))]
             tried = 0
             for h in order.tolist():
                 if tried >= MAX_EXACT_TRIES_PER_TIER:
@@ -380,6 +382,27 @@ class Placer:
             limit = job.topology.limit if job.topology is not None else None
             expl.add_detail(f"no HyperNode has a tier <= {limit} (tiers present: {tree.sorted_tiers})")
         return UnitResult(False, explanation=expl), Statement(ssn)
+
+    def _partition_tier_sums(self, classes: dict[tuple[int, int, int], int], cands: I64) -> I64:
+        """Lowest reachable sum of partition tiers inside each candidate job domain.
+
+        The job's tier comes first, but among domains of that tier the partitions' own tiers
+        matter next (a domain whose leaves each hold whole partitions beats one where they must
+        straddle leaves, however well the latter bin-packs). For each partition class, count how
+        many partitions fit at tier <= t for every tier t up to its limit and fill the lowest
+        tiers first, as place_batch does. Classes are counted independently (a lower bound when
+        two classes share a shape), which is enough to rank domains.
+        """
+        out = np.zeros(len(cands), dtype=np.int64)
+        for (sid, limit, k), n in classes.items():
+            prev = np.zeros(len(cands), dtype=np.int64)
+            for t in self.tree.sorted_tiers:
+                if t > limit:
+                    break
+                cap = np.minimum(self.pcap(sid, t, k)[cands], n)
+                out += t * (cap - prev)
+                prev = cap
+        return out
 
     def _constrained_first(self, groups: Sequence[Group]) -> list[Group]:
         """Groups ordered so the hardest to fit take their room first.

@@ -22,3 +22,27 @@ def test_partition_pods_are_placed_before_free_pods_that_would_take_their_room()
     pg = podgroup("j", 2, topology={"mode": "soft"}, sub_groups=[partition_policy("w", 1, tier=1)])
     result, _ = schedule(nodes, [busy, *w, *lone], [hypernode("leaf", 1, nodes=["node-0", "node-1"])], [pg])
     assert result.bindings == {"default/j-w-0": "node-0", "default/j-l-0": "node-1"}
+
+
+def test_among_job_domains_of_one_tier_the_one_keeping_partitions_lowest_wins() -> None:
+    # Two spines (tier 2). spine-0: two empty leaves of 2 nodes. spine-1: four leaves with one
+    # empty and one full node each, so it bin-packs better but every 2-node partition would have
+    # to straddle two leaves (partition tier 2 each) where spine-0 keeps each in one leaf (tier 1).
+    nodes = [gpu_node(f"n{i}") for i in range(12)]
+    busy = [pod(f"busy{i}", None, cpu=64, gpu=8, memory="256Gi", node_name=f"n{i}") for i in range(4, 12, 2)]
+    leaves = [hypernode(f"leaf{j}", 1, nodes=[f"n{2 * j}", f"n{2 * j + 1}"]) for j in range(6)]
+    tree = [
+        *leaves,
+        hypernode("spine-0", 2, children=["leaf0", "leaf1"]),
+        hypernode("spine-1", 2, children=["leaf2", "leaf3", "leaf4", "leaf5"]),
+    ]
+    pods = job_pods("j", 4, cpu=32, gpu=8, memory="128Gi", task="w", partition_size=2)
+    pg = podgroup(
+        "j",
+        4,
+        topology={"mode": "hard", "highestTierAllowed": 2},
+        sub_groups=[partition_policy("w", 2, tier=2)],
+    )
+    result, _ = schedule(nodes, [*busy, *pods], tree, [pg])
+    assert result.jobs["default/j"].allocated_hypernode == "spine-0"
+    assert sorted(result.jobs["default/j"].subgroups.values()) == ["leaf0", "leaf1"]
