@@ -84,6 +84,7 @@ class Placer:
         self.state = ssn.state
         # Children before parents, for the partition-capacity roll-up.
         self._bottom_up = np.argsort(-self.tree.depth, kind="stable").tolist()
+        self._held: tuple[Statement, int, object, set[int]] | None = None
         alloc = self.snap.allocatable
         self._max_alloc = (
             np.maximum(alloc.max(axis=0), 1) if len(alloc) else np.ones(len(self.snap.resources))
@@ -123,14 +124,24 @@ class Placer:
         return np.array([int(tree.tiers[tree.lca(int(c), allocated)]) for c in cands], dtype=np.int64)
 
     # ------------------------------------------------------------------ exact placement
-    def _pick_nodes(self, task: TaskInfo, sj: SubJobInfo, cand: I64, cc: I64, k: int) -> tuple[I64, I64]:
-        """Nodes (ordered by leaf, then name) and pods per node for ``k`` pods of one shape."""
+    def _pick_nodes(
+        self, task: TaskInfo, sj: SubJobInfo, cand: I64, cc: I64, k: int, used: set[int] | None = None
+    ) -> tuple[I64, I64]:
+        """Nodes (ordered by leaf, then name) and pods per node for ``k`` pods of one shape.
+
+        ``used``: leaves the unit already holds. They are filled first (whole, then best fit),
+        so the shapes of one gang share leaves instead of each opening its own.
+        """
         tree = self.tree
         leaves = tree.leaf_of[cand]
         leaves = np.where(leaves >= 0, leaves, -(cand + 1))  # a node outside every leaf is its own leaf
         uniq, inv = np.unique(leaves, return_inverse=True)
         caps = np.bincount(inv, weights=cc).astype(np.int64)
-        order = np.lexsort((uniq, -caps))
+        if used:
+            fresh = ~np.isin(uniq, np.fromiter(used, dtype=np.int64, count=len(used)))
+        else:
+            fresh = np.zeros(len(uniq), dtype=bool)
+        order = np.lexsort((uniq, -caps, fresh))
         caps_sorted = caps[order]
         cum = np.cumsum(caps_sorted)
         m = int(np.searchsorted(cum, k))  # leaves order[:m] are taken whole
@@ -141,7 +152,13 @@ class Placer:
         per = np.where(take, cc, 0)
         if rem > 0:
             rest = caps_sorted[m:]
-            j = m + int(np.count_nonzero(rest >= rem)) - 1  # best fit: smallest leaf that still fits
+            fits = rest >= rem
+            held = ~fresh[order[m:]]
+            if (fits & held).any():
+                fits &= held  # a leaf the unit holds beats a new one
+            # Best fit: the smallest leaf that still fits (the last such in descending order).
+            smallest = int(rest[fits].min())
+            j = m + int(np.flatnonzero(fits & (rest == smallest))[-1])
             part = int(order[j])
             idx = np.flatnonzero(inv == part)
             if int(cc[idx].sum()) == rem:
@@ -162,6 +179,23 @@ class Placer:
         chosen = chosen[o2]
         return cand[chosen], per[chosen]
 
+    def _held_leaves(self, stmt: Statement) -> set[int]:
+        """Leaves holding pods of ``stmt``, kept incrementally (a unit places many groups).
+
+        The cache is trusted only while the op it last saw is still in place: a rollback
+        followed by new allocations replaces it.
+        """
+        ops = stmt.ops
+        c = self._held
+        if c is None or c[0] is not stmt or c[1] > len(ops) or (c[1] and ops[c[1] - 1] is not c[2]):
+            c = (stmt, 0, None, set())
+        seen, held = c[1], c[3]
+        if seen < len(ops):
+            nodes = np.fromiter((n for _, n in ops[seen:]), dtype=np.int64)
+            held.update(int(x) for x in np.unique(self.tree.leaf_of[nodes]) if x >= 0)
+        self._held = (stmt, len(ops), ops[-1] if ops else None, held)
+        return held
+
     def assign(self, stmt: Statement, group: Group, domain: int) -> int | None:
         """Place the group's tasks on nodes of ``domain``; None when an atomic group does not fit."""
         by_shape: dict[int, list[TaskInfo]] = {}
@@ -172,6 +206,10 @@ class Placer:
         mark = stmt.mark()
         nodes_d = self.tree.node_sets[domain]
         placed = 0
+        # Leaves this unit already holds (earlier groups, earlier shapes): later shapes fill them
+        # first, so a gang's tasks share leaves rather than each picking its own.
+        leaf_of = self.tree.leaf_of
+        used = set(self._held_leaves(stmt))
         for sid in shapes:
             tasks = sorted(by_shape[sid], key=_RANK)
             k = len(tasks)
@@ -187,9 +225,10 @@ class Placer:
                 tasks = tasks[:k]
                 if k == 0:
                     continue
-            nodes, per = self._pick_nodes(tasks[0], group.subjob, cand, cc, k)
+            nodes, per = self._pick_nodes(tasks[0], group.subjob, cand, cc, k, used)
             node_of_task = np.repeat(nodes, per)
             stmt.allocate(tasks, node_of_task.tolist())
+            used.update(int(x) for x in np.unique(leaf_of[nodes]) if x >= 0)
             # Verify: no node may exceed allocatable on a resource the pods request.
             req = self.shape(sid).requests > 0
             touched = np.unique(nodes)

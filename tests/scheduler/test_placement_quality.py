@@ -46,3 +46,26 @@ def test_among_job_domains_of_one_tier_the_one_keeping_partitions_lowest_wins() 
     result, _ = schedule(nodes, [*busy, *pods], tree, [pg])
     assert result.jobs["default/j"].allocated_hypernode == "spine-0"
     assert sorted(result.jobs["default/j"].subgroups.values()) == ["leaf0", "leaf1"]
+
+
+def test_a_soft_job_fills_its_own_leaves_before_opening_another_for_a_small_task() -> None:
+    # Two 8-GPU workers take the empty nodes of leaf-a and leaf-b, so the job spans the spine and
+    # every leaf under it has the same LCA score. n2 (leaf-c) has its GPUs and most CPU used:
+    # bin-packing alone sends the CPU-only helper there, a third leaf, although the workers'
+    # nodes still have 32 CPUs free.
+    nodes = [gpu_node(f"n{i}") for i in range(3)]
+    busy = pod("busy", None, cpu=56, gpu=8, memory="200Gi", node_name="n2")
+    tree = [
+        hypernode("leaf-a", 1, nodes=["n0"]),
+        hypernode("leaf-b", 1, nodes=["n1"]),
+        hypernode("leaf-c", 1, nodes=["n2"]),
+        hypernode("spine", 2, children=["leaf-a", "leaf-b", "leaf-c"]),
+    ]
+    pods = [
+        *job_pods("j", 2, cpu=32, gpu=8, memory="128Gi", task="t0"),
+        *job_pods("j", 1, cpu=2, memory="4Gi", task="t1"),
+    ]
+    pg = podgroup("j", 3, topology={"mode": "soft"})
+    result, _ = schedule(nodes, [busy, *pods], tree, [pg])
+    assert len(result.bindings) == 3
+    assert set(result.bindings.values()) == {"n0", "n1"}
