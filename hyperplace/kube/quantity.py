@@ -6,6 +6,7 @@ kubernetes-asyncio has no quantity helper; this follows apimachinery's
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
@@ -29,6 +30,21 @@ _QUANTITY = re.compile(
 )
 
 
+# Fast path: a plain non-negative integer with an integral suffix ("8", "64", "16Gi", "500m",
+# "110k"), which is what Node allocatable and almost every pod request look like. Its milli
+# value is an integer product, equal to the exact Fraction route below.
+_INTEGRAL = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[mkMGTPE])?")
+_MILLI_FACTOR: dict[str | None, int] = {
+    None: 1000,
+    "m": 1,
+    **{s: 1000 * f for s, f in _BINARY.items()},
+    **{s: 1000 * int(f) for s, f in _DECIMAL.items() if f >= 1 and s},
+}
+# Clusters repeat a handful of quantity strings across thousands of nodes and pods, so exact
+# results for strings are cached (a bounded LRU: the values are immutable).
+_CACHE_SIZE = 4096
+
+
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
@@ -43,7 +59,12 @@ def parse_quantity(value: int | float | str) -> Fraction:
         if not math.isfinite(value):
             raise QuantityError(f"quantity {value!r} is not finite")
         return Fraction(Decimal(repr(value)))
-    text = str(value).strip()
+    return _parse_text(str(value))
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _parse_text(value: str) -> Fraction:
+    text = value.strip()
     m = _QUANTITY.match(text)
     if not m:
         raise QuantityError(
@@ -70,7 +91,19 @@ def milli_value(value: int | float | str) -> int:
 
     The scheduler keeps every resource (cpu, memory, GPUs, ...) as integer milli-units.
     """
+    if type(value) is int:
+        return value * 1000
+    if isinstance(value, str):
+        return _milli_of_text(value)
     return math.ceil(parse_quantity(value) * 1000)
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _milli_of_text(value: str) -> int:
+    m = _INTEGRAL.fullmatch(value)
+    if m is not None:
+        return int(m.group(1)) * _MILLI_FACTOR[m.group(2)]
+    return math.ceil(_parse_text(value) * 1000)
 
 
 def format_milli(resource: str, milli: int) -> str:
