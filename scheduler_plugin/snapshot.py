@@ -23,8 +23,6 @@ from hyperplace.api.constants import (
 )
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
-from hyperplace.kube import QuantityError, milli_value
-from hyperplace.kube.members import node_labels_of
 
 from .job_info import JobInfo, TaskInfo, build_job
 from .predicates import (
@@ -33,6 +31,7 @@ from .predicates import (
     PredicateError,
     compile_pod_constraints,
     node_static_from_dict,
+    pod_host_ports,
     pod_requests,
     static_feasibility_mask,
 )
@@ -122,13 +121,11 @@ class ClusterSnapshot:
         statics = [node_static_from_dict(n) for n in nodes]
         alloc_maps: list[dict[str, int]] = []
         res_set: dict[str, None] = {"cpu": None, "memory": None, "pods": None}
-        for n in nodes:
-            m: dict[str, int] = {}
-            for r, q in ((n.get("status") or {}).get("allocatable") or {}).items():
-                try:
-                    m[r] = milli_value(q)
-                except QuantityError:
-                    continue
+        for n, st in zip(nodes, statics, strict=True):
+            # NodeStatic already parsed (and validated) status.allocatable; it falls back to
+            # capacity when allocatable is absent, the matrices do not.
+            m: dict[str, int] = dict(st.allocatable) if (n.get("status") or {}).get("allocatable") else {}
+            for r in m:
                 res_set.setdefault(r, None)
             # A Node object always reports allocatable pods; test fixtures often omit it, and a
             # missing value would make every node refuse every pod, so default to kubelet's 110.
@@ -177,7 +174,8 @@ class ClusterSnapshot:
                 return int(pcs[name].get("value", 0))
             return default_prio
 
-        node_label_map = node_labels_of(nodes)
+        # The same {name: str labels} node_labels_of would build, already made per node above.
+        node_label_map = {st.name: dict(st.labels) for st in statics}
         tree = HyperNodeTree.build(hypernodes, names, node_label_map)
 
         shapes: list[Shape] = []
@@ -201,6 +199,18 @@ class ClusterSnapshot:
                 if not node_name and spec.get("schedulerName", DEFAULT_SCHEDULER_NAME) in owned:
                     orphans[key] = bad_pods.get(key, "invalid resource requests")
                 continue
+            annotations = meta.get("annotations") or {}
+            group = annotations.get(GROUP_NAME_ANNOTATION)
+            if node_name and group is None:
+                # A bound pod of no job (most of a busy cluster) only uses room: its host ports
+                # are all we need, not its full constraints.
+                ni = nidx.get(node_name)
+                if ni is not None:
+                    used[ni] += vec(rq)
+                    hp = pod_host_ports(p)
+                    if hp:
+                        node_ports[ni] |= hp
+                continue
             cons = compile_pod_constraints(p)
             if node_name:
                 ni = nidx.get(node_name)
@@ -209,12 +219,8 @@ class ClusterSnapshot:
                     node_ports[ni] |= set(cons.host_ports)
             elif spec.get("schedulerName", DEFAULT_SCHEDULER_NAME) not in owned:
                 continue  # another scheduler's pod
-            annotations = meta.get("annotations") or {}
             labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-            group = annotations.get(GROUP_NAME_ANNOTATION)
             if group is None:
-                if node_name:
-                    continue
                 # Volcano gives a group-less pod its own one-member PodGroup.
                 gkey = f"{ns}/podgroup-{pname}"
                 standalone_pgs[gkey] = PodGroup.model_validate(

@@ -55,3 +55,25 @@ def test_used_resources_count_bound_non_terminal_pods_only() -> None:
     pods_col = snap.resources.index("pods")
     assert snap.used[:, pods_col].tolist() == [1000, 1000]
     assert snap.allocatable[0, pods_col] == 110_000
+
+
+def test_bound_pods_with_and_without_a_job_claim_their_host_ports_and_room() -> None:
+    port = {"containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 80, "hostPort": 8080}]}]}
+    pods = [
+        pod("free", None, cpu=1, node_name="n0", extra_spec=port),
+        pod("j-0", "j", cpu=2, node_name="n1", extra_spec=port),
+    ]
+    snap = ClusterSnapshot.build(
+        nodes=[node("n0"), node("n1"), node("n2")], pods=pods, podgroups=[podgroup("j", 1)]
+    )
+    assert snap.node_ports == [{("TCP", "0.0.0.0", 8080)}, {("TCP", "0.0.0.0", 8080)}, set()]
+    assert snap.used[:, snap.resources.index("pods")].tolist() == [1000, 1000, 0]
+
+
+def test_allocatable_falls_back_to_nothing_but_pods_when_the_node_reports_only_capacity() -> None:
+    n = node("n0", cpu=8)
+    del n["status"]["allocatable"]
+    snap = ClusterSnapshot.build(nodes=[n], pods=[])
+    assert snap.allocatable[0, snap.resources.index("cpu")] == 0
+    assert snap.allocatable[0, snap.resources.index("pods")] == 110_000
+    assert snap.node_static[0].allocatable["cpu"] == 8000
