@@ -454,11 +454,19 @@ class Placer:
         it, so identical partitions stay adjacent and are still placed as one batch.
         """
 
+        sizes: dict[int, float] = {}  # per shape: a unit has many groups but few shapes
+
+        def size_of(sid: int) -> float:
+            got = sizes.get(sid)
+            if got is None:
+                got = sizes[sid] = float((self.shape(sid).requests / self._max_alloc).max())
+            return got
+
         def key(g: Group) -> tuple[int, int, float, int, int]:
             topo = g.subjob.topology
             hard = topo is not None and topo.mode == "hard" and topo.limit is not None
             limit = topo.limit if hard and topo is not None and topo.limit is not None else 1 << 30
-            size = max(float((self.shape(sid).requests / self._max_alloc).max()) for sid in g.demand())
+            size = max(size_of(sid) for sid in g.demand())
             bkey = self.batch_key(g)
             return (0 if hard else 1, limit, -size, bkey[0] if bkey else -1, bkey[1] if bkey else -1)
 
