@@ -7,7 +7,10 @@ Errors go to stderr, one short line naming the file and line where possible.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -61,9 +64,20 @@ def _fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _stdout() -> Console:
-    # Wide enough for the tables when piped; soft_wrap off so long lines are not mangled.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+@contextlib.contextmanager
+def _stdout() -> Iterator[Console]:
+    """The console for human output.
+
+    On a terminal, rich draws directly. Piped, the output is plain text 140 columns wide
+    (no colours) with the padding rich adds to table cells stripped from line ends, so
+    it diffs and pastes cleanly.
+    """
+    if sys.stdout.isatty():
+        yield Console(highlight=False)
+        return
+    buf = io.StringIO()
+    yield Console(file=buf, highlight=False, width=140, color_system=None)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
 
 
 class _RichProgress:
@@ -247,7 +261,8 @@ def simulate(
     else:
         from .render import render_simulation
 
-        render_simulation(_stdout(), result, views, topo)
+        with _stdout() as console:
+            render_simulation(console, result, views, topo)
         if html is not None:
             Console(stderr=True).print(f"wrote {html}")
 
@@ -313,12 +328,12 @@ def tree(
             doc["ready"] = False
         sys.stdout.write(to_json(doc) + "\n")
         return
-    console = _stdout()
-    for note in notes:
-        console.print(Text(note, style="dim"), soft_wrap=True)
-    console.print(topology_tree(topo))
-    for line in invalid:
-        console.print(Text(f"✗ {line}", style="red"), soft_wrap=True)
+    with _stdout() as console:
+        for note in notes:
+            console.print(Text(note, style="dim"), soft_wrap=True)
+        console.print(topology_tree(topo))
+        for line in invalid:
+            console.print(Text(f"✗ {line}", style="red"), soft_wrap=True)
 
 
 def discover_for_display(
@@ -397,7 +412,8 @@ def explain(
     if output is TreeFormat.json:
         sys.stdout.write(to_json(explain_dict(view, result, topo)) + "\n")
     else:
-        render_explain(_stdout(), view, result, topo)
+        with _stdout() as console:
+            render_explain(console, view, result, topo)
 
 
 def main() -> None:

@@ -33,6 +33,8 @@ def test_table_when_piped_has_no_control_codes():
     assert res.returncode == 0
     assert "\x1b[" not in res.stdout and "\x1b[" not in res.stderr
     assert "Job e2e/too-wide" in res.stdout
+    # Plain text for pasting and diffing: no padding at line ends.
+    assert not [ln for ln in res.stdout.splitlines() if ln != ln.rstrip()]
 
 
 def test_errors_go_to_stderr_with_exit_2(tmp_path: Path):
