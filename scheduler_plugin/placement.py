@@ -393,8 +393,9 @@ class Placer:
                 continue
             scores = ssn.hypernode_scores(default_sj, req_total, cands) if len(cands) > 1 else np.zeros(1)
             ptiers = self._partition_tier_sums(classes, cands) if len(cands) > 1 else np.zeros(1)
+            spans = self._leaves_needed(total, cands) if len(cands) > 1 and tier > 1 else np.zeros(len(cands))
             close = self._closeness(cands, ssn.job_hn.get(job.key, -1))
-            order = cands[np.lexsort((cands, -scores, ptiers, close))]
+            order = cands[np.lexsort((cands, -scores, spans, ptiers, close))]
             tried = 0
             for h in order.tolist():
                 if tried >= MAX_EXACT_TRIES_PER_TIER:
@@ -441,6 +442,29 @@ class Placer:
                 cap = np.minimum(self.pcap(sid, t, k)[cands], n)
                 out += t * (cap - prev)
                 prev = cap
+        return out
+
+    def _leaves_needed(self, total: dict[int, int], cands: I64) -> I64:
+        """Fewest leaves each candidate domain needs for the gang (per shape, the largest leaves
+        first; the most demanding shape counts). After the job's tier and the partitions' tiers,
+        fewer leaves is the next goal: bin-packing alone prefers a well-packed domain even when
+        its room is scattered over many leaves."""
+        tree = self.tree
+        out = np.zeros(len(cands), dtype=np.int64)
+        for sid, k in total.items():
+            counts = self.state.node_counts(self.shape(sid))
+            for i, h in enumerate(cands.tolist()):
+                nodes = tree.node_sets[h]
+                c = counts[nodes]
+                nz = c > 0
+                if not nz.any():
+                    continue
+                leaves = tree.leaf_of[nodes[nz]]
+                leaves = np.where(leaves >= 0, leaves, -(nodes[nz] + 1))  # a node outside every leaf
+                _, inv = np.unique(leaves, return_inverse=True)
+                caps = np.sort(np.bincount(inv, weights=c[nz]))[::-1]
+                need = int(np.searchsorted(np.cumsum(caps), k)) + 1
+                out[i] = max(out[i], need)
         return out
 
     def _constrained_first(self, groups: Sequence[Group]) -> list[Group]:

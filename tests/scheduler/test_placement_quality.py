@@ -69,3 +69,21 @@ def test_a_soft_job_fills_its_own_leaves_before_opening_another_for_a_small_task
     result, _ = schedule(nodes, [busy, *pods], tree, [pg])
     assert len(result.bindings) == 3
     assert set(result.bindings.values()) == {"n0", "n1"}
+
+
+def test_among_job_domains_of_one_tier_the_one_needing_fewer_leaves_wins() -> None:
+    # No leaf holds the 4-pod gang. spine-0: two leaves of 2 empty nodes. spine-1: four leaves
+    # with one empty and one full node each: better packed, but the gang would span four leaves.
+    nodes = [gpu_node(f"n{i}") for i in range(12)]
+    busy = [pod(f"busy{i}", None, cpu=64, gpu=8, memory="256Gi", node_name=f"n{i}") for i in range(4, 12, 2)]
+    leaves = [hypernode(f"leaf{j}", 1, nodes=[f"n{2 * j}", f"n{2 * j + 1}"]) for j in range(6)]
+    tree = [
+        *leaves,
+        hypernode("spine-0", 2, children=["leaf0", "leaf1"]),
+        hypernode("spine-1", 2, children=["leaf2", "leaf3", "leaf4", "leaf5"]),
+    ]
+    pods = job_pods("j", 4, cpu=32, gpu=8, memory="128Gi", task="w")
+    pg = podgroup("j", 4, topology={"mode": "hard", "highestTierAllowed": 2})
+    result, _ = schedule(nodes, [*busy, *pods], tree, [pg])
+    assert result.jobs["default/j"].allocated_hypernode == "spine-0"
+    assert set(result.bindings.values()) == {"n0", "n1", "n2", "n3"}
