@@ -150,6 +150,19 @@ class JobInfo:
     problems: list[str] = field(default_factory=list)  # reasons the job cannot be considered
 
     @property
+    def enforced_min_task_member(self) -> dict[str, int]:
+        """minTaskMember as Volcano enforces it.
+
+        Volcano's CheckTaskValid/CheckTaskReady skip the per-task minimums when the job's
+        minMember is below their sum: the user asked for fewer pods than the tasks' minimums
+        add up to, so only the job total counts. This is what lets the user guide's §3.3.1 Job
+        (minAvailable 4, task minAvailable defaulted to replicas 8) start 4 pods.
+        """
+        if self.min_member < sum(self.min_task_member.values()):
+            return {}
+        return self.min_task_member
+
+    @property
     def tasks(self) -> list[TaskInfo]:
         """Every pod of the job, SubJob by SubJob."""
         return [t for sj in self.subjobs.values() for t in sj.tasks]

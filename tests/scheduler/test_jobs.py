@@ -5,7 +5,17 @@ from __future__ import annotations
 from hyperplace.api.constants import PARTITION_ID_KEY, TASK_SPEC_KEY
 from scheduler_plugin.job_info import fnv32a, safe_encode, subjob_suffix
 
-from .builders import job_pods, node, partition_policy, pod, podgroup, schedule
+from .builders import (
+    eight_nodes,
+    guide_tree,
+    job_pods,
+    node,
+    nodes_of,
+    partition_policy,
+    pod,
+    podgroup,
+    schedule,
+)
 
 
 def snapshot_job(pods: list, pg) -> object:  # type: ignore[no-untyped-def]
@@ -141,3 +151,23 @@ def test_a_pod_without_a_podgroup_is_scheduled_as_its_own_one_pod_gang() -> None
     assert result.bindings == {"default/solo": "n0"}
     assert "Insufficient cpu" in result.unschedulable["default/big"]
     assert result.jobs == {}  # Volcano's shadow PodGroups are not reported as jobs
+
+
+def test_task_minimums_above_the_job_minimum_are_not_enforced_as_in_volcano() -> None:
+    # User guide §3.3.1 after admission: minAvailable 4, task minAvailable defaulted to replicas 8.
+    # Volcano's CheckTaskValid/CheckTaskReady skip per-task minimums when minMember < their sum,
+    # so the 4 pods that fit one tier-1 HyperNode start.
+    pg = podgroup("j", 4, topology={"mode": "hard", "highestTierAllowed": 1}, min_task_member={"t0": 8})
+    result, _ = schedule(eight_nodes(), job_pods("j", 8, cpu=4), guide_tree(), [pg])
+    bound = nodes_of(result, "default/j-")
+    assert len(bound) == 4
+    assert set(bound.values()) in ({f"node{i}" for i in range(4)}, {f"node{i}" for i in range(4, 8)})
+
+
+def test_task_minimums_are_enforced_when_the_job_minimum_covers_them() -> None:
+    # minMember 3 = master 1 + workers 2: every task must reach its own minimum. The master asks
+    # for more cpu than any node has, so nothing of the gang starts even though 3 workers fit.
+    pg = podgroup("mw", 3, min_task_member={"master": 1, "worker": 2})
+    pods = [pod("mw-master-0", "mw", cpu=64, task="master", index=0), *job_pods("mw", 3, task="worker")]
+    result, _ = schedule(eight_nodes(), pods, [], [pg])
+    assert nodes_of(result, "default/mw-") == {}

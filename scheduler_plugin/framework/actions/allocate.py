@@ -101,7 +101,7 @@ def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
     ready_total = ssn.job_ready_count(job)
 
     # 2. Per-task-role minimums (minTaskMember).
-    for role, need in sorted(job.min_task_member.items()):
+    for role, need in sorted(job.enforced_min_task_member.items()):
         ready_role = ssn.role_ready_count(job, role)
         have = ready_role + chosen_roles.get(role, 0)
         role_cands = iter([t for t in cands if t.role == role])

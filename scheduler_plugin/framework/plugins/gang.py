@@ -26,7 +26,7 @@ class Gang:
         tasks = job.tasks
         if len(tasks) < job.min_member:
             return f"not enough valid tasks: {len(tasks)} pods, minMember {job.min_member}"
-        for role, need in sorted(job.min_task_member.items()):
+        for role, need in sorted(job.enforced_min_task_member.items()):
             have = sum(1 for t in tasks if t.role == role)
             if have < need:
                 return f"not enough pods of task {role!r}: {have}, minTaskMember {need}"
@@ -39,7 +39,7 @@ class Gang:
     def job_ready(self, job: JobInfo) -> bool:
         """minTaskMember, minSubGroups (ready SubJobs) and minMember are all met."""
         ssn = self.ssn
-        for role, need in job.min_task_member.items():
+        for role, need in job.enforced_min_task_member.items():
             if ssn.role_ready_count(job, role) < need:
                 return False
         for gid, need in job.min_subjobs.items():
