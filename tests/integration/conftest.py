@@ -90,6 +90,15 @@ class Cluster:
         return str(self.cp.logs())
 
 
+def _established(kubectl: Kubectl) -> bool:
+    crds = {c["metadata"]["name"]: c for c in kubectl.items("crd")}
+    for name in CRDS:
+        conditions = (crds.get(name) or {}).get("status", {}).get("conditions") or []
+        if not any(x["type"] == "Established" and x["status"] == "True" for x in conditions):
+            return False
+    return True
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     """etcd + kube-apiserver with manifests/crds (Established) and the default Queue."""
@@ -105,7 +114,9 @@ def cluster() -> Iterator[Cluster]:
     try:
         c = Cluster(cp)
         c.kubectl.run("apply", "-f", str(REPO / "manifests" / "crds"))
-        c.kubectl.run("wait", "--for=condition=Established", "--timeout=120s", *(f"crd/{n}" for n in CRDS))
+        # Poll rather than `kubectl wait --for=condition=Established`: kubectl 1.32 gives up at
+        # once ("accessor error: <nil>") when it reads a CRD before the apiserver set any condition.
+        wait_for(lambda: _established(c.kubectl), f"the CRDs {CRDS} to be Established", describe=cp.logs)
         # Established is set before discovery has caught up; kubectl would then not know the
         # kinds, so wait until `kubectl get` of every kind works.
         wait_for(
