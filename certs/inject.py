@@ -138,15 +138,11 @@ async def inject_with_kubeconfig(
 ) -> list[str]:
     """``inject_into_cluster`` with a client from the in-cluster service account, or
     from ``kubeconfig`` when given (or when not running in a cluster)."""
-    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio import client
 
-    if kubeconfig is None:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            await config.load_kube_config(context=context)
-    else:
-        await config.load_kube_config(config_file=kubeconfig, context=context)
+    from hyperplace.runtime.kube import load_client_config
+
+    await load_client_config(kubeconfig, context)
     async with client.ApiClient() as api_client:
         api = client.AdmissionregistrationV1Api(api_client)
         return await inject_into_cluster(api, names, ca_pem, wait_seconds=wait_seconds)

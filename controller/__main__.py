@@ -93,28 +93,13 @@ def health_app(manager: ControllerManager, elector: LeaderElector | None) -> web
     return app
 
 
-async def _api_client(kubeconfig: str | None) -> tuple[ApiClient, object]:
-    from kubernetes_asyncio import client, config
-    from kubernetes_asyncio.config.config_exception import ConfigException
-
-    from hyperplace.runtime.kube import KubeApiClient
-
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig)
-    else:
-        try:
-            config.load_incluster_config()
-        except ConfigException:
-            await config.load_kube_config()
-    raw = client.ApiClient()
-    return KubeApiClient(raw), raw
-
-
 async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
     """Run the controllers until SIGTERM/SIGINT (or cancellation)."""
     raw: object = None
     if api is None:
-        api, raw = await _api_client(args.kubeconfig)
+        from hyperplace.runtime.kube import connect
+
+        api, raw = await connect(args.kubeconfig)
     manager = ControllerManager(
         api,
         ManagerConfig(

@@ -151,23 +151,6 @@ def health_app(
     return app
 
 
-async def _api_client(kubeconfig: str | None) -> tuple[ApiClient, object]:
-    from kubernetes_asyncio import client, config
-    from kubernetes_asyncio.config.config_exception import ConfigException
-
-    from hyperplace.runtime.kube import KubeApiClient
-
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig)
-    else:
-        try:
-            config.load_incluster_config()
-        except ConfigException:
-            await config.load_kube_config()
-    raw = client.ApiClient()
-    return KubeApiClient(raw), raw
-
-
 async def _serve(app: web.Application, port: int) -> web.AppRunner:
     runner = web.AppRunner(app)
     await runner.setup()
@@ -181,7 +164,9 @@ async def run(
     """Run until SIGTERM/SIGINT, ``stop`` being set, or cancellation."""
     raw: object = None
     if api is None:
-        api, raw = await _api_client(args.kubeconfig)
+        from hyperplace.runtime.kube import connect
+
+        api, raw = await connect(args.kubeconfig)
     identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
     scheduler = Scheduler(
         api,

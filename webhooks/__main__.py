@@ -95,16 +95,13 @@ async def _inject_ca(args: argparse.Namespace) -> None:
 
 async def _hypernode_informer(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> Any:
     """A started HyperNode informer (hyperplace.runtime) on the cluster's API."""
-    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio import client
 
     from hyperplace.runtime.api import HYPERNODES
     from hyperplace.runtime.informer import Informer
-    from hyperplace.runtime.kube import KubeApiClient
+    from hyperplace.runtime.kube import KubeApiClient, load_client_config
 
-    if args.kubeconfig:
-        await config.load_kube_config(config_file=args.kubeconfig)
-    else:
-        config.load_incluster_config()
+    await load_client_config(args.kubeconfig)
     api_client = await stack.enter_async_context(client.ApiClient())
     return Informer(KubeApiClient(api_client), HYPERNODES)
 

@@ -30,6 +30,28 @@ from .api import ApiError, Obj, Resource, meta
 MERGE_PATCH = "application/merge-patch+json"
 
 
+async def load_client_config(kubeconfig: str | None = None, context: str | None = None) -> None:
+    """Configure kubernetes-asyncio: ``kubeconfig`` when given, else the in-cluster service
+    account, else the default kubeconfig (running outside a cluster)."""
+    from kubernetes_asyncio import config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    if kubeconfig:
+        await config.load_kube_config(config_file=kubeconfig, context=context)
+        return
+    try:
+        config.load_incluster_config()
+    except ConfigException:
+        await config.load_kube_config(context=context)
+
+
+async def connect(kubeconfig: str | None = None) -> tuple[KubeApiClient, kclient.ApiClient]:
+    """A KubeApiClient and the raw kubernetes-asyncio client behind it (close the latter)."""
+    await load_client_config(kubeconfig)
+    raw = kclient.ApiClient()
+    return KubeApiClient(raw), raw
+
+
 async def _raise_for_status(resp: Any) -> None:
     if resp.status < 400:
         return
