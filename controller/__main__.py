@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import socket
 from collections.abc import Sequence
 
@@ -22,6 +20,12 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from hyperplace.runtime.api import ApiClient
 from hyperplace.runtime.leader import LeaderElector
+from hyperplace.runtime.process import (
+    close_client,
+    exit_after_lost_leadership,
+    run_until_stopped,
+    stop_on_signals,
+)
 
 from .manager import ControllerManager, ManagerConfig
 
@@ -116,36 +120,15 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
         await web.TCPSite(runner, "0.0.0.0", args.health_port).start()
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-
-    work = asyncio.create_task(elector.run(manager.run) if elector else manager.run())
-    stopper = asyncio.create_task(stop.wait())
-    lost_leadership = False
     try:
-        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        # The work only ends by itself when leadership is lost (or on a crash).
-        lost_leadership = work.done() and not stop.is_set()
+        with stop_on_signals(stop):
+            lost = await run_until_stopped(elector.run(manager.run) if elector else manager.run(), stop, log)
     finally:
-        log.info("shutting down")
-        work.cancel()
-        stopper.cancel()
-        await asyncio.gather(work, stopper, return_exceptions=True)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
         if runner is not None:
             await runner.cleanup()
-        close = getattr(raw, "close", None)
-        if close is not None:
-            await close()
-    if lost_leadership:
-        # Like client-go's OnStoppedLeading default: exit so a fresh process (with empty
-        # caches and queues) campaigns again, instead of resuming with stale state.
-        log.error("stopped leading; exiting")
-        raise SystemExit(1)
+        await close_client(raw)
+    if lost:
+        exit_after_lost_leadership(log)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

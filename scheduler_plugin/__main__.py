@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import socket
 from collections.abc import Sequence
 
@@ -26,6 +24,12 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.runtime.api import ApiClient
 from hyperplace.runtime.leader import LeaderElector
+from hyperplace.runtime.process import (
+    close_client,
+    exit_after_lost_leadership,
+    run_until_stopped,
+    stop_on_signals,
+)
 
 from .runtime.config import ConfigSource
 from .runtime.scheduler import Scheduler, SchedulerOptions
@@ -193,41 +197,25 @@ async def run(
         runners.append(await _serve(health_app(scheduler, elector, probes=False), args.metrics_port))
 
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-
-    informers = await scheduler.start_informers()
-    # Cancelling the elector cancels schedule(): binds not sent are dropped, those in flight
-    # finish (bounded), and only then is the Lease released.
-    work = asyncio.create_task(elector.run(scheduler.schedule) if elector else scheduler.schedule())
-    stopper = asyncio.create_task(stop.wait())
-    lost_leadership = False
     try:
-        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        lost_leadership = work.done() and not stop.is_set()
+        with stop_on_signals(stop):
+            informers = await scheduler.start_informers()
+            try:
+                # Cancelling the elector cancels schedule(): binds not sent are dropped, those in
+                # flight finish (bounded), and only then is the Lease released.
+                lost = await run_until_stopped(
+                    elector.run(scheduler.schedule) if elector else scheduler.schedule(), stop, log
+                )
+            finally:
+                for t in informers:
+                    t.cancel()
+                await asyncio.gather(*informers, return_exceptions=True)
     finally:
-        log.info("shutting down")
-        work.cancel()
-        stopper.cancel()
-        await asyncio.gather(work, stopper, return_exceptions=True)
-        for t in informers:
-            t.cancel()
-        await asyncio.gather(*informers, return_exceptions=True)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
         for runner in runners:
             await runner.cleanup()
-        close = getattr(raw, "close", None)
-        if close is not None:
-            await close()
-    if lost_leadership:
-        # client-go's OnStoppedLeading: exit, so a fresh process with empty caches and no
-        # assumptions campaigns again instead of resuming with stale state.
-        log.error("stopped leading; exiting")
-        raise SystemExit(1)
+        await close_client(raw)
+    if lost:
+        exit_after_lost_leadership(log)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
