@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
-# Build kube-apiserver and etcd from their Go modules into a cache outside the repository.
+# Build the real control plane from Go modules into a cache outside the repository.
 #
-#   hack/kube-bin.sh            # prints the directory holding kube-apiserver and etcd
+#   hack/kube-bin.sh            # prints the directory holding the binaries below
 #
-# No registry ships a kube-apiserver binary and this project's machines have no Docker, so
-# integration tests against a real control plane build one (see shared/research/control-plane.md):
-# a wrapper module requires k8s.io/kubernetes and replaces every staging module with its published
-# v0.Y.Z twin; etcd is a second wrapper module (kept apart so MVS cannot move kube-apiserver's etcd
-# client). Builds only what is missing; binaries are never committed.
+# That directory holds kube-apiserver, kube-controller-manager (garbage collection, namespace
+# deletion), etcd, and crdcheck (hack/crdcheck/main.go: kube-apiserver's own CRD validation code).
+# No registry ships a kube-apiserver binary and this project's machines have no Docker, so they are
+# built (see shared/research/control-plane.md): a wrapper module requires k8s.io/kubernetes and
+# replaces every staging module with its published v0.Y.Z twin, with one main package per binary so
+# the three share one compilation; etcd is a second wrapper module (kept apart so MVS cannot move
+# kube-apiserver's etcd client). Builds only what is missing; binaries are never committed.
+# A cold build takes about 10-16 minutes on 2 cores (see README); cached afterwards.
 set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
 
 K8S_VERSION="${K8S_VERSION:-v1.34.10}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.14}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/hyperplace/kube-bin"
 OUT="$CACHE/$K8S_VERSION"
-# Go is needed only to build: a machine with both binaries cached works without it.
-if [ ! -x "$OUT/kube-apiserver" ] || [ ! -x "$OUT/etcd" ]; then
+CRDCHECK_SRC="$HERE/crdcheck/main.go"
+crdcheck_stamp="$(sha256sum "$CRDCHECK_SRC" | cut -d' ' -f1)"
+
+kube_missing() {
+  [ ! -x "$OUT/kube-apiserver" ] || [ ! -x "$OUT/kube-controller-manager" ] || [ ! -x "$OUT/crdcheck" ] ||
+    [ "$(cat "$OUT/crdcheck.stamp" 2>/dev/null)" != "$crdcheck_stamp" ]
+}
+# Go is needed only to build: a machine with every binary cached works without it.
+if kube_missing || [ ! -x "$OUT/etcd" ]; then
   command -v go >/dev/null 2>&1 || { echo "kube-bin: go not found on PATH" >&2; exit 1; }
 fi
 export GOTOOLCHAIN=local GOFLAGS="-mod=mod" CGO_ENABLED=0
@@ -25,9 +36,9 @@ minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
 patch="${K8S_VERSION##*.}"
 staging_version="v0.${minor}.${patch}"
 
-if [ ! -x "$OUT/kube-apiserver" ]; then
-  src="$CACHE/src-apiserver-$K8S_VERSION"
-  mkdir -p "$src"
+if kube_missing; then
+  src="$CACHE/src-kube-$K8S_VERSION"
+  mkdir -p "$src/kube-apiserver" "$src/kube-controller-manager" "$src/crdcheck"
   staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
     cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client
     csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator
@@ -35,7 +46,7 @@ if [ ! -x "$OUT/kube-apiserver" ]; then
     pod-security-admission sample-apiserver sample-cli-plugin sample-controller)
   if [ "$minor" -ge 36 ]; then staging+=(cri-streaming streaming); fi
   {
-    echo "module localbuild/kube-apiserver"
+    echo "module localbuild/kube"
     echo
     echo "go 1.24.0"
     echo
@@ -45,7 +56,7 @@ if [ ! -x "$OUT/kube-apiserver" ]; then
     for m in "${staging[@]}"; do echo "	k8s.io/$m => k8s.io/$m $staging_version"; done
     echo ")"
   } >"$src/go.mod"
-  cat >"$src/main.go" <<'GO'
+  cat >"$src/kube-apiserver/main.go" <<'GO'
 // Package main re-exports kube-apiserver's command so it builds from the module proxy.
 package main
 
@@ -60,6 +71,22 @@ func main() {
 	os.Exit(cli.Run(app.NewAPIServerCommand()))
 }
 GO
+  cat >"$src/kube-controller-manager/main.go" <<'GO'
+// Package main re-exports kube-controller-manager's command so it builds from the module proxy.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewControllerManagerCommand()))
+}
+GO
+  cp "$CRDCHECK_SRC" "$src/crdcheck/main.go"
   (
     cd "$src"
     go mod tidy >/dev/null
@@ -67,8 +94,13 @@ GO
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
       ld="$ld -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
     done
-    go build -p 2 -trimpath -tags=notest,grpcnotrace -ldflags "$ld" -o "$OUT/kube-apiserver.tmp" .
-    mv "$OUT/kube-apiserver.tmp" "$OUT/kube-apiserver"
+    rm -rf "$OUT/tmp" && mkdir -p "$OUT/tmp"
+    echo "kube-bin: building kube-apiserver, kube-controller-manager, crdcheck $K8S_VERSION (cold: 10-16 min on 2 cores)" >&2
+    go build -p 2 -trimpath -tags=notest,grpcnotrace -ldflags "$ld" -o "$OUT/tmp/" \
+      ./kube-apiserver ./kube-controller-manager ./crdcheck
+    mv "$OUT"/tmp/* "$OUT/"
+    rmdir "$OUT/tmp"
+    echo "$crdcheck_stamp" >"$OUT/crdcheck.stamp"
   )
 fi
 
@@ -99,6 +131,7 @@ GO
   (
     cd "$src"
     go mod tidy >/dev/null
+    echo "kube-bin: building etcd $ETCD_VERSION" >&2
     go build -p 2 -trimpath -ldflags "-s -w" -o "$OUT/etcd.tmp" .
     mv "$OUT/etcd.tmp" "$OUT/etcd"
   )

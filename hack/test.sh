@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# Install the suite with its test extras and run the whole test suite.
-# This is the README's test command; .ci/run runs exactly this.
+# Set up the project's virtual environment (.venv) with the test extras and run the whole test
+# suite in it. This is the README's test command; .ci/run runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install --disable-pip-version-check -q -e '.[test]'
+HYPERPLACE_EXTRAS=test . hack/venv.sh
+hp_activate
 # Headless Chromium for the HTML picture test (Debian packages); best effort, the
 # test skips with a reason when no browser can be had.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed; browser test will skip"
 fi
 # kube-apiserver + etcd for the real-apiserver tests (tests/integration, marker `apiserver`).
-# Built from Go modules the first time (~7 min on 2 cores), cached under ~/.cache afterwards. If
+# Built from Go modules the first time (10-16 min on 2 cores), cached under ~/.cache afterwards. If
 # the build cannot run (no Go, module proxy down) those tests skip with the reason; the rest of
 # the suite does not need them, so CI does not fail for it.
 kube_log="$(mktemp)"
-echo "hack/test.sh: kube-apiserver + etcd via hack/kube-bin.sh (cached, or a ~7 min build)" >&2
+echo "hack/test.sh: kube-apiserver, kube-controller-manager, etcd via hack/kube-bin.sh (cached, or a 10-16 min build)" >&2
 if kube_bin="$(bash hack/kube-bin.sh 2>"$kube_log")"; then
   export HYPERPLACE_KUBE_BIN="${kube_bin##*$'\n'}"
   unset HYPERPLACE_KUBE_BIN_ERROR
@@ -33,7 +34,7 @@ else
 fi
 rm -f "$kube_log"
 set +e
-python3 -m pytest "$@"
+python -m pytest "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

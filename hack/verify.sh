@@ -3,6 +3,9 @@
 # the models. Run from anywhere; exits non-zero on the first failing check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's own virtual environment, with the dev extras (ruff, mypy, stubs).
+HYPERPLACE_EXTRAS=dev . hack/venv.sh
+hp_activate
 
 step() { printf '\n==> %s\n' "$*"; }
 

@@ -8,9 +8,7 @@ skipped with the reason, never failed: the rest of the suite does not depend on 
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -20,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from ..kube_bin import kube_bin_dir
 from .kube import REPO, Kubectl, wait_for
 
 CRDS = [
@@ -42,35 +41,9 @@ def _load_control_plane() -> ModuleType:
     return module
 
 
-def _kube_bin() -> Path:
-    """The directory with etcd and kube-apiserver, or a pytest skip saying why there is none."""
-    reason = os.environ.get("HYPERPLACE_KUBE_BIN_ERROR")
-    if reason:
-        pytest.skip(f"real-apiserver tests skipped: hack/kube-bin.sh failed: {reason}")
-    env = os.environ.get("HYPERPLACE_KUBE_BIN")
-    if env:
-        return Path(env)
-    try:
-        out = subprocess.run(
-            ["bash", str(REPO / "hack" / "kube-bin.sh")], capture_output=True, text=True, timeout=3600
-        )
-    except subprocess.TimeoutExpired:
-        pytest.skip("real-apiserver tests skipped: hack/kube-bin.sh took over an hour")
-    if out.returncode != 0:
-        last = "\n".join(out.stderr.strip().splitlines()[-5:])
-        # hack/kube-bin.sh needs Go only to build; say which of the two stopped it.
-        why = (
-            "Go is not installed and the binaries are not cached"
-            if shutil.which("go") is None
-            else "the build failed"
-        )
-        pytest.skip(f"real-apiserver tests skipped: {why}; hack/kube-bin.sh exited {out.returncode}: {last}")
-    return Path(out.stdout.strip().splitlines()[-1])
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A larger per-test timeout here: pytest-timeout counts fixture setup, and the first test
-    may wait for a cold ``hack/kube-bin.sh`` build (~7 min on 2 cores) when pytest is run
+    may wait for a cold ``hack/kube-bin.sh`` build (10-16 min on 2 cores) when pytest is run
     directly rather than through hack/test.sh, which builds first."""
     here = Path(__file__).parent
     for item in items:
@@ -104,7 +77,7 @@ def cluster() -> Iterator[Cluster]:
     """etcd + kube-apiserver with manifests/crds (Established) and the default Queue."""
     if shutil.which("kubectl") is None:
         pytest.skip("real-apiserver tests skipped: kubectl is not on PATH")
-    bin_dir = _kube_bin()
+    bin_dir = kube_bin_dir()
     module = _load_control_plane()
     try:
         cm = module.control_plane(bin_dir)

@@ -663,17 +663,14 @@ def test_generator_maps_shapes_the_current_models_do_not_use_yet() -> None:
 
 
 def test_kube_apiserver_code_agrees(tmp_path: Any) -> None:
-    """The same CRDs and examples through k8s.io/apiextensions-apiserver itself (hack/crdcheck.sh
-    builds it; this uses the cached binary): the CRDs are admitted, and every example gets the
+    """The same CRDs and examples through k8s.io/apiextensions-apiserver itself (hack/kube-bin.sh
+    builds the checker next to kube-apiserver): the CRDs are admitted, and every example gets the
     verdict and pruning the emulation above gives it."""
-    import os
     import subprocess
-    from pathlib import Path
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    binary = cache / "hyperplace" / "crdcheck" / "crdcheck"
-    if not binary.is_file():
-        pytest.skip("run hack/crdcheck.sh once (needs Go and the module proxy) to build the checker")
+    from ..kube_bin import kube_bin_dir
+
+    binary = kube_bin_dir() / "crdcheck"
     cases: list[tuple[dict[str, Any], str, list[str]]] = [(_obj(src), "VALID", []) for _, src in VALID]
     cases.append((_obj(JOB_002_2_4), "VALID", ["spec.tasks[0].replica"]))
     cases += [(copy.deepcopy(obj), "INVALID", []) for _, obj, _ in INVALID]
