@@ -31,6 +31,15 @@ if kube_missing || [ ! -x "$OUT/etcd" ]; then
 fi
 export GOTOOLCHAIN=local GOFLAGS="-mod=mod" CGO_ENABLED=0
 mkdir -p "$OUT"
+# One build at a time per cache: a second caller (another checkout, a test) waits for the first
+# and then finds the binaries cached, instead of racing it over the same files.
+if kube_missing || [ ! -x "$OUT/etcd" ]; then
+  exec 9>"$CACHE/.lock"
+  if ! flock -n 9; then
+    echo "kube-bin: another build is running in $CACHE; waiting for it" >&2
+    flock 9
+  fi
+fi
 
 minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
 patch="${K8S_VERSION##*.}"
@@ -94,12 +103,12 @@ GO
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
       ld="$ld -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
     done
-    rm -rf "$OUT/tmp" && mkdir -p "$OUT/tmp"
+    tmp="$(mktemp -d "$OUT/.build.XXXXXX")"
     echo "kube-bin: building kube-apiserver, kube-controller-manager, crdcheck $K8S_VERSION (cold: 10-16 min on 2 cores)" >&2
-    go build -p 2 -trimpath -tags=notest,grpcnotrace -ldflags "$ld" -o "$OUT/tmp/" \
+    go build -p 2 -trimpath -tags=notest,grpcnotrace -ldflags "$ld" -o "$tmp/" \
       ./kube-apiserver ./kube-controller-manager ./crdcheck
-    mv "$OUT"/tmp/* "$OUT/"
-    rmdir "$OUT/tmp"
+    mv "$tmp"/* "$OUT/"
+    rmdir "$tmp"
     echo "$crdcheck_stamp" >"$OUT/crdcheck.stamp"
   )
 fi
@@ -132,8 +141,10 @@ GO
     cd "$src"
     go mod tidy >/dev/null
     echo "kube-bin: building etcd $ETCD_VERSION" >&2
-    go build -p 2 -trimpath -ldflags "-s -w" -o "$OUT/etcd.tmp" .
-    mv "$OUT/etcd.tmp" "$OUT/etcd"
+    tmp="$(mktemp "$OUT/.etcd.XXXXXX")"
+    go build -p 2 -trimpath -ldflags "-s -w" -o "$tmp" .
+    chmod 755 "$tmp"
+    mv "$tmp" "$OUT/etcd"
   )
 fi
 
