@@ -71,17 +71,59 @@ class PodGroup(TypedObject):
     status: PodGroupStatus | None = None
 
 
+class QueueCluster(KubeModel):
+    """A cluster a queue may extend to (multi-cluster; kept so no field is pruned)."""
+
+    name: str | None = None
+    weight: int | None = None
+    capacity: dict[str, Quantity] | None = None
+
+
+class NodeGroupAffinity(KubeModel):
+    required_during_scheduling_ignored_during_execution: list[str] | None = None
+    preferred_during_scheduling_ignored_during_execution: list[str] | None = None
+
+
+class QueueAffinity(KubeModel):
+    """Node groups a queue's jobs must, or prefer to, run in (Volcano's nodegroup plugin)."""
+
+    node_group_affinity: NodeGroupAffinity | None = None
+    node_group_anti_affinity: NodeGroupAffinity | None = None
+
+
 class QueueSpec(KubeModel):
+    """Volcano's Queue spec: fair-share weight, limits (capability), guaranteed and deserved
+    resources, priority among queues, and the parent of a hierarchical queue."""
+
     weight: int | None = Field(default=None, ge=0)
     capability: dict[str, Quantity] | None = None
-    guarantee: dict[str, dict[str, Quantity]] | None = None
-    deserved: dict[str, Quantity] | None = None
     reclaimable: bool | None = None
+    extend_clusters: list[QueueCluster] | None = None
+    guarantee: dict[str, dict[str, Quantity]] | None = None
+    affinity: QueueAffinity | None = None
+    type: str | None = None
     parent: str | None = None
+    deserved: dict[str, Quantity] | None = None
+    priority: int | None = None
+    dequeue_strategy: Literal["fifo", "traverse"] | None = None
+
+
+class QueueReservation(KubeModel):
+    nodes: list[str] | None = None
+    resource: dict[str, Quantity] | None = None
 
 
 class QueueStatus(KubeModel):
+    """Volcano's Queue status: state, PodGroup counts per phase, and what the queue holds."""
+
     state: Literal["Open", "Closed", "Closing", "Unknown"] | None = None
+    unknown: int | None = None
+    pending: int | None = None
+    running: int | None = None
+    inqueue: int | None = None
+    completed: int | None = None
+    reservation: QueueReservation | None = None
+    allocated: dict[str, Quantity] | None = None
 
 
 class Queue(TypedObject):

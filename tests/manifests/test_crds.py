@@ -134,6 +134,9 @@ def test_quantities_are_int_or_string() -> None:
         ("Queue", ".spec.capability.*"),
         ("Queue", ".spec.deserved.*"),
         ("Queue", ".spec.guarantee.*.*"),
+        ("Queue", ".spec.extendClusters[].capacity.*"),
+        ("Queue", ".status.allocated.*"),
+        ("Queue", ".status.reservation.resource.*"),
     }
     node = openapi("PodGroup")["properties"]["spec"]["properties"]["minResources"]["additionalProperties"]
     assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}]
