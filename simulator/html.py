@@ -369,13 +369,16 @@ def _where(v: JobView, topo: Topology) -> str:
     """Where a job runs: its allocated HyperNode, else the lowest one holding its running pods."""
     if v.allocated:
         return hn_label(topo, v.allocated)
-    free_form = "" if v.topology_spec else "no topology constraint"
+    free_form = "" if v.topology_spec else ", no topology constraint"
     leaves = {p.leaf for p in v.pods if p.node}
     if leaves and None not in leaves:
         common = _lowest_common(topo, {leaf for leaf in leaves if leaf})
         if common:
-            return f"pods within {hn_label(topo, common)}" + (f", {free_form}" if free_form else "")
-    return free_form or "no HyperNode yet"
+            return f"pods within {hn_label(topo, common)}{free_form}"
+    if leaves:
+        nodes = len({p.node for p in v.pods if p.node})
+        return f"pods on {nodes} node{'s' if nodes != 1 else ''}, in no single HyperNode{free_form}"
+    return free_form[2:] or "no HyperNode yet"
 
 
 def render_html(result: SimResult, views: list[JobView], topo: Topology) -> str:
@@ -459,7 +462,7 @@ def render_html(result: SimResult, views: list[JobView], topo: Topology) -> str:
         '<div class="legend-key"><span><span class="swatch free"></span> free</span>'
         f'<span><span class="swatch half"></span> fill: share of the node\'s {escape(unit)} in use</span>'
         "<span>hover a job to highlight its nodes, click to keep it highlighted</span>"
-        + ("<span>idle HyperNodes start collapsed</span>" if page.collapse else "")
+        + ("<span>idle HyperNodes start collapsed</span>" if page.collapse and topo.hypernodes else "")
         + "</div>"
     )
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from simulator.cli import final_topology
+from simulator.engine import SimResult
 from simulator.html import IDLE_RUN_MIN, render_html
 from simulator.views import job_views
 
@@ -196,6 +197,17 @@ async def test_10240_nodes_in_chromium(tmp_path: Path):
         text = await tab.js("document.getElementById('tiers').innerText")
         assert "free gpu" in text and f"{10240 * 8 - 3 * 256 - 128 - 3 - 128} of {10240 * 8}" in text
 
+        # The best domain of a tier is a link to it.
+        await tab.js("document.querySelector('#tiers tr[data-tier=\"1\"] .goto').click()")
+        status = await tab.js("document.getElementById('search-status').textContent")
+        # (the exact name first; leaf30..leaf39 and leaf300.. follow on Enter)
+        assert status.startswith(
+            "HyperNode leaf3 in " + " › ".join(cluster.path("leaf3")[1:]) + " (1 of 31 matches"
+        )
+        # Escape in the search box puts the page back as it opened.
+        await tab.js("document.getElementById('search').focus()")
+        await tab.press("Escape")
+
         # Only what is in use is laid out: the leaves with pods, 32 nodes each; all the
         # other cells exist, folded away.
         leaves_in_use = {
@@ -257,3 +269,41 @@ async def test_10240_nodes_in_chromium(tmp_path: Path):
         assert await tab.js("[...document.querySelectorAll('.found')].map(e => e.dataset.node)") == [
             "gpu-l300-n3"
         ]
+
+
+def test_cluster_without_hypernodes_and_empty_input():
+    # Nodes in no HyperNode: one box of all of them, open since pods run there; the
+    # summary has only the nodes row; jobs say where their pods are.
+    result = scale_result(512)
+    result.objects = {k: o for k, o in result.objects.items() if k[0] != "HyperNode"}
+    cluster = Cluster.of(result.objects)
+    topo = final_topology(result)
+    page = render_html(result, job_views(result, topo), topo)
+    doc = Boxes()
+    doc.feed(page)
+    assert [(b["hn"], b["open"]) for b in doc.boxes] == [(None, True)]
+    assert len(doc.cells) == 512
+    assert doc.tiers == {"nodes": (512, 512 - len(cluster.gpus_used))}
+    assert "training/whole-0 — Running, 32/32 running, pods on 32 nodes, in no single HyperNode" in page
+
+    # Nothing at all: still a page, with zero counts.
+    empty = SimResult(
+        objects={},
+        bindings={},
+        bound_in_cycle={},
+        evictions=[],
+        rejected=[],
+        warnings=[],
+        created=[],
+        updated=[],
+        outcomes={},
+        unschedulable={},
+        cycles=0,
+        scheduler_ran=False,
+    )
+    topo = final_topology(empty)
+    page = render_html(empty, job_views(empty, topo), topo)
+    doc = Boxes()
+    doc.feed(page)
+    assert doc.tiers == {"nodes": (0, 0)} and not doc.cells
+    assert "0 jobs · 0/0 pods running · 0 nodes (0 running pods) · 0 HyperNodes · 0 cycles" in page
