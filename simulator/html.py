@@ -169,12 +169,14 @@ def _node_cell(page: _Page, node: str) -> str:
             )
         title += "\n" + "\n".join(
             f"{names[c]}: {n} pod{'s' if n != 1 else ''}"
-            for c, n in sorted(pods_of.items(), key=lambda kv: kv[0])
+            for c, n in sorted(pods_of.items(), key=lambda kv: natural_key(names[kv[0]]))
         )
     label = ""
     if page.named:
         use = (
-            f"{format_milli(key, used)}/{format_milli(key, alloc)} {short_name(key)}" if key and alloc else ""
+            f"{format_milli(key, used)}/{format_milli(key, alloc)} {short_name(key)} used"
+            if key and alloc
+            else ""
         )
         label = f'{escape(node)}<span class="use">{escape(use)}</span>'
     style_attr = f' style="{escape(style)}"' if style else ""
@@ -435,7 +437,7 @@ def render_html(result: SimResult, views: list[JobView], topo: Topology) -> str:
         + "</datalist>",
         "<h1>hyperplace simulation</h1>",
         f'<div class="summary">{len(views)} jobs · {running}/{total} pods running · '
-        f"{len(topo.node_names)} nodes ({in_use} running pods) · {len(topo.hypernodes)} HyperNodes · "
+        f"{len(topo.node_names)} nodes ({in_use} with pods) · {len(topo.hypernodes)} HyperNodes · "
         f"{result.cycles} cycle{'s' if result.cycles != 1 else ''}"
         f"{'' if topo.ready else ' · <b class=problem>HyperNode tree not ready</b>'}</div>",
     ]

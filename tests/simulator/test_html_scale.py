@@ -306,4 +306,4 @@ def test_cluster_without_hypernodes_and_empty_input():
     doc = Boxes()
     doc.feed(page)
     assert doc.tiers == {"nodes": (0, 0)} and not doc.cells
-    assert "0 jobs · 0/0 pods running · 0 nodes (0 running pods) · 0 HyperNodes · 0 cycles" in page
+    assert "0 jobs · 0/0 pods running · 0 nodes (0 with pods) · 0 HyperNodes · 0 cycles" in page
