@@ -321,6 +321,9 @@ def tree(
     nodes = [o.obj for o in inputs.of_kind("Node")]
     discovered, notes = discover_for_display(inputs, nodes, hns, seed)
     topo = build_topology(discovered, nodes, [o.obj for o in inputs.of_kind("Pod")])
+    from .views import job_names
+
+    names = job_names(o.obj for o in inputs.of_kind("PodGroup"))
     if output is TreeFormat.json:
         doc = topology_dict(topo)
         doc["invalid"] = invalid
@@ -331,7 +334,7 @@ def tree(
     with _stdout() as console:
         for note in notes:
             console.print(Text(note, style="dim"), soft_wrap=True)
-        console.print(topology_tree(topo))
+        console.print(topology_tree(topo, names=names))
         for line in invalid:
             console.print(Text(f"✗ {line}", style="red"), soft_wrap=True)
 
