@@ -33,7 +33,6 @@ from .framework.actions import ACTIONS
 from .framework.session import Session
 from .snapshot import ClusterSnapshot
 
-
 # PodGroup condition of a job whose gang minimum is placed while some of its pods still wait.
 PODS_PENDING = "PodsPending"
 

@@ -86,8 +86,8 @@ from .config import ConfigHolder, ConfigSource
 from .events import EventRecorder, own_pod_reference, rfc3339
 from .status import (
     SCHEDULING_GATED,
-    GangFormation,
     UNSCHEDULABLE,
+    GangFormation,
     allocated_hypernode_patch,
     pod_unschedulable_patch,
     podgroup_status_patch,
