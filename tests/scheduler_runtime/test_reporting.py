@@ -11,7 +11,7 @@ import pytest
 from hyperplace.runtime.api import EVENTS, PODGROUPS, PODS
 from scheduler_plugin.conf import DEFAULT_CONFIG_TEXT
 from scheduler_plugin.explain import Explanation
-from scheduler_plugin.runtime.config import ConfigSource
+from scheduler_plugin.runtime.config import ConfigHolder, ConfigSource
 from scheduler_plugin.runtime.status import GangFormation, podgroup_status_patch
 from scheduler_plugin.session import JobOutcome
 from tests.fakeapi import merge_patch
@@ -167,3 +167,19 @@ async def test_a_refused_configuration_file_keeps_the_last_good_one_and_says_so(
     assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "Pod"
     assert event["metadata"]["namespace"] == "hyperplace-system"
     assert "unknown action 'backfil'" in event["message"]
+
+
+def test_a_configuration_file_caught_half_written_is_never_used(tmp_path: Path) -> None:
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text(DEFAULT_CONFIG_TEXT)
+    holder = ConfigHolder(ConfigSource.parse(str(conf)))
+    assert holder.poll_file() is True  # start-up: taken at once
+    # An editor rewriting the file in place, caught after its first line: that parses (an
+    # enqueue-only scheduler), but the next read sees the rest, so it is never taken.
+    conf.write_text('actions: "enqueue"\n')
+    assert holder.poll_file() is False
+    conf.write_text(DEFAULT_CONFIG_TEXT.replace("binpack", "gang\n  - name: binpack"))
+    assert holder.poll_file() is False  # changed again since the last read: wait
+    assert holder.config.actions == ["enqueue", "allocate", "backfill"] and holder.generation == 1
+    assert holder.poll_file() is True  # two reads agree
+    assert holder.generation == 2 and holder.config.actions == ["enqueue", "allocate", "backfill"]
