@@ -15,18 +15,20 @@ The file format is Volcano's ``conf.SchedulerConfiguration``::
 :func:`load_scheduler_config` accepts that text or a ConfigMap whose ``data`` holds it
 under ``volcano-scheduler.conf`` (Helm chart) or ``scheduler.conf``.
 
+What Volcano refuses (``UnmarshalSchedulerConf``; the scheduler then keeps its previous
+configuration) raises :class:`ConfigError` here too: YAML that does not decode into the
+configuration's types (``tiers`` not a list, a switch that is not a bool, ...), an unknown or
+empty action name (``actions: ""``, ``"allocate,"``), and hierarchical drf with proportion
+in one tier. Volcano logs and skips a plugin whose name it does not know; we list it in
+``unknown_plugins`` and ``warnings`` (the session notes). Plugins Volcano has but hyperplace
+does not implement are unknown too.
+
 Differences from Volcano, on purpose:
 
-* Volcano rejects the whole file when an action is unknown and keeps its previous
-  configuration; we keep the known actions and list the rest in ``unknown_actions`` (and
-  ``warnings``) so the caller can refuse or report.
-* Volcano logs and skips a plugin whose name it does not know; we list it in
-  ``unknown_plugins``. Plugins Volcano has but hyperplace does not implement are unknown too.
 * Volcano silently ignores misspelt keys (yaml.v2 is not strict); we still ignore them but
   add a warning naming the line.
-* Type errors yaml.v2 would reject (``actions`` not a string, a switch that is not a bool)
-  and YAML syntax errors raise :class:`ConfigError` naming the field and line. So do an
-  empty file (Volcano would run no action) and a plugin without a name (Volcano skips it).
+* Every :class:`ConfigError` names the source, the field and the line.
+* A plugin without a name raises :class:`ConfigError` (Volcano skips it).
 * PyYAML parses the text; where it differs from yaml.v2 (plain ``y``/``n`` booleans,
   ``1e3`` floats) plugin arguments and switches are read the yaml.v2 way.
 
@@ -230,7 +232,7 @@ class SchedulerConfig:
     tiers: list[list[PluginOption]]
     scheduler_names: tuple[str, ...] = ("volcano",)
     unknown_plugins: list[str] = field(default_factory=list)
-    unknown_actions: list[str] = field(default_factory=list)
+    unknown_actions: list[str] = field(default_factory=list)  # always empty: unknown actions raise
     configurations: dict[str, dict[str, Any]] = field(default_factory=dict)  # action -> arguments
     warnings: list[str] = field(default_factory=list)
 
@@ -384,21 +386,21 @@ def _parse_conf(doc: Any, lines: _Lines) -> SchedulerConfig:
             f"{lines.where(('actions',))}: must be a comma-separated string such as "
             f'"enqueue, allocate, backfill", got {type(actions_raw).__name__}'
         )
+    # UnmarshalSchedulerConf: every comma-separated part must name an action, or the whole
+    # file is refused ("failed to find Action <part>"). An empty string splits into one
+    # empty part, so a file without actions (or with a stray comma) is refused too.
     actions: list[str] = []
-    unknown_actions: list[str] = []
-    for part in actions_raw.split(",") if actions_raw else []:
+    for part in actions_raw.split(","):
         name = part.strip()
         if name in KNOWN_ACTIONS:
             actions.append(name)
-        else:
-            unknown_actions.append(name)
-            warnings.append(
-                f"{lines.where(('actions',))}: unknown action {name!r}; Volcano rejects the whole "
-                f"configuration for this (failed to find Action {part})"
-            )
-
-    if not actions:
-        warnings.append(f"{lines.where(('actions',))}: no actions configured; the scheduler will do nothing")
+            continue
+        known = ", ".join(sorted(KNOWN_ACTIONS))
+        what = f"unknown action {name!r}" if name else "an empty action name (no actions, or a stray comma)"
+        raise ConfigError(
+            f"{lines.where(('actions',))}: {what}; Volcano refuses the configuration "
+            f"(failed to find Action {part}); known actions: {known}"
+        )
 
     tiers_raw = doc.get("tiers") or []
     if not isinstance(tiers_raw, list):
@@ -450,7 +452,6 @@ def _parse_conf(doc: Any, lines: _Lines) -> SchedulerConfig:
         actions=actions,
         tiers=tiers,
         unknown_plugins=unknown_plugins,
-        unknown_actions=unknown_actions,
         configurations=configurations,
         warnings=warnings,
     )

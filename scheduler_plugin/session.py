@@ -23,6 +23,7 @@ iteration order; ``seed`` seeds the session RNG, which no built-in plugin curren
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,18 @@ from .explain import Explanation
 from .framework.actions import ACTIONS
 from .framework.session import Session
 from .snapshot import ClusterSnapshot
+
+# PodGroup condition of a job whose gang minimum is placed while some of its pods still wait.
+PODS_PENDING = "PodsPending"
+
+
+def reason_parts(reasons: Iterable[str]) -> list[str]:
+    """The distinct parts of pod reasons (each is an explanation ``"; "``-joined), in order:
+    what the simulator's table lists under "why N pods wait"."""
+    out: list[str] = []
+    for reason in sorted(set(reasons)):
+        out.extend(part for part in reason.split("; ") if part and part not in out)
+    return out
 
 
 @dataclass
@@ -93,6 +106,15 @@ def _close(ssn: Session) -> SessionResult:
             sh = ssn.subjob_hn.get(sid, -1)
             if sh >= 0 and sid != key:
                 outcome.subgroups[sid] = tree.names[sh]
+        waiting: dict[str, str] = {}
+        for t in job.tasks:
+            if t.running or t.key in ssn.bindings:
+                continue
+            reason = ssn.task_reasons.get(t.key)
+            if reason is None:
+                reason = expl.message() if expl is not None else "not placed this cycle"
+            waiting[t.key] = reason
+        out.unschedulable.update(waiting)
         if ready:
             outcome.conditions.append(
                 {
@@ -102,19 +124,24 @@ def _close(ssn: Session) -> SessionResult:
                     "message": "gang minimum is placed",
                 }
             )
+            if waiting:
+                # Volcano says nothing about the pods beyond the gang minimum; a user asking
+                # "why are 4 of my 8 pods Pending" finds the answer on the PodGroup.
+                outcome.conditions.append(
+                    {
+                        "type": PODS_PENDING,
+                        "status": "True",
+                        "reason": expl.reason if expl is not None else "NotEnoughResources",
+                        "message": f"{len(waiting)} of {len(job.tasks)} pods wait: "
+                        + "; ".join(reason_parts(waiting.values())),
+                    }
+                )
         elif expl is not None:
             outcome.conditions.append(
                 {"type": "Unschedulable", "status": "True", "reason": expl.reason, "message": expl.message()}
             )
         if key not in standalone:
             out.jobs[key] = outcome
-        for t in job.tasks:
-            if t.running or t.key in ssn.bindings:
-                continue
-            reason = ssn.task_reasons.get(t.key)
-            if reason is None:
-                reason = expl.message() if expl is not None else "not placed this cycle"
-            out.unschedulable[t.key] = reason
     for key, reason in sorted(snap.orphan_pods.items()):
         out.unschedulable[key] = reason
     return out

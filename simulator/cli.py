@@ -29,7 +29,6 @@ from rich.text import Text
 
 from .engine import SimResult, SimulationError
 from .engine import simulate as run_simulation
-from .engine import validate as run_validate
 from .loader import InputError, Inputs, load_paths
 from .output import result_dict, to_json, to_yaml
 from .topology import Topology, build_topology
@@ -278,20 +277,27 @@ def validate(
         typer.Option("--old", help="The previous objects: those given there are admitted as UPDATE."),
     ] = None,
 ) -> None:
-    """Admission only (mutating defaults, schema and CEL rules, validating webhooks)."""
-    inputs = load_inputs(files)
+    """What kubectl apply of the files would be told: unknown kinds and fields, CRD schema
+    errors in the apiserver's words, the webhooks' refusals. One FILE:LINE: line per problem,
+    then a summary; warnings go to stderr."""
+    from .validation import load_old, validate_files
+
     old_inputs = None
     if old:
         try:
-            old_inputs = load_paths(old, default_queue=False)
+            old_inputs = load_old(old)
         except InputError as exc:
             _fail(str(exc))
-    rejected, warnings = run_validate(inputs, old_inputs)
-    for w in warnings:
-        sys.stdout.write(f"Warning: {w}\n")
-    for r in rejected:
-        sys.stdout.write(r.line() + "\n")
-    raise typer.Exit(1 if rejected else 0)
+    report = validate_files(files, old_inputs)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for p in report.unreadable:
+        err.print(Text(str(p), style="red"))
+    for p in report.warnings:
+        err.print(Text(f"Warning: {p}", style="yellow"))
+    for p in report.refusals:
+        sys.stdout.write(f"{p}\n")
+    sys.stdout.write(report.summary() + "\n")
+    raise typer.Exit(report.exit_code)
 
 
 @app.command()
@@ -321,6 +327,9 @@ def tree(
     nodes = [o.obj for o in inputs.of_kind("Node")]
     discovered, notes = discover_for_display(inputs, nodes, hns, seed)
     topo = build_topology(discovered, nodes, [o.obj for o in inputs.of_kind("Pod")])
+    from .views import job_names
+
+    names = job_names(o.obj for o in inputs.of_kind("PodGroup"))
     if output is TreeFormat.json:
         doc = topology_dict(topo)
         doc["invalid"] = invalid
@@ -331,7 +340,7 @@ def tree(
     with _stdout() as console:
         for note in notes:
             console.print(Text(note, style="dim"), soft_wrap=True)
-        console.print(topology_tree(topo))
+        console.print(topology_tree(topo, names=names))
         for line in invalid:
             console.print(Text(f"✗ {line}", style="red"), soft_wrap=True)
 

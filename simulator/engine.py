@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
@@ -699,37 +699,6 @@ def simulate(
     return sim.run(cycles)
 
 
-def validate(
-    inputs: Inputs, old: Inputs | None = None, on_object: Callable[[InputObject], None] | None = None
-) -> tuple[list[Rejection], list[str]]:
-    """Admission only: CREATE for every object, UPDATE for those ``old`` also defines.
-
-    Objects are admitted in input order with the HyperNodes and Jobs admitted so far
-    (plus every object of ``old``) in the webhooks' caches.
-    """
-    sim = Simulation(inputs)
-    olds: dict[Key, dict[str, Any]] = {}
-    if old is not None:
-        for io in old.objects:
-            olds[key_of(io.obj)] = io.obj
-            sim.objects[key_of(io.obj)] = copy.deepcopy(io.obj)
-    for io in inputs.objects:
-        if io.source.line == 0 and io.source.file == "<built-in>":
-            continue
-        if on_object is not None:
-            on_object(io)
-        k = key_of(io.obj)
-        prev = olds.get(k)
-        if prev is not None:
-            # An UPDATE keeps the identity the API server gave the object on create.
-            io.obj["metadata"]["uid"] = prev["metadata"].get("uid", io.obj["metadata"]["uid"])
-        ctx = sim._admission_context()
-        admitted = sim._admit(io.obj, str(io.source), ctx, "UPDATE" if prev is not None else "CREATE", prev)
-        if admitted is not None:
-            sim.objects[k] = admitted
-    return sim.rejected, sim.warnings
-
-
 __all__ = [
     "DEFAULT_MAX_CYCLES",
     "Rejection",
@@ -738,5 +707,4 @@ __all__ = [
     "SimulationError",
     "deterministic_uid",
     "simulate",
-    "validate",
 ]

@@ -12,10 +12,12 @@ from typing import Any
 
 import yaml
 
+from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
+
 from .engine import SimResult, key_of
 from .topology import natural_key
 
-RESULT_KEYS = ("bindings", "pods", "evictions", "podgroups", "rejected", "created", "updated")
+RESULT_KEYS = ("bindings", "pods", "evictions", "podgroups", "rejected", "created", "updated", "notes")
 
 
 def _sorted_map(d: dict[str, Any]) -> dict[str, Any]:
@@ -27,8 +29,9 @@ def _obj_key(obj: dict[str, Any]) -> str:
     return f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
 
 
-def podgroup_entry(result: SimResult, pg: dict[str, Any]) -> dict[str, Any]:
-    """``{phase, allocatedHyperNode, subGroups, conditions}`` of one PodGroup."""
+def podgroup_entry(result: SimResult, pg: dict[str, Any], reasons: list[str] | None = None) -> dict[str, Any]:
+    """``{phase, allocatedHyperNode, subGroups, conditions, reasons}`` of one PodGroup;
+    ``reasons`` are the lines the table prints under "why N pods wait"."""
     key = _obj_key(pg)
     outcome = result.outcomes.get(key)
     status = pg.get("status") or {}
@@ -40,16 +43,44 @@ def podgroup_entry(result: SimResult, pg: dict[str, Any]) -> dict[str, Any]:
         "allocatedHyperNode": allocated or None,
         "subGroups": _sorted_map({str(k): v for k, v in subgroups.items()}),
         "conditions": list(status.get("conditions") or []),
+        "reasons": list(reasons or []),
     }
+
+
+def pending_reason(result: SimResult, pod: dict[str, Any]) -> str:
+    """Why a pending pod waits: the scheduler's reason, or why the scheduler never looked."""
+    key = _obj_key(pod)
+    reason = result.unschedulable.get(key)
+    if reason:
+        return reason
+    owners = tuple(getattr(result.snapshot, "scheduler_names", None) or (DEFAULT_SCHEDULER_NAME,))
+    name = (pod.get("spec") or {}).get("schedulerName", DEFAULT_SCHEDULER_NAME)
+    if name not in owners:
+        return f"schedulerName {name!r} is not {' or '.join(map(repr, owners))}: left to that scheduler"
+    if not result.scheduler_ran:
+        return "the scheduler did not run"
+    return "not placed this cycle"
 
 
 def result_dict(result: SimResult) -> dict[str, Any]:
     """The JSON/YAML document of a simulation, keys in contract order."""
+    from .render import waiting_lines
+    from .views import job_views
+
     pods: dict[str, Any] = {}
     for p in result.of_kind("Pod"):
+        key = _obj_key(p)
         node = (p.get("spec") or {}).get("nodeName") or None
-        pods[_obj_key(p)] = {"phase": (p.get("status") or {}).get("phase") or "Pending", "node": node}
-    podgroups = {_obj_key(pg): podgroup_entry(result, pg) for pg in result.of_kind("PodGroup")}
+        phase = (p.get("status") or {}).get("phase") or "Pending"
+        entry: dict[str, Any] = {"phase": phase, "node": node}
+        if node is None and phase == "Pending":
+            entry["reason"] = pending_reason(result, p)
+        pods[key] = entry
+    reasons = {v.podgroup: waiting_lines(v) for v in job_views(result) if v.waiting}
+    podgroups = {
+        _obj_key(pg): podgroup_entry(result, pg, reasons.get(_obj_key(pg)))
+        for pg in result.of_kind("PodGroup")
+    }
     evictions = list(dict.fromkeys(result.evictions))
     out = {
         "bindings": _sorted_map(dict(result.bindings)),
@@ -59,6 +90,7 @@ def result_dict(result: SimResult) -> dict[str, Any]:
         "rejected": [r.to_dict() for r in result.rejected],
         "created": [result.objects[k] for k in result.created],
         "updated": [result.objects[k] for k in result.updated],
+        "notes": list(result.notes),
     }
     assert tuple(out) == RESULT_KEYS
     return out

@@ -224,11 +224,11 @@ def waiting_lines(job: JobView) -> list[str]:
     lines = explanation_lines(getattr(job.outcome, "explanation", None)) if job.outcome is not None else []
     if lines:
         return lines
-    # A pod's reason is the scheduler's explanation in one line ("; "-joined): show its parts.
-    out: list[str] = []
-    for reason in sorted({p.reason for p in job.pods if p.node is None and p.reason}):
-        out.extend(part for part in reason.split("; ") if part not in out)
-    return out
+    # A pod's reason is the scheduler's explanation in one line ("; "-joined): show its parts,
+    # as the scheduler's PodsPending condition does.
+    from scheduler_plugin.session import reason_parts
+
+    return reason_parts(p.reason for p in job.pods if p.node is None and p.reason)
 
 
 # --- topology tree ------------------------------------------------------------------------

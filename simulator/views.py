@@ -137,6 +137,18 @@ def job_views(result: SimResult, topo: Topology | None = None) -> list[JobView]:
     return out
 
 
+def job_names(podgroups: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """``ns/podgroup`` -> ``ns/job`` for PodGroups a Volcano Job owns: the name the user
+    wrote, not the generated ``<job>-<uid>`` of its PodGroup."""
+    out: dict[str, str] = {}
+    for pg in podgroups:
+        meta = pg.get("metadata") or {}
+        owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
+        if owner is not None and owner.get("name"):
+            out[_ns_name(pg)] = f"{meta.get('namespace') or 'default'}/{owner['name']}"
+    return out
+
+
 def find_job(views: Iterable[JobView], ref: str) -> JobView | None:
     """A job by ``ns/name`` of its Job or PodGroup (``name`` alone means namespace default)."""
     if "/" not in ref:

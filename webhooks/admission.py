@@ -16,7 +16,10 @@ every layer runs and, where the webhook and the schema both object to one field,
 webhook's message is kept. That is what lets Volcano users see Volcano's own words
 (``'TotalPartitions' must be greater than 0 in task: t0, job: j``) although our CRD
 also says ``minimum: 1``, and keeps one message per problem. Schema problems on fields
-the webhooks do not look at are reported as the apiserver would.
+the webhooks do not look at are reported as the apiserver would, in its words
+(:mod:`webhooks.crd_schema` checks against the generated CRDs: unknown fields as strict
+field validation refuses them, schema errors as kube-openapi words them); PodGroups and
+Queues, which have no webhooks, get that check alone.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pydantic import ValidationError
 from hyperplace.api import HyperNode, Job, TypedObject, format_validation_error
 from hyperplace.api.constants import BATCH_GROUP, BATCH_VERSION, TOPOLOGY_GROUP, TOPOLOGY_VERSION
 
+from . import crd_schema
 from .context import AdmissionContext, Verdict, as_dict, as_list
 from .hypernode import SELECTOR_EXCLUSIVE, SELECTOR_KINDS, SELECTOR_REQUIRED, validate_hypernode
 from .job import job_patch, validate_job
@@ -118,15 +122,30 @@ def schema_errors(obj: Mapping[str, Any]) -> list[str]:
         out.append("metadata.name: Required value: name or generateName is required")
     elif isinstance(name, str) and name and (errs := is_dns1123_subdomain(name)):
         out.append(f"metadata.name: Invalid value: {quote_go(name)}: {'; '.join(errs)}")
-    try:
-        # Strict: the apiserver's structural schema refuses "3" for an integer field,
-        # where pydantic's lax mode would quietly convert it.
-        model.model_validate(obj, strict=True)
-    except ValidationError as err:
-        out.extend(format_validation_error(err))
+    report = crd_schema.check(obj)
+    if report is not None:
+        # The apiserver's strict decoding and OpenAPI validation, in its words.
+        out.extend(report.messages())
+    if report is None or not report.errors:
+        try:
+            # Strict: the apiserver's structural schema refuses "3" for an integer field,
+            # where pydantic's lax mode would quietly convert it. With the CRD files at hand
+            # this only speaks when the model is stricter than the CRD.
+            model.model_validate(obj, strict=True)
+        except ValidationError as err:
+            out.extend(format_validation_error(err))
     if kind == "HyperNode":
         out.extend(_cel_selector_errors(obj))
     return out
+
+
+def crd_errors(obj: Mapping[str, Any]) -> list[str] | None:
+    """Strict decoding and schema problems of a custom resource of ours without webhooks
+    (PodGroup, Queue), as the apiserver reports them; None for other kinds."""
+    if handled_kind(obj) is not None:
+        return None
+    report = crd_schema.check(obj)
+    return None if report is None else report.messages()
 
 
 def _merge(webhook: list[str], schema: list[str]) -> list[str]:
@@ -156,7 +175,8 @@ def admit(
     """
     kind = handled_kind(obj)
     if kind is None or operation not in ("CREATE", "UPDATE"):
-        return AdmissionOutcome(allowed=True, object=copy.deepcopy(obj))
+        crd = crd_errors(obj) if operation in ("CREATE", "UPDATE") else None
+        return AdmissionOutcome(allowed=not crd, object=copy.deepcopy(obj), messages=crd or [])
     patch: list[dict[str, Any]] = []
     if kind == "Pod":
         patch = pod_patch(obj, operation, ctx)

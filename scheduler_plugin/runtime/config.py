@@ -8,8 +8,8 @@ Two sources, as ``--scheduler-conf`` names them:
 * a **ConfigMap** ``namespace/name`` (or ``configmap:namespace/name``), watched through an
   informer: no kubelet sync delay.
 
-A configuration that does not load never replaces a good one: the last good
-configuration stays in force and the error (file, field, line) is logged and kept in
+A configuration that does not load never replaces a good one, and a file is taken
+only once two reads agree (never half-written): the last good configuration stays in force and the error (file, field, line) is logged and kept in
 :attr:`ConfigHolder.error` for the caller to report as an Event. Before any good load
 the built-in :data:`~scheduler_plugin.conf.DEFAULT_CONFIG` applies, as in Volcano.
 """
@@ -76,6 +76,7 @@ class ConfigHolder:
         self.error: str | None = None  # the last load error, cleared by a good load
         self.generation = 0  # bumped on every change of ``config``
         self._last_seen: str | None = None  # last text tried, good or bad
+        self._settling: str | None = None  # a changed file read once, not yet taken
 
     def offer(self, text: str | None, origin: str) -> bool:
         """Try ``text`` (None: the source is absent). True when the configuration changed.
@@ -125,7 +126,13 @@ class ConfigHolder:
         return False
 
     def poll_file(self) -> bool:
-        """Re-read the file source; True when the configuration changed."""
+        """Re-read the file source; True when the configuration changed.
+
+        A changed file is taken once two polls in a row read the same text: an editor that
+        rewrites the file in place can be caught half-way, and half a configuration may
+        well parse (the kubelet's atomic symlink swap never shows one). The first read at
+        start-up is taken at once.
+        """
         if self.source.path is None:
             return False
         try:
@@ -133,4 +140,8 @@ class ConfigHolder:
                 text = f.read()
         except OSError as exc:
             return self._bad(f"file {self.source.path}", exc.strerror or str(exc))
+        if self._last_seen is not None and text != self._last_seen and text != self._settling:
+            self._settling = text  # seen once; taken if the next poll reads it again
+            return False
+        self._settling = None
         return self.offer(text, self.source.path)

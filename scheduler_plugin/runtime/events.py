@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,16 @@ def rfc3339(now: datetime | None = None) -> str:
 def truncate(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis marker when cut."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def own_pod_reference() -> Obj | None:
+    """This process's own Pod (``POD_NAME``/``POD_NAMESPACE``, set by the Deployment) as an
+    Event's involved object, for news about the process itself (a refused configuration
+    file); None outside a Pod."""
+    name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    if not name or not namespace:
+        return None
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}}
 
 
 @dataclass

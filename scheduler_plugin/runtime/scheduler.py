@@ -83,10 +83,11 @@ from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
 
 from .assume import AssumeCache, Assumed, pod_key
 from .config import ConfigHolder, ConfigSource
-from .events import EventRecorder, rfc3339
+from .events import EventRecorder, own_pod_reference, rfc3339
 from .status import (
     SCHEDULING_GATED,
     UNSCHEDULABLE,
+    GangFormation,
     allocated_hypernode_patch,
     pod_unschedulable_patch,
     podgroup_status_patch,
@@ -114,6 +115,9 @@ class SchedulerOptions:
     # deciding while our last binds land.
     bind_drain_timeout: float = 4.0
     bind_backoff: tuple[float, float] = (1.0, 10.0)  # per-PodGroup requeue delay after a failed bind
+    # A gang short of pods whose pod count changed this recently is still being created by
+    # its Job controller: its "not enough pods" is not reported yet (0: report at once).
+    gang_creation_grace: float = 10.0
     identity: str = COMPONENT
 
 
@@ -309,6 +313,7 @@ class Scheduler:
         self._pod_sent: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, rv, message)
         self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
         self._reported_error: str | None = None
+        self._formation = GangFormation(self.options.gang_creation_grace, time.monotonic)
 
         self.wake = asyncio.Event()
         self.cycles = 0
@@ -423,13 +428,23 @@ class Scheduler:
         elif self.conf.error is not None and self.conf.error != self._reported_error:
             self._reported_error = self.conf.error
             self.metrics.config_loads.labels("error").inc()
-            if obj is not None:
+            # A ConfigMap source: the Event is on the ConfigMap; a file: on our own Pod.
+            target = obj if obj is not None else own_pod_reference()
+            if target is not None:
                 self.events.record(
-                    obj,
+                    target,
                     "Warning",
                     "InvalidConfiguration",
                     f"kept the previous configuration: {self.conf.error}",
                 )
+
+    def readiness_detail(self) -> str | None:
+        """The configuration problem ``/readyz`` reports, or None: a refused configuration
+        leaves the last good one in force (or the built-in default before any)."""
+        if self.conf.error is None:
+            return None
+        kept = "the previous configuration" if self.conf.text is not None else "the built-in default"
+        return f"scheduler configuration refused, running on {kept}: {self.conf.error}"
 
     # -- state ------------------------------------------------------------------------------
 
@@ -593,10 +608,19 @@ class Scheduler:
     # -- status reporting -------------------------------------------------------------------
 
     def _queue_reports(self, result: SessionResult) -> None:
+        # Gangs whose pods the Job controller is still creating: nothing to report yet.
+        forming = {
+            jkey
+            for jkey, outcome in result.jobs.items()
+            if self._formation.forming(jkey, outcome, len(self.pods.by_index("group", jkey)))
+        }
+        self._formation.forget(result.jobs)
         unschedulable = 0
         for pkey, reason in result.unschedulable.items():
             pod = self.pods.get(pkey)
             if pod is None or not self._pending_ours(pod) or pkey in self.assumed:
+                continue
+            if forming and _group_of(pod) in forming:
                 continue
             unschedulable += 1
             if not _spec(pod).get("schedulingGates"):  # gated pods wait by design: no warning
@@ -609,6 +633,8 @@ class Scheduler:
             pg = self.podgroups.get(jkey)
             if pg is None or not any(self._owned(p) for p in self.pods.by_index("group", jkey)):
                 continue  # not ours to report on: no pod of this PodGroup names our scheduler
+            if jkey in forming:
+                continue
             if outcome.phase != "Running":
                 pending += 1
                 if outcome.explanation is not None:
@@ -751,6 +777,12 @@ class Scheduler:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _group_of(pod: Mapping[str, Any]) -> str | None:
+    """``ns/podgroup`` a pod belongs to, from its group annotation."""
+    g = (meta(pod).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+    return f"{meta(pod).get('namespace') or 'default'}/{g}" if g else None
 
 
 def _timeless(patch: Obj) -> Any:

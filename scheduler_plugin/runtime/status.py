@@ -9,17 +9,18 @@ unschedulable costs no API writes per cycle.
   of the pod and the pod's ``resourceVersion`` as a precondition: a concurrent writer makes
   it fail with 409 instead of being overwritten.
 * **PodGroups**: ``phase`` (Pending / Inqueue / Running / Completed), the ``Scheduled`` or
-  ``Unschedulable`` condition (message bounded to :data:`MAX_CONDITION_MESSAGE`) and the
-  ``running`` / ``succeeded`` / ``failed`` pod counts, through the status subresource.
+  ``Unschedulable`` condition, ``PodsPending`` while a placed gang still has pods that wait
+  (why, removed once they are placed; messages bounded to :data:`MAX_CONDITION_MESSAGE`) and
+  the ``running`` / ``succeeded`` / ``failed`` pod counts, through the status subresource.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hyperplace.runtime.api import Obj, meta
-from scheduler_plugin.session import JobOutcome
+from scheduler_plugin.session import PODS_PENDING, JobOutcome
 
 from .events import truncate
 
@@ -32,7 +33,8 @@ PG_UNSCHEDULABLE = "Unschedulable"
 SCHEDULING_GATED = "SchedulingGated"
 # Explanations that mean the job was never admitted (Volcano leaves such PodGroups Pending);
 # any other unplaced job has passed enqueue and is Inqueue.
-NOT_ENQUEUED_REASONS = frozenset({"QueueNotFound", "QueueClosed", "NotEnoughPods", "InvalidNetworkTopology"})
+NOT_ENOUGH_PODS = "NotEnoughPods"
+NOT_ENQUEUED_REASONS = frozenset({"QueueNotFound", "QueueClosed", NOT_ENOUGH_PODS, "InvalidNetworkTopology"})
 
 
 def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -123,6 +125,8 @@ def podgroup_status_patch(
         dropped.add(PG_UNSCHEDULABLE)  # a placed gang is no longer unschedulable
     elif PG_UNSCHEDULABLE in wanted:
         dropped.add(PG_SCHEDULED)
+    if PODS_PENDING not in wanted:
+        dropped.add(PODS_PENDING)  # every pod placed (or the gang itself waits): nothing to say
     new_conds: list[dict[str, Any]] = []
     for c in conds:
         t = str(c.get("type"))
@@ -159,3 +163,38 @@ def allocated_hypernode_patch(pg: Mapping[str, Any], annotation: str, hypernode:
     if current == hypernode:
         return None
     return {"metadata": {"annotations": {annotation: hypernode}}}
+
+
+class GangFormation:
+    """Which gangs are still being created, so their "not enough pods" is not reported yet.
+
+    A Job controller creates a gang's pods one request at a time; until it is done every
+    session finds "not enough valid tasks: 1 pods, minMember 4" (then 2, then 3). That is
+    not news: a gang that lacks pods (reason ``NotEnoughPods``) counts as forming while its
+    pod count changed within the last ``grace`` seconds (the first sighting counts as a
+    change). Once the pods exist the gang is valid and the question is gone; a gang whose
+    pod count stands still for ``grace`` seconds is reported as before.
+    """
+
+    def __init__(self, grace: float, clock: Callable[[], float]) -> None:
+        self.grace = grace
+        self._clock = clock
+        self._seen: dict[str, tuple[int, float]] = {}  # job -> (pod count, when it last changed)
+
+    def forming(self, job: str, outcome: JobOutcome, pod_count: int) -> bool:
+        """Whether ``job``'s lack of pods is to be kept quiet this cycle."""
+        expl = outcome.explanation
+        if self.grace <= 0 or expl is None or expl.reason != NOT_ENOUGH_PODS:
+            self._seen.pop(job, None)
+            return False
+        now = self._clock()
+        seen = self._seen.get(job)
+        if seen is None or seen[0] != pod_count:
+            seen = self._seen[job] = (pod_count, now)
+        return now - seen[1] < self.grace
+
+    def forget(self, keep: Iterable[str]) -> None:
+        """Drop what is known about jobs not in ``keep`` (deleted, or no longer reported)."""
+        alive = set(keep)
+        for job in [j for j in self._seen if j not in alive]:
+            del self._seen[job]

@@ -4,8 +4,10 @@ write and refuse what the API forbids, with the apiserver's own schema and CEL m
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
+import yaml
 
 from .kube import REPO, Kubectl, exact, hypernode, in_namespace, load_yaml
 
@@ -85,3 +87,44 @@ def test_kubectl_get_hn_shows_the_printer_columns(kubectl: Kubectl) -> None:
         assert lines[1].split()[:3] == [name, "2", "spine"]
     finally:
         kubectl.run("delete", "hn", name)
+
+
+def test_validate_says_what_kubectl_apply_is_told(kubectl: Kubectl, namespace: str, tmp_path: Any) -> None:
+    """``hyperplace validate`` and ``kubectl apply`` of the same file refuse the same objects in
+    the same words: strict field validation for an unknown field, kube-openapi for the schema."""
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+
+    def pg(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+
+    objs = [
+        pg("typo", {"minMembr": 2}),
+        pg("negative", {"minMember": -1, "minResources": {"memory": "4 cores"}}),
+        hypernode(f"typo-{uuid.uuid4().hex[:6]}", 1, [exact("Node", "n0")]),
+    ]
+    objs[2]["spec"]["teir"] = 1
+    f = tmp_path / "objs.yaml"
+    f.write_text(yaml.safe_dump_all(objs))
+    res = CliRunner().invoke(app, ["validate", str(f)])
+    assert res.exit_code == 1, res.stdout
+    refusals = res.stdout.splitlines()[:-1]
+    assert len(refusals) == 4, refusals
+    for obj in objs:
+        out = kubectl.apply([obj], check=False)
+        assert out.returncode != 0
+        label = f"{obj['kind']} " + (
+            f"{namespace}/{obj['metadata']['name']}" if obj["kind"] == "PodGroup" else obj["metadata"]["name"]
+        )
+        mine = [line.split(f": {label}: ", 1)[1] for line in refusals if f": {label}: " in line]
+        assert mine, (label, refusals)
+        for message in mine:
+            # Unknown fields: the apiserver's "strict decoding error: unknown field ..." after our path.
+            text = message.split(": ", 1)[1] if "unknown field" in message else message
+            assert text in out.stderr, (text, out.stderr)

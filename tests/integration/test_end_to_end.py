@@ -320,6 +320,25 @@ def test_hard_tier1_job_runs_half_and_explains_why_the_rest_wait(
     )
     assert event["type"] == "Warning"
     assert event["message"]
+    # The gang minimum is placed; its PodGroup says why the other 4 wait, as the pods do.
+    pending = wait_for(
+        lambda: next(
+            (
+                c
+                for pg in kubectl.items("podgroups.scheduling.volcano.sh", "-n", namespace)
+                for c in pg.get("status", {}).get("conditions") or []
+                if c["type"] == "PodsPending"
+            ),
+            None,
+        ),
+        "the PodGroup's PodsPending condition",
+    )
+    assert pending["status"] == "True" and pending["message"].startswith("4 of 8 pods wait: ")
+    assert cond["message"].split("; ")[0] in pending["message"]
+    # While the Job controller created the 8 pods one by one, nothing said "not enough pods".
+    assert not [
+        e for e in kubectl.items("events", "-n", namespace) if "not enough valid tasks" in e["message"]
+    ]
     assert_no_node_overcommitted(kubectl, [n for ns in topo.leaves.values() for n in ns])
 
 

@@ -170,11 +170,18 @@ def test_misspelt_switch_is_ignored_like_volcano_but_warned() -> None:
     ]
 
 
-def test_unknown_action_is_listed_not_run() -> None:
-    conf = load_scheduler_config('actions: "enqueue, allocate, teleport"\n', source="x.conf")
-    assert conf.actions == ["enqueue", "allocate"]
-    assert conf.unknown_actions == ["teleport"]
-    assert any("unknown action 'teleport'" in w and "line 1" in w for w in conf.warnings)
+def test_unknown_action_refuses_the_whole_configuration_as_volcano_does() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_scheduler_config('actions: "enqueue, allocate, teleport"\n', source="x.conf")
+    assert str(err.value).startswith("x.conf: actions (line 1): unknown action 'teleport'")
+    assert "failed to find Action  teleport" in str(err.value)
+
+
+@pytest.mark.parametrize("actions", ['""', '"enqueue, allocate,"', '"allocate,,backfill"'])
+def test_an_empty_action_name_is_refused(actions: str) -> None:
+    # Volcano splits the string on commas and looks every part up, the empty one included.
+    with pytest.raises(ConfigError, match="empty action name"):
+        load_scheduler_config(f"actions: {actions}\n", source="c")
 
 
 def test_unknown_and_unsupported_plugins_are_listed() -> None:
@@ -274,10 +281,9 @@ def test_unknown_top_level_field_is_warned() -> None:
     assert conf.warnings == ["c: actionz (line 2): unknown field, ignored as Volcano does"]
 
 
-def test_config_without_actions_is_warned() -> None:
-    conf = load_scheduler_config("tiers:\n- plugins:\n  - name: gang\n", source="c")
-    assert conf.actions == []
-    assert conf.warnings == ["c: actions (line 1): no actions configured; the scheduler will do nothing"]
+def test_config_without_actions_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^c: actions \(line 1\): an empty action name"):
+        load_scheduler_config("tiers:\n- plugins:\n  - name: gang\n", source="c")
 
 
 def test_duplicate_plugin_is_warned_and_first_entry_wins() -> None:

@@ -65,7 +65,8 @@ async def test_a_gang_missing_a_member_binds_nothing_until_it_is_complete() -> N
     seed_racks(api)
     keys = seed_gang(api, "g", 8)
     last = api.objects["pods"].pop(keys[-1])  # the 8th pod does not exist yet
-    async with running(api) as (sched, _):
+    # No grace period for gangs being created: the lack of a member is reported at once.
+    async with running(api, gang_creation_grace=0) as (sched, _):
         await eventually(lambda: condition(pod(api, keys[0]), "PodScheduled") is not None, what="report")
         await cycles_pass(sched, 5)
         assert not any(node_of(api, k) for k in keys[:-1])

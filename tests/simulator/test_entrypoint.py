@@ -25,7 +25,16 @@ def test_simulate_json_on_stdout_nothing_on_stderr():
     assert res.returncode == 0
     assert res.stderr == ""  # no progress bar, no warnings for this input
     doc = json.loads(res.stdout)
-    assert list(doc) == ["bindings", "pods", "evictions", "podgroups", "rejected", "created", "updated"]
+    assert list(doc) == [
+        "bindings",
+        "pods",
+        "evictions",
+        "podgroups",
+        "rejected",
+        "created",
+        "updated",
+        "notes",
+    ]
 
 
 def test_table_when_piped_has_no_control_codes():

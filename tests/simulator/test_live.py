@@ -213,3 +213,54 @@ spec:
     res = CliRunner().invoke(app, ["simulate", "--cluster-snapshot", str(clash)])
     assert res.exit_code == 2
     assert "Node n0 is defined twice" in res.stderr and "cluster:Node/n0" in res.stderr
+
+
+def test_live_tree_labels_jobs_by_their_job_name(monkeypatch):
+    """``tree --kubeconfig``: a Job's pods are shown under the Job's name, not the generated
+    ``<job>-<uid>`` of the PodGroup the Job controller made for it."""
+    import copy
+
+    from typer.testing import CliRunner
+
+    import simulator.live
+    from simulator.cli import app
+
+    lists = copy.deepcopy(RECORDED)
+    pg_name = "train-0c1d2e3f-aaaa-bbbb-cccc-1234567890ab"
+    lists["PodGroup"] = [
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": pg_name,
+                "namespace": "prod",
+                "ownerReferences": [
+                    {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "train", "uid": "j-1"}
+                ],
+            },
+            "spec": {"minMember": 1},
+        }
+    ]
+    lists["Pod"].append(
+        {
+            "metadata": {
+                "name": "train-worker-0",
+                "namespace": "prod",
+                "uid": "p-3",
+                "annotations": {"scheduling.k8s.io/group-name": pg_name},
+            },
+            "spec": {
+                "nodeName": "n1",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+    monkeypatch.setattr(
+        simulator.live, "read_cluster", lambda kubeconfig=None, context=None: inputs_from_lists(lists)
+    )
+    res = CliRunner().invoke(app, ["tree", "--kubeconfig", "/dev/null"])
+    assert res.exit_code == 0, res.stderr
+    assert "prod/train ×1" in res.stdout
+    assert pg_name not in res.stdout
+    assert "worker-0" in res.stdout  # the node lists the pod by its name within the job

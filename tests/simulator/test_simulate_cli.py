@@ -74,7 +74,8 @@ def test_json_contract_keys_and_values(run_cli, write):
     assert out["rejected"] == []
     [(pg_key, pg)] = out["podgroups"].items()
     assert pg_key.startswith("default/j-")
-    assert list(pg) == ["phase", "allocatedHyperNode", "subGroups", "conditions"]
+    assert list(pg) == ["phase", "allocatedHyperNode", "subGroups", "conditions", "reasons"]
+    assert pg["reasons"] == []  # nothing waits
     assert pg["phase"] == "Running"
     assert pg["allocatedHyperNode"] in ("leaf0", "leaf1")
     created = {(o["kind"], o["metadata"]["name"]) for o in out["created"]}
@@ -165,7 +166,9 @@ def test_cycles_and_running_pods_count(run_cli, write):
     d = Path(write("job.yaml", job_yaml("j", 1)).parent)
     out = simulate_json(run_cli, d, "--cycles", "2")
     assert out["bindings"] == {}
-    assert out["pods"]["default/j-t0-0"] == {"phase": "Pending", "node": None}
+    pod = out["pods"]["default/j-t0-0"]
+    assert pod["phase"] == "Pending" and pod["node"] is None
+    assert "0/1 nodes are available: 1 Insufficient cpu." in pod["reason"]
     assert out["pods"]["default/busy"] == {"phase": "Running", "node": "n0"}
     assert next(iter(out["podgroups"].values()))["phase"] in ("Pending", "Inqueue")
 
@@ -189,7 +192,11 @@ def test_pods_of_other_schedulers_are_left_alone(run_cli, write):
         ).parent
     )
     out = simulate_json(run_cli, d)
-    assert out["pods"]["default/theirs"] == {"phase": "Pending", "node": None}
+    assert out["pods"]["default/theirs"] == {
+        "phase": "Pending",
+        "node": None,
+        "reason": "schedulerName 'default-scheduler' is not 'volcano': left to that scheduler",
+    }
     assert "default/theirs" not in out["bindings"]
 
 
@@ -290,3 +297,75 @@ def test_seed_changes_discovered_names_only(run_cli):
     assert names_a != names_b
     assert [n.rsplit("-", 1)[0] for n in names_a] == [n.rsplit("-", 1)[0] for n in names_b]
     assert simulate_json(run_cli, example, "--seed", "1") == a
+
+
+def _table_lines_under(table: str, heading: str) -> list[str]:
+    lines = table.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == heading)
+    out = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("    ") or not line.strip():
+            break
+        out.append(line.strip())
+    return out
+
+
+def test_json_says_why_every_pending_pod_waits_exactly_as_the_table(run_cli, write):
+    # 4 pods, gang minimum 2, hard within one 2-node leaf of 4-cpu nodes: 2 run, 2 wait.
+    d = small_cluster(write)
+    write(
+        "c/job.yaml",
+        job_yaml("j", 4, min_available=2, topology="networkTopology: {mode: hard, highestTierAllowed: 1}"),
+    )
+    out = simulate_json(run_cli, d)
+    table = run_cli("simulate", d).stdout
+    why = _table_lines_under(table, "why 2 pods wait:")
+    assert why and any("tier 1" in line for line in why)
+
+    pending = {k: v for k, v in out["pods"].items() if v["node"] is None}
+    assert len(pending) == 2
+    for pod in pending.values():
+        assert pod["phase"] == "Pending"
+        assert pod["reason"].split("; ") == why
+    running = [v for v in out["pods"].values() if v["node"]]
+    assert running and all("reason" not in v for v in running)
+
+    [pg] = out["podgroups"].values()
+    assert pg["phase"] == "Running" and pg["reasons"] == why
+    # The gang minimum is placed, and the PodGroup says why the rest waits.
+    conds = {c["type"]: c for c in pg["conditions"]}
+    assert conds["Scheduled"]["status"] == "True"
+    assert conds["PodsPending"]["status"] == "True"
+    assert conds["PodsPending"]["message"] == "2 of 4 pods wait: " + "; ".join(why)
+
+
+def test_scheduler_notes_are_in_the_json_and_yaml(run_cli, write):
+    d = small_cluster(write)
+    write("c/job.yaml", job_yaml("j", 1))
+    write(
+        "c/scheduler.conf",
+        'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: drf\n  - name: gnag\n',
+    )
+    out = simulate_json(run_cli, d)
+    assert tuple(out)[-1] == "notes"
+    assert any("plugin drf accepted without effect" in n for n in out["notes"])
+    assert any("plugin 'gnag' is unknown" in n for n in out["notes"])
+    table = run_cli("simulate", d).stdout
+    assert [
+        line.removeprefix("scheduler: ") for line in table.splitlines() if line.startswith("scheduler: ")
+    ] == (out["notes"])
+    assert yaml.safe_load(run_cli("simulate", d, "--output", "yaml").stdout)["notes"] == out["notes"]
+
+
+def test_a_configuration_volcano_refuses_is_an_error(run_cli, write):
+    d = small_cluster(write)
+    write("c/job.yaml", job_yaml("j", 1))
+    conf = write("c/scheduler.conf", 'actions: "enqueue, allocate, teleport"\n')
+    for cmd in (("simulate", d), ("simulate", d, "--output", "json"), ("explain", "default/j", d)):
+        res = run_cli(*cmd)
+        assert res.exit_code == 2, cmd
+        assert res.stdout == ""
+        assert f"{conf}: actions (line 1): unknown action 'teleport'" in res.stderr
+    conf.write_text('actions: "allocate"\ntiers:\n  plugins: [{name: gang}]\n')  # a map, not a list
+    res = run_cli("simulate", d)
+    assert res.exit_code == 2 and "tiers (line 3): must be a list" in res.stderr

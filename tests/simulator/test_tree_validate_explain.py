@@ -101,26 +101,27 @@ spec:
 """
 
 
-def test_validate_prints_one_line_per_refused_object(run_cli, write):
+def test_validate_prints_file_line_and_the_webhooks_words_then_a_summary(run_cli, write):
     f = write("bad.yaml", BAD)
     res = run_cli("validate", f)
     assert res.exit_code == 1
-    lines = [ln for ln in res.stdout.splitlines() if not ln.startswith("Warning:")]
-    assert lines == [
-        "HyperNode bad: spec.members: member must have at least one member",
-        "Job team/j: spec.networkTopology: must not specify 'highestTierAllowed' and 'highestTierName' "
-        "in networkTopology simultaneously",
+    assert res.stdout.splitlines() == [
+        f"{f}:4: HyperNode bad: spec.members: member must have at least one member",
+        f"{f}:10: Job team/j: spec.networkTopology: must not specify 'highestTierAllowed' and "
+        "'highestTierName' in networkTopology simultaneously",
+        "0 objects accepted, 2 refused, 1 warning",
     ]
+    # Warnings go to stderr, as kubectl prints them.
+    assert res.stderr.startswith(f"Warning: {f}:10: Job team/j: spec.networkTopology.highestTierName: ")
 
 
-def test_validate_accepts_good_input_and_warns(run_cli, write):
+def test_validate_accepts_good_input_with_one_summary_line(run_cli, write):
     d = small_cluster(write)
     write("c/job.yaml", job_yaml("j", 1, topology="networkTopology: {mode: hard, highestTierName: rack}"))
     res = run_cli("validate", d)
     assert res.exit_code == 0, res.stdout
-    warnings = [ln for ln in res.stdout.splitlines() if ln.startswith("Warning: ")]
-    assert any('"rack"' in w for w in warnings)
-    assert all(ln.startswith("Warning: ") for ln in res.stdout.splitlines())
+    assert res.stdout == "8 objects accepted, 0 refused, 1 warning\n"
+    assert '"rack"' in res.stderr and res.stderr.startswith("Warning: ")
 
 
 def test_validate_update_with_old(run_cli, write):
@@ -132,14 +133,100 @@ def test_validate_update_with_old(run_cli, write):
     assert run_cli("validate", new).exit_code == 0
     res = run_cli("validate", new, "--old", old)
     assert res.exit_code == 1
-    assert res.stdout.startswith("Job default/j: ")
+    assert res.stdout.startswith(f"{new}:7: Job default/j: spec.tasks: ")  # the line of spec.tasks
 
 
-def test_validate_unreadable_input_exit_2(run_cli, tmp_path, write):
+def test_validate_unreadable_input_exit_2_and_the_other_files_are_still_checked(run_cli, tmp_path, write):
     assert run_cli("validate", tmp_path / "missing.yaml").exit_code == 2
-    f = write("x.yaml", "kind: [\n")
+    broken = write("x.yaml", "kind: [\n")
+    bad = write("bad.yaml", BAD)
+    res = run_cli("validate", broken, tmp_path / "missing.yaml", bad)
+    assert res.exit_code == 2
+    assert f"{broken}:2: malformed YAML" in res.stderr
+    assert f"{tmp_path / 'missing.yaml'}: no such file or directory" in res.stderr
+    # bad.yaml was validated all the same.
+    assert f"{bad}:4: HyperNode bad: spec.members: " in res.stdout
+    assert res.stdout.splitlines()[-1] == "0 objects accepted, 2 refused, 1 warning, 2 files not readable"
+
+
+def test_validate_refuses_unknown_kinds_and_fields_as_the_apiserver_does(run_cli, write):
+    f = write(
+        "objs.yaml",
+        """
+        apiVersion: v1
+        kind: Namespace
+        metadata: {name: team}
+        ---
+        apiVersion: example.com/v1
+        kind: Widget
+        metadata: {name: w, namespace: team}
+        ---
+        apiVersion: topology.volcano.sh/v1alpha1
+        kind: HyperNode
+        metadata: {name: rack0}
+        spec:
+          teir: 1
+          tier: 1
+          members:
+          - type: Node
+            selector: {regexMatch: {pattern: "^n"}}
+        ---
+        apiVersion: topology.volcano.sh/v1beta1
+        kind: HyperNode
+        metadata: {name: rack1}
+        spec: {tier: 1, members: [{type: Node, selector: {regexMatch: {pattern: "^m"}}}]}
+        """,
+    )
     res = run_cli("validate", f)
-    assert res.exit_code == 2 and f"{f}:" in res.stderr
+    assert res.exit_code == 1
+    assert res.stdout.splitlines() == [
+        f'{f}:5: Widget team/w: no matches for kind "Widget" in version "example.com/v1" '
+        "(ensure CRDs are installed first)",
+        f'{f}:13: HyperNode rack0: spec.teir: unknown field "spec.teir"',
+        f'{f}:19: HyperNode rack1: no matches for kind "HyperNode" in version "topology.volcano.sh/v1beta1" '
+        "(ensure CRDs are installed first)",
+        "1 object accepted, 3 refused, 0 warnings",
+    ]
+
+
+def test_validate_says_what_the_crd_schema_refuses_in_the_apiservers_words(run_cli, write):
+    f = write(
+        "objs.yaml",
+        """
+        apiVersion: topology.volcano.sh/v1alpha1
+        kind: HyperNode
+        metadata: {name: rack0}
+        spec:
+          tier: -1
+          tierName: "%s"
+          members:
+          - type: Switch
+            selector: {regexMatch: {pattern: "^n"}}
+        ---
+        apiVersion: scheduling.volcano.sh/v1beta1
+        kind: PodGroup
+        metadata: {name: pg, namespace: team}
+        spec:
+          minMember: 1
+          minResources: {cpu: "4 cores"}
+        """
+        % ("x" * 254),
+    )
+    res = run_cli("validate", f)
+    assert res.exit_code == 1
+    quantity = (
+        r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+        r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+    )
+    assert res.stdout.splitlines() == [
+        f"{f}:5: HyperNode rack0: spec.tier: Invalid value: -1: spec.tier in body should be greater than or equal to 0",
+        f"{f}:6: HyperNode rack0: spec.tierName: Too long: may not be more than 253 bytes",
+        f'{f}:8: HyperNode rack0: spec.members[0].type: Unsupported value: "Switch": '
+        'supported values: "Node", "HyperNode"',
+        f'{f}:16: PodGroup team/pg: spec.minResources.cpu: Invalid value: "4 cores": '
+        f"spec.minResources.cpu in body should match '{quantity}'",
+        "0 objects accepted, 2 refused, 0 warnings",
+    ]
 
 
 # --- explain ------------------------------------------------------------------------------------

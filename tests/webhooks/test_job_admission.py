@@ -115,7 +115,9 @@ def test_chain_reports_its_first_failure_and_the_schema_the_other_field():
     assert out.messages == [
         "spec.tasks[0].partitionPolicy.totalPartitions: 'TotalPartitions' must be greater than 0 "
         "in task: worker, job: train",
-        "spec.tasks[0].partitionPolicy.partitionSize: Input should be greater than or equal to 1",
+        # The apiserver's own words for the CRD minimum (kube-openapi via field.Invalid).
+        "spec.tasks[0].partitionPolicy.partitionSize: Invalid value: 0: "
+        "spec.tasks[0].partitionPolicy.partitionSize in body should be greater than or equal to 1",
     ]
     # The webhook alone (as the apiserver calls it) says only what Volcano says.
     assert validate_job(job(tasks=[partitioned(total=-1, size=0)])).messages == out.messages[:1]
