@@ -61,6 +61,7 @@ from hyperplace.runtime.api import (
     meta,
 )
 from hyperplace.runtime.informer import Informer, wait_for_sync
+from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,7 @@ class ControllerManager:
         now: Callable[[], str] = now_rfc3339,
     ) -> None:
         self.api = api
+        self.status_writer = StatusWriter(api)
         self.config = config or ManagerConfig()
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry)
@@ -354,7 +356,7 @@ class ControllerManager:
             return
         # A merge patch only removes keys that are explicitly null.
         body = {**dict.fromkeys((k for k in old if k not in new), None), **new}
-        await self.api.patch(res, name, {"status": body}, namespace, subresource="status")
+        await self.status_writer.patch_status(res, name, {"status": body}, namespace)
         self.metrics.writes.labels(res.plural, "patch-status").inc()
 
     # -- workers ----------------------------------------------------------------------------

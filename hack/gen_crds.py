@@ -92,6 +92,11 @@ class CRDSpec:
     scope: str
     short_names: tuple[str, ...]
     columns: tuple[PrinterColumn, ...] = ()
+    # Whether ``status`` is a subresource. Volcano's PodGroup CRD declares none (Volcano
+    # writes PodGroup status by updating the whole object); ours matches it so either
+    # implementation's scheduler persists status on either CRD. Writers find out from API
+    # discovery which shape is installed (hyperplace.runtime.status_writer).
+    status_subresource: bool = True
 
     @property
     def name(self) -> str:
@@ -120,6 +125,8 @@ CRDS: tuple[CRDSpec, ...] = (
             PrinterColumn("Tier", "string", ".spec.tier"),
             PrinterColumn("TierName", "string", ".spec.tierName"),
             PrinterColumn("NodeCount", "integer", ".status.nodeCount"),
+            # Ours, not Volcano's: the controller's Ready condition (cycle, second parent, ...).
+            PrinterColumn("READY", "string", '.status.conditions[?(@.type=="Ready")].status'),
             PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
         ),
     ),
@@ -147,6 +154,7 @@ CRDS: tuple[CRDSpec, ...] = (
         plural="podgroups",
         scope="Namespaced",
         short_names=("pg", "podgroup-v1beta1"),
+        status_subresource=False,
         columns=(
             PrinterColumn("STATUS", "string", ".status.phase"),
             PrinterColumn("minMember", "integer", ".spec.minMember"),
@@ -444,9 +452,9 @@ def crd_document(spec: CRDSpec) -> dict[str, Any]:
         "served": True,
         "storage": True,
         "schema": {"openAPIV3Schema": openapi_schema(spec.model)},
-        # Every kind has status written by a controller or the scheduler; the subresource keeps
-        # those writes from racing users' spec edits (and RBAC can split the two).
-        "subresources": {"status": {}},
+        # Status written by a controller or the scheduler; the subresource keeps those writes
+        # from racing users' spec edits (and RBAC can split the two). PodGroup: see CRDSpec.
+        "subresources": {"status": {}} if spec.status_subresource else {},
     }
     if spec.columns:
         version["additionalPrinterColumns"] = [c.to_dict() for c in spec.columns]
