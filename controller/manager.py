@@ -43,7 +43,7 @@ from controller.hypernode.discovery import (
     parse_discovery_config,
 )
 from controller.hypernode.status import TopologyIndex, compute_status, now_rfc3339
-from controller.job.reconcile import podgroup_name, reconcile_job
+from controller.job.reconcile import find_podgroup, reconcile_job
 from hyperplace.api import HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
 from hyperplace.kube.members import node_labels_of
@@ -277,7 +277,7 @@ class ControllerManager:
         if job.metadata.deletion_timestamp:
             return
         ns = job.namespace
-        pg_obj = self.podgroups.get(f"{ns}/{podgroup_name(job)}")
+        pg_obj = find_podgroup(job, lambda name: self.podgroups.get(f"{ns}/{name}"))
         pg = PodGroup.model_validate(pg_obj) if pg_obj is not None else None
         prios = {
             str(meta(pc).get("name")): int(pc.get("value") or 0) for pc in self.priority_classes.objects()

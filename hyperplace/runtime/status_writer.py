@@ -39,7 +39,9 @@ async def served_subresources(api: ApiClient, res: Resource) -> set[str] | None:
     try:
         names = await lookup(res.api_version)
     except ApiError as exc:
-        log.warning("discovery of %s failed (%s); assuming %s/status is served", res.api_version, exc, res.plural)
+        log.warning(
+            "discovery of %s failed (%s); assuming %s/status is served", res.api_version, exc, res.plural
+        )
         return None
     return {str(n) for n in names}
 
@@ -75,7 +77,9 @@ class StatusWriter:
             served = await served_subresources(self.api, res)
             has = True if served is None else f"{res.plural}/status" in served
             if not has:
-                log.info("%s has no status subresource (Volcano's CRD shape): status goes through the object", key)
+                log.info(
+                    "%s has no status subresource (Volcano's CRD shape): status goes through the object", key
+                )
             self._subresource[key] = has
         return self._subresource[key]
 

@@ -254,6 +254,7 @@ class Scheduler:
     ) -> None:
         self.api = api
         self.status_writer = StatusWriter(api)
+        self._notes_logged: set[str] = set()
         self.options = options or SchedulerOptions()
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry)
@@ -595,6 +596,13 @@ class Scheduler:
     # -- status reporting -------------------------------------------------------------------
 
     def _queue_reports(self, result: SessionResult) -> None:
+        for note in result.notes:
+            # Configuration warnings, pods on deleted nodes, ...: logged once each, not every cycle.
+            if note not in self._notes_logged:
+                if len(self._notes_logged) > 1000:
+                    self._notes_logged.clear()
+                self._notes_logged.add(note)
+                log.warning("scheduler: %s", note)
         unschedulable = 0
         for pkey, reason in result.unschedulable.items():
             pod = self.pods.get(pkey)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hyperplace.runtime.api import Obj, meta
-from scheduler_plugin.session import JobOutcome
+from scheduler_plugin.session import NETWORK_TOPOLOGY_WARNING, JobOutcome
 
 from .events import truncate
 
@@ -123,6 +123,8 @@ def podgroup_status_patch(
         dropped.add(PG_UNSCHEDULABLE)  # a placed gang is no longer unschedulable
     elif PG_UNSCHEDULABLE in wanted:
         dropped.add(PG_SCHEDULED)
+    if NETWORK_TOPOLOGY_WARNING not in wanted:
+        dropped.add(NETWORK_TOPOLOGY_WARNING)  # the tier name resolves now
     new_conds: list[dict[str, Any]] = []
     for c in conds:
         t = str(c.get("type"))
