@@ -386,7 +386,7 @@ class Simulation:
             raise SimulationError(f"invalid scheduler configuration: {exc}") from None
 
     def _discovery(self) -> bool:
-        """Label discovery, when a controller ConfigMap enables it."""
+        """Label and (offline) UFM discovery, when a controller ConfigMap enables them."""
         cms = [
             o
             for o in self.of_kind("ConfigMap")
@@ -397,7 +397,7 @@ class Simulation:
         from controller.hypernode.discovery import (
             DiscoveryConfigError,
             DiscoveryError,
-            discover_from_labels,
+            discover_offline,
             parse_discovery_config,
         )
 
@@ -406,11 +406,12 @@ class Simulation:
         except DiscoveryConfigError as exc:
             self._warn_once(f"ConfigMap {ns_name(cms[0])}: {exc}")
             return False
-        if config.enabled("label") is None:
+        if config.enabled("label") is None and config.enabled("ufm") is None:
             return False
         existing = [hn for _, hn in self.models(HyperNode)]
         try:
-            result = discover_from_labels(config, self.of_kind("Node"), existing, self.rng)
+            # Label discovery, and UFM discovery from a saved answer (endpoint file://PATH).
+            result = discover_offline(config, self.of_kind("Node"), existing, self.rng)
         except DiscoveryError as exc:
             self._warn_once(f"HyperNode discovery: {exc}")
             return False

@@ -354,16 +354,16 @@ class FakeApi:
     def _has_status(self, res: Resource) -> bool:
         return _has_status_subresource(res) and res.plural not in self.no_status_subresource
 
-    async def api_resources(self, api_version: str) -> list[str]:
+    async def api_resources(self, api_version: str) -> tuple[str, ...]:
         """Discovery: the resources of ``api_version`` this fake knows, with ``/status``."""
         from hyperplace.runtime import api as _api
 
-        out: list[str] = []
+        out: tuple[str, ...] = ()
         for res in vars(_api).values():
             if isinstance(res, Resource) and res.api_version == api_version:
-                out.append(res.plural)
+                out += (res.plural,)
                 if self._has_status(res):
-                    out.append(f"{res.plural}/status")
+                    out += (f"{res.plural}/status",)
         return out
 
     async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
