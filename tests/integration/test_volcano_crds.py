@@ -52,7 +52,13 @@ def volcano(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VolcanoCluster
     module = _load_control_plane()
     crd_dir = tmp_path_factory.mktemp("volcano-crds")
     subprocess.run(
-        [sys.executable, str(REPO / "hack" / "gen_crds.py"), "--volcano-compatible", "--out-dir", str(crd_dir)],
+        [
+            sys.executable,
+            str(REPO / "hack" / "gen_crds.py"),
+            "--volcano-compatible",
+            "--out-dir",
+            str(crd_dir),
+        ],
         check=True,
         capture_output=True,
     )
@@ -90,14 +96,18 @@ def volcano(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VolcanoCluster
 
 
 def _holder(kubectl: Kubectl, name: str) -> str | None:
-    out = kubectl.run("get", "lease", "-n", NS_SYSTEM, name, "-o", "jsonpath={.spec.holderIdentity}", check=False)
+    out = kubectl.run(
+        "get", "lease", "-n", NS_SYSTEM, name, "-o", "jsonpath={.spec.holderIdentity}", check=False
+    )
     return out.stdout.strip() if out.returncode == 0 else None
 
 
 def _topology(kubectl: Kubectl) -> tuple[str, dict[str, list[str]]]:
     label = f"v{uuid.uuid4().hex[:6]}"
     leaves = {f"{label}-leaf{i}": [f"{label}-n{i * 2 + j}" for j in range(2)] for i in range(2)}
-    objs: list[dict[str, Any]] = [node(n, {SELECT_LABEL: label}, cpu="4") for ns in leaves.values() for n in ns]
+    objs: list[dict[str, Any]] = [
+        node(n, {SELECT_LABEL: label}, cpu="4") for ns in leaves.values() for n in ns
+    ]
     objs += [hypernode(leaf, 1, [exact("Node", n) for n in ns]) for leaf, ns in leaves.items()]
     objs.append(hypernode(f"{label}-spine", 2, [exact("HyperNode", leaf) for leaf in leaves]))
     kubectl.create(objs)
@@ -137,10 +147,14 @@ def _podgroups(kubectl: Kubectl, namespace: str) -> list[dict[str, Any]]:
 
 
 def _condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), None)
+    return next(
+        (c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), None
+    )
 
 
-def test_phase_conditions_and_the_allocated_hypernode_persist_on_volcanos_crds(volcano: VolcanoCluster) -> None:
+def test_phase_conditions_and_the_allocated_hypernode_persist_on_volcanos_crds(
+    volcano: VolcanoCluster,
+) -> None:
     kubectl = volcano.kubectl
     ns = f"t-{uuid.uuid4().hex[:6]}"
     kubectl.run("create", "namespace", ns)
