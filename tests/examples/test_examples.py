@@ -190,3 +190,13 @@ def test_ufm_discovery_example_builds_the_fabric_from_a_saved_answer(tmp_path: P
     nodes = set(pods_of(out, "default", "ib-allreduce").values())
     assert nodes in ({f"gpu-0{i}" for i in range(4)}, {f"gpu-0{i}" for i in range(4, 8)})
     assert podgroup_of(out, "default", "ib-allreduce")["allocatedHyperNode"] in ("leaf-hn-0", "leaf-hn-1")
+
+
+def test_tree_previews_ufm_discovery_from_the_saved_answer():
+    res = CliRunner().invoke(app, ["tree", str(EXAMPLES / "ufm-discovery"), "--output", "json"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["ready"] is True
+    [spine] = doc["roots"]
+    assert (spine["name"], spine["tier"], spine["nodeCount"]) == ("spine-hn", 2, 8)
+    assert [c["name"] for c in spine["children"]] == ["leaf-hn-0", "leaf-hn-1"]
