@@ -160,11 +160,12 @@ def parse_ports(body: bytes | str | Any) -> list[UfmPort]:
                 tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else None,
             )
         )
-    hosts = [p for p in ports if HOST_PORT_MARKER in p.description]
+    hosts = [p for p in ports if HOST_PORT_MARKER in p.description and p.system_name and p.peer_node_name]
     if not hosts:
         raise UfmError(
             f"the answer lists {len(ports)} port(s) but no host port (description containing "
-            f"{HOST_PORT_MARKER!r}); refusing to treat it as an empty fabric"
+            f"{HOST_PORT_MARKER!r}, with system_name and peer_node_name); refusing to treat it as an "
+            "empty fabric"
         )
     return ports
 

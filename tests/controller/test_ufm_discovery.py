@@ -97,6 +97,7 @@ def test_spine_members_follow_gos_string_order() -> None:
         (b"[]", "no host port"),
         (json.dumps([p for p in RECORDED if "Switch" in p["description"]]).encode(), "no host port"),
         (b'["x"]', "port [0] is not an object"),
+        (b'[{"description": "Computer IB Port", "system_name": "gpu-00"}]', "no host port"),
     ],
 )
 def test_an_answer_that_is_not_a_complete_port_list_is_refused(body: bytes, why: str) -> None:
