@@ -220,7 +220,7 @@ async def test_a_connection_dropped_mid_answer_is_an_error(fake_ufm: FakeUfm, tm
 # --- the controller against the fake UFM --------------------------------------------------------
 
 
-async def _eventually(cond: Any, timeout: float = 10.0) -> None:
+async def _eventually(cond: Any, timeout: float = 30.0) -> None:  # bounds a hang only
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while not cond():
