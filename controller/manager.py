@@ -14,6 +14,10 @@
 * **Discovery** (single key): when Volcano's ``volcano-controller-configmap`` enables
   the ``label`` source, node label changes and HyperNode deletions re-run
   :func:`controller.hypernode.discovery.discover_from_labels` and its diff is applied.
+  An enabled ``ufm`` source is fetched at its interval (and at once after a ConfigMap
+  change) by :meth:`ControllerManager.run_ufm_discovery`; a failed or partial fetch keeps
+  the last good HyperNodes, and every HyperNode of a source carries a ``Discovery``
+  condition with the outcome of that source's last run.
 
 A failed reconcile is retried with the queue's per-key exponential backoff; a success
 forgets the key's failures. Objects that fail model validation are logged and dropped
@@ -23,6 +27,7 @@ forgets the key's failures. Objects that fail model validation are logged and dr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -39,12 +44,24 @@ from controller.hypernode.discovery import (
     DiscoveryConfig,
     DiscoveryConfigError,
     DiscoveryError,
+    DiscoveryResult,
+    DiscoverySource,
     discover_from_labels,
+    discover_from_ufm,
     parse_discovery_config,
+    source_of,
 )
 from controller.hypernode.status import TopologyIndex, compute_status, now_rfc3339
-from controller.job.reconcile import podgroup_name, reconcile_job
-from hyperplace.api import HyperNode, Job, PodGroup
+from controller.hypernode.ufm import (
+    UFM_SOURCE,
+    UfmError,
+    credentials_from_secret,
+    fetch_ports,
+    leaf_groups,
+    ufm_settings,
+)
+from controller.job.reconcile import find_podgroup, reconcile_job
+from hyperplace.api import Condition, HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
 from hyperplace.kube.members import node_labels_of
 from hyperplace.runtime.api import (
@@ -55,17 +72,22 @@ from hyperplace.runtime.api import (
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
+    SECRETS,
     ApiClient,
     ApiError,
     Obj,
     meta,
 )
 from hyperplace.runtime.informer import Informer, wait_for_sync
+from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 DISCOVERY_KEY = "discovery"
+# HyperNode condition saying how the last run of the HyperNode's discovery source went.
+DISCOVERY_CONDITION = "Discovery"
+MAX_DISCOVERY_MESSAGE = 4096
 
 
 @dataclass
@@ -129,6 +151,7 @@ class ControllerManager:
         now: Callable[[], str] = now_rfc3339,
     ) -> None:
         self.api = api
+        self.status_writer = StatusWriter(api)
         self.config = config or ManagerConfig()
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry)
@@ -163,6 +186,10 @@ class ControllerManager:
             self.metrics.depth.labels(q.name).set_function(q.__len__)
 
         self.discovery: DiscoveryConfig = DiscoveryConfig()
+        # source -> (status, reason, message) of its last run, shown on its HyperNodes.
+        self.source_conditions: dict[str, tuple[str, str, str]] = {}
+        self._ufm_wake = asyncio.Event()  # config changed: re-read and run UFM discovery now
+        self._insecure_warned = False
         self._hn_models: dict[str, tuple[str, HyperNode]] = {}  # name -> (resourceVersion, model)
         self._node_labels: dict[str, dict[str, str]] | None = None
         # Shared by every HyperNode reconcile until a spec or a node changes.
@@ -217,6 +244,7 @@ class ControllerManager:
         def cm_deleted(o: Obj) -> None:
             if meta(o).get("name") == self.config.config_map:
                 self.discovery = DiscoveryConfig()
+                self._ufm_wake.set()
 
         self.configmaps.add_handler(cm_event, lambda _old, new: cm_event(new), cm_deleted)
 
@@ -239,6 +267,7 @@ class ControllerManager:
             return
         # Any ConfigMap change restarts discovery in Volcano; here it re-runs it.
         self._trigger_discovery()
+        self._ufm_wake.set()
 
     # -- caches -----------------------------------------------------------------------------
 
@@ -275,7 +304,7 @@ class ControllerManager:
         if job.metadata.deletion_timestamp:
             return
         ns = job.namespace
-        pg_obj = self.podgroups.get(f"{ns}/{podgroup_name(job)}")
+        pg_obj = find_podgroup(job, lambda name: self.podgroups.get(f"{ns}/{name}"))
         pg = PodGroup.model_validate(pg_obj) if pg_obj is not None else None
         prios = {
             str(meta(pc).get("name")): int(pc.get("value") or 0) for pc in self.priority_classes.objects()
@@ -314,6 +343,21 @@ class ControllerManager:
         status = compute_status(
             hn, self._current_node_labels(), models, now=self._now(), index=self._topology
         )
+        source = source_of(hn)
+        if source is not None and source in self.source_conditions:
+            st, reason, message = self.source_conditions[source]
+            old = next((c for c in status.conditions or [] if c.type == DISCOVERY_CONDITION), None)
+            since = old.last_transition_time if old is not None and old.status == st else None
+            cond = Condition(
+                type=DISCOVERY_CONDITION,
+                status=st,
+                reason=reason,
+                message=message[:MAX_DISCOVERY_MESSAGE],
+                last_transition_time=since or self._now(),
+                observed_generation=hn.metadata.generation,
+            )
+            rest = [c for c in status.conditions or [] if c.type != DISCOVERY_CONDITION]
+            status.conditions = [*rest, cond]
         await self._patch_status(HYPERNODES, name, None, obj.get("status"), status.to_dict())
 
     async def run_discovery(self) -> None:
@@ -321,8 +365,78 @@ class ControllerManager:
             return
         existing = list(self._hypernode_models().values())
         result = discover_from_labels(self.discovery, self.nodes.objects(), existing, self._rng)
+        await self._apply_discovery(LABEL_SOURCE, result)
+
+    async def run_ufm_discovery(self, source: DiscoverySource) -> bool:
+        """One UFM fetch and, when the answer is complete, its diff applied. Never deletes
+        on a failed or partial fetch: the HyperNodes stay as they are and carry a
+        ``Discovery=False`` condition saying why. Returns whether the run succeeded."""
+        try:
+            settings = ufm_settings(source.config)
+            username = password = None
+            if not settings.is_file:
+                username, password = await self._ufm_credentials(source)
+            if settings.insecure_skip_verify and not self._insecure_warned:
+                self._insecure_warned = True
+                log.warning("ufm discovery: TLS certificate verification is disabled (insecureSkipVerify)")
+            ports = await fetch_ports(settings, username, password)
+        except UfmError as exc:
+            log.error("ufm discovery: %s; keeping the HyperNodes from the last good answer", exc)
+            self._set_source_condition(UFM_SOURCE, "False", "FetchFailed", f"{exc}; last good tree kept")
+            self.metrics.reconciles.labels("ufm-discovery", "retry").inc()
+            return False
+        result = discover_from_ufm(ports, list(self._hypernode_models().values()))
+        await self._apply_discovery(UFM_SOURCE, result)
+        groups = leaf_groups(ports)
+        nodes = len({n for _, ns in groups for n in ns})
+        self._set_source_condition(
+            UFM_SOURCE,
+            "True",
+            "Fetched",
+            f"{len(groups)} leaf group(s), {nodes} node(s) from {settings.endpoint}",
+        )
+        self.metrics.reconciles.labels("ufm-discovery", "ok").inc()
+        return True
+
+    async def _ufm_credentials(self, source: DiscoverySource) -> tuple[str, str]:
+        ref = (source.credentials or {}).get("secretRef") or {}
+        name = ref.get("name") if isinstance(ref, Mapping) else None
+        if not name:
+            raise UfmError("credentials.secretRef: UFM authentication credentials are not configured")
+        ns = str(ref.get("namespace") or self.config.config_namespace)
+        try:
+            secret: Obj | None = await self.api.get(SECRETS, str(name), ns)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise UfmError(f"failed to get secret {ns}/{name}: {exc}") from None
+            secret = None
+        return credentials_from_secret(secret, f"{ns}/{name}")
+
+    def _set_source_condition(self, source: str, status: str, reason: str, message: str) -> None:
+        value = (status, reason, message)
+        if self.source_conditions.get(source) != value:
+            self.source_conditions[source] = value
+            self._all_hypernodes()  # the condition is written with each HyperNode's status
+
+    async def _ufm_loop(self) -> None:
+        """Run UFM discovery at its interval while a ``ufm`` source is enabled; a config
+        change runs it at once (Volcano restarts its discoverers on any change)."""
+        while True:
+            self._ufm_wake.clear()
+            source = self.discovery.enabled(UFM_SOURCE)
+            if source is None:
+                await self._ufm_wake.wait()
+                continue
+            try:
+                await self.run_ufm_discovery(source)
+            except Exception:  # an API write failed: try again at the next interval
+                log.exception("ufm discovery failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ufm_wake.wait(), timeout=source.interval_seconds)
+
+    async def _apply_discovery(self, source: str, result: DiscoveryResult) -> None:
         for warning in result.warnings:
-            log.warning("label discovery: %s", warning)
+            log.warning("%s discovery: %s", source, warning)
         for hn in result.create:
             await self._create(HYPERNODES, hn.to_dict(), None)
         for hn in result.update:
@@ -354,7 +468,7 @@ class ControllerManager:
             return
         # A merge patch only removes keys that are explicitly null.
         body = {**dict.fromkeys((k for k in old if k not in new), None), **new}
-        await self.api.patch(res, name, {"status": body}, namespace, subresource="status")
+        await self.status_writer.patch_status(res, name, {"status": body}, namespace)
         self.metrics.writes.labels(res.plural, "patch-status").inc()
 
     # -- workers ----------------------------------------------------------------------------
@@ -398,6 +512,7 @@ class ControllerManager:
         own = informer_tasks is None
         tasks = informer_tasks if informer_tasks is not None else await self.start_informers()
         workers: list[asyncio.Task[None]] = []
+        ufm: asyncio.Task[None] | None = None
         try:
             await wait_for_sync(self.required_informers)
             log.info("controller manager: caches synced, starting workers")
@@ -414,10 +529,14 @@ class ControllerManager:
                             self._worker(self.discovery_queue, "discovery", lambda _k: self.run_discovery())
                         )
                     )
+            ufm = asyncio.create_task(self._ufm_loop(), name="ufm-discovery")  # not a worker: no drain
             # asyncio.wait, not gather: cancelling run() must not cancel the workers
             # mid-reconcile; they finish their key once the queues shut down.
             await asyncio.wait(workers)
         finally:
+            if ufm is not None:
+                ufm.cancel()
+                await asyncio.gather(ufm, return_exceptions=True)
             for q in self.queues:
                 q.shutdown()
             if workers:

@@ -11,6 +11,9 @@ Usage::
 
     python hack/gen_crds.py            # (re)write manifests/crds/*.yaml
     python hack/gen_crds.py --check    # exit 1 with a unified diff when the committed files drift
+    python hack/gen_crds.py --volcano-compatible [--out-dir DIR]
+                                       # the same CRDs shaped exactly like Volcano's published
+                                       # ones (hack/volcano_compat.py), for clusters keeping them
 
 The output is deterministic: mapping keys are sorted (as controller-gen does), lists keep the
 order the models give them except ``required``, which is sorted.
@@ -33,6 +36,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     # Running as ``python hack/gen_crds.py`` puts hack/ on sys.path, not the repo root.
     sys.path.insert(0, str(REPO_ROOT))
+if str(REPO_ROOT / "hack") not in sys.path:
+    # Loaded by path from the tests: volcano_compat sits next to this file.
+    sys.path.insert(0, str(REPO_ROOT / "hack"))
+
+from volcano_compat import OVERLAY, VOLCANO_DROP_COLUMNS, VOLCANO_SHORT_NAMES  # noqa: E402
 
 from hyperplace.api import HyperNode, Job, PodGroup, Queue  # noqa: E402
 from hyperplace.api.common import TypedObject  # noqa: E402
@@ -92,6 +100,11 @@ class CRDSpec:
     scope: str
     short_names: tuple[str, ...]
     columns: tuple[PrinterColumn, ...] = ()
+    # Whether ``status`` is a subresource. Volcano's PodGroup CRD declares none (Volcano
+    # writes PodGroup status by updating the whole object); ours matches it so either
+    # implementation's scheduler persists status on either CRD. Writers find out from API
+    # discovery which shape is installed (hyperplace.runtime.status_writer).
+    status_subresource: bool = True
 
     @property
     def name(self) -> str:
@@ -120,6 +133,8 @@ CRDS: tuple[CRDSpec, ...] = (
             PrinterColumn("Tier", "string", ".spec.tier"),
             PrinterColumn("TierName", "string", ".spec.tierName"),
             PrinterColumn("NodeCount", "integer", ".status.nodeCount"),
+            # Ours, not Volcano's: the controller's Ready condition (cycle, second parent, ...).
+            PrinterColumn("READY", "string", '.status.conditions[?(@.type=="Ready")].status'),
             PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
         ),
     ),
@@ -147,6 +162,7 @@ CRDS: tuple[CRDSpec, ...] = (
         plural="podgroups",
         scope="Namespaced",
         short_names=("pg", "podgroup-v1beta1"),
+        status_subresource=False,
         columns=(
             PrinterColumn("STATUS", "string", ".status.phase"),
             PrinterColumn("minMember", "integer", ".spec.minMember"),
@@ -444,9 +460,9 @@ def crd_document(spec: CRDSpec) -> dict[str, Any]:
         "served": True,
         "storage": True,
         "schema": {"openAPIV3Schema": openapi_schema(spec.model)},
-        # Every kind has status written by a controller or the scheduler; the subresource keeps
-        # those writes from racing users' spec edits (and RBAC can split the two).
-        "subresources": {"status": {}},
+        # Status written by a controller or the scheduler; the subresource keeps those writes
+        # from racing users' spec edits (and RBAC can split the two). PodGroup: see CRDSpec.
+        "subresources": {"status": {}} if spec.status_subresource else {},
     }
     if spec.columns:
         version["additionalPrinterColumns"] = [c.to_dict() for c in spec.columns]
@@ -464,6 +480,147 @@ def crd_document(spec: CRDSpec) -> dict[str, Any]:
             "versions": [version],
         },
     }
+
+
+# --------------------------------------------------------------------------------------------
+# The --volcano-compatible variant: Volcano's published CRD shapes
+# --------------------------------------------------------------------------------------------
+
+# Keywords a variant node takes from the overlay (everything but structure and text).
+_SHAPE_KEYWORDS = (
+    "type",
+    "format",
+    "enum",
+    "default",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "nullable",
+    "required",
+    "anyOf",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-validations",
+)
+
+
+def _path_tokens(path: str) -> list[str]:
+    """``.spec.tasks[].name`` -> ``["spec", "[]", "name"]`` (``*`` for map values)."""
+    if path == ".":
+        return []
+    tokens: list[str] = []
+    i = 0
+    while i < len(path):
+        if path.startswith("[]", i):
+            tokens.append("[]")
+            i += 2
+            continue
+        if path[i] != ".":
+            raise SchemaError(f"bad overlay path {path!r}")
+        j = i + 1
+        while j < len(path) and path[j] not in ".[":
+            j += 1
+        tokens.append(path[i + 1 : j])
+        i = j
+    return tokens
+
+
+def _child(node: Schema, token: str, create: bool) -> Schema | None:
+    if token == "[]":
+        if create:
+            node.setdefault("items", {})
+        return node.get("items")
+    if token == "*":
+        if create:
+            node.setdefault("additionalProperties", {})
+        extra = node.get("additionalProperties")
+        return extra if isinstance(extra, dict) else None
+    if create:
+        node.setdefault("properties", {}).setdefault(token, {})
+    return (node.get("properties") or {}).get(token)
+
+
+def apply_overlay(schema: Schema, overlay: dict[str, dict[str, Any] | None]) -> Schema:
+    """A copy of ``schema`` with each overlay path's shape keywords replaced (``None``: the
+    node removed). Paths are applied parents first, so a node created under a formerly
+    free-form object loses that object's preserve-unknown-fields marker."""
+    out = copy.deepcopy(schema)
+    for path in sorted(overlay):
+        want = overlay[path]
+        tokens = _path_tokens(path)
+        if want is None:
+            parent: Schema | None = out
+            for t in tokens[:-1]:
+                parent = _child(parent, t, create=False) if parent is not None else None
+            if parent is None or not tokens:
+                continue
+            last = tokens[-1]
+            if last == "[]":
+                parent.pop("items", None)
+            elif last == "*":
+                parent.pop("additionalProperties", None)
+            else:
+                (parent.get("properties") or {}).pop(last, None)
+                if parent.get("properties") == {}:
+                    parent.pop("properties")
+            continue
+        node: Schema | None = out
+        for t in tokens:
+            node = _child(node, t, create=True) if node is not None else None
+        if node is None:
+            raise SchemaError(f"overlay path {path} cannot be created")
+        for key in _SHAPE_KEYWORDS:
+            node.pop(key, None)
+        node.update(copy.deepcopy(want))
+        if "properties" in node and node.get("x-kubernetes-preserve-unknown-fields") is not True:
+            node.pop("additionalProperties", None)
+    return out
+
+
+def volcano_compatible_document(spec: CRDSpec) -> dict[str, Any]:
+    """The CRD as Volcano publishes it: its names, columns, subresources and schema shape
+    (see hack/volcano_compat.py), with our descriptions where a field exists in both."""
+    doc = crd_document(spec)
+    doc["metadata"]["labels"]["hyperplace.volcano.sh/variant"] = "volcano-compatible"
+    if spec.kind in VOLCANO_SHORT_NAMES:
+        doc["spec"]["names"]["shortNames"] = list(VOLCANO_SHORT_NAMES[spec.kind])
+    [version] = doc["spec"]["versions"]
+    drop = VOLCANO_DROP_COLUMNS.get(spec.kind, ())
+    cols = [c for c in version.get("additionalPrinterColumns", []) if c["name"] not in drop]
+    version["additionalPrinterColumns"] = cols
+    schema = apply_overlay(version["schema"]["openAPIV3Schema"], OVERLAY.get(spec.kind, {}))
+    problems = structural_problems(schema)
+    if problems:
+        raise SchemaError(f"{spec.kind} (volcano-compatible): not structural:\n  " + "\n  ".join(problems))
+    version["schema"]["openAPIV3Schema"] = schema
+    return doc
+
+
+def render_volcano_compatible(spec: CRDSpec) -> str:
+    """The text of one --volcano-compatible CRD file."""
+    body = yaml.dump(
+        volcano_compatible_document(spec),
+        Dumper=_Dumper,
+        sort_keys=True,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=100,
+    )
+    header = HEADER.replace(
+        "hyperplace/api.", "hyperplace/api, shaped like Volcano's CRDs (--volcano-compatible)."
+    )
+    return header + "---\n" + body
 
 
 class _Dumper(yaml.SafeDumper):
@@ -534,8 +691,25 @@ def write(out_dir: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="exit 1 with a diff if files would change")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR, help="default: manifests/crds")
+    parser.add_argument("--out-dir", type=Path, default=None, help="default: manifests/crds")
+    parser.add_argument(
+        "--volcano-compatible",
+        action="store_true",
+        help="emit the CRDs shaped exactly like Volcano's (to stdout, or files in --out-dir)",
+    )
     args = parser.parse_args(argv)
+    if args.volcano_compatible:
+        if args.check:
+            parser.error("--check compares the committed manifests/crds; it takes no --volcano-compatible")
+        if args.out_dir is None:
+            sys.stdout.write("".join(render_volcano_compatible(spec) for spec in CRDS))
+            return 0
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        for spec in CRDS:
+            (args.out_dir / spec.filename).write_text(render_volcano_compatible(spec))
+            print(f"wrote {args.out_dir / spec.filename}")
+        return 0
+    args.out_dir = args.out_dir or DEFAULT_OUT_DIR
     if args.check:
         diffs = check(args.out_dir)
         for diff in diffs:

@@ -148,6 +148,9 @@ class JobInfo:
     min_subjobs: dict[str, int] = field(default_factory=dict)
     allocated_hypernode: int = -1
     problems: list[str] = field(default_factory=list)  # reasons the job cannot be considered
+    # Placed anyway, but worth telling the user (an unknown highestTierName: Volcano's session
+    # skips the translation with a warning, and the job is then not tier-limited).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def enforced_min_task_member(self) -> dict[str, int]:
@@ -208,7 +211,10 @@ def normalise_topology(
         limit = tier_names.get(spec.highest_tier_name)
         if limit is None:
             known = ", ".join(f"{n}={t}" for n, t in sorted(tier_names.items())) or "none"
-            problem = f"unknown highestTierName {spec.highest_tier_name!r} (known tier names: {known})"
+            problem = (
+                f"unknown highestTierName {spec.highest_tier_name!r} (known tier names: {known}); "
+                "placed without a tier limit"
+            )
     if spec.mode == "soft":
         return Topology("hard", bound if bound is not None else top_tier, declared_soft=True)
     if spec.mode == "hard":
@@ -243,7 +249,7 @@ def build_job(
     for p in policies:
         job.min_subjobs[f"{key}/{p.name}"] = p.min_sub_groups or 0
     if topo is not None and topo.problem:
-        job.problems.append(topo.problem)
+        job.warnings.append(topo.problem)
     for t in sorted(tasks, key=lambda t: (-t.priority, *task_order_key(t))):
         chosen: tuple[SubGroupPolicySpec, list[str]] | None = None
         for p in policies:
@@ -269,8 +275,10 @@ def build_job(
                 sub_topo = normalise_topology(
                     p.network_topology, tier_names, top_tier, job_bound if job_bound is not None else top_tier
                 )
-                if sub_topo is not None and sub_topo.problem and sub_topo.problem not in job.problems:
-                    job.problems.append(f"subGroupPolicy {p.name}: {sub_topo.problem}")
+                if sub_topo is not None and sub_topo.problem:
+                    warning = f"subGroupPolicy {p.name}: {sub_topo.problem}"
+                    if warning not in job.warnings:
+                        job.warnings.append(warning)
                 try:
                     mi = int(vals[0])
                 except ValueError:

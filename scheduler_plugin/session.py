@@ -33,6 +33,10 @@ from .framework.actions import ACTIONS
 from .framework.session import Session
 from .snapshot import ClusterSnapshot
 
+# PodGroup condition for a topology the scheduler could not honour exactly but placed anyway.
+NETWORK_TOPOLOGY_WARNING = "NetworkTopologyWarning"
+MAX_LISTED = 10  # pods named in one note
+
 # PodGroup condition of a job whose gang minimum is placed while some of its pods still wait.
 PODS_PENDING = "PodsPending"
 
@@ -140,8 +144,26 @@ def _close(ssn: Session) -> SessionResult:
             outcome.conditions.append(
                 {"type": "Unschedulable", "status": "True", "reason": expl.reason, "message": expl.message()}
             )
+        if job.warnings:
+            # What Volcano's webhook only warns about at admission, kept visible on the PodGroup.
+            outcome.conditions.append(
+                {
+                    "type": NETWORK_TOPOLOGY_WARNING,
+                    "status": "True",
+                    "reason": "UnknownTierName",
+                    "message": "; ".join(job.warnings),
+                }
+            )
         if key not in standalone:
             out.jobs[key] = outcome
     for key, reason in sorted(snap.orphan_pods.items()):
         out.unschedulable[key] = reason
+    if snap.missing_node_pods:
+        shown = sorted(snap.missing_node_pods.items())
+        listed = ", ".join(f"{k} on {n}" for k, n in shown[:MAX_LISTED])
+        more = f" and {len(shown) - MAX_LISTED} more" if len(shown) > MAX_LISTED else ""
+        out.notes.append(
+            f"{len(shown)} pod(s) bound to a node with no Node object, counted as running for their "
+            f"gang as Volcano does: {listed}{more}"
+        )
     return out

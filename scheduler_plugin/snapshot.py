@@ -68,6 +68,8 @@ class ClusterSnapshot:
     scheduler_names: tuple[str, ...]
     orphan_pods: dict[str, str] = field(default_factory=dict)  # pending pods we cannot place, with reason
     standalone: list[str] = field(default_factory=list)  # job keys synthesised for group-less pods
+    # Gang pods bound to a node with no Node object: counted as running (as Volcano does), not placed.
+    missing_node_pods: dict[str, str] = field(default_factory=dict)  # pod key -> node name
     build_seconds: float = 0.0
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)
@@ -184,6 +186,7 @@ class ClusterSnapshot:
         job_tasks: dict[str, list[TaskInfo]] = {k: [] for k in pg_map}
         orphans: dict[str, str] = {}
         standalone_pgs: dict[str, PodGroup] = {}
+        missing_node: dict[str, str] = {}
         for p, rq in zip(pods, pod_reqs, strict=True):
             meta = p.get("metadata") or {}
             spec = p.get("spec") or {}
@@ -277,7 +280,10 @@ class ClusterSnapshot:
             if node_name:
                 ni = nidx.get(node_name)
                 if ni is None:
-                    continue  # bound to a node that is gone: nothing to account
+                    # Node object deleted under a running pod: Volcano still counts the pod for its
+                    # gang (its status, not its node, makes it ready); no room or topology to add.
+                    missing_node[key] = str(node_name)
+                    ni = -1
                 task.node = ni
                 task.running = True
             job_tasks[gkey].append(task)
@@ -304,6 +310,7 @@ class ClusterSnapshot:
             scheduler_names=owned,
             orphan_pods=orphans,
             standalone=sorted(standalone_pgs),
+            missing_node_pods=missing_node,
         )
         snap.plain_mask = np.array(
             [

@@ -355,7 +355,7 @@ def discover_for_display(
     from controller.hypernode.discovery import (
         DiscoveryConfigError,
         DiscoveryError,
-        discover_from_labels,
+        discover_offline,
         parse_discovery_config,
     )
 
@@ -366,9 +366,9 @@ def discover_for_display(
         return hns, []
     try:
         config = parse_discovery_config(cms[0])
-        if config.enabled("label") is None:
+        if config.enabled("label") is None and config.enabled("ufm") is None:
             return hns, []
-        result = discover_from_labels(config, nodes, hns, random.Random(seed))
+        result = discover_offline(config, nodes, hns, random.Random(seed))
     except (DiscoveryConfigError, DiscoveryError) as exc:
         return hns, [f"HyperNode discovery: {exc}"]
     by_name = {h.name: h for h in hns}
@@ -376,8 +376,9 @@ def discover_for_display(
         by_name.pop(name, None)
     for h in [*result.update, *result.create]:
         by_name[h.name] = h
-    note = f"label discovery: {len(result.create)} HyperNodes created, {len(result.update)} updated"
-    return list(by_name.values()), [note + (f", {len(result.delete)} deleted" if result.delete else "")]
+    note = f"discovery: {len(result.create)} HyperNodes created, {len(result.update)} updated"
+    notes = [note + (f", {len(result.delete)} deleted" if result.delete else "")]
+    return list(by_name.values()), notes + [f"HyperNode discovery: {w}" for w in result.warnings]
 
 
 @app.command()

@@ -23,6 +23,7 @@ the simulated one, so two runs on the same input give the same output.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 from collections.abc import Iterable
@@ -385,7 +386,7 @@ class Simulation:
             raise SimulationError(f"invalid scheduler configuration: {exc}") from None
 
     def _discovery(self) -> bool:
-        """Label discovery, when a controller ConfigMap enables it."""
+        """Label and (offline) UFM discovery, when a controller ConfigMap enables them."""
         cms = [
             o
             for o in self.of_kind("ConfigMap")
@@ -396,7 +397,7 @@ class Simulation:
         from controller.hypernode.discovery import (
             DiscoveryConfigError,
             DiscoveryError,
-            discover_from_labels,
+            discover_offline,
             parse_discovery_config,
         )
 
@@ -405,11 +406,12 @@ class Simulation:
         except DiscoveryConfigError as exc:
             self._warn_once(f"ConfigMap {ns_name(cms[0])}: {exc}")
             return False
-        if config.enabled("label") is None:
+        if config.enabled("label") is None and config.enabled("ufm") is None:
             return False
         existing = [hn for _, hn in self.models(HyperNode)]
         try:
-            result = discover_from_labels(config, self.of_kind("Node"), existing, self.rng)
+            # Label discovery, and UFM discovery from a saved answer (endpoint file://PATH).
+            result = discover_offline(config, self.of_kind("Node"), existing, self.rng)
         except DiscoveryError as exc:
             self._warn_once(f"HyperNode discovery: {exc}")
             return False
@@ -477,8 +479,11 @@ class Simulation:
         )
         return changed
 
+    def _podgroup_named(self, ns: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get(("PodGroup", ns, name))
+
     def _jobs(self) -> bool:
-        from controller.job.reconcile import reconcile_job
+        from controller.job.reconcile import find_podgroup, reconcile_job
 
         priority_classes = {
             str(pc["metadata"]["name"]): int(pc.get("value") or 0) for pc in self.of_kind("PriorityClass")
@@ -500,9 +505,14 @@ class Simulation:
         ctx = None
         for jobj, job in self.models(Job):
             ns = job.namespace or "default"
-            pg_obj = None
-            pg_name = f"{job.name}-{job.metadata.uid or ''}"
-            pg_obj = self.objects.get(("PodGroup", ns, pg_name))
+            # <job>-<uid>, or a PodGroup under the legacy name (the job's own), as Volcano finds it.
+            found = find_podgroup(job, functools.partial(self._podgroup_named, ns))
+            pg_obj = cast("dict[str, Any] | None", found)
+            pg_name = (
+                str(pg_obj["metadata"]["name"])
+                if pg_obj is not None
+                else f"{job.name}-{job.metadata.uid or ''}"
+            )
             try:
                 pg = PodGroup.model_validate(pg_obj) if pg_obj is not None else None
             except ValidationError:

@@ -265,13 +265,42 @@ def load_paths(paths: Sequence[str | Path], *, default_queue: bool = True) -> In
             else:
                 objs = [_check_object(value, where)]
             for obj in objs:
-                add_object(inputs, obj, where)
+                add_object(inputs, anchor_file_endpoints(obj, f.parent), where)
     conf = find_scheduler_conf(paths)
     if conf is not None:
         inputs.scheduler_conf = conf.read_text(encoding="utf-8")
         inputs.scheduler_conf_source = str(conf)
     finish(inputs, default_queue=default_queue)
     return inputs
+
+
+def anchor_file_endpoints(obj: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A controller ConfigMap whose UFM discovery reads a saved answer from a relative
+    ``file://ports.json`` gets it resolved against the directory of the file that defines
+    the ConfigMap, so a preview works from any working directory. Other objects pass as is."""
+    text = (obj.get("data") or {}).get(CONTROLLER_CONF_KEY) if obj.get("kind") == "ConfigMap" else None
+    if not isinstance(text, str) or "file://" not in text:
+        return obj
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return obj  # the controller's own parser reports it
+    changed = False
+    for entry in (doc or {}).get("networkTopologyDiscovery") or [] if isinstance(doc, dict) else []:
+        cfg = entry.get("config") if isinstance(entry, dict) else None
+        endpoint = cfg.get("endpoint") if isinstance(cfg, dict) else None
+        if (
+            isinstance(endpoint, str)
+            and endpoint.startswith("file://")
+            and not endpoint.startswith("file:///")
+        ):
+            cfg["endpoint"] = "file://" + str((base / endpoint[len("file://") :]).resolve())  # type: ignore[index]
+            changed = True
+    if not changed:
+        return obj
+    out = copy.deepcopy(obj)
+    out["data"][CONTROLLER_CONF_KEY] = yaml.safe_dump(doc, sort_keys=False)
+    return out
 
 
 def add_object(inputs: Inputs, obj: dict[str, Any], where: Source, *, existing: bool = False) -> None:

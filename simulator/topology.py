@@ -3,8 +3,8 @@
 This mirrors the scheduler cache's rules (``volcano_impl.md`` §1.3) but, instead of
 silently marking the tree "not ready", keeps a reason on every HyperNode at fault:
 cycles, a second parent, members that select nothing, members naming objects that do
-not exist. While any of those stands, Volcano does not schedule jobs that carry a
-network topology, so the display puts them in red.
+not exist, all in red. Only a cycle or a second parent makes the tree not ready (Volcano
+then schedules no job that carries a network topology); the rest are shown as problems.
 """
 
 from __future__ import annotations
@@ -39,8 +39,11 @@ class HyperNodeView:
     children: list[str] = field(default_factory=list)
     parent: str | None = None
     nodes: set[str] = field(default_factory=set)  # every real node below, children included
-    problems: list[str] = field(default_factory=list)  # make the tree not ready
+    problems: list[str] = field(default_factory=list)  # shown in red
     notes: list[str] = field(default_factory=list)  # odd but harmless
+    # The problems that make the scheduler cache not ready (a cycle or a second parent), as in
+    # Volcano; a member naming a missing Node or selecting nothing is shown but does not block.
+    blocking: list[str] = field(default_factory=list)
     in_cycle: bool = False
 
 
@@ -59,7 +62,7 @@ class Topology:
 
     @property
     def ready(self) -> bool:
-        return not any(h.problems for h in self.hypernodes.values())
+        return not any(h.blocking for h in self.hypernodes.values())
 
     def leaf_of(self, node: str) -> str | None:
         """The lowest-tier HyperNode holding ``node`` directly (ties: name order)."""
@@ -149,11 +152,13 @@ def build_topology(
             c = views[child]
             if child == h.name:
                 v.problems.append("lists itself as a member (cycle)")
+                v.blocking.append(v.problems[-1])
                 v.in_cycle = True
                 continue
             if c.parent is not None and c.parent != h.name:
                 # The scheduler cache refuses the second claim ("already has a parent").
                 c.problems.append(f"has two parents: {c.parent} and {h.name}")
+                c.blocking.append(c.problems[-1])
                 v.problems.append(f"claims {child}, which already belongs to {c.parent}")
                 continue
             if child not in v.children:
@@ -227,6 +232,7 @@ def _mark_cycles(views: dict[str, HyperNodeView]) -> None:
                     views[n].in_cycle = True
                     if text not in views[n].problems:
                         views[n].problems.append(text)
+                        views[n].blocking.append(text)
             elif state.get(c) is None:
                 visit(c, stack)
         stack.pop()

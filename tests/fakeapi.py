@@ -66,6 +66,8 @@ class FakeApi:
         self._faults: dict[str, list[ApiError]] = {}
         self._named_faults: dict[tuple[str, str], list[ApiError]] = {}
         self._uids = itertools.count(1)
+        # Plurals whose CRD declares no status subresource (Volcano's PodGroup CRD).
+        self.no_status_subresource: set[str] = set()
 
     # -- test controls ------------------------------------------------------------------------
 
@@ -310,7 +312,7 @@ class FakeApi:
         for k in ("uid", "creationTimestamp", "generation"):
             if k in cur["metadata"]:
                 new["metadata"][k] = cur["metadata"][k]
-        if _has_status_subresource(res):
+        if self._has_status(res):
             new["status"] = copy.deepcopy(cur.get("status"))
             if new["status"] is None:
                 new.pop("status")
@@ -328,6 +330,9 @@ class FakeApi:
         self.calls.append(("patch" + (f"/{subresource}" if subresource else ""), res.plural, name))
         self._check_fault("patch" + (f"/{subresource}" if subresource else ""), name)
         self._check_fault("patch", name)
+        if subresource == "status" and not self._has_status(res):
+            # What a real apiserver answers for an unserved subresource: a bare 404.
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         key, cur = self._existing(res, name, namespace)
         sent_rv = meta(patch).get("resourceVersion")
         if sent_rv and sent_rv != meta(cur).get("resourceVersion"):
@@ -340,11 +345,26 @@ class FakeApi:
             )
         if subresource == "status":
             patch = {"status": patch.get("status")} if "status" in patch else {}
-        elif _has_status_subresource(res):
+        elif self._has_status(res):
             patch = {k: v for k, v in patch.items() if k != "status"}
         new = merge_patch(cur, patch)
         new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
         return self._write(res, key, cur, new)
+
+    def _has_status(self, res: Resource) -> bool:
+        return _has_status_subresource(res) and res.plural not in self.no_status_subresource
+
+    async def api_resources(self, api_version: str) -> tuple[str, ...]:
+        """Discovery: the resources of ``api_version`` this fake knows, with ``/status``."""
+        from hyperplace.runtime import api as _api
+
+        out: tuple[str, ...] = ()
+        for res in vars(_api).values():
+            if isinstance(res, Resource) and res.api_version == api_version:
+                out += (res.plural,)
+                if self._has_status(res):
+                    out += (f"{res.plural}/status",)
+        return out
 
     async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
         self.calls.append(("delete", res.plural, name))

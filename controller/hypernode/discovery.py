@@ -1,4 +1,5 @@
-"""HyperNode auto-discovery from node labels, as Volcano's label discoverer does it.
+"""HyperNode auto-discovery, as Volcano's discoverers do it: from node labels (here) and
+from an NVIDIA UFM fabric (:mod:`controller.hypernode.ufm`, sources ``ufm``).
 
 Configuration lives in Volcano's ConfigMap ``volcano-controller-configmap``, key
 ``volcano-controller.conf``::
@@ -48,6 +49,9 @@ import yaml
 
 from hyperplace.api import ExactMatch, HyperNode, HyperNodeSpec, MemberSelector, MemberSpec, ObjectMeta
 from hyperplace.api.constants import NETWORK_TOPOLOGY_SOURCE_LABEL
+
+from .ufm import UFM_SOURCE, UfmError, UfmPort, parse_ports, read_file_answer, ufm_settings
+from .ufm import build_hypernodes as build_ufm_hypernodes
 
 CONFIGMAP_NAME = "volcano-controller-configmap"
 CONFIG_KEY = "volcano-controller.conf"
@@ -328,6 +332,21 @@ def discover_from_labels(
         for name, info in sorted(infos.items())
     ]
 
+    result = source_diff(desired, existing, LABEL_SOURCE)
+    result.warnings[:0] = warnings
+    return result
+
+
+def source_of(hn: HyperNode) -> str | None:
+    """The discovery source that manages ``hn`` (its ``volcano.sh/network-topology-source``)."""
+    return (hn.metadata.labels or {}).get(NETWORK_TOPOLOGY_SOURCE_LABEL)
+
+
+def source_diff(desired: list[HyperNode], existing: list[HyperNode], source: str) -> DiscoveryResult:
+    """Create, update or delete the HyperNodes labelled with ``source`` so that they match
+    ``desired`` (Volcano's ``reconcileTopology``). A desired name already taken by a HyperNode
+    of another source, or of none, is left alone with a warning rather than taken over."""
+    warnings: list[str] = []
     current = {hn.name: hn for hn in existing}
     create: list[HyperNode] = []
     update: list[HyperNode] = []
@@ -335,6 +354,13 @@ def discover_from_labels(
         have = current.get(want.name)
         if have is None:
             create.append(want)
+            continue
+        if source_of(have) != source:
+            owner = source_of(have)
+            warnings.append(
+                f"HyperNode {want.name} exists and is not managed by {source} discovery "
+                f"({'source ' + owner if owner else 'created by hand'}); left unchanged"
+            )
             continue
         labels = {**(have.metadata.labels or {}), **(want.metadata.labels or {})}
         # Compare before copying: a re-discovery that changes nothing must stay cheap.
@@ -345,5 +371,64 @@ def discover_from_labels(
             merged.metadata.labels = labels
             update.append(merged)
     wanted = {hn.name for hn in desired}
-    delete = sorted(hn.name for hn in labelled if hn.name not in wanted)
+    delete = sorted(hn.name for hn in existing if source_of(hn) == source and hn.name not in wanted)
     return DiscoveryResult(desired=desired, create=create, update=update, delete=delete, warnings=warnings)
+
+
+# --- UFM ---------------------------------------------------------------------------------
+
+
+def discover_from_ufm(ports: list[UfmPort], existing: list[HyperNode]) -> DiscoveryResult:
+    """The UFM-sourced HyperNodes of one complete answer, and the diff to get there."""
+    return source_diff(build_ufm_hypernodes(ports), existing, UFM_SOURCE)
+
+
+def discover_offline(
+    config: DiscoveryConfig,
+    nodes: list[dict[str, Any]],
+    existing: list[HyperNode],
+    rng: random.Random,
+) -> DiscoveryResult:
+    """What the controller's discovery would do, without a cluster or a network: label
+    discovery, and UFM discovery when its endpoint is a ``file://`` saved answer.
+
+    Sources run in turn, each on the result of the previous one. A UFM source that is
+    fetched over the network, or whose saved answer cannot be used, adds a warning and
+    changes nothing (the controller would keep its last good tree too). Raises
+    DiscoveryError as :func:`discover_from_labels` does.
+    """
+    out = DiscoveryResult(enabled=False)
+    current = {hn.name: hn for hn in existing}
+
+    def apply(result: DiscoveryResult) -> None:
+        out.enabled = True
+        out.warnings.extend(result.warnings)
+        for name in result.delete:
+            current.pop(name, None)
+            out.delete.append(name)
+        for hn in result.update:
+            current[hn.name] = hn
+            out.update.append(hn)
+        for hn in result.create:
+            current[hn.name] = hn
+            out.create.append(hn)
+        out.desired.extend(result.desired)
+
+    if config.enabled(LABEL_SOURCE) is not None:
+        apply(discover_from_labels(config, nodes, list(current.values()), rng))
+    source = config.enabled(UFM_SOURCE)
+    if source is not None:
+        try:
+            settings = ufm_settings(source.config)
+            if not settings.is_file:
+                raise UfmError(
+                    f"endpoint {settings.endpoint} is fetched by the controller; give a saved answer "
+                    "(file:///path/ports.json) to preview it offline"
+                )
+            ports = parse_ports(read_file_answer(settings.url))
+        except UfmError as exc:
+            out.enabled = True
+            out.warnings.append(f"ufm discovery: {exc}; HyperNodes kept as they are")
+        else:
+            apply(discover_from_ufm(ports, list(current.values())))
+    return out

@@ -28,8 +28,10 @@ PodGroup (``<job>-<jobUID>`` in the job's namespace, controller ownerReference t
 * ``subGroupPolicy``: one entry per task with a partition policy, in task order.
 
 On update only the fields Volcano updates are touched (minMember, minResources,
-minTaskMember, priorityClassName, subGroupPolicy), and the PodGroup's other fields and
-status are kept.
+minTaskMember, priorityClassName, subGroupPolicy; networkTopology too while the gang has
+not started, where admission let it change), and the PodGroup's other fields and status
+are kept. A PodGroup under the legacy name (the Job's own name, from Volcano before
+v1.5) is found and updated instead of a second one being created (:func:`find_podgroup`).
 
 Pods ``<job>-<task>-<index>`` are built from the task template (kept unchanged apart from
 what we add), as ``createJobPod`` does; see :func:`build_pod`.
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -116,6 +118,31 @@ def task_name(task: TaskSpec, index: int) -> str:
 def podgroup_name(job: Job) -> str:
     """``<job>-<jobUID>`` (Volcano's ``jobhelpers.GetPodGroupName``)."""
     return f"{job.name}-{job.metadata.uid or ''}"
+
+
+def legacy_podgroup_name(job: Job) -> str:
+    """The job's own name: what Volcano before v1.5 named the PodGroup."""
+    return job.name
+
+
+def find_podgroup(job: Job, lookup: Callable[[str], Mapping[str, Any] | None]) -> Mapping[str, Any] | None:
+    """The Job's PodGroup (wire form): ``<job>-<uid>``, else one under the legacy name
+    (Volcano's ``getPodGroupByJob``), which is then updated in place, not duplicated.
+
+    ``lookup(name)`` returns the PodGroup of that name in the job's namespace, or None. A
+    legacy-named PodGroup controlled by another object (a different uid) is not taken.
+    """
+    found = lookup(podgroup_name(job))
+    if found is not None:
+        return found
+    legacy = lookup(legacy_podgroup_name(job))
+    if legacy is None:
+        return None
+    for ref in (legacy.get("metadata") or {}).get("ownerReferences") or []:
+        uid = ref.get("uid")
+        if ref.get("controller") and uid and job.metadata.uid and uid != job.metadata.uid:
+            return None
+    return legacy
 
 
 def pod_name(job_name: str, task: str, index: int) -> str:
@@ -330,6 +357,10 @@ def _sub_group_dicts(policies: Iterable[SubGroupPolicySpec] | None) -> list[dict
     return [p.to_dict() for p in policies or []]
 
 
+def _topology_dict(nt: NetworkTopologySpec | None) -> dict[str, Any] | None:
+    return nt.to_dict() if nt is not None else None
+
+
 def update_podgroup(existing: PodGroup, desired: PodGroup) -> tuple[PodGroup, bool]:
     """Apply Volcano's update rules to an existing PodGroup; returns (updated, changed)."""
     pg = existing.model_copy(deep=True)
@@ -347,6 +378,15 @@ def update_podgroup(existing: PodGroup, desired: PodGroup) -> tuple[PodGroup, bo
     spec.min_task_member = merged or None
     if spec.priority_class_name != want.priority_class_name:
         spec.priority_class_name = want.priority_class_name
+        changed = True
+    # networkTopology: Volcano never updates it (its webhook forbids changing it). Where an
+    # update was allowed anyway (no webhook), it reaches a gang that has not started yet; a
+    # running gang keeps the constraint it was placed under.
+    phase = existing.status.phase if existing.status is not None else None
+    if phase not in ("Running", "Completed") and _topology_dict(spec.network_topology) != _topology_dict(
+        want.network_topology
+    ):
+        spec.network_topology = want.network_topology.model_copy(deep=True) if want.network_topology else None
         changed = True
     # The whole list is replaced when any entry differs or a task lost its policy.
     if _sub_group_dicts(spec.sub_group_policy) != _sub_group_dicts(want.sub_group_policy):

@@ -148,6 +148,12 @@ class KubeApiClient:
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
         return await _json(await self._call("GET", res.path(namespace, name)))
 
+    async def api_resources(self, api_version: str) -> tuple[str, ...]:
+        """Resource names discovery serves for ``api_version`` (``"podgroups/status"`` and the like)."""
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        doc = await _json(await self._call("GET", path))
+        return tuple(str(r.get("name")) for r in doc.get("resources") or [] if isinstance(r, dict))
+
     async def create(
         self,
         res: Resource,

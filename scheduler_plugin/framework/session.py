@@ -138,7 +138,7 @@ class Session:
                 continue
             per_sub: list[int] = []
             for sj in job.subjobs.values():
-                nodes = [t.node for t in sj.tasks if t.running]
+                nodes = [t.node for t in sj.tasks if t.running and t.node >= 0]  # -1: Node gone
                 if not nodes:
                     continue
                 hn = tree.lowest_containing(nodes)

@@ -76,6 +76,7 @@ from hyperplace.runtime.api import (
     meta,
 )
 from hyperplace.runtime.informer import Informer, wait_for_sync
+from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
 from scheduler_plugin.conf import SchedulerConfig
 from scheduler_plugin.session import JobOutcome, SessionResult, run_session
@@ -256,6 +257,8 @@ class Scheduler:
         now: Callable[[], str] = rfc3339,
     ) -> None:
         self.api = api
+        self.status_writer = StatusWriter(api)
+        self._notes_logged: set[str] = set()
         self.options = options or SchedulerOptions()
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry)
@@ -608,6 +611,13 @@ class Scheduler:
     # -- status reporting -------------------------------------------------------------------
 
     def _queue_reports(self, result: SessionResult) -> None:
+        for note in result.notes:
+            # Configuration warnings, pods on deleted nodes, ...: logged once each, not every cycle.
+            if note not in self._notes_logged:
+                if len(self._notes_logged) > 1000:
+                    self._notes_logged.clear()
+                self._notes_logged.add(note)
+                log.warning("scheduler: %s", note)
         # Gangs whose pods the Job controller is still creating: nothing to report yet.
         forming = {
             jkey
@@ -672,7 +682,8 @@ class Scheduler:
             sent = (uid, rv, json.dumps(_timeless(patch), sort_keys=True))
             if self._pg_sent.get(key) != sent:
                 await self._throttle()
-                await self.api.patch(PODGROUPS, name, patch, ns, subresource="status")
+                # Through podgroups/status, or the object on Volcano's CRD (no subresource).
+                await self.status_writer.patch_status(PODGROUPS, name, patch, ns)
                 self.metrics.writes.labels("podgroups/status", "ok").inc()
                 self._pg_sent[key] = sent
         ann = allocated_hypernode_patch(pg, JOB_ALLOCATED_HYPERNODE_ANNOTATION, outcome.allocated_hypernode)
@@ -687,6 +698,9 @@ class Scheduler:
                 await self._report(item)
             except ApiError as exc:
                 if exc.not_found:
+                    # The object is gone (a missing status subresource is handled, and logged,
+                    # by the StatusWriter, which then writes through the object).
+                    log.debug("status %s %s: object deleted; dropping the write", *item)
                     self.status_queue.forget(item)
                 else:
                     # 409: the object moved under us; retry from the informer's newer copy.

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hyperplace.runtime.api import Obj, meta
-from scheduler_plugin.session import PODS_PENDING, JobOutcome
+from scheduler_plugin.session import NETWORK_TOPOLOGY_WARNING, PODS_PENDING, JobOutcome
 
 from .events import truncate
 
@@ -127,6 +127,8 @@ def podgroup_status_patch(
         dropped.add(PG_SCHEDULED)
     if PODS_PENDING not in wanted:
         dropped.add(PODS_PENDING)  # every pod placed (or the gang itself waits): nothing to say
+    if NETWORK_TOPOLOGY_WARNING not in wanted:
+        dropped.add(NETWORK_TOPOLOGY_WARNING)  # the tier name resolves now
     new_conds: list[dict[str, Any]] = []
     for c in conds:
         t = str(c.get("type"))

@@ -475,3 +475,38 @@ def test_unnamed_task_is_called_default_index_like_volcanos_webhook() -> None:
     out = reconcile_job(Job.model_validate(raw), None, [])
     assert "network-topology-job-default1-0" in [p["metadata"]["name"] for p in out.create_pods]
     assert out.podgroup.spec.min_task_member == {"task0": 6, "default1": 8}
+
+
+def _topology_job(tier: int) -> Job:
+    raw = yaml.safe_load(DESIGN_DOC_JOB)
+    raw["spec"]["networkTopology"]["highestTierAllowed"] = tier
+    return Job.model_validate(raw)
+
+
+def test_a_changed_network_topology_reaches_a_gang_that_has_not_started_only() -> None:
+    pg = reconcile_job(_topology_job(2), None, []).podgroup
+    waiting = reconcile_job(_topology_job(1), pg, [])
+    assert waiting.podgroup_changed
+    assert waiting.podgroup.spec.network_topology is not None
+    assert waiting.podgroup.spec.network_topology.highest_tier_allowed == 1
+    running = PodGroup.model_validate({**pg.to_dict(), "status": {"phase": "Running"}})
+    kept = reconcile_job(_topology_job(1), running, [])
+    assert kept.podgroup.spec.network_topology is not None
+    assert kept.podgroup.spec.network_topology.highest_tier_allowed == 2  # placed under tier 2
+
+
+def test_the_legacy_podgroup_is_found_unless_another_object_controls_it() -> None:
+    from controller.job.reconcile import find_podgroup
+
+    job = Job.model_validate(yaml.safe_load(DESIGN_DOC_JOB))
+    legacy = {"metadata": {"name": job.name, "namespace": "default"}}
+    assert find_podgroup(job, {job.name: legacy}.get) is legacy
+    current = {"metadata": {"name": f"{job.name}-{job.metadata.uid}"}}
+    assert find_podgroup(job, {job.name: legacy, current["metadata"]["name"]: current}.get) is current
+    foreign = {
+        "metadata": {
+            "name": job.name,
+            "ownerReferences": [{"kind": "Job", "name": job.name, "uid": "someone-else", "controller": True}],
+        }
+    }
+    assert find_podgroup(job, {job.name: foreign}.get) is None

@@ -284,3 +284,76 @@ async def test_entry_point_leads_reconciles_and_releases_the_lease_on_shutdown()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert (api.peek(LEASES, "hs/ctl") or {})["spec"]["holderIdentity"] == ""
+
+
+@pytest.mark.parametrize("volcano_crds", [False, True])
+async def test_job_updates_reach_the_podgroup_and_keep_its_status(volcano_crds: bool) -> None:
+    # Volcano's job controller keeps minMember, minTaskMember, minResources and priorityClassName
+    # in sync; on Volcano's PodGroup CRD (no status subresource) the update must not wipe the
+    # status the scheduler wrote.
+    api = FakeApi()
+    if volcano_crds:
+        api.no_status_subresource = {"podgroups"}
+    mgr = ControllerManager(api, ManagerConfig(workers=2, seed=0), now=lambda: "T")
+    task = asyncio.create_task(mgr.run())
+    try:
+        job = await api.create(JOBS, design_job(), NS)
+        pg_key = f"{NS}/network-topology-job-{job['metadata']['uid']}"
+        await eventually(lambda: api.peek(PODGROUPS, pg_key) is not None)
+        await api.patch(
+            PODGROUPS,
+            pg_key.split("/")[1],
+            {"status": {"phase": "Inqueue"}},
+            NS,
+            subresource=None if volcano_crds else "status",
+        )
+        current = api.peek(JOBS, JOB_KEY)
+        assert current is not None
+        updated = copy.deepcopy(current)
+        updated["spec"]["minAvailable"] = 6
+        updated["spec"]["priorityClassName"] = "high"
+        updated["spec"]["tasks"][0]["minAvailable"] = 6
+        updated["spec"]["tasks"][1]["replicas"] = 10
+        await api.replace(JOBS, updated, NS)
+
+        def synced() -> bool:
+            pg = api.peek(PODGROUPS, pg_key) or {}
+            spec = pg.get("spec") or {}
+            return spec.get("minMember") == 6 and spec.get("priorityClassName") == "high"
+
+        await eventually(synced)
+        pg = api.peek(PODGROUPS, pg_key)
+        assert pg is not None
+        assert pg["spec"]["minTaskMember"] == {"task0": 6, "task1": 10}
+        assert pg["status"]["phase"] == "Inqueue"
+        assert len([k for k in api.objects.get("podgroups", {})]) == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_podgroup_under_the_legacy_name_is_updated_not_duplicated(
+    cluster: tuple[FakeApi, ControllerManager],
+) -> None:
+    # Volcano before v1.5 named the PodGroup after the job; its controller still finds it.
+    api, _ = cluster
+    api.seed(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "network-topology-job", "namespace": NS},
+            "spec": {"minMember": 1, "queue": "default"},
+            "status": {"phase": "Running"},
+        },
+    )
+    await api.create(JOBS, design_job(), NS)
+    await eventually(lambda: len(pods_of(api)) == 14)
+    await eventually(
+        lambda: (
+            (api.peek(PODGROUPS, f"{NS}/network-topology-job") or {}).get("spec", {}).get("minMember") == 3
+        )
+    )
+    assert list(api.objects["podgroups"]) == [f"{NS}/network-topology-job"]
+    pod = pods_of(api)["network-topology-job-task0-0"]
+    assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "network-topology-job"

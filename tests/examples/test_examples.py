@@ -178,3 +178,25 @@ def test_gen_large_output_simulates(tmp_path: Path):
     assert out["rejected"] == []
     assert len(out["podgroups"]) == 4
     assert sum(1 for p in out["pods"].values() if p["node"]) >= 8 + 16
+
+
+def test_ufm_discovery_example_builds_the_fabric_from_a_saved_answer(tmp_path: Path, monkeypatch):
+    # Run from elsewhere: the ConfigMap's relative file:// endpoint is resolved next to it.
+    monkeypatch.chdir(tmp_path)
+    out = simulate(str(EXAMPLES / "ufm-discovery"))
+    created = {c["metadata"]["name"]: c for c in out["created"] if c["kind"] == "HyperNode"}
+    assert sorted(created) == ["leaf-hn-0", "leaf-hn-1", "spine-hn"]
+    assert created["spine-hn"]["status"]["nodeCount"] == 8
+    nodes = set(pods_of(out, "default", "ib-allreduce").values())
+    assert nodes in ({f"gpu-0{i}" for i in range(4)}, {f"gpu-0{i}" for i in range(4, 8)})
+    assert podgroup_of(out, "default", "ib-allreduce")["allocatedHyperNode"] in ("leaf-hn-0", "leaf-hn-1")
+
+
+def test_tree_previews_ufm_discovery_from_the_saved_answer():
+    res = CliRunner().invoke(app, ["tree", str(EXAMPLES / "ufm-discovery"), "--output", "json"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["ready"] is True
+    [spine] = doc["roots"]
+    assert (spine["name"], spine["tier"], spine["nodeCount"]) == ("spine-hn", 2, 8)
+    assert [c["name"] for c in spine["children"]] == ["leaf-hn-0", "leaf-hn-1"]

@@ -3,6 +3,7 @@ write and refuse what the API forbids, with the apiserver's own schema and CEL m
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -82,9 +83,14 @@ def test_kubectl_get_hn_shows_the_printer_columns(kubectl: Kubectl) -> None:
     name = f"columns-{uuid.uuid4().hex[:6]}"
     kubectl.apply([hypernode(name, 2, [exact("Node", "n0")], tier_name="spine")])
     try:
+        # READY comes from the controller's Ready condition (here written by hand).
+        cond = {"type": "Ready", "status": "True", "reason": "MembersResolved", "message": "1 node(s)"}
+        cond["lastTransitionTime"] = "2026-01-01T00:00:00Z"
+        status = json.dumps({"status": {"nodeCount": 1, "conditions": [cond]}})
+        kubectl.run("patch", "hn", name, "--subresource=status", "--type=merge", "-p", status)
         lines = kubectl.run("get", "hn", name).stdout.splitlines()
-        assert lines[0].split() == ["NAME", "TIER", "TIERNAME", "NODECOUNT", "AGE"]
-        assert lines[1].split()[:3] == [name, "2", "spine"]
+        assert lines[0].split() == ["NAME", "TIER", "TIERNAME", "NODECOUNT", "READY", "AGE"]
+        assert lines[1].split()[:5] == [name, "2", "spine", "1", "True"]
     finally:
         kubectl.run("delete", "hn", name)
 

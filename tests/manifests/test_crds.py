@@ -179,6 +179,7 @@ COLUMNS = {
         ("Tier", "string", ".spec.tier"),
         ("TierName", "string", ".spec.tierName"),
         ("NodeCount", "integer", ".status.nodeCount"),
+        ("READY", "string", '.status.conditions[?(@.type=="Ready")].status'),
         ("Age", "date", ".metadata.creationTimestamp"),
     ],
     "Job": [
@@ -220,7 +221,8 @@ def test_crd_identity(kind: str) -> None:
     assert spec["names"]["shortNames"] == short
     [ver] = spec["versions"]
     assert (ver["name"], ver["served"], ver["storage"]) == (version, True, True)
-    assert ver["subresources"] == {"status": {}}
+    # Volcano's PodGroup CRD has no status subresource, and ours matches it (writers detect it).
+    assert ver["subresources"] == ({} if kind == "PodGroup" else {"status": {}})
     columns = [(c["name"], c["type"], c["jsonPath"]) for c in ver["additionalPrinterColumns"]]
     assert columns == COLUMNS[kind]
     assert ver["schema"]["openAPIV3Schema"]["properties"]["metadata"] == {"type": "object"}

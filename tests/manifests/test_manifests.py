@@ -232,12 +232,15 @@ def test_scheduler_configmap_is_the_built_in_default() -> None:
     assert env["HYPERPLACE_SCHEDULER_CONF"] == f"{mount['mountPath']}/volcano-scheduler.conf"
 
 
-def test_controller_configmap_holds_disabled_label_discovery() -> None:
+def test_controller_configmap_holds_disabled_label_and_ufm_discovery() -> None:
     discovery = pytest.importorskip("controller.hypernode.discovery")
     cm = _one("ConfigMap", discovery.CONFIGMAP_NAME)
     config = discovery.parse_discovery_config(cm)
-    [source] = config.sources
+    source, ufm = config.sources
     assert (source.source, source.enabled) == ("label", False)
+    # UFM discovery, disabled, with the Secret the controller's Role lets it read.
+    assert (ufm.source, ufm.enabled) == ("ufm", False)
+    assert ufm.credentials == {"secretRef": {"name": "ufm-credentials", "namespace": NS}}
     tiers, warnings = discovery.label_tiers(source.config)
     assert warnings == []
     assert tiers == {"topologyA2": ["volcano.sh/hypernode", "volcano.sh/hypercluster"]}
@@ -363,6 +366,7 @@ ADM = "admissionregistration.k8s.io"
 
 MUST = [
     (WEBHOOKS_SA, "get", "", "secrets", NS, "hyperplace-webhooks-tls"),
+    (CONTROLLER_SA, "get", "", "secrets", NS, "ufm-credentials"),  # UFM discovery's credentials
     (WEBHOOKS_SA, "get", ADM, "validatingwebhookconfigurations", None, VWC),
     (WEBHOOKS_SA, "patch", ADM, "validatingwebhookconfigurations", None, VWC),
     (WEBHOOKS_SA, "patch", ADM, "mutatingwebhookconfigurations", None, MWC),
@@ -412,9 +416,10 @@ MUST_NOT = [
     (WEBHOOKS_SA, "patch", ADM, "validatingwebhookconfigurations", None, "someone-elses"),
     (WEBHOOKS_SA, "create", ADM, "validatingwebhookconfigurations", None, None),
     (WEBHOOKS_SA, "create", "", "pods", None, None),
-    # Controller: never binds and never touches Secrets; leases only in its namespace.
+    # Controller: never binds, no Secret but the UFM credentials; leases only in its namespace.
     (CONTROLLER_SA, "create", "", "pods/binding", None, None),
     (CONTROLLER_SA, "get", "", "secrets", NS, None),
+    (CONTROLLER_SA, "get", "", "secrets", NS, "hyperplace-webhooks-tls"),
     (CONTROLLER_SA, "update", "coordination.k8s.io", "leases", "kube-system", None),
     (CONTROLLER_SA, "get", "", "configmaps", "default", None),
     # Scheduler: never creates or deletes pods, never edits specs of jobs or HyperNodes.

@@ -173,7 +173,7 @@ def test_soft_jobs_search_the_lowest_tier_upward_without_a_bound() -> None:
     assert len(result.bindings) == 6 and result.jobs["default/j"].allocated_hypernode == "s6"
 
 
-def test_highest_tier_name_is_translated_and_an_unknown_name_waits_with_a_reason() -> None:
+def test_highest_tier_name_is_translated_and_an_unknown_name_is_placed_with_a_warning() -> None:
     hns = [
         *(
             hypernode(f"s{i}", 1, nodes=[f"node{2 * i}", f"node{2 * i + 1}"], tier_name="leaf")
@@ -187,9 +187,15 @@ def test_highest_tier_name_is_translated_and_an_unknown_name_waits_with_a_reason
     pods = job_pods("ok", 2, cpu=4) + job_pods("bad", 2, cpu=4)
     result, _ = schedule(eight_nodes(), pods, hns, [ok, bad])
     assert {LEAF[n] for n in nodes_of(result, "default/ok-").values()} in ({"s0"}, {"s1"}, {"s2"}, {"s3"})
-    expl = result.jobs["default/bad"].explanation
-    assert expl is not None and "unknown highestTierName 'pod'" in expl.summary
-    assert "leaf=1" in expl.summary and "spine=2" in expl.summary
+    # Volcano's session skips the translation with a warning and places the job anyway
+    # (allocate_test.go); we place it too and say so on the PodGroup.
+    assert len(nodes_of(result, "default/bad-")) == 2
+    bad_outcome = result.jobs["default/bad"]
+    assert bad_outcome.phase == "Running"
+    (warning,) = [c for c in bad_outcome.conditions if c["type"] == "NetworkTopologyWarning"]
+    assert "unknown highestTierName 'pod'" in warning["message"]
+    assert "leaf=1" in warning["message"] and "spine=2" in warning["message"]
+    assert not any(c["type"] == "NetworkTopologyWarning" for c in result.jobs["default/ok"].conditions)
 
 
 def test_a_job_naming_a_missing_queue_waits_and_default_always_exists() -> None:
@@ -334,3 +340,29 @@ tiers:
     assert result.bindings == {} and expl is not None
     assert "no HyperNode has a tier <= 0 (tiers present: [1, 2, 3, 4])" in expl.lines()
     assert any(n.startswith("action 'preempt' not run: ") for n in result.notes)
+
+
+def test_pods_running_on_a_deleted_node_still_count_for_their_gang_and_the_absence_is_reported() -> None:
+    # Two of four gang members run on "gone", whose Node object was deleted under them.
+    pods = job_pods("j", 4, cpu=2)
+    for p in pods[:2]:
+        p["spec"]["nodeName"], p["status"]["phase"] = "gone", "Running"
+    result, snap = schedule(eight_nodes(), pods, seven_tree(), [podgroup("j", 4)])
+    # Volcano counts them (ReadyTaskNum looks at the pod, not the node): the other two start
+    # and the gang is Running instead of waiting for four free slots.
+    assert set(nodes_of(result, "default/j-")) == {"default/j-t0-2", "default/j-t0-3"}
+    assert result.jobs["default/j"].phase == "Running"
+    assert snap.missing_node_pods == {"default/j-t0-0": "gone", "default/j-t0-1": "gone"}
+    (note,) = [n for n in result.notes if "no Node object" in n]
+    assert "default/j-t0-0 on gone" in note
+
+
+def test_a_deleted_node_does_not_confuse_the_recovered_hypernode_of_a_topology_job() -> None:
+    pods = job_pods("j", 4, cpu=2)
+    pods[0]["spec"]["nodeName"], pods[0]["status"]["phase"] = "node0", "Running"
+    pods[1]["spec"]["nodeName"], pods[1]["status"]["phase"] = "gone", "Running"
+    pg = podgroup("j", 4, topology={"mode": "hard", "highestTierAllowed": 1})
+    result, _ = schedule(eight_nodes(), pods, seven_tree(), [pg])
+    # Recovery from the pod on node0 keeps the rest in leaf s0; the pod on "gone" adds nothing.
+    assert {LEAF[n] for n in nodes_of(result, "default/j-").values()} == {"s0"}
+    assert result.jobs["default/j"].allocated_hypernode == "s0"

@@ -274,3 +274,25 @@ async def test_a_conflicting_status_write_is_retried_from_the_newer_object() -> 
     async with running(api):
         await eventually(lambda: condition(pod(api, f"{NS}/big"), "PodScheduled"), what="condition written")
     assert sum(1 for c in api.calls if c == ("patch/status", "pods", "big")) == 2
+
+
+async def test_on_volcanos_podgroup_crd_phase_conditions_and_annotation_persist() -> None:
+    # Volcano's PodGroup CRD serves no podgroups/status: the status goes through the object.
+    api = ClusterApi()
+    api.no_status_subresource = {"podgroups"}
+    seed_racks(api)
+    keys = seed_gang(api, "g", 8)
+    async with running(api) as (sched, _):
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        await eventually(
+            lambda: (api.peek(PODGROUPS, f"{NS}/g") or {}).get("status", {}).get("phase") == "Running",
+            what="PodGroup Running",
+        )
+        await cycles_pass(sched, 3)
+    pg = api.peek(PODGROUPS, f"{NS}/g")
+    assert pg is not None
+    assert condition(pg, "Scheduled") is not None
+    assert pg["metadata"]["annotations"]["volcano.sh/job-allocated-hypernode"] == rack_of(
+        node_of(api, keys[0])
+    )
+    assert not any(c[:2] == ("patch/status", "podgroups") for c in api.calls)  # discovery said so

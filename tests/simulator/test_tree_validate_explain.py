@@ -73,6 +73,22 @@ spec:
     assert "✗ cycle: a -> b -> a" in text
 
 
+def test_a_member_naming_a_missing_node_is_a_problem_but_the_tree_stays_ready(run_cli, write):
+    # Volcano's cache (and our scheduler) turn not ready only for a cycle or a second parent.
+    write("nodes.yaml", nodes_yaml(["n0", "n1"]))
+    hns = [
+        hypernode_yaml("leaf", 1, ["n0", "ghost"]),
+        hypernode_yaml("top", 2, ["leaf"], kind="HyperNode"),
+    ]
+    d = Path(write("hn.yaml", "---\n".join(hns)).parent)
+    doc = json.loads(run_cli("tree", d, "--output", "json").stdout)
+    assert doc["ready"] is True
+    assert {(p["hyperNode"], p["message"]) for p in doc["problems"]} == {
+        ("leaf", "member 1 names Node ghost, which does not exist")
+    }
+    assert "NOT READY" not in run_cli("tree", d).stdout
+
+
 def test_tree_reports_schema_invalid_hypernodes(run_cli, write):
     f = write(
         "hn.yaml",
