@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hyperplace.api.constants import CLUSTER_TOP_HYPERNODE
 from hyperplace.kube import format_milli
 
 MAX_REASONS = 8
@@ -42,7 +43,9 @@ class TierAttempt:
             return f"tier {self.tier}: no domain within the allowed scope"
         if self.best is None:
             return f"tier {self.tier}: {self.note or 'no candidate'}"
-        text = f"tier {self.tier}: best {self.best} fits {self.fits} of {self.needed} {self.unit}"
+        # The virtual root is no HyperNode a user wrote: say what it stands for.
+        where = "the whole cluster" if self.best == CLUSTER_TOP_HYPERNODE else f"best {self.best}"
+        text = f"tier {self.tier}: {where} fits {self.fits} of {self.needed} {self.unit}"
         if self.lacking:
             text += ", " + ", ".join(self.lacking)
         if self.note:
