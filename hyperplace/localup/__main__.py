@@ -336,14 +336,20 @@ def _spawn(state: State, procs: list[Process], name: str, argv: list[str], kubec
 def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
     root = state.root
     timeout = args.timeout
-    _say(f"starting etcd, kube-apiserver, kube-controller-manager from {args.bin_dir}")
-    cp = ControlPlane(args.bin_dir, keep_dir=True, controller_manager=True, root=root)
+    _say(f"starting etcd, kube-apiserver from {args.bin_dir}")
+    cp = ControlPlane(args.bin_dir, keep_dir=True, root=root)
+
+    def record() -> None:
+        # Recorded even when a start failed half-way, so 'down' could find a survivor.
+        known = {int(e["pid"]) for e in state.processes}
+        for name, proc in cp.processes:
+            if proc.pid not in known:
+                state.add(name, proc.pid, [str(a) for a in proc.args], root / f"{name}.log")  # type: ignore[union-attr]
+
     try:
         cp.start()
     finally:
-        # Recorded even when start() failed half-way, so 'down' could find a survivor.
-        for name, proc in cp.processes:
-            state.add(name, proc.pid, [str(a) for a in proc.args], root / f"{name}.log")  # type: ignore[union-attr]
+        record()
     admin = cp.kubeconfig
     state.kubeconfig = str(admin)
     state.ports["apiserver"] = int(cp.server.rsplit(":", 1)[1])
@@ -373,6 +379,11 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         timeout,
         cp.logs,
     )
+    _say("starting kube-controller-manager")
+    try:
+        cp.start_controller_manager(timeout)
+    finally:
+        record()
     kubectl.run(
         "apply",
         "-f",

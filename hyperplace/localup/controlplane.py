@@ -256,8 +256,7 @@ class ControlPlane:
     def _start(self, timeout: float) -> None:
         assert self.root is not None
         etcd_bin, apiserver_bin = self.bin_dir / "etcd", self.bin_dir / "kube-apiserver"
-        kcm_bin = self.bin_dir / "kube-controller-manager"
-        for b in (etcd_bin, apiserver_bin, *([kcm_bin] if self.controller_manager else [])):
+        for b in (etcd_bin, apiserver_bin):
             if not os.access(b, os.X_OK):
                 raise ControlPlaneError(f"{b} is missing or not executable (run: bash hack/kube-bin.sh)")
         pki = self.pki = write_pki(self.root / "pki")
@@ -320,10 +319,24 @@ class ControlPlane:
         self.kubeconfig.write_text(kubeconfig_text(self.server, pki))
         self.kubeconfig.chmod(0o600)
         if self.controller_manager:
-            self._start_controller_manager(kcm_bin, pki, deadline)
+            self._start_controller_manager(deadline)
 
-    def _start_controller_manager(self, kcm_bin: Path, pki: Pki, deadline: float) -> None:
+    def start_controller_manager(self, timeout: float = START_TIMEOUT) -> None:
+        """Start kube-controller-manager now, on a control plane started without it.
+
+        Starting it after the CRDs are served spares its garbage collector half a minute of
+        "unable to get REST mapping" for the custom kinds (it re-reads discovery every 30 s)."""
+        try:
+            self._start_controller_manager(time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_controller_manager(self, deadline: float) -> None:
         assert self.root is not None
+        kcm_bin, pki = self.bin_dir / "kube-controller-manager", self.pki
+        if not os.access(kcm_bin, os.X_OK):
+            raise ControlPlaneError(f"{kcm_bin} is missing or not executable (run: bash hack/kube-bin.sh)")
         self.controller_manager_log = self.root / "kube-controller-manager.log"
         port = free_port()
         kcm = self._spawn(

@@ -143,7 +143,7 @@ class FakeKubelet:
         self.nodes = Informer(api, NODES)
         self.pods = Informer(api, PODS)
         # ``delete_pod(namespace, name, uid)`` deletes with grace period 0 and a uid precondition
-        # (the ApiClient seam has no delete options).
+        # (the ApiClient seam has no delete options); False when the pod was gone already.
         self._delete_pod = delete_pod
         self._renew = renew_seconds
         self._status_every = status_seconds
@@ -225,8 +225,8 @@ class FakeKubelet:
         if pod is None or self._delete_pod is None:
             return
         m = meta(pod)
-        await self._delete_pod(str(m.get("namespace")), str(m.get("name")), str(m.get("uid")))
-        log.info("pod %s: deleted (containers stopped)", key)
+        if await self._delete_pod(str(m.get("namespace")), str(m.get("name")), str(m.get("uid"))):
+            log.info("pod %s: deleted (containers stopped)", key)
 
     async def _heartbeat(self) -> None:
         """Renew every Node's Lease each ``renew_seconds``; refresh its status now and then."""
@@ -294,7 +294,7 @@ async def _main(args: argparse.Namespace) -> None:
     api, raw = await connect(args.kubeconfig)
     core = kclient.CoreV1Api(raw)
 
-    async def delete_pod(namespace: str, name: str, uid: str) -> None:
+    async def delete_pod(namespace: str, name: str, uid: str) -> bool:
         body = kclient.V1DeleteOptions(grace_period_seconds=0, preconditions=kclient.V1Preconditions(uid=uid))
         try:
             resp: Any = await core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False)
@@ -303,6 +303,8 @@ async def _main(args: argparse.Namespace) -> None:
             # Gone already (404), or a new pod of that name (409 precondition): nothing to do.
             if exc.status not in (404, 409):
                 raise ApiError(exc.status or 0, str(exc.reason), str(exc.body)) from exc
+            return False
+        return True
 
     kubelet = FakeKubelet(
         api, delete_pod=delete_pod, renew_seconds=args.renew_interval, status_seconds=args.status_interval

@@ -31,7 +31,7 @@ from hyperplace.localup.__main__ import State, is_ours
 from simulator.cli import app
 
 from ..kube_bin import kube_bin_dir
-from .kube import REPO, Kubectl, pod_node, wait_for
+from .kube import REPO, Kubectl, in_namespace, load_yaml, pod_node, wait_for
 
 pytestmark = pytest.mark.apiserver
 
@@ -153,21 +153,29 @@ def test_the_fake_nodes_are_ready_with_gpus_under_a_leaf_spine_tree(local_up: Lo
     assert {"leaf-0": 1, "spine-0": 2}.items() <= hns.items()
 
 
-def test_the_example_binds_exactly_what_the_simulator_binds_and_says_why_the_rest_wait(
-    local_up: LocalUp,
-) -> None:
+@dataclass
+class Applied:
+    """The example applied to local-up, once every pod is Running or Unschedulable."""
+
+    sim: dict[str, Any]
+    pods: dict[str, dict[str, Any]]
+    waiting: set[str]
+
+
+@pytest.fixture(scope="module")
+def applied(local_up: LocalUp) -> Applied:
     kubectl = local_up.kubectl
     sim = simulated()
-    want_node = {key: pod["node"] for key, pod in sim["pods"].items()}
-    waiting = {key for key, node in want_node.items() if node is None}
-    assert len(want_node) == 18 and len(waiting) == 4, "the example's known outcome"
+    want = {key: pod["node"] for key, pod in sim["pods"].items()}
+    waiting = {key for key, node in want.items() if node is None}
+    assert len(want) == 18 and len(waiting) == 4, "the example's known outcome"
 
     out = kubectl.run("apply", "-f", f"{EXAMPLE}/")
     assert "namespace/section-3-3-1 created" in out.stdout
 
     def settled() -> dict[str, dict[str, Any]] | None:
         pods = live_pods(kubectl)
-        if set(pods) != set(want_node):
+        if set(pods) != set(want):
             return None
         for key, pod in pods.items():
             if key in waiting:
@@ -177,75 +185,111 @@ def test_the_example_binds_exactly_what_the_simulator_binds_and_says_why_the_res
                 return None
         return pods
 
-    def describe() -> str:
-        rows = [
-            f"{k}: node={pod_node(p)} phase={p.get('status', {}).get('phase')} "
-            f"{_scheduled_condition(p).get('message', '')}"
-            for k, p in sorted(live_pods(kubectl).items())
-        ]
-        return "\n".join(rows) + "\n" + local_up.logs()
+    pods = wait_for(
+        settled, "every pod Running or Unschedulable", timeout=120, describe=lambda: describe(local_up)
+    )
+    return Applied(sim, pods, waiting)
 
-    pods = wait_for(settled, "every pod Running or Unschedulable", timeout=120, describe=describe)
-    got_node = {key: pod_node(p) for key, p in pods.items()}
-    assert got_node == want_node, describe()
 
-    # Why the rest wait: a FailedScheduling event on each waiting pod, and the same reason on
-    # the pod's PodScheduled condition.
-    events = kubectl.items("events", "-A")
-    for key in waiting:
-        ns, name = key.split("/")
-        reasons = [
-            e
-            for e in events
-            if e["involvedObject"]["name"] == name and e["involvedObject"]["namespace"] == ns
-        ]
-        assert any(e["reason"] == "FailedScheduling" and e["type"] == "Warning" for e in reasons), key
-        message = _scheduled_condition(pods[key])["message"]
-        assert "tier" in message, f"{key}: {message!r} should name the topology constraint"
+def describe(local_up: LocalUp) -> str:
+    rows = [
+        f"{k}: node={pod_node(p)} phase={p.get('status', {}).get('phase')} "
+        f"{_scheduled_condition(p).get('message', '')}"
+        for k, p in sorted(live_pods(local_up.kubectl).items())
+    ]
+    return "\n".join(rows) + "\n" + local_up.logs()
 
-    # ... and on the PodGroup: the gang minimum ran, so it is Running, yet it carries a condition
-    # explaining the 4 pods that wait.
+
+def test_the_example_binds_exactly_the_pods_the_simulator_binds_to_the_same_nodes(
+    local_up: LocalUp, applied: Applied
+) -> None:
+    want = {key: pod["node"] for key, pod in applied.sim["pods"].items()}
+    got = {key: pod_node(p) for key, p in applied.pods.items()}
+    assert got == want, describe(local_up)
+
+
+def test_each_waiting_pod_says_why_in_an_event_and_its_condition(local_up: LocalUp, applied: Applied) -> None:
+    kubectl = local_up.kubectl
+
+    # Events are written after the pod's condition: wait for them.
+    def failed_scheduling() -> dict[str, str] | None:
+        found = {
+            f"{e['involvedObject']['namespace']}/{e['involvedObject']['name']}": e["message"]
+            for e in kubectl.items("events", "-A", "--field-selector", "reason=FailedScheduling")
+            if e["type"] == "Warning"
+        }
+        return found if applied.waiting <= set(found) else None
+
+    messages = wait_for(
+        failed_scheduling, "a FailedScheduling event on every waiting pod", describe=local_up.logs
+    )
+    for key in applied.waiting:
+        assert "within tier <= 1" in messages[key], messages[key]
+        message = _scheduled_condition(applied.pods[key])["message"]
+        assert "within tier <= 1" in message, f"{key}: {message!r} should name the topology constraint"
+
+
+def test_the_podgroup_of_a_partly_placed_gang_says_why_the_rest_wait(
+    local_up: LocalUp, applied: Applied
+) -> None:
+    """§3.3.1: the gang minimum (4) runs, so the PodGroup is Running; 4 more pods wait, and a
+    condition on the PodGroup says why, as the simulator's does."""
+    kubectl = local_up.kubectl
     (pg,) = kubectl.items("podgroups", "-n", "section-3-3-1")
     assert pg["status"]["phase"] == "Running"
-    conditions = pg["status"].get("conditions") or []
-    explained = [c for c in conditions if "tier" in (c.get("message") or "") and c["type"] != "Scheduled"]
-    assert explained, f"no PodGroup condition says why 4 pods wait: {conditions}"
-    simulated_pg = next(v for k, v in sim["podgroups"].items() if k.startswith("section-3-3-1/"))
+
+    def conditions() -> list[dict[str, Any]] | None:
+        (pg,) = kubectl.items("podgroups", "-n", "section-3-3-1")
+        found: list[dict[str, Any]] = pg["status"].get("conditions") or []
+        return found if any("within tier <= 1" in (c.get("message") or "") for c in found) else None
+
+    live = wait_for(
+        conditions,
+        "a PodGroup condition saying why 4 pods wait",
+        timeout=30,
+        describe=lambda: str(kubectl.items("podgroups", "-n", "section-3-3-1")[0]["status"]),
+    )
+    simulated_pg = next(v for k, v in applied.sim["podgroups"].items() if k.startswith("section-3-3-1/"))
     assert {(c["type"], c["status"], c["reason"]) for c in simulated_pg["conditions"]} <= {
-        (c["type"], c["status"], c.get("reason")) for c in conditions
+        (c["type"], c["status"], c.get("reason")) for c in live
     }
 
 
 def test_deleting_a_job_or_a_namespace_cleans_up_after_it(local_up: LocalUp) -> None:
     """kube-controller-manager's garbage collector and namespace controller, with the fake
-    kubelet confirming that pods on nodes stopped."""
+    kubelet confirming that the pods' containers stopped. (A copy of the §3.3.3 Job in a
+    namespace of its own: re-applying the example's Job would be refused, as Volcano refuses it.)"""
     kubectl = local_up.kubectl
-    kubectl.run("apply", "-f", f"{EXAMPLE}/")
-    wait_for(
-        lambda: len(kubectl.items("pods", "-n", "section-3-3-3")) == 2,
-        "the 3.3.3 pods",
+    ns = "cleanup"
+    kubectl.run("create", "namespace", ns)
+    job = in_namespace(load_yaml(EXAMPLE / "30-job-3.3.3.yaml")[0], ns)
+    # Onto the generated nodes, which have cpu to spare.
+    job["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] = {"hyperplace.io/local-up": "true"}
+    kubectl.create([job])
+    running = wait_for(
+        lambda: (
+            [p for p in kubectl.items("pods", "-n", ns) if p.get("status", {}).get("phase") == "Running"]
+            if len(kubectl.items("pods", "-n", ns)) == 2
+            else None
+        ),
+        "the Job's 2 pods Running",
         describe=local_up.logs,
     )
-    kubectl.run(
-        "delete", "jobs.batch.volcano.sh", "network-topology-job", "-n", "section-3-3-3", "--wait=false"
-    )
+    assert len(running) == 2
+    kubectl.run("delete", "jobs.batch.volcano.sh", "network-topology-job", "-n", ns, "--wait=false")
     wait_for(
-        lambda: (
-            not kubectl.items("pods", "-n", "section-3-3-3")
-            and not kubectl.items("podgroups", "-n", "section-3-3-3")
-        ),
+        lambda: not kubectl.items("pods", "-n", ns) and not kubectl.items("podgroups", "-n", ns),
         "the Job's pods and PodGroup to be garbage-collected",
-        describe=lambda: (
-            kubectl.run("get", "pods,podgroups", "-n", "section-3-3-3", check=False).stdout + local_up.logs()
-        ),
+        describe=lambda: kubectl.run("get", "pods,podgroups", "-n", ns, check=False).stdout + local_up.logs(),
     )
-    kubectl.run("delete", "namespace", "section-3-3-2", "--wait=false")
+    kubectl.create([job])
+    wait_for(lambda: len(kubectl.items("pods", "-n", ns)) == 2, "the new Job's pods", describe=local_up.logs)
+    kubectl.run("delete", "namespace", ns, "--wait=false")
     wait_for(
-        lambda: kubectl.run("get", "namespace", "section-3-3-2", check=False).returncode != 0,
-        "namespace section-3-3-2 to be gone",
+        lambda: kubectl.run("get", "namespace", ns, check=False).returncode != 0,
+        f"namespace {ns} to be gone",
         describe=lambda: (
-            kubectl.run("get", "namespace", "section-3-3-2", "-o", "yaml", check=False).stdout
-            + local_up.logs()
+            kubectl.run("get", "namespace", ns, "-o", "yaml", check=False).stdout + local_up.logs()
         ),
     )
 

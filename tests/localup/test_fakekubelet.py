@@ -40,9 +40,10 @@ class Kubelet:
         self.api = FakeApi()
         self.deleted: list[tuple[str, str, str]] = []
 
-        async def delete_pod(namespace: str, name: str, uid: str) -> None:
+        async def delete_pod(namespace: str, name: str, uid: str) -> bool:
             self.deleted.append((namespace, name, uid))
             await self.api.delete(PODS, name, namespace)
+            return True
 
         self.kubelet = FakeKubelet(self.api, delete_pod=delete_pod, renew_seconds=0.05)
 
