@@ -255,6 +255,21 @@ def test_the_podgroup_of_a_partly_placed_gang_says_why_the_rest_wait(
     }
 
 
+@pytest.mark.parametrize("name", ["binpack-2.5", "volcano-e2e", "topograph-discovery"])
+def test_other_examples_apply_as_is(local_up: LocalUp, applied: Applied, name: str) -> None:
+    """The smaller examples, applied as a user would, namespaces and all. (The two large ones,
+    256 and 64 nodes, take a minute each to create on 2 cores; they are left out here.)"""
+    out = local_up.kubectl.run("apply", "-f", f"{REPO / 'examples' / name}/", check=False)
+    assert out.returncode == 0, out.stderr
+    if name == "topograph-discovery":
+        # Its ConfigMap turns on label discovery in the namespace hyperplace-controller reads.
+        wait_for(
+            lambda: [h for h in local_up.kubectl.items("hypernodes") if "topograph" in h["metadata"]["name"]],
+            "HyperNodes discovered from the topograph labels",
+            describe=local_up.logs,
+        )
+
+
 def test_deleting_a_job_or_a_namespace_cleans_up_after_it(local_up: LocalUp) -> None:
     """kube-controller-manager's garbage collector and namespace controller, with the fake
     kubelet confirming that the pods' containers stopped. (A copy of the §3.3.3 Job in a
