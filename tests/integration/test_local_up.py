@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ class LocalUp:
     kubeconfig: Path
     up_stdout: str
     up_stderr: str
+    started: float
 
     @property
     def kubectl(self) -> Kubectl:
@@ -90,6 +92,7 @@ def local_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalUp]:
     env = _script_env(state_dir, bin_dir)
     # A few generated nodes beside the example's own: their nodeSelectors keep the example's
     # jobs off them, so the outcome must still be the simulator's.
+    started = time.monotonic()
     up = subprocess.run(
         ["bash", str(REPO / "hack" / "local-up.sh"), "--nodes", "4", "--gpus-per-node", "8"],
         capture_output=True,
@@ -99,7 +102,7 @@ def local_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalUp]:
         timeout=600,
     )
     lines = up.stdout.strip().splitlines()
-    lu = LocalUp(state_dir, env, Path(lines[0]) if lines else Path(), up.stdout, up.stderr)
+    lu = LocalUp(state_dir, env, Path(lines[0]) if lines else Path(), up.stdout, up.stderr, started)
     try:
         assert up.returncode == 0, f"hack/local-up.sh failed:\n{up.stderr}\n{lu.logs()}"
         yield lu
@@ -307,6 +310,20 @@ def test_deleting_a_job_or_a_namespace_cleans_up_after_it(local_up: LocalUp) -> 
             kubectl.run("get", "namespace", ns, "-o", "yaml", check=False).stdout + local_up.logs()
         ),
     )
+
+
+def test_nodes_stay_ready_past_the_node_monitor_grace_period(local_up: LocalUp) -> None:
+    """kube-controller-manager marks a node whose Lease is not renewed within 50 s NotReady and
+    taints it; the fake kubelet's heartbeats keep every node, generated or applied, Ready."""
+    time.sleep(max(0.0, local_up.started + 75 - time.monotonic()))
+    nodes = local_up.kubectl.items("nodes")
+    assert len(nodes) > 4
+    for n in nodes:
+        (ready,) = [c for c in n["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready["status"] == "True", (n["metadata"]["name"], ready)
+        # (volcano-e2e's nodes carry kwok's own taint, as in Volcano's test cluster.)
+        lifecycle = [t for t in n["spec"].get("taints") or [] if t["key"].startswith("node.kubernetes.io/")]
+        assert not lifecycle, (n["metadata"]["name"], lifecycle)
 
 
 def test_down_leaves_no_process_and_no_state_behind(local_up: LocalUp) -> None:
