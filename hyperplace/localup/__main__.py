@@ -122,10 +122,20 @@ def is_ours(entry: dict[str, Any]) -> bool:
     if cmd is None:
         # No /proc (not Linux): the pid is alive; trust the record.
         return True
-    # A zombie has an empty cmdline: it is already dead. A script's cmdline starts with the
-    # interpreter its #! line names, so compare the end.
+    if not cmd:
+        # Empty: a zombie (dead, not yet reaped), or a child of ours between fork and exec.
+        return _proc_state(pid) not in ("Z", "X", None)
+    # A script's cmdline starts with the interpreter its #! line names, so compare the end.
     argv = list(entry["argv"])
-    return bool(cmd) and cmd[-len(argv) :] == argv
+    return cmd[-len(argv) :] == argv
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[0]
 
 
 def stop_processes(state: State, timeout: float = 15.0) -> list[str]:
@@ -540,6 +550,14 @@ def status(args: argparse.Namespace) -> int:
         alive = is_ours(e)
         all_up &= alive
         print(f"{e['name']:<{width}}  {'running' if alive else 'stopped'}  pid {e['pid']}  log {e['log']}")
+    ports = state.ports
+    if "apiserver" in ports:
+        print(f"kube-apiserver: https://127.0.0.1:{ports['apiserver']}")
+    for name in ("webhooks", "controller", "scheduler"):
+        if f"{name}-health" in ports:
+            print(
+                f"hyperplace-{name} probes and metrics: http://127.0.0.1:{ports[f'{name}-health']}/readyz, /metrics"
+            )
     print(f"export KUBECONFIG={state.kubeconfig}")
     return 0 if all_up else 1
 
