@@ -161,7 +161,8 @@ class Process:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
-                env={**os.environ, "HYPERPLACE_LOG_LEVEL": "INFO", **(env or {})},
+                # INFO unless the caller's environment says otherwise.
+                env={"HYPERPLACE_LOG_LEVEL": "INFO", **os.environ, **(env or {})},
                 start_new_session=detached,
             )
 
