@@ -184,13 +184,16 @@ class Kubectl:
     def run(
         self, *args: str, input: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        try:
+            proc = subprocess.run(
+                ["kubectl", f"--kubeconfig={self.kubeconfig}", *args],
+                input=input,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise LocalUpError(f"kubectl {' '.join(args)} did not answer within 120s") from exc
         if check and proc.returncode != 0:
             raise LocalUpError(f"kubectl {' '.join(args)} failed:\n{proc.stderr.strip()}")
         return proc
@@ -295,11 +298,19 @@ def up(args: argparse.Namespace) -> int:
     root: Path = args.state_dir
     previous = State.load(root)
     if previous is not None:
-        if any(is_ours(e) for e in previous.processes):
+        alive = {e["name"]: is_ours(e) for e in previous.processes}
+        if alive and all(alive.values()):
             _say(f"already running (state in {root}); 'hack/local-up.sh down' stops it")
             print(previous.kubeconfig)
             print(f"export KUBECONFIG={previous.kubeconfig}")
             return 0
+        if any(alive.values()):
+            stopped = [name for name, up in alive.items() if not up]
+            _say(
+                f"partly running: {', '.join(stopped)} stopped (logs in {root}); "
+                "'hack/local-up.sh down' then 'hack/local-up.sh' starts afresh"
+            )
+            return 1
         shutil.rmtree(root, ignore_errors=True)
     if shutil.which("kubectl") is None:
         _say("kubectl is not on PATH; install it (https://kubernetes.io/docs/tasks/tools/) and try again")
