@@ -305,7 +305,7 @@ def up(args: argparse.Namespace) -> int:
             print(f"export KUBECONFIG={previous.kubeconfig}")
             return 0
         if any(alive.values()):
-            stopped = [name for name, up in alive.items() if not up]
+            stopped = [name for name, running in alive.items() if not running]
             _say(
                 f"partly running: {', '.join(stopped)} stopped (logs in {root}); "
                 "'hack/local-up.sh down' then 'hack/local-up.sh' starts afresh"
