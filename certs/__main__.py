@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from hyperplace.runtime import flags
+
 from .inject import ConfigKind, inject_ca_bundle, inject_with_kubeconfig
 from .pki import (
     SERVING_DAYS,
@@ -30,6 +32,12 @@ from .pki import (
     secret_manifest,
     write_tls_files,
 )
+
+DESCRIPTION = """hyperplace-certs: make the webhook's TLS material and wire its CA into the cluster.
+
+'gen' keeps an existing CA in --out-dir (ca.crt + ca.key) and only renews the serving pair, so
+rotating does not require re-injecting the bundle. Exit status: 0 on success, 1 on failure,
+2 on usage errors."""
 
 DEFAULT_SERVICE = "hyperplace-webhooks"
 DEFAULT_NAMESPACE = "hyperplace-system"
@@ -100,35 +108,60 @@ def _cmd_inject(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hyperplace-certs", description=__doc__.split("\n", 1)[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    p = flags.parser("hyperplace-certs", DESCRIPTION)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=flags.HelpFormatter)
 
     def naming(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--service", default=DEFAULT_SERVICE, help="webhook Service name")
-        sp.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="webhook Service namespace")
-        sp.add_argument("--ip", action="append", default=[], help="an IP SAN (repeatable)")
-        sp.add_argument("--days", type=int, default=SERVING_DAYS, help="serving certificate lifetime")
+        sp.add_argument("--service", metavar="NAME", default=DEFAULT_SERVICE, help="webhook Service name")
+        sp.add_argument(
+            "--namespace", metavar="NAMESPACE", default=DEFAULT_NAMESPACE, help="webhook Service namespace"
+        )
+        sp.add_argument(
+            "--ip", metavar="IP", action="append", default=[], help="an IP address SAN; repeatable"
+        )
+        sp.add_argument(
+            "--days", metavar="N", type=int, default=SERVING_DAYS, help="serving certificate lifetime"
+        )
 
-    gen = sub.add_parser("gen", help="write ca.crt, ca.key, tls.crt, tls.key to a directory")
+    gen = command("gen", "write ca.crt, ca.key, tls.crt, tls.key to a directory")
     naming(gen)
-    gen.add_argument("--out-dir", required=True)
+    gen.add_argument("--out-dir", metavar="DIR", required=True, help="where to write them")
     gen.set_defaults(func=_cmd_gen)
 
-    sec = sub.add_parser("secret", help="print the TLS Secret manifest (YAML)")
+    sec = command("secret", "print the TLS Secret manifest (YAML)")
     naming(sec)
-    sec.add_argument("--name", default=DEFAULT_SECRET, help="Secret name")
-    sec.add_argument("--from-dir", help="use the files `gen` wrote instead of new ones")
-    sec.add_argument("-o", "--output", help="write to this file instead of stdout")
+    sec.add_argument("--name", metavar="NAME", default=DEFAULT_SECRET, help="Secret name")
+    sec.add_argument("--from-dir", metavar="DIR", help="use the files 'gen' wrote instead of new ones")
+    sec.add_argument("-o", "--output", metavar="FILE", help="write to this file instead of stdout")
     sec.set_defaults(func=_cmd_secret)
 
-    inj = sub.add_parser("inject", help="set caBundle in webhook configurations where it differs")
-    inj.add_argument("--ca-file", required=True)
-    inj.add_argument("--validating", action="append", default=[], help="ValidatingWebhookConfiguration name")
-    inj.add_argument("--mutating", action="append", default=[], help="MutatingWebhookConfiguration name")
-    inj.add_argument("--config-file", help="patch this manifest file offline and print it instead")
-    inj.add_argument("--kubeconfig")
-    inj.add_argument("--context")
-    inj.add_argument("--wait-seconds", type=float, default=300.0, help="wait this long for a configuration")
+    inj = command("inject", "set caBundle in webhook configurations where it differs")
+    inj.add_argument("--ca-file", metavar="FILE", required=True, help="the CA certificate (PEM)")
+    inj.add_argument(
+        "--validating",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="ValidatingWebhookConfiguration name; repeatable",
+    )
+    inj.add_argument(
+        "--mutating", metavar="NAME", action="append", default=[], help="MutatingWebhookConfiguration name"
+    )
+    inj.add_argument(
+        "--config-file", metavar="FILE", help="patch this manifest file offline and print it instead"
+    )
+    inj.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (env KUBECONFIG)")
+    inj.add_argument("--context", metavar="NAME", help="kubeconfig context")
+    inj.add_argument(
+        "--wait-seconds",
+        metavar="SECONDS",
+        type=float,
+        default=300.0,
+        help="wait this long for a configuration to exist",
+    )
     inj.set_defaults(func=_cmd_inject)
     return p
 

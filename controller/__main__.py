@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from hyperplace.runtime import flags
 from hyperplace.runtime.api import ApiClient
 from hyperplace.runtime.leader import LeaderElector
 from hyperplace.runtime.process import (
@@ -32,51 +33,45 @@ from .manager import ControllerManager, ManagerConfig
 log = logging.getLogger("hyperplace.controller")
 
 
-def _env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
+DESCRIPTION = """hyperplace-controller: the Job and HyperNode controllers as one process.
+
+Turns Volcano Jobs into PodGroups and pods, keeps HyperNode status, and discovers HyperNodes from
+node labels. Serves /healthz, /readyz and /metrics on --health-port. Flags default from the
+environment the Deployment sets (manifests/controller)."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    pod_ns = os.environ.get("POD_NAMESPACE") or "volcano-system"
-    p = argparse.ArgumentParser(prog="hyperplace-controller", description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig path (default: in-cluster)"
-    )
-    p.add_argument(
-        "--namespace",
-        default=os.environ.get("HYPERPLACE_LEADER_ELECTION_NAMESPACE") or pod_ns,
-        help="namespace of the leader-election Lease",
-    )
-    p.add_argument(
-        "--lease-name", default=os.environ.get("HYPERPLACE_LEADER_ELECTION_LEASE") or "hyperplace-controller"
-    )
-    p.add_argument(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=_env_bool("HYPERPLACE_LEADER_ELECT", True),
-        help="run only while holding the Lease (default: on)",
-    )
+    """Flags, with defaults from the Deployment's environment variables."""
+    p = flags.parser("hyperplace-controller", DESCRIPTION)
+    flags.add_kubeconfig(p)
     p.add_argument(
         "--health-port",
         "--metrics-port",
         dest="health_port",
+        metavar="PORT",
         type=int,
         default=int(os.environ.get("HYPERPLACE_HEALTH_PORT") or 8080),
-        help="port for /healthz, /readyz and /metrics (0 disables)",
+        help="port for /healthz, /readyz and /metrics; 0 disables (env HYPERPLACE_HEALTH_PORT)",
     )
     p.add_argument(
         "--config-namespace",
-        default=os.environ.get("KUBE_POD_NAMESPACE") or pod_ns,
-        help="namespace of Volcano's controller ConfigMap (HyperNode discovery)",
+        metavar="NAMESPACE",
+        default=os.environ.get("KUBE_POD_NAMESPACE") or flags.pod_namespace(),
+        help="namespace of Volcano's controller ConfigMap, which configures HyperNode discovery "
+        "(env KUBE_POD_NAMESPACE, else POD_NAMESPACE)",
     )
     p.add_argument(
         "--config-map",
+        metavar="NAME",
         default=os.environ.get("HYPERPLACE_CONTROLLER_CONFIGMAP") or "volcano-controller-configmap",
+        help="name of that ConfigMap (env HYPERPLACE_CONTROLLER_CONFIGMAP)",
     )
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--log-level", default=os.environ.get("HYPERPLACE_LOG_LEVEL") or "INFO")
-    return p.parse_args(argv)
+    p.add_argument("--workers", metavar="N", type=int, default=4, help="reconciles run in parallel")
+    flags.add_log_level(p)
+    flags.add_leader_election(p, "hyperplace-controller", "reconcile")
+    args = p.parse_args(argv)
+    flags.check_leader_election(p, args)
+    return args
 
 
 def health_app(manager: ControllerManager, elector: LeaderElector | None) -> web.Application:
@@ -111,7 +106,19 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
         ),
     )
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
-    elector = LeaderElector(api, args.namespace, args.lease_name, identity) if args.leader_elect else None
+    elector = (
+        LeaderElector(
+            api,
+            args.lease_namespace,
+            args.lease_name,
+            identity,
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+        if args.leader_elect
+        else None
+    )
 
     runner: web.AppRunner | None = None
     if args.health_port:

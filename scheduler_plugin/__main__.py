@@ -22,6 +22,7 @@ from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
+from hyperplace.runtime import flags
 from hyperplace.runtime.api import ApiClient
 from hyperplace.runtime.leader import LeaderElector
 from hyperplace.runtime.process import (
@@ -37,18 +38,6 @@ from .runtime.scheduler import Scheduler, SchedulerOptions
 log = logging.getLogger("hyperplace.scheduler")
 
 
-def _env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -56,70 +45,87 @@ def _positive_int(text: str) -> int:
     return value
 
 
+DESCRIPTION = """hyperplace-scheduler: the topology-aware gang scheduler.
+
+Binds the pods of PodGroups whose spec.schedulerName it serves, all-or-nothing and inside the
+HyperNode tiers their networkTopology allows. Informers run from the start (a standby is warm);
+only the holder of the Lease schedules. Serves /healthz, /readyz and /metrics. Flags default
+from the environment the Deployment sets (manifests/scheduler)."""
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Flags, with defaults from the Deployment's environment variables."""
-    pod_ns = os.environ.get("POD_NAMESPACE") or "volcano-system"
-    p = argparse.ArgumentParser(prog="hyperplace-scheduler", description=(__doc__ or "").splitlines()[0])
-    p.add_argument(
-        "--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig path (default: in-cluster)"
-    )
+    p = flags.parser("hyperplace-scheduler", DESCRIPTION)
+    flags.add_kubeconfig(p)
     p.add_argument(
         "--scheduler-conf",
+        metavar="FILE|NAMESPACE/NAME",
         default=os.environ.get("HYPERPLACE_SCHEDULER_CONF") or "",
         help="volcano-scheduler.conf: a file (re-read when it changes) or a ConfigMap "
-        "namespace/name (watched); default: the built-in configuration",
+        "namespace/name (watched); empty means the built-in configuration "
+        "(env HYPERPLACE_SCHEDULER_CONF)",
     )
     env_names = [
         n.strip() for n in (os.environ.get("HYPERPLACE_SCHEDULER_NAME") or "").split(",") if n.strip()
     ]
     p.add_argument(
         "--scheduler-name",
+        metavar="NAME",
         action="append",
         default=None,
-        help=f"schedule pods with this spec.schedulerName (repeatable; default {DEFAULT_SCHEDULER_NAME})",
+        help="schedule pods with this spec.schedulerName; repeatable "
+        f"(default: {', '.join(env_names or [DEFAULT_SCHEDULER_NAME])}; env HYPERPLACE_SCHEDULER_NAME, "
+        "comma-separated)",
     )
     p.add_argument(
         "--schedule-period",
-        type=_positive_float,
+        metavar="DURATION",
+        type=flags.duration,
         default=1.0,
-        help="seconds between cycles when nothing happens (Volcano's --schedule-period)",
-    )
-    p.add_argument(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=_env_bool("HYPERPLACE_LEADER_ELECT", True),
-        help="schedule only while holding the Lease (default: on)",
-    )
-    p.add_argument(
-        "--lease-namespace",
-        default=os.environ.get("HYPERPLACE_LEADER_ELECTION_NAMESPACE") or pod_ns,
-        help="namespace of the leader-election Lease",
-    )
-    p.add_argument(
-        "--lease-name", default=os.environ.get("HYPERPLACE_LEADER_ELECTION_LEASE") or "hyperplace-scheduler"
+        help="time between cycles when nothing happens (Volcano's --schedule-period)",
     )
     p.add_argument(
         "--health-port",
+        metavar="PORT",
         type=int,
         default=int(os.environ.get("HYPERPLACE_HEALTH_PORT") or 8080),
-        help="port for /healthz and /readyz (and /metrics unless --metrics-port differs); 0 disables",
+        help="port for /healthz and /readyz, and /metrics unless --metrics-port differs; 0 disables "
+        "(env HYPERPLACE_HEALTH_PORT)",
     )
     p.add_argument(
         "--metrics-port",
+        metavar="PORT",
         type=int,
         default=None,
         help="port for /metrics (default: the health port)",
     )
-    p.add_argument("--bind-concurrency", type=_positive_int, default=64, help="binding requests in flight")
-    p.add_argument("--kube-api-qps", type=float, default=2000.0, help="client-side write QPS (0: unlimited)")
-    p.add_argument("--kube-api-burst", type=int, default=2000)
+    p.add_argument(
+        "--bind-concurrency",
+        metavar="N",
+        type=_positive_int,
+        default=64,
+        help="binding requests in flight",
+    )
+    p.add_argument(
+        "--kube-api-qps",
+        metavar="QPS",
+        type=float,
+        default=2000.0,
+        help="client-side write rate limit; 0 means unlimited",
+    )
+    p.add_argument(
+        "--kube-api-burst", metavar="N", type=int, default=2000, help="writes allowed above the rate"
+    )
     p.add_argument(
         "--identity",
+        metavar="ID",
         default=None,
         help="leader-election identity and Event reportingInstance (default: $POD_NAME_<pid>)",
     )
-    p.add_argument("--log-level", default=os.environ.get("HYPERPLACE_LOG_LEVEL") or "INFO")
+    flags.add_log_level(p)
+    flags.add_leader_election(p, "hyperplace-scheduler", "schedule")
     args = p.parse_args(argv)
+    flags.check_leader_election(p, args)
     names = args.scheduler_name or env_names or [DEFAULT_SCHEDULER_NAME]
     args.scheduler_name = list(dict.fromkeys(names))
     if args.metrics_port is None:
@@ -186,7 +192,17 @@ async def run(
     )
     log.info("scheduler configuration: %s", args.config_source.describe())
     elector = (
-        LeaderElector(api, args.lease_namespace, args.lease_name, identity) if args.leader_elect else None
+        LeaderElector(
+            api,
+            args.lease_namespace,
+            args.lease_name,
+            identity,
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+        if args.leader_elect
+        else None
     )
 
     runners: list[web.AppRunner] = []

@@ -33,6 +33,10 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     ("batch.volcano.sh", "Job"): True,
 }
 
+# Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped
+# without a warning (every namespace is taken to exist).
+SKIPPED_SILENTLY: frozenset[tuple[str, str]] = frozenset({("", "Namespace")})
+
 SCHEDULER_CONF_FILES = ("scheduler.conf", "volcano-scheduler.conf")
 SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
 CONTROLLER_CONF_KEY = "volcano-controller.conf"
@@ -306,6 +310,8 @@ def anchor_file_endpoints(obj: dict[str, Any], base: Path) -> dict[str, Any]:
 def add_object(inputs: Inputs, obj: dict[str, Any], where: Source, *, existing: bool = False) -> None:
     """Add one object (normalized); unsupported kinds are skipped with a warning."""
     key = (group_of(str(obj["apiVersion"])), str(obj["kind"]))
+    if key in SKIPPED_SILENTLY:
+        return
     if key not in SUPPORTED:
         inputs.warnings.append(f"{where}: {obj['apiVersion']} {obj['kind']} is not simulated; ignored")
         return

@@ -1,7 +1,7 @@
 """``hyperplace-webhooks``: serve the admission webhooks.
 
     hyperplace-webhooks [--port 9443] [--tls-cert-file F --tls-private-key-file F]
-                        [--metrics-port 8080] [--cert-reload-seconds 10] [--insecure-http]
+                        [--health-port 8080] [--cert-reload-seconds 10s] [--insecure-http]
 
 Defaults come from the Deployment's environment (``HYPERPLACE_WEBHOOK_PORT``,
 ``HYPERPLACE_HEALTH_PORT``, ``HYPERPLACE_TLS_DIR``); with
@@ -25,6 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
+from hyperplace.runtime import flags
+
 from .cache import InformerContext
 from .server import create_app, create_probe_app
 from .tls import DEFAULT_POLL_SECONDS, CertReloader
@@ -37,44 +39,84 @@ def _env_int(name: str, default: int) -> int:
     return int(value) if value else default
 
 
+DESCRIPTION = """hyperplace-webhooks: serve the admission webhooks over TLS.
+
+Validates HyperNodes and Volcano Jobs, fills in Job defaults and stamps pods with their partition.
+With --validating-webhook-configuration / --mutating-webhook-configuration the server writes its
+CA (--ca-file) into those configurations' caBundle at start-up where it differs. Serves /healthz,
+/readyz and /metrics over plain HTTP on --health-port. SIGTERM and SIGINT stop it gracefully."""
+
+
 def _parser() -> argparse.ArgumentParser:
     tls_dir = os.environ.get("HYPERPLACE_TLS_DIR")
-    p = argparse.ArgumentParser(prog="hyperplace-webhooks", description=__doc__.split("\n", 1)[0])
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    p.add_argument("--port", type=int, default=_env_int("HYPERPLACE_WEBHOOK_PORT", 9443), help="webhook port")
-    p.add_argument("--tls-cert-file", default=str(Path(tls_dir, "tls.crt")) if tls_dir else None)
-    p.add_argument("--tls-private-key-file", default=str(Path(tls_dir, "tls.key")) if tls_dir else None)
+    p = flags.parser("hyperplace-webhooks", DESCRIPTION)
+    p.add_argument("--host", metavar="ADDRESS", default="0.0.0.0", help="address to listen on")
+    p.add_argument(
+        "--port",
+        metavar="PORT",
+        type=int,
+        default=_env_int("HYPERPLACE_WEBHOOK_PORT", 9443),
+        help="HTTPS port of the webhooks (env HYPERPLACE_WEBHOOK_PORT)",
+    )
+    p.add_argument(
+        "--tls-cert-file",
+        metavar="FILE",
+        default=str(Path(tls_dir, "tls.crt")) if tls_dir else None,
+        help="serving certificate, re-read when it changes (env HYPERPLACE_TLS_DIR/tls.crt)",
+    )
+    p.add_argument(
+        "--tls-private-key-file",
+        metavar="FILE",
+        default=str(Path(tls_dir, "tls.key")) if tls_dir else None,
+        help="its private key (env HYPERPLACE_TLS_DIR/tls.key)",
+    )
     p.add_argument(
         "--ca-file",
+        metavar="FILE",
         default=str(Path(tls_dir, "ca.crt")) if tls_dir else None,
-        help="CA bundle to inject into the webhook configurations",
+        help="CA bundle to inject into the webhook configurations (env HYPERPLACE_TLS_DIR/ca.crt)",
     )
     p.add_argument(
+        "--health-port",
         "--metrics-port",
+        dest="metrics_port",
+        metavar="PORT",
         type=int,
         default=_env_int("HYPERPLACE_HEALTH_PORT", 8080),
-        help="plain-HTTP port for /healthz, /readyz, /metrics (0: none)",
+        help="plain-HTTP port for /healthz, /readyz and /metrics; 0 disables (env HYPERPLACE_HEALTH_PORT)",
     )
-    p.add_argument("--cert-reload-seconds", type=float, default=DEFAULT_POLL_SECONDS)
+    p.add_argument(
+        "--cert-reload-seconds",
+        metavar="DURATION",
+        type=flags.duration,
+        default=DEFAULT_POLL_SECONDS,
+        help="how often to check the certificate files for changes",
+    )
     p.add_argument("--insecure-http", action="store_true", help="serve webhooks over plain HTTP (tests only)")
     p.add_argument(
         "--validating-webhook-configuration",
+        metavar="NAME",
         action="append",
         default=[v for v in [os.environ.get("HYPERPLACE_VALIDATING_WEBHOOK_CONFIGURATION")] if v],
+        help="ValidatingWebhookConfiguration to inject the CA into; repeatable "
+        "(env HYPERPLACE_VALIDATING_WEBHOOK_CONFIGURATION)",
     )
     p.add_argument(
         "--mutating-webhook-configuration",
+        metavar="NAME",
         action="append",
         default=[v for v in [os.environ.get("HYPERPLACE_MUTATING_WEBHOOK_CONFIGURATION")] if v],
+        help="MutatingWebhookConfiguration to inject the CA into; repeatable "
+        "(env HYPERPLACE_MUTATING_WEBHOOK_CONFIGURATION)",
     )
     p.add_argument(
         "--hypernode-cache",
         action=argparse.BooleanOptionalAction,
         default=bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
-        help="watch HyperNodes for the tree checks (default: on inside a cluster)",
+        help="watch HyperNodes for the tree checks (on by default inside a cluster)",
     )
-    p.add_argument("--kubeconfig", help="for --hypernode-cache outside a cluster")
-    p.add_argument("--log-level", default=os.environ.get("HYPERPLACE_LOG_LEVEL", "INFO"))
+    flags.add_kubeconfig(p)
+    flags.add_log_level(p)
     return p
 
 
@@ -86,7 +128,7 @@ async def _inject_ca(args: argparse.Namespace) -> None:
     if not names or not args.ca_file:
         return
     try:
-        await inject_with_kubeconfig(names, Path(args.ca_file).read_bytes())
+        await inject_with_kubeconfig(names, Path(args.ca_file).read_bytes(), kubeconfig=args.kubeconfig)
     except Exception:
         # Not fatal: the bundle may be managed elsewhere (hyperplace-certs inject, or
         # an operator); the apiserver then reports TLS errors, which are visible.

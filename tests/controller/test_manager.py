@@ -242,7 +242,7 @@ def test_flags_default_from_the_deployment_environment(monkeypatch: pytest.Monke
     monkeypatch.setenv("HYPERPLACE_LEADER_ELECT", "false")
     monkeypatch.setenv("HYPERPLACE_LEADER_ELECTION_LEASE", "lease-x")
     args = parse_args([])
-    assert (args.namespace, args.health_port, args.leader_elect, args.lease_name) == (
+    assert (args.lease_namespace, args.health_port, args.leader_elect, args.lease_name) == (
         "hyperplace-system",
         9090,
         False,

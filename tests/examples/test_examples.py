@@ -200,3 +200,37 @@ def test_tree_previews_ufm_discovery_from_the_saved_answer():
     [spine] = doc["roots"]
     assert (spine["name"], spine["tier"], spine["nodeCount"]) == ("spine-hn", 2, 8)
     assert [c["name"] for c in spine["children"]] == ["leaf-hn-0", "leaf-hn-1"]
+
+
+# Namespaces that exist wherever hyperplace runs: Kubernetes' own and the one the manifests create.
+PRESENT_NAMESPACES = {"default", "hyperplace-system"}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_example_applies_to_a_fresh_cluster_namespaces_first(name: str):
+    """`kubectl apply -f examples/<name>/` reads the files in name order: every namespace an
+    object lives in is created by the example before its first use."""
+    import yaml
+
+    declared: set[str] = set()
+    for path in sorted((EXAMPLES / name).glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            if doc["kind"] == "Namespace":
+                declared.add(doc["metadata"]["name"])
+            ns = doc["metadata"].get("namespace")
+            if ns is not None:
+                assert ns in declared | PRESENT_NAMESPACES, (
+                    f"{path.name}: {doc['kind']} {doc['metadata']['name']} uses namespace {ns} "
+                    "before the example creates it"
+                )
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_simulator_takes_namespace_objects_without_a_word(name: str):
+    res = CliRunner().invoke(
+        app, ["simulate", str(EXAMPLES / name), "--output", "json"], catch_exceptions=False
+    )
+    assert res.exit_code == 0
+    assert "Namespace" not in res.stderr

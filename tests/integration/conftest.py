@@ -7,16 +7,16 @@ skipped with the reason, never failed: the rest of the suite does not depend on 
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from hyperplace.localup import controlplane
 
 from ..kube_bin import kube_bin_dir
 from .kube import REPO, Kubectl, wait_for
@@ -27,18 +27,6 @@ CRDS = [
     "podgroups.scheduling.volcano.sh",
     "queues.scheduling.volcano.sh",
 ]
-
-
-def _load_control_plane() -> ModuleType:
-    # hack/control-plane.py has a dash in its name (it is a script first), so import it by path.
-    spec = importlib.util.spec_from_file_location(
-        "hyperplace_control_plane", REPO / "hack" / "control-plane.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -78,11 +66,10 @@ def cluster() -> Iterator[Cluster]:
     if shutil.which("kubectl") is None:
         pytest.skip("real-apiserver tests skipped: kubectl is not on PATH")
     bin_dir = kube_bin_dir()
-    module = _load_control_plane()
     try:
-        cm = module.control_plane(bin_dir)
+        cm = controlplane.control_plane(bin_dir)
         cp = cm.__enter__()
-    except module.ControlPlaneError as exc:
+    except controlplane.ControlPlaneError as exc:
         pytest.fail(f"the control plane did not start:\n{exc}")
     try:
         c = Cluster(cp)

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from hyperplace.kube import milli_value
+from hyperplace.localup.fakekubelet import running_status
 
 from . import components
 from .conftest import Cluster
@@ -146,32 +147,8 @@ def placement(kubectl: Kubectl, namespace: str) -> str:
 
 
 def fake_kubelet_start(kubectl: Kubectl, pod: dict[str, Any]) -> None:
-    """What a kubelet reports once a pod's containers run, written to pods/status (kwok's
-    pod-ready stage)."""
-    now = "2026-01-01T00:00:00Z"
-    conditions = [
-        {"type": t, "status": "True", "lastTransitionTime": now}
-        for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-    ]
-    status = {
-        "phase": "Running",
-        "conditions": conditions,
-        "hostIP": "10.0.0.1",
-        "podIP": "10.1.0.1",
-        "startTime": now,
-        "containerStatuses": [
-            {
-                "name": c["name"],
-                "image": c["image"],
-                "imageID": "",
-                "ready": True,
-                "restartCount": 0,
-                "started": True,
-                "state": {"running": {"startedAt": now}},
-            }
-            for c in pod["spec"]["containers"]
-        ],
-    }
+    """What a kubelet reports once a pod's containers run (the fake kubelet's status), written
+    to pods/status."""
     kubectl.run(
         "patch",
         "pod",
@@ -181,7 +158,7 @@ def fake_kubelet_start(kubectl: Kubectl, pod: dict[str, Any]) -> None:
         "--subresource=status",
         "--type=merge",
         "-p",
-        json.dumps({"status": status}),
+        json.dumps({"status": running_status(pod)}),
     )
 
 

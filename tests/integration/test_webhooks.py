@@ -1,9 +1,9 @@
 """The admission webhooks, served by the real ``hyperplace-webhooks`` process over TLS and called by
 a real kube-apiserver, refuse bad objects with the field named and fill in Volcano's defaults.
 
-The webhook configurations are manifests/webhooks, rewritten the way envtest does it: the
-``service`` reference becomes ``url: https://127.0.0.1:<port>/<path>`` (an apiserver outside a
-cluster cannot reach a Service). The caBundle is left out, as in the manifests, and the server
+The webhook configurations are manifests/webhooks, rewritten the way envtest does it (and
+``hack/local-up.sh``, with the same code): the ``service`` reference becomes
+``url: https://127.0.0.1:<port>/<path>`` (an apiserver outside a cluster cannot reach a Service). The caBundle is left out, as in the manifests, and the server
 injects it at start-up, so the deployable injection path is exercised too. Namespaced hooks are
 narrowed to namespaces labelled for this module, because ``failurePolicy: Fail`` would otherwise
 block every other test while the server is down.
@@ -11,11 +11,9 @@ block every other test while the server is down.
 
 from __future__ import annotations
 
-import copy
 import os
 import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ import pytest
 import yaml
 
 from certs.pki import generate_webhook_certs, write_tls_files
+from hyperplace.localup.components import webhook_configurations, webhooks_argv
 
 from .conftest import Cluster
 from .kube import REPO, Kubectl, exact, hypernode, in_namespace, load_yaml, wait_for
@@ -41,18 +40,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def envtest_style(config: dict[str, Any], port: int) -> dict[str, Any]:
-    """``service`` -> ``url`` on 127.0.0.1, and namespaced hooks limited to labelled namespaces."""
-    out = copy.deepcopy(config)
-    for hook in out["webhooks"]:
-        cc = hook["clientConfig"]
-        service = cc.pop("service")
-        cc["url"] = f"https://127.0.0.1:{port}{service['path']}"
-        assert "caBundle" not in cc, "the manifests ship without caBundle; the server injects it"
-        hook.setdefault("namespaceSelector", {}).setdefault("matchLabels", {})[NS_LABEL] = "true"
-    return out
 
 
 class WebhookServer:
@@ -79,29 +66,16 @@ def webhooks(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     write_tls_files(tls, generate_webhook_certs("hyperplace-webhooks", "hyperplace-system", ["127.0.0.1"]))
     port = _free_port()
     log = tls / "webhooks.log"
-    configs = [
-        envtest_style(load_yaml(REPO / "manifests" / "webhooks" / "validating.yaml")[0], port),
-        envtest_style(load_yaml(REPO / "manifests" / "webhooks" / "mutating.yaml")[0], port),
-    ]
+    # Namespaced hooks only for labelled namespaces: failurePolicy Fail would otherwise block
+    # every other test while this module's server is down.
+    configs = webhook_configurations(port, namespace_label=NS_LABEL)
+    for config in configs:
+        for hook in config["webhooks"]:
+            assert "caBundle" not in hook["clientConfig"], "the manifests ship without caBundle"
     kubectl.apply(configs)
     with log.open("wb") as fh:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "webhooks",
-                "--host=127.0.0.1",
-                f"--port={port}",
-                f"--tls-cert-file={tls / 'tls.crt'}",
-                f"--tls-private-key-file={tls / 'tls.key'}",
-                f"--ca-file={tls / 'ca.crt'}",
-                "--metrics-port=0",
-                # The tree checks read HyperNodes through an informer on the real apiserver.
-                "--hypernode-cache",
-                f"--kubeconfig={cluster.kubeconfig}",
-                f"--validating-webhook-configuration={VALIDATING}",
-                f"--mutating-webhook-configuration={MUTATING}",
-            ],
+            webhooks_argv(cluster.kubeconfig, port=port, tls_dir=tls),
             stdout=fh,
             stderr=subprocess.STDOUT,
             cwd=REPO,

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# A real control plane with hyperplace on it, on this machine, with no container runtime.
+#
+#   hack/local-up.sh [--nodes 16] [--gpus-per-node 8] [--topology leaf-spine|none]   # start
+#   hack/local-up.sh status                                                           # what runs
+#   hack/local-up.sh down                                                             # stop, clean up
+#
+# Starts etcd, kube-apiserver and kube-controller-manager (built by hack/kube-bin.sh), applies the
+# CRDs, RBAC and ConfigMaps from manifests/, generates the webhook certificates and runs
+# hyperplace-webhooks, hyperplace-controller, hyperplace-scheduler and a fake kubelet (nodes Ready,
+# bound pods Running, no containers) from the project's .venv. Then it creates the fake nodes and
+# their HyperNode tree and prints the kubeconfig path and an `export KUBECONFIG=...` line:
+#
+#   eval "$(hack/local-up.sh | tail -1)"
+#
+# State, logs and process ids live in ${XDG_STATE_HOME:-~/.local/state}/hyperplace/local-up
+# (or $HYPERPLACE_LOCAL_UP_DIR); `down` stops exactly the processes `up` started and removes it.
+# Needs kubectl on PATH; the first run builds the Kubernetes binaries (needs Go; 10-16 min on 2 cores).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+cd "$HERE/.."
+
+cmd=up
+case "${1:-}" in
+  up | down | status) cmd="$1"; shift ;;
+  -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
+state_args=()
+if [ -n "${HYPERPLACE_LOCAL_UP_DIR:-}" ]; then state_args=(--state-dir "$HYPERPLACE_LOCAL_UP_DIR"); fi
+
+# The project's .venv (created and kept up to date by hack/venv.sh), unless a virtual environment
+# with hyperplace in it is active already (the integration tests run this script from theirs).
+if [ -z "${VIRTUAL_ENV:-}" ] || ! "$VIRTUAL_ENV/bin/python" -c 'import hyperplace.localup' 2>/dev/null; then
+  # shellcheck source=hack/venv.sh
+  . hack/venv.sh
+  hp_activate >&2
+fi
+
+if [ "$cmd" != up ]; then
+  exec "$VIRTUAL_ENV/bin/python" -m hyperplace.localup "${state_args[@]}" "$cmd" "$@"
+fi
+bin_dir="${HYPERPLACE_KUBE_BIN:-}"
+if [ -z "$bin_dir" ]; then
+  echo "local-up: looking for the Kubernetes binaries (hack/kube-bin.sh; the first build takes 10-16 min)" >&2
+  bin_dir="$(bash hack/kube-bin.sh | tail -1)"
+fi
+exec "$VIRTUAL_ENV/bin/python" -m hyperplace.localup "${state_args[@]}" up --bin-dir "$bin_dir" "$@"
