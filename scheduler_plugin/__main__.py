@@ -117,6 +117,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--kube-api-burst", metavar="N", type=int, default=2000, help="writes allowed above the rate"
     )
     p.add_argument(
+        "--gang-creation-grace",
+        metavar="SECONDS",
+        type=float,
+        default=10.0,
+        help="how long a gang whose pods are still being created (its pod count still changing) "
+        "is left unreported before 'not enough valid tasks' is said",
+    )
+    p.add_argument(
         "--identity",
         metavar="ID",
         default=None,
@@ -150,7 +158,9 @@ def health_app(
         if not scheduler.synced():
             return web.Response(status=503, text="caches not synced")
         role = "leader" if elector is None or elector.is_leader else "standby"
-        return web.Response(status=200, text=f"ok ({role})")
+        # Still ready on a refused configuration (the last good one runs), but say so.
+        detail = scheduler.readiness_detail()
+        return web.Response(status=200, text=f"ok ({role})" + (f"; {detail}" if detail else ""))
 
     app = web.Application()
     if probes:
@@ -186,6 +196,7 @@ async def run(
             bind_concurrency=args.bind_concurrency,
             api_qps=args.kube_api_qps,
             api_burst=args.kube_api_burst,
+            gang_creation_grace=args.gang_creation_grace,
             identity=identity,
         ),
         args.config_source,

@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from hyperplace.runtime.api import EVENTS, PODGROUPS, PODS
+from scheduler_plugin.__main__ import health_app, parse_args
 from scheduler_plugin.conf import DEFAULT_CONFIG_TEXT
 from scheduler_plugin.explain import Explanation
 from scheduler_plugin.runtime.config import ConfigHolder, ConfigSource
@@ -157,6 +159,15 @@ async def test_a_refused_configuration_file_keeps_the_last_good_one_and_says_so(
         detail = sched.readiness_detail()
         assert detail is not None and "running on the previous configuration" in detail
         assert "unknown action 'backfil'" in detail
+        # /readyz stays 200 (the last good configuration runs) and says why.
+        client = TestClient(TestServer(health_app(sched, None)))
+        await client.start_server()
+        try:
+            resp = await client.get("/readyz")
+            text = await resp.text()
+        finally:
+            await client.close()
+        assert resp.status == 200 and text.startswith("ok (leader); ") and "unknown action 'backfil'" in text
         await eventually(
             lambda: events_for(api, "hyperplace-scheduler-0", "InvalidConfiguration"), what="event"
         )
@@ -183,3 +194,8 @@ def test_a_configuration_file_caught_half_written_is_never_used(tmp_path: Path) 
     assert holder.config.actions == ["enqueue", "allocate", "backfill"] and holder.generation == 1
     assert holder.poll_file() is True  # two reads agree
     assert holder.generation == 2 and holder.config.actions == ["enqueue", "allocate", "backfill"]
+
+
+def test_the_gang_creation_grace_is_a_flag() -> None:
+    assert parse_args([]).gang_creation_grace == 10.0
+    assert parse_args(["--gang-creation-grace", "2.5"]).gang_creation_grace == 2.5
