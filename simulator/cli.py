@@ -33,6 +33,42 @@ from .loader import InputError, Inputs, load_paths
 from .output import result_dict, to_json, to_yaml
 from .topology import Topology, build_topology
 
+
+class _Command(typer.core.TyperCommand):
+    """Help as users know it from kubectl and friends: an argument is shown by its metavar
+    (``PATH...``), never by a Python type (typer >= 0.29 appends ``<list[Path]>``)."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args: list[tuple[str, str]] = []
+        opts: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            if getattr(param, "hidden", False):
+                continue
+            if isinstance(param, typer.core.TyperArgument):
+                name = param.metavar or (param.name or "").upper()
+                if param.nargs != 1:
+                    name += "..."
+                args.append((name, param.help or ""))
+            else:
+                record = param.get_help_record(ctx)
+                if record is not None:
+                    opts.append(record)
+        if args:
+            with formatter.section("Arguments"):
+                formatter.write_dl(args)
+        if opts:
+            with formatter.section("Options"):
+                formatter.write_dl(opts)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from hyperplace.runtime.flags import version
+
+        sys.stdout.write(f"hyperplace {version()}\n")
+        raise typer.Exit(0)
+
+
 app = typer.Typer(
     name="hyperplace",
     help="Topology-aware gang scheduling for Kubernetes: simulate, validate and inspect inputs offline.",
@@ -41,6 +77,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Topology-aware gang scheduling for Kubernetes: simulate, validate and inspect inputs offline."""
 
 
 class OutputFormat(StrEnum):
@@ -202,28 +248,39 @@ PathsArg = Annotated[
     ),
 ]
 KubeconfigOpt = Annotated[
-    Path | None, typer.Option("--kubeconfig", help="Read a live cluster (read-only) with this kubeconfig.")
+    Path | None,
+    typer.Option(
+        "--kubeconfig", metavar="FILE", help="Read a live cluster (read-only) with this kubeconfig."
+    ),
 ]
-ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context of the live cluster.")]
+ContextOpt = Annotated[
+    str | None, typer.Option("--context", metavar="NAME", help="kubeconfig context of the live cluster.")
+]
 
 
-@app.command()
+@app.command(
+    cls=_Command,
+    short_help="Run admission, controllers and scheduler on the inputs; show where every pod lands and why the rest wait.",
+)
 def simulate(
     paths: PathsArg = None,
     scheduler_config: Annotated[
-        Path | None, typer.Option("--scheduler-config", help="volcano-scheduler.conf (or its ConfigMap).")
+        Path | None,
+        typer.Option("--scheduler-config", metavar="FILE", help="volcano-scheduler.conf (or its ConfigMap)."),
     ] = None,
     cycles: Annotated[
         int | None,
-        typer.Option("--cycles", min=1, help="Run N cycles (default: until nothing changes, at most 10)."),
+        typer.Option(
+            "--cycles", min=1, metavar="N", help="Run N cycles (default: until nothing changes, at most 10)."
+        ),
     ] = None,
     output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", help="table, json or yaml.")
+        OutputFormat, typer.Option("--output", "-o", metavar="table|json|yaml", help="Output format.")
     ] = OutputFormat.table,
     html: Annotated[
-        Path | None, typer.Option("--html", help="Also write a self-contained HTML picture.")
+        Path | None, typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML picture.")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every random choice.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every random choice.")] = 0,
     cluster_snapshot: Annotated[
         bool, typer.Option("--cluster-snapshot", help="Start from the objects of a live cluster (read-only).")
     ] = False,
@@ -266,7 +323,10 @@ def simulate(
             Console(stderr=True).print(f"wrote {html}")
 
 
-@app.command()
+@app.command(
+    cls=_Command,
+    short_help="Admit the files as kubectl apply would: refusals as FILE:LINE: lines, then a summary.",
+)
 def validate(
     files: Annotated[
         list[Path],
@@ -274,7 +334,9 @@ def validate(
     ],
     old: Annotated[
         list[Path] | None,
-        typer.Option("--old", help="The previous objects: those given there are admitted as UPDATE."),
+        typer.Option(
+            "--old", metavar="FILE", help="The previous objects: those given there are admitted as UPDATE."
+        ),
     ] = None,
 ) -> None:
     """What kubectl apply of the files would be told: unknown kinds and fields, CRD schema
@@ -300,11 +362,15 @@ def validate(
     raise typer.Exit(report.exit_code)
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Show the HyperNode tree: tiers, node counts, free capacity, problems.")
 def tree(
     paths: PathsArg = None,
-    output: Annotated[TreeFormat, typer.Option("--output", "-o", help="table or json.")] = TreeFormat.table,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for names of discovered HyperNodes.")] = 0,
+    output: Annotated[
+        TreeFormat, typer.Option("--output", "-o", metavar="table|json", help="Output format.")
+    ] = TreeFormat.table,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="Seed for names of discovered HyperNodes.")
+    ] = 0,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
@@ -381,7 +447,7 @@ def discover_for_display(
     return list(by_name.values()), notes + [f"HyperNode discovery: {w}" for w in result.warnings]
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Say why a job is placed where it is, or why it waits.")
 def explain(
     job: Annotated[
         str,
@@ -390,10 +456,20 @@ def explain(
         ),
     ],
     paths: PathsArg = None,
-    scheduler_config: Annotated[Path | None, typer.Option("--scheduler-config")] = None,
-    cycles: Annotated[int | None, typer.Option("--cycles", min=1)] = None,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    output: Annotated[TreeFormat, typer.Option("--output", "-o", help="table or json.")] = TreeFormat.table,
+    scheduler_config: Annotated[
+        Path | None,
+        typer.Option("--scheduler-config", metavar="FILE", help="volcano-scheduler.conf (or its ConfigMap)."),
+    ] = None,
+    cycles: Annotated[
+        int | None,
+        typer.Option(
+            "--cycles", min=1, metavar="N", help="Run N cycles (default: until nothing changes, at most 10)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every random choice.")] = 0,
+    output: Annotated[
+        TreeFormat, typer.Option("--output", "-o", metavar="table|json", help="Output format.")
+    ] = TreeFormat.table,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
