@@ -46,7 +46,7 @@ from controller.hypernode.status import TopologyIndex, compute_status, now_rfc33
 from controller.job.reconcile import podgroup_name, reconcile_job
 from hyperplace.api import HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
-from hyperplace.kube.members import node_labels_of
+from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.runtime.api import (
     CONFIGMAPS,
     HYPERNODES,
@@ -167,6 +167,8 @@ class ControllerManager:
         self._node_labels: dict[str, dict[str, str]] | None = None
         # Shared by every HyperNode reconcile until a spec or a node changes.
         self._topology: TopologyIndex | None = None
+        # HyperNode members, kept resolved across changes (only what changed is re-resolved).
+        self._members = MemberIndex()
         self._started = False
         self._wire()
 
@@ -310,7 +312,9 @@ class ControllerManager:
             log.warning("hypernode %s does not validate; skipping", name)
             return
         if self._topology is None:
-            self._topology = TopologyIndex(models, self._current_node_labels())
+            self._members.sync_nodes(self._current_node_labels())
+            self._members.sync_hypernodes(models.values())
+            self._topology = TopologyIndex(models, self._current_node_labels(), self._members)
         status = compute_status(
             hn, self._current_node_labels(), models, now=self._now(), index=self._topology
         )

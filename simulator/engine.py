@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_validation_error
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION, JOB_NAME_KEY
+from hyperplace.kube.members import MemberIndex
 
 from .loader import (
     CONTROLLER_CONF_KEY,
@@ -185,6 +186,9 @@ class Simulation:
         self.config: Any = None
         self._hn_status_signature: str | None = None
         self._spec_models: dict[Key, tuple[dict[str, Any], TypedObject]] = {}
+        # HyperNode members, resolved once and then only where nodes or HyperNodes changed;
+        # shared by the HyperNode status pass and every scheduler cycle.
+        self.members = MemberIndex()
 
     # --- clock ---------------------------------------------------------------------------
 
@@ -460,7 +464,9 @@ class Simulation:
         models = {hn.name: hn for _, hn in self.models(HyperNode)}
         changed = False
         # One shared index for the whole tree: members are resolved once, not once per ancestor.
-        statuses = compute_all(models, labels, now=self.now)
+        self.members.sync_nodes(labels)
+        self.members.sync_hypernodes(models.values())
+        statuses = compute_all(models, labels, now=self.now, members=self.members)
         for name, st in statuses.items():
             status = st.to_dict()
             obj = self.objects.get(("HyperNode", "", name))
@@ -591,6 +597,7 @@ class Simulation:
             podgroups=[m for _, m in self.models(PodGroup)],
             queues=[m for _, m in self.models(Queue)],
             priority_classes=self.of_kind("PriorityClass"),
+            members=self.members,
         )
         result = run_session(snap, config=self.config, seed=self.seed)
         self.snapshot, self.session, self.scheduler_ran = snap, result, True
