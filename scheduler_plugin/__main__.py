@@ -118,6 +118,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="leader-election identity and Event reportingInstance (default: $POD_NAME_<pid>)",
     )
+    p.add_argument(
+        "--verify-state",
+        action="store_true",
+        default=os.environ.get("HYPERPLACE_VERIFY_STATE") == "1",
+        help="debug: rebuild the cluster state from scratch every cycle and stop on a difference",
+    )
+    p.add_argument(
+        "--full-rebuild", action="store_true", help="rebuild the snapshot every cycle (no incremental state)"
+    )
     p.add_argument("--log-level", default=os.environ.get("HYPERPLACE_LOG_LEVEL") or "INFO")
     args = p.parse_args(argv)
     names = args.scheduler_name or env_names or [DEFAULT_SCHEDULER_NAME]
@@ -181,6 +190,8 @@ async def run(
             api_qps=args.kube_api_qps,
             api_burst=args.kube_api_burst,
             identity=identity,
+            incremental_state=not args.full_rebuild,
+            verify_state=args.verify_state,
         ),
         args.config_source,
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -158,7 +159,12 @@ class Simulation:
         scheduler_conf_source: str = "--scheduler-config",
         seed: int = 0,
         progress: Progress | None = None,
+        verify_state: bool | None = None,
     ) -> None:
+        """``verify_state``: rebuild the scheduler's snapshot from scratch every cycle and fail
+        on a difference (default: the ``HYPERPLACE_VERIFY_STATE=1`` environment variable)."""
+        if verify_state is None:
+            verify_state = os.environ.get("HYPERPLACE_VERIFY_STATE") == "1"
         self.inputs = inputs
         self.seed = seed
         self.rng = random.Random(seed)
@@ -189,6 +195,11 @@ class Simulation:
         # HyperNode members, resolved once and then only where nodes or HyperNodes changed;
         # shared by the HyperNode status pass and every scheduler cycle.
         self.members = MemberIndex()
+        from scheduler_plugin.cluster_state import ClusterState
+
+        # The scheduler's cluster state (its own MemberIndex), kept across cycles.
+        self.state = ClusterState(detach=True, members=self.members)
+        self.verify_state = verify_state
 
     # --- clock ---------------------------------------------------------------------------
 
@@ -583,6 +594,7 @@ class Simulation:
 
     def schedule(self) -> bool:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
+        from scheduler_plugin.cluster_state import verify_snapshot
         from scheduler_plugin.session import run_session
         from scheduler_plugin.snapshot import ClusterSnapshot
 
@@ -590,15 +602,18 @@ class Simulation:
             self.config = self._load_config()
         pods = self.of_kind("Pod")
         self.progress.start(f"cycle {self.cycle}: scheduling {len(pods)} pods", None)
-        snap = ClusterSnapshot.build(
-            nodes=self.of_kind("Node"),
-            pods=pods,
-            hypernodes=[m for _, m in self.models(HyperNode)],
-            podgroups=[m for _, m in self.models(PodGroup)],
-            queues=[m for _, m in self.models(Queue)],
-            priority_classes=self.of_kind("PriorityClass"),
-            members=self.members,
-        )
+        # The scheduler's state is kept across cycles and brought up to date with what changed
+        # (the simulator edits objects in place, so the state compares contents).
+        nodes, hns = self.of_kind("Node"), [m for _, m in self.models(HyperNode)]
+        pgs, queues = [m for _, m in self.models(PodGroup)], [m for _, m in self.models(Queue)]
+        pcs = self.of_kind("PriorityClass")
+        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs)
+        snap = self.state.snapshot()
+        if self.verify_state:
+            rebuilt = ClusterSnapshot.build(
+                nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, queues=queues, priority_classes=pcs
+            )
+            verify_snapshot(self.state, snap, rebuilt)
         result = run_session(snap, config=self.config, seed=self.seed)
         self.snapshot, self.session, self.scheduler_ran = snap, result, True
         before = {ns_name(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
