@@ -106,12 +106,57 @@ class _Pod:
     job: str | None  # the job this pod feeds (see _job_of)
     ports: frozenset[HostPort]  # host ports it holds on its node when bound
     _cons: PodConstraints | None = None
+    _fields: _TaskFields | None = None
+    # Shape id and request vector, valid while the state's layout generation is shape_gen.
+    shape_gen: int = -1
+    sid: int = -1
+    vec: I64 | None = None
 
     @property
     def cons(self) -> PodConstraints:
         if self._cons is None:
             self._cons = compile_pod_constraints(self.obj)
         return self._cons
+
+    def task_fields(self) -> _TaskFields:
+        """What a TaskInfo of this pod holds that depends on the pod alone (parsed once)."""
+        if self._fields is None:
+            meta = self.obj.get("metadata") or {}
+            spec = self.obj.get("spec") or {}
+            assert self.requests is not None
+            cons = self.cons
+            labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+            annotations = meta.get("annotations") or {}
+            idx_raw = labels.get(TASK_INDEX_KEY) or annotations.get(TASK_INDEX_KEY)
+            try:
+                tindex: int | None = int(idx_raw) if idx_raw is not None else None
+            except ValueError:
+                tindex = None
+            self._fields = _TaskFields(
+                uid=str(meta.get("uid") or self.key),
+                role=str(annotations.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or ""),
+                index=tindex,
+                labels=labels,
+                priority_class=spec.get("priorityClassName"),
+                priority=spec.get("priority"),
+                creation=str(meta.get("creationTimestamp") or ""),
+                best_effort=all(v == 0 for r, v in self.requests.items() if r != "pods"),
+                sig=(tuple(sorted(self.requests.items())), cons.signature, tuple(sorted(cons.host_ports))),
+            )
+        return self._fields
+
+
+@dataclass(frozen=True)
+class _TaskFields:
+    uid: str
+    role: str
+    index: int | None
+    labels: dict[str, str]
+    priority_class: str | None
+    priority: Any
+    creation: str
+    best_effort: bool
+    sig: Any
 
 
 @dataclass
@@ -308,6 +353,8 @@ class ClusterState:
             rec.job = f"{ns}/podgroup-{name}"
         if node:
             rec.ports = pod_host_ports(obj) if group is None else frozenset(rec.cons.host_ports)
+        if rec.job is not None:
+            rec.task_fields()  # parsed as the event arrives, not in the cycle
         return rec
 
     def _account(self, rec: _Pod | None, sign: int) -> None:
@@ -537,34 +584,30 @@ class ClusterState:
             if not rec.node and cons.unsupported:
                 orphans[pkey] = "unsupported constraints: " + ", ".join(cons.unsupported)
                 continue
-            sig = (tuple(sorted(rec.requests.items())), cons.signature, tuple(sorted(cons.host_ports)))
-            sid = self._shape_idx.get(sig)
-            vec = self._vec(rec.requests)
-            if sid is None:
-                sid = len(self._shape_list)
-                self._shape_idx[sig] = sid
-                self._shape_list.append((vec, cons))
-            labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-            annotations = meta.get("annotations") or {}
-            role = str(annotations.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or "")
-            idx_raw = labels.get(TASK_INDEX_KEY) or annotations.get(TASK_INDEX_KEY)
-            try:
-                tindex: int | None = int(idx_raw) if idx_raw is not None else None
-            except ValueError:
-                tindex = None
+            f = rec.task_fields()
+            if rec.shape_gen != self._layout_gen:
+                # Shape ids and request vectors hold while the layout does: once per pod and layout.
+                sid = self._shape_idx.get(f.sig)
+                vec = self._vec(rec.requests)
+                if sid is None:
+                    sid = len(self._shape_list)
+                    self._shape_idx[f.sig] = sid
+                    self._shape_list.append((vec, cons))
+                rec.sid, rec.vec, rec.shape_gen = sid, vec, self._layout_gen
+            assert rec.vec is not None
             task = TaskInfo(
                 key=pkey,
                 name=rec.name,
                 namespace=rec.ns,
-                uid=str(meta.get("uid") or pkey),
-                role=role,
-                index=tindex,
-                labels=labels,
-                requests=vec,
-                shape=sid,
-                priority=self._prio_of(spec.get("priorityClassName"), spec.get("priority")),
-                creation=str(meta.get("creationTimestamp") or ""),
-                best_effort=all(v == 0 for r, v in rec.requests.items() if r != "pods"),
+                uid=f.uid,
+                role=f.role,
+                index=f.index,
+                labels=f.labels,
+                requests=rec.vec,
+                shape=rec.sid,
+                priority=self._prio_of(f.priority_class, f.priority),
+                creation=f.creation,
+                best_effort=f.best_effort,
             )
             if rec.node:
                 ni = self._nidx.get(rec.node)

@@ -557,7 +557,7 @@ class Scheduler:
         job_of: dict[str, str] = {}
         uid_of: dict[str, str] = {}
         for jkey, job in snap.jobs.items():
-            for t in job.tasks:
+            for t in job.pending:  # only pending pods are decided
                 job_of[t.key] = jkey
                 uid_of[t.key] = t.uid
         by_job: dict[str, list[tuple[str, str]]] = {}
