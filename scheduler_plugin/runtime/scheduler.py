@@ -318,6 +318,7 @@ class Scheduler:
         self._pod_sent: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, rv, message)
         self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
         self._reported_error: str | None = None
+        self._settled: dict[str, tuple[Any, JobOutcome]] = {}  # Running jobs reported last cycle
 
         self.wake = asyncio.Event()
         self.cycles = 0
@@ -586,7 +587,7 @@ class Scheduler:
                     task = asyncio.create_task(self._bind(assumed, pod, gang))
                     self._binds.add(task)
                     task.add_done_callback(self._binds.discard)
-        self._queue_reports(result)
+        self._queue_reports(result, snap)
 
     # -- binding ----------------------------------------------------------------------------
 
@@ -639,7 +640,7 @@ class Scheduler:
 
     # -- status reporting -------------------------------------------------------------------
 
-    def _queue_reports(self, result: SessionResult) -> None:
+    def _queue_reports(self, result: SessionResult, snap: ClusterSnapshot) -> None:
         unschedulable = 0
         for pkey, reason in result.unschedulable.items():
             pod = self.pods.get(pkey)
@@ -652,7 +653,16 @@ class Scheduler:
             self.status_queue.add(("pod", pkey))  # a no-op write is skipped by the worker
         self.metrics.unschedulable.set(unschedulable)
         pending = 0
+        settled: dict[str, tuple[Any, JobOutcome]] = {}
         for jkey, outcome in result.jobs.items():
+            job = snap.jobs.get(jkey)
+            if outcome.phase == "Running" and job is not None:
+                # Same JobInfo (the state rebuilds it on any change of the PodGroup or one of
+                # its pods) and the same outcome as last cycle: its status is queued already.
+                last = self._settled.get(jkey)
+                settled[jkey] = (job, outcome)
+                if last is not None and last[0] is job and last[1] == outcome:
+                    continue
             pg = self.podgroups.get(jkey)
             if pg is None or not any(self._owned(p) for p in self.pods.by_index("group", jkey)):
                 continue  # not ours to report on: no pod of this PodGroup names our scheduler
@@ -662,6 +672,7 @@ class Scheduler:
                     self.events.record(pg, "Warning", "Unschedulable", outcome.explanation.message())
             self._pg_wanted[jkey] = outcome
             self.status_queue.add(("pg", jkey))
+        self._settled = settled
         self.metrics.pending_jobs.set(pending)
 
     async def _report(self, item: tuple[str, str]) -> None:
