@@ -77,6 +77,21 @@ def pod_key_of(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
 
 
+_META_READ = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp")
+
+
+def _same_for_scheduling(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """True when ``new`` differs from ``old`` only where the state does not look (the state
+    reads the spec, the phase and a few metadata fields). An object changed in place (the
+    same dict) cannot be compared and counts as changed."""
+    if old is new or old.get("spec") != new.get("spec"):
+        return False
+    if (old.get("status") or {}).get("phase") != (new.get("status") or {}).get("phase"):
+        return False
+    mo, mn = old.get("metadata") or {}, new.get("metadata") or {}
+    return all(mo.get(k) == mn.get(k) for k in _META_READ)
+
+
 def _detached(obj: dict[str, Any]) -> dict[str, Any]:
     """A copy that in-place changes of the original's top-level sections do not reach."""
     return {k: (dict(v) if isinstance(v, dict) else v) for k, v in obj.items()}
@@ -245,11 +260,11 @@ class ClusterState:
         old = self._nodes.get(name)
         self._nodes[name] = rec
         self.members.set_node(name, st.labels)
+        if old is not None and old.static == st and old.alloc == alloc and old.plain == plain:
+            return  # a heartbeat: nothing the scheduler reads changed
         self.changes += 1
         if old is None or any(r not in self._ridx for r in alloc):
             self._layout_dirty = True
-            return
-        if old.static == st and old.alloc == alloc and old.plain == plain:
             return
         self._node_gen += 1
         if self._layout_dirty:
@@ -288,8 +303,13 @@ class ClusterState:
             assert key is not None
             self.remove_pod(key)
             return
+        old = self._pods.get(pod_key_of(obj))
+        if old is not None and _same_for_scheduling(old.obj, obj):
+            # A change the state does not read (conditions, resourceVersion, managedFields):
+            # keep the parsed pod and its job as they are.
+            old.obj = _detached(obj) if self.detach else obj
+            return
         rec = self._parse_pod(obj)
-        old = self._pods.get(rec.key)
         self._pods[rec.key] = rec
         self.changes += 1
         if not rec.terminal and any(r not in self._ridx for r in rec.requests or ()):

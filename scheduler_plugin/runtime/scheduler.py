@@ -3,9 +3,13 @@
 One **cycle** (Volcano's session, every ``schedule_period`` and at once after a relevant
 event, coalesced):
 
-1. Snapshot the informer stores (plain dicts; PodGroups, Queues and HyperNodes parsed with
-   :mod:`hyperplace.api`, objects that do not parse are skipped and named in the log), with
-   every *assumed* pod shown bound to its node (:mod:`.assume`).
+1. Take a snapshot of the :class:`~scheduler_plugin.cluster_state.ClusterState`, which the
+   informer handlers keep current event by event (pods as the session must see them:
+   assumed pods bound, terminating pending pods gone); PodGroups, Queues and HyperNodes are
+   parsed with :mod:`hyperplace.api` (objects that do not parse are skipped and named in
+   the log). The snapshot costs what changed since the last cycle and never changes after
+   it is taken. ``--verify-state`` also rebuilds it from the stores every cycle and stops on
+   a difference; ``--full-rebuild`` rebuilds instead (the old path, kept as a baseline).
 2. :func:`~scheduler_plugin.session.run_session` in a worker thread, so informers, the
    lease and the probes keep running while it thinks.
 3. Apply, synchronously before any ``await``: for each job whose decided pods are all still

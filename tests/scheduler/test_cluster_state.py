@@ -94,6 +94,14 @@ class World:
                 done["status"]["phase"] = "Succeeded"
                 self.pods[f"default/{ev[1]}"] = done
                 st_.set_pod(copy.deepcopy(done))
+        elif kind == "touch":  # our own condition patch: nothing the state reads changes
+            current = self.pods.get(f"default/{ev[1]}")
+            if current is not None:
+                touched = copy.deepcopy(current)
+                touched["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+                touched["metadata"]["resourceVersion"] = str(len(self.pods))
+                self.pods[f"default/{ev[1]}"] = touched
+                st_.set_pod(copy.deepcopy(touched))
         elif kind == "rm-pod":
             self.pods.pop(f"default/{ev[1]}", None)
             st_.remove_pod(f"default/{ev[1]}")
@@ -142,6 +150,7 @@ events = st.one_of(
     st.tuples(st.just("bind"), st.sampled_from(PODS), st.sampled_from(NODES)),
     st.tuples(st.just("finish"), st.sampled_from(PODS)),
     st.tuples(st.just("rm-pod"), st.sampled_from(PODS)),
+    st.tuples(st.just("touch"), st.sampled_from(PODS)),
     st.tuples(st.just("pg"), st.sampled_from(GROUPS), st.integers(1, 3), st.sampled_from([None, "hard", "soft", "named"])),
     st.tuples(st.just("rm-pg"), st.sampled_from(GROUPS)),
     st.tuples(st.just("hn"), st.sampled_from(["h0", "h1", "h2"]), st.sampled_from(["regex", "label", "exact", "spine"])),
