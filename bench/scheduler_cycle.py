@@ -195,6 +195,7 @@ def timed(fn: Any) -> tuple[float, Any]:
 
 def cold(snap: ClusterSnapshot) -> None:
     snap._sig_masks = {}
+    snap.memo.clear()
     for sh in snap.shapes:
         sh._mask = None
 

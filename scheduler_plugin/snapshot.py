@@ -72,6 +72,8 @@ class ClusterSnapshot:
     build_seconds: float = 0.0
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    # What sessions derive from this snapshot alone, computed by the first and reused.
+    memo: dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_nodes(self) -> int:

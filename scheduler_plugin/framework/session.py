@@ -74,13 +74,21 @@ class Session:
     def __post_init__(self) -> None:
         self.state = AllocState(self.snap)
         self.rng = random.Random(self.seed)
-        # Counters start from what each job precomputed once (O(jobs), not O(pods)).
-        for job in self.snap.jobs.values():
-            total, per_sj, per_role = job.base_ready
-            self.n_ready_job[job.key] = total
-            self.n_ready_sj.update(per_sj)
-            for role, c in per_role.items():
-                self.n_ready_role[(job.key, role)] = c
+        # Counters start from what each job precomputed once (O(jobs), not O(pods)), summed
+        # once per snapshot; a session starts from copies.
+        base = self.snap.memo.get("ready_counters")
+        if base is None:
+            n_job: dict[str, int] = {}
+            n_sj: dict[str, int] = {}
+            n_role: dict[tuple[str, str], int] = {}
+            for job in self.snap.jobs.values():
+                total, per_sj, per_role = job.base_ready
+                n_job[job.key] = total
+                n_sj.update(per_sj)
+                for role, c in per_role.items():
+                    n_role[(job.key, role)] = c
+            base = self.snap.memo["ready_counters"] = (n_job, n_sj, n_role)
+        self.n_ready_job, self.n_ready_sj, self.n_ready_role = (dict(d) for d in base)
 
     def _count(self, t: TaskInfo, d: int) -> None:
         self.n_ready_sj[t.subjob] += d
