@@ -47,6 +47,57 @@ from .loader import (
 )
 
 Key = tuple[str, str, str]  # (kind, namespace or "", name)
+
+
+class ObjectStore(dict[Key, dict[str, Any]]):
+    """The simulated API server's objects, with keys indexed by kind (so listing one kind
+    costs the objects of that kind, not every object: admission lists HyperNodes and Jobs
+    after each of them, which was quadratic on large inputs). Iteration order is a dict's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_kind: dict[str, dict[Key, None]] = {}
+
+    def __setitem__(self, key: Key, value: dict[str, Any]) -> None:
+        if key not in self:
+            self._by_kind.setdefault(key[0], {})[key] = None
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: Key) -> None:
+        super().__delitem__(key)
+        self._by_kind[key[0]].pop(key, None)
+
+    def pop(self, key: Key, *default: Any) -> Any:
+        """dict.pop, keeping the kind index."""
+        if key in self:
+            self._by_kind[key[0]].pop(key, None)
+        return super().pop(key, *default)
+
+    def setdefault(self, key: Key, default: Any = None) -> Any:
+        """dict.setdefault, keeping the kind index."""
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """dict.update, keeping the kind index."""
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def popitem(self) -> Any:
+        """Not used; refused rather than leaving the index stale."""
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        """dict.clear, with the index."""
+        super().clear()
+        self._by_kind.clear()
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        """Objects of one kind, in insertion order."""
+        return [self[k] for k in self._by_kind.get(kind, ())]
+
+
 M = TypeVar("M", bound=TypedObject)
 
 # Keys whose values are timestamps; see the module docstring.
@@ -169,7 +220,7 @@ class Simulation:
         self.seed = seed
         self.rng = random.Random(seed)
         self.progress: Progress = progress or _NoProgress()
-        self.objects: dict[Key, dict[str, Any]] = {}
+        self.objects: ObjectStore = ObjectStore()
         self.original: dict[Key, dict[str, Any]] = {}  # input objects as given (normalized)
         self.input_order: list[Key] = []
         self.created: list[Key] = []
@@ -236,7 +287,7 @@ class Simulation:
     # --- state helpers ---------------------------------------------------------------------
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [o for k, o in self.objects.items() if k[0] == kind]
+        return self.objects.of_kind(kind)
 
     def models(self, model: type[M]) -> list[tuple[dict[str, Any], M]]:
         """(wire object, model) of every object of the model's kind.
