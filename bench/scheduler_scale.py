@@ -41,6 +41,7 @@ def decide(snap: ClusterSnapshot, reps: int) -> tuple[list[float], Any]:
     result = None
     for _ in range(reps):
         snap._sig_masks.clear()
+        snap.memo.clear()
         for sh in snap.shapes:
             sh._mask = None
         gc.collect()

@@ -63,7 +63,7 @@ from controller.hypernode.ufm import (
 from controller.job.reconcile import find_podgroup, reconcile_job
 from hyperplace.api import Condition, HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
-from hyperplace.kube.members import node_labels_of
+from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.runtime.api import (
     CONFIGMAPS,
     HYPERNODES,
@@ -194,6 +194,8 @@ class ControllerManager:
         self._node_labels: dict[str, dict[str, str]] | None = None
         # Shared by every HyperNode reconcile until a spec or a node changes.
         self._topology: TopologyIndex | None = None
+        # HyperNode members, kept resolved across changes (only what changed is re-resolved).
+        self._members = MemberIndex()
         self._started = False
         self._wire()
 
@@ -339,7 +341,9 @@ class ControllerManager:
             log.warning("hypernode %s does not validate; skipping", name)
             return
         if self._topology is None:
-            self._topology = TopologyIndex(models, self._current_node_labels())
+            self._members.sync_nodes(self._current_node_labels())
+            self._members.sync_hypernodes(models.values())
+            self._topology = TopologyIndex(models, self._current_node_labels(), self._members)
         status = compute_status(
             hn, self._current_node_labels(), models, now=self._now(), index=self._topology
         )

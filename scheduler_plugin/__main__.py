@@ -130,6 +130,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="leader-election identity and Event reportingInstance (default: $POD_NAME_<pid>)",
     )
+    p.add_argument(
+        "--verify-state",
+        action="store_true",
+        default=os.environ.get("HYPERPLACE_VERIFY_STATE") == "1",
+        help="debug: rebuild the cluster state from scratch every cycle and stop on a difference",
+    )
+    p.add_argument(
+        "--full-rebuild", action="store_true", help="rebuild the snapshot every cycle (no incremental state)"
+    )
     flags.add_log_level(p)
     flags.add_leader_election(p, "hyperplace-scheduler", "schedule")
     args = p.parse_args(argv)
@@ -198,6 +207,8 @@ async def run(
             api_burst=args.kube_api_burst,
             gang_creation_grace=args.gang_creation_grace,
             identity=identity,
+            incremental_state=not args.full_rebuild,
+            verify_state=args.verify_state,
         ),
         args.config_source,
     )

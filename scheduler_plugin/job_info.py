@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,6 +152,9 @@ class JobInfo:
     # Placed anyway, but worth telling the user (an unknown highestTierName: Volcano's session
     # skips the translation with a warning, and the job is then not tier-limited).
     warnings: list[str] = field(default_factory=list)
+    # Results sessions derive from this job alone (and the tree / configuration they name),
+    # kept for the next session that sees the same JobInfo. Not part of equality.
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def enforced_min_task_member(self) -> dict[str, int]:
@@ -165,12 +169,42 @@ class JobInfo:
             return {}
         return self.min_task_member
 
-    @property
+    # A JobInfo is complete once build_job returns and never changes afterwards (sessions keep
+    # their own state), so what every session derives from its tasks is computed once here and
+    # reused by every session that sees the same JobInfo (the incremental state keeps it).
+    @functools.cached_property
     def tasks(self) -> list[TaskInfo]:
-        """Every pod of the job, SubJob by SubJob."""
+        """Every pod of the job, SubJob by SubJob (do not mutate)."""
         return [t for sj in self.subjobs.values() for t in sj.tasks]
 
-    @property
+    @functools.cached_property
+    def pending(self) -> list[TaskInfo]:
+        """Tasks not bound to a node, in :attr:`tasks` order."""
+        return [t for t in self.tasks if not t.running]
+
+    @functools.cached_property
+    def role_counts(self) -> dict[str, int]:
+        """Pods per task role."""
+        out: dict[str, int] = {}
+        for t in self.tasks:
+            out[t.role] = out.get(t.role, 0) + 1
+        return out
+
+    @functools.cached_property
+    def base_ready(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        """Tasks ready before any session decides anything (running or best-effort):
+        (job total, per SubJob id with every SubJob present, per role with every role present)."""
+        per_sj = {sid: 0 for sid in self.subjobs}
+        per_role = dict.fromkeys(self.role_counts, 0)
+        total = 0
+        for t in self.tasks:
+            if t.running or t.best_effort:
+                total += 1
+                per_sj[t.subjob] += 1
+                per_role[t.role] += 1
+        return total, per_sj, per_role
+
+    @functools.cached_property
     def with_topology(self) -> bool:
         """The job or one of its SubJobs has a network topology."""
         return self.topology is not None or any(sj.topology is not None for sj in self.subjobs.values())

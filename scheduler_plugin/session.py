@@ -98,21 +98,33 @@ def _close(ssn: Session) -> SessionResult:
         out.bindings[key] = snap.node_names[n]
     standalone = set(snap.standalone)
     for key, job in sorted(snap.jobs.items()):
-        ready = ssn.job_ready(job) and ssn.job_valid(job) is None and bool(job.tasks)
+        # A job whose every pod is bound had nothing to decide: its outcome depends on the job,
+        # the tree and the configuration only, so it is computed once and reused.
+        settled = bool(job.tasks) and not job.pending and key not in ssn.explanations
+        cached = job.cache.get("outcome") if settled else None
+        if cached is not None and cached[0] is tree and cached[1] is ssn.config:
+            _, _, ready, hn_name, subgroups = cached
+        else:
+            ready = ssn.job_ready(job) and ssn.job_valid(job) is None and bool(job.tasks)
+            hn = ssn.job_hn.get(key, -1)
+            hn_name = tree.names[hn] if hn >= 0 and job.with_topology else None
+            subgroups = {}
+            for sid in sorted(job.subjobs):
+                sh = ssn.subjob_hn.get(sid, -1)
+                if sh >= 0 and sid != key:
+                    subgroups[sid] = tree.names[sh]
+            if settled:
+                job.cache["outcome"] = (tree, ssn.config, ready, hn_name, subgroups)
         expl = ssn.explanations.get(key)
-        hn = ssn.job_hn.get(key, -1)
         outcome = JobOutcome(
             phase="Running" if ready else "Pending",
-            allocated_hypernode=tree.names[hn] if hn >= 0 and job.with_topology else None,
+            allocated_hypernode=hn_name,
             explanation=None if ready else expl,
+            subgroups=dict(subgroups),
         )
-        for sid in sorted(job.subjobs):
-            sh = ssn.subjob_hn.get(sid, -1)
-            if sh >= 0 and sid != key:
-                outcome.subgroups[sid] = tree.names[sh]
         waiting: dict[str, str] = {}
-        for t in job.tasks:
-            if t.running or t.key in ssn.bindings:
+        for t in job.pending:
+            if t.key in ssn.bindings:
                 continue
             reason = ssn.task_reasons.get(t.key)
             if reason is None:

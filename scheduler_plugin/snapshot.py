@@ -23,6 +23,7 @@ from hyperplace.api.constants import (
 )
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
+from hyperplace.kube.members import MemberIndex
 
 from .job_info import JobInfo, TaskInfo, build_job
 from .predicates import (
@@ -73,6 +74,8 @@ class ClusterSnapshot:
     build_seconds: float = 0.0
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    # What sessions derive from this snapshot alone, computed by the first and reused.
+    memo: dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_nodes(self) -> int:
@@ -114,8 +117,13 @@ class ClusterSnapshot:
         queues: Sequence[Queue] = (),
         priority_classes: Sequence[dict[str, Any]] = (),
         scheduler_names: Sequence[str] = (DEFAULT_SCHEDULER_NAME,),
+        members: MemberIndex | None = None,
     ) -> ClusterSnapshot:
-        """Index nodes, account running pods, group pending pods into jobs and resolve the tree."""
+        """Index nodes, account running pods, group pending pods into jobs and resolve the tree.
+
+        ``members`` is a long-lived member index to bring up to date with these nodes and
+        HyperNodes and resolve from (only what changed since its last use is re-resolved).
+        """
         t0 = time.perf_counter()
         nodes = sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name", "")))
         names = [str((n.get("metadata") or {}).get("name", "")) for n in nodes]
@@ -178,7 +186,10 @@ class ClusterSnapshot:
 
         # The same {name: str labels} node_labels_of would build, already made per node above.
         node_label_map = {st.name: dict(st.labels) for st in statics}
-        tree = HyperNodeTree.build(hypernodes, names, node_label_map)
+        if members is not None:
+            members.sync_nodes(node_label_map)
+            members.sync_hypernodes(hypernodes)
+        tree = HyperNodeTree.build(hypernodes, names, node_label_map, members)
 
         shapes: list[Shape] = []
         shape_idx: dict[Any, int] = {}

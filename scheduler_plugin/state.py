@@ -37,11 +37,20 @@ class AllocState:
         r = len(snap.resources)
         # HyperNode sums are float64: memory in milli-bytes summed over 10k nodes overflows int64,
         # and these sums only feed scores and shortage reports (exact fits use per-node ints).
-        self.hn_alloc = np.zeros((h, r), dtype=np.float64)
-        self.hn_used = np.zeros((h, r), dtype=np.float64)
-        for j in range(r):
-            self.hn_alloc[:, j] = self.tree.domain_sums_f(self.alloc[:, j])
-            self.hn_used[:, j] = self.tree.domain_sums_f(self.used[:, j])
+        # The starting sums depend on the snapshot only: computed once per snapshot (a cycle
+        # with no change reuses the previous snapshot, and so these).
+        base = snap.memo.get("hn_sums")
+        if base is None:
+            hn_alloc = np.zeros((h, r), dtype=np.float64)
+            hn_used = np.zeros((h, r), dtype=np.float64)
+            for j in range(r):
+                hn_alloc[:, j] = self.tree.domain_sums_f(self.alloc[:, j])
+                hn_used[:, j] = self.tree.domain_sums_f(snap.used[:, j])
+            hn_alloc.flags.writeable = False
+            hn_used.flags.writeable = False
+            base = snap.memo["hn_sums"] = (hn_alloc, hn_used)
+        self.hn_alloc = base[0]  # read-only
+        self.hn_used = base[1].copy()
         self._node_counts: dict[int, I64] = {}
         self._dom_counts: dict[int, I64] = {}
         # Per-node number of hypernodes containing it, for vectorised delta pushes.

@@ -1,6 +1,6 @@
 """The HyperNode tree of one scheduling cycle, as integer-indexed arrays.
 
-HyperNodes are resolved to real node sets with :func:`hyperplace.kube.members.resolve_members`
+HyperNodes are resolved to real node sets with :class:`hyperplace.kube.members.MemberIndex`
 (exactMatch, unanchored RE2 regexMatch, labelMatch). Only exactMatch HyperNode members make
 children, and a HyperNode may have one parent (Volcano's cache rules, volcano_impl §1.3). A
 virtual root ``<cluster-top-hypernode>`` of tier max+1 (1 when there are no HyperNodes) holds
@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from hyperplace.api.constants import CLUSTER_TOP_HYPERNODE
 from hyperplace.api.hypernode import HyperNode
-from hyperplace.kube.members import resolve_members
+from hyperplace.kube.members import MemberIndex
 
 IntArray = npt.NDArray[np.int64]
 
@@ -57,10 +57,18 @@ class HyperNodeTree:
         hypernodes: Sequence[HyperNode],
         node_names: Sequence[str],
         node_labels: Mapping[str, Mapping[str, str]],
+        members: MemberIndex | None = None,
     ) -> HyperNodeTree:
-        """Resolve members, link parents, detect cycles / second parents, add the virtual root."""
+        """Resolve members, link parents, detect cycles / second parents, add the virtual root.
+
+        ``members``, when given, is an index already holding exactly ``hypernodes`` and the
+        nodes of ``node_labels``; its resolved members are used instead of resolving afresh.
+        """
         node_index = {n: i for i, n in enumerate(node_names)}
         hns = sorted(hypernodes, key=lambda h: h.name)
+        if members is None:
+            # One bulk resolution (every regex in one RE2-set pass per node name).
+            members = MemberIndex.build(hns, node_labels)
         names = [h.name for h in hns]
         idx = {n: i for i, n in enumerate(names)}
         problems: list[str] = []
@@ -68,7 +76,7 @@ class HyperNodeTree:
         claims: list[list[str]] = []
         tier_names: dict[str, int] = {}
         for h in hns:
-            res = resolve_members(h, node_labels)
+            res = members.members(h.name)
             direct.append({node_index[n] for n in res.nodes if n in node_index})
             claims.append(res.children)
             if h.spec.tier_name:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from pydantic import ValidationError
 
 from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_validation_error
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION, JOB_NAME_KEY
+from hyperplace.kube.members import MemberIndex
 
 from .loader import (
     CONTROLLER_CONF_KEY,
@@ -46,6 +48,57 @@ from .loader import (
 )
 
 Key = tuple[str, str, str]  # (kind, namespace or "", name)
+
+
+class ObjectStore(dict[Key, dict[str, Any]]):
+    """The simulated API server's objects, with keys indexed by kind (so listing one kind
+    costs the objects of that kind, not every object: admission lists HyperNodes and Jobs
+    after each of them, which was quadratic on large inputs). Iteration order is a dict's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_kind: dict[str, dict[Key, None]] = {}
+
+    def __setitem__(self, key: Key, value: dict[str, Any]) -> None:
+        if key not in self:
+            self._by_kind.setdefault(key[0], {})[key] = None
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: Key) -> None:
+        super().__delitem__(key)
+        self._by_kind[key[0]].pop(key, None)
+
+    def pop(self, key: Key, *default: Any) -> Any:
+        """dict.pop, keeping the kind index."""
+        if key in self:
+            self._by_kind[key[0]].pop(key, None)
+        return super().pop(key, *default)
+
+    def setdefault(self, key: Key, default: Any = None) -> Any:
+        """dict.setdefault, keeping the kind index."""
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """dict.update, keeping the kind index."""
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def popitem(self) -> Any:
+        """Not used; refused rather than leaving the index stale."""
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        """dict.clear, with the index."""
+        super().clear()
+        self._by_kind.clear()
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        """Objects of one kind, in insertion order."""
+        return [self[k] for k in self._by_kind.get(kind, ())]
+
+
 M = TypeVar("M", bound=TypedObject)
 
 # Keys whose values are timestamps; see the module docstring.
@@ -158,12 +211,17 @@ class Simulation:
         scheduler_conf_source: str = "--scheduler-config",
         seed: int = 0,
         progress: Progress | None = None,
+        verify_state: bool | None = None,
     ) -> None:
+        """``verify_state``: rebuild the scheduler's snapshot from scratch every cycle and fail
+        on a difference (default: the ``HYPERPLACE_VERIFY_STATE=1`` environment variable)."""
+        if verify_state is None:
+            verify_state = os.environ.get("HYPERPLACE_VERIFY_STATE") == "1"
         self.inputs = inputs
         self.seed = seed
         self.rng = random.Random(seed)
         self.progress: Progress = progress or _NoProgress()
-        self.objects: dict[Key, dict[str, Any]] = {}
+        self.objects: ObjectStore = ObjectStore()
         self.original: dict[Key, dict[str, Any]] = {}  # input objects as given (normalized)
         self.input_order: list[Key] = []
         self.created: list[Key] = []
@@ -186,6 +244,14 @@ class Simulation:
         self.config: Any = None
         self._hn_status_signature: str | None = None
         self._spec_models: dict[Key, tuple[dict[str, Any], TypedObject]] = {}
+        # HyperNode members, resolved once and then only where nodes or HyperNodes changed;
+        # shared by the HyperNode status pass and every scheduler cycle.
+        self.members = MemberIndex()
+        from scheduler_plugin.cluster_state import ClusterState
+
+        # The scheduler's cluster state (its own MemberIndex), kept across cycles.
+        self.state = ClusterState(detach=True, members=self.members)
+        self.verify_state = verify_state
 
     # --- clock ---------------------------------------------------------------------------
 
@@ -222,7 +288,7 @@ class Simulation:
     # --- state helpers ---------------------------------------------------------------------
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [o for k, o in self.objects.items() if k[0] == kind]
+        return self.objects.of_kind(kind)
 
     def models(self, model: type[M]) -> list[tuple[dict[str, Any], M]]:
         """(wire object, model) of every object of the model's kind.
@@ -462,7 +528,9 @@ class Simulation:
         models = {hn.name: hn for _, hn in self.models(HyperNode)}
         changed = False
         # One shared index for the whole tree: members are resolved once, not once per ancestor.
-        statuses = compute_all(models, labels, now=self.now)
+        self.members.sync_nodes(labels)
+        self.members.sync_hypernodes(models.values())
+        statuses = compute_all(models, labels, now=self.now, members=self.members)
         for name, st in statuses.items():
             status = st.to_dict()
             obj = self.objects.get(("HyperNode", "", name))
@@ -587,6 +655,7 @@ class Simulation:
 
     def schedule(self) -> bool:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
+        from scheduler_plugin.cluster_state import verify_snapshot
         from scheduler_plugin.session import run_session
         from scheduler_plugin.snapshot import ClusterSnapshot
 
@@ -594,14 +663,18 @@ class Simulation:
             self.config = self._load_config()
         pods = self.of_kind("Pod")
         self.progress.start(f"cycle {self.cycle}: scheduling {len(pods)} pods", None)
-        snap = ClusterSnapshot.build(
-            nodes=self.of_kind("Node"),
-            pods=pods,
-            hypernodes=[m for _, m in self.models(HyperNode)],
-            podgroups=[m for _, m in self.models(PodGroup)],
-            queues=[m for _, m in self.models(Queue)],
-            priority_classes=self.of_kind("PriorityClass"),
-        )
+        # The scheduler's state is kept across cycles and brought up to date with what changed
+        # (the simulator edits objects in place, so the state compares contents).
+        nodes, hns = self.of_kind("Node"), [m for _, m in self.models(HyperNode)]
+        pgs, queues = [m for _, m in self.models(PodGroup)], [m for _, m in self.models(Queue)]
+        pcs = self.of_kind("PriorityClass")
+        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs)
+        snap = self.state.snapshot()
+        if self.verify_state:
+            rebuilt = ClusterSnapshot.build(
+                nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, queues=queues, priority_classes=pcs
+            )
+            verify_snapshot(self.state, snap, rebuilt)
         result = run_session(snap, config=self.config, seed=self.seed)
         self.snapshot, self.session, self.scheduler_ran = snap, result, True
         before = {ns_name(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}

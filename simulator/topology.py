@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperplace.api import HyperNode
-from hyperplace.kube.members import node_labels_of, resolve_member_nodes
+from hyperplace.kube.members import node_labels_of, resolve_member_nodes_many
 
 from .resources import node_allocatable, pod_node, pod_phase, used_by_node
 
@@ -124,12 +124,15 @@ def build_topology(
         h.name: HyperNodeView(h.name, h.spec.tier, h.spec.tier_name) for h in hns
     }
 
+    # Every Node member of every HyperNode resolved at once (one RE2-set pass for the regexes).
+    node_members = [m for h in hns for m in h.spec.members if m.type == "Node"]
+    resolved = iter(resolve_member_nodes_many(node_members, labels))
     for h in hns:
         v = views[h.name]
         for i, m in enumerate(h.spec.members):
             sel = m.selector
             if m.type == "Node":
-                selected = resolve_member_nodes(m, labels)
+                selected = next(resolved)
                 missing = sorted(selected - existing, key=natural_key)
                 if missing:
                     v.problems.append(f"member {i} names Node {', '.join(missing)}, which does not exist")

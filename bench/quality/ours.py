@@ -1,13 +1,17 @@
 """Adapter: our scheduler through its public contract (docs/CONTRACTS.md).
 
-Each decision builds wire-format objects (:mod:`.wire`), calls ``ClusterSnapshot.build``
-and ``run_session`` and reads ``SessionResult.bindings`` back into a placement. Node and
+Each decision builds wire-format objects (:mod:`.wire`), brings the scheduler's incremental
+``ClusterState`` up to date with them and takes its snapshot (or, with ``incremental=False``,
+calls ``ClusterSnapshot.build``), runs ``run_session`` and reads ``SessionResult.bindings``
+back into a placement. Node and
 HyperNode objects are built once per topology; pods of running jobs once per start, so a
 cycle only pays for what a real scheduler's informer cache would also hold.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,6 +63,11 @@ def gpu_binpack_config() -> Any:
     return load_scheduler_config(yaml.safe_dump(doc), source="<gpu-binpack>")
 
 
+@functools.cache
+def _default_queue(queue_cls: Any) -> Any:
+    return queue_cls.model_validate({"metadata": {"name": "default"}, "spec": {"weight": 1}})
+
+
 @dataclass
 class CycleTiming:
     """CPU seconds of the last decision: snapshot build and session."""
@@ -88,6 +97,10 @@ class HyperplaceScheduler(Scheduler):
     _running: dict[str, _Running] = field(default_factory=dict)
     _created: dict[str, float] = field(default_factory=dict)
     _pending: dict[JobSpec, tuple[list[dict[str, Any]], Any]] = field(default_factory=dict)
+    # The scheduler's incremental cluster state, fed with the same objects every call (what
+    # changed is what the watch would deliver); False: rebuild the snapshot every call.
+    incremental: bool = True
+    _state: Any = None
 
     # ---- simulation hooks ------------------------------------------------------------
 
@@ -152,13 +165,28 @@ class HyperplaceScheduler(Scheduler):
             job_pods, group = self._pending_objects(job)
             pods.extend(job_pods)
             groups.append(group)
-        queue = Queue.model_validate({"metadata": {"name": "default"}, "spec": {"weight": 1}})
+        queue = _default_queue(Queue)
 
         t0 = time.process_time()
-        snap = snapshot_cls.build(
-            nodes=nodes, pods=pods, hypernodes=hns, podgroups=groups, queues=[queue], priority_classes=[]
-        )
+        if self.incremental:
+            from scheduler_plugin.cluster_state import ClusterState as SchedulerState
+
+            if self._state is None:
+                self._state = SchedulerState()
+            self._state.replace_all(nodes, pods, hns, groups, [queue], [])
+            snap = self._state.snapshot()
+        else:
+            snap = snapshot_cls.build(
+                nodes=nodes, pods=pods, hypernodes=hns, podgroups=groups, queues=[queue], priority_classes=[]
+            )
         t1 = time.process_time()
+        if self.incremental and os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
+            from scheduler_plugin.cluster_state import verify_snapshot
+
+            rebuilt = snapshot_cls.build(
+                nodes=nodes, pods=pods, hypernodes=hns, podgroups=groups, queues=[queue], priority_classes=[]
+            )
+            verify_snapshot(self._state, snap, rebuilt)
         result = run_session(snap, config=self.config or default_config, seed=self.seed)
         t2 = time.process_time()
         self.timing = CycleTiming(t1 - t0, t2 - t1)

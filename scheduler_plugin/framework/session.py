@@ -74,14 +74,21 @@ class Session:
     def __post_init__(self) -> None:
         self.state = AllocState(self.snap)
         self.rng = random.Random(self.seed)
-        for job in self.snap.jobs.values():
-            self.n_ready_job[job.key] = 0
-            for sj in job.subjobs.values():
-                self.n_ready_sj[sj.id] = 0
-                for t in sj.tasks:
-                    self.n_ready_role.setdefault((job.key, t.role), 0)
-                    if t.running or t.best_effort:
-                        self._count(t, 1)
+        # Counters start from what each job precomputed once (O(jobs), not O(pods)), summed
+        # once per snapshot; a session starts from copies.
+        base = self.snap.memo.get("ready_counters")
+        if base is None:
+            n_job: dict[str, int] = {}
+            n_sj: dict[str, int] = {}
+            n_role: dict[tuple[str, str], int] = {}
+            for job in self.snap.jobs.values():
+                total, per_sj, per_role = job.base_ready
+                n_job[job.key] = total
+                n_sj.update(per_sj)
+                for role, c in per_role.items():
+                    n_role[(job.key, role)] = c
+            base = self.snap.memo["ready_counters"] = (n_job, n_sj, n_role)
+        self.n_ready_job, self.n_ready_sj, self.n_ready_role = (dict(d) for d in base)
 
     def _count(self, t: TaskInfo, d: int) -> None:
         self.n_ready_sj[t.subjob] += d
@@ -134,19 +141,26 @@ class Session:
         if not tree.ready:
             return
         for job in self.snap.jobs.values():
-            if not job.with_topology:
-                continue
-            per_sub: list[int] = []
-            for sj in job.subjobs.values():
-                nodes = [t.node for t in sj.tasks if t.running and t.node >= 0]  # -1: Node gone
-                if not nodes:
-                    continue
-                hn = tree.lowest_containing(nodes)
-                if sj.topology is not None and hn >= 0:
-                    self.subjob_hn[sj.id] = hn
-                per_sub.append(hn)
-            if per_sub and all(h >= 0 for h in per_sub):
-                self.job_hn[job.key] = tree.lca_many(per_sub)
+            if not job.tasks or len(job.pending) == len(job.tasks) or not job.with_topology:
+                continue  # nothing running: nothing to recover
+            # Depends on the job's running pods and the tree only: once per (JobInfo, tree).
+            cached = job.cache.get("recovered")
+            if cached is None or cached[0] is not tree:
+                per_sub: list[int] = []
+                subs: dict[str, int] = {}
+                for sj in job.subjobs.values():
+                    nodes = [t.node for t in sj.tasks if t.running and t.node >= 0]  # -1: Node gone
+                    if not nodes:
+                        continue
+                    hn = tree.lowest_containing(nodes)
+                    if sj.topology is not None and hn >= 0:
+                        subs[sj.id] = hn
+                    per_sub.append(hn)
+                job_hn = tree.lca_many(per_sub) if per_sub and all(h >= 0 for h in per_sub) else None
+                cached = job.cache["recovered"] = (tree, subs, job_hn)
+            self.subjob_hn.update(cached[1])
+            if cached[2] is not None:
+                self.job_hn[job.key] = cached[2]
 
     # ------------------------------------------------------------------ readiness
     def task_ready(self, t: TaskInfo) -> bool:

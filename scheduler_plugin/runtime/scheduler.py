@@ -3,9 +3,13 @@
 One **cycle** (Volcano's session, every ``schedule_period`` and at once after a relevant
 event, coalesced):
 
-1. Snapshot the informer stores (plain dicts; PodGroups, Queues and HyperNodes parsed with
-   :mod:`hyperplace.api`, objects that do not parse are skipped and named in the log), with
-   every *assumed* pod shown bound to its node (:mod:`.assume`).
+1. Take a snapshot of the :class:`~scheduler_plugin.cluster_state.ClusterState`, which the
+   informer handlers keep current event by event (pods as the session must see them:
+   assumed pods bound, terminating pending pods gone); PodGroups, Queues and HyperNodes are
+   parsed with :mod:`hyperplace.api` (objects that do not parse are skipped and named in
+   the log). The snapshot costs what changed since the last cycle and never changes after
+   it is taken. ``--verify-state`` also rebuilds it from the stores every cycle and stops on
+   a difference; ``--full-rebuild`` rebuilds instead (the old path, kept as a baseline).
 2. :func:`~scheduler_plugin.session.run_session` in a worker thread, so informers, the
    lease and the probes keep running while it thinks.
 3. Apply, synchronously before any ``await``: for each job whose decided pods are all still
@@ -48,9 +52,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -78,6 +83,7 @@ from hyperplace.runtime.api import (
 from hyperplace.runtime.informer import Informer, wait_for_sync
 from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
+from scheduler_plugin.cluster_state import ClusterState, StateDriftError, verify_snapshot
 from scheduler_plugin.conf import SchedulerConfig
 from scheduler_plugin.session import JobOutcome, SessionResult, run_session
 from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
@@ -120,6 +126,11 @@ class SchedulerOptions:
     # its Job controller: its "not enough pods" is not reported yet (0: report at once).
     gang_creation_grace: float = 10.0
     identity: str = COMPONENT
+    # Keep the cluster state from watch events (False: rebuild the snapshot every cycle).
+    incremental_state: bool = True
+    # Debug: after every snapshot, rebuild one from scratch and fail the cycle loudly on a
+    # difference (HYPERPLACE_VERIFY_STATE=1 turns it on; the test suite does).
+    verify_state: bool = field(default_factory=lambda: os.environ.get("HYPERPLACE_VERIFY_STATE") == "1")
 
 
 class Metrics:
@@ -294,6 +305,8 @@ class Scheduler:
 
         self.assumed = AssumeCache()
         self.metrics.assumed.set_function(self.assumed.__len__)
+        # The cluster as the next session sees it, kept from informer events and assumptions.
+        self.state = ClusterState(self.options.scheduler_names)
         self.events = EventRecorder(
             api, COMPONENT, self.options.identity, min_interval=self.options.event_interval
         )
@@ -317,6 +330,7 @@ class Scheduler:
         self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
         self._reported_error: str | None = None
         self._formation = GangFormation(self.options.gang_creation_grace, time.monotonic)
+        self._settled: dict[str, tuple[Any, JobOutcome]] = {}  # Running jobs reported last cycle
 
         self.wake = asyncio.Event()
         self.cycles = 0
@@ -346,13 +360,16 @@ class Scheduler:
         wake = self.wake.set
 
         def pod_added(p: Obj) -> None:
-            self.assumed.observe(p, pod_key(p))
+            key = pod_key(p)
+            self.assumed.observe(p, key)
+            self._sync_pod(key)
             if self._pending_ours(p):
                 wake()
 
         def pod_updated(old: Obj, new: Obj) -> None:
             key = pod_key(new)
             self.assumed.observe(new, key)
+            self._sync_pod(key)
             if _spec(new).get("nodeName"):
                 self._pod_sent.pop(key, None)
             terminal_old = (old.get("status") or {}).get("phase") in TERMINAL_PHASES
@@ -371,6 +388,7 @@ class Scheduler:
         def pod_deleted(p: Obj) -> None:
             key = pod_key(p)
             self.assumed.observe(None, key)
+            self.state.remove_pod(key)
             self._pod_sent.pop(key, None)
             self._pod_wanted.pop(key, None)
             wake()
@@ -389,6 +407,13 @@ class Scheduler:
                 wake()
 
         self.nodes.add_handler(lambda _o: wake(), node_updated, lambda _o: wake())
+
+        def node_deleted(n: Obj) -> None:
+            self.state.remove_node(str(meta(n).get("name", "")))
+
+        # Every node change reaches the state (a heartbeat that changes nothing it reads is
+        # recognised there); only the ones placement reads wake a cycle (above).
+        self.nodes.add_handler(self.state.set_node, lambda _o, n: self.state.set_node(n), node_deleted)
 
         def spec_changed(old: Obj, new: Obj) -> None:
             if old.get("spec") != new.get("spec"):
@@ -416,6 +441,21 @@ class Scheduler:
             self.configmaps.add_handler(
                 self._configmap_event, lambda _old, new: self._configmap_event(new), None
             )
+
+    def _sync_pod(self, key: str) -> None:
+        """Show the state the pod as a session should see it: bound where it is assumed, and
+        gone when it is terminating without a node (Volcano: Releasing)."""
+        pod = self.pods.get(key)
+        if pod is not None:
+            a = self.assumed.get(key)
+            if a is not None and not _spec(pod).get("nodeName") and str(meta(pod).get("uid") or "") == a.uid:
+                pod = {**pod, "spec": {**_spec(pod), "nodeName": a.node}}
+            elif not _spec(pod).get("nodeName") and meta(pod).get("deletionTimestamp"):
+                pod = None
+        if pod is None:
+            self.state.remove_pod(key)
+        else:
+            self.state.set_pod(pod)
 
     def _configmap_event(self, cm: Obj) -> None:
         ref = self.conf.source.configmap
@@ -466,25 +506,27 @@ class Scheduler:
 
     # -- one cycle --------------------------------------------------------------------------
 
+    def _listing(self) -> list[Obj]:
+        """Informer pods with assumptions overlaid (the from-scratch path's input)."""
+        return self.assumed.overlay(
+            p for p in self.pods.objects() if _spec(p).get("nodeName") or not meta(p).get("deletionTimestamp")
+        )
+
     def _decide(
         self,
-        nodes: list[Obj],
-        pods: list[Obj],
-        hypernodes: list[HyperNode],
-        podgroups: list[PodGroup],
-        queues: list[Queue],
-        priority_classes: list[Obj],
+        snap: ClusterSnapshot | None,
+        rebuild: dict[str, Any] | None,
         config: SchedulerConfig,
     ) -> tuple[ClusterSnapshot, SessionResult]:
-        snap = ClusterSnapshot.build(
-            nodes=nodes,
-            pods=pods,
-            hypernodes=hypernodes,
-            podgroups=podgroups,
-            queues=queues,
-            priority_classes=priority_classes,
-            scheduler_names=self.options.scheduler_names,
-        )
+        """In a worker thread: the snapshot from scratch when there is no incremental one
+        (or to verify it), then the session."""
+        if rebuild is not None:
+            rebuilt = ClusterSnapshot.build(**rebuild, scheduler_names=self.options.scheduler_names)
+            if snap is None:
+                snap = rebuilt
+            else:
+                verify_snapshot(self.state, snap, rebuilt)
+        assert snap is not None
         return snap, run_session(snap, config=config, seed=0)
 
     async def run_cycle(self) -> SessionResult:
@@ -494,34 +536,41 @@ class Scheduler:
             self.metrics.config_loads.labels("ok").inc()
         elif self.conf.source.path is not None:
             self._config_outcome(False, None)
-        # Copies of the store listings, taken on the loop thread: the informers keep
-        # changing their stores while the session runs in a worker thread. A terminating
-        # pod without a node is not to be placed (Volcano: Releasing); one with a node
-        # still holds its room until it is gone.
-        pods = self.assumed.overlay(
-            p for p in self.pods.objects() if _spec(p).get("nodeName") or not meta(p).get("deletionTimestamp")
-        )
-        nodes = self.nodes.objects()
         podgroups = self._pg_models.parse()
         queues = self._queue_models.parse()
         hypernodes = self._hn_models.parse()
+        pcs = self.priority_classes.objects()
         self.metrics.skipped.set(
             len(self._pg_models.invalid) + len(self._queue_models.invalid) + len(self._hn_models.invalid)
         )
-        snap, result = await asyncio.to_thread(
-            self._decide,
-            nodes,
-            pods,
-            hypernodes,
-            podgroups,
-            queues,
-            self.priority_classes.objects(),
-            self.config,
-        )
+        # The view is taken here, on the loop thread: no event can interleave with it, and
+        # the session in the worker thread reads only that immutable view (or copies).
+        snap: ClusterSnapshot | None = None
+        if self.options.incremental_state:
+            st = self.state
+            st.replace_hypernodes(hypernodes)
+            st.replace_podgroups(podgroups)
+            st.replace_queues(queues)
+            st.replace_priority_classes(pcs)
+            snap = st.snapshot()
+        rebuild: dict[str, Any] | None = None
+        if snap is None or self.options.verify_state:
+            # Copies of the store listings: the informers keep changing their stores while
+            # the worker thread builds. A terminating pod without a node is not to be placed
+            # (Volcano: Releasing); one with a node still holds its room until it is gone.
+            rebuild = {
+                "nodes": self.nodes.objects(),
+                "pods": self._listing(),
+                "hypernodes": hypernodes,
+                "podgroups": podgroups,
+                "queues": queues,
+                "priority_classes": pcs,
+            }
+        decided, result = await asyncio.to_thread(self._decide, snap, rebuild, self.config)
         self.metrics.session.observe(time.perf_counter() - t0)
         self.cycles += 1
         self.last_result = result
-        self._apply(snap, result)
+        self._apply(decided, result)
         self.metrics.cycle.observe(time.perf_counter() - t0)
         return result
 
@@ -531,7 +580,7 @@ class Scheduler:
         job_of: dict[str, str] = {}
         uid_of: dict[str, str] = {}
         for jkey, job in snap.jobs.items():
-            for t in job.tasks:
+            for t in job.pending:  # only pending pods are decided
                 job_of[t.key] = jkey
                 uid_of[t.key] = t.uid
         by_job: dict[str, list[tuple[str, str]]] = {}
@@ -555,11 +604,12 @@ class Scheduler:
                 gang = _GangBinds(jkey)
                 for (pkey, node), pod in zip(members, pods, strict=True):
                     assumed = self.assumed.assume(pkey, uid_of[pkey], node, jkey)
+                    self._sync_pod(pkey)
                     self.metrics.decisions.inc()
                     task = asyncio.create_task(self._bind(assumed, pod, gang))
                     self._binds.add(task)
                     task.add_done_callback(self._binds.discard)
-        self._queue_reports(result)
+        self._queue_reports(result, snap)
 
     # -- binding ----------------------------------------------------------------------------
 
@@ -571,6 +621,7 @@ class Scheduler:
                     # Not sent: the room is free again and the pod is pending for the next
                     # session (or the next leader).
                     self.assumed.forget(a.key)
+                    self._sync_pod(a.key)
                     return
                 await self._throttle()
                 body = {
@@ -594,6 +645,7 @@ class Scheduler:
 
     def _bind_failed(self, a: Assumed, pod: Obj, gang: _GangBinds, exc: Exception) -> None:
         self.assumed.forget(a.key)
+        self._sync_pod(a.key)
         self.metrics.binds.labels("failed").inc()
         gang.failed = True  # the gang's binds not yet sent are dropped, not sent
         log.warning("bind %s to %s failed (job %s): %s", a.key, a.node, gang.job, exc)
@@ -610,7 +662,7 @@ class Scheduler:
 
     # -- status reporting -------------------------------------------------------------------
 
-    def _queue_reports(self, result: SessionResult) -> None:
+    def _queue_reports(self, result: SessionResult, snap: ClusterSnapshot) -> None:
         for note in result.notes:
             # Configuration warnings, pods on deleted nodes, ...: logged once each, not every cycle.
             if note not in self._notes_logged:
@@ -639,7 +691,16 @@ class Scheduler:
             self.status_queue.add(("pod", pkey))  # a no-op write is skipped by the worker
         self.metrics.unschedulable.set(unschedulable)
         pending = 0
+        settled: dict[str, tuple[Any, JobOutcome]] = {}
         for jkey, outcome in result.jobs.items():
+            job = snap.jobs.get(jkey)
+            if outcome.phase == "Running" and job is not None:
+                # Same JobInfo (the state rebuilds it on any change of the PodGroup or one of
+                # its pods) and the same outcome as last cycle: its status is queued already.
+                last = self._settled.get(jkey)
+                settled[jkey] = (job, outcome)
+                if last is not None and last[0] is job and last[1] == outcome:
+                    continue
             pg = self.podgroups.get(jkey)
             if pg is None or not any(self._owned(p) for p in self.pods.by_index("group", jkey)):
                 continue  # not ours to report on: no pod of this PodGroup names our scheduler
@@ -651,6 +712,7 @@ class Scheduler:
                     self.events.record(pg, "Warning", "Unschedulable", outcome.explanation.message())
             self._pg_wanted[jkey] = outcome
             self.status_queue.add(("pg", jkey))
+        self._settled = settled
         self.metrics.pending_jobs.set(pending)
 
     async def _report(self, item: tuple[str, str]) -> None:
@@ -761,8 +823,8 @@ class Scheduler:
                 self.wake.clear()  # events from here on wake the next cycle: coalesced
                 try:
                     await self.run_cycle()
-                except asyncio.CancelledError:
-                    raise
+                except (asyncio.CancelledError, StateDriftError):
+                    raise  # a drifted state (--verify-state) is a bug: stop, loudly
                 except Exception:
                     log.exception("scheduling cycle failed")
         finally:

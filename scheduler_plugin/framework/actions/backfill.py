@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 def backfill(ssn: Session) -> None:
     """Place pending best-effort pods one by one."""
     snap = ssn.snap
-    for job in sorted(snap.jobs.values(), key=ssn.job_sort_key()):
-        pending = [t for t in job.tasks if t.best_effort and not t.running and t.key not in ssn.placed]
+    # Only jobs with pending best-effort pods have anything to do here: sort just those.
+    candidates = [j for j in snap.jobs.values() if any(t.best_effort for t in j.pending)]
+    for job in sorted(candidates, key=ssn.job_sort_key()):
+        pending = [t for t in job.pending if t.best_effort and t.key not in ssn.placed]
         if not pending or job_skip_reason(ssn, job) is not None:
             continue
         stmt = Statement(ssn)

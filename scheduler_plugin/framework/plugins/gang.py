@@ -23,11 +23,11 @@ class Gang:
 
     def job_valid(self, job: JobInfo) -> str | None:
         """Enough pods for minMember, every minTaskMember and every minSubGroups."""
-        tasks = job.tasks
-        if len(tasks) < job.min_member:
-            return f"not enough valid tasks: {len(tasks)} pods, minMember {job.min_member}"
+        n = len(job.tasks)
+        if n < job.min_member:
+            return f"not enough valid tasks: {n} pods, minMember {job.min_member}"
         for role, need in sorted(job.enforced_min_task_member.items()):
-            have = sum(1 for t in tasks if t.role == role)
+            have = job.role_counts.get(role, 0)
             if have < need:
                 return f"not enough pods of task {role!r}: {have}, minTaskMember {need}"
         for gid, need in sorted(job.min_subjobs.items()):

@@ -1,0 +1,357 @@
+"""Cost of a whole scheduling cycle (state work + decision), incremental state vs full rebuild.
+
+    python bench/scheduler_cycle.py            # 1k, 10k, 20k nodes
+    python bench/scheduler_cycle.py --quick    # 1k and 10k nodes, fewer repetitions
+    python bench/scheduler_cycle.py --sizes 2000
+
+Cluster: N nodes (8 GPUs, 96 cpu), 5 running pods per node (1 GPU each) in PodGroups of 50,
+400 tier-1 HyperNodes (half select their nodes with a regexMatch on the name prefix, half
+with a labelMatch), spines of 8 and superspines of 8 of those by exactMatch.
+
+Scenarios, each timed from the moment the events are known to the end of the session:
+
+(a) steady state: a cycle with no change since the previous one;
+(b) churn: 1 % of the running pods finished and 100 new pending pods (10 gangs of 10, hard
+    tier 1);
+(c) a gang of min(5000, N/2) pods x 2 GPUs (soft topology): the cycle that decides it,
+    against the decision alone (``run_session`` on the same snapshot, masks cold).
+
+"incremental" is :class:`scheduler_plugin.cluster_state.ClusterState` fed with the events
+(their cost is shown apart: a scheduler pays it as the watch delivers them, between cycles);
+a cycle is the view (``snapshot()``) plus ``run_session``;
+"rebuild" is the path every cycle took before it, ``ClusterSnapshot.build`` over every object
++ ``run_session``, run in the same process on the same objects. Both must decide the same
+bindings (checked). Resident memory is the process's VmRSS with the state built (objects,
+informer-like store and state), reported for 10k nodes / 50k pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import itertools
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hyperplace.api import HyperNode, PodGroup
+from hyperplace.api.constants import GROUP_NAME_ANNOTATION, TASK_INDEX_KEY, TASK_SPEC_KEY
+from scheduler_plugin.cluster_state import ClusterState, snapshot_differences
+from scheduler_plugin.session import SessionResult, run_session
+from scheduler_plugin.snapshot import ClusterSnapshot
+
+LEAVES = 400
+PODS_PER_NODE = 5
+JOB_SIZE = 50
+
+
+def rss_mib() -> float:
+    """Resident set size of this process (Linux /proc), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def node_name(n: int, i: int) -> str:
+    return f"node-{i * LEAVES // n:03d}-{i:05d}"
+
+
+def make_cluster(n: int) -> tuple[list[dict[str, Any]], list[HyperNode]]:
+    nodes = []
+    for i in range(n):
+        nm = node_name(n, i)
+        alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"}
+        nodes.append(
+            {
+                "metadata": {
+                    "name": nm,
+                    "labels": {"kubernetes.io/hostname": nm, "bench/leaf": f"leaf-{i * LEAVES // n:03d}"},
+                    "resourceVersion": "1",
+                },
+                "spec": {},
+                "status": {
+                    "allocatable": alloc,
+                    "capacity": alloc,
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+    hns = []
+    for leaf in range(LEAVES):
+        if leaf % 2:
+            sel: dict[str, Any] = {"regexMatch": {"pattern": f"^node-{leaf:03d}-"}}
+        else:
+            sel = {"labelMatch": {"matchLabels": {"bench/leaf": f"leaf-{leaf:03d}"}}}
+        hns.append(_hn(f"leaf-{leaf:03d}", 1, [{"type": "Node", "selector": sel}]))
+    spines = [f"spine-{s:02d}" for s in range(LEAVES // 8)]
+    for s, nm in enumerate(spines):
+        hns.append(_hn(nm, 2, [_child(f"leaf-{x:03d}") for x in range(s * 8, s * 8 + 8)]))
+    for u in range(0, len(spines), 8):
+        hns.append(_hn(f"super-{u // 8}", 3, [_child(c) for c in spines[u : u + 8]]))
+    return nodes, hns
+
+
+def _child(name: str) -> dict[str, Any]:
+    return {"type": "HyperNode", "selector": {"exactMatch": {"name": name}}}
+
+
+def _hn(name: str, tier: int, members: list[dict[str, Any]]) -> HyperNode:
+    return HyperNode.model_validate({"metadata": {"name": name}, "spec": {"tier": tier, "members": members}})
+
+
+def make_pod(job: str, i: int, gpus: int, node: str | None) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"{job}-worker-{i}",
+            "namespace": "default",
+            "labels": {TASK_SPEC_KEY: "worker", TASK_INDEX_KEY: str(i)},
+            "annotations": {GROUP_NAME_ANNOTATION: job},
+            "uid": f"{job}-{i}",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            **({"nodeName": node} if node else {}),
+            "containers": [
+                {"name": "c", "resources": {"requests": {"cpu": str(gpus * 4), "nvidia.com/gpu": str(gpus)}}}
+            ],
+        },
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+
+
+def make_pg(name: str, minimum: int, topology: dict[str, Any] | None = None) -> PodGroup:
+    spec: dict[str, Any] = {"minMember": minimum}
+    if topology:
+        spec["networkTopology"] = topology
+    return PodGroup.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": spec,
+        }
+    )
+
+
+def running_pods(nodes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[PodGroup]]:
+    pods, pgs = [], []
+    names = [nd["metadata"]["name"] for nd in nodes]
+    total = len(names) * PODS_PER_NODE
+    for j in range(total // JOB_SIZE):
+        job = f"run-{j:05d}"
+        pgs.append(make_pg(job, JOB_SIZE))
+        for i in range(JOB_SIZE):
+            k = j * JOB_SIZE + i
+            pods.append(make_pod(job, i, 1, names[k // PODS_PER_NODE]))
+    return pods, pgs
+
+
+class World:
+    """The objects an API server holds, the incremental state fed from their events."""
+
+    def __init__(self, nodes: list[dict[str, Any]], hns: list[HyperNode]) -> None:
+        self.nodes, self.hns = nodes, hns
+        pods, self.pgs = running_pods(nodes)
+        self.pods = {f"default/{p['metadata']['name']}": p for p in pods}
+        self.state = ClusterState()
+        t = time.perf_counter()
+        self.state.replace_all(nodes, list(self.pods.values()), hns, self.pgs)
+        self.state.snapshot()
+        self.initial = time.perf_counter() - t
+
+    def rebuild(self) -> ClusterSnapshot:
+        return ClusterSnapshot.build(
+            nodes=self.nodes, pods=list(self.pods.values()), hypernodes=self.hns, podgroups=self.pgs
+        )
+
+    def put_pod(self, p: dict[str, Any]) -> None:
+        self.pods[f"default/{p['metadata']['name']}"] = p
+        self.state.set_pod(p)
+
+    def add_pg(self, pg: PodGroup) -> None:
+        self.pgs.append(pg)
+        self.state.set_podgroup(pg)
+
+    def bind(self, result: SessionResult) -> None:
+        """What the informer would show next: the decided pods bound."""
+        for key, node in result.bindings.items():
+            p = copy.copy(self.pods[key])
+            p["spec"] = {**p["spec"], "nodeName": node}
+            p["status"] = {"phase": "Running"}
+            self.put_pod(p)
+
+
+def timed(fn: Any) -> tuple[float, Any]:
+    gc.collect()
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def cold(snap: ClusterSnapshot) -> None:
+    snap._sig_masks = {}
+    snap.memo.clear()
+    for sh in snap.shapes:
+        sh._mask = None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1k and 10k nodes, 3 repetitions")
+    ap.add_argument("--sizes", type=str, default=None, help="comma-separated node counts")
+    args = ap.parse_args()
+    sizes = [1000, 10000] if args.quick else [1000, 10000, 20000]
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    reps = 3 if args.quick else 5
+
+    rows: list[tuple[Any, ...]] = []
+    memory: list[str] = []
+    for n in sizes:
+        base_rss = rss_mib()
+        nodes, hns = make_cluster(n)
+        world = World(nodes, hns)
+        gc.collect()
+        gc.freeze()  # long-lived objects, as in a scheduler process
+        mem = rss_mib()
+        memory.append(
+            f"{n} nodes, {len(world.pods)} pods, {len(world.pgs)} PodGroups, {len(hns)} HyperNodes: "
+            f"VmRSS {mem:.0f} MiB ({mem - base_rss:+.0f} MiB for this cluster's objects and state); "
+            f"initial sync {world.initial:.2f} s"
+        )
+        st = world.state
+
+        # (a) steady state: no change since the previous cycle.
+        inc_a, reb_a = [], []
+        for _ in range(reps):
+            dt, snap = timed(st.snapshot)
+            dts, res = timed(lambda s=snap: run_session(s))
+            inc_a.append((0.0, dt, dts))
+            dt2, rsnap = timed(world.rebuild)
+            dts2, rres = timed(lambda s=rsnap: run_session(s))
+            reb_a.append(dt2 + dts2)
+            assert res.bindings == rres.bindings
+        rows.append((n, "(a) no change", inc_a, reb_a, None))
+
+        # (b) 1 % of running pods finished and 100 new pending pods (10 gangs of 10).
+        inc_b, reb_b = [], []
+        running = [
+            k
+            for k, p in world.pods.items()
+            if p["spec"].get("nodeName") and p["status"]["phase"] == "Running"
+        ]
+        for rep in range(reps):
+            done = running[rep * len(running) // 100 : (rep + 1) * len(running) // 100]
+            t = time.perf_counter()
+            for k in done:
+                p = copy.copy(world.pods[k])
+                p["status"] = {"phase": "Succeeded"}
+                world.put_pod(p)
+            for g in range(10):
+                job = f"new-{rep}-{g}"
+                world.add_pg(make_pg(job, 10, {"mode": "hard", "highestTierAllowed": 1}))
+                for i in range(10):
+                    world.put_pod(make_pod(job, i, 1, None))
+            events = time.perf_counter() - t
+            dt, snap = timed(st.snapshot)
+            dts, res = timed(lambda s=snap: run_session(s))
+            inc_b.append((events, dt, dts))
+            dt2, rsnap = timed(world.rebuild)
+            dts2, rres = timed(lambda s=rsnap: run_session(s))
+            reb_b.append(dt2 + dts2)
+            assert res.bindings == rres.bindings, "incremental and rebuilt decisions differ"
+            assert snapshot_differences(snap, rsnap) == []
+            world.bind(res)
+        rows.append((n, "(b) 1% done + 100 new", inc_b, reb_b, None))
+
+        # (c) a big gang: the cycle that decides it vs the decision alone.
+        size = min(5000, n // 2)
+        job = "big"
+        t = time.perf_counter()
+        world.add_pg(make_pg(job, size, {"mode": "soft"}))
+        for i in range(size):
+            world.put_pod(make_pod(job, i, 2, None))
+        events = time.perf_counter() - t
+        dt, snap = timed(st.snapshot)
+        dts, res = timed(lambda s=snap: run_session(s))
+        decision = []
+        for _ in range(reps):
+            cold(snap)
+            decision.append(timed(lambda s=snap: run_session(s))[0])
+        dt2, rsnap = timed(world.rebuild)
+        dts2, rres = timed(lambda s=rsnap: run_session(s))
+        assert res.bindings == rres.bindings, "incremental and rebuilt decisions differ"
+        placed = sum(1 for k in res.bindings if k.startswith("default/big-"))
+        rows.append(
+            (
+                n,
+                f"(c) gang {size} x 2 GPU ({placed} placed)",
+                [(events, dt, dts)],
+                [dt2 + dts2],
+                statistics.median(decision),
+            )
+        )
+        gc.unfreeze()
+        del world, st, snap, rsnap
+        gc.collect()
+        print(f"  done {n} nodes", file=sys.stderr)
+
+    fmt = "{:>6} {:<34} {:>9} {:>8} {:>10} {:>9} {:>11} {:>11} {:>8}"
+    print(
+        fmt.format(
+            "nodes",
+            "scenario",
+            "events ms",
+            "view ms",
+            "session ms",
+            "cycle ms",
+            "rebuild ms",
+            "decision ms",
+            "speedup",
+        )
+    )
+    p50: dict[tuple[str, int], float] = {}
+    for n, what, inc, reb, decision in rows:
+        ev = statistics.median(e for e, _, _ in inc) * 1000
+        view = statistics.median(v for _, v, _ in inc) * 1000
+        sess = statistics.median(x for _, _, x in inc) * 1000
+        cyc = statistics.median(v + x for _, v, x in inc) * 1000
+        rb = statistics.median(reb) * 1000
+        p50[(what[:3], n)] = cyc
+        dec = f"{decision * 1000:.1f}" if decision is not None else "-"
+        print(
+            fmt.format(
+                n,
+                what,
+                f"{ev:.1f}",
+                f"{view:.1f}",
+                f"{sess:.1f}",
+                f"{cyc:.1f}",
+                f"{rb:.1f}",
+                dec,
+                f"{rb / cyc:.1f}x",
+            )
+        )
+        if decision is not None:
+            print(f"{'':>6} {'':<34} cycle / decision alone = {cyc / (decision * 1000):.2f}x")
+    print(
+        "events: applying the watch events to the state (paid as they arrive, between cycles); "
+        "cycle = view (snapshot) + session; rebuild = ClusterSnapshot.build + run_session"
+    )
+    print()
+    for sc in ("(a)", "(b)", "(c)"):
+        xs = [n for n in sizes if (sc, n) in p50]
+        for a, b in itertools.pairwise(xs):
+            print(f"{sc}: cycle growth {a} -> {b} nodes = {p50[(sc, b)] / p50[(sc, a)]:.2f}x")
+    print()
+    for m in memory:
+        print("memory:", m)
+
+
+if __name__ == "__main__":
+    main()
