@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,12 +150,13 @@ def test_sixteen_nodes_make_four_leaves_two_spines_and_a_core() -> None:
     assert GPU not in cluster_objects(1, 0, "none")[0]["status"]["capacity"]
 
 
-def test_every_generated_object_passes_admission() -> None:
-    from simulator.engine import validate
-    from simulator.loader import Inputs, Source, add_object
+def test_every_generated_object_passes_admission(tmp_path: Path) -> None:
+    import yaml
 
-    inputs = Inputs()
-    for obj in cluster_objects(10, 4, "leaf-spine", nodes_per_leaf=3):
-        add_object(inputs, obj, Source("<local-up>", 0))
-    rejected, _warnings = validate(inputs, None)
-    assert rejected == []
+    from simulator.validation import validate_files
+
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(cluster_objects(10, 4, "leaf-spine", nodes_per_leaf=3)))
+    report = validate_files([path])
+    assert report.refusals == [] and report.unreadable == []
+    assert report.exit_code == 0
