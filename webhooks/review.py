@@ -94,10 +94,11 @@ _OPEN, _CLOSE = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
 
 
 def json_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> int:
-    """How deep ``body`` nests arrays and objects (brackets inside strings do not count).
+    """How deep ``body`` nests arrays and objects (brackets inside strings do not count),
+    exactly when above ``limit``; at or below it, possibly an upper bound.
 
     Cheap and non-recursive, so it can run before ``json.loads``: a body with at most
-    ``limit`` opening brackets is answered without scanning, others in a few vectorised
+    ``limit`` opening brackets is answered by counting them, others in a few vectorised
     passes. An unterminated string makes the count an over-estimate, which only matters
     for a body that is not JSON anyway.
     """
