@@ -9,8 +9,9 @@ Per request, at most ``MAX_NEW_PATTERNS`` patterns the cache does not know yet, 
 ``MAX_NEW_PATTERN_BYTES`` together, are compiled, within ``COMPILE_BUDGET_SECONDS`` in
 total. Patterns beyond the budget are refused with a message saying which limit, so a
 client may split them over several objects; those refusals are not cached (the pattern is
-not at fault). A compile that outlives the budget kills the worker, which is restarted for
-the next request. The worker is also recycled when its memory grows past
+not at fault). A request's new patterns go to the worker in one message and come back one
+line each; a compile that outlives the budget kills the worker, which is restarted for the
+next request. The worker is also recycled when its memory grows past
 ``WORKER_MAX_RSS_BYTES``.
 
 Verdicts (valid, or Go's error) are kept in a ``VerdictCache`` bounded by entries and by
@@ -34,7 +35,7 @@ log = logging.getLogger("hyperplace.webhooks.regex")
 MAX_NEW_PATTERNS = 32
 MAX_NEW_PATTERN_BYTES = 16 * 1024
 COMPILE_BUDGET_SECONDS = 2.0
-WORKER_MAX_RSS_BYTES = 256 << 20
+WORKER_MAX_RSS_BYTES = 128 << 20
 WORKER_MAX_PATTERNS = 5000
 VERDICT_CACHE_ENTRIES = 16384
 VERDICT_CACHE_BYTES = 16 << 20
@@ -86,6 +87,7 @@ class RegexWorker:
         self._proc: asyncio.subprocess.Process | None = None
         self._served = 0
         self._lock = asyncio.Lock()
+        self._prestart: asyncio.Task[None] | None = None
 
     async def _start(self) -> asyncio.subprocess.Process:
         if self._proc is None or self._proc.returncode is not None:
@@ -100,42 +102,62 @@ class RegexWorker:
             self._served = 0
         return self._proc
 
+    async def _start_locked(self) -> None:
+        async with self._lock:
+            with contextlib.suppress(OSError):
+                await self._start()
+
     async def stop(self) -> None:
-        """Kill the child (it holds no state worth keeping)."""
+        """Kill the child (it holds no state worth keeping). Never waits for the lock, so
+        it may be called while holding it."""
+        if self._prestart is not None and self._prestart is not asyncio.current_task():
+            self._prestart.cancel()  # a pending restart would only start another child
+            self._prestart = None
         proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:
             proc.kill()
             with contextlib.suppress(ProcessLookupError):
                 await proc.wait()
 
-    async def judge(self, pattern: str, timeout: float) -> str | None:
-        """Go's error for ``pattern`` or None; raises TimeoutError (and kills the child)
-        when it takes longer than ``timeout`` seconds, including the wait for the lock."""
+    async def judge(self, patterns: list[str], timeout: float) -> list[str | None]:
+        """Go's error (or None) for each pattern, in order, as far as ``timeout`` seconds
+        (including the wait for the worker) allow: the list is shorter when time ran out,
+        and the child is then killed (the next call starts a fresh one)."""
         deadline = time.monotonic() + timeout
-        async with asyncio.timeout(timeout):
-            await self._lock.acquire()
+        out: list[str | None] = []
+        try:
+            async with asyncio.timeout(timeout):
+                await self._lock.acquire()
+        except TimeoutError:
+            return out
         try:
             proc = await self._start()
             assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps(pattern).encode() + b"\n")
+            proc.stdin.write(json.dumps(patterns).encode() + b"\n")
+            rss = 0
             try:
                 async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                     await proc.stdin.drain()
-                    line = await proc.stdout.readline()
-            except TimeoutError:
+                    for _ in patterns:  # one line per pattern, as each is compiled
+                        line = await proc.stdout.readline()
+                        if not line:
+                            raise RuntimeError("the regex worker exited")
+                        reply = json.loads(line)
+                        err = reply.get("err")
+                        out.append(err if isinstance(err, str) else None)
+                        rss = max(rss, int(reply.get("rss", 0)))
+            except (TimeoutError, RuntimeError, ValueError, OSError) as exc:
+                if not isinstance(exc, TimeoutError):
+                    log.warning("regex worker failed: %s", exc)
                 self.restarts += 1
                 await self.stop()
-                raise
-            if not line:
-                self.restarts += 1
-                await self.stop()
-                raise RuntimeError("the regex worker exited")
-            reply = json.loads(line)
-            self._served += 1
-            if reply.get("rss", 0) > self.max_rss or self._served >= self.max_patterns:
+                # Start the next child now, so the next request does not wait for it.
+                self._prestart = asyncio.get_running_loop().create_task(self._start_locked())
+                return out
+            self._served += len(patterns)
+            if rss > self.max_rss or self._served >= self.max_patterns:
                 await self.stop()  # RE2 and malloc keep freed memory; start afresh
-            err = reply.get("err")
-            return err if isinstance(err, str) else None
+            return out
         finally:
             self._lock.release()
 
@@ -172,7 +194,7 @@ class RegexChecker:
             else:
                 new.append(p)
         size = 0
-        deadline = time.monotonic() + self.budget_seconds
+        admitted: list[str] = []
         for count, p in enumerate(new, 1):
             size += len(p.encode("utf-8", "surrogatepass"))
             if count > self.max_new:
@@ -180,31 +202,25 @@ class RegexChecker:
                     f"not checked: this request brings more than {_plural(self.max_new, 'new pattern')} "
                     "(a per-request limit of this webhook; send the rest in another object or request)"
                 )
-                continue
-            if size > self.max_new_bytes:
+            elif size > self.max_new_bytes:
                 out[p] = (
                     f"not checked: this request's new patterns exceed {self.max_new_bytes} bytes together "
                     "(a per-request limit of this webhook; send the rest in another object or request)"
                 )
-                continue
-            remaining = deadline - time.monotonic()
-            try:
-                if remaining <= 0:
-                    raise TimeoutError
-                verdict = await self.worker.judge(p, remaining)
-            except TimeoutError:
+            else:
+                admitted.append(p)
+        if admitted:
+            verdicts = await self.worker.judge(admitted, self.budget_seconds)
+            for p, verdict in zip(admitted, verdicts, strict=False):
+                self.cache.put(p, verdict)
+                out[p] = verdict
+            for p in admitted[len(verdicts) :]:
+                # Not cached: the pattern may be fine, the request was too costly overall.
                 out[p] = (
                     f"not checked: compiling this request's patterns took longer than "
                     f"{self.budget_seconds:g} s (a per-request limit of this webhook; patterns this "
                     "costly to compile are better split over several requests)"
                 )
-                continue
-            except (RuntimeError, OSError, ValueError) as exc:
-                log.warning("regex worker failed on a pattern: %s", exc)
-                out[p] = "not checked: the pattern checker failed; retry the request"
-                continue
-            self.cache.put(p, verdict)
-            out[p] = verdict
         return out
 
     async def close(self) -> None:
