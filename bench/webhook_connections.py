@@ -74,6 +74,20 @@ async def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 3
             await asyncio.sleep(0.1)
 
 
+async def post_once(port: int, ctx: ssl.SSLContext, body: bytes) -> str:
+    """A legitimate admission request on a fresh connection: "HTTP 200" or why not."""
+    connector = aiohttp.TCPConnector(ssl=ctx, force_close=True)
+    timeout = aiohttp.ClientTimeout(total=10)
+    try:
+        async with (
+            aiohttp.ClientSession(connector=connector, timeout=timeout) as s,
+            s.post(f"https://127.0.0.1:{port}/jobs/mutate", data=body) as resp,
+        ):
+            return f"HTTP {resp.status}"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return f"refused ({type(exc).__name__})"
+
+
 class Attack:
     """Holds the attacker's connections and counts what the server did with them."""
 
@@ -178,9 +192,7 @@ async def run(limits_on: bool, args: argparse.Namespace, tmp: Path, ca_pem: byte
         await wait_ready(f"http://127.0.0.1:{probes}/readyz", proc)
         ctx = ssl.create_default_context(cadata=ca_pem.decode())
         body = job_review()
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, force_close=True)) as s:
-            async with s.post(f"https://127.0.0.1:{port}/jobs/mutate", data=body) as resp:
-                assert resp.status == 200
+        assert await post_once(port, ctx, body) == "HTTP 200"
         rss_start = rss_bytes(proc.pid)
         attack = Attack(port, ctx)
         samples: list[int] = []
@@ -213,15 +225,7 @@ async def run(limits_on: bool, args: argparse.Namespace, tmp: Path, ca_pem: byte
         await asyncio.sleep(1.0)
         held_after_open = attack.still_open()
         # A legitimate request on a fresh connection while the attack holds its connections.
-        legit = "no answer"
-        try:
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, force_close=True)) as s:
-                async with s.post(
-                    f"https://127.0.0.1:{port}/jobs/mutate", data=body, timeout=aiohttp.ClientTimeout(total=10)
-                ) as resp:
-                    legit = f"HTTP {resp.status}"
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            legit = f"refused ({type(exc).__name__})"
+        legit = await post_once(port, ctx, body)
         await asyncio.sleep(max(0.0, args.hold - 1.0))
         held_at_end = attack.still_open()
         rss_peak = max(samples) if samples else rss_bytes(proc.pid)
@@ -230,13 +234,7 @@ async def run(limits_on: bool, args: argparse.Namespace, tmp: Path, ca_pem: byte
         stop.set()
         await sampler
         rss_after = rss_bytes(proc.pid)
-        legit_after = "no answer"
-        try:
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, force_close=True)) as s:
-                async with s.post(f"https://127.0.0.1:{port}/jobs/mutate", data=body) as resp:
-                    legit_after = f"HTTP {resp.status}"
-        except aiohttp.ClientError as exc:
-            legit_after = f"refused ({type(exc).__name__})"
+        legit_after = await post_once(port, ctx, body)
         health_out, _ = await health.communicate()
         return {
             "limits": "guarded (defaults)" if limits_on else "baseline (no limits)",
@@ -297,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = [k for k in rows[0] if k != "limits"]
     print(f"{'':24}" + "".join(f"{r['limits']:>24}" for r in rows))
     for k in keys:
-        print(f"{k:24}" + "".join(f"{str(r[k]):>24}" for r in rows))
+        print(f"{k:24}" + "".join(f"{r[k]!s:>24}" for r in rows))
     return 0
 
 

@@ -220,7 +220,9 @@ def hostile_body(rng: random.Random) -> tuple[str, str, bytes]:
     if kind == "random_bytes":
         return path, kind, bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300)))
     if kind == "deep_nesting":
-        depth = rng.choice([DEPTH_LIMIT - 20, DEPTH_LIMIT - 1, DEPTH_LIMIT, DEPTH_LIMIT + 1, 1000, 10_000, 200_000])
+        depth = rng.choice(
+            [DEPTH_LIMIT - 20, DEPTH_LIMIT - 1, DEPTH_LIMIT, DEPTH_LIMIT + 1, 1000, 10_000, 200_000]
+        )
         inner = rng.choice([(b"[", b"]"), (b'{"a":', b"}")])
         core = inner[0] * depth + b"1" + inner[1] * depth
         if rng.random() < 0.5:  # inside a real review, under object.spec
@@ -229,7 +231,11 @@ def hostile_body(rng: random.Random) -> tuple[str, str, bytes]:
             marker = b'"spec": {'
             at = head.find(marker)
             if at >= 0:
-                return path, kind, head[: at + len(marker)] + b'"deep": ' + core + b", " + head[at + len(marker) :]
+                return (
+                    path,
+                    kind,
+                    head[: at + len(marker)] + b'"deep": ' + core + b", " + head[at + len(marker) :],
+                )
         return path, kind, core
     if kind == "mutated_object":
         obj = _mutate(rng, _valid_object(rng, path), rng.randrange(1, 6))
@@ -242,7 +248,10 @@ def hostile_body(rng: random.Random) -> tuple[str, str, bytes]:
         elif kind == "many_patterns":
             pats = [f"^node-{rng.randrange(10**9)}-[0-9]+$" for _ in range(rng.randrange(33, 120))]
         else:
-            pats = [rf"\pL{{{rng.randrange(100, 400)}}}<{rng.randrange(10**9)}>" for _ in range(rng.randrange(1, 40))]
+            pats = [
+                rf"\pL{{{rng.randrange(100, 400)}}}<{rng.randrange(10**9)}>"
+                for _ in range(rng.randrange(1, 40))
+            ]
         obj["spec"]["members"] = [{"type": "Node", "selector": {"regexMatch": {"pattern": p}}} for p in pats]
         return path, kind, _dumps(_review(obj, rng))
     if kind == "broken_envelope":
@@ -256,7 +265,9 @@ def hostile_body(rng: random.Random) -> tuple[str, str, bytes]:
     if kind == "encoding":
         body = _dumps(_review(_valid_object(rng, path), rng))
         cut = rng.randrange(len(body))
-        bad = rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\\ud800", b"\\udfff\\ud800", b"\x00", b"\xef\xbb\xbf"])
+        bad = rng.choice(
+            [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\\ud800", b"\\udfff\\ud800", b"\x00", b"\xef\xbb\xbf"]
+        )
         if bad.startswith(b"\\u"):
             at = body.find(b'"name": "')
             if at >= 0:
@@ -269,7 +280,11 @@ def hostile_body(rng: random.Random) -> tuple[str, str, bytes]:
         return path, kind, re.sub(rb"(?<=: )\d+", lambda _m: token, body, count=rng.randrange(1, 4))
     if kind == "oversize":
         return path, kind, b'{"x": "' + b"a" * (MAX_BODY + 10) + b'"}'
-    return path, kind, _dumps(_review(_valid_object(rng, path), rng, rng.choice(["CREATE", "UPDATE", "DELETE"])))
+    return (
+        path,
+        kind,
+        _dumps(_review(_valid_object(rng, path), rng, rng.choice(["CREATE", "UPDATE", "DELETE"]))),
+    )
 
 
 def classify(status: int, text: str) -> tuple[str, str]:
@@ -409,8 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"answers by class: {result['by_class']}")
         print(f"HTTP statuses: {result['http_status']}; 5xx: {result['http_5xx']}")
         print(
-            f"server counted {result['server_counted']} requests "
-            f"({result['server_code_500']} with code 500)"
+            f"server counted {result['server_counted']} requests ({result['server_code_500']} with code 500)"
         )
         for k, n in result["by_kind"].items():
             print(f"  {k:40} {n}")

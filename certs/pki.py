@@ -268,7 +268,9 @@ def write_tls_files(
     return paths
 
 
-def renewal_due(cert: x509.Certificate, fraction: float = RENEW_FRACTION, now: dt.datetime | None = None) -> bool:
+def renewal_due(
+    cert: x509.Certificate, fraction: float = RENEW_FRACTION, now: dt.datetime | None = None
+) -> bool:
     """True once ``fraction`` of the certificate's lifetime has passed (or it expired)."""
     now = now or _now()
     start, end = cert.not_valid_before_utc, cert.not_valid_after_utc

@@ -1,4 +1,4 @@
-"""Regenerate Go's regexp verdicts and Unicode class tables from the local Go toolchain.
+r"""Regenerate Go's regexp verdicts and Unicode class tables from the local Go toolchain.
 
     python hack/gen_go_regex.py [--go /usr/local/go/bin/go]
 
@@ -215,25 +215,157 @@ def hostile_patterns() -> list[str]:
     out += ["x{,3}", "x{", "x{1", "x{1,", "x{a}", "x{1,2,3}", "x{ 1}", "(a{10}){100}", "(a{10}){101}"]
     out += ["((a{10}){10}){10}", "((a{10}){10}){11}", "(?:a{1000})", "(?:a{1000}){2}", "a{2}{2}", "a{2}*"]
     names = [
-        "L", "Lu", "Greek", "greek", "GREEK", "Uppercase_Letter", "uppercase letter", "Uppercase-Letter",
-        "uppercaseletter", "Letter", "letter", "ascii", "ASCII", "Ascii", "Assigned", "assigned", "Any", "any",
-        "LC", "lc", "Lc", "Cn", "Cs", "Co", "Old_Italic", "Olditalic", "Han", "han", "Latin", "Nd", "nd",
-        "Decimal_Number", "digit", "Zzzz", "", "^", "^Greek", "^greek", " Greek", "Gre ek", "_Greek_", "Kawi",
-        "Nag_Mundari", "Nagmundari", "Cased_Letter", "cased letter", "Punctuation", "punct", "Other", "other",
-        "Unassigned", "Surrogate", "Private_Use", "Format", "Control", "cntrl", "Mark", "Combining_Mark",
-        "Symbol", "Math_Symbol", "Separator", "Space_Separator", "Number", "Letter_Number", "Other_Letter",
-        "Titlecase_Letter", "Modifier_Letter", "L&", "Latn", "Grek", "Common", "Inherited", "Zyyy",
+        "L",
+        "Lu",
+        "Greek",
+        "greek",
+        "GREEK",
+        "Uppercase_Letter",
+        "uppercase letter",
+        "Uppercase-Letter",
+        "uppercaseletter",
+        "Letter",
+        "letter",
+        "ascii",
+        "ASCII",
+        "Ascii",
+        "Assigned",
+        "assigned",
+        "Any",
+        "any",
+        "LC",
+        "lc",
+        "Lc",
+        "Cn",
+        "Cs",
+        "Co",
+        "Old_Italic",
+        "Olditalic",
+        "Han",
+        "han",
+        "Latin",
+        "Nd",
+        "nd",
+        "Decimal_Number",
+        "digit",
+        "Zzzz",
+        "",
+        "^",
+        "^Greek",
+        "^greek",
+        " Greek",
+        "Gre ek",
+        "_Greek_",
+        "Kawi",
+        "Nag_Mundari",
+        "Nagmundari",
+        "Cased_Letter",
+        "cased letter",
+        "Punctuation",
+        "punct",
+        "Other",
+        "other",
+        "Unassigned",
+        "Surrogate",
+        "Private_Use",
+        "Format",
+        "Control",
+        "cntrl",
+        "Mark",
+        "Combining_Mark",
+        "Symbol",
+        "Math_Symbol",
+        "Separator",
+        "Space_Separator",
+        "Number",
+        "Letter_Number",
+        "Other_Letter",
+        "Titlecase_Letter",
+        "Modifier_Letter",
+        "L&",
+        "Latn",
+        "Grek",
+        "Common",
+        "Inherited",
+        "Zyyy",
     ]
     for name in names:
-        out += [f"\\p{{{name}}}", f"\\P{{{name}}}", f"[\\p{{{name}}}x]", f"[^\\P{{{name}}}]", f"(?i)\\p{{{name}}}"]
+        out += [
+            f"\\p{{{name}}}",
+            f"\\P{{{name}}}",
+            f"[\\p{{{name}}}x]",
+            f"[^\\P{{{name}}}]",
+            f"(?i)\\p{{{name}}}",
+        ]
     out += ["\\pL", "\\pl", "\\pN", "\\pZ", "\\pé", "\\p", "\\p{", "\\p{L", "\\P", "\\pLL", "[\\pL-z]"]
     out += ["\\pL{1000}", "\\pL{300}", "[\\p{Han}\\pL]{500}", "(?i)\\pL{200}", "\\p{Greek}{1000}"]
-    out += ["\\C", "[\\C]", "(?P<é>x)", "(?<a-b>x)", "(?P<a>x)(?P<a>y)", "(?<n>x)", "(?P=n)", "(?<=a)", "(?<!a)"]
+    out += [
+        "\\C",
+        "[\\C]",
+        "(?P<é>x)",
+        "(?<a-b>x)",
+        "(?P<a>x)(?P<a>y)",
+        "(?<n>x)",
+        "(?P=n)",
+        "(?<=a)",
+        "(?<!a)",
+    ]
     out += ["(?=a)", "(?!a)", "(?>a)", "a++", "a*+", "a?+", "(?i)(?U)(?s)(?m)a", "(?z)a", "(?i-s:a)", "(?-)a"]
-    out += ["\\Q.*\\E", "\\Qab", "\\Q\\E*", "\\z", "\\Z", "\\A", "\\b", "\\B", "\\G", "\\0", "\\07", "\\08", "\\8"]
-    out += ["\\x{10FFFF}", "\\x{110000}", "\\x{D800}", "\\x{}", "\\x4", "\\x41", "\\u0041", "\\cA", "\\e", "\\N{x}"]
-    out += ["[[:alpha:]]", "[[:foo:]]", "[[:^alpha:]]", "[[=a=]]", "[[.a.]]", "[]a]", "[^]a]", "[]", "[^]", "[a-]"]
-    out += ["[z-a]", "[a-\\d]", "[\\d-z]", "x\\", "(", ")", "(()", "())", "|", "||", "a|*", "*", "(*)", "(?:)"]
+    out += [
+        "\\Q.*\\E",
+        "\\Qab",
+        "\\Q\\E*",
+        "\\z",
+        "\\Z",
+        "\\A",
+        "\\b",
+        "\\B",
+        "\\G",
+        "\\0",
+        "\\07",
+        "\\08",
+        "\\8",
+    ]
+    out += [
+        "\\x{10FFFF}",
+        "\\x{110000}",
+        "\\x{D800}",
+        "\\x{}",
+        "\\x4",
+        "\\x41",
+        "\\u0041",
+        "\\cA",
+        "\\e",
+        "\\N{x}",
+    ]
+    out += [
+        "[[:alpha:]]",
+        "[[:foo:]]",
+        "[[:^alpha:]]",
+        "[[=a=]]",
+        "[[.a.]]",
+        "[]a]",
+        "[^]a]",
+        "[]",
+        "[^]",
+        "[a-]",
+    ]
+    out += [
+        "[z-a]",
+        "[a-\\d]",
+        "[\\d-z]",
+        "x\\",
+        "(",
+        ")",
+        "(()",
+        "())",
+        "|",
+        "||",
+        "a|*",
+        "*",
+        "(*)",
+        "(?:)",
+    ]
     return list(dict.fromkeys(out))
 
 
@@ -281,11 +413,17 @@ def write_unicode(go: str, workdir: Path, version: str) -> None:
 
 
 def write_corpus(go: str, workdir: Path, version: str) -> None:
-    src = Path(subprocess.run([go, "env", "GOROOT"], capture_output=True, text=True, check=True).stdout.strip())
+    src = Path(
+        subprocess.run([go, "env", "GOROOT"], capture_output=True, text=True, check=True).stdout.strip()
+    )
     rx = src / "src" / "regexp"
-    files = sorted(rx.glob("syntax/*_test.go")) + sorted(rx.glob("*_test.go"))
-    files += sorted(rx.glob("testdata/*.dat")) + [rx / "testdata" / "re2-search.txt"]
-    files += [rx / "testdata" / "re2-exhaustive.txt.bz2"]
+    files = [
+        *sorted(rx.glob("syntax/*_test.go")),
+        *sorted(rx.glob("*_test.go")),
+        *sorted(rx.glob("testdata/*.dat")),
+        rx / "testdata" / "re2-search.txt",
+        rx / "testdata" / "re2-exhaustive.txt.bz2",
+    ]
     found: dict[str, str] = {}
     exhaustive = 0
     for line in _go(go, workdir, "extract", *map(str, files)).splitlines():
@@ -304,7 +442,10 @@ def write_corpus(go: str, workdir: Path, version: str) -> None:
     verdicts = [json.loads(line) for line in _go(go, workdir, "judge", stdin=stdin).splitlines()]
     assert len(verdicts) == len(patterns)
     with CORPUS_OUT.open("w") as out:
-        out.write(json.dumps({"go": version, "patterns": len(patterns), "row": ["pattern", "source", "go_error"]}) + "\n")
+        out.write(
+            json.dumps({"go": version, "patterns": len(patterns), "row": ["pattern", "source", "go_error"]})
+            + "\n"
+        )
         for p, v in zip(patterns, verdicts, strict=True):
             # [pattern, where it came from, Go's error or null]
             out.write(json.dumps([p, found[p], None if v["ok"] else v["err"]], ensure_ascii=False) + "\n")

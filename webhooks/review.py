@@ -242,7 +242,6 @@ class ReviewResult:
     body: dict[str, Any] | str
     verdict: str
 
-
     @property
     def code(self) -> int:
         """The code the metrics count: the HTTP status of a bad request, else the
@@ -303,6 +302,8 @@ def answer_review(path: str, req: ReviewRequest, ctx: AdmissionContext | None = 
         body = review_response(req.uid, answer)
     except Exception:  # e.g. a patch that cannot be serialised: still an answer
         log.exception("webhook %s could not encode its answer to %s", path, req.uid)
-        answer = Answer(allowed=False, messages=[f"internal error in webhook {path}"], code=INTERNAL_ERROR_CODE)
+        answer = Answer(
+            allowed=False, messages=[f"internal error in webhook {path}"], code=INTERNAL_ERROR_CODE
+        )
         body = review_response(req.uid, answer)
     return ReviewResult(200, body, answer.verdict)

@@ -154,7 +154,8 @@ class _Gate(asyncio.Protocol):
             site.ssl_context,
             waiter,
             server_side=True,
-            ssl_handshake_timeout=site.limits.handshake_timeout,
+            # typeshed says int; asyncio takes any number of seconds
+            ssl_handshake_timeout=site.limits.handshake_timeout,  # type: ignore[arg-type]
         )
         # Reading has not started yet (asyncio starts it after connection_made), so no
         # byte of the handshake can reach this gate instead of the TLS protocol.

@@ -36,7 +36,9 @@ async def serve(tmp_path: Path):
         )
         await runner.setup()
         runners.append(runner)
-        site = GuardedSite(runner, "127.0.0.1", 0, ssl_context=reloader.context if tls else None, limits=limits)
+        site = GuardedSite(
+            runner, "127.0.0.1", 0, ssl_context=reloader.context if tls else None, limits=limits
+        )
         await site.start()
         client = ssl.create_default_context(cadata=certs.ca.cert_pem.decode()) if tls else None
         return site, client

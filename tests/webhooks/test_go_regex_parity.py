@@ -74,7 +74,10 @@ def test_every_verdict_agrees_with_go_within_the_documented_limits():
         ("x{1001}", "invalid repeat count: `{1001}`"),
         ("x{9876543210}", "invalid repeat count: `{9876543210}`"),  # RE2 alone reads it as text
         ("x{1,9876543210}", "invalid repeat count: `{1,9876543210}`"),
-        ("(" * 1000 + "a" + ")" * 1000, "expression nests too deeply: `" + "(" * 1000 + "a" + ")" * 1000 + "`"),
+        (
+            "(" * 1000 + "a" + ")" * 1000,
+            "expression nests too deeply: `" + "(" * 1000 + "a" + ")" * 1000 + "`",
+        ),
         (r"\p{Old_Italic}", r"invalid character class range: `\p{Old_Italic}`"),  # Go's own quirk
         (r"\p{Zzzz}", r"invalid character class range: `\p{Zzzz}`"),
     ],

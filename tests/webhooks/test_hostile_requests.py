@@ -57,7 +57,9 @@ def test_a_lone_surrogate_pattern_is_refused_as_invalid_utf8():
     result = handle_review("/hypernodes/validate", body)
     resp = result.body["response"]  # type: ignore[index]
     assert result.status == 200 and resp["status"]["code"] == 403
-    assert "invalid UTF-8: the pattern contains a lone UTF-16 surrogate (\\udb90)" in resp["status"]["message"]
+    assert (
+        "invalid UTF-8: the pattern contains a lone UTF-16 surrogate (\\udb90)" in resp["status"]["message"]
+    )
 
 
 async def test_patterns_beyond_the_per_request_budget_are_refused_and_not_remembered():

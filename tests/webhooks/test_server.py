@@ -215,7 +215,9 @@ async def test_metrics_count_requests_by_endpoint_and_verdict(aiohttp_client):
         assert registry.get_sample_value("hyperplace_webhook_requests_total", {**labels, "code": code}) == 1
         assert registry.get_sample_value("hyperplace_webhook_request_duration_seconds_count", labels) == 1
     text = await (await client.get("/metrics")).text()
-    assert 'hyperplace_webhook_requests_total{code="403",endpoint="/jobs/validate",verdict="denied"} 1.0' in text
+    assert (
+        'hyperplace_webhook_requests_total{code="403",endpoint="/jobs/validate",verdict="denied"} 1.0' in text
+    )
 
 
 async def test_two_apps_keep_separate_metrics(aiohttp_client):
