@@ -1,6 +1,7 @@
 """The child process of ``webhooks.regexcheck``: one JSON list of patterns per line in; for
 each pattern, as soon as it is compiled, one JSON object ``{"err": Go's error or null,
-"rss": resident bytes}`` per line out.
+"rss": resident bytes}`` per line out. The first line out, ``{"ready": true}``, says the
+imports are done, so start-up time is never charged to a request.
 
 It imports only ``hyperplace.kube.goregex`` and compiles without caching, so its memory
 is what RE2 and malloc keep; the parent recycles it when that grows too large.
@@ -25,7 +26,9 @@ def _rss() -> int:
 
 
 def main() -> int:
-    """Serve until stdin closes."""
+    """Serve until stdin closes (after one ``{"ready": true}`` line once imported)."""
+    sys.stdout.write('{"ready": true}\n')
+    sys.stdout.flush()
     for line in sys.stdin.buffer:
         patterns = json.loads(line)
         for pattern in patterns if isinstance(patterns, list) else [patterns]:

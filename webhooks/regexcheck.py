@@ -37,6 +37,7 @@ MAX_NEW_PATTERN_BYTES = 16 * 1024
 COMPILE_BUDGET_SECONDS = 2.0
 WORKER_MAX_RSS_BYTES = 128 << 20
 WORKER_MAX_PATTERNS = 5000
+STARTUP_TIMEOUT_SECONDS = 30.0
 VERDICT_CACHE_ENTRIES = 16384
 VERDICT_CACHE_BYTES = 16 << 20
 
@@ -100,12 +101,25 @@ class RegexWorker:
                 limit=1 << 20,
             )
             self._served = 0
+            assert self._proc.stdout is not None
+            try:
+                async with asyncio.timeout(STARTUP_TIMEOUT_SECONDS):
+                    ready = await self._proc.stdout.readline()
+            except TimeoutError:
+                ready = b""
+            if not ready.startswith(b'{"ready"'):
+                await self.stop()
+                raise OSError("the regex worker did not start")
         return self._proc
 
     async def _start_locked(self) -> None:
         async with self._lock:
             with contextlib.suppress(OSError):
                 await self._start()
+
+    async def start(self) -> None:
+        """Start the child now (the server does at start-up), so no request waits for it."""
+        await self._start_locked()
 
     async def stop(self) -> None:
         """Kill the child (it holds no state worth keeping). Never waits for the lock, so
@@ -120,10 +134,11 @@ class RegexWorker:
                 await proc.wait()
 
     async def judge(self, patterns: list[str], timeout: float) -> list[str | None]:
-        """Go's error (or None) for each pattern, in order, as far as ``timeout`` seconds
-        (including the wait for the worker) allow: the list is shorter when time ran out,
-        and the child is then killed (the next call starts a fresh one)."""
-        deadline = time.monotonic() + timeout
+        """Go's error (or None) for each pattern, in order, as far as ``timeout`` seconds of
+        waiting for the worker and compiling allow: the list is shorter when time ran out,
+        and the child is then killed (a fresh one starts in the background). Starting a
+        child that is not running does not count against ``timeout``."""
+        started = time.monotonic()
         out: list[str | None] = []
         try:
             async with asyncio.timeout(timeout):
@@ -131,7 +146,9 @@ class RegexWorker:
         except TimeoutError:
             return out
         try:
+            waited = time.monotonic() - started
             proc = await self._start()
+            deadline = time.monotonic() + timeout - waited
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write(json.dumps(patterns).encode() + b"\n")
             rss = 0
@@ -210,14 +227,21 @@ class RegexChecker:
             else:
                 admitted.append(p)
         if admitted:
-            verdicts = await self.worker.judge(admitted, self.budget_seconds)
+            unavailable = False
+            try:
+                verdicts = await self.worker.judge(admitted, self.budget_seconds)
+            except OSError as exc:
+                log.warning("regex worker unavailable: %s", exc)
+                verdicts, unavailable = [], True
             for p, verdict in zip(admitted, verdicts, strict=False):
                 self.cache.put(p, verdict)
                 out[p] = verdict
             for p in admitted[len(verdicts) :]:
                 # Not cached: the pattern may be fine, the request was too costly overall.
                 out[p] = (
-                    f"not checked: compiling this request's patterns took longer than "
+                    "not checked: the pattern checker could not start; retry the request"
+                    if unavailable
+                    else f"not checked: compiling this request's patterns took longer than "
                     f"{self.budget_seconds:g} s (a per-request limit of this webhook; patterns this "
                     "costly to compile are better split over several requests)"
                 )

@@ -231,12 +231,17 @@ def create_app(
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
 
+    async def _startup(app: web.Application) -> None:
+        if app[STATE].regex is not None:
+            await app[STATE].regex.worker.start()
+
     async def _shutdown(app: web.Application) -> None:
         state = app[STATE]
         if state.regex is not None:
             await state.regex.close()
         state.executor.shutdown(wait=False, cancel_futures=True)
 
+    app.on_startup.append(_startup)
     app.on_cleanup.append(_shutdown)
     return app
 

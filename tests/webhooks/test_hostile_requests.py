@@ -64,6 +64,7 @@ def test_a_lone_surrogate_pattern_is_refused_as_invalid_utf8():
 
 async def test_patterns_beyond_the_per_request_budget_are_refused_and_not_remembered():
     checker = RegexChecker(max_new=3, max_new_bytes=1 << 20)
+    await checker.worker.start()
     try:
         patterns = [f"^n{i}$" for i in range(5)]
         verdicts = await checker.verdicts(patterns)
@@ -80,6 +81,7 @@ async def test_patterns_beyond_the_per_request_budget_are_refused_and_not_rememb
 
 async def test_failures_are_remembered_so_a_bad_pattern_is_compiled_once():
     checker = RegexChecker()
+    await checker.worker.start()
     try:
         first = await checker.verdicts(["(?=x)"])
         assert "invalid or unsupported Perl syntax" in str(first["(?=x)"])
