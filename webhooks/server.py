@@ -232,8 +232,9 @@ def create_app(
     app.router.add_get("/metrics", _metrics)
 
     async def _startup(app: web.Application) -> None:
-        if app[STATE].regex is not None:
-            await app[STATE].regex.worker.start()
+        regex = app[STATE].regex
+        if regex is not None:
+            await regex.worker.start()
 
     async def _shutdown(app: web.Application) -> None:
         state = app[STATE]
