@@ -146,3 +146,13 @@ async def test_plain_http_site_has_the_same_limits(serve):
     extra_reader, _ = await asyncio.open_connection("127.0.0.1", site.bound_port)
     assert await closed_within(extra_reader, 2.0)
     held[1].close()
+
+
+async def test_clients_that_hang_up_mid_handshake_give_their_slot_back(serve):
+    site, _ = await serve(ConnectionLimits(max_connections=3))
+    for _ in range(10):
+        _, writer = await asyncio.open_connection("127.0.0.1", site.bound_port)
+        writer.write(b"\x16\x03\x01\x00\x05hello")  # the start of a ClientHello, then gone
+        writer.close()
+    await asyncio.sleep(0.5)
+    assert site.stats.open == 0 and site.stats.refused == 0
