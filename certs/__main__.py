@@ -4,9 +4,14 @@
     hyperplace-certs secret --service ... --namespace ... [--from-dir DIR] [--name hyperplace-webhooks-tls] [-o FILE]
     hyperplace-certs inject --ca-file DIR/ca.crt (--validating NAME | --mutating NAME)... [--kubeconfig F]
     hyperplace-certs inject --ca-file DIR/ca.crt --config-file webhooks.yaml   # offline: print patched YAML
+    hyperplace-certs renew --out-dir DIR [--fraction 0.667] [--force]   # new serving pair when due
 
 ``gen`` keeps an existing CA in ``--out-dir`` (``ca.crt`` + ``ca.key``) and only renews
-the serving pair, so rotating does not require re-injecting the bundle.
+the serving pair, so rotating does not require re-injecting the bundle. ``renew`` does the
+same only once ``--fraction`` (default two-thirds) of the serving certificate's lifetime has
+passed, keeping its names and lifetime: run it from cron, or let the webhook server renew
+in memory (``hyperplace-webhooks`` with the CA key, see webhooks/README.md). Keys are
+written symlink-safely into a directory we own (see ``certs.pki``).
 Exit status: 0 on success, 1 on failure, 2 on usage errors.
 """
 
@@ -24,11 +29,15 @@ from hyperplace.runtime import flags
 
 from .inject import ConfigKind, inject_ca_bundle, inject_with_kubeconfig
 from .pki import (
+    RENEW_FRACTION,
     SERVING_DAYS,
     KeyPair,
     WebhookCerts,
     generate_webhook_certs,
     read_tls_files,
+    renew_serving_cert,
+    renewal_due,
+    renewal_time,
     secret_manifest,
     write_tls_files,
 )
@@ -65,9 +74,27 @@ def _cmd_gen(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_renew(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out_dir)
+    certs = read_tls_files(out_dir)
+    if not certs.ca.key_pem:
+        print(f"renew: {out_dir / 'ca.key'} is missing; cannot sign a new certificate", file=sys.stderr)
+        return 1
+    current = certs.serving.certificate
+    if not args.force and not renewal_due(current, args.fraction):
+        print(f"not due: renews after {renewal_time(current, args.fraction).isoformat()}")
+        return 0
+    serving = renew_serving_cert(certs.ca, current)
+    write_tls_files(out_dir, WebhookCerts(ca=certs.ca, serving=serving))
+    print(f"renewed {out_dir / 'tls.crt'}: valid until {serving.certificate.not_valid_after_utc.isoformat()}")
+    return 0
+
+
 def _cmd_secret(args: argparse.Namespace) -> int:
     certs = read_tls_files(args.from_dir) if args.from_dir else _generate(args, None)
-    text = yaml.safe_dump(secret_manifest(args.name, args.namespace, certs), sort_keys=False)
+    text = yaml.safe_dump(
+        secret_manifest(args.name, args.namespace, certs, with_ca_key=args.with_ca_key), sort_keys=False
+    )
     if args.output and args.output != "-":
         Path(args.output).write_text(text)
     else:
@@ -135,8 +162,25 @@ def _parser() -> argparse.ArgumentParser:
     naming(sec)
     sec.add_argument("--name", metavar="NAME", default=DEFAULT_SECRET, help="Secret name")
     sec.add_argument("--from-dir", metavar="DIR", help="use the files 'gen' wrote instead of new ones")
+    sec.add_argument(
+        "--with-ca-key",
+        action="store_true",
+        help="include ca.key so the webhook server renews its certificate itself",
+    )
     sec.add_argument("-o", "--output", metavar="FILE", help="write to this file instead of stdout")
     sec.set_defaults(func=_cmd_secret)
+
+    ren = command("renew", "re-issue the serving pair in a directory once it is due")
+    ren.add_argument("--out-dir", metavar="DIR", required=True, help="a directory 'gen' wrote (with ca.key)")
+    ren.add_argument(
+        "--fraction",
+        metavar="F",
+        type=float,
+        default=RENEW_FRACTION,
+        help="renew once this fraction of the lifetime has passed",
+    )
+    ren.add_argument("--force", action="store_true", help="renew now")
+    ren.set_defaults(func=_cmd_renew)
 
     inj = command("inject", "set caBundle in webhook configurations where it differs")
     inj.add_argument("--ca-file", metavar="FILE", required=True, help="the CA certificate (PEM)")

@@ -6,15 +6,25 @@ every form of the Service's DNS name (``svc``, ``svc.ns``, ``svc.ns.svc``,
 URL, as in tests). Keys are ECDSA P-256: small, fast to handshake, and accepted by Go's
 TLS stack in the apiserver. The CA lives 10 years like Volcano's
 ``gen-admission-secret.sh``; the serving certificate 1 year by default, rotated by
-re-running ``hyperplace-certs`` (the server reloads it without a restart).
+re-running ``hyperplace-certs`` (the server reloads it without a restart), or renewed
+before expiry (``renewal_due``, ``renew_serving_cert``: same names, same lifetime, same CA)
+by ``hyperplace-certs renew`` or by the webhook server itself when it holds the CA key.
+
+Files are written so that nobody else's file can be overwritten through them: into a
+directory we own that no one else can write (created 0700 when new), through a fresh
+temporary name opened with ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to the directory's
+descriptor, then renamed over the target; a pre-planted symlink at a target is refused.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import ipaddress
 import os
+import secrets
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +37,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_DAYS = 3650
 SERVING_DAYS = 365
+RENEW_FRACTION = 2 / 3  # renew once two-thirds of the lifetime has passed
 # Backdated so a node whose clock lags a little still accepts a fresh certificate.
 CLOCK_SKEW = dt.timedelta(minutes=5)
 
@@ -181,24 +192,60 @@ def generate_webhook_certs(
     return WebhookCerts(ca=ca, serving=serving)
 
 
-def _write(path: Path, data: bytes, mode: int) -> None:
-    # Write beside the target and rename, so a server polling the directory never
-    # reads a half-written file.
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+class UnsafePathError(OSError):
+    """A target directory or file that is not safely ours to write."""
+
+
+def _safe_dir(out: Path) -> int:
+    """An O_DIRECTORY descriptor of ``out``, created 0700 if missing; refuses a symlink,
+    a directory owned by someone else, or one others may write into."""
+    if not os.path.lexists(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(out, 0o700)
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    st = os.fstat(fd)
+    problem = None
+    if st.st_uid != os.geteuid():
+        problem = f"is owned by uid {st.st_uid}, not by us (uid {os.geteuid()})"
+    elif st.st_mode & 0o022 and not st.st_mode & 0o1000:
+        problem = f"is writable by others (mode {st.st_mode & 0o7777:o})"
+    if problem is not None:
+        os.close(fd)
+        raise UnsafePathError(f"{out} {problem}; refusing to write keys there")
+    return fd
+
+
+def _write(dir_fd: int, name: str, data: bytes, mode: int, where: Path) -> None:
+    # A fresh name (O_EXCL: never an existing file, O_NOFOLLOW: never through a link),
+    # then an atomic rename, so a server polling the directory never reads half a file.
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise UnsafePathError(f"{where / name} exists and is not a regular file (a symlink?); refusing")
+    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
 
 
 def write_tls_files(
     out_dir: str | Path, certs: WebhookCerts, *, write_ca_key: bool = False
 ) -> dict[str, Path]:
     """Write ``tls.crt``, ``tls.key`` (mode 0600) and ``ca.crt`` (and ``ca.key`` if asked,
-    to sign later rotations with the same CA). Returns name -> path."""
+    to sign later rotations with the same CA). Returns name -> path.
+
+    Raises UnsafePathError for a directory that is not safely ours or a symlink planted
+    at a target (see the module docstring)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     files = {
         "tls.crt": (certs.serving.cert_pem, 0o644),
         "tls.key": (certs.serving.key_pem, 0o600),
@@ -209,12 +256,43 @@ def write_tls_files(
     # The key first and the certificate last: a reader seeing a new tls.crt finds its key.
     order = ["ca.crt", "ca.key", "tls.key", "tls.crt"]
     paths = {}
-    for name in order:
-        if name in files:
-            data, mode = files[name]
-            paths[name] = out / name
-            _write(paths[name], data, mode)
+    dir_fd = _safe_dir(out)
+    try:
+        for name in order:
+            if name in files:
+                data, mode = files[name]
+                _write(dir_fd, name, data, mode, out)
+                paths[name] = out / name
+    finally:
+        os.close(dir_fd)
     return paths
+
+
+def renewal_due(
+    cert: x509.Certificate, fraction: float = RENEW_FRACTION, now: dt.datetime | None = None
+) -> bool:
+    """True once ``fraction`` of the certificate's lifetime has passed (or it expired)."""
+    now = now or _now()
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    return now >= start + (end - start) * fraction
+
+
+def renewal_time(cert: x509.Certificate, fraction: float = RENEW_FRACTION) -> dt.datetime:
+    """When ``renewal_due`` becomes true."""
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    return start + (end - start) * fraction
+
+
+def renew_serving_cert(ca: KeyPair, current: x509.Certificate) -> KeyPair:
+    """A new key and certificate with the names and lifetime of ``current``, signed by ``ca``."""
+    san = current.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    dns = san.get_values_for_type(x509.DNSName)
+    ips = [str(ip) for ip in san.get_values_for_type(x509.IPAddress)]
+    lifetime = current.not_valid_after_utc - current.not_valid_before_utc - CLOCK_SKEW
+    days = max(1, round(lifetime / dt.timedelta(days=1)))
+    if not dns:
+        dns = [str(a.value) for a in current.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    return generate_serving_cert(ca, dns, ips, days)
 
 
 def read_tls_files(directory: str | Path) -> WebhookCerts:
@@ -227,9 +305,14 @@ def read_tls_files(directory: str | Path) -> WebhookCerts:
     )
 
 
-def secret_manifest(name: str, namespace: str, certs: WebhookCerts) -> dict[str, Any]:
-    """The ``kubernetes.io/tls`` Secret (with ``ca.crt``) the webhook Deployment mounts."""
-    return {
+def secret_manifest(
+    name: str, namespace: str, certs: WebhookCerts, *, with_ca_key: bool = False
+) -> dict[str, Any]:
+    """The ``kubernetes.io/tls`` Secret (with ``ca.crt``) the webhook Deployment mounts.
+
+    ``with_ca_key`` adds ``ca.key``, so the webhook server can renew its own serving
+    certificate before expiry (the CA signs nothing but this webhook's certificates)."""
+    secret: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
@@ -247,3 +330,8 @@ def secret_manifest(name: str, namespace: str, certs: WebhookCerts) -> dict[str,
             "ca.crt": base64.b64encode(certs.ca.cert_pem).decode(),
         },
     }
+    if with_ca_key:
+        if not certs.ca.key_pem:
+            raise ValueError("no CA key to put in the Secret (ca.key missing)")
+        secret["data"]["ca.key"] = base64.b64encode(certs.ca.key_pem).decode()
+    return secret

@@ -58,8 +58,9 @@ kubectl apply -f manifests/default-queue.yaml
 log "serving certificate for the webhooks"
 kubectl apply -f manifests/namespace.yaml
 hyperplace-certs gen --service hyperplace-webhooks --namespace "$NS" --out-dir "$CERT_DIR"
+# --with-ca-key: the webhook server renews its own serving certificate before it expires.
 hyperplace-certs secret --service hyperplace-webhooks --namespace "$NS" --name hyperplace-webhooks-tls \
-  --from-dir "$CERT_DIR" | kubectl apply -f -
+  --from-dir "$CERT_DIR" --with-ca-key | kubectl apply -f -
 
 log "deploying hyperplace"
 kubectl apply -k manifests/

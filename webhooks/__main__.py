@@ -2,13 +2,18 @@
 
     hyperplace-webhooks [--port 9443] [--tls-cert-file F --tls-private-key-file F]
                         [--health-port 8080] [--cert-reload-seconds 10s] [--insecure-http]
+                        [--ca-key-file F] [--cert-renew-fraction 0.667]
+                        [--max-connections 1000] [--keepalive-timeout 60s] ...
 
 Defaults come from the Deployment's environment (``HYPERPLACE_WEBHOOK_PORT``,
 ``HYPERPLACE_HEALTH_PORT``, ``HYPERPLACE_TLS_DIR``); with
 ``HYPERPLACE_VALIDATING_WEBHOOK_CONFIGURATION`` / ``..._MUTATING_...`` set (or the
 matching flags) the server also writes ``ca.crt`` into those configurations at start-up
-where it differs. The webhooks are TLS-only unless ``--insecure-http`` (tests, local
-runs). SIGTERM and SIGINT stop the server gracefully.
+where it differs. The webhooks and ``/metrics`` are TLS-only unless ``--insecure-http``
+(tests, local runs); the probe port serves only ``/healthz`` and ``/readyz``. With the CA
+key (``--ca-key-file``, by default ``ca.key`` in ``HYPERPLACE_TLS_DIR`` when present) the
+server renews its serving certificate in memory before expiry. SIGTERM and SIGINT stop
+the server gracefully.
 """
 
 from __future__ import annotations
@@ -25,10 +30,21 @@ from typing import Any
 
 from aiohttp import web
 
+from certs.pki import RENEW_FRACTION
 from hyperplace.runtime import flags
 
 from .cache import InformerContext
+from .regexcheck import RegexChecker
 from .server import create_app, create_probe_app
+from .site import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_KEEPALIVE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    ConnectionLimits,
+    GuardedSite,
+    track_requests,
+)
 from .tls import DEFAULT_POLL_SECONDS, CertReloader
 
 log = logging.getLogger("hyperplace.webhooks")
@@ -43,8 +59,10 @@ DESCRIPTION = """hyperplace-webhooks: serve the admission webhooks over TLS.
 
 Validates HyperNodes and Volcano Jobs, fills in Job defaults and stamps pods with their partition.
 With --validating-webhook-configuration / --mutating-webhook-configuration the server writes its
-CA (--ca-file) into those configurations' caBundle at start-up where it differs. Serves /healthz,
-/readyz and /metrics over plain HTTP on --health-port. SIGTERM and SIGINT stop it gracefully."""
+CA (--ca-file) into those configurations' caBundle at start-up where it differs. Serves /healthz
+and /readyz over plain HTTP on --health-port and /metrics on the TLS port; with the CA key
+(--ca-key-file) it renews its serving certificate before expiry. SIGTERM and SIGINT stop it
+gracefully."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -77,13 +95,35 @@ def _parser() -> argparse.ArgumentParser:
         help="CA bundle to inject into the webhook configurations (env HYPERPLACE_TLS_DIR/ca.crt)",
     )
     p.add_argument(
+        "--ca-key-file",
+        metavar="FILE",
+        default=str(Path(tls_dir, "ca.key")) if tls_dir else None,
+        help="CA key to renew the serving certificate with; renewal is off when the file is missing "
+        "(env HYPERPLACE_TLS_DIR/ca.key)",
+    )
+    p.add_argument(
+        "--cert-renew-fraction",
+        metavar="F",
+        type=float,
+        default=float(os.environ.get("HYPERPLACE_CERT_RENEW_FRACTION") or RENEW_FRACTION),
+        help="renew once this fraction of the certificate's lifetime has passed "
+        "(env HYPERPLACE_CERT_RENEW_FRACTION)",
+    )
+    p.add_argument(
         "--health-port",
         "--metrics-port",
         dest="metrics_port",
         metavar="PORT",
         type=int,
         default=_env_int("HYPERPLACE_HEALTH_PORT", 8080),
-        help="plain-HTTP port for /healthz, /readyz and /metrics; 0 disables (env HYPERPLACE_HEALTH_PORT)",
+        help="plain-HTTP port for /healthz and /readyz; 0 disables; /metrics is on the TLS port "
+        "(env HYPERPLACE_HEALTH_PORT)",
+    )
+    p.add_argument("--probe-host", metavar="ADDRESS", default="0.0.0.0", help="address of the probe port")
+    p.add_argument(
+        "--metrics-on-probe-port",
+        action="store_true",
+        help="also serve /metrics on the probe port (bind it to localhost with --probe-host 127.0.0.1)",
     )
     p.add_argument(
         "--cert-reload-seconds",
@@ -91,6 +131,34 @@ def _parser() -> argparse.ArgumentParser:
         type=flags.duration,
         default=DEFAULT_POLL_SECONDS,
         help="how often to check the certificate files for changes",
+    )
+    p.add_argument(
+        "--max-connections",
+        metavar="N",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help="open connections at most; more are closed on accept",
+    )
+    p.add_argument(
+        "--tls-handshake-timeout",
+        metavar="DURATION",
+        type=flags.duration,
+        default=DEFAULT_HANDSHAKE_TIMEOUT,
+        help="a TLS handshake must finish within this",
+    )
+    p.add_argument(
+        "--header-timeout",
+        metavar="DURATION",
+        type=flags.duration,
+        default=DEFAULT_HEADER_TIMEOUT,
+        help="request headers must arrive within this of their first byte",
+    )
+    p.add_argument(
+        "--keepalive-timeout",
+        metavar="DURATION",
+        type=flags.duration,
+        default=DEFAULT_KEEPALIVE_TIMEOUT,
+        help="an idle keep-alive connection is closed after this",
     )
     p.add_argument("--insecure-http", action="store_true", help="serve webhooks over plain HTTP (tests only)")
     p.add_argument(
@@ -154,34 +222,56 @@ async def serve(args: argparse.Namespace) -> None:
     if not args.insecure_http:
         if not args.tls_cert_file or not args.tls_private_key_file:
             raise SystemExit("hyperplace-webhooks: --tls-cert-file and --tls-private-key-file are required")
-        reloader = CertReloader(args.tls_cert_file, args.tls_private_key_file, args.cert_reload_seconds)
+        reloader = CertReloader(
+            args.tls_cert_file,
+            args.tls_private_key_file,
+            args.cert_reload_seconds,
+            ca_cert_file=args.ca_file,
+            ca_key_file=args.ca_key_file,
+            renew_fraction=args.cert_renew_fraction,
+        )
         if not reloader.reload_if_changed():
             raise SystemExit(
                 f"hyperplace-webhooks: cannot load the serving certificate: {reloader.last_error}"
             )
+        reloader.renew_if_due()
 
     def ready() -> bool:
         return reloader is None or reloader.loaded
 
     stack = contextlib.AsyncExitStack()
     informer = await _hypernode_informer(args, stack) if args.hypernode_cache else None
-    app = create_app(InformerContext(hypernodes=informer) if informer is not None else None, ready=ready)
-    runners = [web.AppRunner(app, access_log=None)]
+    app = create_app(
+        InformerContext(hypernodes=informer) if informer is not None else None,
+        ready=ready,
+        regex=RegexChecker(),
+        cert_expiry=reloader.expiry_seconds if reloader is not None else None,
+        middlewares=[track_requests],
+    )
+    limits = ConnectionLimits(
+        max_connections=args.max_connections,
+        handshake_timeout=args.tls_handshake_timeout,
+        header_timeout=args.header_timeout,
+        keepalive_timeout=args.keepalive_timeout,
+    )
+    runners = [web.AppRunner(app, access_log=None, keepalive_timeout=limits.keepalive_timeout)]
     await runners[0].setup()
-    await web.TCPSite(
-        runners[0], args.host, args.port, ssl_context=reloader.context if reloader else None, backlog=1024
+    await GuardedSite(
+        runners[0], args.host, args.port, ssl_context=reloader.context if reloader else None, limits=limits
     ).start()
     if args.metrics_port:
-        probe = web.AppRunner(create_probe_app(app), access_log=None)
+        probe = web.AppRunner(
+            create_probe_app(app, metrics=args.metrics_on_probe_port), access_log=None, keepalive_timeout=15
+        )
         await probe.setup()
-        await web.TCPSite(probe, args.host, args.metrics_port).start()
+        await web.TCPSite(probe, args.probe_host, args.metrics_port).start()
         runners.append(probe)
     log.info(
-        "serving webhooks on %s://%s:%d%s",
+        "serving webhooks and /metrics on %s://%s:%d%s",
         "http" if reloader is None else "https",
         args.host,
         args.port,
-        f", probes on http://{args.host}:{args.metrics_port}" if args.metrics_port else "",
+        f", probes on http://{args.probe_host}:{args.metrics_port}" if args.metrics_port else "",
     )
 
     stop = asyncio.Event()

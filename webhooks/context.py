@@ -22,6 +22,9 @@ class AdmissionContext:
     * ``known_tier_names``: tierName -> tier known without HyperNode objects (for
       example from a discovery configuration); merged with those of ``hypernodes``.
     * ``jobs``: ``"namespace/name"`` -> Job, for the pod webhook's partition size.
+    * ``regex_verdicts``: pattern -> Go's error (or None when valid), judged beforehand
+      (the server judges a request's patterns in a worker process, within a budget, so
+      compiling never blocks it); patterns not listed are compiled in-process.
 
     Without a cache, the checks that need it are skipped, never guessed.
     """
@@ -29,6 +32,7 @@ class AdmissionContext:
     hypernodes: Mapping[str, HyperNode] | None = None
     known_tier_names: Mapping[str, int] | None = None
     jobs: Mapping[str, Job] | None = None
+    regex_verdicts: Mapping[str, str | None] | None = None
 
     def tier_names(self) -> dict[str, int] | None:
         """tierName -> tier over everything known, or None when nothing is known.

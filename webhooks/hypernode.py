@@ -85,7 +85,30 @@ def _check_label_selector(sel: dict[str, Any], path: str, v: Verdict) -> None:
         v.warnings.append(f"{path}: an empty label selector selects no nodes")
 
 
-def _check_members(obj: Mapping[str, Any], self_name: str, v: Verdict) -> list[tuple[int, str]]:
+def regex_patterns(obj: Mapping[str, Any]) -> list[str]:
+    """Every non-empty ``regexMatch.pattern`` string of a raw HyperNode, in order."""
+    out = []
+    for member in as_list(as_dict(obj.get("spec")).get("members")):
+        sel = as_dict(as_dict(member).get("selector"))
+        pattern = as_dict(sel.get("regexMatch")).get("pattern")
+        if isinstance(pattern, str) and pattern:
+            out.append(pattern)
+    return out
+
+
+def _regex_error(pattern: str, ctx: AdmissionContext | None) -> str | None:
+    if ctx is not None and ctx.regex_verdicts is not None and pattern in ctx.regex_verdicts:
+        return ctx.regex_verdicts[pattern]
+    try:
+        compile_go_regex(pattern)
+    except GoRegexError as exc:
+        return str(exc)
+    return None
+
+
+def _check_members(
+    obj: Mapping[str, Any], self_name: str, v: Verdict, ctx: AdmissionContext | None = None
+) -> list[tuple[int, str]]:
     """Per-member checks; returns ``(index, name)`` of every exactMatch HyperNode member."""
     children: list[tuple[int, str]] = []
     members = as_dict(obj.get("spec")).get("members")
@@ -127,10 +150,9 @@ def _check_members(obj: Mapping[str, Any], self_name: str, v: Verdict) -> list[t
             if not isinstance(pattern, str) or not pattern:
                 v.messages.append(f"{path}: {REGEX_REQUIRED}")
             else:
-                try:
-                    compile_go_regex(pattern)
-                except GoRegexError as exc:
-                    v.messages.append(f"{path}: {REGEX_INVALID}{exc}")
+                error = _regex_error(pattern, ctx)
+                if error is not None:
+                    v.messages.append(f"{path}: {REGEX_INVALID}{error}")
             if mtype == "HyperNode":
                 v.messages.append(
                     f"{base}.selector.regexMatch: a HyperNode member must be selected with exactMatch "
@@ -240,7 +262,7 @@ def validate_hypernode(
     name = as_dict(obj.get("metadata")).get("name")
     self_name = name if isinstance(name, str) else ""
     spec = as_dict(obj.get("spec"))
-    children = _check_members(obj, self_name, v)
+    children = _check_members(obj, self_name, v, ctx)
     tier = as_int(spec.get("tier"))
     if ctx is not None and ctx.hypernodes is not None and self_name:
         _check_tree(self_name, tier, spec.get("tierName"), children, ctx.hypernodes, v)

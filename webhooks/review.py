@@ -7,14 +7,19 @@ integration test against a real kube-apiserver can mount the same function elsew
 
 Contract:
 
-* A malformed request (not JSON, not an ``admission.k8s.io/v1`` AdmissionReview, no
-  ``request``, no ``request.uid``, no object to review) is HTTP 400 with a plain message:
-  there is no uid to answer, so no AdmissionReview can be built.
+* A malformed request (not JSON, nested deeper than ``MAX_JSON_DEPTH``, not an
+  ``admission.k8s.io/v1`` AdmissionReview, no ``request``, no ``request.uid``, no object
+  to review) is HTTP 400 with a plain message: there is no uid to answer, so no
+  AdmissionReview can be built. Nesting is measured before parsing, so no body can make
+  the parser recurse out of stack.
 * A valid request always gets HTTP 200 and an AdmissionReview echoing ``request.uid``:
   ``allowed``, on refusal ``status: {code: 403, message}``, ``warnings``, and for
   mutations ``patchType: JSONPatch`` with the base64 JSON patch. If the webhook itself
   fails, the answer is a refusal with ``code: 500`` and an internal-error message (the
   exception is logged), so a bug can never admit an object unchecked.
+* Nothing here raises, whatever the body: ``handle_review`` (and the two halves the
+  server calls, ``prepare_review`` and ``answer_review``) return a result for every
+  input, so the server never answers 5xx.
 * ``request.dryRun`` changes nothing: these webhooks have no side effects (their
   configurations say ``sideEffects: None``), so a dry run gets exactly the real answer.
 """
@@ -28,6 +33,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .context import AdmissionContext, Verdict
 from .hypernode import validate_hypernode
 from .job import job_patch, validate_job
@@ -39,6 +46,10 @@ API_VERSION = "admission.k8s.io/v1"
 MAX_BODY_BYTES = 3 * 1024 * 1024  # the apiserver's own request limit for admission
 DENIED_CODE = 403  # what the apiserver reports for a webhook denial without a code
 INTERNAL_ERROR_CODE = 500
+# An AdmissionReview of the deepest Kubernetes object (a pod template's affinity terms
+# inside a Job task) nests under 20 levels; 100 leaves room for free-form fields while
+# keeping every recursive step downstream (parsing, copying, validation) far from the stack.
+MAX_JSON_DEPTH = 100
 
 
 class BadReview(ValueError):
@@ -76,13 +87,53 @@ class Answer:
         return "error" if self.code == INTERNAL_ERROR_CODE else "denied"
 
 
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+_BRACKET_STEP = np.zeros(256, np.int8)
+_BRACKET_STEP[list(b"[{")] = 1
+_BRACKET_STEP[list(b"]}")] = -1
+
+
+def json_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> int:
+    """How deep ``body`` nests arrays and objects (brackets inside strings do not count),
+    exactly when above ``limit``; at or below it, possibly an upper bound.
+
+    Cheap and non-recursive, so it can run before ``json.loads``: a body with at most
+    ``limit`` opening brackets is answered by counting them, others in vectorised passes
+    (numpy releases the GIL, so a large body does not stall the event loop): a quote
+    preceded by an even run of backslashes opens or closes a string, and only brackets
+    outside strings count. For a body that is not JSON the count is only an estimate.
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return min(limit, body.count(b"[") + body.count(b"{"))
+    arr = np.frombuffer(body, np.uint8)
+    brackets = np.flatnonzero(_BRACKET_STEP[arr])
+    quotes = np.flatnonzero(arr == _QUOTE)
+    if quotes.size and body.find(b"\\") >= 0:
+        # A quote is escaped when an odd run of backslashes precedes it.
+        idx = np.arange(arr.size, dtype=np.int32)
+        last_plain = np.maximum.accumulate(np.where(arr != _BACKSLASH, idx, -1).astype(np.int32))
+        before = np.maximum(quotes - 1, 0)
+        run = np.where(quotes > 0, quotes - 1 - last_plain[before], 0)
+        quotes = quotes[run % 2 == 0]
+    # A bracket is inside a string when an odd number of real quotes precede it.
+    outside = np.searchsorted(quotes, brackets) % 2 == 0
+    steps = _BRACKET_STEP[arr[brackets[outside]]].astype(np.int32)
+    return int(np.cumsum(steps).max()) if steps.size else 0
+
+
 def parse_review(body: bytes) -> ReviewRequest:
     """Parse and check an AdmissionReview request body; raises BadReview."""
     if len(body) > MAX_BODY_BYTES:
         raise BadReview(f"request body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
+    depth = json_depth(body)
+    if depth > MAX_JSON_DEPTH:
+        raise BadReview(
+            f"request body nests {depth} levels deep; the limit is {MAX_JSON_DEPTH} "
+            "(no Kubernetes object comes near it)"
+        )
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadReview(f"request body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise BadReview("request body must be a JSON object (an AdmissionReview)")
@@ -203,19 +254,44 @@ class ReviewResult:
     body: dict[str, Any] | str
     verdict: str
 
+    @property
+    def code(self) -> int:
+        """The code the metrics count: the HTTP status of a bad request, else the
+        AdmissionReview's (200 allowed, 403 denied, 500 a webhook failure)."""
+        if isinstance(self.body, str):
+            return self.status
+        response = self.body.get("response", {})
+        return 200 if response.get("allowed") else int(response.get("status", {}).get("code", DENIED_CODE))
+
+
+def prepare_review(path: str, body: bytes) -> ReviewRequest | ReviewResult:
+    """Parse ``body`` for the webhook at ``path``: the request, or the 400/404 result to
+    send instead. Never raises."""
+    if path not in WEBHOOKS:
+        return ReviewResult(404, f"no webhook at {path}", "bad_request")
+    try:
+        return parse_review(body)
+    except BadReview as exc:
+        return ReviewResult(400, str(exc), "bad_request")
+    except Exception as exc:  # a parser bug must still be an answer, not a 500
+        log.exception("could not parse a request to %s", path)
+        return ReviewResult(400, f"request body could not be read: {type(exc).__name__}", "bad_request")
+
 
 def handle_review(path: str, body: bytes, ctx: AdmissionContext | None = None) -> ReviewResult:
     """Run the webhook mounted at ``path`` on one AdmissionReview request body.
 
     Never raises: malformed input is a 400 result, a webhook failure a 200 refusal.
     """
-    webhook = WEBHOOKS.get(path)
-    if webhook is None:
-        return ReviewResult(404, f"no webhook at {path}", "bad_request")
-    try:
-        req = parse_review(body)
-    except BadReview as exc:
-        return ReviewResult(400, str(exc), "bad_request")
+    req = prepare_review(path, body)
+    if isinstance(req, ReviewResult):
+        return req
+    return answer_review(path, req, ctx)
+
+
+def answer_review(path: str, req: ReviewRequest, ctx: AdmissionContext | None = None) -> ReviewResult:
+    """Run the webhook at ``path`` on a parsed request (from ``prepare_review``). Never raises."""
+    webhook = WEBHOOKS[path]
     try:
         # None of these webhooks judges deletions or connections (their configurations do
         # not ask for them); answer without looking, whatever the object.
@@ -223,7 +299,7 @@ def handle_review(path: str, body: bytes, ctx: AdmissionContext | None = None) -
             answer = Answer(allowed=True)
         else:
             answer = webhook(req, ctx or AdmissionContext())
-    except Exception:
+    except Exception:  # RecursionError and MemoryError included
         log.exception("webhook %s failed on request %s", path, req.uid)
         answer = Answer(
             allowed=False,
@@ -234,4 +310,12 @@ def handle_review(path: str, body: bytes, ctx: AdmissionContext | None = None) -
         )
     if req.dry_run:
         log.debug("dry-run request %s on %s", req.uid, path)
-    return ReviewResult(200, review_response(req.uid, answer), answer.verdict)
+    try:
+        body = review_response(req.uid, answer)
+    except Exception:  # e.g. a patch that cannot be serialised: still an answer
+        log.exception("webhook %s could not encode its answer to %s", path, req.uid)
+        answer = Answer(
+            allowed=False, messages=[f"internal error in webhook {path}"], code=INTERNAL_ERROR_CODE
+        )
+        body = review_response(req.uid, answer)
+    return ReviewResult(200, body, answer.verdict)

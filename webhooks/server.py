@@ -1,44 +1,72 @@
-"""The aiohttp shell around ``webhooks.review.handle_review``.
+"""The aiohttp shell around ``webhooks.review``.
 
 Two applications, as the Deployment exposes them:
 
 * ``create_app``: the webhook endpoints (``POST /hypernodes/validate``,
-  ``/jobs/validate``, ``/jobs/mutate``, ``/pods/mutate``), served over TLS;
-* ``create_probe_app``: ``GET /healthz``, ``/readyz`` (ready once a certificate is
-  loaded) and ``/metrics``, on a plain-HTTP port the kubelet and Prometheus reach.
+  ``/jobs/validate``, ``/jobs/mutate``, ``/pods/mutate``) and ``GET /metrics``, served
+  over TLS with the serving certificate (plus ``/healthz`` and ``/readyz``);
+* ``create_probe_app``: only ``GET /healthz`` and ``/readyz`` on a plain-HTTP port for
+  the kubelet, kept apart so a full webhook port never fails the liveness probe.
 
-``create_app`` mounts the probe routes as well, so a single-port setup (tests, the
-benchmark) works too. Metrics go to a per-app ``CollectorRegistry``, so tests and
-several apps in one process never share counters.
+Every request is counted, whatever happens to it: the metric is recorded in a
+``finally`` around the whole handler. Bodies are parsed and judged on the event loop
+when small, in a thread when large, and HyperNode patterns are compiled in a worker
+process (``webhooks.regexcheck``), so ``/healthz`` keeps answering while the costliest
+request is being validated. Metrics go to a per-app ``CollectorRegistry``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 from .context import AdmissionContext
-from .review import MAX_BODY_BYTES, WEBHOOKS, handle_review
+from .hypernode import regex_patterns
+from .regexcheck import RegexChecker
+from .review import (
+    MAX_BODY_BYTES,
+    WEBHOOKS,
+    ReviewRequest,
+    ReviewResult,
+    answer_review,
+    prepare_review,
+)
 
 ContextSource = AdmissionContext | Callable[[], AdmissionContext] | None
 
 # Sub-millisecond to a few seconds: the apiserver's timeout for these webhooks is 5 s.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# Bodies up to this size are parsed and judged on the event loop (well under a
+# millisecond); larger ones in a thread, so the loop keeps serving probes meanwhile.
+INLINE_BODY_BYTES = 64 * 1024
+BODY_TIMEOUT_SECONDS = 10.0
 
 
 class WebhookMetrics:
-    """Request count and latency by endpoint and verdict (allowed, denied, error, bad_request)."""
+    """Request count and latency by endpoint, verdict and code; certificate expiry."""
 
     def __init__(self, registry: CollectorRegistry):
         self.registry = registry
         self.requests = Counter(
             "hyperplace_webhook_requests",
-            "Admission requests handled, by endpoint and verdict.",
-            ["endpoint", "verdict"],
+            "Admission requests handled, by endpoint, verdict (allowed, denied, error, bad_request) "
+            "and code (HTTP status of a bad request, else the AdmissionReview's: 200, 403, 500).",
+            ["endpoint", "verdict", "code"],
             registry=registry,
         )
         self.latency = Histogram(
@@ -48,20 +76,30 @@ class WebhookMetrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
+        self.cert_expiry = Gauge(
+            "hyperplace_webhook_cert_expiry_seconds",
+            "Seconds until the serving certificate in use expires (negative: expired).",
+            registry=registry,
+        )
 
-    def observe(self, endpoint: str, verdict: str, seconds: float) -> None:
+    def observe(self, endpoint: str, verdict: str, code: int, seconds: float) -> None:
         """Count one request and record its latency."""
-        self.requests.labels(endpoint, verdict).inc()
+        self.requests.labels(endpoint, verdict, str(code)).inc()
         self.latency.labels(endpoint, verdict).observe(seconds)
 
 
 @dataclass
 class ServerState:
-    """What the handlers share: the context source, metrics and readiness."""
+    """What the handlers share: the context source, metrics, readiness, regex checker."""
 
     context: ContextSource
     metrics: WebhookMetrics
     ready: Callable[[], bool]
+    regex: RegexChecker | None = None
+    body_timeout: float = BODY_TIMEOUT_SECONDS
+    executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="review")
+    )
 
     def current_context(self) -> AdmissionContext:
         """The context for this request (a callable source is asked every time)."""
@@ -96,20 +134,52 @@ async def _read_body(request: web.Request) -> bytes:
     return b"".join(chunks)
 
 
+async def _off_loop(state: ServerState, size: int, fn: Callable[..., Any], *args: Any) -> Any:
+    if size <= INLINE_BODY_BYTES:
+        return fn(*args)
+    return await asyncio.get_running_loop().run_in_executor(state.executor, fn, *args)
+
+
+async def _judge(state: ServerState, path: str, body: bytes) -> ReviewResult:
+    prepared = await _off_loop(state, len(body), prepare_review, path, body)
+    if isinstance(prepared, ReviewResult):
+        return prepared
+    req: ReviewRequest = prepared
+    ctx = state.current_context()
+    if state.regex is not None and path == "/hypernodes/validate" and req.operation in ("CREATE", "UPDATE"):
+        patterns = regex_patterns(req.object or {})
+        if patterns:
+            ctx = dataclasses.replace(ctx, regex_verdicts=await state.regex.verdicts(patterns))
+    result: ReviewResult = await _off_loop(state, len(body), answer_review, path, req, ctx)
+    return result
+
+
 async def _review(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     path = request.path
     start = time.perf_counter()
+    verdict, code = "error", 500
     try:
-        body = await _read_body(request)
-    except _TooLarge:
-        state.metrics.observe(path, "bad_request", time.perf_counter() - start)
-        return web.Response(status=400, text=f"request body exceeds {MAX_BODY_BYTES} bytes")
-    result = handle_review(path, body, state.current_context())
-    state.metrics.observe(path, result.verdict, time.perf_counter() - start)
-    if isinstance(result.body, str):
-        return web.Response(status=result.status, text=result.body)
-    return web.json_response(result.body, status=result.status)
+        try:
+            async with asyncio.timeout(state.body_timeout):
+                body = await _read_body(request)
+        except _TooLarge:
+            verdict, code = "bad_request", 400
+            return web.Response(status=400, text=f"request body exceeds {MAX_BODY_BYTES} bytes")
+        except TimeoutError:
+            verdict, code = "bad_request", 400
+            return web.Response(
+                status=400,
+                text=f"request body not received within {state.body_timeout:g} s",
+                headers={"Connection": "close"},
+            )
+        result = await _judge(state, path, body)
+        verdict, code = result.verdict, result.code
+        if isinstance(result.body, str):
+            return web.Response(status=result.status, text=result.body)
+        return web.json_response(result.body, status=result.status)
+    finally:
+        state.metrics.observe(path, verdict, code, time.perf_counter() - start)
 
 
 async def _healthz(request: web.Request) -> web.Response:
@@ -131,39 +201,62 @@ def _always_ready() -> bool:
     return True
 
 
-def _add_probes(app: web.Application) -> None:
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/readyz", _readyz)
-    app.router.add_get("/metrics", _metrics)
-
-
 def create_app(
     context: ContextSource = None,
     *,
     registry: CollectorRegistry | None = None,
     ready: Callable[[], bool] | None = None,
+    regex: RegexChecker | None = None,
+    cert_expiry: Callable[[], float | None] | None = None,
+    middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
 ) -> web.Application:
-    """The webhook application (plus probe routes).
+    """The webhook application, with ``/metrics``, ``/healthz`` and ``/readyz``.
 
     ``context`` is an AdmissionContext or a callable returning the current one (for a
     cache kept up to date elsewhere). ``ready`` backs ``/readyz``; by default always
-    ready. ``registry`` receives the metrics (a fresh one when omitted).
+    ready. ``registry`` receives the metrics (a fresh one when omitted). ``regex`` judges
+    HyperNode patterns off the event loop (without it they compile in-process).
+    ``cert_expiry`` returns the serving certificate's seconds to expiry, for the gauge.
     """
     # client_max_size is set above our own limit: _read_body enforces MAX_BODY_BYTES
     # and answers 400 with a message, where aiohttp would answer 413.
-    app = web.Application(client_max_size=MAX_BODY_BYTES + 1)
+    app = web.Application(client_max_size=MAX_BODY_BYTES + 1, middlewares=middlewares or [])
     metrics = WebhookMetrics(registry if registry is not None else CollectorRegistry())
-    app[STATE] = ServerState(context=context, metrics=metrics, ready=ready or _always_ready)
+    if cert_expiry is not None:
+        metrics.cert_expiry.set_function(lambda: cert_expiry() or 0.0)
+    app[STATE] = ServerState(context=context, metrics=metrics, ready=ready or _always_ready, regex=regex)
     for path in WEBHOOKS:
         app.router.add_post(path, _review)
-    _add_probes(app)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
+
+    async def _startup(app: web.Application) -> None:
+        regex = app[STATE].regex
+        if regex is not None:
+            await regex.worker.start()
+
+    async def _shutdown(app: web.Application) -> None:
+        state = app[STATE]
+        if state.regex is not None:
+            await state.regex.close()
+        state.executor.shutdown(wait=False, cancel_futures=True)
+
+    app.on_startup.append(_startup)
+    app.on_cleanup.append(_shutdown)
     return app
 
 
-def create_probe_app(webhook_app: web.Application) -> web.Application:
-    """Only ``/healthz``, ``/readyz`` and ``/metrics``, reporting on ``webhook_app``
-    (its metrics and readiness), for a separate plain-HTTP port."""
+def create_probe_app(webhook_app: web.Application, *, metrics: bool = False) -> web.Application:
+    """``/healthz`` and ``/readyz`` reporting on ``webhook_app``, for a plain-HTTP port.
+
+    ``/metrics`` is served here only with ``metrics=True`` (for a probe port bound to
+    localhost); otherwise it is on the TLS port alone.
+    """
     app = web.Application()
     app[STATE] = webhook_app[STATE]
-    _add_probes(app)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    if metrics:
+        app.router.add_get("/metrics", _metrics)
     return app

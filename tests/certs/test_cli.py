@@ -67,3 +67,34 @@ def test_inject_without_targets_is_a_usage_error(tmp_path, capsys):
 def test_unreadable_ca_file_fails_with_a_message(tmp_path, capsys):
     assert main(["inject", "--ca-file", str(tmp_path / "missing.crt"), "--validating", "v"]) == 1
     assert "missing.crt" in capsys.readouterr().err
+
+
+def test_renew_does_nothing_until_due_then_keeps_the_ca_and_names(tmp_path, capsys):
+    from cryptography import x509
+
+    assert main(["gen", "--out-dir", str(tmp_path), "--ip", "127.0.0.1"]) == 0
+    before = (tmp_path / "tls.crt").read_bytes()
+    ca_before = (tmp_path / "ca.crt").read_bytes()
+    capsys.readouterr()
+    assert main(["renew", "--out-dir", str(tmp_path)]) == 0
+    assert "not due" in capsys.readouterr().out
+    assert (tmp_path / "tls.crt").read_bytes() == before
+    assert main(["renew", "--out-dir", str(tmp_path), "--fraction", "0"]) == 0
+    assert "renewed" in capsys.readouterr().out
+    after = (tmp_path / "tls.crt").read_bytes()
+    assert after != before and (tmp_path / "ca.crt").read_bytes() == ca_before
+    san = x509.SubjectAlternativeName
+    old_san = x509.load_pem_x509_certificate(before).extensions.get_extension_for_class(san)
+    assert x509.load_pem_x509_certificate(after).extensions.get_extension_for_class(san) == old_san
+
+
+def test_secret_can_carry_the_ca_key_for_self_renewal(tmp_path, capsys):
+    import base64
+
+    import yaml
+
+    assert main(["gen", "--out-dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["secret", "--from-dir", str(tmp_path), "--with-ca-key"]) == 0
+    data = yaml.safe_load(capsys.readouterr().out)["data"]
+    assert base64.b64decode(data["ca.key"]) == (tmp_path / "ca.key").read_bytes()

@@ -113,3 +113,45 @@ def test_a_certificate_needs_a_name():
 
     with pytest.raises(ValueError):
         generate_serving_cert(generate_ca(), [])
+
+
+def test_a_planted_symlink_at_the_key_is_refused_and_its_target_untouched(tmp_path):
+    import pytest
+
+    from certs.pki import UnsafePathError
+
+    out = tmp_path / "tls"
+    out.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (out / "tls.key").symlink_to(victim)
+    with pytest.raises(UnsafePathError, match="not a regular file"):
+        write_tls_files(out, generate_webhook_certs("svc", "ns"))
+    assert victim.read_text() == "precious"
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_symlinked_or_shared_directory_is_not_reused(tmp_path):
+    import pytest
+
+    from certs.pki import UnsafePathError
+
+    real = tmp_path / "elsewhere"
+    real.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(OSError):
+        write_tls_files(tmp_path / "link", generate_webhook_certs("svc", "ns"))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(UnsafePathError, match="writable by others"):
+        write_tls_files(shared, generate_webhook_certs("svc", "ns"))
+    assert list(real.iterdir()) == [] and list(shared.iterdir()) == []
+
+
+def test_a_new_directory_is_created_private(tmp_path):
+    import stat
+
+    out = tmp_path / "a" / "tls"
+    write_tls_files(out, generate_webhook_certs("svc", "ns"))
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700

@@ -23,6 +23,8 @@ BUILTIN = [
     ("v1", "services", "Service", True),
     ("v1", "configmaps", "ConfigMap", True),
     ("v1", "secrets", "Secret", True),
+    ("v1", "resourcequotas", "ResourceQuota", True),
+    ("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", True),
     ("apps/v1", "deployments", "Deployment", True),
     ("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
     ("rbac.authorization.k8s.io/v1", "roles", "Role", True),

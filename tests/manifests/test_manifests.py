@@ -87,7 +87,8 @@ def test_kustomization_lists_every_manifest_but_the_default_queue() -> None:
     assert len(listed) == len(set(listed))
     for entry in listed:
         assert (MANIFESTS / entry).is_file(), entry
-    expected = {str(p.relative_to(MANIFESTS)) for p in YAML_FILES} - {"default-queue.yaml"}
+    expected = {str(p.relative_to(MANIFESTS)) for p in YAML_FILES if p.parent.name != "optional"}
+    expected -= {"default-queue.yaml"}
     assert set(listed) == expected
     # Namespace first so a plain `kubectl apply -f` of the list in order works too.
     assert listed[0] == "namespace.yaml"
@@ -184,6 +185,9 @@ def test_deployment_shape(name: str, replicas: int) -> None:
         assert get["path"] == path
         assert get["port"] in ports
     assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    quota = _one("ResourceQuota", "hyperplace-critical-pods")
+    assert quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == ["system-cluster-critical"]
     assert container["resources"]["limits"]["memory"]
     env = {e["name"]: e for e in container.get("env", [])}
     if replicas == 1:
@@ -202,8 +206,8 @@ def test_webhook_service_routes_443_to_the_tls_port() -> None:
     [container] = dep["spec"]["template"]["spec"]["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     by_port = {p["port"]: p["targetPort"] for p in svc["spec"]["ports"]}
-    assert ports[by_port[443]] == 9443
-    assert ports[by_port[8080]] == 8080  # metrics
+    assert ports[by_port[443]] == 9443  # webhooks and /metrics, both over TLS
+    assert set(by_port) == {443}  # the plain-HTTP probe port is not exposed
     secret = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if "secret" in v)
     assert secret["secret"]["secretName"] == "hyperplace-webhooks-tls"
 

@@ -112,7 +112,9 @@ def test_command_serves_plain_http_for_tests_and_stops_on_sigterm():
             json.loads(body)["response"]["status"]["message"]
             == "spec.members: member must have at least one member"
         )
-        assert b"hyperplace_webhook_requests_total" in _get(f"http://127.0.0.1:{probes}/metrics")[1]
+        # Metrics are served on the webhook port (TLS in a cluster), not on the probe port.
+        assert b"hyperplace_webhook_requests_total" in _get(f"http://127.0.0.1:{port}/metrics")[1]
+        assert _get(f"http://127.0.0.1:{probes}/metrics")[0] == 404
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)

@@ -197,7 +197,8 @@ async def test_a_webhook_bug_denies_with_an_internal_error_but_answers_200(
     assert "boom" in caplog.text
     assert (
         registry.get_sample_value(
-            "hyperplace_webhook_requests_total", {"endpoint": "/jobs/validate", "verdict": "error"}
+            "hyperplace_webhook_requests_total",
+            {"endpoint": "/jobs/validate", "verdict": "error", "code": "500"},
         )
         == 1
     )
@@ -209,12 +210,14 @@ async def test_metrics_count_requests_by_endpoint_and_verdict(aiohttp_client):
     await post(client, "/jobs/validate", review(job()))
     await post(client, "/jobs/validate", review(job(tasks=[])))
     await post(client, "/jobs/validate", b"nope")
-    for verdict in ("allowed", "denied", "bad_request"):
+    for verdict, code in (("allowed", "200"), ("denied", "403"), ("bad_request", "400")):
         labels = {"endpoint": "/jobs/validate", "verdict": verdict}
-        assert registry.get_sample_value("hyperplace_webhook_requests_total", labels) == 1
+        assert registry.get_sample_value("hyperplace_webhook_requests_total", {**labels, "code": code}) == 1
         assert registry.get_sample_value("hyperplace_webhook_request_duration_seconds_count", labels) == 1
     text = await (await client.get("/metrics")).text()
-    assert 'hyperplace_webhook_requests_total{endpoint="/jobs/validate",verdict="denied"} 1.0' in text
+    assert (
+        'hyperplace_webhook_requests_total{code="403",endpoint="/jobs/validate",verdict="denied"} 1.0' in text
+    )
 
 
 async def test_two_apps_keep_separate_metrics(aiohttp_client):
@@ -222,7 +225,7 @@ async def test_two_apps_keep_separate_metrics(aiohttp_client):
     ca = await aiohttp_client(create_app(registry=a))
     await aiohttp_client(create_app(registry=b))
     await post(ca, "/jobs/mutate", review(job()))
-    labels = {"endpoint": "/jobs/mutate", "verdict": "allowed"}
+    labels = {"endpoint": "/jobs/mutate", "verdict": "allowed", "code": "200"}
     assert a.get_sample_value("hyperplace_webhook_requests_total", labels) == 1
     assert b.get_sample_value("hyperplace_webhook_requests_total", labels) is None
 

@@ -15,6 +15,7 @@ from cryptography import x509
 
 from certs.pki import generate_ca, generate_webhook_certs, write_tls_files
 from webhooks.server import create_app
+from webhooks.site import GuardedSite, track_requests
 from webhooks.tls import CertReloader
 
 from .builders import job, review
@@ -52,9 +53,10 @@ async def tls_server(tmp_path: Path):
     write_tls_files(tmp_path, first)
     reloader = CertReloader(tmp_path / "tls.crt", tmp_path / "tls.key", interval=0.05)
     assert reloader.reload_if_changed()
-    runner = web.AppRunner(create_app(ready=lambda: reloader.loaded))
+    runner = web.AppRunner(create_app(ready=lambda: reloader.loaded, middlewares=[track_requests]))
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=reloader.context)
+    # The production site: connection limits and asyncio's TLS with a smaller read buffer.
+    site = GuardedSite(runner, "127.0.0.1", 0, ssl_context=reloader.context)
     await site.start()
     port = runner.addresses[0][1]
     watcher = asyncio.create_task(reloader.watch())
