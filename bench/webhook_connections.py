@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.webhook_latency import free_port, job_review  # noqa: E402
-from certs.pki import generate_webhook_certs, write_tls_files  # noqa: E402
+from hyperplace.pki.certificates import generate_webhook_certs, write_tls_files  # noqa: E402
 
 LIMIT_MIB = 512  # the Deployment's memory limit
 

@@ -38,7 +38,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from certs.pki import generate_webhook_certs, write_tls_files  # noqa: E402
+from hyperplace.pki.certificates import generate_webhook_certs, write_tls_files  # noqa: E402
 
 
 def job_review(target_bytes: int = 3072) -> bytes:

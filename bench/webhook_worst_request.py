@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.webhook_connections import wait_ready  # noqa: E402
 from bench.webhook_latency import free_port, percentile  # noqa: E402
-from certs.pki import generate_webhook_certs, write_tls_files  # noqa: E402
+from hyperplace.pki.certificates import generate_webhook_certs, write_tls_files  # noqa: E402
 
 POLLER = """
 import sys, time, urllib.request, json

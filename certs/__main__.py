@@ -11,7 +11,7 @@ the serving pair, so rotating does not require re-injecting the bundle. ``renew`
 same only once ``--fraction`` (default two-thirds) of the serving certificate's lifetime has
 passed, keeping its names and lifetime: run it from cron, or let the webhook server renew
 in memory (``hyperplace-webhooks`` with the CA key, see webhooks/README.md). Keys are
-written symlink-safely into a directory we own (see ``certs.pki``).
+written symlink-safely into a directory we own (see ``hyperplace.pki.certificates``).
 Exit status: 0 on success, 1 on failure, 2 on usage errors.
 """
 
@@ -25,10 +25,8 @@ from typing import Any
 
 import yaml
 
-from hyperplace.runtime import flags
-
-from .inject import ConfigKind, inject_ca_bundle, inject_with_kubeconfig
-from .pki import (
+from hyperplace.pki.cabundle import ConfigKind, inject_ca_bundle, inject_with_kubeconfig
+from hyperplace.pki.certificates import (
     RENEW_FRACTION,
     SERVING_DAYS,
     KeyPair,
@@ -41,6 +39,7 @@ from .pki import (
     secret_manifest,
     write_tls_files,
 )
+from hyperplace.runtime import flags
 
 DESCRIPTION = """hyperplace-certs: make the webhook's TLS material and wire its CA into the cluster.
 

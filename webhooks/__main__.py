@@ -30,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from certs.pki import RENEW_FRACTION
+from hyperplace.pki.certificates import RENEW_FRACTION
 from hyperplace.runtime import flags
 
 from .cache import InformerContext
@@ -189,7 +189,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _inject_ca(args: argparse.Namespace) -> None:
-    from certs.inject import ConfigKind, inject_with_kubeconfig
+    from hyperplace.pki.cabundle import ConfigKind, inject_with_kubeconfig
 
     names: list[tuple[ConfigKind, str]] = [("validating", n) for n in args.validating_webhook_configuration]
     names += [("mutating", n) for n in args.mutating_webhook_configuration]

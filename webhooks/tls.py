@@ -38,7 +38,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from certs.pki import RENEW_FRACTION, KeyPair, renew_serving_cert, renewal_due
+from hyperplace.pki.certificates import RENEW_FRACTION, KeyPair, renew_serving_cert, renewal_due
 
 log = logging.getLogger("hyperplace.webhooks.tls")
 

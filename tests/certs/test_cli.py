@@ -7,7 +7,7 @@ import base64
 import yaml
 
 from certs.__main__ import main
-from certs.pki import read_tls_files
+from hyperplace.pki.certificates import read_tls_files
 
 
 def test_gen_writes_the_four_files_and_keeps_the_ca_on_rerun(tmp_path, capsys):

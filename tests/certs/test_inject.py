@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
-from certs.inject import bundle_patch, inject_ca_bundle, inject_into_cluster
-from certs.pki import generate_ca
+from hyperplace.pki.cabundle import bundle_patch, inject_ca_bundle, inject_into_cluster
+from hyperplace.pki.certificates import generate_ca
 
 CA = generate_ca().cert_pem
 OTHER = generate_ca().cert_pem

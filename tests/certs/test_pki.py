@@ -12,7 +12,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from certs.pki import (
+from hyperplace.pki.certificates import (
     generate_ca,
     generate_webhook_certs,
     read_tls_files,
@@ -109,7 +109,7 @@ def test_serving_cert_never_outlives_its_ca():
 
 
 def test_a_certificate_needs_a_name():
-    from certs.pki import generate_serving_cert
+    from hyperplace.pki.certificates import generate_serving_cert
 
     with pytest.raises(ValueError):
         generate_serving_cert(generate_ca(), [])
@@ -118,7 +118,7 @@ def test_a_certificate_needs_a_name():
 def test_a_planted_symlink_at_the_key_is_refused_and_its_target_untouched(tmp_path):
     import pytest
 
-    from certs.pki import UnsafePathError
+    from hyperplace.pki.certificates import UnsafePathError
 
     out = tmp_path / "tls"
     out.mkdir(mode=0o700)
@@ -134,7 +134,7 @@ def test_a_planted_symlink_at_the_key_is_refused_and_its_target_untouched(tmp_pa
 def test_a_symlinked_or_shared_directory_is_not_reused(tmp_path):
     import pytest
 
-    from certs.pki import UnsafePathError
+    from hyperplace.pki.certificates import UnsafePathError
 
     real = tmp_path / "elsewhere"
     real.mkdir(mode=0o700)

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from certs.pki import generate_ca, generate_serving_cert
 from controller.hypernode.discovery import DiscoveryConfig, DiscoverySource, discover_offline
 from controller.hypernode.ufm import (
     UfmError,
@@ -34,6 +33,7 @@ from controller.hypernode.ufm import (
     ufm_settings,
 )
 from controller.manager import DISCOVERY_CONDITION, ControllerManager, ManagerConfig
+from hyperplace.pki.certificates import generate_ca, generate_serving_cert
 from hyperplace.runtime.api import CONFIGMAPS, HYPERNODES, NODES, SECRETS
 from tests.fakeapi import FakeApi
 

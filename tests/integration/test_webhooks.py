@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from certs.pki import generate_webhook_certs, write_tls_files
 from hyperplace.localup.components import webhook_configurations, webhooks_argv
+from hyperplace.pki.certificates import generate_webhook_certs, write_tls_files
 
 from .conftest import Cluster
 from .kube import REPO, Kubectl, exact, hypernode, in_namespace, load_yaml, wait_for

@@ -520,8 +520,8 @@ def test_certs_fit_the_manifests() -> None:
     certs_main = pytest.importorskip("certs.__main__")
     from cryptography import x509
 
-    from certs.inject import inject_ca_bundle
-    from certs.pki import generate_webhook_certs
+    from hyperplace.pki.cabundle import inject_ca_bundle
+    from hyperplace.pki.certificates import generate_webhook_certs
 
     assert (certs_main.DEFAULT_SERVICE, certs_main.DEFAULT_NAMESPACE) == ("hyperplace-webhooks", NS)
     volumes = _one("Deployment", "hyperplace-webhooks")["spec"]["template"]["spec"]["volumes"]

@@ -13,7 +13,7 @@ from aiohttp import web
 from cryptography import x509
 from prometheus_client import CollectorRegistry
 
-from certs.pki import generate_webhook_certs, write_tls_files
+from hyperplace.pki.certificates import generate_webhook_certs, write_tls_files
 from webhooks.server import create_app
 from webhooks.site import GuardedSite
 from webhooks.tls import CertReloader

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from certs.pki import generate_webhook_certs, write_tls_files
+from hyperplace.pki.certificates import generate_webhook_certs, write_tls_files
 from webhooks.server import create_app
 from webhooks.site import ConnectionLimits, GuardedSite, track_requests
 from webhooks.tls import CertReloader

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from cryptography import x509
 
-from certs.pki import generate_ca, generate_webhook_certs, write_tls_files
+from hyperplace.pki.certificates import generate_ca, generate_webhook_certs, write_tls_files
 from webhooks.server import create_app
 from webhooks.site import GuardedSite, track_requests
 from webhooks.tls import CertReloader
