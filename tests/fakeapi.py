@@ -34,7 +34,6 @@ that had not reached the server never do.
 from __future__ import annotations
 
 import asyncio
-import copy
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,10 +42,20 @@ from typing import Any
 from hyperplace.runtime.api import ApiError, Obj, Resource, meta, object_key
 
 
+def clone(obj: Any) -> Any:
+    """A deep copy of a wire-form object (dicts, lists, scalars): ``copy.deepcopy`` without
+    its memo, several times faster on the server's hot paths."""
+    if isinstance(obj, dict):
+        return {k: clone(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [clone(v) for v in obj]
+    return obj
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
+        return clone(patch)
     out = dict(target) if isinstance(target, Mapping) else {}
     for k, v in patch.items():
         if v is None:
@@ -143,7 +152,7 @@ class FakeApi:
 
     def seed(self, res: Resource, obj: Mapping[str, Any]) -> Obj:
         """Store an object directly (no fault injection, no call record)."""
-        return self._store_new(res, copy.deepcopy(dict(obj)))
+        return self._store_new(res, clone(dict(obj)))
 
     def peek(self, res: Resource, key: str) -> Obj | None:
         return self.objects.get(res.plural, {}).get(key)
@@ -171,10 +180,10 @@ class FakeApi:
         return self.objects.setdefault(res.plural, {})
 
     def _emit(self, res: Resource, etype: str, obj: Obj) -> None:
-        self.history.append((self.rv, res.plural, etype, copy.deepcopy(obj)))
+        self.history.append((self.rv, res.plural, etype, clone(obj)))
         for w in self._watchers:
             if w.res.plural == res.plural and _in_namespace(obj, w.namespace):
-                w.queue.put_nowait({"type": etype, "object": copy.deepcopy(obj)})
+                w.queue.put_nowait({"type": etype, "object": clone(obj)})
 
     def _bump(self, obj: Obj) -> None:
         self.rv += 1
@@ -196,7 +205,7 @@ class FakeApi:
         self._bump(obj)
         self._bucket(res)[key] = obj
         self._emit(res, "ADDED", obj)
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     def _existing(self, res: Resource, name: str, namespace: str | None) -> tuple[str, Obj]:
         key = f"{namespace}/{name}" if res.namespaced and namespace else name
@@ -211,7 +220,7 @@ class FakeApi:
         self._bump(new)
         self._bucket(res)[key] = new
         self._emit(res, "MODIFIED", new)
-        return copy.deepcopy(new)
+        return clone(new)
 
     # -- the ApiClient protocol -----------------------------------------------------------------
 
@@ -221,7 +230,7 @@ class FakeApi:
         self.calls.append(("list", res.plural, namespace or ""))
         self.accesses.append(access_of("list", res, namespace))
         self._check_fault("list")
-        items = [copy.deepcopy(o) for o in self._bucket(res).values() if _in_namespace(o, namespace)]
+        items = [clone(o) for o in self._bucket(res).values() if _in_namespace(o, namespace)]
         return items, str(self.rv)
 
     async def watch(
@@ -243,7 +252,7 @@ class FakeApi:
         w = _Watcher(res, namespace)
         for rv, plural, etype, obj in self.history:
             if rv > since and plural == res.plural and _in_namespace(obj, namespace):
-                w.queue.put_nowait({"type": etype, "object": copy.deepcopy(obj)})
+                w.queue.put_nowait({"type": etype, "object": clone(obj)})
         self._watchers.append(w)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_seconds if timeout_seconds else None
@@ -271,7 +280,7 @@ class FakeApi:
         self.calls.append(("get", res.plural, name))
         self.accesses.append(access_of("get", res, namespace, name))
         self._check_fault("get")
-        return copy.deepcopy(self._existing(res, name, namespace)[1])
+        return clone(self._existing(res, name, namespace)[1])
 
     async def create(
         self,
@@ -296,7 +305,7 @@ class FakeApi:
         # RBAC cannot see the name of an object being created (resourceNames never match).
         self.accesses.append(access_of("create", res, ns))
         self._check_fault("create", name)
-        new = copy.deepcopy(dict(obj))
+        new = clone(dict(obj))
         if res.namespaced:
             new.setdefault("metadata", {})["namespace"] = namespace or meta(obj).get("namespace")
         if res.custom:
@@ -331,7 +340,7 @@ class FakeApi:
             raise ApiError(
                 409, "Conflict", conflict + f"pod {name} is being deleted, cannot be assigned to a host"
             )
-        new = copy.deepcopy(cur)
+        new = clone(cur)
         new.setdefault("spec", {})["nodeName"] = node
         ann = meta(binding).get("annotations") or {}
         if ann:
@@ -360,12 +369,12 @@ class FakeApi:
                 f'Operation cannot be fulfilled on {res.plural} "{name}": the object has been modified; '
                 "please apply your changes to the latest version and try again",
             )
-        new = copy.deepcopy(dict(obj))
+        new = clone(dict(obj))
         for k in ("uid", "creationTimestamp", "generation"):
             if k in cur["metadata"]:
                 new["metadata"][k] = cur["metadata"][k]
         if _has_status_subresource(res):
-            new["status"] = copy.deepcopy(cur.get("status"))
+            new["status"] = clone(cur.get("status"))
             if new["status"] is None:
                 new.pop("status")
         return self._write(res, key, cur, new)
