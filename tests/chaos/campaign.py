@@ -366,7 +366,7 @@ class World:
             proc.task.cancel()
         self.procs[proc.kind] = None
         self.events[f"{proc.kind}-crash"] += 1
-        self.loop.call_later(self.rng.uniform(0.0, 3.0), self._restart, proc.kind)
+        self.loop.call_later(self.hook_rng.uniform(0.0, 3.0), self._restart, proc.kind)
 
     def _restart(self, kind: str) -> None:
         if self.procs.get(kind) is None and not self._stopped:
@@ -428,15 +428,15 @@ class World:
         if rng.random() < self.settings.arrival:
             await self.submit_job()
         for kind, p_crash in (("scheduler", 0.025), ("controller", 0.02)):
+            # Drawn whether or not the process is up, so the plan does not depend on timing.
+            roll, at, after = rng.random(), rng.randint(1, 40), rng.random() < 0.5
             proc = self.procs[kind]
             if proc is None:
                 continue
-            roll = rng.random()
             if roll < p_crash:
                 self.crash(proc)
             elif roll < 2 * p_crash and proc.crash_at is None:
-                proc.crash_at = rng.randint(1, 40)
-                proc.crash_after_landing = rng.random() < 0.5
+                proc.crash_at, proc.crash_after_landing = at, after
         if rng.random() < 0.03:
             self.server.compact()
             self.events["compaction"] += 1
