@@ -14,6 +14,7 @@ from .mutations import MUTATIONS
 WORKERS = min(2, os.cpu_count() or 1)
 
 
+@pytest.mark.timeout(1800)  # about 3 min on two idle cores; a shared machine is slower
 def test_a_hundred_seeds_of_chaos_break_no_invariant() -> None:
     outs = run_parallel(range(100), Settings(), workers=WORKERS)
     assert [describe(o) for o in outs if not o.ok] == []
@@ -35,6 +36,7 @@ FLOOR = {
 }
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 def test_a_broken_scheduler_is_caught(mutation: str) -> None:
     outs = run_parallel(range(10), Settings(stop_at_first=True), mutation, workers=WORKERS)
