@@ -85,7 +85,8 @@ class Settings:
     chaos_seconds: float = 45.0
     quiet_seconds: float = 30.0  # no faults, no arrivals, no crashes
     freeze_seconds: float = 10.0  # the end of the quiet period: no job finishes either
-    partial_window: float = 20.0  # longest a gang may stay partly bound with room for the rest
+    partial_window: float = 30.0  # longest a gang may stay partly bound with room for the rest (bind
+    # back-off reaches 10 s per gang, and bind-failure windows come back to back)
     rtt: float = 0.05  # every request and every answer takes up to this long (a network)
     arrival: float = 0.3  # chance of a new Job per step (a step is 0.05-1 s)
     # Scheduling cycles per virtual second (over 1-5 s). Each cycle costs 20 ms of virtual
