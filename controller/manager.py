@@ -115,6 +115,24 @@ def owning_job_key(obj: Mapping[str, Any]) -> str | None:
     return f"{ns}/{job}" if job else None
 
 
+def merge_patch_to(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``.
+
+    A merge patch merges nested objects and removes only keys set to null, so every key
+    gone from ``new`` is nulled at whatever depth it sits. Nulling only the top-level ones
+    left stale nested keys behind (``taskStatusCount.worker.phase.Pending`` once the pods
+    ran), the status never matched the desired one, and every write requeued the next.
+    """
+    out: dict[str, Any] = {k: None for k in old if k not in new}
+    for k, v in new.items():
+        before = old.get(k)
+        if isinstance(v, Mapping) and isinstance(before, Mapping):
+            out[k] = merge_patch_to(before, v)
+        else:
+            out[k] = v
+    return out
+
+
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
     return (meta(obj).get("labels") or {}) if obj else {}
 
@@ -470,8 +488,8 @@ class ControllerManager:
         old = old if isinstance(old, dict) else {}
         if old == new:
             return
-        # A merge patch only removes keys that are explicitly null.
-        body = {**dict.fromkeys((k for k in old if k not in new), None), **new}
+        # A merge patch merges nested objects: stale keys are nulled where they sit.
+        body = merge_patch_to(old, new)
         await self.status_writer.patch_status(res, name, {"status": body}, namespace)
         self.metrics.writes.labels(res.plural, "patch-status").inc()
 

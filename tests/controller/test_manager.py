@@ -357,3 +357,30 @@ async def test_a_podgroup_under_the_legacy_name_is_updated_not_duplicated(
     assert list(api.objects["podgroups"]) == [f"{NS}/network-topology-job"]
     pod = pods_of(api)["network-topology-job-task0-0"]
     assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "network-topology-job"
+
+
+def test_status_patches_remove_stale_nested_keys() -> None:
+    """A merge patch merges nested objects: a phase count gone from the desired status must
+    be nulled where it sits, or the stored status never matches and the writes never stop."""
+    from controller.manager import merge_patch_to
+    from tests.fakeapi import merge_patch
+
+    old = {"taskStatusCount": {"worker": {"phase": {"Pending": 4}}}, "pending": 4, "gone": 1}
+    new = {"taskStatusCount": {"worker": {"phase": {"Running": 4}}}, "pending": 0}
+    assert merge_patch(old, merge_patch_to(old, new)) == new
+    assert merge_patch_to(new, new) == new  # nothing to remove: the patch is the status
+
+
+async def test_job_status_settles_once_its_pods_run(cluster: tuple[FakeApi, ControllerManager]) -> None:
+    api, mgr = cluster
+    await api.create(JOBS, design_job(), NS)
+    await eventually(lambda: len(pods_of(api)) == 14)
+    for name in pods_of(api):
+        await api.patch(PODS, name, {"status": {"phase": "Running"}}, NS, subresource="status")
+    await eventually(lambda: (api.peek(JOBS, JOB_KEY) or {}).get("status", {}).get("running") == 14)
+    assert await mgr.wait_idle()
+    counts = (api.peek(JOBS, JOB_KEY) or {})["status"]["taskStatusCount"]
+    assert counts == {"task0": {"phase": {"Running": 6}}, "task1": {"phase": {"Running": 8}}}
+    writes = sum(c[0] == "patch/status" and c[1] == "jobs" for c in api.calls)
+    await asyncio.sleep(0.2)
+    assert sum(c[0] == "patch/status" and c[1] == "jobs" for c in api.calls) == writes

@@ -1,0 +1,1 @@
+"""The chaos campaign at scale: ``python -m bench.chaos --seeds 1000`` (see tests/chaos)."""

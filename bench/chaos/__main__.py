@@ -1,0 +1,75 @@
+"""Run the chaos campaign over many seeds and score it against broken schedulers.
+
+    python -m bench.chaos [--seeds 1000] [--mutation-seeds 50] [--workers 2] [--first-seed 0]
+
+First the real controller and scheduler run ``--seeds`` seeds (the baseline: every invariant
+must hold, so any violation here is a bug, printed with its seed). Then each deliberately
+broken variant of ``tests/chaos/mutations.py`` runs ``--mutation-seeds`` seeds, each stopping
+at its first violation; its score is the share of seeds that caught it, with the invariant
+that did. Exit status 1 when the baseline has a violation or a score is under 90 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+
+from tests.chaos.campaign import Settings, describe, run_parallel
+from tests.chaos.mutations import MUTATIONS
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n", 1)[0])
+    p.add_argument("--seeds", type=int, default=1000, help="seeds of the unbroken baseline")
+    p.add_argument("--mutation-seeds", type=int, default=50, help="seeds per broken variant")
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2, help="processes")
+    p.add_argument("--only", choices=sorted(MUTATIONS), action="append", help="score only these mutations")
+    args = p.parse_args(argv)
+    failed = False
+
+    t0 = time.perf_counter()
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    outs = run_parallel(seeds, Settings(), workers=args.workers)
+    wall = time.perf_counter() - t0
+    bad = [o for o in outs if not o.ok]
+    jobs = sum(o.jobs for o in outs)
+    events: Counter[str] = Counter()
+    for o in outs:
+        events.update(o.events)
+    per = wall / max(1, len(outs))
+    print(f"baseline: {len(outs)} seeds, {len(bad)} with violations, {wall:.1f}s wall ({per:.2f}s/seed)")
+    print(
+        f"  {jobs} jobs: {sum(o.placed for o in outs)} placed, {sum(o.explained for o in outs)} explained; "
+        f"{sum(o.virtual_seconds for o in outs) / 3600:.1f} h of cluster time"
+    )
+    print("  " + ", ".join(f"{k} {v}" for k, v in sorted(events.items())))
+    for o in bad:
+        print("  " + describe(o))
+    failed |= bool(bad)
+
+    print(f"\nmutation scores ({args.mutation_seeds} seeds each, stopping at the first violation):")
+    for name in args.only or sorted(MUTATIONS):
+        t0 = time.perf_counter()
+        mouts = run_parallel(
+            range(args.first_seed, args.first_seed + args.mutation_seeds),
+            Settings(stop_at_first=True),
+            name,
+            workers=args.workers,
+        )
+        caught = [o for o in mouts if not o.ok]
+        by = Counter(o.violations[0].invariant for o in caught)
+        score = len(caught) / len(mouts)
+        detail = ", ".join(f"{k} {v}" for k, v in by.most_common())
+        print(
+            f"  {name:36s} caught {len(caught):4d}/{len(mouts)} = {score:6.1%}  "
+            f"({detail or 'none'}; {time.perf_counter() - t0:.1f}s)"
+        )
+        failed |= score < 0.9
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

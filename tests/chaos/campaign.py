@@ -1,0 +1,756 @@
+"""A seeded chaos campaign: the real Job controller and scheduler against a faulty API server.
+
+One run (one seed) builds a small cluster of racks in the in-memory API server
+(``tests/fakeapi.py``) and starts the two control-plane processes exactly as their entry
+points do (:class:`controller.manager.ControllerManager.run`,
+:class:`scheduler_plugin.runtime.scheduler.Scheduler.run`), each on its own severable
+:class:`~tests.fakeapi.Connection`. The seed then drives a few minutes of cluster time (on a
+virtual clock, :mod:`.vloop`) of:
+
+* Volcano Jobs arriving mid-run (gangs of 2-10 pods, most hard-bound to one rack, some to the
+  whole cluster, some too big to ever fit; some of high priority, which go first), a kubelet
+  that starts bound pods, jobs that finish;
+* process crashes: immediately, or at the k-th API call of the process, before or after the
+  call lands (its answer lost); a fresh instance starts after a pause, knowing nothing;
+* bind failures (409/429/500), errors on any call (409 Conflict, 410 Gone, 429, 500), etcd
+  compactions, dropped watches, slow API windows (requests, answers and watch events late).
+
+After every step the invariants are checked against the API server's truth (what a user would
+see), and at the end, after a quiet period without faults:
+
+``overcommit``  no node has more requested than allocatable (pods bound, not finished);
+``partial``     no gang stays partly bound (0 < bound < minMember) longer than a window while
+                the room for the rest is free (where its hard topology allows). A gang whose
+                room went to a higher-priority job after a failed bind or a crash waits, as
+                in Volcano: nothing reserves the rest of a half-bound gang. That is counted
+                (``partial-gang-waits-for-room``), not a violation;
+``lost``        every Job created still exists, with its PodGroup and all its pods; a
+                PodGroup once seen never disappears;
+``double-bind`` no pod is bound twice, or moves to another node;
+``topology``    the bound pods of a hard-topology gang share one HyperNode within its tier;
+``unexplained`` every job is placed, or says why not (PodGroup Unschedulable condition or
+                PodScheduled=False on its pods);
+``starved``     no job waits, all pending, while a rack (or the cluster, for tier 2) has the
+                room for it;
+``spinning``    the scheduler does not run cycle after cycle without pause (a livelock);
+``hang``        a run ends within its wall-clock budget.
+
+The processes are driven only through their public run() entry points, so the campaign does
+not depend on how the scheduler builds its snapshot or runs its cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import multiprocessing
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.manager import ControllerManager, ManagerConfig
+from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
+from hyperplace.kube import milli_value
+from hyperplace.runtime.api import (
+    HYPERNODES,
+    JOBS,
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    ApiError,
+    Obj,
+    meta,
+)
+from scheduler_plugin.runtime.scheduler import Scheduler, SchedulerOptions
+from tests.fakeapi import Access, Connection, FakeApi, Severed
+
+from .vloop import run_virtual
+
+NS = "chaos"
+NODE_CPU = 4
+POD_CPU = 2
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How long a run lasts and how patient the invariants are (virtual seconds)."""
+
+    chaos_seconds: float = 45.0
+    quiet_seconds: float = 30.0  # no faults, no arrivals, no crashes
+    freeze_seconds: float = 10.0  # the end of the quiet period: no job finishes either
+    partial_window: float = 30.0  # longest a gang may stay partly bound with room for the rest (bind
+    # back-off reaches 10 s per gang, and bind-failure windows come back to back)
+    rtt: float = 0.05  # every request and every answer takes up to this long (a network)
+    arrival: float = 0.3  # chance of a new Job per step (a step is 0.05-1 s)
+    # Scheduling cycles per virtual second (over 1-5 s). Each cycle costs 20 ms of virtual
+    # time (vloop), so a livelock runs 50 a second; event-driven wake-ups stay far below.
+    max_cycle_rate: float = 30.0
+    wall_budget: float = 120.0  # wall-clock seconds a run may take
+    stop_at_first: bool = False  # end the run at the first violation (mutation scoring)
+
+
+@dataclass(frozen=True)
+class Violation:
+    at: float
+    invariant: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"t={self.at:7.2f}s {self.invariant}: {self.detail}"
+
+
+@dataclass
+class Outcome:
+    """What one run saw."""
+
+    seed: int
+    violations: list[Violation]
+    jobs: int = 0
+    placed: int = 0
+    explained: int = 0
+    events: Counter[str] = field(default_factory=Counter)
+    virtual_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    longest_partial: float = 0.0  # the longest a gang stayed partly bound, virtual seconds
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class ChaosServer(FakeApi):
+    """The fake API server, keeping a log of every binding that took effect."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bind_log: list[tuple[str, str]] = []  # (pod uid, node)
+
+    def _bind(self, binding: Any, namespace: str | None) -> Obj:
+        out = super()._bind(binding, namespace)
+        name = str(meta(binding).get("name"))
+        pod = self.peek(PODS, f"{namespace}/{name}")
+        assert pod is not None
+        self.bind_log.append((str(meta(pod).get("uid")), str(pod["spec"]["nodeName"])))
+        return out
+
+
+@dataclass
+class _Process:
+    """One incarnation of a control-plane process."""
+
+    kind: str  # "scheduler" | "controller"
+    conn: Connection
+    task: asyncio.Task[None] | None = None
+    calls: int = 0
+    crash_at: int | None = None  # crash at this API call of the incarnation
+    crash_after_landing: bool = False
+
+
+@dataclass
+class _Job:
+    name: str
+    replicas: int
+    tier: int | None  # hard highestTierAllowed, None: no topology
+    duration: float
+    running_since: float | None = None
+    finished: bool = False
+
+
+class World:
+    """The cluster, the processes, the faults and the invariants of one run."""
+
+    def __init__(self, seed: int, settings: Settings) -> None:
+        self.seed, self.settings = seed, settings
+        self.rng = random.Random(seed)  # the plan: cluster, arrivals, fault windows, crashes
+        self.hook_rng = random.Random(seed * 1_000_003 + 7)  # per-call decisions inside windows
+        self.server = ChaosServer()
+        self.loop = asyncio.get_running_loop()
+        self.racks: dict[str, list[str]] = {}
+        self.jobs: dict[str, _Job] = {}
+        self.procs: dict[str, _Process | None] = {"scheduler": None, "controller": None}
+        self.scheduler: Scheduler | None = None
+        self._cycles: list[tuple[float, int]] = []  # (virtual time, cycles of the incarnation)
+        self._wall_start = time.perf_counter()
+        self.events: Counter[str] = Counter()
+        self.violations: list[Violation] = []
+        self._seen_podgroups: set[str] = set()
+        self._partial_since: dict[str, float] = {}
+        self._node_of_uid: dict[str, str] = {}
+        self._binds_checked = 0
+        self.longest_partial = 0.0
+        self._blocked: set[str] = set()
+        # Fault windows (virtual times they end at) and their strength.
+        self.error_until = self.bind_fail_until = self.slow_until = 0.0
+        self.error_rate = self.bind_fail_rate = self.latency = self.watch_lag = 0.0
+        self.bind_concurrency = self.rng.choice((1, 2, 4, 64))
+
+    @property
+    def now(self) -> float:
+        return self.loop.time()
+
+    # -- the cluster -------------------------------------------------------------------------
+
+    def build_cluster(self) -> None:
+        n_racks = self.rng.choice((3, 4))
+        per_rack = self.rng.choice((2, 3, 4))
+        for r in range(n_racks):
+            names = [f"n{r}-{i}" for i in range(per_rack)]
+            for n in names:
+                alloc = {"cpu": str(NODE_CPU), "memory": "64Gi", "pods": "110"}
+                self.server.seed(
+                    NODES,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+                        "spec": {},
+                        "status": {
+                            "allocatable": alloc,
+                            "capacity": alloc,
+                            "conditions": [{"type": "Ready", "status": "True"}],
+                        },
+                    },
+                )
+            self.racks[f"rack{r}"] = names
+            self.server.seed(HYPERNODES, _hypernode(f"rack{r}", 1, "Node", names))
+        self.server.seed(HYPERNODES, _hypernode("spine", 2, "HyperNode", list(self.racks)))
+        for name, value in (("high", 1000), ("low", 0)):
+            self.server.seed(
+                PRIORITY_CLASSES,
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": value,
+                },
+            )
+        self.server.seed(
+            QUEUES,
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "default"},
+                "spec": {"weight": 1},
+            },
+        )
+
+    @property
+    def rack_slots(self) -> int:
+        return len(next(iter(self.racks.values()))) * (NODE_CPU // POD_CPU)
+
+    async def submit_job(self) -> None:
+        """A user creates a Volcano Job (a gang: minAvailable = replicas)."""
+        i = len(self.jobs)
+        name = f"job{i}"
+        roll = self.rng.random()
+        tier: int | None = 1 if roll < 0.7 else (2 if roll < 0.9 else None)
+        replicas = self.rng.randint(2, self.rack_slots + (2 if tier == 1 else 0))
+        spec: dict[str, Any] = {
+            "schedulerName": "volcano",
+            "queue": "default",
+            # A high-priority job arriving while a gang's binds are in flight goes first.
+            "priorityClassName": "high" if self.rng.random() < 0.4 else "low",
+            "minAvailable": replicas,
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": replicas,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "busybox",
+                                    "resources": {"requests": {"cpu": str(POD_CPU), "memory": "1Gi"}},
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        }
+        if tier is not None:
+            spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": tier}
+        job = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        await self.server.create(JOBS, job, NS)
+        self.jobs[name] = _Job(name, replicas, tier, self.rng.uniform(5.0, 40.0))
+        self.events["job"] += 1
+
+    # -- the kubelet ---------------------------------------------------------------------------
+
+    async def kubelet(self, *, finish: bool) -> None:
+        """Start bound pods; finish jobs whose time has come (all their pods at once)."""
+        for key, pod in list(self.server.objects.get("pods", {}).items()):
+            phase = (pod.get("status") or {}).get("phase") or "Pending"
+            if pod["spec"].get("nodeName") and phase == "Pending":
+                await self.server.patch(
+                    PODS, key.split("/", 1)[1], {"status": {"phase": "Running"}}, NS, subresource="status"
+                )
+        if not finish:
+            return
+        by_job = self.pods_by_job()
+        for job in self.jobs.values():
+            if job.finished:
+                continue
+            pods = by_job.get(job.name, [])
+            running = len(pods) == job.replicas and all(_phase(p) == "Running" for p in pods)
+            if running and job.running_since is None:
+                job.running_since = self.now
+            if job.running_since is not None and self.now - job.running_since >= job.duration:
+                for p in pods:
+                    await self.server.patch(
+                        PODS,
+                        p["metadata"]["name"],
+                        {"status": {"phase": "Succeeded"}},
+                        NS,
+                        subresource="status",
+                    )
+                job.finished = True
+                self.events["finished"] += 1
+
+    def pods_by_job(self) -> dict[str, list[Obj]]:
+        """The server's pods by their Job (the controller's ``volcano.sh/job-name`` label)."""
+        out: dict[str, list[Obj]] = {}
+        for p in self.server.objects.get("pods", {}).values():
+            job = (meta(p).get("labels") or {}).get(JOB_NAME_KEY)
+            if job:
+                out.setdefault(job, []).append(p)
+        return out
+
+    # -- processes -----------------------------------------------------------------------------
+
+    def start(self, kind: str) -> None:
+        """A fresh incarnation: new connection, empty caches."""
+        proc = _Process(kind, Connection(self.server))
+        proc.conn.before = lambda a, p=proc: self._before(p, a)
+        proc.conn.after = lambda a, p=proc: self._after(p, a)
+        proc.conn.watch_delay = self._watch_delay
+        if kind == "scheduler":
+            sched = Scheduler(
+                proc.conn,
+                SchedulerOptions(
+                    schedule_period=1.0,
+                    bind_concurrency=self.bind_concurrency,
+                    api_qps=0,  # the client-side limiter reads the wall clock
+                    identity=f"chaos-{self.events['scheduler-start']}",
+                ),
+            )
+            proc.task = asyncio.create_task(sched.run())
+            self.scheduler = sched
+            self._cycles = []
+        else:
+            mgr = ControllerManager(
+                proc.conn, ManagerConfig(workers=2, config_namespace="kube-system", seed=self.seed)
+            )
+            proc.task = asyncio.create_task(mgr.run())
+        self.procs[kind] = proc
+        self.events[f"{kind}-start"] += 1
+
+    def crash(self, proc: _Process) -> None:
+        """Kill -9: the process's calls stop reaching the server at once; restart later."""
+        if self.procs.get(proc.kind) is not proc or proc.conn.severed:
+            return
+        proc.conn.sever()
+        if proc.task is not None:
+            proc.task.cancel()
+        self.procs[proc.kind] = None
+        self.events[f"{proc.kind}-crash"] += 1
+        self.loop.call_later(self.hook_rng.uniform(0.0, 3.0), self._restart, proc.kind)
+
+    def _restart(self, kind: str) -> None:
+        if self.procs.get(kind) is None and not self._stopped:
+            self.start(kind)
+
+    _stopped = False
+
+    async def stop_all(self) -> None:
+        self._stopped = True
+        for kind, proc in list(self.procs.items()):
+            if proc is not None and proc.task is not None:
+                proc.conn.sever()
+                proc.task.cancel()
+                await asyncio.gather(proc.task, return_exceptions=True)
+            self.procs[kind] = None
+
+    # -- fault hooks -----------------------------------------------------------------------------
+
+    def _count_call(self, proc: _Process, landed: bool) -> None:
+        if proc.crash_at is None or proc.crash_after_landing != landed:
+            return
+        proc.calls += 1
+        if proc.calls >= proc.crash_at:
+            self.events["crash-at-call"] += 1
+            self.crash(proc)
+            raise Severed("crashed at this call")
+
+    async def _before(self, proc: _Process, a: Access) -> None:
+        self._count_call(proc, landed=False)
+        now, rng = self.now, self.hook_rng
+        slow = self.latency if now < self.slow_until else 0.0
+        await asyncio.sleep(rng.uniform(0.0, self.settings.rtt + slow))
+        binding = a.verb == "create" and a.subresource == "binding"
+        if binding and now < self.bind_fail_until and rng.random() < self.bind_fail_rate:
+            code = rng.choice((409, 429, 500))
+            self.events[f"bind-{code}"] += 1
+            raise ApiError(code, _REASONS[code], "injected bind failure")
+        if now < self.error_until and rng.random() < self.error_rate:
+            codes = {"list": (410, 429, 500), "watch": (410, 429, 500), "get": (429, 500)}.get(
+                a.verb, (409, 429, 500)
+            )
+            code = rng.choice(codes)
+            self.events[f"{a.verb}-{code}"] += 1
+            raise ApiError(code, _REASONS[code], "injected")
+
+    async def _after(self, proc: _Process, a: Access) -> None:
+        self._count_call(proc, landed=True)
+        slow = self.latency if self.now < self.slow_until else 0.0
+        await asyncio.sleep(self.hook_rng.uniform(0.0, self.settings.rtt + slow))
+
+    def _watch_delay(self) -> float:
+        lag = self.watch_lag if self.now < self.slow_until else 0.0
+        return self.hook_rng.uniform(0.0, self.settings.rtt + lag)
+
+    # -- one chaos step --------------------------------------------------------------------------
+
+    async def chaos_step(self) -> None:
+        rng, now = self.rng, self.now
+        if rng.random() < self.settings.arrival:
+            await self.submit_job()
+        for kind, p_crash in (("scheduler", 0.025), ("controller", 0.02)):
+            # Drawn whether or not the process is up, so the plan does not depend on timing.
+            roll, at, after = rng.random(), rng.randint(1, 40), rng.random() < 0.5
+            proc = self.procs[kind]
+            if proc is None:
+                continue
+            if roll < p_crash:
+                self.crash(proc)
+            elif roll < 2 * p_crash and proc.crash_at is None:
+                proc.crash_at, proc.crash_after_landing = at, after
+        if rng.random() < 0.03:
+            self.server.compact()
+            self.events["compaction"] += 1
+        if rng.random() < 0.03:
+            self.server.disconnect_watchers()
+            self.events["dropped-watches"] += 1
+        if rng.random() < 0.03:
+            self.error_until, self.error_rate = now + rng.uniform(1, 5), rng.uniform(0.1, 0.5)
+            self.events["error-window"] += 1
+        if rng.random() < 0.15:
+            self.bind_fail_until, self.bind_fail_rate = now + rng.uniform(1, 5), rng.uniform(0.2, 0.8)
+            self.events["bind-failure-window"] += 1
+        if rng.random() < 0.08:
+            self.slow_until = now + rng.uniform(2, 8)
+            self.latency, self.watch_lag = rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0)
+            self.events["slow-window"] += 1
+
+    def calm(self) -> None:
+        self.error_until = self.bind_fail_until = self.slow_until = 0.0
+        for proc in self.procs.values():
+            if proc is not None:
+                proc.crash_at = None
+
+    # -- invariants ------------------------------------------------------------------------------
+
+    def _violate(self, invariant: str, detail: str) -> None:
+        self.violations.append(Violation(self.now, invariant, detail))
+
+    def check(self) -> None:
+        """The invariants that must hold at every moment (partial: within its window)."""
+        if self.scheduler is not None:
+            self._cycles.append((self.now, self.scheduler.cycles))
+            while self._cycles and self._cycles[0][0] < self.now - 5.0:
+                self._cycles.pop(0)
+            (t0, c0) = self._cycles[0]
+            if (
+                self.now - t0 >= 2.0
+                and (self.scheduler.cycles - c0) / (self.now - t0) > self.settings.max_cycle_rate
+            ):
+                rate = (self.scheduler.cycles - c0) / (self.now - t0)
+                self._violate("spinning", f"{rate:.0f} scheduling cycles per second")
+                self._cycles = []
+        if time.perf_counter() - self._wall_start > self.settings.wall_budget:
+            self._violate("hang", f"the run took over {self.settings.wall_budget:.0f}s of wall time")
+        pods = list(self.server.objects.get("pods", {}).values())
+        used: dict[str, int] = {}
+        for p in pods:
+            node = p["spec"].get("nodeName")
+            if node and _phase(p) not in TERMINAL:
+                used[node] = used.get(node, 0) + _cpu(p)
+        for node, milli in used.items():
+            if milli > NODE_CPU * 1000:
+                self._violate(
+                    "overcommit", f"{node}: {milli / 1000:g} cpu requested > {NODE_CPU} allocatable"
+                )
+        for uid, node in self.server.bind_log[self._binds_checked :]:
+            if uid in self._node_of_uid:
+                self._violate(
+                    "double-bind", f"pod {uid} bound again to {node} (first {self._node_of_uid[uid]})"
+                )
+            self._node_of_uid[uid] = node
+        self._binds_checked = len(self.server.bind_log)
+        for p in pods:
+            uid, node = str(meta(p).get("uid")), p["spec"].get("nodeName")
+            if node and self._node_of_uid.get(uid, node) != node:
+                self._violate("double-bind", f"pod {meta(p).get('name')} moved to {node}")
+        for name in self.jobs:
+            if self.server.peek(JOBS, f"{NS}/{name}") is None:
+                self._violate("lost", f"Job {name} is gone")
+        pgs = self.server.objects.get("podgroups", {})
+        for key in self._seen_podgroups - set(pgs):
+            self._violate("lost", f"PodGroup {key} is gone")
+        self._seen_podgroups |= set(pgs)
+        by_job = self.pods_by_job()
+        free: dict[str, int] | None = None
+        for job in self.jobs.values():
+            jp = by_job.get(job.name, [])
+            bound = [p for p in jp if p["spec"].get("nodeName")]
+            partial = bound and not any(_phase(p) in TERMINAL for p in jp) and len(bound) < job.replicas
+            if partial:
+                free = free if free is not None else self._free_slots()
+                missing = job.replicas - len(bound)
+                if self._room_for(job, bound, free) < missing:
+                    # Its room went to others (a higher-priority job) after a failed bind or a
+                    # crash: it waits, as in Volcano, until room frees. Counted, not a
+                    # violation: nothing reserves the rest of a half-bound gang.
+                    if job.name not in self._blocked:
+                        self._blocked.add(job.name)
+                        self.events["partial-gang-waits-for-room"] += 1
+                    partial = False
+            if partial:
+                since = self._partial_since.setdefault(job.name, self.now)
+                self.longest_partial = max(self.longest_partial, self.now - since)
+                if self.now - since > self.settings.partial_window:
+                    self._violate(
+                        "partial",
+                        f"{job.name}: {len(bound)}/{job.replicas} bound for {self.now - since:.1f}s "
+                        f"with room for the other {job.replicas - len(bound)}",
+                    )
+                    self._partial_since[job.name] = self.now  # report once per window
+            else:
+                self._partial_since.pop(job.name, None)
+            if job.tier is not None and bound:
+                nodes = {p["spec"]["nodeName"] for p in bound if _phase(p) not in TERMINAL}
+                racks = {r for r, members in self.racks.items() if nodes & set(members)}
+                if job.tier == 1 and len(racks) > 1:
+                    self._violate("topology", f"{job.name} (hard tier 1) spans {sorted(racks)}")
+
+    def _free_slots(self) -> dict[str, int]:
+        """Pods of the campaign's size each node still has room for."""
+        used: dict[str, int] = {}
+        for p in self.server.objects.get("pods", {}).values():
+            node = p["spec"].get("nodeName")
+            if node and _phase(p) not in TERMINAL:
+                used[node] = used.get(node, 0) + _cpu(p)
+        return {
+            n: (NODE_CPU * 1000 - used.get(n, 0)) // (POD_CPU * 1000)
+            for members in self.racks.values()
+            for n in members
+        }
+
+    def _room_for(self, job: _Job, bound: list[Obj], free: dict[str, int]) -> int:
+        """Room for the rest of ``job``: in the rack its bound pods hold (hard tier 1), or
+        anywhere (tier 2, no topology)."""
+        if job.tier != 1:
+            return sum(free.values())
+        nodes = {p["spec"]["nodeName"] for p in bound}
+        racks = [m for m in self.racks.values() if nodes & set(m)]
+        return sum(free[n] for n in racks[0]) if len(racks) == 1 else 0
+
+    def check_final(self) -> tuple[int, int]:
+        """After the quiet period: every job placed or explained, none starved, none lost."""
+        placed = explained = 0
+        free = self._free_slots()
+        by_job = self.pods_by_job()
+        for job in self.jobs.values():
+            jp = by_job.get(job.name, [])
+            if len(jp) != job.replicas:
+                self._violate("lost", f"{job.name}: {len(jp)} of {job.replicas} pods exist")
+                continue
+            pg = next(
+                (
+                    g
+                    for g in self.server.objects.get("podgroups", {}).values()
+                    if any(
+                        (meta(p).get("annotations") or {}).get(GROUP_NAME_ANNOTATION) == meta(g).get("name")
+                        for p in jp
+                    )
+                ),
+                None,
+            )
+            if pg is None:
+                self._violate("lost", f"{job.name} has no PodGroup")
+                continue
+            bound = [p for p in jp if p["spec"].get("nodeName")]
+            if len(bound) == job.replicas:
+                placed += 1
+                continue
+            if _explained(pg, jp):
+                explained += 1
+            else:
+                self._violate(
+                    "unexplained", f"{job.name}: {len(bound)}/{job.replicas} bound, no reason given"
+                )
+            if bound:
+                continue  # partly bound at the end: the partial check reports it
+            if job.tier == 1:
+                room = max(sum(free[n] for n in members) for members in self.racks.values())
+            else:
+                room = sum(free.values())
+            if room >= job.replicas:
+                self._violate("starved", f"{job.name} waits for {job.replicas} pods with room for {room}")
+        return placed, explained
+
+
+_REASONS = {409: "Conflict", 410: "Expired", 429: "TooManyRequests", 500: "InternalError"}
+
+
+def _hypernode(name: str, tier: int, member_type: str, members: list[str]) -> Obj:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {
+            "tier": tier,
+            "members": [{"type": member_type, "selector": {"exactMatch": {"name": m}}} for m in members],
+        },
+    }
+
+
+def _phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def _cpu(pod: Obj) -> int:
+    return sum(
+        milli_value((c.get("resources") or {}).get("requests", {}).get("cpu", "0"))
+        for c in pod["spec"].get("containers") or []
+    )
+
+
+def _explained(pg: Obj, pods: list[Obj]) -> bool:
+    for c in (pg.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Unschedulable" and c.get("status") == "True" and c.get("message"):
+            return True
+    pending = [p for p in pods if not p["spec"].get("nodeName")]
+    return bool(pending) and all(
+        any(
+            c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message")
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
+        for p in pending
+    )
+
+
+async def _campaign(seed: int, settings: Settings) -> Outcome:
+    world = World(seed, settings)
+    world.build_cluster()
+    world.start("controller")
+    world.start("scheduler")
+    rng = world.rng
+    stop = settings.stop_at_first
+
+    def over() -> bool:
+        return bool(world.violations) and (stop or world.violations[-1].invariant == "hang")
+
+    while world.now < settings.chaos_seconds and not over():
+        await asyncio.sleep(rng.uniform(0.05, 1.0))
+        await world.kubelet(finish=True)
+        await world.chaos_step()
+        world.check()
+    world.calm()
+    end = settings.chaos_seconds + settings.quiet_seconds
+    while world.now < end and not over():
+        await asyncio.sleep(0.5)
+        await world.kubelet(finish=world.now < end - settings.freeze_seconds)
+        world.check()
+    placed = explained = 0
+    if not over():
+        placed, explained = world.check_final()
+    await world.stop_all()
+    return Outcome(
+        seed,
+        world.violations,
+        len(world.jobs),
+        placed,
+        explained,
+        world.events,
+        world.now,
+        0.0,
+        world.longest_partial,
+    )
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    # The components log every retry and crash; a campaign has thousands.
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+def run_seed(seed: int, settings: Settings | None = None) -> Outcome:
+    """One run of the campaign (its own virtual-time event loop)."""
+    t0 = time.perf_counter()
+    with _quiet():
+        out = run_virtual(_campaign(seed, settings or Settings()))
+    out.wall_seconds = time.perf_counter() - t0
+    return out
+
+
+def run_seeds(
+    seeds: range | list[int],
+    settings: Settings | None = None,
+    mutation: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+) -> list[Outcome]:
+    """Run ``seeds`` one after another, optionally under a mutation (a broken variant)."""
+    with mutation() if mutation is not None else contextlib.nullcontext():
+        return [run_seed(s, settings) for s in seeds]
+
+
+def _run_one(job: tuple[int, Settings, str | None]) -> Outcome:
+    seed, settings, mutation = job
+    if mutation is None:
+        return run_seed(seed, settings)
+    from .mutations import MUTATIONS
+
+    with MUTATIONS[mutation]():
+        return run_seed(seed, settings)
+
+
+def run_parallel(
+    seeds: Iterable[int], settings: Settings | None = None, mutation: str | None = None, workers: int = 2
+) -> list[Outcome]:
+    """Run ``seeds`` in ``workers`` processes (each seed on its own virtual clock), optionally
+    under a named mutation from :mod:`.mutations`; outcomes in seed order."""
+    jobs = [(s, settings or Settings(), mutation) for s in seeds]
+    if workers <= 1:
+        return [_run_one(j) for j in jobs]
+    ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no inherited event loop
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return list(pool.map(_run_one, jobs, chunksize=4))
+
+
+def describe(out: Outcome) -> str:
+    """One line per run: the seed, what happened, and the first violations."""
+    faults = ", ".join(f"{k} {v}" for k, v in sorted(out.events.items()))
+    head = f"seed {out.seed}: {out.jobs} jobs, {out.placed} placed, {out.explained} explained; {faults}"
+    return "\n  ".join([head, *map(str, out.violations[:5])])
+
+
+__all__ = ["Outcome", "Settings", "Violation", "World", "describe", "run_parallel", "run_seed", "run_seeds"]

@@ -1,0 +1,86 @@
+"""The chaos campaign: the real controller and scheduler keep every invariant under 100 seeds
+of crashes, API faults and slow windows, and the campaign catches deliberately broken
+schedulers. ``python -m bench.chaos --seeds 1000`` runs it at scale with mutation scores."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .campaign import Settings, World, describe, run_parallel, run_seed
+from .mutations import MUTATIONS
+
+WORKERS = min(2, os.cpu_count() or 1)
+
+
+@pytest.mark.timeout(1800)  # about 3 min on two idle cores; a shared machine is slower
+def test_a_hundred_seeds_of_chaos_break_no_invariant() -> None:
+    outs = run_parallel(range(100), Settings(), workers=WORKERS)
+    assert [describe(o) for o in outs if not o.ok] == []
+    # The runs did what they claim: jobs placed, faults and crashes injected.
+    assert sum(o.placed for o in outs) > 800
+    total = sum((o.events for o in outs), start=outs[0].events.__class__())
+    for what in ("scheduler-crash", "controller-crash", "crash-at-call", "compaction", "dropped-watches"):
+        assert total[what] > 30, (what, total)
+    assert sum(v for k, v in total.items() if k.startswith("bind-") and k[5:].isdigit()) > 100
+
+
+# Seeds of ten (out of seeds 0-9) that must catch each mutation: the floors measured when the
+# campaign was tuned, so a change that weakens the campaign fails here. The bench scores fifty
+# or more seeds per mutation (the target is 90 %; see the README for the current scores).
+FLOOR = {
+    "inflight-binds-not-counted": 9,
+    "gang-released-without-unbinding": 3,
+    "allocated-hypernode-not-recovered": 3,
+}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_a_broken_scheduler_is_caught(mutation: str) -> None:
+    outs = run_parallel(range(10), Settings(stop_at_first=True), mutation, workers=WORKERS)
+    caught = sum(not o.ok for o in outs)
+    assert caught >= FLOOR[mutation], f"{mutation} caught in only {caught}/10 seeds"
+
+
+def test_a_seed_replays_the_same_plan() -> None:
+    """The cluster, the arrivals and the fault windows are the seed's alone. (Outcomes may
+    still differ a little between runs: the components pace Events and retries by the wall
+    clock, which the virtual loop does not control.)"""
+    plan = ("job", "error-window", "bind-failure-window", "slow-window", "compaction", "dropped-watches")
+    a, b = run_seed(3), run_seed(3)
+    assert [a.events[k] for k in plan] == [b.events[k] for k in plan]
+    assert a.jobs == b.jobs > 0
+
+
+def test_the_invariants_see_an_overcommitted_node_and_a_lost_job() -> None:
+    """The checks themselves can fail: break the cluster by hand and look."""
+    import asyncio
+
+    from hyperplace.runtime.api import JOBS, PODS
+
+    from .vloop import run_virtual
+
+    async def scenario() -> list[str]:
+        world = World(0, Settings())
+        world.build_cluster()
+        await world.submit_job()
+        node = next(iter(world.racks.values()))[0]
+        for i in range(3):  # 3 x 2 cpu on a 4-cpu node
+            world.server.seed(
+                PODS,
+                {
+                    "metadata": {"name": f"p{i}", "namespace": "chaos"},
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
+                    },
+                },
+            )
+        await world.server.delete(JOBS, "job0", "chaos")
+        world.check()
+        await asyncio.sleep(0)
+        return sorted({v.invariant for v in world.violations})
+
+    assert run_virtual(scenario()) == ["lost", "overcommit"]
