@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
+from hyperplace.localup import controlplane
+
 from ..kube_bin import kube_bin_dir
 from . import components
-from .conftest import _load_control_plane
 from .kube import REPO, Kubectl, exact, hypernode, node, pod_node, wait_for
 
 pytestmark = pytest.mark.apiserver
@@ -49,7 +50,6 @@ def volcano(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VolcanoCluster
     if shutil.which("kubectl") is None:
         pytest.skip("real-apiserver tests skipped: kubectl is not on PATH")
     bin_dir = kube_bin_dir()
-    module = _load_control_plane()
     crd_dir = tmp_path_factory.mktemp("volcano-crds")
     subprocess.run(
         [
@@ -62,7 +62,7 @@ def volcano(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VolcanoCluster
         check=True,
         capture_output=True,
     )
-    with module.control_plane(bin_dir) as cp:
+    with controlplane.control_plane(bin_dir) as cp:
         kubectl = Kubectl(cp.kubeconfig)
         c = VolcanoCluster(kubectl, cp.kubeconfig, tmp_path_factory.mktemp("components"))
         try:
