@@ -469,6 +469,11 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         components.controller_argv(sa["hyperplace-controller"], health_port=ports["controller-health"]),
         sa["hyperplace-controller"],
     )
+    # As the Deployment mounts it: the scheduler reads its configuration from a file (its RBAC
+    # grants no ConfigMap access); editing that file changes the running scheduler.
+    conf_cm = yaml.safe_load((MANIFESTS / "scheduler" / "configmap.yaml").read_text())
+    conf_file = root / "volcano-scheduler.conf"
+    conf_file.write_text(conf_cm["data"]["volcano-scheduler.conf"])
     sch = _spawn(
         state,
         procs,
@@ -477,8 +482,7 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
             sa["hyperplace-scheduler"],
             health_port=ports["scheduler-health"],
             identity="hyperplace-scheduler",
-            # The ConfigMap is watched: 'kubectl edit' of it changes the running scheduler.
-            extra=[f"--scheduler-conf={SYSTEM_NAMESPACE}/{components.SCHEDULER_CONFIGMAP}"],
+            extra=[f"--scheduler-conf={conf_file}"],
         ),
         sa["hyperplace-scheduler"],
     )
