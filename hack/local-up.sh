@@ -15,7 +15,7 @@
 #
 # State, logs and process ids live in ${XDG_STATE_HOME:-~/.local/state}/hyperplace/local-up
 # (or $HYPERPLACE_LOCAL_UP_DIR); `down` stops exactly the processes `up` started and removes it.
-# Needs kubectl on PATH; the first run builds the Kubernetes binaries (needs Go; 10-16 min on 2 cores).
+# Needs kubectl on PATH; the first run builds the Kubernetes binaries (needs Go; about 8.5 min on 2 idle cores).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 cd "$HERE/.."
@@ -41,7 +41,7 @@ if [ "$cmd" != up ]; then
 fi
 bin_dir="${HYPERPLACE_KUBE_BIN:-}"
 if [ -z "$bin_dir" ]; then
-  echo "local-up: looking for the Kubernetes binaries (hack/kube-bin.sh; the first build takes 10-16 min)" >&2
+  echo "local-up: looking for the Kubernetes binaries (hack/kube-bin.sh; the first build takes about 8.5 min)" >&2
   bin_dir="$(bash hack/kube-bin.sh | tail -1)"
 fi
 exec "$VIRTUAL_ENV/bin/python" -m hyperplace.localup "${state_args[@]}" up --bin-dir "$bin_dir" "$@"

@@ -11,11 +11,11 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
   (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed; browser test will skip"
 fi
 # kube-apiserver + etcd for the real-apiserver tests (tests/integration, marker `apiserver`).
-# Built from Go modules the first time (10-16 min on 2 cores), cached under ~/.cache afterwards. If
+# Built from Go modules the first time (about 8.5 min on 2 idle cores), cached under ~/.cache afterwards. If
 # the build cannot run (no Go, module proxy down) those tests skip with the reason; the rest of
 # the suite does not need them, so CI does not fail for it.
 kube_log="$(mktemp)"
-echo "hack/test.sh: kube-apiserver, kube-controller-manager, etcd via hack/kube-bin.sh (cached, or a 10-16 min build)" >&2
+echo "hack/test.sh: kube-apiserver, kube-controller-manager, etcd via hack/kube-bin.sh (cached, or an 8.5 min build)" >&2
 if kube_bin="$(bash hack/kube-bin.sh 2>"$kube_log")"; then
   export HYPERPLACE_KUBE_BIN="${kube_bin##*$'\n'}"
   unset HYPERPLACE_KUBE_BIN_ERROR

@@ -31,7 +31,7 @@ CRDS = [
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A larger per-test timeout here: pytest-timeout counts fixture setup, and the first test
-    may wait for a cold ``hack/kube-bin.sh`` build (10-16 min on 2 cores) when pytest is run
+    may wait for a cold ``hack/kube-bin.sh`` build (about 8.5 min on 2 idle cores) when pytest is run
     directly rather than through hack/test.sh, which builds first."""
     here = Path(__file__).parent
     for item in items:
