@@ -50,6 +50,7 @@ process exits.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -662,6 +663,10 @@ class Scheduler:
 
     # -- status reporting -------------------------------------------------------------------
 
+    def _group_size(self, jkey: str) -> int:
+        """Pods of a PodGroup in the informer's cache."""
+        return len(self.pods.by_index("group", jkey))
+
     def _queue_reports(self, result: SessionResult, snap: ClusterSnapshot) -> None:
         for note in result.notes:
             # Configuration warnings, pods on deleted nodes, ...: logged once each, not every cycle.
@@ -674,7 +679,7 @@ class Scheduler:
         forming = {
             jkey
             for jkey, outcome in result.jobs.items()
-            if self._formation.forming(jkey, outcome, len(self.pods.by_index("group", jkey)))
+            if self._formation.forming(jkey, outcome, functools.partial(self._group_size, jkey))
         }
         self._formation.forget(result.jobs)
         unschedulable = 0

@@ -183,16 +183,18 @@ class GangFormation:
         self._clock = clock
         self._seen: dict[str, tuple[int, float]] = {}  # job -> (pod count, when it last changed)
 
-    def forming(self, job: str, outcome: JobOutcome, pod_count: int) -> bool:
-        """Whether ``job``'s lack of pods is to be kept quiet this cycle."""
+    def forming(self, job: str, outcome: JobOutcome, pod_count: Callable[[], int]) -> bool:
+        """Whether ``job``'s lack of pods is to be kept quiet this cycle. ``pod_count`` is asked
+        only for a gang that lacks pods, so settled jobs cost nothing per cycle."""
         expl = outcome.explanation
         if self.grace <= 0 or expl is None or expl.reason != NOT_ENOUGH_PODS:
             self._seen.pop(job, None)
             return False
         now = self._clock()
+        count = pod_count()
         seen = self._seen.get(job)
-        if seen is None or seen[0] != pod_count:
-            seen = self._seen[job] = (pod_count, now)
+        if seen is None or seen[0] != count:
+            seen = self._seen[job] = (count, now)
         return now - seen[1] < self.grace
 
     def forget(self, keep: Iterable[str]) -> None:

@@ -82,17 +82,17 @@ def test_gang_formation_counts_from_the_last_change_of_its_pod_count() -> None:
         phase="Pending", allocated_hypernode=None, explanation=Explanation("x", "NotEnoughPods")
     )
     other = JobOutcome(phase="Pending", allocated_hypernode=None, explanation=Explanation("y"))
-    assert forming.forming("ns/g", short, 1)  # first sighting
+    assert forming.forming("ns/g", short, lambda: 1)  # first sighting
     now[0] = 8.0
-    assert forming.forming("ns/g", short, 2)
+    assert forming.forming("ns/g", short, lambda: 2)
     now[0] = 17.0
-    assert forming.forming("ns/g", short, 2)  # 9 s since the last new pod
+    assert forming.forming("ns/g", short, lambda: 2)  # 9 s since the last new pod
     now[0] = 18.5
-    assert not forming.forming("ns/g", short, 2)  # stood still for the grace period
-    assert not forming.forming("ns/h", other, 1)  # lacking resources is news at once
-    assert not GangFormation(0.0, lambda: 0.0).forming("ns/g", short, 1)
+    assert not forming.forming("ns/g", short, lambda: 2)  # stood still for the grace period
+    assert not forming.forming("ns/h", other, lambda: 1)  # lacking resources is news at once
+    assert not GangFormation(0.0, lambda: 0.0).forming("ns/g", short, lambda: 1)
     forming.forget([])
-    assert forming.forming("ns/g", short, 2)  # forgotten: a new sighting
+    assert forming.forming("ns/g", short, lambda: 2)  # forgotten: a new sighting
 
 
 async def test_a_placed_gang_with_waiting_pods_says_why_on_the_podgroup() -> None:
