@@ -34,6 +34,21 @@ NodeOrderFn = Callable[[TaskInfo, SubJobInfo, I64], F64]
 HyperNodeOrderFn = Callable[[SubJobInfo | None, I64, I64], F64]
 # (topology, allocated hypernode or -1, input hypernode) -> tiers of candidates, or an error text.
 GradientFn = Callable[[Topology | None, int, int], "list[list[int]] | str"]
+# Queue and eviction extension points, as Volcano's session has them. Queues are named by
+# their name; the plugin that registers a function keeps its own per-queue attributes.
+QueueOrderKey = Callable[[str], Any]
+OverusedFn = Callable[[str], bool]
+# (queue, task) -> may the task be allocated while its queue stays within its limits.
+AllocatableFn = Callable[[str, TaskInfo], bool]
+# job -> PERMIT (1), ABSTAIN (0) or REJECT (-1), Volcano's JobEnqueueable vote.
+EnqueueableFn = Callable[[JobInfo], int]
+# (preemptor or reclaimer task, candidate victims) -> the victims this plugin allows, or None
+# to abstain. Volcano intersects the non-abstaining answers within a tier and stops at the
+# first tier that gave any answer.
+VictimFn = Callable[[TaskInfo, list[TaskInfo]], "list[TaskInfo] | None"]
+# (queue, preemptor task) -> may this queue's task take room by preemption (capacity plugin).
+PreemptiveFn = Callable[[str, TaskInfo], bool]
+PERMIT, ABSTAIN, REJECT = 1, 0, -1
 
 
 @dataclass
@@ -54,6 +69,14 @@ class Session:
     node_order_fns: list[NodeOrderFn] = field(default_factory=list)
     hypernode_order_fns: list[HyperNodeOrderFn] = field(default_factory=list)
     gradient_fns: list[GradientFn] = field(default_factory=list)
+    queue_order_fns: list[QueueOrderKey] = field(default_factory=list)
+    overused_fns: list[OverusedFn] = field(default_factory=list)
+    allocatable_fns: list[AllocatableFn] = field(default_factory=list)
+    job_enqueueable_fns: list[list[EnqueueableFn]] = field(default_factory=list)  # per tier
+    # One list per configuration tier, as Volcano's tiered victim selection needs.
+    preemptable_fns: list[list[VictimFn]] = field(default_factory=list)
+    reclaimable_fns: list[list[VictimFn]] = field(default_factory=list)
+    preemptive_fns: list[PreemptiveFn] = field(default_factory=list)
     plugins: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # Outputs / working data.
@@ -230,6 +253,62 @@ class Session:
         if len(fns) == 1 and getattr(fns[0], "precomputed", None):
             return operator.attrgetter(fns[0].precomputed)  # type: ignore[attr-defined]
         return lambda t: (*(f(t) for f in fns), *t.order_key)
+
+    def queue_sort_key(self) -> Callable[[str], Any]:
+        """Plugin keys in tier order, then the queue name (Volcano: creation time, then UID)."""
+        fns = list(self.queue_order_fns)
+        return lambda q: (*(f(q) for f in fns), q)
+
+    # ------------------------------------------------------------------ queues
+    def overused(self, queue: str) -> bool:
+        """Any plugin finds the queue over its share (Volcano's ``Overused``)."""
+        return any(fn(queue) for fn in self.overused_fns)
+
+    def allocatable(self, queue: str, task: TaskInfo) -> bool:
+        """Every plugin lets the queue take the task (Volcano's ``Allocatable``)."""
+        return all(fn(queue, task) for fn in self.allocatable_fns)
+
+    def preemptive(self, queue: str, task: TaskInfo) -> bool:
+        """Every plugin lets the queue's task preempt (Volcano's ``Preemptive``)."""
+        return all(fn(queue, task) for fn in self.preemptive_fns)
+
+    def job_enqueueable(self, job: JobInfo) -> bool:
+        """Volcano's vote: a REJECT refuses; a tier with a PERMIT (and no REJECT) admits without
+        asking later tiers; all abstaining admits."""
+        for tier in self.job_enqueueable_fns:
+            permit = False
+            for fn in tier:
+                vote = fn(job)
+                if vote < 0:
+                    return False
+                permit = permit or vote > 0
+            if permit:
+                return True
+        return True
+
+    @staticmethod
+    def _victims(tiers: list[list[VictimFn]], actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        # Volcano's Preemptable/Reclaimable: within a tier the answers of the plugins that did
+        # not abstain are intersected; the first tier with an answer decides.
+        for tier in tiers:
+            chosen: dict[str, TaskInfo] | None = None
+            for fn in tier:
+                got = fn(actor, candidates)
+                if got is None:
+                    continue
+                keys = {t.key: t for t in got}
+                chosen = keys if chosen is None else {k: v for k, v in chosen.items() if k in keys}
+            if chosen is not None:
+                return list(chosen.values())
+        return []
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """The candidates the plugins allow ``preemptor`` to evict."""
+        return self._victims(self.preemptable_fns, preemptor, candidates)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """The candidates the plugins allow ``reclaimer``'s queue to take back."""
+        return self._victims(self.reclaimable_fns, reclaimer, candidates)
 
     # ------------------------------------------------------------------ scores
     def node_scores(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> F64:
