@@ -69,14 +69,21 @@ KNOWN_ACTIONS = frozenset(IMPLEMENTED_ACTIONS | NOOP_ACTIONS.keys())
 # ignored plugin would have done. They sit in Volcano's default and user-guide tiers, so
 # refusing them would refuse Volcano's own configurations.
 IMPLEMENTED_PLUGINS = frozenset(
-    {"priority", "gang", "predicates", "nodeorder", "binpack", "network-topology-aware"}
+    {
+        "priority",
+        "gang",
+        "predicates",
+        "nodeorder",
+        "binpack",
+        "network-topology-aware",
+        "proportion",
+        "drf",
+        "overcommit",
+    }
 )
 NOOP_PLUGINS: Mapping[str, str] = {
     "conformance": "keeps critical system pods from being preempted or reclaimed; nothing is evicted here",
-    "drf": "dominant-resource-fairness job and namespace order; not modelled",
-    "proportion": "divides cluster resources between queues by weight; not modelled",
     "capacity": "queue capacity and guarantees; not modelled",
-    "overcommit": "holds jobs in enqueue beyond an overcommit factor of the cluster; not modelled",
     "sla": "job waiting-time SLAs; not modelled",
 }
 KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())

@@ -305,17 +305,21 @@ class QueueShare:
         )
 
 
-def compute_shares(total: Res, queues: Iterable[QueueDemand]) -> dict[str, QueueShare]:
+def compute_shares(
+    total: Res, queues: Iterable[QueueDemand], total_guarantee: Res | None = None
+) -> dict[str, QueueShare]:
     """Deserved shares of the queues that have jobs, by Volcano's water-filling (``proportion``).
 
     ``total`` is the cluster's allocatable resource. Only queues given here take part (Volcano
-    considers the queues of the session's jobs); guarantees of all of them are set aside first.
+    considers the queues of the session's jobs); the guarantees of every queue of the cluster
+    (``total_guarantee``; by default those of ``queues``) are set aside first.
     """
     queues = list(queues)
-    total_guarantee = Res()
-    for q in queues:
-        if q.guarantee is not None:
-            total_guarantee.add(q.guarantee)
+    if total_guarantee is None:
+        total_guarantee = Res()
+        for q in queues:
+            if q.guarantee is not None:
+                total_guarantee.add(q.guarantee)
     attrs: dict[str, QueueShare] = {}
     for q in queues:
         capability: Res | None = None

@@ -5,8 +5,8 @@ allocated-HyperNode recovery from running pods, SubJob grouping and two-level ga
 minTaskMember, minSubGroups, per-SubJob MinAvailable), job/SubJob/task order (priority, gang,
 creation, name), hard tier limits by number or tierName, gradients lowest tier first, HyperNode
 bin-packing, LCA and tier-fading node scores, binpack and nodeorder (resource scores) plugins,
-allocate and backfill actions. Not modelled: pipelining onto releasing resources, queue shares
-and capacity (proportion/capacity/drf), preemption and reclaim, nomination fast paths.
+enqueue, allocate and backfill actions, queue shares (proportion, drf job order, overcommit).
+Not modelled: pipelining onto releasing resources, nomination fast paths.
 
 Deliberate differences, for speed and placement quality: feasibility comes from per-shape fit
 counts instead of dry runs; a partitioned job picks its job-level domain by the bin-packing
@@ -59,6 +59,10 @@ class JobOutcome:
     subgroups: dict[str, str] = field(default_factory=dict)  # subjob id -> hypernode name
     conditions: list[dict[str, Any]] = field(default_factory=list)
     explanation: Explanation | None = None
+    # The PodGroup phase Volcano would write when ``enqueue`` runs: Running, Inqueue (admitted,
+    # now or earlier) or Pending (not admitted). None without enqueue: every job considered
+    # is then Inqueue, as Volcano's allocate moves it there.
+    pg_phase: str | None = None
 
 
 @dataclass
@@ -97,6 +101,7 @@ def _close(ssn: Session) -> SessionResult:
     for key, n in sorted(ssn.bindings.items()):
         out.bindings[key] = snap.node_names[n]
     standalone = set(snap.standalone)
+    gated = "enqueue" in ssn.config.actions
     for key, job in sorted(snap.jobs.items()):
         # A job whose every pod is bound had nothing to decide: its outcome depends on the job,
         # the tree and the configuration only, so it is computed once and reused.
@@ -122,6 +127,8 @@ def _close(ssn: Session) -> SessionResult:
             explanation=None if ready else expl,
             subgroups=dict(subgroups),
         )
+        if gated:
+            outcome.pg_phase = "Running" if ready else ("Inqueue" if ssn.job_phase(job) == "Inqueue" else "Pending")
         waiting: dict[str, str] = {}
         for t in job.pending:
             if t.key in ssn.bindings:

@@ -700,8 +700,8 @@ class Simulation:
             if pg is None:
                 continue
             status = pg.setdefault("status", {})
-            if outcome.phase:
-                status["phase"] = outcome.phase
+            if outcome.pg_phase or outcome.phase:
+                status["phase"] = outcome.pg_phase or outcome.phase
             if outcome.conditions is not None:
                 status["conditions"] = self._freeze_times(copy.deepcopy(list(outcome.conditions))) or None
                 if status["conditions"] is None:

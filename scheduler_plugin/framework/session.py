@@ -49,6 +49,10 @@ VictimFn = Callable[[TaskInfo, list[TaskInfo]], "list[TaskInfo] | None"]
 # (queue, preemptor task) -> may this queue's task take room by preemption (capacity plugin).
 PreemptiveFn = Callable[[str, TaskInfo], bool]
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
+# Volcano's JobEnqueued callbacks (a job moved to Inqueue) and allocate/deallocate event
+# handlers: plugins keep their per-queue and per-job sums in step with the session's decisions.
+JobEnqueuedFn = Callable[[JobInfo], None]
+TaskEventFn = Callable[[list[TaskInfo]], None]
 
 
 @dataclass
@@ -77,6 +81,13 @@ class Session:
     preemptable_fns: list[list[VictimFn]] = field(default_factory=list)
     reclaimable_fns: list[list[VictimFn]] = field(default_factory=list)
     preemptive_fns: list[PreemptiveFn] = field(default_factory=list)
+    job_enqueued_fns: list[JobEnqueuedFn] = field(default_factory=list)
+    allocate_handlers: list[TaskEventFn] = field(default_factory=list)
+    deallocate_handlers: list[TaskEventFn] = field(default_factory=list)
+    # Jobs moved Pending -> Inqueue by this session's enqueue action, and why the others were
+    # not (the first rejecting plugin's words).
+    enqueued: set[str] = field(default_factory=set)
+    enqueue_reasons: dict[str, str] = field(default_factory=dict)
     plugins: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # Outputs / working data.
@@ -120,9 +131,12 @@ class Session:
 
     def mark_placed(self, t: TaskInfo, node: int) -> None:
         """Record a tentative allocation (Statement calls this)."""
+        fresh = t.key not in self.placed
         if not self.task_ready(t):
             self._count(t, 1)
         self.placed[t.key] = node
+        if fresh and self.allocate_handlers and not t.running:
+            self.on_allocate([t])
 
     def mark_placed_many(self, tasks: list[TaskInfo], nodes: list[int]) -> None:
         """Bulk :meth:`mark_placed` (one pass, counters updated by group)."""
@@ -130,12 +144,17 @@ class Session:
         by_sj: Counter[str] = Counter()
         by_role: Counter[tuple[str, str]] = Counter()
         by_job: Counter[str] = Counter()
+        fresh: list[TaskInfo] = []
         for t, n in zip(tasks, nodes, strict=True):
-            if not (t.running or t.best_effort or t.key in placed):
-                by_sj[t.subjob] += 1
-                by_role[(t.job, t.role)] += 1
-                by_job[t.job] += 1
+            if not (t.running or t.key in placed):
+                fresh.append(t)
+                if not t.best_effort:
+                    by_sj[t.subjob] += 1
+                    by_role[(t.job, t.role)] += 1
+                    by_job[t.job] += 1
             placed[t.key] = n
+        if fresh and self.allocate_handlers:
+            self.on_allocate(fresh)
         for k, v in by_sj.items():
             self.n_ready_sj[k] += v
         for kr, v in by_role.items():
@@ -145,8 +164,37 @@ class Session:
 
     def unmark_placed(self, t: TaskInfo) -> None:
         """Forget a tentative allocation (Statement discard/rollback)."""
-        if self.placed.pop(t.key, None) is not None and not (t.running or t.best_effort):
-            self._count(t, -1)
+        if self.placed.pop(t.key, None) is not None and not t.running:
+            if not t.best_effort:
+                self._count(t, -1)
+            if self.deallocate_handlers:
+                self.on_deallocate([t])
+
+    def on_allocate(self, tasks: list[TaskInfo]) -> None:
+        """Tell the plugins ``tasks`` were allocated in this session (Volcano's AllocateFunc)."""
+        for fn in self.allocate_handlers:
+            fn(tasks)
+
+    def on_deallocate(self, tasks: list[TaskInfo]) -> None:
+        """Tell the plugins ``tasks`` no longer hold what they held: an allocation undone, or a
+        running victim evicted (Volcano's DeallocateFunc)."""
+        for fn in self.deallocate_handlers:
+            fn(tasks)
+
+    def job_phase(self, job: JobInfo) -> str:
+        """The PodGroup phase as this session sees it: Inqueue once enqueued here, else the
+        phase the PodGroup carries ("" read as Pending, as Volcano's ``IsPending`` does)."""
+        if job.key in self.enqueued:
+            return "Inqueue"
+        st = job.podgroup.status
+        return (st.phase if st is not None else None) or "Pending"
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        """Mark ``job`` Inqueue and tell the plugins (Volcano's ``JobEnqueued``)."""
+        self.enqueued.add(job.key)
+        self.enqueue_reasons.pop(job.key, None)
+        for fn in self.job_enqueued_fns:
+            fn(job)
 
     # ------------------------------------------------------------------ open
     @classmethod

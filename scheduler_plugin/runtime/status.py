@@ -34,7 +34,9 @@ SCHEDULING_GATED = "SchedulingGated"
 # Explanations that mean the job was never admitted (Volcano leaves such PodGroups Pending);
 # any other unplaced job has passed enqueue and is Inqueue.
 NOT_ENOUGH_PODS = "NotEnoughPods"
-NOT_ENQUEUED_REASONS = frozenset({"QueueNotFound", "QueueClosed", NOT_ENOUGH_PODS, "InvalidNetworkTopology"})
+NOT_ENQUEUED_REASONS = frozenset(
+    {"QueueNotFound", "QueueClosed", NOT_ENOUGH_PODS, "InvalidNetworkTopology", "NotEnqueued"}
+)
 
 
 def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -96,6 +98,9 @@ def podgroup_phase(outcome: JobOutcome, counts: Mapping[str, int], min_member: i
         return "Completed"
     if outcome.phase == "Running":
         return "Running"
+    if outcome.pg_phase:
+        # With enqueue configured the session knows: Inqueue once admitted, Pending until then.
+        return outcome.pg_phase
     if outcome.explanation is not None and outcome.explanation.reason in NOT_ENQUEUED_REASONS:
         return "Pending"
     return "Inqueue"

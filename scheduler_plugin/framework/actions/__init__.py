@@ -1,4 +1,4 @@
-"""Actions run in configuration order: ``enqueue`` (admits every job), ``allocate``, ``backfill``."""
+"""Actions run in configuration order: ``enqueue``, ``allocate``, ``backfill``."""
 
 from __future__ import annotations
 
@@ -7,13 +7,10 @@ from typing import TYPE_CHECKING
 
 from .allocate import allocate
 from .backfill import backfill
+from .enqueue import enqueue
 
 if TYPE_CHECKING:
     from ..session import Session
-
-
-def enqueue(ssn: Session) -> None:
-    """Every valid job is admitted: queues are not capacity-limited here."""
 
 
 ACTIONS: dict[str, Callable[[Session], None]] = {

@@ -8,16 +8,28 @@ committed only if the job (or the SubJob, for increments) becomes ready.
 
 Gang's job order puts not-ready jobs first, so the pods beyond a job's minimum are placed
 after every other job's minimum, as Volcano's re-queued jobs are.
+
+Queues (when a plugin registers queue functions: proportion, capacity): jobs are taken queue
+by queue, one job at a time from the queue first in queue order (re-read after every job, as
+shares move with each allocation); a queue found overused is left for the rest of the session;
+every task must be ``allocatable`` in its queue (checked task by task, each counted before the
+next, as Volcano's allocation events do). With ``enqueue`` configured, jobs still Pending (not
+admitted to Inqueue) are not placed.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...explain import Explanation
 from ...job_info import JobInfo, SubJobInfo, TaskInfo
 from ...placement import Group, Placer, UnitResult
 from ..statement import Statement
+from .enqueue import not_enqueued_explanation
+
+QUEUE_OVERUSED = "QueueOverused"
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -186,9 +198,87 @@ def _fail_tasks(ssn: Session, groups: list[Group], expl: Explanation | None, fal
             ssn.task_reasons.setdefault(t.key, msg)
 
 
+def _queued(ssn: Session) -> bool:
+    return bool(ssn.queue_order_fns or ssn.overused_fns or ssn.allocatable_fns)
+
+
+def in_queue_order(ssn: Session, jobs: list[JobInfo], skipped: list[JobInfo]) -> Iterator[JobInfo]:
+    """``jobs`` (already in job order) queue by queue: the first queue in queue order gives its
+    next job; an overused queue gives nothing more (its jobs go to ``skipped``). Without queue
+    plugins, simply ``jobs``."""
+    if not _queued(ssn):
+        yield from jobs
+        return
+    by_queue: dict[str, deque[JobInfo]] = {}
+    for job in jobs:
+        by_queue.setdefault(job.queue, deque()).append(job)
+    qkey = ssn.queue_sort_key()
+    while by_queue:
+        q = min(by_queue, key=qkey)
+        if ssn.overused(q):
+            skipped.extend(by_queue.pop(q))
+            continue
+        todo = by_queue[q]
+        job = todo.popleft()
+        if not todo:
+            del by_queue[q]
+        yield job
+
+
+def _overused_explanation(ssn: Session, job: JobInfo) -> Explanation:
+    return Explanation(
+        summary=f"queue {job.queue} is overused: it holds its deserved share, nothing more is placed this cycle",
+        reason=QUEUE_OVERUSED,
+    )
+
+
+def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[Group], str | None]:
+    """The groups trimmed to what the job's queue may take (Volcano's per-task ``Allocatable``,
+    each task counted before the next is asked); an atomic group that does not fit whole fails
+    the unit, with the reason."""
+    if not ssn.allocatable_fns:
+        return groups, None
+    accepted: list[TaskInfo] = []
+    out: list[Group] = []
+    why: str | None = None
+    try:
+        for g in groups:
+            keep: list[TaskInfo] = []
+            for t in g.tasks:
+                if not ssn.allocatable(job.queue, t):
+                    break
+                ssn.on_allocate([t])
+                accepted.append(t)
+                keep.append(t)
+            if len(keep) < len(g.tasks):
+                why = _not_allocatable_reason(ssn, job, [*accepted, g.tasks[len(keep)]])
+                if g.atomic:
+                    return [], why
+                if keep:
+                    out.append(Group(g.subjob, keep, g.atomic))
+                break
+            out.append(g)
+    finally:
+        if accepted:
+            ssn.on_deallocate(accepted)
+    return out, why
+
+
+def _not_allocatable_reason(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> str:
+    for name in ("capacity", "proportion"):
+        plugin = ssn.plugins.get(name)
+        fn = getattr(plugin, "why_not_allocatable", None)
+        if fn is not None:
+            why = fn(job.queue, tasks)
+            if why:
+                return str(why)
+    return f"queue {job.queue} may not take {len(tasks)} more pods"
+
+
 def allocate(ssn: Session) -> None:
     """Place every job's gang minimum in job order, then the remaining pods of ready jobs."""
     placer = Placer(ssn)
+    gated = "enqueue" in ssn.config.actions
     jobs: list[JobInfo] = []
     for job in ssn.snap.jobs.values():
         if job.tasks and ssn.job_ready_count(job) >= len(job.tasks):
@@ -197,16 +287,30 @@ def allocate(ssn: Session) -> None:
         if skip is not None:
             ssn.explanations[job.key] = skip
             continue
+        if gated and ssn.job_phase(job) == "Pending":
+            # Volcano's allocate leaves Pending PodGroups to enqueue.
+            ssn.explanations[job.key] = not_enqueued_explanation(ssn, job)
+            continue
         jobs.append(job)
     jobs.sort(key=ssn.job_sort_key())
-    for job in jobs:
+    skipped: list[JobInfo] = []
+    for job in in_queue_order(ssn, jobs, skipped):
         if ssn.job_ready(job):
             continue
         groups = gang_groups(ssn, job)
         if isinstance(groups, str):
             ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
             continue
+        _, why = within_queue(ssn, job, groups)
         res, stmt = place(ssn, placer, job, groups)
+        if why is not None and res.ok:
+            # The cluster has the room but the queue may not take it (gang groups are atomic:
+            # the whole minimum or nothing). When the room is missing too, that is the reason given.
+            stmt.discard()
+            expl = Explanation(summary=why, reason=QUEUE_OVERUSED)
+            ssn.explanations[job.key] = expl
+            _fail_tasks(ssn, groups, expl, why)
+            continue
         if res.ok and ssn.job_ready(job):
             stmt.commit()
             _record(ssn, job, res)
@@ -216,11 +320,25 @@ def allocate(ssn: Session) -> None:
             expl = res.explanation or Explanation(summary="gang minimum not reached")
             ssn.explanations[job.key] = expl
             _fail_tasks(ssn, groups, expl, expl.summary)
-    for job in sorted(jobs, key=ssn.job_sort_key()):
+    for job in skipped:
+        if not ssn.job_ready(job):
+            ssn.explanations[job.key] = _overused_explanation(ssn, job)
+    skipped = []
+    for job in in_queue_order(ssn, sorted(jobs, key=ssn.job_sort_key()), skipped):
         if ssn.job_ready_count(job) >= len(job.tasks) or not ssn.job_ready(job):
             continue
         for unit in extension_units(ssn, job):
             while True:
+                full = unit
+                unit, why = within_queue(ssn, job, unit)
+                if why is not None:
+                    kept = {t.key for g in unit for t in g.tasks}
+                    for g in full:
+                        for t in g.tasks:
+                            if t.key not in kept:
+                                ssn.task_reasons.setdefault(t.key, why)
+                if not unit:
+                    break
                 res, stmt = place(ssn, placer, job, unit)
                 if not res.ok:
                     stmt.discard()
@@ -238,3 +356,9 @@ def allocate(ssn: Session) -> None:
                 unit = [g for g in unit if g.tasks]
                 if not unit:
                     break
+    for job in skipped:
+        if ssn.job_ready_count(job) < len(job.tasks):
+            msg = _overused_explanation(ssn, job).summary
+            for t in job.pending:
+                if t.key not in ssn.placed:
+                    ssn.task_reasons.setdefault(t.key, msg)

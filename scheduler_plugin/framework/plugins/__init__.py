@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...conf import NOOP_PLUGINS
-from . import binpack, gang, network_topology_aware, nodeorder, predicates, priority
+from . import binpack, drf, gang, network_topology_aware, nodeorder, overcommit, predicates, priority, proportion
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -24,6 +24,9 @@ REGISTRY: dict[str, Builder] = {
     "binpack": binpack.register,
     "nodeorder": nodeorder.register,
     "network-topology-aware": network_topology_aware.register,
+    "proportion": proportion.register,
+    "drf": drf.register,
+    "overcommit": overcommit.register,
 }
 
 

@@ -1,0 +1,67 @@
+"""``enqueue`` action: admit Pending PodGroups to Inqueue (Volcano's ``enqueue``).
+
+Queues are visited in queue order, one job at a time, round robin (a queue goes back into
+the order after each of its jobs, so one queue cannot admit all its jobs before the others),
+and each queue's Pending jobs in job order. A job without minResources is always admitted;
+otherwise the plugins vote (:meth:`Session.job_enqueueable`). An admitted job's phase becomes
+Inqueue in the session (the runtime then writes it to the PodGroup) and the plugins reserve its
+minResources; a refused job stays Pending with the first refusing plugin's reason.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+from ...explain import Explanation
+from ...job_info import JobInfo
+from ..plugins.queue_accounting import job_sums
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+NOT_ENQUEUED = "NotEnqueued"
+
+
+def enqueue(ssn: Session) -> None:
+    """Move admissible Pending jobs to Inqueue, queue by queue in queue order."""
+    snap = ssn.snap
+    by_queue: dict[str, list[JobInfo]] = {}
+    for job in snap.jobs.values():
+        if job.queue not in snap.queues:
+            continue  # the job waits with "queue not found" (allocate says so)
+        if ssn.job_phase(job) != "Pending":
+            continue
+        by_queue.setdefault(job.queue, []).append(job)
+    if not by_queue:
+        return
+    jkey = ssn.job_sort_key()
+    for jobs in by_queue.values():
+        jobs.sort(key=jkey, reverse=True)  # pop() from the end gives the first
+    qkey = ssn.queue_sort_key()
+    # The queue order is re-read each time a queue comes back (its share may have moved).
+    heap = [(qkey(q), q) for q in by_queue]
+    heapq.heapify(heap)
+    while heap:
+        _, q = heapq.heappop(heap)
+        jobs = by_queue[q]
+        if not jobs:
+            continue
+        job = jobs.pop()
+        if job_sums(snap, job).min_resources is None or ssn.job_enqueueable(job):
+            ssn.job_enqueued(job)
+        else:
+            why = ssn.enqueue_reasons.get(job.key) or "a plugin refused to admit the job"
+            ssn.enqueue_reasons[job.key] = why
+        if jobs:
+            heapq.heappush(heap, (qkey(q), q))
+
+
+def not_enqueued_explanation(ssn: Session, job: JobInfo) -> Explanation:
+    """Why a Pending job is not considered by allocate."""
+    why = ssn.enqueue_reasons.get(job.key)
+    if why is None:
+        return Explanation(
+            summary="PodGroup is Pending: not admitted by enqueue this cycle", reason=NOT_ENQUEUED
+        )
+    return Explanation(summary=f"PodGroup is Pending, not admitted to Inqueue: {why}", reason=NOT_ENQUEUED)

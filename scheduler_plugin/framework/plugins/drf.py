@@ -1,0 +1,102 @@
+"""``drf`` plugin: dominant-resource fairness between jobs (Volcano's ``drf``).
+
+A job's share is its dominant share: the largest, over the cluster's resources, of what the
+job holds divided by the cluster total. Jobs with the smaller share go first (job order), and
+preemption may take a task only from a job whose share, without that task, stays at or above
+the preemptor's share with its new task (the preemptable filter). Shares move with every
+allocation of the session (event handlers), as in Volcano. The hierarchical variant
+(``enableHierarchy``, queue paths in annotations) is not implemented: drf runs flat.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...job_info import JobInfo, TaskInfo
+from ...queue_share import Res, share
+from .gang import _enabled
+from .queue_accounting import job_sums, task_res, total_resource
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+SHARE_DELTA = 0.000001
+
+
+class Drf:
+    """Per-job allocated resources and dominant shares of one session."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.total = total_resource(ssn.snap)
+        self.names = self.total.names()
+        self.allocated: dict[str, Res] = {}
+        self.shares: dict[str, float] = {}
+        for job in ssn.snap.jobs.values():
+            a = job_sums(ssn.snap, job).allocated
+            self.shares[job.key] = self.share_of(a)
+            if not a.is_empty():
+                self.allocated[job.key] = a  # shared: cloned on first change
+
+    def share_of(self, allocated: Res) -> float:
+        """Dominant share of ``allocated`` against the cluster total."""
+        return max((share(allocated.get(n), self.total.get(n)) for n in self.names), default=0.0)
+
+    def job_order(self, job: JobInfo) -> float:
+        """The smaller dominant share first."""
+        return self.shares.get(job.key, 0.0)
+
+    def _alloc(self, key: str) -> Res:
+        return self.allocated.get(key) or Res()
+
+    def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> list[TaskInfo]:
+        """Victims whose job keeps a share >= the preemptor job's share after the move."""
+        snap = self.ssn.snap
+        ls = self.share_of(self._alloc(preemptor.job).clone().add(task_res(snap, preemptor)))
+        allocations: dict[str, Res] = {}
+        out: list[TaskInfo] = []
+        for t in preemptees:
+            a = allocations.get(t.job)
+            if a is None:
+                a = allocations[t.job] = self._alloc(t.job).clone()
+            a.sub(task_res(snap, t))
+            rs = self.share_of(a)
+            if ls < rs or abs(ls - rs) <= SHARE_DELTA:
+                out.append(t)
+        return out
+
+    def _move(self, tasks: list[TaskInfo], sign: int) -> None:
+        snap = self.ssn.snap
+        for t in tasks:
+            a = self._alloc(t.job).clone()
+            if sign > 0:
+                a.add(task_res(snap, t))
+            else:
+                a.sub(task_res(snap, t))
+            self.allocated[t.job] = a
+            self.shares[t.job] = self.share_of(a)
+
+    def on_allocate(self, tasks: list[TaskInfo]) -> None:
+        """The job holds more."""
+        self._move(tasks, +1)
+
+    def on_deallocate(self, tasks: list[TaskInfo]) -> None:
+        """The job holds less."""
+        self._move(tasks, -1)
+
+
+def register(ssn: Session, args: dict[str, Any], opt: Any) -> Drf:
+    """Register drf's job order, preemptable filter and event handlers."""
+    from .proportion import _tier_of
+
+    d = Drf(ssn)
+    if _enabled(opt, "enablePreemptable"):
+        tier = _tier_of(ssn, opt)
+        while len(ssn.preemptable_fns) <= tier:
+            ssn.preemptable_fns.append([])
+        ssn.preemptable_fns[tier].append(d.preemptable)
+    if _enabled(opt, "enableJobOrder"):
+        ssn.job_order_fns.append(d.job_order)
+    ssn.allocate_handlers.append(d.on_allocate)
+    ssn.deallocate_handlers.append(d.on_deallocate)
+    return d

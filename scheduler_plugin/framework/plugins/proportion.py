@@ -1,0 +1,212 @@
+"""``proportion`` plugin: queue shares by weight (Volcano's ``proportion``).
+
+At session open every queue with jobs gets its *deserved* share by water-filling
+(:func:`~scheduler_plugin.queue_share.compute_shares`) from its weight, capability, guarantee
+and demand. The plugin then orders queues (priority, then the smaller dominant share
+``allocated / deserved``), reports a queue *overused* once its allocation reaches deserved,
+lets a task be allocated only while its queue stays within deserved on the dimensions the task
+asks for, admits a PodGroup to Inqueue only while its minResources fit the queue's real
+capability, and lets reclaim take tasks of queues above their deserved share (never of a queue
+with ``reclaimable: false``). Allocations made during the session move the queue's share at
+once (allocate/deallocate event handlers), as in Volcano.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...job_info import JobInfo, TaskInfo
+from ...queue_share import QueueDemand, QueueShare, Res, compute_shares
+from ...queue_share import allocatable as share_allocatable
+from ...queue_share import enqueueable as share_enqueueable
+from ...queue_share import overused as share_overused
+from ...queue_share import reclaimable as share_reclaimable
+from ..session import PERMIT, REJECT
+from .gang import _enabled
+from .queue_accounting import (
+    OPEN,
+    fmt_res,
+    job_inqueue,
+    job_sums,
+    queue_priority,
+    queue_state,
+    queue_weight,
+    task_res,
+    tasks_res,
+    total_resource,
+)
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+class Proportion:
+    """Per-queue attributes of one session (Volcano's ``queueAttr``)."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        snap = ssn.snap
+        total_guarantee = Res()
+        for q in snap.queues.values():
+            g = (q.spec.guarantee or {}).get("resource")
+            if g:
+                total_guarantee.add(Res.from_list(g))
+        demands: dict[str, QueueDemand] = {}
+        for job in snap.jobs.values():
+            q = snap.queues.get(job.queue)
+            if q is None:
+                continue  # Volcano's cache drops jobs of unknown queues
+            d = demands.get(job.queue)
+            if d is None:
+                g = (q.spec.guarantee or {}).get("resource")
+                d = demands[job.queue] = QueueDemand(
+                    name=job.queue,
+                    weight=queue_weight(q),
+                    priority=queue_priority(q),
+                    state=queue_state(q),
+                    capability=Res.from_list(q.spec.capability) if q.spec.capability else None,
+                    guarantee=Res.from_list(g) if g else None,
+                )
+            sums = job_sums(snap, job)
+            d.allocated.add(sums.allocated)
+            d.request.add(sums.request)
+            inq = job_inqueue(ssn, job)
+            if inq is not None:
+                d.inqueue.add(inq)
+            d.elastic.add(sums.elastic)
+        self.total = total_resource(snap)
+        self.attrs: dict[str, QueueShare] = compute_shares(self.total, demands.values(), total_guarantee)
+
+    # -- queue order / overused / allocatable
+    def queue_order(self, queue: str) -> tuple[int, float]:
+        """Higher queue priority first, then the smaller share."""
+        a = self.attrs.get(queue)
+        return (-queue_priority(self.ssn.snap.queues.get(queue)), a.share if a is not None else 0.0)
+
+    def overused(self, queue: str) -> bool:
+        """Allocation at or above deserved."""
+        a = self.attrs.get(queue)
+        return a is not None and share_overused(a)
+
+    def allocatable(self, queue: str, task: TaskInfo) -> bool:
+        """The queue stays within deserved with this task (Open queues only)."""
+        a = self.attrs.get(queue)
+        if a is None:
+            return queue_state(self.ssn.snap.queues.get(queue)) == OPEN
+        ok, _ = share_allocatable(a, task_res(self.ssn.snap, task))
+        return ok
+
+    def why_not_allocatable(self, queue: str, tasks: list[TaskInfo]) -> str | None:
+        """The reason ``tasks`` do not fit the queue's deserved share, or None."""
+        a = self.attrs.get(queue)
+        if a is None:
+            return None
+        ok, short = share_allocatable(a, tasks_res(self.ssn.snap, tasks))
+        if ok:
+            return None
+        return (
+            f"queue {queue} would exceed its deserved share in {', '.join(short)} "
+            f"(deserved {fmt_res(a.deserved)}; allocated {fmt_res(a.allocated)})"
+        )
+
+    # -- enqueue
+    def job_enqueueable(self, job: JobInfo) -> int:
+        """Volcano's vote: REJECT a job of a queue not Open, or whose minResources do not fit
+        the queue's real capability with what it holds and has admitted."""
+        a = self.attrs.get(job.queue)
+        state = queue_state(self.ssn.snap.queues.get(job.queue))
+        if state != OPEN:
+            self.ssn.enqueue_reasons.setdefault(job.key, f"queue {job.queue} is {state}, not Open")
+            return REJECT
+        if a is None:
+            return PERMIT
+        ok, why = share_enqueueable(a, job_sums(self.ssn.snap, job).min_resources)
+        if ok:
+            return PERMIT
+        self.ssn.enqueue_reasons.setdefault(job.key, f"{why} (proportion: queue {job.queue})")
+        return REJECT
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        """An admitted job's minResources count as reserved in its queue."""
+        a = self.attrs.get(job.queue)
+        mr = job_sums(self.ssn.snap, job).min_resources
+        if a is not None and mr is not None:
+            a.inqueue.add(mr)
+
+    # -- reclaim
+    def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
+        """Tasks of queues above their deserved share, while they stay above it (and never a
+        queue with ``reclaimable: false``)."""
+        snap = self.ssn.snap
+        cands: list[TaskInfo] = []
+        pairs: list[tuple[str, Res]] = []
+        for t in reclaimees:
+            job = snap.jobs.get(t.job)
+            if job is None:
+                continue
+            q = snap.queues.get(job.queue)
+            if q is not None and q.spec.reclaimable is False:
+                continue
+            cands.append(t)
+            pairs.append((job.queue, task_res(snap, t)))
+        return [cands[i] for i in share_reclaimable(self.attrs, pairs)]
+
+    # -- events
+    def _move(self, tasks: list[TaskInfo], sign: int) -> None:
+        snap = self.ssn.snap
+        for t in tasks:
+            job = snap.jobs.get(t.job)
+            a = self.attrs.get(job.queue) if job is not None else None
+            if a is None:
+                continue
+            r = task_res(snap, t)
+            if sign > 0:
+                a.allocated.add(r)
+            else:
+                a.allocated.sub(r)
+            a.update_share()
+
+    def on_allocate(self, tasks: list[TaskInfo]) -> None:
+        """Allocated in the session: the queue holds more."""
+        self._move(tasks, +1)
+
+    def on_deallocate(self, tasks: list[TaskInfo]) -> None:
+        """Allocation undone or task evicted: the queue holds less."""
+        self._move(tasks, -1)
+
+
+def register(ssn: Session, args: dict[str, Any], opt: Any) -> Proportion:
+    """Compute the shares and register proportion's callbacks (honouring the enable* switches)."""
+    p = Proportion(ssn)
+    if _enabled(opt, "enableQueueOrder"):
+        ssn.queue_order_fns.append(p.queue_order)
+    if _enabled(opt, "enableReclaimable"):
+        tier = _tier_of(ssn, opt)
+        while len(ssn.reclaimable_fns) <= tier:
+            ssn.reclaimable_fns.append([])
+        ssn.reclaimable_fns[tier].append(lambda r, c: p.reclaimable(r, c))
+    if _enabled(opt, "enabledOverused"):
+        ssn.overused_fns.append(p.overused)
+    if _enabled(opt, "enabledAllocatable"):
+        ssn.allocatable_fns.append(p.allocatable)
+    if _enabled(opt, "enableJobEnqueued"):
+        _add_enqueueable(ssn, opt, p.job_enqueueable)
+        ssn.job_enqueued_fns.append(p.job_enqueued)
+    ssn.allocate_handlers.append(p.on_allocate)
+    ssn.deallocate_handlers.append(p.on_deallocate)
+    return p
+
+
+def _tier_of(ssn: Session, opt: Any) -> int:
+    """The index of the configuration tier that holds ``opt``."""
+    for i, tier in enumerate(ssn.config.tiers):
+        if any(o is opt for o in tier):
+            return i
+    return max(len(ssn.config.tiers) - 1, 0)
+
+
+def _add_enqueueable(ssn: Session, opt: Any, fn: Any) -> None:
+    tier = _tier_of(ssn, opt)
+    while len(ssn.job_enqueueable_fns) <= tier:
+        ssn.job_enqueueable_fns.append([])
+    ssn.job_enqueueable_fns[tier].append(fn)

@@ -1,0 +1,203 @@
+"""What the queue plugins (proportion, capacity, overcommit, drf) read of a session, computed once.
+
+Volcano's plugins walk every task of every job at session open. Here the per-job sums
+(allocated, requested, minResources, elastic part) are computed once per :class:`JobInfo` and
+reused by every session that sees the same job (the incremental cluster state keeps unchanged
+jobs), so opening a session costs O(jobs), not O(pods). Per-task resources come from the
+task's shape (a handful per cluster), converted once per snapshot.
+
+Resources are in Volcano's units (:class:`~scheduler_plugin.queue_share.Res`); the ``pods``
+slot every pod request carries here is left out of task requests, as Volcano's ``Resreq``
+does not count it (node allocatable still names it, as Volcano's total resource does).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hyperplace.api.podgroup import Queue
+
+from ...job_info import JobInfo, TaskInfo
+from ...queue_share import Missing, Res, exceeded_part
+
+if TYPE_CHECKING:
+    from ...snapshot import ClusterSnapshot
+    from ..session import Session
+
+OPEN = "Open"
+# Resources Volcano's GetInqueueResource never reserves (not scalar resource names).
+_NOT_SCALAR = frozenset({"ephemeral-storage", "storage"})
+
+
+def queue_state(q: Queue | None) -> str:
+    """A queue's state; a queue the queue controller has not seen yet (no status) is Open.
+
+    Volcano reads an empty state as "not Open" until its controller writes one; with no
+    controller (the simulator) every queue would then be closed, so an unset state is Open."""
+    if q is None:
+        return "Missing"
+    st = q.status.state if q.status is not None else None
+    return st or OPEN
+
+
+def queue_weight(q: Queue) -> int:
+    """Spec weight; Volcano's webhook defaults an unset weight to 1."""
+    return q.spec.weight if q.spec.weight is not None else 1
+
+
+def queue_priority(q: Queue | None) -> int:
+    """Spec priority (0 when unset)."""
+    return (q.spec.priority or 0) if q is not None else 0
+
+
+def res_of_vector(resources: list[str], vec: np.ndarray) -> Res:  # type: ignore[type-arg]
+    """A snapshot resource vector (milli-units, memory included) as Volcano's Resource, without ``pods``."""
+    return Res.from_milli({r: int(v) for r, v in zip(resources, vec.tolist(), strict=True) if v and r != "pods"})
+
+
+def total_resource(snap: ClusterSnapshot) -> Res:
+    """Allocatable of the ready nodes (Volcano's ``ssn.TotalResource``), once per snapshot."""
+    got = snap.memo.get("queue_total")
+    if got is None:
+        ready = np.array([st.ready for st in snap.node_static], dtype=bool)
+        vec = snap.allocatable[ready].sum(axis=0) if len(ready) else np.zeros(len(snap.resources), dtype=np.int64)
+        got = Res.from_milli({r: int(v) for r, v in zip(snap.resources, vec.tolist(), strict=True) if v})
+        snap.memo["queue_total"] = got
+    assert isinstance(got, Res)
+    return got.clone()
+
+
+def used_resource(snap: ClusterSnapshot) -> Res:
+    """What the bound pods of the cluster use (Volcano sums ``node.Used``), without ``pods``."""
+    vec = snap.used.sum(axis=0) if snap.num_nodes else np.zeros(len(snap.resources), dtype=np.int64)
+    return res_of_vector(snap.resources, vec)
+
+
+def task_res(snap: ClusterSnapshot, t: TaskInfo) -> Res:
+    """A task's request (shared object: clone before changing it)."""
+    by_shape = snap.memo.get("queue_shape_res")
+    if by_shape is None:
+        by_shape = snap.memo["queue_shape_res"] = [res_of_vector(snap.resources, s.requests) for s in snap.shapes]
+    assert isinstance(by_shape, list)
+    r = by_shape[t.shape]
+    assert isinstance(r, Res)
+    return r
+
+
+def tasks_res(snap: ClusterSnapshot, tasks: list[TaskInfo]) -> Res:
+    """Sum of task requests."""
+    out = Res()
+    for t in tasks:
+        out.add(task_res(snap, t))
+    return out
+
+
+@dataclass
+class JobSums:
+    """One job's resource sums, as Volcano's plugins compute them at session open."""
+
+    allocated: Res  # tasks bound or running
+    request: Res  # allocated + pending
+    n_allocated: int
+    min_resources: Res | None  # the PodGroup's minResources, None when unset
+    elastic: Res  # allocated beyond minResources (Volcano's GetElasticResources)
+
+
+def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
+    """The sums of ``job``, computed once per job (and resource columns)."""
+    key = tuple(snap.resources)
+    cached = job.cache.get("queue_sums")
+    if cached is not None and cached[0] == key:
+        out = cached[1]
+        assert isinstance(out, JobSums)
+        return out
+    allocated, request = Res(), Res()
+    n_alloc = 0
+    for t in job.tasks:
+        r = task_res(snap, t)
+        request.add(r)
+        if t.running:
+            allocated.add(r)
+            n_alloc += 1
+    mr = job.podgroup.spec.min_resources
+    min_res = Res.from_list(mr) if mr is not None else None
+    elastic = exceeded_part(allocated.clone(), min_res if min_res is not None else Res())
+    out = JobSums(allocated, request, n_alloc, min_res, elastic)
+    job.cache["queue_sums"] = (key, out)
+    return out
+
+
+def inqueue_resource(job: JobInfo, min_res: Res, allocated: Res) -> Res:
+    """Volcano's ``GetInqueueResource``: what of minResources is still unallocated, per named dimension."""
+    out = Res()
+    for name in job.podgroup.spec.min_resources or {}:
+        if name.startswith("count/") or name in _NOT_SCALAR:
+            continue
+        left = min_res.get(name) - allocated.get(name)
+        if left <= 0:
+            continue
+        if name == "cpu":
+            out.cpu = left
+        elif name == "memory":
+            out.memory = left
+        else:
+            out.add_scalar(name, left)
+    return out
+
+
+def job_inqueue(ssn: Session, job: JobInfo) -> Res | None:
+    """What an admitted job reserves in its queue and the cluster: the unallocated part of
+    minResources of an Inqueue job, or of a Running one that has reached minMember."""
+    sums = job_sums(ssn.snap, job)
+    if sums.min_resources is None:
+        return None
+    phase = ssn.job_phase(job)
+    if phase == "Inqueue" or (phase == "Running" and sums.n_allocated >= job.min_member):
+        return inqueue_resource(job, sums.min_resources, sums.allocated)
+    return None
+
+
+def fmt_res(r: Res) -> str:
+    """A resource for people: ``cpu 4, memory 8Gi, nvidia.com/gpu 8`` (zero dimensions left out)."""
+    parts: list[str] = []
+    if r.cpu == math.inf:
+        parts.append("cpu unlimited")
+    elif r.cpu:
+        parts.append(f"cpu {r.cpu / 1000:g}")
+    if r.memory == math.inf:
+        parts.append("memory unlimited")
+    elif r.memory:
+        parts.append(f"memory {r.memory / 2**30:.4g}Gi")
+    for n, v in sorted((r.scalars or {}).items()):
+        if n != "pods" and v:
+            parts.append(f"{n} {'unlimited' if v == math.inf else f'{v / 1000:g}'}")
+    return ", ".join(parts) or "nothing"
+
+
+def fits(left: Res, right: Res | None, req: Res) -> tuple[bool, list[str]]:
+    """``left <= right`` on the dimensions ``req`` asks for; the names of the short ones."""
+    return left.less_equal_on(right, req)
+
+
+__all__ = [
+    "OPEN",
+    "JobSums",
+    "Missing",
+    "fits",
+    "fmt_res",
+    "inqueue_resource",
+    "job_inqueue",
+    "job_sums",
+    "queue_priority",
+    "queue_state",
+    "queue_weight",
+    "res_of_vector",
+    "task_res",
+    "tasks_res",
+    "total_resource",
+    "used_resource",
+]
