@@ -280,6 +280,7 @@ def allocate(ssn: Session) -> None:
     placer = Placer(ssn)
     gated = "enqueue" in ssn.config.actions
     jobs: list[JobInfo] = []
+    held: list[JobInfo] = []
     for job in ssn.snap.jobs.values():
         if job.tasks and ssn.job_ready_count(job) >= len(job.tasks):
             continue  # nothing pending (a PodGroup without pods is still checked for validity)
@@ -290,6 +291,7 @@ def allocate(ssn: Session) -> None:
         if gated and ssn.job_phase(job) == "Pending":
             # Volcano's allocate leaves Pending PodGroups to enqueue.
             ssn.explanations[job.key] = not_enqueued_explanation(ssn, job)
+            held.append(job)
             continue
         jobs.append(job)
     jobs.sort(key=ssn.job_sort_key())
@@ -362,3 +364,28 @@ def allocate(ssn: Session) -> None:
             for t in job.pending:
                 if t.key not in ssn.placed:
                     ssn.task_reasons.setdefault(t.key, msg)
+    for job in held:
+        _explain_held(ssn, placer, job)
+
+
+def _explain_held(ssn: Session, placer: Placer, job: JobInfo) -> None:
+    """A job enqueue did not admit is not placed; a dry run says what placing it would meet
+    now (the tier search), so the user sees both the admission reason and the room."""
+    expl = ssn.explanations[job.key]
+    groups = gang_groups(ssn, job)
+    if isinstance(groups, str):
+        expl.add_detail(groups)
+        return
+    res, stmt = place(ssn, placer, job, groups)
+    stmt.discard()
+    if res.ok:
+        expl.add_detail("the cluster has room for its gang minimum now: admission alone holds it")
+        return
+    found = res.explanation
+    if found is None:
+        return
+    expl.tiers = list(found.tiers)
+    expl.predicates = found.predicates
+    expl.add_detail(found.summary)
+    for d in found.details:
+        expl.add_detail(d)
