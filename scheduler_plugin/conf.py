@@ -79,11 +79,11 @@ IMPLEMENTED_PLUGINS = frozenset(
         "proportion",
         "drf",
         "overcommit",
+        "capacity",
     }
 )
 NOOP_PLUGINS: Mapping[str, str] = {
     "conformance": "keeps critical system pods from being preempted or reclaimed; nothing is evicted here",
-    "capacity": "queue capacity and guarantees; not modelled",
     "sla": "job waiting-time SLAs; not modelled",
 }
 KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())
@@ -207,6 +207,8 @@ class PluginOption:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     enabled: dict[str, bool] = field(default_factory=_all_enabled, repr=False)
+    # The switches the file wrote (Volcano's *bool: nil and true differ for enableHierarchy).
+    explicit: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         # Built by hand (tests, callers) with a partial or plain dict: fill in the
@@ -358,11 +360,12 @@ def _parse_plugin(raw: Any, path: tuple[str | int, ...], lines: _Lines, warnings
     if not isinstance(arguments, Mapping):
         raise ConfigError(f"{lines.where((*path, 'arguments'))}: must be a map")
     enabled = _all_enabled()
+    explicit: dict[str, bool] = {}
     for key, value in raw.items():
         if key in ("name", "arguments"):
             continue
         if key in ENABLE_FLAGS:
-            enabled[key] = _as_bool(value, lines.where((*path, key)))
+            enabled[key] = explicit[key] = _as_bool(value, lines.where((*path, key)))
             continue
         hint = canonical_flag(str(key))
         suggestion = f"; did you mean {hint}?" if hint else ""
@@ -370,7 +373,10 @@ def _parse_plugin(raw: Any, path: tuple[str | int, ...], lines: _Lines, warnings
             f"{lines.where((*path, key))}: unknown plugin option, ignored as Volcano does{suggestion}"
         )
     return PluginOption(
-        name=name.strip(), arguments={str(k): v for k, v in arguments.items()}, enabled=enabled
+        name=name.strip(),
+        arguments={str(k): v for k, v in arguments.items()},
+        enabled=enabled,
+        explicit=explicit,
     )
 
 

@@ -128,7 +128,9 @@ def _close(ssn: Session) -> SessionResult:
             subgroups=dict(subgroups),
         )
         if gated:
-            outcome.pg_phase = "Running" if ready else ("Inqueue" if ssn.job_phase(job) == "Inqueue" else "Pending")
+            outcome.pg_phase = (
+                "Running" if ready else ("Inqueue" if ssn.job_phase(job) == "Inqueue" else "Pending")
+            )
         waiting: dict[str, str] = {}
         for t in job.pending:
             if t.key in ssn.bindings:

@@ -2,7 +2,7 @@
 
 Queues are visited in queue order, one job at a time, round robin (a queue goes back into
 the order after each of its jobs, so one queue cannot admit all its jobs before the others),
-and each queue's Pending jobs in job order. A job without minResources is always admitted;
+and each queue's Pending jobs in job order. Jobs of a queue that is not Open stay Pending. A job without minResources is always admitted;
 otherwise the plugins vote (:meth:`Session.job_enqueueable`). An admitted job's phase becomes
 Inqueue in the session (the runtime then writes it to the PodGroup) and the plugins reserve its
 minResources; a refused job stays Pending with the first refusing plugin's reason.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ...explain import Explanation
 from ...job_info import JobInfo
-from ..plugins.queue_accounting import job_sums
+from ..plugins.queue_accounting import OPEN, job_sums, queue_state
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -31,6 +31,12 @@ def enqueue(ssn: Session) -> None:
         if job.queue not in snap.queues:
             continue  # the job waits with "queue not found" (allocate says so)
         if ssn.job_phase(job) != "Pending":
+            continue
+        state = queue_state(snap.queues.get(job.queue))
+        if state != OPEN:
+            # Volcano admits a job without minResources even here; its plugins then refuse
+            # every task. Holding it Pending says the same thing earlier.
+            ssn.enqueue_reasons[job.key] = f"queue {job.queue} is {state}, not Open"
             continue
         by_queue.setdefault(job.queue, []).append(job)
     if not by_queue:

@@ -10,7 +10,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...conf import NOOP_PLUGINS
-from . import binpack, drf, gang, network_topology_aware, nodeorder, overcommit, predicates, priority, proportion
+from . import (
+    binpack,
+    capacity,
+    drf,
+    gang,
+    network_topology_aware,
+    nodeorder,
+    overcommit,
+    predicates,
+    priority,
+    proportion,
+)
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -27,6 +38,7 @@ REGISTRY: dict[str, Builder] = {
     "proportion": proportion.register,
     "drf": drf.register,
     "overcommit": overcommit.register,
+    "capacity": capacity.register,
 }
 
 

@@ -47,8 +47,8 @@ class Proportion:
         self.ssn = ssn
         snap = ssn.snap
         total_guarantee = Res()
-        for q in snap.queues.values():
-            g = (q.spec.guarantee or {}).get("resource")
+        for queue in snap.queues.values():
+            g = (queue.spec.guarantee or {}).get("resource")
             if g:
                 total_guarantee.add(Res.from_list(g))
         demands: dict[str, QueueDemand] = {}

@@ -54,9 +54,11 @@ def queue_priority(q: Queue | None) -> int:
     return (q.spec.priority or 0) if q is not None else 0
 
 
-def res_of_vector(resources: list[str], vec: np.ndarray) -> Res:  # type: ignore[type-arg]
+def res_of_vector(resources: list[str], vec: np.ndarray) -> Res:
     """A snapshot resource vector (milli-units, memory included) as Volcano's Resource, without ``pods``."""
-    return Res.from_milli({r: int(v) for r, v in zip(resources, vec.tolist(), strict=True) if v and r != "pods"})
+    return Res.from_milli(
+        {r: int(v) for r, v in zip(resources, vec.tolist(), strict=True) if v and r != "pods"}
+    )
 
 
 def total_resource(snap: ClusterSnapshot) -> Res:
@@ -64,7 +66,11 @@ def total_resource(snap: ClusterSnapshot) -> Res:
     got = snap.memo.get("queue_total")
     if got is None:
         ready = np.array([st.ready for st in snap.node_static], dtype=bool)
-        vec = snap.allocatable[ready].sum(axis=0) if len(ready) else np.zeros(len(snap.resources), dtype=np.int64)
+        vec = (
+            snap.allocatable[ready].sum(axis=0)
+            if len(ready)
+            else np.zeros(len(snap.resources), dtype=np.int64)
+        )
         got = Res.from_milli({r: int(v) for r, v in zip(snap.resources, vec.tolist(), strict=True) if v})
         snap.memo["queue_total"] = got
     assert isinstance(got, Res)
@@ -81,7 +87,9 @@ def task_res(snap: ClusterSnapshot, t: TaskInfo) -> Res:
     """A task's request (shared object: clone before changing it)."""
     by_shape = snap.memo.get("queue_shape_res")
     if by_shape is None:
-        by_shape = snap.memo["queue_shape_res"] = [res_of_vector(snap.resources, s.requests) for s in snap.shapes]
+        by_shape = snap.memo["queue_shape_res"] = [
+            res_of_vector(snap.resources, s.requests) for s in snap.shapes
+        ]
     assert isinstance(by_shape, list)
     r = by_shape[t.shape]
     assert isinstance(r, Res)

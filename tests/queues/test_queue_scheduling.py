@@ -1,0 +1,288 @@
+"""Queues in the scheduler, as Volcano's documentation tells them: proportion shares the
+cluster by weight, capability caps admission, overcommit holds jobs in Pending, capacity
+queues nest, a Closed queue's jobs wait, and drf serves the job with the smaller share first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hyperplace.api import PodGroup, Queue
+from scheduler_plugin.conf import load_scheduler_config
+from scheduler_plugin.framework.session import Session
+from scheduler_plugin.session import run_session
+from scheduler_plugin.snapshot import ClusterSnapshot
+from tests.scheduler.builders import job_pods, node, pod, podgroup, schedule
+
+PROPORTION = load_scheduler_config(
+    """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+)
+
+
+def overcommit_conf(factor: float) -> Any:
+    return load_scheduler_config(
+        f"""
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: overcommit
+    arguments:
+      overcommit-factor: {factor}
+"""
+    )
+
+
+def capacity_conf(hierarchy: bool) -> Any:
+    return load_scheduler_config(
+        f"""
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: capacity
+    enableHierarchy: {"true" if hierarchy else "false"}
+"""
+    )
+
+
+def queue(name: str, **spec: Any) -> Queue:
+    return Queue.model_validate(
+        {"metadata": {"name": name}, "spec": spec, "status": {"state": spec.pop("state", "Open")}}
+    )
+
+
+def closed_queue(name: str) -> Queue:
+    return Queue.model_validate({"metadata": {"name": name}, "spec": {}, "status": {"state": "Closed"}})
+
+
+def group(
+    name: str, min_member: int, queue: str, cpu: int | None = None, created: str = "2026-01-01T00:00:00Z"
+) -> PodGroup:
+    pg = podgroup(name, min_member, queue=queue, created=created)
+    if cpu is not None:
+        pg.spec.min_resources = {"cpu": str(cpu)}
+    return pg
+
+
+def test_two_queues_of_equal_weight_each_deserve_half_and_get_it() -> None:
+    # 8 cpu, two teams each asking for 8 one-cpu jobs: weight 1:1 means 4 cpu each.
+    nodes = [node("n0", cpu=4), node("n1", cpu=4)]
+    pods, pgs = [], []
+    for team in ("a", "b"):
+        for i in range(8):
+            pods += job_pods(f"{team}{i}", 1)
+            pgs.append(group(f"{team}{i}", 1, team))
+    queues = [queue("a", weight=1), queue("b", weight=1)]
+    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
+    ssn = Session.open(snap, PROPORTION)
+    attrs = ssn.plugins["proportion"].attrs
+    assert attrs["a"].deserved.cpu == attrs["b"].deserved.cpu == 4000
+    result = run_session(snap, PROPORTION)
+    per_team = {t: sum(1 for k in result.bindings if k.startswith(f"default/{t}")) for t in "ab"}
+    assert per_team == {"a": 4, "b": 4}
+    waiting = result.jobs["default/a7"]
+    assert waiting.explanation is not None and waiting.explanation.reason == "QueueOverused"
+    assert "queue a is overused" in waiting.explanation.summary
+
+
+def test_weights_two_to_one_split_the_cluster_two_to_one() -> None:
+    nodes = [node("n0", cpu=6)]
+    pods, pgs = [], []
+    for team in ("a", "b"):
+        for i in range(6):
+            pods += job_pods(f"{team}{i}", 1)
+            pgs.append(group(f"{team}{i}", 1, team))
+    result, _ = schedule(
+        nodes, pods, podgroups=pgs, queues=[queue("a", weight=2), queue("b", weight=1)], config=PROPORTION
+    )
+    per_team = {t: sum(1 for k in result.bindings if k.startswith(f"default/{t}")) for t in "ab"}
+    assert per_team == {"a": 4, "b": 2}
+
+
+def test_a_lone_queue_takes_the_whole_cluster() -> None:
+    # Deserved follows demand: queue b asks for nothing, so a may use everything.
+    nodes = [node("n0", cpu=4)]
+    pods = [p for i in range(4) for p in job_pods(f"a{i}", 1)]
+    pgs = [group(f"a{i}", 1, "a") for i in range(4)]
+    result, _ = schedule(nodes, pods, podgroups=pgs, queues=[queue("a"), queue("b")], config=PROPORTION)
+    assert len(result.bindings) == 4
+
+
+def test_capability_caps_admission_and_the_job_waits_pending_with_the_reason() -> None:
+    nodes = [node("n0", cpu=8)]
+    pods = job_pods("first", 2) + job_pods("second", 2)
+    pgs = [
+        group("first", 2, "small", cpu=2),
+        group("second", 2, "small", cpu=2, created="2026-01-01T00:00:01Z"),
+    ]
+    result, _ = schedule(
+        nodes, pods, podgroups=pgs, queues=[queue("small", capability={"cpu": "3"})], config=PROPORTION
+    )
+    assert set(result.bindings) == {"default/first-t0-0", "default/first-t0-1"}
+    second = result.jobs["default/second"]
+    assert second.pg_phase == "Pending"
+    assert second.explanation is not None and second.explanation.reason == "NotEnqueued"
+    assert "queue resource quota insufficient: insufficient cpu" in second.explanation.summary
+    assert result.jobs["default/first"].pg_phase == "Running"
+
+
+def test_an_inqueue_job_is_not_asked_again_and_keeps_its_reservation() -> None:
+    # A PodGroup already Inqueue (admitted in an earlier cycle) is placed without a new vote.
+    nodes = [node("n0", cpu=4)]
+    pg = group("j", 1, "small", cpu=8)
+    pg.status = pg.status or type(pg).model_validate({"metadata": {"name": "x"}}).status
+    pg = PodGroup.model_validate({**pg.to_dict(), "status": {"phase": "Inqueue"}})
+    result, _ = schedule(
+        nodes,
+        job_pods("j", 1),
+        podgroups=[pg],
+        queues=[queue("small", capability={"cpu": "2"})],
+        config=PROPORTION,
+    )
+    assert result.bindings == {"default/j-t0-0": "n0"}
+
+
+def test_overcommit_factor_holds_a_job_pending_with_a_reason() -> None:
+    nodes = [node("n0", cpu=4)]
+    pods = job_pods("big", 3) + job_pods("next", 2)
+    pgs = [
+        group("big", 3, "default", cpu=3),
+        group("next", 2, "default", cpu=2, created="2026-01-01T00:00:01Z"),
+    ]
+    result, _ = schedule(nodes, pods, podgroups=pgs, config=overcommit_conf(1.0))
+    assert len(result.bindings) == 3
+    nxt = result.jobs["default/next"]
+    assert nxt.pg_phase == "Pending"
+    assert nxt.explanation is not None
+    assert "resource in cluster is overused: overused cpu (overcommit-factor 1)" in nxt.explanation.summary
+    # With room to overcommit (4 x 1.5 = 6 >= 3 + 2) the job is admitted; it then waits Inqueue for room.
+    result, _ = schedule(nodes, pods, podgroups=pgs, config=overcommit_conf(1.5))
+    assert result.jobs["default/next"].pg_phase == "Inqueue"
+    assert result.jobs["default/next"].explanation is not None
+    assert result.jobs["default/next"].explanation.reason != "NotEnqueued"
+
+
+def test_an_overcommit_factor_below_one_is_refused_with_a_note() -> None:
+    snap = ClusterSnapshot.build(nodes=[node("n0")], pods=[])
+    ssn = Session.open(snap, overcommit_conf(0.5))
+    assert ssn.plugins["overcommit"].factor == 1.2
+    assert any("below 1" in n for n in ssn.notes)
+
+
+def test_a_closed_queue_holds_its_jobs_with_that_reason() -> None:
+    result, _ = schedule(
+        [node("n0")],
+        job_pods("j", 1),
+        podgroups=[group("j", 1, "shut")],
+        queues=[closed_queue("shut")],
+        config=PROPORTION,
+    )
+    assert result.bindings == {}
+    out = result.jobs["default/j"]
+    assert out.pg_phase == "Pending"
+    assert out.explanation is not None and out.explanation.reason == "QueueClosed"
+    assert "queue 'shut' is Closed" in out.explanation.summary
+
+
+def test_drf_serves_the_job_with_the_smaller_dominant_share_first() -> None:
+    # One cpu left; "rich" (older, gang of 4) already holds 3 cpu, "poor" holds nothing: drf picks poor.
+    nodes = [node("n0", cpu=4)]
+    pods = [
+        *(pod(f"rich-t0-{i}", "rich", node_name="n0") for i in range(3)),
+        pod("rich-t0-3", "rich", created="2026-01-01T00:00:00Z"),
+        pod("poor-t0-0", "poor", created="2026-01-01T00:00:05Z"),
+    ]
+    pgs = [
+        podgroup("rich", 4, created="2026-01-01T00:00:00Z"),
+        podgroup("poor", 1, created="2026-01-01T00:00:05Z"),
+    ]
+    result, _ = schedule(nodes, pods, podgroups=pgs, config=PROPORTION)
+    assert result.bindings == {"default/poor-t0-0": "n0"}
+    no_drf = load_scheduler_config(
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n'
+    )
+    result, _ = schedule(nodes, pods, podgroups=pgs, config=no_drf)
+    assert result.bindings == {"default/rich-t0-3": "n0"}  # creation order without drf
+
+
+def test_capacity_deserved_and_capability_per_queue() -> None:
+    nodes = [node("n0", cpu=8)]
+    pods = job_pods("a1", 3) + job_pods("a2", 3)
+    pgs = [group("a1", 3, "a", cpu=3), group("a2", 3, "a", cpu=3, created="2026-01-01T00:00:01Z")]
+    queues = [queue("a", capability={"cpu": "4"}, deserved={"cpu": "2"})]
+    result, snap = schedule(nodes, pods, podgroups=pgs, queues=queues, config=capacity_conf(False))
+    assert len(result.bindings) == 3
+    a2 = result.jobs["default/a2"]
+    assert a2.explanation is not None and "capacity: queue a" in a2.explanation.summary
+    attrs = Session.open(snap, capacity_conf(False)).plugins["capacity"].attrs
+    assert attrs["a"].deserved.cpu == 2000 and attrs["a"].real_capability.cpu == 4000
+
+
+def test_hierarchical_capacity_queues_share_their_parents_capability() -> None:
+    # root -> eng (capability 4 cpu) -> {eng-a, eng-b}: together the two leaves get 4 cpu.
+    nodes = [node("n0", cpu=16)]
+    pods = job_pods("ja", 3) + job_pods("jb", 3) + job_pods("jeng", 1)
+    pgs = [
+        group("ja", 3, "eng-a", cpu=3),
+        group("jb", 3, "eng-b", cpu=3, created="2026-01-01T00:00:01Z"),
+        group("jeng", 1, "eng", cpu=1),
+    ]
+    queues = [
+        queue("eng", capability={"cpu": "4"}),
+        queue("eng-a", parent="eng", deserved={"cpu": "2"}),
+        queue("eng-b", parent="eng", deserved={"cpu": "2"}),
+    ]
+    result, snap = schedule(nodes, pods, podgroups=pgs, queues=queues, config=capacity_conf(True))
+    assert set(result.bindings) == {f"default/ja-t0-{i}" for i in range(3)}
+    jb = result.jobs["default/jb"]
+    assert jb.explanation is not None and "capacity: queue eng," in jb.explanation.summary
+    jeng = result.jobs["default/jeng"]
+    assert jeng.explanation is not None and "jobs belong in leaf queues" in jeng.explanation.summary
+    attrs = Session.open(snap, capacity_conf(True)).plugins["capacity"].attrs
+    # A child inherits its parent's capability where it sets none.
+    assert attrs["eng-a"].real_capability.cpu == 4000
+    assert attrs["eng"].ancestors == ["root"] and attrs["eng-a"].ancestors == ["root", "eng"]
+
+
+def test_a_queue_with_a_missing_parent_refuses_its_jobs_with_the_reason() -> None:
+    queues = [queue("orphan", parent="nowhere")]
+    result, _ = schedule(
+        [node("n0")],
+        job_pods("j", 1),
+        podgroups=[group("j", 1, "orphan", cpu=1)],
+        queues=queues,
+        config=capacity_conf(True),
+    )
+    expl = result.jobs["default/j"].explanation
+    assert expl is not None and "parent queue 'nowhere', which does not exist" in expl.summary
+
+
+def test_proportion_reclaim_takes_from_queues_above_deserved_and_never_from_unreclaimable_ones() -> None:
+    # Queue a runs 4 one-cpu pods on a 4-cpu cluster; b asks for 2: a deserves 2 and gives back 2.
+    nodes = [node("n0", cpu=4)]
+    pods = [pod(f"a-t0-{i}", "a", node_name="n0") for i in range(4)] + job_pods("b", 2)
+    pgs = [podgroup("a", 1, queue="a"), group("b", 2, "b")]
+    for reclaimable in (True, False):
+        queues = [queue("a", reclaimable=reclaimable), queue("b")]
+        snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
+        ssn = Session.open(snap, PROPORTION)
+        victims_from = [t for t in snap.jobs["default/a"].tasks]
+        reclaimer = snap.jobs["default/b"].tasks[0]
+        got = ssn.reclaimable(reclaimer, victims_from)
+        assert len(got) == (2 if reclaimable else 0)
