@@ -19,6 +19,11 @@
   the last good HyperNodes, and every HyperNode of a source carries a ``Discovery``
   condition with the outcome of that source's last run.
 
+* **Queue controller** (key ``name``): :func:`controller.queue.status.queue_status`, the
+  queue's state and its PodGroup counts per phase, patched when they differ (the scheduler
+  owns ``status.allocated``; it is never touched here). PodGroup events requeue the queue
+  they name (and the one they named before); queue events requeue the queue.
+
 A failed reconcile is retried with the queue's per-key exponential backoff; a success
 forgets the key's failures. Objects that fail model validation are logged and dropped
 (retrying cannot fix them; the next edit requeues them).
@@ -61,6 +66,7 @@ from controller.hypernode.ufm import (
     ufm_settings,
 )
 from controller.job.reconcile import find_podgroup, reconcile_job
+from controller.queue.status import owned_part, podgroup_queue, queue_status
 from hyperplace.api import Condition, HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex, node_labels_of
@@ -72,6 +78,7 @@ from hyperplace.runtime.api import (
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
+    QUEUES,
     SECRETS,
     ApiClient,
     ApiError,
@@ -183,6 +190,7 @@ class ControllerManager:
         self.nodes = Informer(api, NODES)
         self.priority_classes = Informer(api, PRIORITY_CLASSES)
         self.configmaps = Informer(api, CONFIGMAPS, self.config.config_namespace)
+        self.queue_objs = Informer(api, QUEUES)
         self.informers = [
             self.jobs,
             self.pods,
@@ -191,6 +199,7 @@ class ControllerManager:
             self.nodes,
             self.priority_classes,
             self.configmaps,
+            self.queue_objs,
         ]
         # PriorityClasses only refine minResources' task order; a cluster whose RBAC does
         # not grant them must not keep the controllers from starting.
@@ -199,7 +208,8 @@ class ControllerManager:
         self.job_queue: WorkQueue[str] = WorkQueue(name="jobs")
         self.hypernode_queue: WorkQueue[str] = WorkQueue(name="hypernodes")
         self.discovery_queue: WorkQueue[str] = WorkQueue(name="discovery")
-        self.queues = [self.job_queue, self.hypernode_queue, self.discovery_queue]
+        self.queue_queue: WorkQueue[str] = WorkQueue(name="queues")
+        self.queues = [self.job_queue, self.hypernode_queue, self.discovery_queue, self.queue_queue]
         for q in self.queues:
             self.metrics.depth.labels(q.name).set_function(q.__len__)
 
@@ -234,6 +244,34 @@ class ControllerManager:
         self.jobs.add_handler(job_key, lambda _old, new: job_key(new), job_key)
         self.pods.add_handler(owner, lambda _old, new: owner(new), owner)
         self.podgroups.add_handler(owner, lambda _old, new: owner(new), owner)
+
+        # Queue controller: a PodGroup counts in the queue it names.
+        self.podgroups.add_index("queue", lambda o: [podgroup_queue(o)])
+
+        def pg_queue(o: Obj) -> None:
+            self.queue_queue.add(podgroup_queue(o))
+
+        def pg_queue_changed(old: Obj, new: Obj) -> None:
+            if podgroup_queue(old) != podgroup_queue(new):
+                pg_queue(old)
+            if (old.get("status") or {}).get("phase") != (new.get("status") or {}).get(
+                "phase"
+            ) or podgroup_queue(old) != podgroup_queue(new):
+                pg_queue(new)
+
+        self.podgroups.add_handler(pg_queue, pg_queue_changed, pg_queue)
+
+        def queue_event(o: Obj) -> None:
+            self.queue_queue.add(str(meta(o).get("name")))
+
+        def queue_changed(old: Obj, new: Obj) -> None:
+            # The scheduler's allocated writes change nothing the controller computes.
+            if owned_part(old.get("status")) != owned_part(new.get("status")) or old.get("spec") != new.get(
+                "spec"
+            ):
+                queue_event(new)
+
+        self.queue_objs.add_handler(queue_event, queue_changed, lambda _o: None)
 
         def hn_changed(old: Obj, new: Obj) -> None:
             # Our own status patches change neither spec nor labels: no requeue, no loop.
@@ -381,6 +419,18 @@ class ControllerManager:
             rest = [c for c in status.conditions or [] if c.type != DISCOVERY_CONDITION]
             status.conditions = [*rest, cond]
         await self._patch_status(HYPERNODES, name, None, obj.get("status"), status.to_dict())
+
+    async def reconcile_queue(self, name: str) -> None:
+        """State and PodGroup counts of one queue, patched when they differ."""
+        obj = self.queue_objs.get(name)
+        if obj is None:
+            return
+        want = queue_status(obj, self.podgroups.by_index("queue", name))
+        have = owned_part(obj.get("status"))
+        if have == want:
+            return
+        await self.status_writer.patch_status(QUEUES, name, {"status": want}, None)
+        self.metrics.writes.labels("queues", "patch-status").inc()
 
     async def run_discovery(self) -> None:
         if self.discovery.enabled(LABEL_SOURCE) is None:
@@ -544,6 +594,9 @@ class ControllerManager:
                     asyncio.create_task(
                         self._worker(self.hypernode_queue, "hypernode", self.reconcile_hypernode)
                     )
+                )
+                workers.append(
+                    asyncio.create_task(self._worker(self.queue_queue, "queue", self.reconcile_queue))
                 )
                 if i == 0:  # one discovery at a time
                     workers.append(

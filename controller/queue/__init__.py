@@ -1,0 +1,1 @@
+"""Queue controller: queue state and PodGroup counts (Volcano's ``pkg/controllers/queue``)."""
