@@ -22,6 +22,7 @@ iteration order; ``seed`` seeds the session RNG, which no built-in plugin curren
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ from typing import Any
 from .conf import DEFAULT_CONFIG, NOOP_ACTIONS, SchedulerConfig
 from .explain import Explanation
 from .framework.actions import ACTIONS
+from .framework.plugins.queue_accounting import job_sums, queue_state, task_res
 from .framework.session import Session
+from .queue_share import Res
 from .snapshot import ClusterSnapshot
 
 # PodGroup condition for a topology the scheduler could not honour exactly but placed anyway.
@@ -66,6 +69,47 @@ class JobOutcome:
 
 
 @dataclass
+class QueueOutcome:
+    """One queue after the session: what it holds (running and bound by this session, as
+    Volcano writes ``status.allocated``) and, when a queue plugin computed them, its deserved
+    share and capability."""
+
+    allocated: Res
+    deserved: Res | None = None
+    capability: Res | None = None
+    state: str = "Open"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Resource lists in Kubernetes quantities (Volcano's units back to the wire form)."""
+        out: dict[str, Any] = {"state": self.state, "allocated": resource_list(self.allocated)}
+        if self.deserved is not None:
+            out["deserved"] = resource_list(self.deserved)
+        if self.capability is not None:
+            out["capability"] = resource_list(self.capability)
+        return out
+
+
+def resource_list(r: Res) -> dict[str, str]:
+    """A Volcano Resource as a ResourceList (cpu and memory always; infinite dimensions left out)."""
+    out: dict[str, str] = {}
+    for name, v in (("cpu", r.cpu), ("memory", r.memory), *sorted((r.scalars or {}).items())):
+        if v == math.inf or (name == "pods"):
+            continue
+        milli = round(v * 1000) if name == "memory" else round(v)
+        if name not in ("cpu", "memory") and milli == 0:
+            continue
+        out[name] = format_quantity(name, max(milli, 0))
+    return out
+
+
+def format_quantity(name: str, milli: int) -> str:
+    """A canonical quantity: memory in bytes, others as whole units or ``m``."""
+    if name == "memory":
+        return str(milli // 1000)
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+@dataclass
 class SessionResult:
     """Bindings, per-job outcomes and reasons for every pod left pending."""
 
@@ -74,6 +118,7 @@ class SessionResult:
     unschedulable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     decision_seconds: float = 0.0
+    queues: dict[str, QueueOutcome] = field(default_factory=dict)
 
 
 def run_session(
@@ -177,6 +222,7 @@ def _close(ssn: Session) -> SessionResult:
             )
         if key not in standalone:
             out.jobs[key] = outcome
+    out.queues = _queue_outcomes(ssn)
     for key, reason in sorted(snap.orphan_pods.items()):
         out.unschedulable[key] = reason
     if snap.missing_node_pods:
@@ -187,4 +233,37 @@ def _close(ssn: Session) -> SessionResult:
             f"{len(shown)} pod(s) bound to a node with no Node object, counted as running for their "
             f"gang as Volcano does: {listed}{more}"
         )
+    return out
+
+
+def _queue_outcomes(ssn: Session) -> dict[str, QueueOutcome]:
+    """Per queue: allocated (O(jobs): per-job sums are cached) plus what this session bound,
+    and the deserved share and capability of the queue plugin that computed them."""
+    snap = ssn.snap
+    out = {name: QueueOutcome(Res(), state=queue_state(q)) for name, q in sorted(snap.queues.items())}
+    for job in snap.jobs.values():
+        qo = out.get(job.queue)
+        if qo is not None and (job.tasks and len(job.pending) < len(job.tasks)):
+            qo.allocated.add(job_sums(snap, job).allocated)
+    if ssn.bindings:
+        # Only jobs whose ready count moved in this session had pods bound.
+        base = snap.memo["ready_counters"][0]
+        for key, n in ssn.n_ready_job.items():
+            job = snap.jobs[key]
+            qo = out.get(job.queue)
+            if qo is None or n == base.get(key):
+                continue
+            for t in job.pending:
+                if t.key in ssn.bindings:
+                    qo.allocated.add(task_res(snap, t))
+    for name in ("capacity", "proportion"):
+        attrs = getattr(ssn.plugins.get(name), "attrs", None)
+        if not attrs:
+            continue
+        for qname, a in attrs.items():
+            qo = out.get(qname)
+            if qo is not None and qo.deserved is None:
+                qo.deserved = a.deserved.clone()
+                cap = getattr(a, "real_capability", None)
+                qo.capability = cap.clone() if cap is not None else None
     return out

@@ -92,6 +92,7 @@ from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
 from .assume import AssumeCache, Assumed, pod_key
 from .config import ConfigHolder, ConfigSource
 from .events import EventRecorder, own_pod_reference, rfc3339
+from .queue_status import queue_allocated_patch, wanted_allocated
 from .status import (
     SCHEDULING_GATED,
     UNSCHEDULABLE,
@@ -323,6 +324,7 @@ class Scheduler:
         )
         self._pod_wanted: dict[str, str] = {}  # pod key -> unschedulable message
         self._pg_wanted: dict[str, JobOutcome] = {}
+        self._queue_wanted: dict[str, dict[str, str]] = {}  # queue -> status.allocated
         # What we wrote, with the resourceVersion the object had when we wrote it: while
         # the informer still shows that version, it has not caught up with our write, and
         # writing again would only conflict. Once it shows a newer version (our write's
@@ -719,9 +721,22 @@ class Scheduler:
             self.status_queue.add(("pg", jkey))
         self._settled = settled
         self.metrics.pending_jobs.set(pending)
+        # Queue status.allocated (the queue controller owns the rest of the status).
+        for qname, allocated in wanted_allocated(result).items():
+            if self.queues.get(qname) is not None:
+                self._queue_wanted[qname] = allocated
+                self.status_queue.add(("queue", qname))
 
     async def _report(self, item: tuple[str, str]) -> None:
         kind, key = item
+        if kind == "queue":
+            queue, allocated = self.queues.get(key), self._queue_wanted.get(key)
+            patch = queue_allocated_patch(queue, allocated) if queue and allocated is not None else None
+            if patch is not None:
+                await self._throttle()
+                await self.status_writer.patch_status(QUEUES, key, patch, None)
+                self.metrics.writes.labels("queues/status", "ok").inc()
+            return
         ns, name = key.split("/", 1)
         if kind == "pod":
             pod = self.pods.get(key)
