@@ -353,8 +353,13 @@ class Simulation:
             job = self._spec_model(o, Job)
             if job is not None:
                 jobs[job.key] = job
+        queues: dict[str, Queue] = {}
+        for o in self.of_kind("Queue"):
+            q = self._spec_model(o, Queue)
+            if q is not None:
+                queues[q.name] = q
         return AdmissionContext(
-            hypernodes=hypernodes, jobs=jobs, known_tier_names=self._discovery_tier_names()
+            hypernodes=hypernodes, jobs=jobs, queues=queues, known_tier_names=self._discovery_tier_names()
         )
 
     def _discovery_tier_names(self) -> dict[str, int] | None:
@@ -418,7 +423,7 @@ class Simulation:
                 self.objects[k] = copy.deepcopy(io.obj)
                 self.input_order.append(k)
                 self.progress.advance()
-                if io.kind in ("HyperNode", "Job", "ConfigMap"):
+                if io.kind in ("HyperNode", "Job", "ConfigMap", "Queue"):
                     ctx = None  # the webhooks' caches must see it
                 continue
             if ctx is None:
@@ -427,7 +432,7 @@ class Simulation:
             if admitted is not None:
                 self.objects[k] = admitted
                 self.input_order.append(k)
-                if io.kind in ("HyperNode", "Job", "ConfigMap"):
+                if io.kind in ("HyperNode", "Job", "ConfigMap", "Queue"):
                     # The webhooks' caches: HyperNodes (tree checks), Jobs (pod webhook) and
                     # the discovery ConfigMap (tier names discovery will create).
                     ctx = None
@@ -623,6 +628,22 @@ class Simulation:
                 changed = True
         return changed
 
+    def _queues(self) -> bool:
+        """The queue controller: state and PodGroup counts of every Queue."""
+        from controller.queue.status import owned_part, podgroup_queue, queue_status
+
+        by_queue: dict[str, list[dict[str, Any]]] = {}
+        for pg in self.of_kind("PodGroup"):
+            by_queue.setdefault(podgroup_queue(pg), []).append(pg)
+        changed = False
+        for q in self.of_kind("Queue"):
+            name = str((q.get("metadata") or {}).get("name"))
+            want = queue_status(q, by_queue.get(name, []))
+            if owned_part(q.get("status")) != want:
+                q["status"] = {**(q.get("status") or {}), **want}
+                changed = True
+        return changed
+
     def reconcile(self) -> bool:
         """Controllers, round after round, until none of them changes anything.
 
@@ -634,6 +655,7 @@ class Simulation:
             changed = self._discovery()
             changed = self._hypernode_status() or changed
             changed = self._jobs() or changed
+            changed = self._queues() or changed
             self.progress.advance()
             if not changed:
                 return any_change
@@ -710,6 +732,11 @@ class Simulation:
                 pg.setdefault("metadata", {}).setdefault("annotations", {})[
                     JOB_ALLOCATED_HYPERNODE_ANNOTATION
                 ] = outcome.allocated_hypernode
+        # The scheduler's part of Queue status.
+        for q in self.of_kind("Queue"):
+            qo = result.queues.get(str((q.get("metadata") or {}).get("name")))
+            if qo is not None:
+                q.setdefault("status", {})["allocated"] = qo.to_dict()["allocated"]
         after = {ns_name(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
         return bound > 0 or before != after
 

@@ -18,6 +18,8 @@ from .engine import SimResult, key_of
 from .topology import natural_key
 
 RESULT_KEYS = ("bindings", "pods", "evictions", "podgroups", "rejected", "created", "updated", "notes")
+# Present, right after "podgroups", when the input has Queues of its own (beyond ``default``).
+QUEUES_KEY = "queues"
 
 
 def _sorted_map(d: dict[str, Any]) -> dict[str, Any]:
@@ -45,6 +47,28 @@ def podgroup_entry(result: SimResult, pg: dict[str, Any], reasons: list[str] | N
         "conditions": list(status.get("conditions") or []),
         "reasons": list(reasons or []),
     }
+
+
+def queue_entries(result: SimResult) -> dict[str, Any]:
+    """``{state, weight, allocated, deserved, capability, pending, inqueue, running}`` per
+    Queue: the scheduler's view after the last session (deserved and capability when a queue
+    plugin computed them, else null) and the queue controller's counts."""
+    outcomes = getattr(result.session, "queues", None) or {}
+    out: dict[str, Any] = {}
+    for q in result.of_kind("Queue"):
+        name = str((q.get("metadata") or {}).get("name"))
+        status = q.get("status") or {}
+        qo = outcomes.get(name)
+        d = qo.to_dict() if qo is not None else {}
+        out[name] = {
+            "state": status.get("state") or d.get("state") or "Open",
+            "weight": (q.get("spec") or {}).get("weight", 1),
+            "allocated": d.get("allocated") or status.get("allocated") or {},
+            "deserved": d.get("deserved"),
+            "capability": d.get("capability"),
+            **{k: int(status.get(k) or 0) for k in ("pending", "inqueue", "running")},
+        }
+    return _sorted_map(out)
 
 
 def pending_reason(result: SimResult, pod: dict[str, Any]) -> str:
@@ -93,6 +117,11 @@ def result_dict(result: SimResult) -> dict[str, Any]:
         "notes": list(result.notes),
     }
     assert tuple(out) == RESULT_KEYS
+    if any(str((q.get("metadata") or {}).get("name")) != "default" for q in result.of_kind("Queue")):
+        keys = list(out)
+        at = keys.index("podgroups") + 1
+        entries = queue_entries(result)
+        out = {k: out[k] for k in keys[:at]} | {QUEUES_KEY: entries} | {k: out[k] for k in keys[at:]}
     return out
 
 
@@ -108,4 +137,13 @@ def to_yaml(doc: Any) -> str:
     )
 
 
-__all__ = ["RESULT_KEYS", "key_of", "podgroup_entry", "result_dict", "to_json", "to_yaml"]
+__all__ = [
+    "QUEUES_KEY",
+    "RESULT_KEYS",
+    "key_of",
+    "podgroup_entry",
+    "queue_entries",
+    "result_dict",
+    "to_json",
+    "to_yaml",
+]

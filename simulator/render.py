@@ -380,6 +380,44 @@ def summary_line(result: SimResult, views: list[JobView]) -> Text:
     return t
 
 
+def _rl(rl: dict[str, str] | None) -> str:
+    if rl is None:
+        return "-"
+    from hyperplace.kube import format_milli, milli_value
+
+    parts = []
+    for k, v in rl.items():
+        milli = milli_value(v)
+        if milli or k == "cpu":
+            parts.append(f"{k} {format_milli(k, milli)}")
+    return ", ".join(parts) or "-"
+
+
+def queue_table(result: SimResult) -> Table | None:
+    """Queues with their deserved share and what they hold; None when the input has no
+    Queue of its own (the default queue alone)."""
+    from .output import queue_entries
+
+    entries = queue_entries(result)
+    if list(entries) in ([], ["default"]):
+        return None
+    table = Table(title="Queues", title_justify="left", box=None, pad_edge=False)
+    for col in ("queue", "state", "weight", "deserved", "allocated", "pending", "inqueue", "running"):
+        table.add_column(col)
+    for name, e in entries.items():
+        table.add_row(
+            name,
+            e["state"],
+            str(e["weight"]),
+            _rl(e["deserved"]),
+            _rl(e["allocated"]),
+            str(e["pending"]),
+            str(e["inqueue"]),
+            str(e["running"]),
+        )
+    return table
+
+
 def render_simulation(console: Console, result: SimResult, views: list[JobView], topo: Topology) -> None:
     """The whole table output of ``simulate``."""
     colors = job_colors(views)
@@ -395,6 +433,10 @@ def render_simulation(console: Console, result: SimResult, views: list[JobView],
     for v in views:
         console.print()
         console.print(job_renderable(v, topo, colors[v.podgroup]))
+    queues = queue_table(result)
+    if queues is not None:
+        console.print()
+        console.print(queues)
     console.print()
     names = {v.podgroup: v.key for v in views}
     console.print(topology_tree(topo, colors, names))

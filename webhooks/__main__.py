@@ -181,7 +181,8 @@ def _parser() -> argparse.ArgumentParser:
         "--hypernode-cache",
         action=argparse.BooleanOptionalAction,
         default=bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
-        help="watch HyperNodes for the tree checks (on by default inside a cluster)",
+        help="watch HyperNodes (tree checks) and Queues (a Job naming a missing or closed queue) "
+        "(on by default inside a cluster)",
     )
     flags.add_kubeconfig(p)
     flags.add_log_level(p)
@@ -203,17 +204,18 @@ async def _inject_ca(args: argparse.Namespace) -> None:
         log.exception("caBundle injection failed")
 
 
-async def _hypernode_informer(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> Any:
-    """A started HyperNode informer (hyperplace.runtime) on the cluster's API."""
+async def _informers(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+    """HyperNode and Queue informers (hyperplace.runtime) on the cluster's API, not started."""
     from kubernetes_asyncio import client
 
-    from hyperplace.runtime.api import HYPERNODES
+    from hyperplace.runtime.api import HYPERNODES, QUEUES
     from hyperplace.runtime.informer import Informer
     from hyperplace.runtime.kube import KubeApiClient, load_client_config
 
     await load_client_config(args.kubeconfig)
     api_client = await stack.enter_async_context(client.ApiClient())
-    return Informer(KubeApiClient(api_client), HYPERNODES)
+    api = KubeApiClient(api_client)
+    return Informer(api, HYPERNODES), Informer(api, QUEUES)
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -240,9 +242,11 @@ async def serve(args: argparse.Namespace) -> None:
         return reloader is None or reloader.loaded
 
     stack = contextlib.AsyncExitStack()
-    informer = await _hypernode_informer(args, stack) if args.hypernode_cache else None
+    informer = queue_informer = None
+    if args.hypernode_cache:
+        informer, queue_informer = await _informers(args, stack)
     app = create_app(
-        InformerContext(hypernodes=informer) if informer is not None else None,
+        InformerContext(hypernodes=informer, queues=queue_informer) if informer is not None else None,
         ready=ready,
         regex=RegexChecker(),
         cert_expiry=reloader.expiry_seconds if reloader is not None else None,
@@ -281,6 +285,8 @@ async def serve(args: argparse.Namespace) -> None:
     tasks = [asyncio.create_task(_inject_ca(args))]
     if informer is not None:
         tasks.append(asyncio.create_task(informer.run()))
+    if queue_informer is not None:
+        tasks.append(asyncio.create_task(queue_informer.run()))
     if reloader is not None:
         tasks.append(asyncio.create_task(reloader.watch()))
     try:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from hyperplace.api import HyperNode, Job
+from hyperplace.api import HyperNode, Job, Queue
 
 from .context import AdmissionContext
 
@@ -41,12 +41,18 @@ class InformerLike(Protocol):
 class InformerContext:
     """A callable context source for ``webhooks.server.create_app``."""
 
-    def __init__(self, hypernodes: InformerLike | None = None, jobs: InformerLike | None = None):
+    def __init__(
+        self,
+        hypernodes: InformerLike | None = None,
+        jobs: InformerLike | None = None,
+        queues: InformerLike | None = None,
+    ):
         self._hypernodes = hypernodes
         self._jobs = jobs
+        self._queues = queues
         self._dirty = True
         self._ctx = AdmissionContext()
-        for informer in (hypernodes, jobs):
+        for informer in (hypernodes, jobs, queues):
             if informer is not None:
                 informer.add_handler(self._mark, lambda _old, _new: self._mark(None), self._mark)
 
@@ -55,7 +61,7 @@ class InformerContext:
 
     @staticmethod
     def _models(
-        informer: InformerLike | None, model: type[HyperNode] | type[Job]
+        informer: InformerLike | None, model: type[HyperNode] | type[Job] | type[Queue]
     ) -> Mapping[str, Any] | None:
         if informer is None or not informer.synced.is_set():
             return None
@@ -73,11 +79,12 @@ class InformerContext:
 
     def __call__(self) -> AdmissionContext:
         """The current context (rebuilt only after a cache change or first sync)."""
-        synced_now = all(i is None or i.synced.is_set() for i in (self._hypernodes, self._jobs))
+        synced_now = all(i is None or i.synced.is_set() for i in (self._hypernodes, self._jobs, self._queues))
         if self._dirty or (synced_now and self._ctx.hypernodes is None and self._hypernodes is not None):
             self._ctx = AdmissionContext(
                 hypernodes=self._models(self._hypernodes, HyperNode),
                 jobs=self._models(self._jobs, Job),
+                queues=self._models(self._queues, Queue),
             )
             self._dirty = not synced_now
         return self._ctx

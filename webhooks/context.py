@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperplace.api import HyperNode, Job
+from hyperplace.api import HyperNode, Job, Queue
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class AdmissionContext:
     * ``known_tier_names``: tierName -> tier known without HyperNode objects (for
       example from a discovery configuration); merged with those of ``hypernodes``.
     * ``jobs``: ``"namespace/name"`` -> Job, for the pod webhook's partition size.
+    * ``queues``: name -> Queue, for the Job webhook's queue checks (missing, not Open, not a
+      leaf), as Volcano's job validation makes them.
     * ``regex_verdicts``: pattern -> Go's error (or None when valid), judged beforehand
       (the server judges a request's patterns in a worker process, within a budget, so
       compiling never blocks it); patterns not listed are compiled in-process.
@@ -32,6 +34,7 @@ class AdmissionContext:
     hypernodes: Mapping[str, HyperNode] | None = None
     known_tier_names: Mapping[str, int] | None = None
     jobs: Mapping[str, Job] | None = None
+    queues: Mapping[str, Queue] | None = None
     regex_verdicts: Mapping[str, str | None] | None = None
 
     def tier_names(self) -> dict[str, int] | None:

@@ -205,6 +205,32 @@ def _topology_checks(spec: dict[str, Any], job_name: str, ctx: AdmissionContext 
             )
 
 
+def _queue_problem(spec: Mapping[str, Any], ctx: AdmissionContext | None) -> str | None:
+    """Volcano's queue checks on Job create: the queue exists, is Open, and is a leaf (not
+    ``root``, no child queues). Skipped without a queue cache. The ``default`` queue always
+    exists (the scheduler makes it up when the cluster has none), and a queue the queue
+    controller has not seen yet (no state) counts as Open, as for the scheduler."""
+    if ctx is None or ctx.queues is None:
+        return None
+    name = str(spec.get("queue") or DEFAULT_QUEUE)
+    queue = ctx.queues.get(name)
+    if queue is None:
+        if name == DEFAULT_QUEUE:
+            return None
+        return f'spec.queue: unable to find job queue: queues.scheduling.volcano.sh "{name}" not found'
+    state = queue.status.state if queue.status is not None else None
+    if state and state != "Open":
+        return (
+            f"spec.queue: can only submit job to queue with state `Open`, queue `{name}` status is `{state}`"
+        )
+    if name == "root":
+        return "spec.queue: can not submit job to root queue"
+    children = sum(1 for q in ctx.queues.values() if q.spec.parent == name)
+    if children:
+        return f"spec.queue: can only submit job to leaf queue, queue `{name}` has {children} child queues"
+    return None
+
+
 def _validate_create(obj: Mapping[str, Any], ctx: AdmissionContext | None) -> Verdict:
     """Volcano's ``validateJobCreate`` (network-topology rules of admit_job.go) plus ours."""
     v = Verdict()
@@ -263,6 +289,8 @@ def _validate_create(obj: Mapping[str, Any], ctx: AdmissionContext | None) -> Ve
         msgs.append(
             "spec.minAvailable: job 'minAvailable' should not be greater than total replicas in tasks"
         )
+    if problem := _queue_problem(spec, ctx):
+        msgs.append(problem)
     _topology_checks(spec, job_name, ctx, v)
     return v
 

@@ -234,3 +234,24 @@ def test_the_simulator_takes_namespace_objects_without_a_word(name: str):
     )
     assert res.exit_code == 0
     assert "Namespace" not in res.stderr
+
+
+def test_two_queues_of_equal_weight_each_get_half_the_cluster():
+    out = simulate(str(EXAMPLES / "two-queues"))
+    running = {
+        name.split("/")[1].split("-")[0]: pg["phase"]
+        for name, pg in out["podgroups"].items()
+        if name.startswith("teams/")
+    }
+    assert running == {
+        "a0": "Running",
+        "a1": "Running",
+        "a2": "Inqueue",
+        "a3": "Inqueue",
+        "b0": "Running",
+        "b1": "Running",
+    }
+    queues = out["queues"]
+    assert queues["team-a"]["deserved"]["cpu"] == queues["team-b"]["deserved"]["cpu"] == "16"
+    assert queues["team-a"]["allocated"]["cpu"] == queues["team-b"]["allocated"]["cpu"] == "16"
+    assert (queues["team-a"]["running"], queues["team-a"]["inqueue"]) == (2, 2)

@@ -369,3 +369,18 @@ def test_a_configuration_volcano_refuses_is_an_error(run_cli, write):
     conf.write_text('actions: "allocate"\ntiers:\n  plugins: [{name: gang}]\n')  # a map, not a list
     res = run_cli("simulate", d)
     assert res.exit_code == 2 and "tiers (line 3): must be a list" in res.stderr
+
+
+def test_queues_in_the_input_get_their_share_and_status_in_the_output(run_cli, write):
+    d = small_cluster(write)
+    write(
+        "c/queues.yaml",
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata:\n  name: shut\nspec:\n  weight: 1\n"
+        "status:\n  state: Closed\n",
+    )
+    write("c/job.yaml", job_yaml("j", 1))
+    out = simulate_json(run_cli, d)
+    assert out["queues"]["shut"]["state"] == "Closed"
+    assert out["queues"]["default"]["allocated"]["cpu"] != "0"
+    table = run_cli("simulate", d).stdout
+    assert "Queues" in table and "shut" in table

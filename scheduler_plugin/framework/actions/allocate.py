@@ -320,6 +320,8 @@ def allocate(ssn: Session) -> None:
         else:
             stmt.discard()
             expl = res.explanation or Explanation(summary="gang minimum not reached")
+            if why is not None:
+                expl.add_detail(why)  # the queue would refuse it too
             ssn.explanations[job.key] = expl
             _fail_tasks(ssn, groups, expl, expl.summary)
     for job in skipped:
