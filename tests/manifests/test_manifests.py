@@ -386,6 +386,8 @@ MUST = [
             ("topology.volcano.sh", "hypernodes", ["create", "update", "delete", "list", "watch"]),
             ("topology.volcano.sh", "hypernodes/status", ["patch"]),
             ("", "nodes", ["list", "watch"]),
+            ("scheduling.volcano.sh", "queues", ["list", "watch"]),
+            ("scheduling.volcano.sh", "queues/status", ["patch"]),
         ]
         for verb in verbs
     ),
@@ -403,20 +405,28 @@ MUST = [
             ("scheduling.volcano.sh", "podgroups", ["list", "watch", "patch"]),
             ("scheduling.volcano.sh", "podgroups/status", ["patch"]),
             ("scheduling.volcano.sh", "queues", ["list", "watch"]),
+            ("scheduling.volcano.sh", "queues/status", ["patch"]),
             ("topology.volcano.sh", "hypernodes", ["list", "watch"]),
             ("scheduling.k8s.io", "priorityclasses", ["list", "watch"]),
         ]
         for verb in verbs
     ),
+    # The Job webhook's queue checks read queues through an informer.
+    (WEBHOOKS_SA, "list", "scheduling.volcano.sh", "queues", None, None),
+    (WEBHOOKS_SA, "watch", "scheduling.volcano.sh", "queues", None, None),
     (SCHEDULER_SA, "update", "coordination.k8s.io", "leases", NS, "hyperplace-scheduler"),
 ]
 
 MUST_NOT = [
-    # Webhooks: no Secret at all (the certificate is a mounted volume), no queues, and only
-    # their own configurations, each under its own kind.
+    # Webhooks: no Secret at all (the certificate is a mounted volume), queues read-only, and
+    # only their own configurations, each under its own kind.
     (WEBHOOKS_SA, "get", "", "secrets", NS, "hyperplace-webhooks-tls"),
     (WEBHOOKS_SA, "list", "", "secrets", NS, None),
-    (WEBHOOKS_SA, "list", "scheduling.volcano.sh", "queues", None, None),
+    (WEBHOOKS_SA, "patch", "scheduling.volcano.sh", "queues/status", None, None),
+    (WEBHOOKS_SA, "update", "scheduling.volcano.sh", "queues", None, None),
+    # Neither the scheduler nor the controller edits a queue's spec.
+    (SCHEDULER_SA, "update", "scheduling.volcano.sh", "queues", None, None),
+    (CONTROLLER_SA, "patch", "scheduling.volcano.sh", "queues", None, None),
     (WEBHOOKS_SA, "get", "topology.volcano.sh", "hypernodes", None, "any"),
     (WEBHOOKS_SA, "patch", ADM, "validatingwebhookconfigurations", None, "someone-elses"),
     (WEBHOOKS_SA, "patch", ADM, "validatingwebhookconfigurations", None, MWC),

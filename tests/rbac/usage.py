@@ -221,6 +221,7 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
         await eventually(lambda: _used(api, "patch", "pods/status"), "the unplaceable pods' conditions")
         await eventually(lambda: _used(api, "patch", "podgroups"), "the allocated-HyperNode annotation")
         await eventually(lambda: _used(api, "patch", "podgroups/status"), "PodGroup status")
+        await eventually(lambda: _used(api, "patch", "queues/status"), "Queue status.allocated")
         if incarnation == 0:
             await eventually(lambda: _used(api, "create", "events"), "Events")
         else:
@@ -251,6 +252,7 @@ async def controller_usage(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
         await eventually(lambda: len(api.objects.get("pods", {})) == 14, "the Job's pods")
         await eventually(lambda: _used(api, "patch", "jobs/status"), "Job status")
         await eventually(lambda: _used(api, "patch", "hypernodes/status"), "HyperNode status")
+        await eventually(lambda: _used(api, "patch", "queues/status"), "Queue state and counts")
         # Scale task1 down: fewer pods, a smaller minMember in the PodGroup.
         spec = copy.deepcopy(job["spec"])
         spec["tasks"][1]["replicas"] = 4
@@ -401,6 +403,7 @@ async def webhooks_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fak
             "caBundle injected into both configurations",
         )
         await eventually(lambda: _used(api, "watch", "hypernodes"), "the HyperNode cache")
+        await eventually(lambda: _used(api, "watch", "queues"), "the Queue cache")
     finally:
         await _stop(task)
     return api
