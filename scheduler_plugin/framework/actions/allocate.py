@@ -238,6 +238,16 @@ def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[
     the unit, with the reason."""
     if not ssn.allocatable_fns:
         return groups, None
+    # Fast path: every allocatable function belongs to a plugin that can judge a sum, and the
+    # whole unit fits. Each check is "allocated + request <= limit on the request's dimensions",
+    # so when the sum fits, every prefix fits too.
+    judges = [
+        getattr(getattr(fn, "__self__", None), "why_not_allocatable", None) for fn in ssn.allocatable_fns
+    ]
+    if all(j is not None for j in judges):
+        every = [t for g in groups for t in g.tasks]
+        if all(j(job.queue, every) is None for j in judges if j is not None):
+            return groups, None
     accepted: list[TaskInfo] = []
     out: list[Group] = []
     why: str | None = None

@@ -45,6 +45,7 @@ from .queue_accounting import (
     job_sums,
     queue_priority,
     queue_state,
+    sums_by,
     task_res,
     tasks_res,
     total_resource,
@@ -363,13 +364,9 @@ class Capacity:
 
     # ------------------------------------------------------------------ events
     def _move(self, tasks: list[TaskInfo], sign: int) -> None:
-        snap = self.ssn.snap
-        for t in tasks:
-            job = snap.jobs.get(t.job)
-            if job is None:
-                continue
-            r = task_res(snap, t)
-            for i, a in enumerate(self._chain(job.queue)):
+        jobs = self.ssn.snap.jobs
+        for queue, r in sums_by(self.ssn.snap, tasks, lambda t: jobs[t.job].queue).items():
+            for i, a in enumerate(self._chain(queue)):
                 if sign > 0:
                     a.allocated.add(r)
                 else:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...job_info import JobInfo, TaskInfo
 from ...queue_share import Res, share
 from .gang import _enabled
-from .queue_accounting import job_sums, task_res, total_resource
+from .queue_accounting import job_sums, sums_by, task_res, total_resource
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -66,15 +66,14 @@ class Drf:
         return out
 
     def _move(self, tasks: list[TaskInfo], sign: int) -> None:
-        snap = self.ssn.snap
-        for t in tasks:
-            a = self._alloc(t.job).clone()
+        for job, r in sums_by(self.ssn.snap, tasks, lambda t: t.job).items():
+            a = self._alloc(job).clone()
             if sign > 0:
-                a.add(task_res(snap, t))
+                a.add(r)
             else:
-                a.sub(task_res(snap, t))
-            self.allocated[t.job] = a
-            self.shares[t.job] = self.share_of(a)
+                a.sub(r)
+            self.allocated[job] = a
+            self.shares[job] = self.share_of(a)
 
     def on_allocate(self, tasks: list[TaskInfo]) -> None:
         """The job holds more."""

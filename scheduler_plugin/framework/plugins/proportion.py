@@ -31,6 +31,7 @@ from .queue_accounting import (
     queue_priority,
     queue_state,
     queue_weight,
+    sums_by,
     task_res,
     tasks_res,
     total_resource,
@@ -153,13 +154,11 @@ class Proportion:
 
     # -- events
     def _move(self, tasks: list[TaskInfo], sign: int) -> None:
-        snap = self.ssn.snap
-        for t in tasks:
-            job = snap.jobs.get(t.job)
-            a = self.attrs.get(job.queue) if job is not None else None
+        jobs = self.ssn.snap.jobs
+        for queue, r in sums_by(self.ssn.snap, tasks, lambda t: jobs[t.job].queue).items():
+            a = self.attrs.get(queue)
             if a is None:
                 continue
-            r = task_res(snap, t)
             if sign > 0:
                 a.allocated.add(r)
             else:
