@@ -282,7 +282,73 @@ def test_proportion_reclaim_takes_from_queues_above_deserved_and_never_from_unre
         queues = [queue("a", reclaimable=reclaimable), queue("b")]
         snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
         ssn = Session.open(snap, PROPORTION)
-        victims_from = [t for t in snap.jobs["default/a"].tasks]
+        victims_from = list(snap.jobs["default/a"].tasks)
         reclaimer = snap.jobs["default/b"].tasks[0]
         got = ssn.reclaimable(reclaimer, victims_from)
         assert len(got) == (2 if reclaimable else 0)
+
+
+def test_reclaim_never_takes_a_queue_below_its_deserved_share() -> None:
+    # a holds 3 pods of 2 cpu (6 of 8 cpu) and deserves 4: one pod may go (6 -> 4), a second
+    # would leave it at 2, below deserved, and b would only have to give it back.
+    nodes = [node("n0", cpu=8)]
+    pods = [pod(f"a-t0-{i}", "a", cpu=2, node_name="n0") for i in range(3)] + job_pods("b", 2, cpu=2)
+    pgs = [podgroup("a", 1, queue="a"), group("b", 2, "b")]
+    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=[queue("a"), queue("b")])
+    ssn = Session.open(snap, PROPORTION)
+    assert ssn.plugins["proportion"].attrs["a"].deserved.cpu == 4000
+    got = ssn.reclaimable(snap.jobs["default/b"].tasks[0], list(snap.jobs["default/a"].tasks))
+    assert len(got) == 1
+
+
+def test_an_evicted_victim_moves_its_queue_share_at_once() -> None:
+    # The preempt/reclaim actions tell the plugins through the deallocate event.
+    nodes = [node("n0", cpu=4)]
+    pods = [pod(f"a-t0-{i}", "a", node_name="n0") for i in range(4)] + job_pods("b", 2)
+    pgs = [podgroup("a", 1, queue="a"), group("b", 2, "b")]
+    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=[queue("a"), queue("b")])
+    ssn = Session.open(snap, PROPORTION)
+    prop = ssn.plugins["proportion"]
+    assert ssn.overused("a")
+    ssn.on_deallocate(list(snap.jobs["default/a"].tasks[:2]))
+    assert prop.attrs["a"].allocated.cpu == 2000 and ssn.overused("a")  # at deserved (2): still full
+    ssn.on_deallocate(list(snap.jobs["default/a"].tasks[2:3]))
+    assert prop.attrs["a"].allocated.cpu == 1000 and not ssn.overused("a")
+
+
+def test_in_the_simulator_a_job_naming_a_closed_queue_is_refused_by_the_webhook(tmp_path: Any) -> None:
+    import yaml
+
+    from simulator.engine import simulate
+    from simulator.loader import load_paths
+
+    shut = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "shut"},
+        "spec": {"weight": 1},
+        "status": {"state": "Closed"},
+    }
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "late", "namespace": "default"},
+        "spec": {
+            "queue": "shut",
+            "minAvailable": 1,
+            "tasks": [
+                {
+                    "name": "t0",
+                    "replicas": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}},
+                }
+            ],
+        },
+    }
+    (tmp_path / "in.yaml").write_text(yaml.safe_dump_all([node("n0"), shut, job]))
+    result = simulate(load_paths([tmp_path]))
+    (refused,) = result.rejected
+    assert (
+        "spec.queue: can only submit job to queue with state `Open`, queue `shut` status is `Closed`"
+        in refused.to_dict()["message"]
+    )

@@ -250,28 +250,31 @@ def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[
             return groups, None
     accepted: list[TaskInfo] = []
     out: list[Group] = []
-    why: str | None = None
+    refused: TaskInfo | None = None
     try:
         for g in groups:
             keep: list[TaskInfo] = []
             for t in g.tasks:
                 if not ssn.allocatable(job.queue, t):
+                    refused = t
                     break
                 ssn.on_allocate([t])
                 accepted.append(t)
                 keep.append(t)
-            if len(keep) < len(g.tasks):
-                why = _not_allocatable_reason(ssn, job, [*accepted, g.tasks[len(keep)]])
+            if refused is not None:
                 if g.atomic:
-                    return [], why
-                if keep:
+                    out = []
+                elif keep:
                     out.append(Group(g.subjob, keep, g.atomic))
                 break
             out.append(g)
     finally:
         if accepted:
             ssn.on_deallocate(accepted)
-    return out, why
+    if refused is None:
+        return out, None
+    # Asked with the queue as it was: the tasks accepted so far and the one refused.
+    return out, _not_allocatable_reason(ssn, job, [*accepted, refused])
 
 
 def _not_allocatable_reason(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> str:
@@ -330,8 +333,6 @@ def allocate(ssn: Session) -> None:
         else:
             stmt.discard()
             expl = res.explanation or Explanation(summary="gang minimum not reached")
-            if why is not None:
-                expl.add_detail(why)  # the queue would refuse it too
             ssn.explanations[job.key] = expl
             _fail_tasks(ssn, groups, expl, expl.summary)
     for job in skipped:

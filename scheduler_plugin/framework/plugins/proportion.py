@@ -6,8 +6,8 @@ and demand. The plugin then orders queues (priority, then the smaller dominant s
 ``allocated / deserved``), reports a queue *overused* once its allocation reaches deserved,
 lets a task be allocated only while its queue stays within deserved on the dimensions the task
 asks for, admits a PodGroup to Inqueue only while its minResources fit the queue's real
-capability, and lets reclaim take tasks of queues above their deserved share (never of a queue
-with ``reclaimable: false``). Allocations made during the session move the queue's share at
+capability, and lets reclaim take tasks of queues above their deserved share, never below it and
+never of a queue with ``reclaimable: false``. Allocations made during the session move the queue's share at
 once (allocate/deallocate event handlers), as in Volcano.
 """
 
@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...job_info import JobInfo, TaskInfo
-from ...queue_share import QueueDemand, QueueShare, Res, compute_shares
+from ...queue_share import MIN_RESOURCE, QueueDemand, QueueShare, Res, compute_shares
 from ...queue_share import allocatable as share_allocatable
 from ...queue_share import enqueueable as share_enqueueable
 from ...queue_share import overused as share_overused
-from ...queue_share import reclaimable as share_reclaimable
 from ..session import PERMIT, REJECT
 from .gang import _enabled
 from .queue_accounting import (
@@ -136,21 +135,31 @@ class Proportion:
 
     # -- reclaim
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
-        """Tasks of queues above their deserved share, while they stay above it (and never a
-        queue with ``reclaimable: false``)."""
+        """Tasks of queues above their deserved share, in the order given, while the queue
+        still holds at least its deserved share once the task has left (on the dimensions the
+        task uses), and never of a queue with ``reclaimable: false``.
+
+        Volcano takes a victim while its queue is above deserved *before* it leaves, so the
+        last victim may take the queue below deserved, and the queue then reclaims back: here a
+        queue is never taken below its deserved share."""
         snap = self.ssn.snap
-        cands: list[TaskInfo] = []
-        pairs: list[tuple[str, Res]] = []
+        allocations: dict[str, Res] = {}
+        out: list[TaskInfo] = []
         for t in reclaimees:
             job = snap.jobs.get(t.job)
             if job is None:
                 continue
             q = snap.queues.get(job.queue)
-            if q is not None and q.spec.reclaimable is False:
+            a = self.attrs.get(job.queue)
+            if a is None or (q is not None and q.spec.reclaimable is False):
                 continue
-            cands.append(t)
-            pairs.append((job.queue, task_res(snap, t)))
-        return [cands[i] for i in share_reclaimable(self.attrs, pairs)]
+            req = task_res(snap, t)
+            allocated = allocations.setdefault(job.queue, a.allocated.clone())
+            after = allocated.clone().sub(req)
+            if all(after.get(n) >= a.deserved.get(n) - MIN_RESOURCE for n in req.names() if n != "pods"):
+                allocations[job.queue] = after
+                out.append(t)
+        return out
 
     # -- events
     def _move(self, tasks: list[TaskInfo], sign: int) -> None:
