@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.scheduler_cycle import make_cluster, make_pg, make_pod, running_pods  # noqa: E402
-from hyperplace.api import Queue  # noqa: E402
-from scheduler_plugin.conf import DEFAULT_CONFIG, load_scheduler_config  # noqa: E402
-from scheduler_plugin.session import run_session  # noqa: E402
-from scheduler_plugin.snapshot import ClusterSnapshot  # noqa: E402
+from bench.scheduler_cycle import make_cluster, make_pg, make_pod, running_pods
+from hyperplace.api import Queue
+from scheduler_plugin.conf import DEFAULT_CONFIG, load_scheduler_config
+from scheduler_plugin.session import run_session
+from scheduler_plugin.snapshot import ClusterSnapshot
 
 QUEUES = ("q0", "q1", "q2", "q3")
 BASELINE = load_scheduler_config(
