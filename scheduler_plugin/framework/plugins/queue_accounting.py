@@ -114,6 +114,9 @@ def tasks_res(snap: ClusterSnapshot, tasks: list[TaskInfo]) -> Res:
 def sums_by(snap: ClusterSnapshot, tasks: list[TaskInfo], key: Callable[[TaskInfo], str]) -> dict[str, Res]:
     """Requests of ``tasks`` summed per ``key`` (job, queue): one addition per distinct shape,
     so an event for a gang of thousands of identical pods costs a handful of operations."""
+    if len(tasks) == 1:  # a rollback's per-task event: no counting
+        t = tasks[0]
+        return {key(t): task_res_of_shape(snap, t.shape)}
     counts: Counter[tuple[str, int]] = Counter((key(t), t.shape) for t in tasks)
     out: dict[str, Res] = {}
     for (k, shape), n in counts.items():
