@@ -352,3 +352,13 @@ def test_in_the_simulator_a_job_naming_a_closed_queue_is_refused_by_the_webhook(
         "spec.queue: can only submit job to queue with state `Open`, queue `shut` status is `Closed`"
         in refused.to_dict()["message"]
     )
+
+
+def test_queue_order_is_priority_first_then_the_smaller_share() -> None:
+    nodes = [node("n0", cpu=8)]
+    pods = [pod("busy-t0-0", "busy", node_name="n0", cpu=3), *job_pods("idle", 1), *job_pods("vip", 1)]
+    pgs = [podgroup("busy", 1, queue="busy"), group("idle", 1, "idle"), group("vip", 1, "vip")]
+    queues = [queue("busy"), queue("idle"), queue("vip", priority=10)]
+    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
+    ssn = Session.open(snap, PROPORTION)
+    assert sorted(["busy", "idle", "vip"], key=ssn.queue_sort_key()) == ["vip", "idle", "busy"]
