@@ -23,6 +23,7 @@ from ..explain import Explanation
 from ..job_info import JobInfo, SubJobInfo, TaskInfo, Topology
 from ..snapshot import ClusterSnapshot
 from ..state import AllocState
+from .evictions import EvictionLedger
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -79,6 +80,8 @@ class Session:
     preemptive_fns: list[PreemptiveFn] = field(default_factory=list)
     plugins: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Evictions and nominations of the preempt/reclaim actions (see framework/evictions.py).
+    ledger: EvictionLedger = field(default_factory=EvictionLedger)
     # Outputs / working data.
     placed: dict[str, int] = field(default_factory=dict)  # task key -> node, tentative included
     bindings: dict[str, int] = field(default_factory=dict)  # committed

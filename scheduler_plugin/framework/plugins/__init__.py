@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...conf import NOOP_PLUGINS
-from . import binpack, gang, network_topology_aware, nodeorder, predicates, priority
+from . import binpack, conformance, gang, network_topology_aware, nodeorder, predicates, priority
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -24,12 +24,15 @@ REGISTRY: dict[str, Builder] = {
     "binpack": binpack.register,
     "nodeorder": nodeorder.register,
     "network-topology-aware": network_topology_aware.register,
+    "conformance": conformance.register,
 }
+
 
 
 def build_plugins(ssn: Session) -> None:
     """Instantiate every configured plugin in tier order (first entry of a name wins)."""
-    for tier in ssn.config.tiers:
+    for i, tier in enumerate(ssn.config.tiers):
+        ssn.plugins["__tier__"] = i  # read by tier_list while this tier's plugins register
         for opt in tier:
             if opt.name in ssn.plugins:
                 continue
@@ -41,3 +44,4 @@ def build_plugins(ssn: Session) -> None:
                     ssn.notes.append(f"unknown plugin {opt.name!r} ignored")
                 continue
             ssn.plugins[opt.name] = builder(ssn, dict(opt.arguments), opt)
+    ssn.plugins.pop("__tier__", None)

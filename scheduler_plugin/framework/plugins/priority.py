@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...job_info import JobInfo, SubJobInfo, TaskInfo
+from .tiers import tier_list
 from .gang import _enabled
 
 if TYPE_CHECKING:
@@ -30,8 +32,33 @@ def task_order(t: TaskInfo) -> int:
 task_order.precomputed = "prio_order_key"  # type: ignore[attr-defined]
 
 
+def preemptable(ssn: Session) -> Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]:
+    """Volcano's priority preemptableFn: another job's pods only if that job's priority is lower;
+    pods of the preemptor's own job only if their pod priority is lower."""
+    jobs = ssn.snap.jobs
+
+    def fn(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        me = jobs.get(preemptor.job)
+        if me is None:
+            return []
+        out = []
+        for t in candidates:
+            if t.job == me.key:
+                if t.priority < preemptor.priority:
+                    out.append(t)
+                continue
+            other = jobs.get(t.job)
+            if other is not None and other.priority < me.priority:
+                out.append(t)
+        return out
+
+    return fn
+
+
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> None:
-    """Register the priority comparators."""
+    """Register the priority comparators and the preemptable filter."""
+    if _enabled(opt, "enablePreemptable"):
+        tier_list(ssn.preemptable_fns, ssn).append(preemptable(ssn))
     if _enabled(opt, "enableJobOrder"):
         ssn.job_order_fns.append(job_order)
     if _enabled(opt, "enabledSubJobOrder"):
