@@ -31,6 +31,8 @@ cycle, where the pods are bound once their nodes have room.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,8 +61,10 @@ PREEMPTABLE_KEY = "volcano.sh/preemptable"
 # placements tried; both bound the work on huge trees, the counts make misses rare.
 MAX_DOMAINS_PER_TIER = 16
 MAX_EXACT_TRIES = 3
-# Units re-checked for removal after the binary search (most disruptive first).
+# Units re-checked for removal after the binary search (most disruptive first), in the
+# PRUNED_DOMAINS domains whose estimate is best.
 MAX_PRUNE_TRIALS = 32
+PRUNED_DOMAINS = 3
 
 
 def is_critical(t: TaskInfo) -> bool:
@@ -94,6 +98,71 @@ def _seconds(stamps: list[str]) -> F64:
 
 # ---------------------------------------------------------------------------------- units
 @dataclass
+class JobVictims:
+    """What the eviction actions need of one job's running pods, computed once per JobInfo (a
+    JobInfo never changes; the incremental state keeps it while the job does not change)."""
+
+    tasks: list[TaskInfo]  # running on a known node, not critical, in victim order
+    node: I64
+    shape: I64
+    req: I64  # (n, R)
+    secs: F64  # creation, epoch seconds (NaN unknown)
+    prio: I64
+    running: int  # running pods, node known or not (what the gang counts)
+    simple: bool  # no partition or task minimum: minMember alone bounds the spare pods
+
+
+def job_victims(job: JobInfo, r_dim: int) -> JobVictims:
+    """The cached :class:`JobVictims` of ``job``."""
+    got = job.cache.get("victims")
+    if isinstance(got, JobVictims):
+        return got
+    vt = [t for t in job.tasks if t.running and t.node >= 0 and not is_critical(t)]
+    # Victim order: lowest priority first, then the youngest (least running time lost), then name.
+    vt.sort(key=lambda t: t.key)
+    vt.sort(key=lambda t: t.creation, reverse=True)
+    vt.sort(key=lambda t: t.priority)
+    got = JobVictims(
+        tasks=vt,
+        node=np.array([t.node for t in vt], dtype=np.int64),
+        shape=np.array([t.shape for t in vt], dtype=np.int64),
+        req=np.stack([t.requests for t in vt]) if vt else np.zeros((0, r_dim), dtype=np.int64),
+        secs=_seconds([t.creation for t in vt]),
+        prio=np.array([t.priority for t in vt], dtype=np.int64),
+        running=sum(1 for t in job.tasks if t.running),
+        simple=not job.enforced_min_task_member and all(sj.is_default for sj in job.subjobs.values()),
+    )
+    job.cache["victims"] = got
+    return got
+
+
+def running_count(job: JobInfo, gone: set[str]) -> int:
+    """Running pods of ``job`` not already leaving (victims chosen earlier)."""
+    if gone:
+        return sum(1 for t in job.tasks if t.running and t.key not in gone)
+    got = job.cache.get("running")
+    if got is None:
+        got = job.cache["running"] = sum(1 for t in job.tasks if t.running)
+    return int(got)
+
+
+_JOB = operator.attrgetter("job")
+
+
+def group_by_job(tasks: list[TaskInfo]) -> dict[str, list[TaskInfo]]:
+    """Tasks per job key, in order; cheap when each job's tasks are contiguous (as the
+    candidates are), correct when they are not."""
+    out: dict[str, list[TaskInfo]] = {}
+    for jkey, grp in itertools.groupby(tasks, key=_JOB):
+        got = out.get(jkey)
+        if got is None:
+            out[jkey] = list(grp)
+        else:
+            got.extend(grp)
+    return out
+
+
+@dataclass
 class VictimUnits:
     """Allowed victim pods and the units (spare pods, whole gangs) they form, ranked."""
 
@@ -107,76 +176,142 @@ class VictimUnits:
     prio: list[int]  # per rank
     lost: list[float]  # per rank: running seconds lost
     job: list[str]  # per rank
+    size: list[int] = field(default_factory=list)  # per rank: pods
 
     def members(self, ranks: I64) -> npt.NDArray[np.bool_]:
         """Pods evicted when the units ``ranks`` go."""
         return np.isin(self.spare_rank, ranks) | np.isin(self.whole_rank, ranks)
 
 
+def _general_block(job: JobInfo, cand: list[TaskInfo], gone: set[str]) -> tuple[list[TaskInfo], int, bool]:
+    """Victim-ordered candidates of a job with partitions or task minimums, spare pods first:
+    (pods, how many are spare, can the whole gang go)."""
+    running = [t for t in job.tasks if t.running and t.key not in gone]
+    order = sorted(cand, key=lambda t: t.key)
+    order.sort(key=lambda t: t.creation, reverse=True)
+    order.sort(key=lambda t: t.priority)
+    n_job = len(running)
+    n_sj = Counter(t.subjob for t in running)
+    n_role = Counter(t.role for t in running)
+    role_min = job.enforced_min_task_member
+    spares: list[TaskInfo] = []
+    rest: list[TaskInfo] = []
+    for t in order:
+        sj = job.subjobs[t.subjob]
+        sj_min = 0 if sj.is_default else sj.min_available
+        if (
+            n_job - 1 >= job.min_member
+            and n_sj[t.subjob] - 1 >= sj_min
+            and n_role[t.role] - 1 >= role_min.get(t.role, 0)
+        ):
+            spares.append(t)
+            n_job -= 1
+            n_sj[t.subjob] -= 1
+            n_role[t.role] -= 1
+        else:
+            rest.append(t)
+    cand_keys = {t.key for t in cand}
+    whole = len(spares) < len(running) and all(t.key in cand_keys for t in running)
+    return spares + rest, len(spares), whole
+
+
 def build_units(ssn: Session, allowed: list[TaskInfo]) -> VictimUnits:
-    """Group allowed victims per job into spare-pod and whole-gang units, ranked by disruption."""
+    """Group allowed victims per job into spare-pod and whole-gang units, ranked by disruption
+    (gangs broken, priority, running seconds lost, pods; then job and victim order)."""
     gone = ssn.ledger.gone
-    by_job: dict[str, list[TaskInfo]] = {}
-    for t in allowed:
-        by_job.setdefault(t.job, []).append(t)
-    secs = _seconds([t.creation for t in allowed])
-    valid = secs[~np.isnan(secs)]
-    ref = float(valid.max()) if len(valid) else 0.0
-    lost_of = {t.key: (ref - s if not np.isnan(s) else 0.0) for t, s in zip(allowed, secs.tolist(), strict=True)}
-    # (cost, job, first pod, pods, broken)
-    raw: list[tuple[tuple[int, int, float, int], str, str, list[TaskInfo], bool]] = []
+    r_dim = len(ssn.snap.resources)
+    by_job = group_by_job(allowed)
+    tasks: list[TaskInfo] = []
+    parts: list[tuple[I64, I64, I64, F64, I64]] = []
+    blocks: list[tuple[str, int, int, int, bool]] = []  # (job, start, size, spare, whole)
     for jkey in sorted(by_job):
         job = ssn.snap.jobs[jkey]
         cand = by_job[jkey]
-        running = [t for t in job.tasks if t.running and t.key not in gone]
-        # Lowest priority first, then the youngest (least running time lost), then name.
-        order = sorted(cand, key=lambda t: (t.priority, lost_of[t.key], t.key))
-        n_job = len(running)
-        n_sj = Counter(t.subjob for t in running)
-        n_role = Counter(t.role for t in running)
-        role_min = job.enforced_min_task_member
-        spares: list[TaskInfo] = []
-        for t in order:
-            sj = job.subjobs[t.subjob]
-            sj_min = 0 if sj.is_default else sj.min_available
-            if (
-                n_job - 1 >= job.min_member
-                and n_sj[t.subjob] - 1 >= sj_min
-                and n_role[t.role] - 1 >= role_min.get(t.role, 0)
-            ):
-                spares.append(t)
-                n_job -= 1
-                n_sj[t.subjob] -= 1
-                n_role[t.role] -= 1
-        for t in spares:
-            raw.append(((0, t.priority, lost_of[t.key], 1), jkey, t.key, [t], False))
-        cand_keys = {t.key for t in cand}
-        whole_possible = len(spares) < len(running) and all(t.key in cand_keys for t in running)
-        if whole_possible:
-            prio = max(t.priority for t in running)
-            lost = sum(lost_of[t.key] for t in running)
-            raw.append(((1, prio, lost, len(running)), jkey, running[0].key, running, True))
-    raw.sort(key=lambda u: (u[0], u[1], u[2]))
-    index = {t.key: i for i, t in enumerate(allowed)}
-    p = len(allowed)
+        jv = job_victims(job, r_dim)
+        untouched = not gone or not any(t.key in gone for t in jv.tasks)
+        if jv.simple and untouched and len(cand) == len(jv.tasks):
+            block = jv.tasks
+            spare = max(min(jv.running - job.min_member, len(block)), 0)
+            whole = spare < jv.running and len(block) == jv.running
+            parts.append((jv.node, jv.shape, jv.req, jv.secs, jv.prio))
+        else:
+            block, spare, whole = _general_block(job, cand, gone)
+            parts.append(
+                (
+                    np.array([t.node for t in block], dtype=np.int64),
+                    np.array([t.shape for t in block], dtype=np.int64),
+                    np.stack([t.requests for t in block]),
+                    _seconds([t.creation for t in block]),
+                    np.array([t.priority for t in block], dtype=np.int64),
+                )
+            )
+        blocks.append((jkey, len(tasks), len(block), spare, whole))
+        tasks.extend(block)
+    p = len(tasks)
+    if p:
+        node = np.concatenate([x[0] for x in parts])
+        shape = np.concatenate([x[1] for x in parts])
+        req = np.concatenate([x[2] for x in parts])
+        secs = np.concatenate([x[3] for x in parts])
+        prio = np.concatenate([x[4] for x in parts])
+    else:
+        node = shape = prio = np.zeros(0, dtype=np.int64)
+        req = np.zeros((0, r_dim), dtype=np.int64)
+        secs = np.zeros(0)
+    known = ~np.isnan(secs)
+    ref = float(secs[known].max()) if known.any() else 0.0
+    lost = np.where(known, ref - secs, 0.0)
+    # Units: every spare pod alone, then each gang that can go whole.
+    u_pod: list[int] = []  # first pod of the unit
+    u_job: list[int] = []
+    u_whole: list[int] = []  # block index of a whole unit, -1 for a spare pod
+    for bi, (_, start, size, spare, whole) in enumerate(blocks):
+        u_pod.extend(range(start, start + spare))
+        u_job.extend([bi] * spare)
+        u_whole.extend([-1] * spare)
+        if whole:
+            u_pod.append(start)
+            u_job.append(bi)
+            u_whole.append(bi)
+    up = np.array(u_pod, dtype=np.int64)
+    uw = np.array(u_whole, dtype=np.int64)
+    broken = (uw >= 0).astype(np.int64)
+    b_start = np.array([b[1] for b in blocks], dtype=np.int64)
+    b_size = np.array([b[2] for b in blocks], dtype=np.int64)
+    u_prio = prio[up] if len(up) else np.zeros(0, dtype=np.int64)
+    u_lost = lost[up] if len(up) else np.zeros(0)
+    u_n = np.ones(len(up), dtype=np.int64)
+    if broken.any():
+        wi = np.flatnonzero(broken)
+        bw = uw[wi]
+        for i, b in zip(wi.tolist(), bw.tolist(), strict=True):
+            sl = slice(int(b_start[b]), int(b_start[b] + b_size[b]))
+            u_prio[i] = int(prio[sl].max())
+            u_lost[i] = float(lost[sl].sum())
+            u_n[i] = int(b_size[b])
+    order = np.lexsort((up, np.array(u_job, dtype=np.int64), u_n, u_lost, u_prio, broken))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
     spare_rank = np.full(p, -1, dtype=np.int64)
     whole_rank = np.full(p, -1, dtype=np.int64)
-    for r, (_, _, _, pods, broken) in enumerate(raw):
-        target = whole_rank if broken else spare_rank
-        for t in pods:
-            target[index[t.key]] = r
-    r_dim = len(ssn.snap.resources)
+    spare_units = np.flatnonzero(broken == 0)
+    spare_rank[up[spare_units]] = rank[spare_units]
+    for i in np.flatnonzero(broken).tolist():
+        b = int(uw[i])
+        whole_rank[int(b_start[b]) : int(b_start[b] + b_size[b])] = rank[i]
+    jkeys = [b[0] for b in blocks]
     return VictimUnits(
-        tasks=allowed,
-        node=np.array([t.node for t in allowed], dtype=np.int64),
-        shape=np.array([t.shape for t in allowed], dtype=np.int64),
-        req=np.stack([t.requests for t in allowed]) if allowed else np.zeros((0, r_dim), dtype=np.int64),
+        tasks=tasks,
+        node=node,
+        shape=shape,
+        req=req,
         spare_rank=spare_rank,
         whole_rank=whole_rank,
-        broken=[u[4] for u in raw],
-        prio=[u[0][1] for u in raw],
-        lost=[u[0][2] for u in raw],
-        job=[u[1] for u in raw],
+        broken=broken[order].astype(bool).tolist(),
+        prio=u_prio[order].tolist(),
+        lost=u_lost[order].tolist(),
+        job=[jkeys[u_job[i]] for i in order.tolist()],
+        size=u_n[order].tolist(),
     )
 
 
@@ -311,9 +446,13 @@ class Outcome:
 
 
 def _domain_plan(
-    fc: FitCounter, units: VictimUnits, d: int, tier: int, pod_local: I64, n_nodes_d: int
+    fc: FitCounter, units: VictimUnits, d: int, tier: int, pod_local: I64, n_nodes_d: int, prune: bool = True
 ) -> Plan | None:
-    """Fewest-disruption victims inside domain ``d`` (None when even all of them do not do)."""
+    """Fewest-disruption victims inside domain ``d`` (None when even all of them do not do).
+
+    ``prune=False`` stops after the binary search (the shortest fitting prefix of the ranking):
+    a cheap estimate used to pick the domains worth pruning.
+    """
     nodes = fc.tree.node_sets[d]
     r_dim = units.req.shape[1]
     pd = np.flatnonzero(pod_local >= 0)
@@ -352,21 +491,77 @@ def _domain_plan(
     whole_jobs = {units.job[r] for r in chosen if units.broken[r]}
     chosen = [r for r in chosen if units.broken[r] or units.job[r] not in whole_jobs]
     # Drop units again, most disruptive first, while the gang still fits.
-    trials = 0
-    for r in sorted(chosen[:-1], reverse=True):
-        if trials >= MAX_PRUNE_TRIALS:
-            break
-        trials += 1
-        rest = np.array([x for x in chosen if x != r], dtype=np.int64)
-        if fits_set(rest):
-            chosen = rest.tolist()
-    arr = np.array(chosen, dtype=np.int64)
-    mask = units.members(arr)
-    victims = [units.tasks[i] for i in np.flatnonzero(mask).tolist()]
+    # A class whose tier limit the domain meets is implied by the per-shape totals.
+    if not prune:
+        pass
+    elif any(limit < fc.tree.tiers[d] for (_, limit, _) in fc.demand.classes):
+        trials = 0
+        for r in sorted(chosen[:-1], reverse=True):
+            if trials >= MAX_PRUNE_TRIALS:
+                break
+            trials += 1
+            rest = np.array([x for x in chosen if x != r], dtype=np.int64)
+            if fits_set(rest):
+                chosen = rest.tolist()
+    else:
+        chosen = _prune_local(fc, nodes, chosen, sr, wr, loc, req, freed_for)
     broken = sorted({units.job[r] for r in chosen if units.broken[r]})
-    prio = max((t.priority for t in victims), default=0)
+    prio = max((units.prio[r] for r in chosen), default=0)
     lost = float(sum(units.lost[r] for r in chosen))
-    return Plan(d, tier, victims, broken, (len(broken), prio, lost, len(victims)))
+    n_pods = sum(units.size[r] for r in chosen)  # no pod is in two chosen units
+    victims: list[TaskInfo] = []
+    if prune:
+        mask = units.members(np.array(chosen, dtype=np.int64))
+        victims = [units.tasks[i] for i in np.flatnonzero(mask).tolist()]
+    return Plan(d, tier, victims, broken, (len(broken), prio, lost, n_pods))
+
+
+def _prune_local(
+    fc: FitCounter,
+    nodes: I64,
+    chosen: list[int],
+    sr: I64,
+    wr: I64,
+    loc: I64,
+    req: I64,
+    freed_for: Callable[[npt.NDArray[np.bool_]], I64],
+) -> list[int]:
+    """Drop chosen units, most disruptive first, while the counts still fit the gang.
+
+    Without partition classes a fit is "per shape, the domain's count sum >= demand", so taking
+    one unit back changes the counts of its own nodes only: each trial costs the unit's size,
+    not the domain's.
+    """
+    arr = np.array(chosen, dtype=np.int64)
+    in_sr, in_wr = np.isin(sr, arr), np.isin(wr, arr)
+    mask = in_sr | in_wr
+    freed = freed_for(mask)
+    owner = np.where(in_wr, wr, np.where(in_sr, sr, -1))  # each pod in one chosen unit at most
+    pods_of: dict[int, list[int]] = {}
+    for i in np.flatnonzero(mask).tolist():
+        pods_of.setdefault(int(owner[i]), []).append(i)
+    total = fc.demand.total
+    counts = {sid: fc.counts(sid, nodes, freed) for sid in total}
+    sums = {sid: int(c.sum()) for sid, c in counts.items()}
+    keep = set(chosen)
+    for r in sorted(chosen[:-1], reverse=True)[: MAX_PRUNE_TRIALS * 2]:
+        idx = pods_of.get(r)
+        if not idx:
+            keep.discard(r)
+            continue
+        ln = loc[idx]
+        touched = np.unique(ln)
+        back = freed[touched].copy()
+        pos = np.searchsorted(touched, ln)
+        np.subtract.at(back, pos, req[idx])
+        new = {sid: fc.counts(sid, nodes[touched], back) for sid in total}
+        if all(sums[sid] - int(counts[sid][touched].sum()) + int(new[sid].sum()) >= k for sid, k in total.items()):
+            keep.discard(r)
+            freed[touched] = back
+            for sid in total:
+                sums[sid] += int(new[sid].sum()) - int(counts[sid][touched].sum())
+                counts[sid][touched] = new[sid]
+    return [r for r in chosen if r in keep]
 
 
 def plan_victims(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[TaskInfo]) -> Outcome:
@@ -399,18 +594,24 @@ def plan_victims(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[
         sid0 = max(demand.total, key=lambda s: demand.total[s])
         now = ssn.state.dom_counts(ssn.snap.shapes[sid0])[cands]
         cands = cands[np.lexsort((cands, -now))][:MAX_DOMAINS_PER_TIER]
-        plans: list[Plan] = []
-        for d in cands.tolist():
+        local = np.full(n, -1, dtype=np.int64)
+
+        def plan_in(d: int, prune: bool) -> Plan | None:
             nodes = tree.node_sets[d]
-            local = np.full(n, -1, dtype=np.int64)
             local[nodes] = np.arange(len(nodes))
-            pl = _domain_plan(fc, units, d, int(tree.tiers[d]), local[units.node], len(nodes))
-            if pl is not None:
-                plans.append(pl)
+            try:
+                return _domain_plan(fc, units, d, int(tree.tiers[d]), local[units.node], len(nodes), prune)
+            finally:
+                local[nodes] = -1
+
+        # Every domain gets the cheap estimate; the best few are pruned to their fewest victims.
+        rough = [pl for d in cands.tolist() if (pl := plan_in(d, False)) is not None]
+        rough.sort(key=lambda p: (p.cost, tree.names[p.domain]))
+        plans = [pl for p in rough[:PRUNED_DOMAINS] if (pl := plan_in(p.domain, True)) is not None]
         if plans:
             plans.sort(key=lambda p: (p.cost, tree.names[p.domain]))
             for p in plans:
-                p.considered = len(plans)
+                p.considered = len(rough)
             return Outcome(plans=plans)
     return Outcome(
         why=f"the gang's {n_pods} pods do not fit in any allowed domain even if all {len(allowed)} "
@@ -425,13 +626,13 @@ VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job)
 def candidates(ssn: Session, job: JobInfo, eligible: VictimFilter) -> list[TaskInfo]:
     """Running pods of other jobs the action may consider, never non-preemptable or critical."""
     gone = ssn.ledger.gone
+    r_dim = len(ssn.snap.resources)
     out: list[TaskInfo] = []
     for other in ssn.snap.jobs.values():
         if other.key == job.key or not other.tasks or not eligible(job, other) or not job_preemptable(other):
             continue
-        for t in other.tasks:
-            if t.running and t.node >= 0 and t.key not in gone and not is_critical(t):
-                out.append(t)
+        vt = job_victims(other, r_dim).tasks
+        out.extend(vt if not gone else [t for t in vt if t.key not in gone])
     return out
 
 

@@ -294,15 +294,20 @@ class Session:
         # Volcano's Preemptable/Reclaimable: within a tier the answers of the plugins that did
         # not abstain are intersected; the first tier with an answer decides.
         for tier in tiers:
-            chosen: dict[str, TaskInfo] | None = None
+            chosen: list[TaskInfo] | None = None
             for fn in tier:
                 got = fn(actor, candidates)
                 if got is None:
                     continue
-                keys = {t.key: t for t in got}
-                chosen = keys if chosen is None else {k: v for k, v in chosen.items() if k in keys}
+                if chosen is None:
+                    chosen = list(got)
+                elif len(got) < len(candidates):
+                    # An answer as long as the candidates allows them all (answers are subsets):
+                    # only a shorter one cuts.
+                    keep = {t.key for t in got}
+                    chosen = [t for t in chosen if t.key in keep]
             if chosen is not None:
-                return list(chosen.values())
+                return chosen
         return []
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...job_info import TaskInfo
-from ...preemption import is_critical
+from ...preemption import CRITICAL_PRIORITY_CLASSES, SYSTEM_CRITICAL_PRIORITY
 from .tiers import tier_list
 from .gang import _enabled
 
@@ -23,7 +23,13 @@ SYSTEM_NAMESPACE = "kube-system"
 
 def evictable(actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
     """The candidates that are neither system-critical nor in kube-system."""
-    return [t for t in candidates if t.namespace != SYSTEM_NAMESPACE and not is_critical(t)]
+    return [
+        t
+        for t in candidates
+        if t.namespace != SYSTEM_NAMESPACE
+        and t.priority_class not in CRITICAL_PRIORITY_CLASSES
+        and t.priority < SYSTEM_CRITICAL_PRIORITY
+    ]
 
 
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> None:

@@ -58,16 +58,16 @@ class Gang:
         """Pods a victim job can lose: while it keeps minMember, or all of them when every
         running pod of the job is a candidate (the whole gang then goes, never a part below its
         minimum; ``scheduler_plugin.preemption`` evicts either spare pods or the whole gang)."""
+        from ...preemption import group_by_job, running_count
+
         gone = self.ssn.ledger.gone
-        by_job: dict[str, list[TaskInfo]] = {}
-        for t in candidates:
-            by_job.setdefault(t.job, []).append(t)
+        by_job = group_by_job(candidates)
         out: list[TaskInfo] = []
         for jkey, cands in by_job.items():
             job = self.ssn.snap.jobs.get(jkey)
             if job is None:
                 continue
-            running = sum(1 for t in job.tasks if t.running and t.key not in gone)
+            running = running_count(job, gone)
             if running > job.min_member or len(cands) >= running:
                 out.extend(cands)
         return out

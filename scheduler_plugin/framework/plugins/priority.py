@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +13,9 @@ from .gang import _enabled
 
 if TYPE_CHECKING:
     from ..session import Session
+
+
+_JOB = operator.attrgetter("job")
 
 
 def job_order(job: JobInfo) -> int:
@@ -41,15 +46,15 @@ def preemptable(ssn: Session) -> Callable[[TaskInfo, list[TaskInfo]], list[TaskI
         me = jobs.get(preemptor.job)
         if me is None:
             return []
-        out = []
-        for t in candidates:
-            if t.job == me.key:
-                if t.priority < preemptor.priority:
-                    out.append(t)
+        out: list[TaskInfo] = []
+        # One verdict per job (candidates come job by job), not one per pod.
+        for jkey, group in itertools.groupby(candidates, key=_JOB):
+            if jkey == me.key:
+                out.extend(t for t in group if t.priority < preemptor.priority)
                 continue
-            other = jobs.get(t.job)
+            other = jobs.get(jkey)
             if other is not None and other.priority < me.priority:
-                out.append(t)
+                out.extend(group)
         return out
 
     return fn
