@@ -155,15 +155,15 @@ def cluster(n: int, gang: int, running: bool) -> tuple[list[Any], list[Any], lis
     return nodes, pods, hypernodes(n), pgs
 
 
-def timed_preempt() -> tuple[list[float], Any]:
-    """Wrap the preempt action to time it alone."""
-    times: list[float] = []
+def timed_preempt() -> tuple[list[tuple[float, float]], Any]:
+    """Wrap the preempt action to time it alone: (wall, CPU) seconds per run."""
+    times: list[tuple[float, float]] = []
     orig = actions_mod.ACTIONS["preempt"]
 
     def wrapped(ssn: Any) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         orig(ssn)
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
 
     actions_mod.ACTIONS["preempt"] = wrapped
     return times, orig
@@ -203,12 +203,12 @@ def main() -> None:
     for ev in result.evictions:
         req = by_key[ev.victim]["spec"]["containers"][0]["resources"]["requests"]
         victim_gpus += int(req[GPU])
-    broken = {ev.victim_job for ev in result.evictions} - set()
-    whole = sum(
-        1
-        for j in broken
-        if sum(1 for ev in result.evictions if ev.victim_job == j) >= JOB_MIN  # below minMember: whole gang
-    )
+    per_job: dict[str, int] = {}
+    for ev in result.evictions:
+        per_job[ev.victim_job] = per_job.get(ev.victim_job, 0) + 1
+    broken = set(per_job)
+    # More than the 10 spare pods of a gang means the whole gang went (never below minMember).
+    whole = sum(1 for c in per_job.values() if c > JOB_SIZE - JOB_MIN)
 
     e_nodes, e_pods, e_hns, e_pgs = cluster(n, gang, running=False)
     empty = ClusterSnapshot.build(nodes=e_nodes, pods=e_pods, hypernodes=e_hns, podgroups=e_pgs, priority_classes=PCS)
@@ -219,9 +219,14 @@ def main() -> None:
         base.append(r.decision_seconds)
 
     med = statistics.median
-    print(f"preempt decision (action alone): {med(times) * 1000:8.1f} ms   (target <= 200 ms)")
-    print(f"session (allocate fails, then preempt): {med(sessions) * 1000:8.1f} ms")
-    print(f"baseline, allocate of the same gang on the empty cluster: {med(base) * 1000:8.1f} ms")
+    # The machine may be shared: CPU time of this process is shown next to wall time.
+    print(
+        f"preempt decision (action alone): {med(t for t, _ in times) * 1000:8.1f} ms wall, "
+        f"{med(c for _, c in times) * 1000:8.1f} ms CPU   (target <= 200 ms; first run "
+        f"{times[0][0] * 1000:.1f} ms, per-job victim data cold)"
+    )
+    print(f"session (allocate fails and explains, then preempt): {med(sessions) * 1000:8.1f} ms wall")
+    print(f"baseline, allocate of the same gang on the empty cluster: {med(base) * 1000:8.1f} ms wall")
     print(
         f"victims: {len(result.evictions)} pods of {len(broken)} gangs ({whole} evicted whole), "
         f"{victim_gpus} GPUs freed for a gang needing {gang}; domain {nom.domain}"
