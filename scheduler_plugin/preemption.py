@@ -467,36 +467,65 @@ def _domain_plan(
             np.add.at(out, loc[mask], req[mask])
         return out
 
-    def fits_prefix(thr: int) -> bool:
-        m = ((sr >= 0) & (sr <= thr)) | ((wr >= 0) & (wr <= thr))
-        return fc.fits_in(d, nodes, freed_for(m))
-
     def fits_set(chosen: I64) -> bool:
         m = np.isin(sr, chosen) | np.isin(wr, chosen)
         return fc.fits_in(d, nodes, freed_for(m))
 
     if fc.fits_in(d, nodes, np.zeros((n_nodes_d, r_dim), dtype=np.int64)):
         return Plan(d, tier, [], [], (0, -(1 << 62), 0.0, 0))
-    if not len(ranks) or not fits_prefix(int(ranks[-1])):
+    if not len(ranks):
         return None
-    lo, hi = 0, len(ranks) - 1  # smallest j with fits_prefix(ranks[j])
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits_prefix(int(ranks[mid])):
-            hi = mid
-        else:
-            lo = mid + 1
-    chosen = [int(r) for r in ranks[: lo + 1]]
-    # A gang that goes whole makes its spare units redundant.
-    whole_jobs = {units.job[r] for r in chosen if units.broken[r]}
-    chosen = [r for r in chosen if units.broken[r] or units.job[r] not in whole_jobs]
+    n_units = len(units.broken)
+
+    def search(perm: I64) -> list[int] | None:
+        """The shortest prefix of ``perm`` (unit ranks) after which the gang fits."""
+        pos = np.full(n_units + 1, n_units, dtype=np.int64)  # index -1 (no unit) -> never
+        pos[perm] = np.arange(len(perm))
+        psr, pwr = pos[sr], pos[wr]
+
+        def fits_j(j: int) -> bool:
+            return fc.fits_in(d, nodes, freed_for((psr <= j) | (pwr <= j)))
+
+        if not fits_j(len(perm) - 1):
+            return None
+        lo, hi = 0, len(perm) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits_j(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        got = [int(r) for r in perm[: lo + 1]]
+        # A gang that goes whole makes its spare units redundant.
+        whole_jobs = {units.job[r] for r in got if units.broken[r]}
+        return [r for r in got if units.broken[r] or units.job[r] not in whole_jobs]
+
+    def cost(chosen: list[int]) -> tuple[int, int, float, int]:
+        broken = {units.job[r] for r in chosen if units.broken[r]}
+        prio = max((units.prio[r] for r in chosen), default=0)
+        return len(broken), prio, float(sum(units.lost[r] for r in chosen)), sum(units.size[r] for r in chosen)
+
+    # Two orders: disruption rank (cheapest units first), and spare pods first then whole gangs
+    # with the most pods in this domain first (fewest gangs for the room they free).
+    found = search(ranks)
+    if found is None:
+        return None
+    whole_mask = np.array([units.broken[r] for r in ranks.tolist()], dtype=bool)
+    if whole_mask.any():
+        in_d = np.bincount(wr[wr >= 0], minlength=n_units)
+        w = ranks[whole_mask]
+        alt = np.concatenate([ranks[~whole_mask], w[np.lexsort((w, -in_d[w]))]])
+        other = search(alt)
+        if other is not None and cost(other) < cost(found):
+            found = other
+    chosen = sorted(found)
     # Drop units again, most disruptive first, while the gang still fits.
     # A class whose tier limit the domain meets is implied by the per-shape totals.
     if not prune:
         pass
     elif any(limit < fc.tree.tiers[d] for (_, limit, _) in fc.demand.classes):
         trials = 0
-        for r in sorted(chosen[:-1], reverse=True):
+        for r in sorted(chosen, reverse=True):
             if trials >= MAX_PRUNE_TRIALS:
                 break
             trials += 1
@@ -506,14 +535,11 @@ def _domain_plan(
     else:
         chosen = _prune_local(fc, nodes, chosen, sr, wr, loc, req, freed_for)
     broken = sorted({units.job[r] for r in chosen if units.broken[r]})
-    prio = max((units.prio[r] for r in chosen), default=0)
-    lost = float(sum(units.lost[r] for r in chosen))
-    n_pods = sum(units.size[r] for r in chosen)  # no pod is in two chosen units
     victims: list[TaskInfo] = []
     if prune:
         mask = units.members(np.array(chosen, dtype=np.int64))
         victims = [units.tasks[i] for i in np.flatnonzero(mask).tolist()]
-    return Plan(d, tier, victims, broken, (len(broken), prio, lost, n_pods))
+    return Plan(d, tier, victims, broken, cost(chosen))  # no pod is in two chosen units
 
 
 def _prune_local(
@@ -544,7 +570,7 @@ def _prune_local(
     counts = {sid: fc.counts(sid, nodes, freed) for sid in total}
     sums = {sid: int(c.sum()) for sid, c in counts.items()}
     keep = set(chosen)
-    for r in sorted(chosen[:-1], reverse=True)[: MAX_PRUNE_TRIALS * 2]:
+    for r in sorted(chosen, reverse=True)[: MAX_PRUNE_TRIALS * 2]:
         idx = pods_of.get(r)
         if not idx:
             keep.discard(r)

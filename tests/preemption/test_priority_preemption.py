@@ -166,3 +166,43 @@ def test_without_the_preempt_action_nothing_is_evicted():
         config=DEFAULT_CONFIG,
     )
     assert res.evictions == []
+
+
+def test_a_partitioned_gang_takes_whole_racks_for_its_partitions():
+    # Three racks of 4 nodes under one spine. The preemptor has 2 partitions of 4 pods, each
+    # partition hard-limited to one rack, the job to the spine. rack0 and rack1 each run one
+    # 4-pod gang; rack2 runs two 2-pod gangs. Evicting rack0's and rack1's gangs breaks two
+    # gangs; any plan using rack2 breaks three: the partitions land in rack0 and rack1.
+    from tests.scheduler.builders import job_pods, partition_policy, podgroup
+
+    nodes, hns = racks(n_racks=3)
+    pg = podgroup(
+        "urgent",
+        8,
+        topology={"mode": "hard", "highestTierAllowed": 2},
+        sub_groups=[partition_policy("t0", 4, tier=1)],
+        priority_class="high",
+    )
+    pods = job_pods("urgent", 8, cpu=4, partition_size=4)
+    for p in pods:
+        p["spec"]["priorityClassName"] = "high"
+    res, _ = run(
+        [
+            running_gang("a", ["r0n0", "r0n1", "r0n2", "r0n3"]),
+            running_gang("b", ["r1n0", "r1n1", "r1n2", "r1n3"]),
+            running_gang("c1", ["r2n0", "r2n1"]),
+            running_gang("c2", ["r2n2", "r2n3"]),
+            (pg, pods),
+        ],
+        nodes,
+        hns,
+    )
+    assert {e.victim_job for e in res.evictions} == {"default/a", "default/b"}
+    nom = res.nominations["default/urgent"]
+    by_partition: dict[str, set[str]] = {}
+    for key, node_name in nom.pods.items():
+        part = int(key.rsplit("-", 1)[1]) // 4
+        by_partition.setdefault(str(part), set()).add(node_name[:2])
+    # Each partition inside one rack, the two in different racks.
+    assert sorted(next(iter(v)) for v in by_partition.values()) == ["r0", "r1"]
+    assert all(len(v) == 1 for v in by_partition.values())
