@@ -812,3 +812,41 @@ def hold_nominations(ssn: Session, carried: Mapping[str, Nomination]) -> None:
             hn = tree.lowest_containing(nodes)
             if hn >= 0:
                 ssn.job_hn[jkey] = tree.lca(ssn.job_hn.get(jkey, -1), hn)
+
+
+# ---------------------------------------------------------------------------------- what if
+# Pending jobs per session given a "preemption would help" line when preemption is off (each
+# costs one victim search).
+WHAT_IF_JOBS = 1
+
+
+def explain_without_preemption(ssn: Session) -> None:
+    """Tell a waiting gang that evicting lower-priority pods of its queue would make room, when
+    the configuration has no ``preempt`` action (so nothing will)."""
+    if "preempt" in ssn.config.actions:
+        return
+    from .framework.actions.allocate import gang_groups
+
+    ledger = ssn.ledger
+    waiting = [
+        j
+        for j in ssn.snap.jobs.values()
+        if j.key in ssn.explanations and j.pending and j.key not in ledger.nominations and not ssn.job_ready(j)
+    ]
+    waiting.sort(key=ssn.job_sort_key())
+    for job in waiting[:WHAT_IF_JOBS]:
+        groups = gang_groups(ssn, job)
+        if isinstance(groups, str) or not groups:
+            continue
+        cands = candidates(ssn, job, lambda me, other: other.queue == me.queue and other.priority < me.priority)
+        if not cands:
+            continue
+        out = plan_victims(ssn, job, groups, cands)
+        if out.plans:
+            p = out.plans[0]
+            _note(
+                ssn,
+                job,
+                f"tier {p.tier}: {ssn.snap.tree.names[p.domain]} would fit after evicting {p.cost[3]} pods of "
+                "lower priority; preemption is not enabled (no preempt action in the scheduler configuration)",
+            )

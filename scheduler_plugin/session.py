@@ -89,7 +89,7 @@ def run_session(
     ``nominations``: what the previous session nominated (``SessionResult.nominations``): that
     room stays held for its gangs, which are bound once their victims are gone.
     """
-    from .preemption import hold_nominations
+    from .preemption import explain_without_preemption, hold_nominations
 
     t0 = time.perf_counter()
     ssn = Session.open(snapshot, config, seed)
@@ -103,6 +103,7 @@ def run_session(
             ssn.notes.append(f"action {action!r} not run: {why}")
             continue
         fn(ssn)
+    explain_without_preemption(ssn)
     result = _close(ssn)
     _close_nominations(ssn, result)
     result.decision_seconds = time.perf_counter() - t0
