@@ -67,7 +67,11 @@ def node(i: int) -> dict[str, Any]:
     alloc = {"cpu": "96", "memory": "512Gi", "pods": "110", GPU: "8"}
     return {
         "metadata": {"name": f"n{i:05d}", "labels": {"kubernetes.io/hostname": f"n{i:05d}"}},
-        "status": {"allocatable": alloc, "capacity": alloc, "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {
+            "allocatable": alloc,
+            "capacity": alloc,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
     }
 
 
@@ -79,14 +83,22 @@ def hypernodes(n: int) -> list[HyperNode]:
             {"type": "Node", "selector": {"exactMatch": {"name": f"n{i:05d}"}}}
             for i in range(li * LEAF, min(n, (li + 1) * LEAF))
         ]
-        out.append(HyperNode.model_validate({"metadata": {"name": f"leaf{li:04d}"}, "spec": {"tier": 1, "members": members}}))
+        out.append(
+            HyperNode.model_validate(
+                {"metadata": {"name": f"leaf{li:04d}"}, "spec": {"tier": 1, "members": members}}
+            )
+        )
     spines = (leaves + SPINE - 1) // SPINE
     for si in range(spines):
         members = [
             {"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf{li:04d}"}}}
             for li in range(si * SPINE, min(leaves, (si + 1) * SPINE))
         ]
-        out.append(HyperNode.model_validate({"metadata": {"name": f"spine{si:03d}"}, "spec": {"tier": 2, "members": members}}))
+        out.append(
+            HyperNode.model_validate(
+                {"metadata": {"name": f"spine{si:03d}"}, "spec": {"tier": 2, "members": members}}
+            )
+        )
     out.append(
         HyperNode.model_validate(
             {
@@ -104,7 +116,9 @@ def hypernodes(n: int) -> list[HyperNode]:
     return out
 
 
-def pod(name: str, group: str, gpus: int, prio: str, idx: int, node_name: str | None, created: str) -> dict[str, Any]:
+def pod(
+    name: str, group: str, gpus: int, prio: str, idx: int, node_name: str | None, created: str
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": "volcano",
         "priorityClassName": prio,
@@ -131,7 +145,10 @@ def pg(name: str, min_member: int, prio: str, topo: dict[str, Any] | None = None
     if topo:
         spec["networkTopology"] = topo
     return PodGroup.model_validate(
-        {"metadata": {"name": name, "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec}
+        {
+            "metadata": {"name": name, "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": spec,
+        }
     )
 
 
@@ -183,7 +200,9 @@ def main() -> None:
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, priority_classes=PCS)
     build = time.perf_counter() - t0
     running = sum(1 for p in pods if p["spec"].get("nodeName"))
-    print(f"cluster: {n} nodes, {len(hns)} HyperNodes, {running} running pods in {len(pgs) - 1} gangs; snapshot {build:.2f}s")
+    print(
+        f"cluster: {n} nodes, {len(hns)} HyperNodes, {running} running pods in {len(pgs) - 1} gangs; snapshot {build:.2f}s"
+    )
     print(f"preemptor: {gang} pods x 1 GPU, hard tier 2 (one spine of {LEAF * SPINE} nodes)")
 
     times, orig = timed_preempt()
@@ -211,7 +230,9 @@ def main() -> None:
     whole = sum(1 for c in per_job.values() if c > JOB_SIZE - JOB_MIN)
 
     e_nodes, e_pods, e_hns, e_pgs = cluster(n, gang, running=False)
-    empty = ClusterSnapshot.build(nodes=e_nodes, pods=e_pods, hypernodes=e_hns, podgroups=e_pgs, priority_classes=PCS)
+    empty = ClusterSnapshot.build(
+        nodes=e_nodes, pods=e_pods, hypernodes=e_hns, podgroups=e_pgs, priority_classes=PCS
+    )
     base: list[float] = []
     for _ in range(args.reps):
         r = run_session(empty, DEFAULT_CONFIG)

@@ -265,7 +265,7 @@ def build_units(ssn: Session, allowed: list[TaskInfo]) -> VictimUnits:
     u_pod: list[int] = []  # first pod of the unit
     u_job: list[int] = []
     u_whole: list[int] = []  # block index of a whole unit, -1 for a spare pod
-    for bi, (_, start, size, spare, whole) in enumerate(blocks):
+    for bi, (_, start, _size, spare, whole) in enumerate(blocks):
         u_pod.extend(range(start, start + spare))
         u_job.extend([bi] * spare)
         u_whole.extend([-1] * spare)
@@ -363,10 +363,8 @@ class FitCounter:
         else:
             free = st.alloc[nodes][:, pos] - st.used[nodes][:, pos] + freed[:, pos]
             mask = self.snap.static_mask(shape)[nodes]
-        if len(pos):
-            c = (free // req[pos]).min(axis=1)
-        else:
-            c = np.full(free.shape[0], 1 << 20, dtype=np.int64)
+        # Every pod requests a "pods" slot, so ``pos`` is never empty in practice.
+        c = (free // req[pos]).min(axis=1) if len(pos) else np.full(free.shape[0], 1 << 20, dtype=np.int64)
         c = np.where(mask, np.maximum(c, 0), 0).astype(np.int64)
         if shape.constraints.host_ports:
             c = np.minimum(c, 1)  # one per node; conflicts are left to the exact placement
@@ -503,7 +501,12 @@ def _domain_plan(
     def cost(chosen: list[int]) -> tuple[int, int, float, int]:
         broken = {units.job[r] for r in chosen if units.broken[r]}
         prio = max((units.prio[r] for r in chosen), default=0)
-        return len(broken), prio, float(sum(units.lost[r] for r in chosen)), sum(units.size[r] for r in chosen)
+        return (
+            len(broken),
+            prio,
+            float(sum(units.lost[r] for r in chosen)),
+            sum(units.size[r] for r in chosen),
+        )
 
     # Two orders: disruption rank (cheapest units first), and spare pods first then whole gangs
     # with the most pods in this domain first (fewest gangs for the room they free).
@@ -524,11 +527,7 @@ def _domain_plan(
     if not prune:
         pass
     elif any(limit < fc.tree.tiers[d] for (_, limit, _) in fc.demand.classes):
-        trials = 0
-        for r in sorted(chosen, reverse=True):
-            if trials >= MAX_PRUNE_TRIALS:
-                break
-            trials += 1
+        for r in sorted(chosen, reverse=True)[:MAX_PRUNE_TRIALS]:
             rest = np.array([x for x in chosen if x != r], dtype=np.int64)
             if fits_set(rest):
                 chosen = rest.tolist()
@@ -581,7 +580,9 @@ def _prune_local(
         pos = np.searchsorted(touched, ln)
         np.subtract.at(back, pos, req[idx])
         new = {sid: fc.counts(sid, nodes[touched], back) for sid in total}
-        if all(sums[sid] - int(counts[sid][touched].sum()) + int(new[sid].sum()) >= k for sid, k in total.items()):
+        if all(
+            sums[sid] - int(counts[sid][touched].sum()) + int(new[sid].sum()) >= k for sid, k in total.items()
+        ):
             keep.discard(r)
             freed[touched] = back
             for sid in total:
@@ -608,6 +609,7 @@ def plan_victims(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[
     freed_all = np.zeros((n, units.req.shape[1]), dtype=np.int64)
     np.add.at(freed_all, units.node, units.req)
     n_pods = sum(demand.total.values())
+    local = np.full(n, -1, dtype=np.int64)  # node -> index inside the domain being examined
     for level in levels:
         ids = np.asarray(level, dtype=np.int64)
         if not len(ids):
@@ -620,7 +622,6 @@ def plan_victims(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[
         sid0 = max(demand.total, key=lambda s: demand.total[s])
         now = ssn.state.dom_counts(ssn.snap.shapes[sid0])[cands]
         cands = cands[np.lexsort((cands, -now))][:MAX_DOMAINS_PER_TIER]
-        local = np.full(n, -1, dtype=np.int64)
 
         def plan_in(d: int, prune: bool) -> Plan | None:
             nodes = tree.node_sets[d]
@@ -738,7 +739,9 @@ def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: s
     snap, tree = ssn.snap, ssn.snap.tree
     names = snap.node_names
     ledger = ssn.ledger
-    why = plan.describe(tree.names) if plan.victims else f"tier {plan.tier}: {tree.names[plan.domain]} has room"
+    why = (
+        plan.describe(tree.names) if plan.victims else f"tier {plan.tier}: {tree.names[plan.domain]} has room"
+    )
     verb = "preempted" if action == "preempt" else "reclaimed"
     for t in plan.victims:
         victim_job = snap.jobs[t.job]
@@ -748,7 +751,9 @@ def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: s
                 f"{tree.names[plan.domain]}"
             )
         else:
-            reason = f"{verb} by queue {job.queue!r} for {job.key}, to place its gang in {tree.names[plan.domain]}"
+            reason = (
+                f"{verb} by queue {job.queue!r} for {job.key}, to place its gang in {tree.names[plan.domain]}"
+            )
         ledger.evictions.append(Eviction(t.key, names[t.node], t.job, job.key, action, reason))
         ledger.gone.add(t.key)
     hn = ssn.job_hn.get(job.key, -1)
@@ -831,14 +836,19 @@ def explain_without_preemption(ssn: Session) -> None:
     waiting = [
         j
         for j in ssn.snap.jobs.values()
-        if j.key in ssn.explanations and j.pending and j.key not in ledger.nominations and not ssn.job_ready(j)
+        if j.key in ssn.explanations
+        and j.pending
+        and j.key not in ledger.nominations
+        and not ssn.job_ready(j)
     ]
     waiting.sort(key=ssn.job_sort_key())
     for job in waiting[:WHAT_IF_JOBS]:
         groups = gang_groups(ssn, job)
         if isinstance(groups, str) or not groups:
             continue
-        cands = candidates(ssn, job, lambda me, other: other.queue == me.queue and other.priority < me.priority)
+        cands = candidates(
+            ssn, job, lambda me, other: other.queue == me.queue and other.priority < me.priority
+        )
         if not cands:
             continue
         out = plan_victims(ssn, job, groups, cands)

@@ -120,7 +120,9 @@ def _close_nominations(ssn: Session, out: SessionResult) -> None:
             continue
         outcome.phase = "Pending"
         waiting = [v for v in nom.victims if v in ssn.ledger.gone]
-        outcome.conditions = [c for c in outcome.conditions if c.get("type") not in ("Scheduled", PODS_PENDING)]
+        outcome.conditions = [
+            c for c in outcome.conditions if c.get("type") not in ("Scheduled", PODS_PENDING)
+        ]
         outcome.conditions.append(
             {
                 "type": "Unschedulable",

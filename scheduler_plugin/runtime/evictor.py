@@ -107,7 +107,8 @@ class Evictor:
         evictions it decided. No awaits: the informer lookups and the bookkeeping are atomic."""
         t = self._clock()
         self._held = {
-            k: (nom, self._held[k][1] if k in self._held else t + self.timeout) for k, nom in nominations.items()
+            k: (nom, self._held[k][1] if k in self._held else t + self.timeout)
+            for k, nom in nominations.items()
         }
         for ev in evictions:
             pod = pod_of(ev.victim)
@@ -129,7 +130,9 @@ class Evictor:
         ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
         message = f"{self.component}: {ev.reason}"
         try:
-            await self.api.patch(PODS, name, disruption_patch(pod, message, self._now()), ns, subresource="status")
+            await self.api.patch(
+                PODS, name, disruption_patch(pod, message, self._now()), ns, subresource="status"
+            )
         except ApiError as exc:
             if exc.not_found:
                 return
@@ -159,4 +162,3 @@ class Evictor:
         """Let evictions in flight finish (at most ``timeout``)."""
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=timeout)
-

@@ -572,7 +572,9 @@ class Scheduler:
                 "queues": queues,
                 "priority_classes": pcs,
             }
-        decided, result = await asyncio.to_thread(self._decide, snap, rebuild, self.config, self.evictor.held())
+        decided, result = await asyncio.to_thread(
+            self._decide, snap, rebuild, self.config, self.evictor.held()
+        )
         self.metrics.session.observe(time.perf_counter() - t0)
         self.cycles += 1
         self.last_result = result

@@ -38,7 +38,9 @@ tiers:
 """
 
 
-def podgroup(name: str, ns: str, min_member: int, prio: str, topology: dict[str, Any] | None = None) -> dict[str, Any]:
+def podgroup(
+    name: str, ns: str, min_member: int, prio: str, topology: dict[str, Any] | None = None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"minMember": min_member, "priorityClassName": prio, "queue": "default"}
     if topology:
         spec["networkTopology"] = topology
@@ -50,7 +52,9 @@ def podgroup(name: str, ns: str, min_member: int, prio: str, topology: dict[str,
     }
 
 
-def pod(name: str, ns: str, group: str, prio: str, scheduler: str, label: str, node_name: str | None) -> dict[str, Any]:
+def pod(
+    name: str, ns: str, group: str, prio: str, scheduler: str, label: str, node_name: str | None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "priorityClassName": prio,
@@ -83,8 +87,18 @@ def test_a_high_priority_gang_preempts_the_rack_where_fewest_gangs_break(
     low, high = f"low-{tag}", f"high-{tag}"
     racks = {f"{tag}-rack{r}": [f"{tag}-n{r}{i}" for i in range(2)] for r in range(2)}
     objs: list[dict[str, Any]] = [
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": low}, "value": 10},
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": high}, "value": 1000},
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": low},
+            "value": 10,
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": high},
+            "value": 1000,
+        },
     ]
     objs += [node(n, {"hyperplace.io/preempt-test": tag}, cpu="4") for ns in racks.values() for n in ns]
     objs += [hypernode(r, 1, [exact("Node", n) for n in ns]) for r, ns in racks.items()]
@@ -94,13 +108,17 @@ def test_a_high_priority_gang_preempts_the_rack_where_fewest_gangs_break(
     victims: list[dict[str, Any]] = []
     bound = [("a1", [rack0[0]]), ("a2", [rack0[1]]), ("b1", rack1)]
     for group, nodes in bound:
-        pods = [pod(f"{group}-{i}", namespace, group, low, scheduler_name, tag, n) for i, n in enumerate(nodes)]
+        pods = [
+            pod(f"{group}-{i}", namespace, group, low, scheduler_name, tag, n) for i, n in enumerate(nodes)
+        ]
         kubectl.create([podgroup(group, namespace, len(nodes), low), *pods])
         for p in pods:
             start(kubectl, p)
         victims += pods if group == "b1" else []
     urgent = [pod(f"urgent-{i}", namespace, "urgent", high, scheduler_name, tag, None) for i in range(2)]
-    kubectl.create([podgroup("urgent", namespace, 2, high, {"mode": "hard", "highestTierAllowed": 1}), *urgent])
+    kubectl.create(
+        [podgroup("urgent", namespace, 2, high, {"mode": "hard", "highestTierAllowed": 1}), *urgent]
+    )
 
     conf = tmp_path / "volcano-scheduler.conf"
     conf.write_text(CONF)
@@ -117,9 +135,11 @@ def test_a_high_priority_gang_preempts_the_rack_where_fewest_gangs_break(
         def terminating() -> list[dict[str, Any]] | None:
             now = pods()
             gone = [now.get(v["metadata"]["name"]) for v in victims]
-            return [p for p in gone if p is not None] if all(
-                p is None or p["metadata"].get("deletionTimestamp") for p in gone
-            ) else None
+            return (
+                [p for p in gone if p is not None]
+                if all(p is None or p["metadata"].get("deletionTimestamp") for p in gone)
+                else None
+            )
 
         leaving = wait_for(terminating, "the rack-1 gang to be evicted", describe=sch.tail)
         for p in leaving:
@@ -132,10 +152,14 @@ def test_a_high_priority_gang_preempts_the_rack_where_fewest_gangs_break(
         def events() -> list[dict[str, Any]] | None:
             evs = kubectl.items("events", "-n", namespace)
             preempted = {e["involvedObject"]["name"] for e in evs if e.get("reason") == "Preempted"}
-            preempting = [e for e in evs if e.get("reason") == "Preempting" and e["involvedObject"]["name"] == "urgent"]
+            preempting = [
+                e for e in evs if e.get("reason") == "Preempting" and e["involvedObject"]["name"] == "urgent"
+            ]
             return evs if preempted >= {"b1-0", "b1-1"} and preempting else None
 
-        evs = wait_for(events, "Preempted events on the victims, Preempting on the preemptor", describe=sch.tail)
+        evs = wait_for(
+            events, "Preempted events on the victims, Preempting on the preemptor", describe=sch.tail
+        )
         assert all("urgent" in e["message"] for e in evs if e.get("reason") == "Preempted")
         # While the victims terminate the preemptor waits on its nominated nodes, unbound.
         assert all(pod_node(pods()[f"urgent-{i}"]) is None for i in range(2))

@@ -27,7 +27,12 @@ tiers:
 
 PRIORITY_CLASSES = [
     {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low"}, "value": 10},
-    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000},
+    {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    },
     {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",

@@ -46,7 +46,9 @@ def test_the_freed_room_is_kept_for_the_preemptor_across_cycles_and_bound_once_v
     assert "default/urgent" in second.nominations
 
     # Cycle 3: the victims are gone. The preemptor binds on exactly the nominated nodes.
-    third = run_session(snapshot([a1, urgent, other], nodes, hns), PREEMPT_CONF, nominations=second.nominations)
+    third = run_session(
+        snapshot([a1, urgent, other], nodes, hns), PREEMPT_CONF, nominations=second.nominations
+    )
     bound = {k: v for k, v in third.bindings.items() if k.startswith("default/urgent")}
     assert sorted(bound.values()) == nominated
     assert third.nominations == {}

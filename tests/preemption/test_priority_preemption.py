@@ -80,7 +80,9 @@ def test_a_non_preemptable_gang_is_never_touched():
         nodes,
         hns,
     )
-    assert victims(res) == sorted([f"default/a1-t0-{i}" for i in range(2)] + [f"default/a2-t0-{i}" for i in range(2)])
+    assert victims(res) == sorted(
+        [f"default/a1-t0-{i}" for i in range(2)] + [f"default/a2-t0-{i}" for i in range(2)]
+    )
     assert res.nominations["default/urgent"].domain == "rack0"
 
 
@@ -159,8 +161,11 @@ def test_without_the_preempt_action_nothing_is_evicted():
 
     nodes, hns = racks()
     res, _ = run(
-        [running_gang("b1", ["r1n0", "r1n1", "r1n2", "r1n3"]), running_gang("a1", ["r0n0", "r0n1", "r0n2", "r0n3"]),
-         pending_gang("urgent", 4)],
+        [
+            running_gang("b1", ["r1n0", "r1n1", "r1n2", "r1n3"]),
+            running_gang("a1", ["r0n0", "r0n1", "r0n2", "r0n3"]),
+            pending_gang("urgent", 4),
+        ],
         nodes,
         hns,
         config=DEFAULT_CONFIG,

@@ -10,7 +10,15 @@ from hyperplace.runtime.api import PODGROUPS, PODS, PRIORITY_CLASSES
 from scheduler_plugin.runtime.config import ConfigSource
 from tests.preemption.helpers import PRIORITY_CLASSES as CLASSES
 from tests.scheduler.builders import job_pods, podgroup
-from tests.scheduler_runtime.helpers import ClusterApi, events_for, eventually, node_of, rack_of, running, seed_racks
+from tests.scheduler_runtime.helpers import (
+    ClusterApi,
+    events_for,
+    eventually,
+    node_of,
+    rack_of,
+    running,
+    seed_racks,
+)
 
 CONF = """
 actions: "enqueue, allocate, preempt, backfill"
@@ -28,7 +36,9 @@ tiers:
 def seed_gang(api: ClusterApi, name: str, nodes: list[str | None], priority: str) -> list[str]:
     api.seed(
         PODGROUPS,
-        podgroup(name, len(nodes), topology={"mode": "hard", "highestTierAllowed": 1}, priority_class=priority).to_dict(),
+        podgroup(
+            name, len(nodes), topology={"mode": "hard", "highestTierAllowed": 1}, priority_class=priority
+        ).to_dict(),
     )
     keys = []
     for p, n in zip(job_pods(name, len(nodes), cpu=4), nodes, strict=True):

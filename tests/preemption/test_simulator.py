@@ -34,7 +34,9 @@ def test_the_urgent_gang_evicts_the_rack_with_one_gang_and_binds_there():
 def test_explain_names_the_victims_and_why_that_rack():
     out = run("explain", "preempt/urgent", str(EXAMPLE))
     pre = out["preemption"]
-    assert pre["why"].startswith("tier 1: pp-rack1 fits the gang after evicting 4 pods of 1 job(s), 1 gang(s) broken")
+    assert pre["why"].startswith(
+        "tier 1: pp-rack1 fits the gang after evicting 4 pods of 1 job(s), 1 gang(s) broken"
+    )
     assert [v["pod"] for v in pre["victims"]] == [f"preempt/train-c-worker-{i}" for i in range(4)]
     assert all(v["action"] == "preempt" for v in pre["victims"])
 

@@ -28,7 +28,6 @@ REGISTRY: dict[str, Builder] = {
 }
 
 
-
 def build_plugins(ssn: Session) -> None:
     """Instantiate every configured plugin in tier order (first entry of a name wins)."""
     for i, tier in enumerate(ssn.config.tiers):

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...job_info import TaskInfo
 from ...preemption import CRITICAL_PRIORITY_CLASSES, SYSTEM_CRITICAL_PRIORITY
-from .tiers import tier_list
 from .gang import _enabled
+from .tiers import tier_list
 
 if TYPE_CHECKING:
     from ..session import Session

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...job_info import JobInfo, SubJobInfo, TaskInfo
-from .tiers import tier_list
 from .gang import _enabled
+from .tiers import tier_list
 
 if TYPE_CHECKING:
     from ..session import Session
