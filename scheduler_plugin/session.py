@@ -5,8 +5,10 @@ allocated-HyperNode recovery from running pods, SubJob grouping and two-level ga
 minTaskMember, minSubGroups, per-SubJob MinAvailable), job/SubJob/task order (priority, gang,
 creation, name), hard tier limits by number or tierName, gradients lowest tier first, HyperNode
 bin-packing, LCA and tier-fading node scores, binpack and nodeorder (resource scores) plugins,
-allocate and backfill actions. Not modelled: pipelining onto releasing resources, queue shares
-and capacity (proportion/capacity/drf), preemption and reclaim, nomination fast paths.
+allocate and backfill actions; preempt and reclaim (topology-aware victim choice in
+``scheduler_plugin.preemption``; the room freed is nominated to the preemptor and held across
+sessions through ``nominations``). Not modelled: pipelining onto releasing resources, queue shares
+and capacity (proportion/capacity/drf).
 
 Deliberate differences, for speed and placement quality: feasibility comes from per-shape fit
 counts instead of dry runs; a partitioned job picks its job-level domain by the bin-packing
