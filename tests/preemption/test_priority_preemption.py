@@ -214,3 +214,26 @@ def test_a_partitioned_gang_takes_whole_racks_for_its_partitions():
     # Each partition inside one rack, the two in different racks.
     assert sorted(next(iter(v)) for v in by_partition.values()) == ["r0", "r1"]
     assert all(len(v) == 1 for v in by_partition.values())
+
+
+def test_on_a_cluster_without_hypernodes_the_fewest_victims_go():
+    # No topology at all: the preemptor needs two free nodes; n0 runs a young one-pod gang, n1
+    # and n2 the two pods of an older minMember-1 gang (one of them spare). The pair's spare pod
+    # goes first (it breaks nothing); for the second node one gang must break either way, and the
+    # young one loses the least running time.
+    from tests.scheduler.builders import node
+
+    nodes = [node(f"n{i}", cpu=4) for i in range(3)]
+    res, _ = run(
+        [
+            running_gang("solo", ["n0"], created="2026-01-03T00:00:00Z"),
+            running_gang("pair", ["n1", "n2"], min_member=1),
+            pending_gang("urgent", 2, tier=None),
+        ],
+        nodes,
+        [],
+    )
+    assert len(res.evictions) == 2
+    assert {e.victim_job for e in res.evictions} == {"default/solo", "default/pair"}
+    nom = res.nominations["default/urgent"]
+    assert nom.domain is None and len(nom.pods) == 2
