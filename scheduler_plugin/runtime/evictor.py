@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from hyperplace.runtime.api import PODS, ApiClient, ApiError, Obj, meta
 from scheduler_plugin.framework.evictions import Eviction, Nomination
@@ -93,7 +94,10 @@ class Evictor:
         t = self._clock()
         for key in [k for k, (_, deadline) in self._held.items() if deadline <= t]:
             log.warning("nomination of %s expired after %.0fs; the gang is decided again", key, self.timeout)
-            del self._held[key]
+            nom = self._held.pop(key)[0]
+            for pkey in sorted(nom.pods):
+                ns, _, name = pkey.partition("/")
+                self._spawn(self._nominate({"metadata": {"name": name, "namespace": ns}}, None))
         return {k: nom for k, (nom, _) in self._held.items()}
 
     def after_session(
@@ -106,10 +110,16 @@ class Evictor:
         """Keep the session's nominations (a continuing one keeps its deadline) and start the
         evictions it decided. No awaits: the informer lookups and the bookkeeping are atomic."""
         t = self._clock()
+        fresh = [nom for k, nom in nominations.items() if k not in self._held]
         self._held = {
             k: (nom, self._held[k][1] if k in self._held else t + self.timeout)
             for k, nom in nominations.items()
         }
+        for nom in fresh:
+            for pkey, node in sorted(nom.pods.items()):
+                pod = pod_of(pkey)
+                if pod is not None:
+                    self._spawn(self._nominate(pod, node))
         for ev in evictions:
             pod = pod_of(ev.victim)
             if pod is None:
@@ -118,12 +128,24 @@ class Evictor:
             if self._sent.get(ev.victim) == uid:
                 continue  # asked once already: never twice for the same pod
             self._sent[ev.victim] = uid
-            task = asyncio.create_task(self._evict(ev, pod, podgroup_of(ev.preemptor)))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self._spawn(self._evict(ev, pod, podgroup_of(ev.preemptor)))
         # Forget victims that no longer exist, so the map does not grow without bound.
         for key in [k for k in self._sent if pod_of(k) is None]:
             del self._sent[key]
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _nominate(self, pod: Obj, node: str | None) -> None:
+        """``status.nominatedNodeName``, as kube-scheduler shows a preemptor's node (None clears it)."""
+        m = meta(pod)
+        patch = {"status": {"nominatedNodeName": node}}
+        try:
+            await self.api.patch(PODS, str(m.get("name")), patch, m.get("namespace"), subresource="status")
+        except Exception as exc:  # informative only
+            log.info("nominatedNodeName on %s/%s: %s", m.get("namespace"), m.get("name"), exc)
 
     async def _evict(self, ev: Eviction, pod: Obj, preemptor: Obj | None) -> None:
         m = meta(pod)

@@ -76,7 +76,39 @@ async def test_victims_are_evicted_through_the_eviction_api_then_the_preemptor_b
     assert all(c[0] == "patch/status" for c in calls[:first_eviction])
     assert len([c for c in calls if c[0] == "create/eviction"]) == 4
     assert {rack_of(node_of(api, k)) for k in preemptor} == {"rack1"}
+    # Each preemptor pod showed its nominated node, as kube-scheduler's do, and was bound there.
+    for k in preemptor:
+        p = api.peek(PODS, k)
+        assert p is not None and p["status"]["nominatedNodeName"] == node_of(api, k)
     assert api.violations == []
     assert events_for(api, "b1-t0-0", "Preempted")
     assert events_for(api, "urgent", "Preempting")
     assert sched.evictor.evicted and not sched.evictor.refused
+
+
+async def test_a_nomination_that_outlives_its_timeout_is_dropped_and_its_pods_told() -> None:
+    # A PodDisruptionBudget (or a stuck kubelet) can keep a victim forever: the nomination then
+    # expires, the room is no longer held, and the preemptor pods' nominatedNodeName is cleared.
+    from scheduler_plugin.framework.evictions import Nomination
+    from scheduler_plugin.runtime.events import EventRecorder
+    from scheduler_plugin.runtime.evictor import Evictor
+
+    api = ClusterApi()
+    seed_racks(api)
+    (key,) = seed_gang(api, "urgent", [None], "high")
+    clock = [0.0]
+    ev = Evictor(api, EventRecorder(api, "test", "test"), "test", timeout=10.0, clock=lambda: clock[0])
+    nom = Nomination("default/urgent", {key: "n1-0"}, ("default/victim-0",))
+    ev.after_session([], {"default/urgent": nom}, lambda k: api.peek(PODS, k), lambda _k: None)
+    await ev.drain(5)
+    got = api.peek(PODS, key)
+    assert got is not None and got["status"]["nominatedNodeName"] == "n1-0"
+    clock[0] = 5.0
+    assert ev.held() == {"default/urgent": nom}
+    # The next session still returns it: the deadline is kept, not renewed.
+    ev.after_session([], {"default/urgent": nom}, lambda k: api.peek(PODS, k), lambda _k: None)
+    clock[0] = 10.5
+    assert ev.held() == {}
+    await ev.drain(5)
+    got = api.peek(PODS, key)
+    assert got is not None and "nominatedNodeName" not in got["status"]
