@@ -96,6 +96,19 @@ def _seconds(stamps: list[str]) -> F64:
     return out
 
 
+_SECONDS: dict[str, float] = {}  # creation timestamp -> epoch seconds (few distinct values)
+
+
+def _seconds_cached(stamps: list[str]) -> F64:
+    """:func:`_seconds` through a bounded memo: the pods of a gang share a timestamp or a few."""
+    missing = [x for x in set(stamps) if x not in _SECONDS]
+    if missing:
+        if len(_SECONDS) > 100_000:
+            _SECONDS.clear()
+        _SECONDS.update(zip(missing, _seconds(missing).tolist(), strict=True))
+    return np.array([_SECONDS[x] for x in stamps], dtype=np.float64)
+
+
 # ---------------------------------------------------------------------------------- units
 @dataclass
 class JobVictims:
@@ -118,17 +131,18 @@ def job_victims(job: JobInfo, r_dim: int) -> JobVictims:
     if isinstance(got, JobVictims):
         return got
     vt = [t for t in job.tasks if t.running and t.node >= 0 and not is_critical(t)]
-    # Victim order: lowest priority first, then the youngest (least running time lost), then name.
-    vt.sort(key=lambda t: t.key)
-    vt.sort(key=lambda t: t.creation, reverse=True)
-    vt.sort(key=lambda t: t.priority)
+    # Victim order: lowest priority first, then the youngest (least running time lost), then the
+    # job's task order. A gang's pods usually share both, and then the task order is kept as is.
+    if len({t.priority for t in vt}) > 1 or len({t.creation for t in vt}) > 1:
+        vt.sort(key=lambda t: t.creation, reverse=True)
+        vt.sort(key=lambda t: t.priority)
     got = JobVictims(
         tasks=vt,
-        node=np.array([t.node for t in vt], dtype=np.int64),
-        shape=np.array([t.shape for t in vt], dtype=np.int64),
+        node=np.fromiter((t.node for t in vt), dtype=np.int64, count=len(vt)),
+        shape=np.fromiter((t.shape for t in vt), dtype=np.int64, count=len(vt)),
         req=np.stack([t.requests for t in vt]) if vt else np.zeros((0, r_dim), dtype=np.int64),
-        secs=_seconds([t.creation for t in vt]),
-        prio=np.array([t.priority for t in vt], dtype=np.int64),
+        secs=_seconds_cached([t.creation for t in vt]),
+        prio=np.fromiter((t.priority for t in vt), dtype=np.int64, count=len(vt)),
         running=sum(1 for t in job.tasks if t.running),
         simple=not job.enforced_min_task_member and all(sj.is_default for sj in job.subjobs.values()),
     )
