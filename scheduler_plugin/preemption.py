@@ -729,7 +729,11 @@ def run_eviction_action(ssn: Session, action: str) -> None:
             res, stmt = place(ssn, placer, job, groups)
             if res.ok and ssn.job_ready(job):
                 _record(ssn, job, res)
-                _nominate(ssn, job, plan, stmt, action)
+                if victims:
+                    _nominate(ssn, job, plan, stmt, action)
+                else:  # room without evicting anyone (allocate's exact placement missed it): bind
+                    stmt.commit()
+                    ssn.explanations.pop(job.key, None)
                 done = True
                 break
             stmt.discard()
@@ -835,8 +839,10 @@ def hold_nominations(ssn: Session, carried: Mapping[str, Nomination]) -> None:
 
 # ---------------------------------------------------------------------------------- what if
 # Pending jobs per session given a "preemption would help" line when preemption is off (each
-# costs one victim search).
+# costs one victim search), and the most candidate victims such a search looks at: it runs every
+# cycle a gang waits, so it is kept cheap on big clusters (the line is then left out).
 WHAT_IF_JOBS = 1
+WHAT_IF_MAX_CANDIDATES = 5000
 
 
 def explain_without_preemption(ssn: Session) -> None:
@@ -863,7 +869,7 @@ def explain_without_preemption(ssn: Session) -> None:
         cands = candidates(
             ssn, job, lambda me, other: other.queue == me.queue and other.priority < me.priority
         )
-        if not cands:
+        if not cands or len(cands) > WHAT_IF_MAX_CANDIDATES:
             continue
         out = plan_victims(ssn, job, groups, cands)
         if out.plans:
