@@ -628,6 +628,7 @@ class ClusterState:
                 priority=self._prio_of(f.priority_class, f.priority),
                 creation=f.creation,
                 best_effort=f.best_effort,
+                priority_class=f.priority_class,
             )
             if rec.node:
                 ni = self._nidx.get(rec.node)
@@ -721,7 +722,7 @@ def _task_view(t: TaskInfo, snap: ClusterSnapshot) -> tuple[Any, ...]:
     return (
         t.key, t.name, t.namespace, t.uid, t.role, t.index, t.labels, req, shape_req,
         sh.constraints.signature, sh.constraints.host_ports, t.priority, t.creation, t.best_effort,
-        t.node, t.running, t.subjob, t.job, t.order_key, t.prio_order_key, t.rank,
+        t.node, t.running, t.subjob, t.job, t.order_key, t.prio_order_key, t.rank, t.priority_class,
     )  # fmt: skip
 
 

@@ -57,10 +57,8 @@ _YAML_V2_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+
 
 # Actions hyperplace runs, and Volcano actions it accepts but does not run. Listing them
 # lets Volcano's own configurations (the e2e CI file has reclaim and preempt) load as-is.
-IMPLEMENTED_ACTIONS = frozenset({"enqueue", "allocate", "backfill"})
+IMPLEMENTED_ACTIONS = frozenset({"enqueue", "allocate", "backfill", "preempt", "reclaim"})
 NOOP_ACTIONS: Mapping[str, str] = {
-    "reclaim": "evicts pods of queues over their share; not run by hyperplace",
-    "preempt": "evicts lower-priority pods; not run by hyperplace",
     "shuffle": "evicts pods to rebalance; not run by hyperplace",
 }
 KNOWN_ACTIONS = frozenset(IMPLEMENTED_ACTIONS | NOOP_ACTIONS.keys())
@@ -80,10 +78,10 @@ IMPLEMENTED_PLUGINS = frozenset(
         "drf",
         "overcommit",
         "capacity",
+        "conformance",
     }
 )
 NOOP_PLUGINS: Mapping[str, str] = {
-    "conformance": "keeps critical system pods from being preempted or reclaimed; nothing is evicted here",
     "sla": "job waiting-time SLAs; not modelled",
 }
 KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())

@@ -103,6 +103,7 @@ class TaskInfo:
     order_key: tuple[Any, ...] = ()  # Volcano's default task order, computed once
     prio_order_key: tuple[Any, ...] = ()  # the same behind the priority plugin's key
     rank: tuple[Any, ...] = ()  # placement rank order (see rank_key)
+    priority_class: str | None = None  # spec.priorityClassName (critical pods are never victims)
 
     @property
     def name_ordinal(self) -> int | None:

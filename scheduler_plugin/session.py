@@ -5,8 +5,10 @@ allocated-HyperNode recovery from running pods, SubJob grouping and two-level ga
 minTaskMember, minSubGroups, per-SubJob MinAvailable), job/SubJob/task order (priority, gang,
 creation, name), hard tier limits by number or tierName, gradients lowest tier first, HyperNode
 bin-packing, LCA and tier-fading node scores, binpack and nodeorder (resource scores) plugins,
-enqueue, allocate and backfill actions, queue shares (proportion, drf job order, overcommit).
-Not modelled: pipelining onto releasing resources, nomination fast paths.
+enqueue, allocate and backfill actions, queue shares (proportion, capacity, drf job order,
+overcommit); preempt and reclaim (topology-aware victim choice in ``scheduler_plugin.preemption``;
+the room freed is nominated to the preemptor and held across sessions through ``nominations``).
+Not modelled: pipelining onto releasing resources.
 
 Deliberate differences, for speed and placement quality: feasibility comes from per-shape fit
 counts instead of dry runs; a partitioned job picks its job-level domain by the bin-packing
@@ -24,13 +26,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .conf import DEFAULT_CONFIG, NOOP_ACTIONS, SchedulerConfig
 from .explain import Explanation
 from .framework.actions import ACTIONS
+from .framework.evictions import Eviction, Nomination
 from .framework.plugins.queue_accounting import job_sums, queue_state, task_res
 from .framework.session import Session
 from .queue_share import Res
@@ -119,15 +122,31 @@ class SessionResult:
     notes: list[str] = field(default_factory=list)
     decision_seconds: float = 0.0
     queues: dict[str, QueueOutcome] = field(default_factory=dict)
+    # Victims the preempt/reclaim actions chose (to evict), and the room held for each preemptor
+    # gang (job key -> nomination) until its victims are gone; pass ``nominations`` back to the
+    # next ``run_session``.
+    evictions: list[Eviction] = field(default_factory=list)
+    nominations: dict[str, Nomination] = field(default_factory=dict)
 
 
 def run_session(
-    snapshot: ClusterSnapshot, config: SchedulerConfig = DEFAULT_CONFIG, seed: int = 0
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+    seed: int = 0,
+    nominations: Mapping[str, Nomination] | None = None,
 ) -> SessionResult:
-    """Open a session, run the configured actions, and report bindings and reasons."""
+    """Open a session, run the configured actions, and report bindings and reasons.
+
+    ``nominations``: what the previous session nominated (``SessionResult.nominations``): that
+    room stays held for its gangs, which are bound once their victims are gone.
+    """
+    from .preemption import explain_without_preemption, hold_nominations
+
     t0 = time.perf_counter()
     ssn = Session.open(snapshot, config, seed)
     ssn.notes.extend(getattr(config, "warnings", []) or [])
+    if nominations:
+        hold_nominations(ssn, nominations)
     for action in config.actions:
         fn = ACTIONS.get(action)
         if fn is None:
@@ -135,9 +154,35 @@ def run_session(
             ssn.notes.append(f"action {action!r} not run: {why}")
             continue
         fn(ssn)
+    explain_without_preemption(ssn)
     result = _close(ssn)
+    _close_nominations(ssn, result)
     result.decision_seconds = time.perf_counter() - t0
     return result
+
+
+def _close_nominations(ssn: Session, out: SessionResult) -> None:
+    """Evictions and held nominations into the result; a nominated gang is still Pending."""
+    out.evictions = list(ssn.ledger.evictions)
+    out.nominations = dict(ssn.ledger.nominations)
+    for key, nom in out.nominations.items():
+        outcome = out.jobs.get(key)
+        if outcome is None:
+            continue
+        outcome.phase = "Pending"
+        waiting = [v for v in nom.victims if v in ssn.ledger.gone]
+        outcome.conditions = [
+            c for c in outcome.conditions if c.get("type") not in ("Scheduled", PODS_PENDING)
+        ]
+        outcome.conditions.append(
+            {
+                "type": "Unschedulable",
+                "status": "True",
+                "reason": "Preempting" if nom.action == "preempt" else "Reclaiming",
+                "message": f"{len(nom.pods)} pods nominated, waiting for {len(waiting)} victim pod(s) to "
+                f"terminate; {nom.reason}",
+            }
+        )
 
 
 def _close(ssn: Session) -> SessionResult:

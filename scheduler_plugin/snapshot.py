@@ -287,6 +287,7 @@ class ClusterSnapshot:
                 priority=prio_of(spec.get("priorityClassName"), spec.get("priority")),
                 creation=str(meta.get("creationTimestamp") or ""),
                 best_effort=best_effort,
+                priority_class=spec.get("priorityClassName"),
             )
             if node_name:
                 ni = nidx.get(node_name)

@@ -170,6 +170,10 @@ class SimResult:
     cycles: int
     scheduler_ran: bool
     notes: list[str] = field(default_factory=list)  # what the scheduler said about its configuration
+    # preempt/reclaim: every eviction of the run (victim, node, preemptor, reason) in order, and
+    # per preemptor job why its domain and victims were chosen.
+    preemptions: list[Any] = field(default_factory=list)
+    preemption_reasons: dict[str, str] = field(default_factory=dict)
     snapshot: Any = None  # the last ClusterSnapshot (its .tree is the scheduler's view)
     session: Any = None  # the last SessionResult
 
@@ -228,6 +232,9 @@ class Simulation:
         self.bindings: dict[str, str] = {}
         self.bound_in_cycle: dict[str, int] = {}
         self.evictions: list[str] = []
+        self.preemptions: list[Any] = []  # Eviction records, in order
+        self.preemption_reasons: dict[str, str] = {}  # preemptor job key -> why that domain
+        self.nominations: dict[str, Any] = {}  # held for the next session, as the scheduler does
         self.rejected: list[Rejection] = []
         self._rejected_seen: set[tuple[str, str, str, str]] = set()
         self.warnings: list[str] = list(inputs.warnings)
@@ -697,8 +704,20 @@ class Simulation:
                 nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, queues=queues, priority_classes=pcs
             )
             verify_snapshot(self.state, snap, rebuilt)
-        result = run_session(snap, config=self.config, seed=self.seed)
+        result = run_session(snap, config=self.config, seed=self.seed, nominations=self.nominations)
         self.snapshot, self.session, self.scheduler_ran = snap, result, True
+        # Victims are evicted at once (the simulator has no grace period): their room is free in
+        # the next cycle, where the preemptor binds on its nominated nodes; a Job's controller
+        # recreates its evicted pods, pending.
+        self.nominations = dict(result.nominations)
+        for ev in result.evictions:
+            ns, _, name = ev.victim.partition("/")
+            if self.objects.pop(("Pod", ns, name), None) is not None:
+                self.evictions.append(ev.victim)
+                self.preemptions.append(ev)
+                self.bindings.pop(ev.victim, None)
+        for jkey, nom in result.nominations.items():
+            self.preemption_reasons[jkey] = nom.reason
         before = {ns_name(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
         bound = 0
         for pod_key, node in result.bindings.items():
@@ -738,7 +757,7 @@ class Simulation:
             if qo is not None:
                 q.setdefault("status", {})["allocated"] = qo.to_dict()["allocated"]
         after = {ns_name(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
-        return bound > 0 or before != after
+        return bound > 0 or before != after or bool(result.evictions)
 
     def run(self, cycles: int | None = None) -> SimResult:
         """Run ``cycles`` cycles, or until a cycle changes nothing (at most 10)."""
@@ -779,6 +798,8 @@ class Simulation:
             cycles=cycles,
             scheduler_ran=self.scheduler_ran,
             notes=list(getattr(self.session, "notes", None) or []),
+            preemptions=list(self.preemptions),
+            preemption_reasons=dict(self.preemption_reasons),
             snapshot=self.snapshot,
             session=self.session,
         )

@@ -89,7 +89,21 @@ def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, 
         "conditions": view.conditions,
         "schedulerNotes": list(result.notes),
         **extras,
+        **_preemption(view, result),
     }
+
+
+def _preemption(view: JobView, result: SimResult) -> dict[str, Any]:
+    """``preemption``: the pods this job evicted and why that domain (only for a preemptor)."""
+    why = result.preemption_reasons.get(view.podgroup)
+    if why is None:
+        return {}
+    victims = [
+        {"pod": ev.victim, "node": ev.node, "job": ev.victim_job, "action": ev.action, "reason": ev.reason}
+        for ev in result.preemptions
+        if ev.preemptor == view.podgroup
+    ]
+    return {"preemption": {"why": why, "victims": victims}}
 
 
 def render_explain(console: Console, view: JobView, result: SimResult, topo: Topology) -> None:
@@ -139,6 +153,12 @@ def render_explain(console: Console, view: JobView, result: SimResult, topo: Top
             console.print(t)
         else:
             console.print(f"  {data}")
+    pre = _preemption(view, result).get("preemption")
+    if pre is not None:
+        console.print(Text("Preemption", style="bold"))
+        console.print(f"  {pre['why']}")
+        for v in pre["victims"]:
+            console.print(f"  evicted {v['pod']} on {v['node']} ({v['job']})")
     lines = waiting_lines(view) if view.waiting else []
     if lines:
         console.print(

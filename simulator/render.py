@@ -437,6 +437,13 @@ def render_simulation(console: Console, result: SimResult, views: list[JobView],
     if queues is not None:
         console.print()
         console.print(queues)
+    if result.preemptions:
+        console.print()
+        console.print(Text(f"Evicted ({len(result.preemptions)} pods)", style="bold"))
+        for ev in result.preemptions:
+            console.print(Text(f"  {ev.victim} on {ev.node}: {ev.reason}"), soft_wrap=True)
+        for job, why in sorted(result.preemption_reasons.items()):
+            console.print(Text(f"  {job}: {why}", style="dim"), soft_wrap=True)
     console.print()
     names = {v.podgroup: v.key for v in views}
     console.print(topology_tree(topo, colors, names))

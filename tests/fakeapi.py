@@ -16,6 +16,13 @@
   binding's ``metadata.uid`` precondition does not match or the pod already has a node,
   otherwise it sets ``spec.nodeName`` and ``PodScheduled=True`` and answers with a
   ``Status`` (code 201), not with an object.
+* ``POST pods/{name}/eviction`` (``create(PODS, eviction, subresource="eviction")``) behaves
+  like the registry's ``EvictionREST`` for a cluster without PodDisruptionBudgets: 404 for a
+  missing pod, 409 Conflict when ``deleteOptions.preconditions.uid`` does not match, otherwise
+  the pod is deleted at once (no kubelet grace period) and a ``Status`` (code 201) returned.
+  PodDisruptionBudgets are not modelled (every eviction is allowed), nor the
+  ``DisruptionTarget`` condition the real server adds; ``evicted`` keeps each evicted pod as it
+  was at that moment, for assertions.
 * Merge patches follow RFC 7386; a ``metadata.resourceVersion`` in the patch is a
   precondition (409 Conflict when stale), as on a real API server.
 
@@ -114,6 +121,7 @@ class FakeApi:
         self._uids = itertools.count(1)
         # Plurals whose CRD declares no status subresource (Volcano's PodGroup CRD).
         self.no_status_subresource: set[str] = set()
+        self.evicted: list[Obj] = []  # pods evicted through pods/eviction, as they were then
 
     # -- test controls ------------------------------------------------------------------------
 
@@ -300,6 +308,8 @@ class FakeApi:
             self._check_fault(f"create/{subresource}", name)
             if res.plural == "pods" and subresource == "binding":
                 return self._bind(obj, namespace or meta(obj).get("namespace"))
+            if res.plural == "pods" and subresource == "eviction":
+                return self._evict(obj, namespace or meta(obj).get("namespace"))
             raise ApiError(
                 404, "NotFound", f"the server could not find the requested resource ({subresource})"
             )
@@ -355,6 +365,26 @@ class FakeApi:
         conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"})
         new["status"]["conditions"] = conds
         self._write(PODS, key, cur, new)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def _evict(self, eviction: Mapping[str, Any], namespace: str | None) -> Obj:
+        """The pod registry's EvictionREST.Create, without PodDisruptionBudgets."""
+        from hyperplace.runtime.api import PODS
+
+        name = str(meta(eviction).get("name", ""))
+        key, cur = self._existing(PODS, name, namespace)
+        pre = ((eviction.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+        if pre and pre != meta(cur).get("uid"):
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on Pod "{name}": Precondition failed: UID in precondition: '
+                f"{pre}, UID in object meta: {meta(cur).get('uid')}",
+            )
+        self.evicted.append(clone(cur))
+        del self._bucket(PODS)[key]
+        self._bump(cur)
+        self._emit(PODS, "DELETED", cur)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     async def replace(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:

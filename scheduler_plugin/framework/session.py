@@ -23,6 +23,7 @@ from ..explain import Explanation
 from ..job_info import JobInfo, SubJobInfo, TaskInfo, Topology
 from ..snapshot import ClusterSnapshot
 from ..state import AllocState
+from .evictions import EvictionLedger
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -90,6 +91,8 @@ class Session:
     enqueue_reasons: dict[str, str] = field(default_factory=dict)
     plugins: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Evictions and nominations of the preempt/reclaim actions (see framework/evictions.py).
+    ledger: EvictionLedger = field(default_factory=EvictionLedger)
     # Outputs / working data.
     placed: dict[str, int] = field(default_factory=dict)  # task key -> node, tentative included
     bindings: dict[str, int] = field(default_factory=dict)  # committed
@@ -339,15 +342,20 @@ class Session:
         # Volcano's Preemptable/Reclaimable: within a tier the answers of the plugins that did
         # not abstain are intersected; the first tier with an answer decides.
         for tier in tiers:
-            chosen: dict[str, TaskInfo] | None = None
+            chosen: list[TaskInfo] | None = None
             for fn in tier:
                 got = fn(actor, candidates)
                 if got is None:
                     continue
-                keys = {t.key: t for t in got}
-                chosen = keys if chosen is None else {k: v for k, v in chosen.items() if k in keys}
+                if chosen is None:
+                    chosen = list(got)
+                elif len(got) < len(candidates):
+                    # An answer as long as the candidates allows them all (answers are subsets):
+                    # only a shorter one cuts.
+                    keep = {t.key for t in got}
+                    chosen = [t for t in chosen if t.key in keep]
             if chosen is not None:
-                return list(chosen.values())
+                return chosen
         return []
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
@@ -355,8 +363,23 @@ class Session:
         return self._victims(self.preemptable_fns, preemptor, candidates)
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """The candidates the plugins allow ``reclaimer``'s queue to take back."""
-        return self._victims(self.reclaimable_fns, reclaimer, candidates)
+        """The candidates the plugins allow ``reclaimer``'s queue to take back.
+
+        Unlike preemption, every tier's answer narrows the victims: in Volcano the first tier
+        with an answer decides, so with its default tiers gang's verdict (tier 1) hides
+        proportion's and capacity's (tier 2), and reclaim can take a queue below its deserved
+        share, after which it reclaims back. Here the queue plugins' limits always hold."""
+        chosen: list[TaskInfo] | None = None
+        for tier in self.reclaimable_fns:
+            for fn in tier:
+                got = fn(reclaimer, candidates if chosen is None else chosen)
+                if got is None:
+                    continue  # abstains
+                keep = {t.key for t in got}
+                chosen = [t for t in (candidates if chosen is None else chosen) if t.key in keep]
+                if not chosen:
+                    return []
+        return chosen or []
 
     # ------------------------------------------------------------------ scores
     def node_scores(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> F64:

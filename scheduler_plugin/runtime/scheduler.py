@@ -86,12 +86,14 @@ from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
 from scheduler_plugin.cluster_state import ClusterState, StateDriftError, verify_snapshot
 from scheduler_plugin.conf import SchedulerConfig
+from scheduler_plugin.framework.evictions import Nomination
 from scheduler_plugin.session import JobOutcome, SessionResult, run_session
 from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
 
 from .assume import AssumeCache, Assumed, pod_key
 from .config import ConfigHolder, ConfigSource
 from .events import EventRecorder, own_pod_reference, rfc3339
+from .evictor import Evictor
 from .queue_status import queue_allocated_patch, wanted_allocated
 from .status import (
     SCHEDULING_GATED,
@@ -313,6 +315,8 @@ class Scheduler:
             api, COMPONENT, self.options.identity, min_interval=self.options.event_interval
         )
         self._throttle = Throttle(self.options.api_qps, self.options.api_burst)
+        # preempt/reclaim: evictions sent, nominations held across cycles.
+        self.evictor = Evictor(api, self.events, COMPONENT, now=now)
         self._bind_sem = asyncio.Semaphore(max(1, self.options.bind_concurrency))
         self._binds: set[asyncio.Task[None]] = set()
         self._gang_backoff: ItemExponentialBackoff[str] = ItemExponentialBackoff(*self.options.bind_backoff)
@@ -520,6 +524,7 @@ class Scheduler:
         snap: ClusterSnapshot | None,
         rebuild: dict[str, Any] | None,
         config: SchedulerConfig,
+        nominations: Mapping[str, Nomination] | None = None,
     ) -> tuple[ClusterSnapshot, SessionResult]:
         """In a worker thread: the snapshot from scratch when there is no incremental one
         (or to verify it), then the session."""
@@ -530,7 +535,7 @@ class Scheduler:
             else:
                 verify_snapshot(self.state, snap, rebuilt)
         assert snap is not None
-        return snap, run_session(snap, config=config, seed=0)
+        return snap, run_session(snap, config=config, seed=0, nominations=nominations)
 
     async def run_cycle(self) -> SessionResult:
         """Snapshot, decide, assume, start binds, queue status reports. Returns the session result."""
@@ -569,7 +574,9 @@ class Scheduler:
                 "queues": queues,
                 "priority_classes": pcs,
             }
-        decided, result = await asyncio.to_thread(self._decide, snap, rebuild, self.config)
+        decided, result = await asyncio.to_thread(
+            self._decide, snap, rebuild, self.config, self.evictor.held()
+        )
         self.metrics.session.observe(time.perf_counter() - t0)
         self.cycles += 1
         self.last_result = result
@@ -613,6 +620,7 @@ class Scheduler:
                     self._binds.add(task)
                     task.add_done_callback(self._binds.discard)
         self._queue_reports(result, snap)
+        self.evictor.after_session(result.evictions, result.nominations, self.pods.get, self.podgroups.get)
 
     # -- binding ----------------------------------------------------------------------------
 
@@ -853,6 +861,7 @@ class Scheduler:
                 log.warning("%d binds still in flight at shutdown; cancelling", len(self._binds))
                 for t in list(self._binds):
                     t.cancel()
+            await self.evictor.drain(self.options.bind_drain_timeout)
             self.status_queue.shutdown()
             flusher.cancel()
             for w in workers:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from hyperplace.runtime.api import (
     NODES,
     PODGROUPS,
     PODS,
+    PRIORITY_CLASSES,
     QUEUES,
     Resource,
 )
@@ -197,7 +199,11 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
     # The configuration file is the ConfigMap mounted at HYPERPLACE_SCHEDULER_CONF.
     (cm,) = documents("scheduler", "ConfigMap")
     conf = tmp_path / "volcano-scheduler.conf"
-    conf.write_text(cm["data"]["volcano-scheduler.conf"])
+    # The deployed configuration plus the preempt action, so evictions are recorded too.
+    text = cm["data"]["volcano-scheduler.conf"]
+    with_preempt = re.sub(r'actions: "([^"]*)allocate', r'actions: "\1allocate, preempt', text, count=1)
+    assert with_preempt != text, "the scheduler configuration has no allocate action"
+    conf.write_text(with_preempt)
     env["HYPERPLACE_SCHEDULER_CONF"] = str(conf)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -213,11 +219,26 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
     api.seed(PODGROUPS, podgroup("too-big", 6, topology=topology).to_dict())
     for p in job_pods("too-big", 6, cpu=2):
         api.seed(PODS, p)
+    # A low-priority gang fills every node; a high-priority one preempts it (pods/status for
+    # DisruptionTarget, pods/eviction), and "fits" then takes the other rack.
+    for name, value in (("low", 10), ("high", 1000)):
+        api.seed(PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value})
+    api.seed(PODGROUPS, podgroup("lowrun", 4, priority_class="low").to_dict())
+    for p, n in zip(job_pods("lowrun", 4, cpu=4), ["n0-0", "n0-1", "n1-0", "n1-1"], strict=True):
+        p["spec"].update(nodeName=n, priorityClassName="low")
+        p["status"]["phase"] = "Running"
+        api.seed(PODS, p)
+    api.seed(PODGROUPS, podgroup("urgent", 2, topology=topology, priority_class="high").to_dict())
+    for p in job_pods("urgent", 2, cpu=4):
+        p["spec"]["priorityClassName"] = "high"
+        api.seed(PODS, p)
 
     for incarnation in range(2):  # the second finds its predecessor's Events
         stop = asyncio.Event()
         task = asyncio.create_task(run(args, api=api, stop=stop))
         await eventually(lambda: _used(api, "create", "pods/binding"), "the gang's binds")
+        if incarnation == 0:
+            await eventually(lambda: _used(api, "create", "pods/eviction"), "the preemption's evictions")
         await eventually(lambda: _used(api, "patch", "pods/status"), "the unplaceable pods' conditions")
         await eventually(lambda: _used(api, "patch", "podgroups"), "the allocated-HyperNode annotation")
         await eventually(lambda: _used(api, "patch", "podgroups/status"), "PodGroup status")

@@ -326,7 +326,7 @@ def test_pods_beyond_the_minimum_go_near_the_pods_already_placed() -> None:
 def test_a_limit_below_every_tier_and_no_op_actions_are_explained() -> None:
     conf = load_scheduler_config(
         """
-actions: "enqueue, allocate, preempt"
+actions: "enqueue, allocate, shuffle"
 tiers:
 - plugins:
   - name: gang
@@ -339,7 +339,7 @@ tiers:
     expl = result.jobs["default/j"].explanation
     assert result.bindings == {} and expl is not None
     assert "no HyperNode has a tier <= 0 (tiers present: [1, 2, 3, 4])" in expl.lines()
-    assert any(n.startswith("action 'preempt' not run: ") for n in result.notes)
+    assert any(n.startswith("action 'shuffle' not run: ") for n in result.notes)
 
 
 def test_pods_running_on_a_deleted_node_still_count_for_their_gang_and_the_absence_is_reported() -> None:

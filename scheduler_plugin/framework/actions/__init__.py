@@ -1,4 +1,5 @@
-"""Actions run in configuration order: ``enqueue``, ``allocate``, ``backfill``."""
+"""Actions run in configuration order: ``enqueue``, ``allocate``, ``backfill``, ``preempt`` and
+``reclaim``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 from .allocate import allocate
 from .backfill import backfill
 from .enqueue import enqueue
+from .preempt import preempt, reclaim
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -17,6 +19,8 @@ ACTIONS: dict[str, Callable[[Session], None]] = {
     "enqueue": enqueue,
     "allocate": allocate,
     "backfill": backfill,
+    "preempt": preempt,
+    "reclaim": reclaim,
 }
 
-__all__ = ["ACTIONS", "allocate", "backfill", "enqueue"]
+__all__ = ["ACTIONS", "allocate", "backfill", "enqueue", "preempt", "reclaim"]

@@ -13,6 +13,7 @@ from ...conf import NOOP_PLUGINS
 from . import (
     binpack,
     capacity,
+    conformance,
     drf,
     gang,
     network_topology_aware,
@@ -39,12 +40,14 @@ REGISTRY: dict[str, Builder] = {
     "drf": drf.register,
     "overcommit": overcommit.register,
     "capacity": capacity.register,
+    "conformance": conformance.register,
 }
 
 
 def build_plugins(ssn: Session) -> None:
     """Instantiate every configured plugin in tier order (first entry of a name wins)."""
-    for tier in ssn.config.tiers:
+    for i, tier in enumerate(ssn.config.tiers):
+        ssn.plugins["__tier__"] = i  # read by tier_list while this tier's plugins register
         for opt in tier:
             if opt.name in ssn.plugins:
                 continue
@@ -56,3 +59,4 @@ def build_plugins(ssn: Session) -> None:
                     ssn.notes.append(f"unknown plugin {opt.name!r} ignored")
                 continue
             ssn.plugins[opt.name] = builder(ssn, dict(opt.arguments), opt)
+    ssn.plugins.pop("__tier__", None)

@@ -37,7 +37,7 @@ from ...job_info import JobInfo, TaskInfo
 from ...queue_share import Missing, Res, exceeded_part, res_max, share
 from ..session import PERMIT, REJECT
 from .gang import _enabled
-from .proportion import _add_enqueueable, _tier_of
+from .proportion import _add_enqueueable
 from .queue_accounting import (
     OPEN,
     fmt_res,
@@ -50,6 +50,7 @@ from .queue_accounting import (
     tasks_res,
     total_resource,
 )
+from .tiers import tier_list
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -387,7 +388,6 @@ def register(ssn: Session, args: dict[str, Any], opt: Any) -> Capacity:
     """Build the queue attributes and register capacity's callbacks."""
     hierarchy = _hierarchy_asked(opt)
     c = Capacity(ssn, hierarchy)
-    tier = _tier_of(ssn, opt)
     if _enabled(opt, "enableQueueOrder"):
         ssn.queue_order_fns.append(c.queue_order)
     if _enabled(opt, "enabledAllocatable"):
@@ -398,9 +398,7 @@ def register(ssn: Session, args: dict[str, Any], opt: Any) -> Capacity:
     if _enabled(opt, "enablePreemptive"):
         ssn.preemptive_fns.append(c.preemptive)
     if _enabled(opt, "enableReclaimable"):
-        while len(ssn.reclaimable_fns) <= tier:
-            ssn.reclaimable_fns.append([])
-        ssn.reclaimable_fns[tier].append(c.reclaimable)
+        tier_list(ssn.reclaimable_fns, ssn).append(c.reclaimable)
     ssn.allocate_handlers.append(c.on_allocate)
     ssn.deallocate_handlers.append(c.on_deallocate)
     return c

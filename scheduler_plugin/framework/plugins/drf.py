@@ -16,6 +16,7 @@ from ...job_info import JobInfo, TaskInfo
 from ...queue_share import Res, share
 from .gang import _enabled
 from .queue_accounting import job_sums, sums_by, task_res, total_resource
+from .tiers import tier_list
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -86,14 +87,9 @@ class Drf:
 
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> Drf:
     """Register drf's job order, preemptable filter and event handlers."""
-    from .proportion import _tier_of
-
     d = Drf(ssn)
     if _enabled(opt, "enablePreemptable"):
-        tier = _tier_of(ssn, opt)
-        while len(ssn.preemptable_fns) <= tier:
-            ssn.preemptable_fns.append([])
-        ssn.preemptable_fns[tier].append(d.preemptable)
+        tier_list(ssn.preemptable_fns, ssn).append(d.preemptable)
     if _enabled(opt, "enableJobOrder"):
         ssn.job_order_fns.append(d.job_order)
     ssn.allocate_handlers.append(d.on_allocate)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...job_info import JobInfo, SubJobInfo
+from ...job_info import JobInfo, SubJobInfo, TaskInfo
+from .tiers import tier_list
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -53,6 +54,24 @@ class Gang:
         """Ready tasks reach the SubJob's MinAvailable."""
         return self.ssn.subjob_ready_count(sj) >= sj.min_available
 
+    def victims(self, actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Pods a victim job can lose: while it keeps minMember, or all of them when every
+        running pod of the job is a candidate (the whole gang then goes, never a part below its
+        minimum; ``scheduler_plugin.preemption`` evicts either spare pods or the whole gang)."""
+        from ...preemption import group_by_job, running_count
+
+        gone = self.ssn.ledger.gone
+        by_job = group_by_job(candidates)
+        out: list[TaskInfo] = []
+        for jkey, cands in by_job.items():
+            job = self.ssn.snap.jobs.get(jkey)
+            if job is None:
+                continue
+            running = running_count(job, gone)
+            if running > job.min_member or len(cands) >= running:
+                out.extend(cands)
+        return out
+
     def job_order(self, job: JobInfo) -> bool:
         """Not-ready jobs first (False sorts before True)."""
         return self.job_ready(job)
@@ -74,4 +93,8 @@ def register(ssn: Session, args: dict[str, Any], opt: Any) -> Gang:
         ssn.job_order_fns.append(g.job_order)
     if _enabled(opt, "enabledSubJobOrder"):
         ssn.subjob_order_fns.append(g.subjob_order)
+    if _enabled(opt, "enablePreemptable"):
+        tier_list(ssn.preemptable_fns, ssn).append(g.victims)
+    if _enabled(opt, "enableReclaimable"):
+        tier_list(ssn.reclaimable_fns, ssn).append(g.victims)
     return g

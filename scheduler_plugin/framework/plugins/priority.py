@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...job_info import JobInfo, SubJobInfo, TaskInfo
 from .gang import _enabled
+from .tiers import tier_list
 
 if TYPE_CHECKING:
     from ..session import Session
+
+
+_JOB = operator.attrgetter("job")
 
 
 def job_order(job: JobInfo) -> int:
@@ -30,8 +37,33 @@ def task_order(t: TaskInfo) -> int:
 task_order.precomputed = "prio_order_key"  # type: ignore[attr-defined]
 
 
+def preemptable(ssn: Session) -> Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]:
+    """Volcano's priority preemptableFn: another job's pods only if that job's priority is lower;
+    pods of the preemptor's own job only if their pod priority is lower."""
+    jobs = ssn.snap.jobs
+
+    def fn(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        me = jobs.get(preemptor.job)
+        if me is None:
+            return []
+        out: list[TaskInfo] = []
+        # One verdict per job (candidates come job by job), not one per pod.
+        for jkey, group in itertools.groupby(candidates, key=_JOB):
+            if jkey == me.key:
+                out.extend(t for t in group if t.priority < preemptor.priority)
+                continue
+            other = jobs.get(jkey)
+            if other is not None and other.priority < me.priority:
+                out.extend(group)
+        return out
+
+    return fn
+
+
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> None:
-    """Register the priority comparators."""
+    """Register the priority comparators and the preemptable filter."""
+    if _enabled(opt, "enablePreemptable"):
+        tier_list(ssn.preemptable_fns, ssn).append(preemptable(ssn))
     if _enabled(opt, "enableJobOrder"):
         ssn.job_order_fns.append(job_order)
     if _enabled(opt, "enabledSubJobOrder"):

@@ -35,6 +35,7 @@ from .queue_accounting import (
     tasks_res,
     total_resource,
 )
+from .tiers import tier_list
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -189,10 +190,7 @@ def register(ssn: Session, args: dict[str, Any], opt: Any) -> Proportion:
     if _enabled(opt, "enableQueueOrder"):
         ssn.queue_order_fns.append(p.queue_order)
     if _enabled(opt, "enableReclaimable"):
-        tier = _tier_of(ssn, opt)
-        while len(ssn.reclaimable_fns) <= tier:
-            ssn.reclaimable_fns.append([])
-        ssn.reclaimable_fns[tier].append(lambda r, c: p.reclaimable(r, c))
+        tier_list(ssn.reclaimable_fns, ssn).append(p.reclaimable)
     if _enabled(opt, "enabledOverused"):
         ssn.overused_fns.append(p.overused)
     if _enabled(opt, "enabledAllocatable"):
@@ -205,16 +203,6 @@ def register(ssn: Session, args: dict[str, Any], opt: Any) -> Proportion:
     return p
 
 
-def _tier_of(ssn: Session, opt: Any) -> int:
-    """The index of the configuration tier that holds ``opt``."""
-    for i, tier in enumerate(ssn.config.tiers):
-        if any(o is opt for o in tier):
-            return i
-    return max(len(ssn.config.tiers) - 1, 0)
-
-
 def _add_enqueueable(ssn: Session, opt: Any, fn: Any) -> None:
-    tier = _tier_of(ssn, opt)
-    while len(ssn.job_enqueueable_fns) <= tier:
-        ssn.job_enqueueable_fns.append([])
-    ssn.job_enqueueable_fns[tier].append(fn)
+    """Register a JobEnqueueable vote in the tier being built."""
+    tier_list(ssn.job_enqueueable_fns, ssn).append(fn)
