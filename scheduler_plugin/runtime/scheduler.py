@@ -86,12 +86,14 @@ from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
 from scheduler_plugin.cluster_state import ClusterState, StateDriftError, verify_snapshot
 from scheduler_plugin.conf import SchedulerConfig
+from scheduler_plugin.fragmentation import FragmentationConfig
 from scheduler_plugin.session import JobOutcome, SessionResult, run_session
 from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
 
 from .assume import AssumeCache, Assumed, pod_key
 from .config import ConfigHolder, ConfigSource
 from .events import EventRecorder, own_pod_reference, rfc3339
+from .fragmentation_metrics import FragmentationMetrics
 from .status import (
     SCHEDULING_GATED,
     UNSCHEDULABLE,
@@ -132,6 +134,8 @@ class SchedulerOptions:
     # Debug: after every snapshot, rebuild one from scratch and fail the cycle loudly on a
     # difference (HYPERPLACE_VERIFY_STATE=1 turns it on; the test suite does).
     verify_state: bool = field(default_factory=lambda: os.environ.get("HYPERPLACE_VERIFY_STATE") == "1")
+    # Pod shapes of the fragmentation gauges (--fragmentation-shapes and friends).
+    fragmentation: FragmentationConfig = field(default_factory=FragmentationConfig)
 
 
 class Metrics:
@@ -274,6 +278,7 @@ class Scheduler:
         self.options = options or SchedulerOptions()
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry)
+        self.fragmentation = FragmentationMetrics(self.options.fragmentation, self.registry)
         self._now = now
         self.conf = ConfigHolder(config_source or ConfigSource())
         self.conf.poll_file()
@@ -528,7 +533,9 @@ class Scheduler:
             else:
                 verify_snapshot(self.state, snap, rebuilt)
         assert snap is not None
-        return snap, run_session(snap, config=config, seed=0)
+        result = run_session(snap, config=config, seed=0)
+        self.fragmentation.observe(snap, result.bindings)
+        return snap, result
 
     async def run_cycle(self) -> SessionResult:
         """Snapshot, decide, assume, start binds, queue status reports. Returns the session result."""
