@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .conf import DEFAULT_CONFIG, NOOP_ACTIONS, SchedulerConfig
-from .explain import Explanation
+from .explain import CandidateReport, Explanation
 from .framework.actions import ACTIONS
 from .framework.session import Session
 from .snapshot import ClusterSnapshot
@@ -59,6 +59,8 @@ class JobOutcome:
     subgroups: dict[str, str] = field(default_factory=dict)  # subjob id -> hypernode name
     conditions: list[dict[str, Any]] = field(default_factory=list)
     explanation: Explanation | None = None
+    # The domain search as the scheduler ran it (only when run_session(record_candidates=True)).
+    candidates: CandidateReport | None = None
 
 
 @dataclass
@@ -73,11 +75,20 @@ class SessionResult:
 
 
 def run_session(
-    snapshot: ClusterSnapshot, config: SchedulerConfig = DEFAULT_CONFIG, seed: int = 0
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+    seed: int = 0,
+    *,
+    record_candidates: bool = False,
 ) -> SessionResult:
-    """Open a session, run the configured actions, and report bindings and reasons."""
+    """Open a session, run the configured actions, and report bindings and reasons.
+
+    ``record_candidates``: keep each job's domain search (candidate HyperNodes per tier, their
+    feasibility, scores and what they lacked) on its JobOutcome, for ``explain``.
+    """
     t0 = time.perf_counter()
     ssn = Session.open(snapshot, config, seed)
+    ssn.record_candidates = record_candidates
     ssn.notes.extend(getattr(config, "warnings", []) or [])
     for action in config.actions:
         fn = ACTIONS.get(action)
@@ -121,6 +132,7 @@ def _close(ssn: Session) -> SessionResult:
             allocated_hypernode=hn_name,
             explanation=None if ready else expl,
             subgroups=dict(subgroups),
+            candidates=ssn.candidates.get(key),
         )
         waiting: dict[str, str] = {}
         for t in job.pending:
