@@ -229,6 +229,15 @@ def snapshot_fragmentation(
 ) -> FragmentationReport:
     """:func:`fragmentation` of a snapshot, after the ``bindings`` a session made on it
     (``{"ns/pod": "node"}``; their requests are added to the snapshot's usage)."""
+    if not bindings:
+        # A cycle with no change reuses its snapshot: so do the figures.
+        key = f"fragmentation {config!r}"
+        got = snap.memo.get(key)
+        if got is None:
+            got = snap.memo[key] = fragmentation(
+                snap.tree, snap.resources, snap.allocatable, snap.used, snap.plain_mask, config
+            )
+        return got
     used = snap.used
     if bindings:
         used = used.copy()

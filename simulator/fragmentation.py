@@ -109,7 +109,7 @@ def fragmentation_html(report: FragmentationReport) -> list[str]:
                 f'data-best="{best}">{tier.fit[s.name]} / {best}{where}</td>'
             )
         out.append(
-            f'<tr data-tier="{tier.tier}" data-free-hypernodes="{tier.free_hypernodes}">'
+            f'<tr data-frag-tier="{tier.tier}" data-free-hypernodes="{tier.free_hypernodes}">'
             + "".join(cells)
             + "</tr>"
         )

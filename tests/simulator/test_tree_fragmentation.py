@@ -70,7 +70,7 @@ def test_the_html_picture_has_the_same_figures(run_cli, write, tmp_path):
     page = out.read_text()
     table = page[page.index('id="fragmentation"') :]
     table = table[: table.index("</table>")]
-    assert 'data-tier="1" data-free-hypernodes="0"' in table
+    assert 'data-frag-tier="1" data-free-hypernodes="0"' in table
     assert 'data-shape="8xnvidia.com/gpu" data-fit="0" data-best="0"' in table
     assert 'data-shape="1xnvidia.com/gpu" data-fit="40" data-best="40"' in table  # tier 2: the spine
 
