@@ -23,6 +23,7 @@ same figures from the same function.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,15 +189,23 @@ def fragmentation(
     key = config.accelerator if config.accelerator in resources else "cpu"
     busy = used[:, resources.index(key)] > 0 if key in resources else np.zeros(len(used), dtype=bool)
     node_free = schedulable & ~busy
-    hn_busy = tree.domain_sums((~node_free).astype(np.int64))
-    sizes = np.diff(tree.hn_node_ptr)
-    counts: list[tuple[PodShape, I64, I64]] = []
+    # Per node: busy flag and the fit count of every shape, summed per HyperNode in one pass
+    # (a gather over the HyperNode -> node CSR and one reduceat).
+    cols_per_node = [(~node_free).astype(np.int64)]
     for shape in shapes:
         cols = [resources.index(r) for r in shape.requests if r in resources]
         req = np.array([shape.requests[resources[c]] for c in cols], dtype=np.int64)
         c = (np.maximum(free[:, cols], 0) // req).min(axis=1) if cols else np.zeros(len(free), dtype=np.int64)
-        c = np.where(schedulable, c, 0).astype(np.int64)
-        counts.append((shape, c, tree.domain_sums(c)))
+        cols_per_node.append(np.where(schedulable, c, 0).astype(np.int64))
+    per_node = np.stack(cols_per_node, axis=1)
+    sizes = np.diff(tree.hn_node_ptr)
+    per_hn = np.zeros((len(sizes), per_node.shape[1]), dtype=np.int64)
+    nonempty = sizes > 0
+    if nonempty.any():
+        sums = np.add.reduceat(per_node[tree.hn_node_idx], tree.hn_node_ptr[:-1][nonempty], axis=0)
+        per_hn[nonempty] = sums
+    hn_busy = per_hn[:, 0]
+    counts = [(shape, per_node[:, i + 1], per_hn[:, i + 1]) for i, shape in enumerate(shapes)]
     root = tree.root
     tiers = tree.tiers
     anc = tree.ancestor_matrix()
@@ -241,16 +250,16 @@ def snapshot_fragmentation(
     used = snap.used
     if bindings:
         used = used.copy()
-        node_index = snap.memo.get("node_index")
-        if node_index is None:
-            node_index = snap.memo["node_index"] = {n: i for i, n in enumerate(snap.node_names)}
+        names = snap.node_names  # sorted by name: a binary search finds a node without an index
         left = len(bindings)
         for job in snap.jobs.values():
             for t in job.pending:
                 node = bindings.get(t.key)
                 if node is not None:
-                    n = node_index.get(node)
-                    if n is not None:
+                    n = bisect.bisect_left(names, node)
+                    if n >= len(names) or names[n] != node:
+                        n = names.index(node) if node in names else -1  # not sorted after all
+                    if n >= 0:
                         used[n] += t.requests
                     left -= 1
             if not left:

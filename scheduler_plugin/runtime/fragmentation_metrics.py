@@ -7,6 +7,7 @@ shapes that disappear from the cluster disappear from the series too (no stale l
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Mapping
 
@@ -18,6 +19,7 @@ from scheduler_plugin.fragmentation import FragmentationConfig, FragmentationRep
 from scheduler_plugin.snapshot import ClusterSnapshot
 
 PREFIX = "hyperplace_scheduler_"
+log = logging.getLogger(__name__)
 
 
 class FragmentationMetrics(Collector):
@@ -27,13 +29,21 @@ class FragmentationMetrics(Collector):
         self.config = config
         self.report: FragmentationReport | None = None
         self.seconds = 0.0  # cost of the last computation
+        self._failed = False
         if registry is not None:
             registry.register(self)
 
     def observe(self, snap: ClusterSnapshot, bindings: Mapping[str, str] | None = None) -> None:
         """Recompute from a cycle's snapshot plus the bindings its session made."""
         t0 = time.perf_counter()
-        report = snapshot_fragmentation(snap, self.config, bindings)
+        try:
+            report = snapshot_fragmentation(snap, self.config, bindings)
+        except Exception:  # a gauge must never stop scheduling: keep the last figures, say why
+            if not self._failed:
+                log.exception("fragmentation figures could not be computed; the gauges keep the last ones")
+            self._failed = True
+            return
+        self._failed = False
         self.seconds = time.perf_counter() - t0
         self.report = report  # one reference swap: a scrape sees the old or the new set
 

@@ -107,3 +107,27 @@ def test_fragmentation_flags() -> None:
     for bad in (["--fragmentation-shapes", "2,eight"], ["--fragmentation-share", "2"]):
         with pytest.raises(SystemExit):
             parse_args(bad)
+
+
+async def test_a_failing_figure_never_stops_the_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = ClusterApi()
+    seed_gpu_racks(api)
+    api.seed(PODGROUPS, podgroup("train", 1).to_dict())
+    for p in job_pods("train", 1, cpu=8, gpu=4):
+        api.seed(PODS, p)
+    sched = Scheduler(api, options())
+
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("scheduler_plugin.runtime.fragmentation_metrics.snapshot_fragmentation", broken)
+    tasks = await sched.start_informers()
+    try:
+        await eventually(sched.synced, what="sync")
+        result = await sched.run_cycle()
+        assert len(result.bindings) == 1  # decided and bound all the same
+        assert sched.fragmentation.report is None
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
