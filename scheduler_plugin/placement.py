@@ -484,15 +484,6 @@ class Placer:
         domains that fail the counts, those that fit the most first, with what they lack."""
         names = self.tree.names
         out = CandidateTier(tier=tier, domains=len(ids), feasible=int(ok.sum()))
-        scored: dict[int, float] = {}
-        keys: dict[int, dict[str, int]] = {}
-        if ranking is not None:
-            cands, scores, close, ptiers, spans = ranking
-            for i, h in enumerate(cands.tolist()):
-                if len(cands) > 1:  # a lone candidate is not scored
-                    scored[h] = float(scores[i])
-                k = {"lcaTier": int(close[i]), "partitionTiers": int(ptiers[i]), "leaves": int(spans[i])}
-                keys[h] = {n: v for n, v in k.items() if v}
         chosen = next((h for h, why in tried.items() if why is None), None)
         listed = order[:MAX_CANDIDATES_PER_TIER]
         if chosen is not None and chosen not in listed:
@@ -504,7 +495,16 @@ class Placer:
                 why = f"ranked after {names[chosen]}"
             else:
                 why = f"not tried: at most {MAX_EXACT_TRIES_PER_TIER} exact placements per tier"
-            out.candidates.append(Candidate(names[h], tier, True, scored.get(h), why, keys.get(h, {})))
+            score: float | None = None
+            keys: dict[str, int] = {}
+            if ranking is not None:
+                cands, scores, close, ptiers, spans = ranking
+                i = int(np.flatnonzero(cands == h)[0])  # only the listed few are looked up
+                if len(cands) > 1:  # a lone candidate is not scored
+                    score = float(scores[i])
+                k = {"lcaTier": int(close[i]), "partitionTiers": int(ptiers[i]), "leaves": int(spans[i])}
+                keys = {n: v for n, v in k.items() if v}
+            out.candidates.append(Candidate(names[h], tier, True, score, why, keys))
         room = MAX_CANDIDATES_PER_TIER - len(out.candidates)
         bad = ids[~ok]
         if room > 0 and len(bad):
