@@ -32,6 +32,7 @@ from hyperplace.runtime.process import (
     stop_on_signals,
 )
 
+from .fragmentation import DEFAULT_ACCELERATOR, DEFAULT_SHAPES, DEFAULT_SHARE, FragmentationConfig
 from .runtime.config import ConfigSource
 from .runtime.scheduler import Scheduler, SchedulerOptions
 
@@ -139,6 +140,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--full-rebuild", action="store_true", help="rebuild the snapshot every cycle (no incremental state)"
     )
+    p.add_argument(
+        "--fragmentation-shapes",
+        metavar="N,N,...",
+        default=",".join(str(g) for g in DEFAULT_SHAPES),
+        help="pod shapes of the fragmentation gauges: accelerators per pod (with proportional cpu/memory)",
+    )
+    p.add_argument(
+        "--fragmentation-resource",
+        metavar="NAME",
+        default=DEFAULT_ACCELERATOR,
+        help="the accelerator resource those shapes ask for",
+    )
+    p.add_argument(
+        "--fragmentation-share",
+        metavar="F",
+        type=float,
+        default=DEFAULT_SHARE,
+        help="share (0-1) of an accelerator's cpu and memory a shape asks along with it",
+    )
     flags.add_log_level(p)
     flags.add_leader_election(p, "hyperplace-scheduler", "schedule")
     args = p.parse_args(argv)
@@ -149,6 +169,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.metrics_port = args.health_port
     try:
         args.config_source = ConfigSource.parse(args.scheduler_conf)
+        args.fragmentation = FragmentationConfig.parse(
+            args.fragmentation_shapes, args.fragmentation_resource, args.fragmentation_share
+        )
     except ValueError as exc:
         p.error(str(exc))
     return args
@@ -209,6 +232,7 @@ async def run(
             identity=identity,
             incremental_state=not args.full_rebuild,
             verify_state=args.verify_state,
+            fragmentation=args.fragmentation,
         ),
         args.config_source,
     )

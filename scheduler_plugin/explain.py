@@ -22,6 +22,10 @@ from hyperplace.kube import format_milli
 MAX_REASONS = 8
 MAX_TIERS = 8
 MAX_PREDICATE_KINDS = 6
+# Candidate domains listed per tier in ``explain`` (the rest are counted) and the longest reason.
+MAX_CANDIDATES_PER_TIER = 10
+MAX_CANDIDATE_REASON = 160
+MAX_SEARCHES = 4  # domain searches kept per job and session
 
 
 @dataclass
@@ -95,6 +99,110 @@ class Explanation:
             "predicates": self.predicates,
             "details": list(self.details),
         }
+
+
+def _bounded(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_CANDIDATE_REASON:
+        return text
+    return text[: MAX_CANDIDATE_REASON - 1] + "…"
+
+
+@dataclass
+class Candidate:
+    """One HyperNode the scheduler considered for a job, as it judged it."""
+
+    hypernode: str
+    tier: int
+    feasible: bool  # passes the fit counts (every shape, every partition class)
+    score: float | None = None  # HyperNode order score used to rank it; None when not scored
+    reason: str | None = None  # what it lacked, or why it was not taken
+    order: dict[str, int] = field(default_factory=dict)  # sort keys ranked before the score
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``explain --output json`` ``candidates`` entries)."""
+        out: dict[str, Any] = {
+            "hyperNode": self.hypernode,
+            "tier": self.tier,
+            "feasible": self.feasible,
+            "score": None if self.score is None else round(self.score, 4),
+            "reason": _bounded(self.reason),
+        }
+        if self.order:
+            out["order"] = dict(self.order)
+        return out
+
+
+@dataclass
+class CandidateTier:
+    """The candidates of one gradient tier, in the order the scheduler tried them."""
+
+    tier: int
+    domains: int  # HyperNodes of this tier in the search scope
+    feasible: int  # of which pass the counts
+    candidates: list[Candidate] = field(default_factory=list)  # capped at MAX_CANDIDATES_PER_TIER
+
+    @property
+    def omitted(self) -> int:
+        """Domains of this tier not listed."""
+        return self.domains - len(self.candidates)
+
+
+@dataclass
+class DomainSearch:
+    """One domain search of a job (its gang minimum, or more pods of a job already running)."""
+
+    unit: str  # what was placed, e.g. "gang minimum (4 pods)" or "4 more pods"
+    gang: bool  # True for the gang minimum (the search that picks the job's domain)
+    tiers: list[CandidateTier] = field(default_factory=list)
+    chosen: str | None = None
+    note: str | None = None
+
+    def candidates(self) -> list[Candidate]:
+        """Every listed candidate, tier by tier, in the scheduler's order."""
+        return [c for t in self.tiers for c in t.candidates]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "unit": self.unit,
+            "candidates": [c.to_dict() for c in self.candidates()],
+            "chosen": self.chosen,
+            "tiers": [
+                {"tier": t.tier, "domains": t.domains, "feasible": t.feasible, "omitted": t.omitted}
+                for t in self.tiers
+            ],
+            "note": self.note,
+        }
+
+
+@dataclass
+class CandidateReport:
+    """The scheduler's own domain searches for a job, first (the gang minimum's) first."""
+
+    searches: list[DomainSearch] = field(default_factory=list)
+    dropped: int = 0  # searches beyond MAX_SEARCHES, not kept
+
+    def add(self, search: DomainSearch) -> None:
+        """Keep a search (capped)."""
+        if len(self.searches) < MAX_SEARCHES:
+            self.searches.append(search)
+        else:
+            self.dropped += 1
+
+    def after(self, earlier: CandidateReport | None) -> CandidateReport:
+        """This report, preceded by the gang-minimum searches of ``earlier`` when this one has
+        only searches for more pods (the job's domain was chosen in an earlier cycle)."""
+        if earlier is None or any(s.gang for s in self.searches):
+            return self
+        out = CandidateReport()
+        for s in [*(s for s in earlier.searches if s.gang), *self.searches]:
+            out.add(s)
+        return out
+
+    @property
+    def main(self) -> DomainSearch | None:
+        """The search that chose the job's domain (the gang minimum's), else the first."""
+        return next((s for s in self.searches if s.gang), self.searches[0] if self.searches else None)
 
 
 def predicate_summary(total_nodes: int, reasons: Sequence[str | None]) -> str:

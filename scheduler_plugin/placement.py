@@ -25,11 +25,22 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .explain import Explanation, TierAttempt, predicate_summary, shortage
+from .explain import (
+    MAX_CANDIDATES_PER_TIER,
+    Candidate,
+    CandidateReport,
+    CandidateTier,
+    DomainSearch,
+    Explanation,
+    TierAttempt,
+    predicate_summary,
+    shortage,
+)
 from .framework.session import Session
 from .framework.statement import Statement
 from .job_info import JobInfo, SubJobInfo, TaskInfo
@@ -61,6 +72,17 @@ class Group:
                 out[t.shape] = out.get(t.shape, 0) + 1
             self._demand = out
         return self._demand
+
+
+@dataclass
+class _Need:
+    """What a unit asks of a domain: pods per shape (atomic groups), shapes of which at least
+    one pod must fit (as-many-as-fit groups), partition classes and their capacities."""
+
+    total: dict[int, int]
+    loose: dict[int, int]  # pods per shape of the as-many-as-fit groups
+    classes: dict[tuple[int, int, int], int]
+    pcaps: dict[tuple[int, int, int], I64]
 
 
 @dataclass
@@ -377,6 +399,9 @@ class Placer:
         # the SubJob order is tried too, so the reordering never loses a placement found before.
         first = self._constrained_first(groups)
         orders = [first] if first == list(groups) else [first, list(groups)]
+        # The candidate list for ``explain``, only when asked (the decision does not need it).
+        rec = self._search(job, groups) if ssn.record_candidates else None
+        need = _Need(total, loose_total, classes, pcaps)
         for level in levels:
             ids = np.asarray(level, dtype=np.int64)
             ok = np.ones(len(ids), dtype=bool)
@@ -390,17 +415,18 @@ class Placer:
             tier = int(tree.tiers[ids[0]]) if len(ids) else -1
             if not len(cands):
                 expl.add_tier(self._tier_attempt(tier, ids, total or loose_total, classes, pcaps, req_total))
+                if rec is not None:
+                    rec.tiers.append(self._candidate_tier(tier, ids, ok, [], None, {}, need))
                 continue
             scores = ssn.hypernode_scores(default_sj, req_total, cands) if len(cands) > 1 else np.zeros(1)
             ptiers = self._partition_tier_sums(classes, cands) if len(cands) > 1 else np.zeros(1)
             spans = self._leaves_needed(total, cands) if len(cands) > 1 and tier > 1 else np.zeros(len(cands))
             close = self._closeness(cands, ssn.job_hn.get(job.key, -1))
             order = cands[np.lexsort((cands, -scores, spans, ptiers, close))]
-            tried = 0
+            tried: dict[int, str | None] = {}
             for h in order.tolist():
-                if tried >= MAX_EXACT_TRIES_PER_TIER:
+                if len(tried) >= MAX_EXACT_TRIES_PER_TIER:
                     break
-                tried += 1
                 placed = None
                 for seq in orders:
                     placed = self._place_groups_in(seq, h)
@@ -408,20 +434,113 @@ class Placer:
                         break
                 if placed is not None:
                     stmt, domains = placed
+                    if rec is not None:
+                        tried[h] = None
+                        rec.chosen = tree.names[h]
+                        ranking = (cands, scores, close, ptiers, spans)
+                        rec.tiers.append(
+                            self._candidate_tier(tier, ids, ok, order.tolist(), ranking, tried, need)
+                        )
+                        ssn.candidates.setdefault(job.key, CandidateReport()).add(rec)
                     return UnitResult(True, len(stmt.ops), h, domains), stmt
+                tried[h] = "passes the fit counts, but exact placement of every pod failed"
             expl.add_tier(
                 TierAttempt(
                     tier=tier,
                     candidates=len(ids),
-                    note=f"{len(cands)} domains pass the counts but exact placement failed in {tried} tried",
+                    note=f"{len(cands)} domains pass the counts but exact placement failed in {len(tried)} tried",
                 )
             )
+            if rec is not None:
+                ranking = (cands, scores, close, ptiers, spans)
+                rec.tiers.append(self._candidate_tier(tier, ids, ok, order.tolist(), ranking, tried, need))
+        if rec is not None:
+            ssn.candidates.setdefault(job.key, CandidateReport()).add(rec)
         expl.summary = self._summary(job, groups, total)
         expl.predicates = self._predicates_if_short(total)
         if not levels:
             limit = job.topology.limit if job.topology is not None else None
             expl.add_detail(f"no HyperNode has a tier <= {limit} (tiers present: {tree.sorted_tiers})")
         return UnitResult(False, explanation=expl), Statement(ssn)
+
+    def _search(self, job: JobInfo, groups: Sequence[Group]) -> DomainSearch:
+        """An empty record of the search about to run for ``groups`` of ``job``."""
+        n = sum(len(g.tasks) for g in groups)
+        gang = not self.ssn.job_ready(job)
+        return DomainSearch(unit=f"gang minimum ({n} pods)" if gang else f"{n} more pods", gang=gang)
+
+    def _candidate_tier(
+        self,
+        tier: int,
+        ids: I64,
+        ok: npt.NDArray[np.bool_],
+        order: list[int],
+        ranking: tuple[npt.NDArray[Any], ...] | None,
+        tried: dict[int, str | None],
+        need: _Need,
+    ) -> CandidateTier:
+        """One gradient tier as ``explain`` shows it: the feasible domains in the order the
+        scheduler tried them (with the score and the sort keys ranked before it), then the
+        domains that fail the counts, those that fit the most first, with what they lack."""
+        names = self.tree.names
+        out = CandidateTier(tier=tier, domains=len(ids), feasible=int(ok.sum()))
+        chosen = next((h for h, why in tried.items() if why is None), None)
+        listed = order[:MAX_CANDIDATES_PER_TIER]
+        if chosen is not None and chosen not in listed:
+            listed = [*listed[:-1], chosen]
+        for h in listed:
+            if h in tried:
+                why = tried[h]
+            elif chosen is not None:
+                why = f"ranked after {names[chosen]}"
+            else:
+                why = f"not tried: at most {MAX_EXACT_TRIES_PER_TIER} exact placements per tier"
+            score: float | None = None
+            keys: dict[str, int] = {}
+            if ranking is not None:
+                cands, scores, close, ptiers, spans = ranking
+                i = int(np.flatnonzero(cands == h)[0])  # only the listed few are looked up
+                if len(cands) > 1:  # a lone candidate is not scored
+                    score = float(scores[i])
+                k = {"lcaTier": int(close[i]), "partitionTiers": int(ptiers[i]), "leaves": int(spans[i])}
+                keys = {n: v for n, v in k.items() if v}
+            out.candidates.append(Candidate(names[h], tier, True, score, why, keys))
+        room = MAX_CANDIDATES_PER_TIER - len(out.candidates)
+        bad = ids[~ok]
+        if room > 0 and len(bad):
+            demand = need.total or need.loose
+            if demand:
+                sid = max(demand, key=lambda x: demand[x])
+                fit = self.state.dom_counts(self.shape(sid))[bad]
+                bad = bad[np.lexsort((bad, -fit))]
+            for h in bad[:room].tolist():
+                out.candidates.append(Candidate(names[h], tier, False, None, self._lacking(h, need)))
+        return out
+
+    def _lacking(self, h: int, need: _Need) -> str:
+        """What domain ``h`` lacks for the unit: pods per shape, resources, partitions."""
+        parts: list[str] = []
+        free = self.state.hn_alloc[h] - self.state.hn_used[h]
+        # Atomic groups need all their pods; as-many-as-fit groups need room for one.
+        for demand, more in ((need.total, ""), (need.loose, " more")):
+            for sid, k in demand.items():
+                have = int(self.state.dom_counts(self.shape(sid))[h])
+                if have >= (k if not more else 1):
+                    continue
+                what = f"fits {have} of {k}{more} pods"
+                if not self.snap.static_mask(self.shape(sid))[self.tree.node_sets[h]].any():
+                    parts.append(f"{what}: no node passes the pods' node selector, affinity or taints")
+                    continue
+                per_node = self._empty_node_fit(sid, self.tree.node_sets[h])
+                nodes_short = -(-(k - have) // per_node)
+                lack = shortage(self.snap.resources, free, self.shape(sid).requests * k, nodes_short)
+                parts.append(what + (", " + ", ".join(lack) if lack else ""))
+        # Partitions are worth naming only when the pods themselves would fit (as _tier_attempt).
+        for (sid, limit, k), n in need.classes.items() if not parts else ():
+            pc = int(need.pcaps[(sid, limit, k)][h])
+            if pc < n:
+                parts.append(f"holds {pc} of {n} partitions of {k} pods within tier {limit}")
+        return "; ".join(dict.fromkeys(parts)) or "fails the fit counts"
 
     def _partition_tier_sums(self, classes: dict[tuple[int, int, int], int], cands: I64) -> I64:
         """Lowest reachable sum of partition tiers inside each candidate job domain.
@@ -533,6 +652,12 @@ class Placer:
         """Jobs without hard topology or sub-groups: Volcano's per-pod filter + score, gang-checked."""
         ssn = self.ssn
         stmt = Statement(ssn)
+        if ssn.record_candidates:
+            search = self._search(job, groups)
+            search.note = (
+                "no hard network topology: pods are placed one by one by node score, with no domain search"
+            )
+            ssn.candidates.setdefault(job.key, CandidateReport()).add(search)
         total: dict[int, int] = {}
         for g in groups:
             if g.atomic:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .conf import DEFAULT_CONFIG, NOOP_ACTIONS, SchedulerConfig
-from .explain import Explanation
+from .explain import CandidateReport, Explanation
 from .framework.actions import ACTIONS
 from .framework.evictions import Eviction, Nomination
 from .framework.plugins.queue_accounting import job_sums, queue_state, task_res
@@ -69,6 +69,8 @@ class JobOutcome:
     # now or earlier) or Pending (not admitted). None without enqueue: every job considered
     # is then Inqueue, as Volcano's allocate moves it there.
     pg_phase: str | None = None
+    # The domain search as the scheduler ran it (only when run_session(record_candidates=True)).
+    candidates: CandidateReport | None = None
 
 
 @dataclass
@@ -134,16 +136,21 @@ def run_session(
     config: SchedulerConfig = DEFAULT_CONFIG,
     seed: int = 0,
     nominations: Mapping[str, Nomination] | None = None,
+    *,
+    record_candidates: bool = False,
 ) -> SessionResult:
     """Open a session, run the configured actions, and report bindings and reasons.
 
     ``nominations``: what the previous session nominated (``SessionResult.nominations``): that
     room stays held for its gangs, which are bound once their victims are gone.
+    ``record_candidates``: keep each job's domain search (candidate HyperNodes per tier, their
+    feasibility, scores and what they lacked) on its JobOutcome, for ``explain``.
     """
     from .preemption import explain_without_preemption, hold_nominations
 
     t0 = time.perf_counter()
     ssn = Session.open(snapshot, config, seed)
+    ssn.record_candidates = record_candidates
     ssn.notes.extend(getattr(config, "warnings", []) or [])
     if nominations:
         hold_nominations(ssn, nominations)
@@ -216,6 +223,7 @@ def _close(ssn: Session) -> SessionResult:
             allocated_hypernode=hn_name,
             explanation=None if ready else expl,
             subgroups=dict(subgroups),
+            candidates=ssn.candidates.get(key),
         )
         if gated:
             outcome.pg_phase = (

@@ -256,6 +256,33 @@ KubeconfigOpt = Annotated[
 ContextOpt = Annotated[
     str | None, typer.Option("--context", metavar="NAME", help="kubeconfig context of the live cluster.")
 ]
+# scheduler_plugin.fragmentation's defaults, spelled here so that the CLI starts without numpy
+# (a test checks that they agree).
+DEFAULT_SHAPES_TEXT = "1,4,8"
+DEFAULT_ACCELERATOR = "nvidia.com/gpu"
+ShapesOpt = Annotated[
+    str,
+    typer.Option(
+        "--fragmentation-shapes",
+        metavar="N,N,...",
+        help="Pod shapes of the room-left figures: accelerators per pod, with proportional cpu/memory.",
+    ),
+]
+AcceleratorOpt = Annotated[
+    str,
+    typer.Option(
+        "--fragmentation-resource", metavar="NAME", help="The accelerator resource of those shapes."
+    ),
+]
+
+
+def _fragmentation_config(shapes: str, resource: str) -> Any:
+    from scheduler_plugin.fragmentation import FragmentationConfig, ShapeSpecError
+
+    try:
+        return FragmentationConfig.parse(shapes, resource)
+    except ShapeSpecError as exc:
+        _fail(str(exc))
 
 
 @app.command(
@@ -286,8 +313,11 @@ def simulate(
     ] = False,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    fragmentation_shapes: ShapesOpt = DEFAULT_SHAPES_TEXT,
+    fragmentation_resource: AcceleratorOpt = DEFAULT_ACCELERATOR,
 ) -> None:
     """Admission, controllers and scheduler sessions on the given objects; print the outcome."""
+    frag = _fragmentation_config(fragmentation_shapes, fragmentation_resource)
     live = cluster_snapshot or kubeconfig is not None or context is not None
     inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
     show_progress = output is OutputFormat.table and sys.stderr.isatty()
@@ -302,7 +332,7 @@ def simulate(
         from .html import render_html
 
         try:
-            html.write_text(render_html(result, views, topo), encoding="utf-8")
+            html.write_text(render_html(result, views, topo, frag), encoding="utf-8")
         except OSError as exc:
             _fail(f"{html}: cannot write: {exc.strerror or exc}")
     if output is not OutputFormat.table:
@@ -373,8 +403,13 @@ def tree(
     ] = 0,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    fragmentation_shapes: ShapesOpt = DEFAULT_SHAPES_TEXT,
+    fragmentation_resource: AcceleratorOpt = DEFAULT_ACCELERATOR,
 ) -> None:
-    """The HyperNode tree with tiers, node counts and free capacity; problems in red."""
+    """The HyperNode tree with tiers, node counts and free capacity; problems in red; then,
+    per tier, the room left as the scheduler counts it (free HyperNodes, pods of each shape
+    that fit in total and in the best HyperNode)."""
+    frag = _fragmentation_config(fragmentation_shapes, fragmentation_resource)
     from pydantic import ValidationError
 
     from hyperplace.api import HyperNode, format_validation_error
@@ -392,8 +427,12 @@ def tree(
             invalid.append(f"HyperNode {o.name} ({o.source}): {'; '.join(format_validation_error(exc))}")
     nodes = [o.obj for o in inputs.of_kind("Node")]
     discovered, notes = discover_for_display(inputs, nodes, hns, seed)
-    topo = build_topology(discovered, nodes, [o.obj for o in inputs.of_kind("Pod")])
+    pods = [o.obj for o in inputs.of_kind("Pod")]
+    topo = build_topology(discovered, nodes, pods)
+    from .fragmentation import fragmentation_lines, fragmentation_of
     from .views import job_names
+
+    report = fragmentation_of(discovered, nodes, pods, frag)
 
     names = job_names(o.obj for o in inputs.of_kind("PodGroup"))
     if output is TreeFormat.json:
@@ -401,6 +440,7 @@ def tree(
         doc["invalid"] = invalid
         if invalid:
             doc["ready"] = False
+        doc["fragmentation"] = report.to_dict()
         sys.stdout.write(to_json(doc) + "\n")
         return
     with _stdout() as console:
@@ -409,6 +449,10 @@ def tree(
         console.print(topology_tree(topo, names=names))
         for line in invalid:
             console.print(Text(f"✗ {line}", style="red"), soft_wrap=True)
+        if report.tiers:
+            console.print()
+            for part in fragmentation_lines(report):
+                console.print(part, soft_wrap=isinstance(part, Text))
 
 
 def discover_for_display(

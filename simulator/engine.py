@@ -704,7 +704,10 @@ class Simulation:
                 nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, queues=queues, priority_classes=pcs
             )
             verify_snapshot(self.state, snap, rebuilt)
-        result = run_session(snap, config=self.config, seed=self.seed, nominations=self.nominations)
+        # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).
+        result = run_session(
+            snap, config=self.config, seed=self.seed, nominations=self.nominations, record_candidates=True
+        )
         self.snapshot, self.session, self.scheduler_ran = snap, result, True
         # Victims are evicted at once (the simulator has no grace period): their room is free in
         # the next cycle, where the preemptor binds on its nominated nodes; a Job's controller
@@ -735,6 +738,14 @@ class Simulation:
             if pod_key not in self.bindings:
                 self.unschedulable[pod_key] = reason
         for pg_key, outcome in result.jobs.items():
+            prev = self.outcomes.get(pg_key)
+            earlier = prev.candidates if prev is not None and prev.phase == "Running" else None
+            if outcome.candidates is not None:
+                # More pods of a running job: the search that chose its domain came earlier.
+                outcome.candidates = outcome.candidates.after(earlier)
+            elif outcome.phase == "Running":
+                # Settled since: the domain search that placed it was an earlier cycle's.
+                outcome.candidates = earlier
             self.outcomes[pg_key] = outcome
             ns, _, name = pg_key.partition("/")
             pg = self.objects.get(("PodGroup", ns, name))

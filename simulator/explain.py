@@ -16,7 +16,9 @@ from .views import JobView, subgroup_label
 
 # JobOutcome attributes beyond the contract's that, when a scheduler reports them, explain a
 # placement (scores of the candidate domains, the alternatives it considered).
-_EXTRA_OUTCOME_FIELDS = ("scores", "alternatives", "candidates", "gradient", "considered")
+_EXTRA_OUTCOME_FIELDS = ("scores", "alternatives", "gradient", "considered")
+# Candidates per tier the table shows (the JSON has the scheduler's bounded list).
+TABLE_CANDIDATES_PER_TIER = 5
 
 
 def _domains(view: JobView, topo: Topology) -> dict[str, list[str]]:
@@ -57,6 +59,23 @@ def other_domains(view: JobView, topo: Topology) -> list[dict[str, Any]]:
     return out[:MAX_OTHER_DOMAINS]
 
 
+def candidates_dict(outcome: Any) -> dict[str, Any]:
+    """``candidates`` and ``chosen`` of the search that chose the job's domain (its gang
+    minimum's: tiers in gradient order, each tier's domains in the order the scheduler tried
+    them), that search's per-tier counts, and every search of the job (``searches``)."""
+    report = getattr(outcome, "candidates", None)
+    main = report.main if report is not None else None
+    if report is None or main is None:
+        return {"candidates": [], "chosen": None, "candidateTiers": [], "searches": []}
+    doc = main.to_dict()
+    return {
+        "candidates": doc["candidates"],
+        "chosen": doc["chosen"],
+        "candidateTiers": doc["tiers"],
+        "searches": [s.to_dict() for s in report.searches],
+    }
+
+
 def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, Any]:
     """The ``explain --output json`` document."""
     outcome = view.outcome
@@ -88,6 +107,7 @@ def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, 
         else None,
         "conditions": view.conditions,
         "schedulerNotes": list(result.notes),
+        **candidates_dict(outcome),
         **extras,
         **_preemption(view, result),
     }
@@ -140,6 +160,7 @@ def render_explain(console: Console, view: JobView, result: SimResult, topo: Top
                 f"  {pending} more pod{'s' if pending != 1 else ''} pending: the gang minimum "
                 f"({view.min_member}) runs, the rest must fit in the same domain"
             )
+    _render_candidates(console, outcome)
     for f in _EXTRA_OUTCOME_FIELDS:
         value = getattr(outcome, f, None)
         if not value:
@@ -173,3 +194,31 @@ def render_explain(console: Console, view: JobView, result: SimResult, topo: Top
         for c in view.conditions:
             msg = c.get("message") or ""
             console.print(f"  {c.get('type')}={c.get('status')} {c.get('reason') or ''} {msg}".rstrip())
+
+
+def _render_candidates(console: Console, outcome: Any) -> None:
+    """The top candidates of every tier the scheduler tried, in its order, per search."""
+    report = getattr(outcome, "candidates", None)
+    if report is None:
+        return
+    for search in report.searches:
+        console.print(Text(f"Domain search for the {search.unit}", style="bold"))
+        if search.note:
+            console.print(f"  {search.note}")
+        if search.tiers:
+            console.print(
+                Text("  the scheduler's candidates, tier by tier, in the order it tried them", style="dim")
+            )
+        for tier in search.tiers:
+            console.print(f"  tier {tier.tier}: {tier.domains} domains, {tier.feasible} pass the fit counts")
+            shown = tier.candidates[:TABLE_CANDIDATES_PER_TIER]
+            t = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False)
+            for c in shown:
+                mark = Text("✓", style="green") if c.feasible else Text("✗", style="red")
+                score = "" if c.score is None else f"score {c.score:.2f}"
+                why = "chosen" if c.hypernode == search.chosen and c.feasible else (c.reason or "")
+                t.add_row("   ", mark, c.hypernode, score, why)
+            console.print(t)
+            more = tier.domains - len(shown)
+            if more > 0:
+                console.print(Text(f"    and {more} more", style="dim"))

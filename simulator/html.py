@@ -25,8 +25,10 @@ from html import escape
 from importlib.resources import files
 
 from hyperplace.kube import format_milli
+from scheduler_plugin.fragmentation import FragmentationConfig
 
 from .engine import SimResult
+from .fragmentation import fragmentation_html, fragmentation_of
 from .render import hn_label, waiting_lines
 from .resources import format_free, main_resources, pod_requests, short_name
 from .topology import Topology, natural_key
@@ -383,8 +385,13 @@ def _where(v: JobView, topo: Topology) -> str:
     return free_form[2:] or "no HyperNode yet"
 
 
-def render_html(result: SimResult, views: list[JobView], topo: Topology) -> str:
-    """The whole page as a string."""
+def render_html(
+    result: SimResult,
+    views: list[JobView],
+    topo: Topology,
+    fragmentation: FragmentationConfig | None = None,
+) -> str:
+    """The whole page as a string (``fragmentation``: pod shapes of the room-left table)."""
     classes = {v.podgroup: f"job-{i}" for i, v in enumerate(views)}
     colors = {f"job-{i}": job_color(i) for i in range(len(views))}
     colors[OTHER_CLASS] = OTHER_COLOR
@@ -442,6 +449,10 @@ def render_html(result: SimResult, views: list[JobView], topo: Topology) -> str:
         f"{'' if topo.ready else ' · <b class=problem>HyperNode tree not ready</b>'}</div>",
     ]
     out.extend(_tier_summary(page))
+    report = fragmentation_of(
+        result.of_kind("HyperNode"), result.of_kind("Node"), result.of_kind("Pod"), fragmentation
+    )
+    out.extend(fragmentation_html(report))
     out.append("<h2>Jobs</h2>")
     out.append('<ul class="legend" id="legend">')
     for v in views:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..conf import SchedulerConfig
-from ..explain import Explanation
+from ..explain import CandidateReport, Explanation
 from ..job_info import JobInfo, SubJobInfo, TaskInfo, Topology
 from ..snapshot import ClusterSnapshot
 from ..state import AllocState
@@ -99,6 +99,10 @@ class Session:
     job_hn: dict[str, int] = field(default_factory=dict)  # job key -> allocated hypernode id
     subjob_hn: dict[str, int] = field(default_factory=dict)  # subjob id -> allocated hypernode id
     explanations: dict[str, Explanation] = field(default_factory=dict)
+    # The domain search's candidates per job, kept only when asked (``explain``): off in the
+    # scheduler's own cycles so that deciding costs the same.
+    record_candidates: bool = False
+    candidates: dict[str, CandidateReport] = field(default_factory=dict)
     task_reasons: dict[str, str] = field(default_factory=dict)
     _subtree_cache: dict[int, dict[int, I64]] = field(default_factory=dict)
     # Ready-task counters (running, allocated this session, pending best-effort), kept in step

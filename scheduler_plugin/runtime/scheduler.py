@@ -86,6 +86,7 @@ from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
 from scheduler_plugin.cluster_state import ClusterState, StateDriftError, verify_snapshot
 from scheduler_plugin.conf import SchedulerConfig
+from scheduler_plugin.fragmentation import FragmentationConfig
 from scheduler_plugin.framework.evictions import Nomination
 from scheduler_plugin.session import JobOutcome, SessionResult, run_session
 from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
@@ -94,6 +95,7 @@ from .assume import AssumeCache, Assumed, pod_key
 from .config import ConfigHolder, ConfigSource
 from .events import EventRecorder, own_pod_reference, rfc3339
 from .evictor import Evictor
+from .fragmentation_metrics import FragmentationMetrics
 from .queue_status import queue_allocated_patch, wanted_allocated
 from .status import (
     SCHEDULING_GATED,
@@ -135,6 +137,8 @@ class SchedulerOptions:
     # Debug: after every snapshot, rebuild one from scratch and fail the cycle loudly on a
     # difference (HYPERPLACE_VERIFY_STATE=1 turns it on; the test suite does).
     verify_state: bool = field(default_factory=lambda: os.environ.get("HYPERPLACE_VERIFY_STATE") == "1")
+    # Pod shapes of the fragmentation gauges (--fragmentation-shapes and friends).
+    fragmentation: FragmentationConfig = field(default_factory=FragmentationConfig)
 
 
 class Metrics:
@@ -277,6 +281,7 @@ class Scheduler:
         self.options = options or SchedulerOptions()
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry)
+        self.fragmentation = FragmentationMetrics(self.options.fragmentation, self.registry)
         self._now = now
         self.conf = ConfigHolder(config_source or ConfigSource())
         self.conf.poll_file()
@@ -535,7 +540,9 @@ class Scheduler:
             else:
                 verify_snapshot(self.state, snap, rebuilt)
         assert snap is not None
-        return snap, run_session(snap, config=config, seed=0, nominations=nominations)
+        result = run_session(snap, config=config, seed=0, nominations=nominations)
+        self.fragmentation.observe(snap, result.bindings)
+        return snap, result
 
     async def run_cycle(self) -> SessionResult:
         """Snapshot, decide, assume, start binds, queue status reports. Returns the session result."""
