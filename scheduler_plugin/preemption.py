@@ -774,6 +774,10 @@ def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: s
             )
         ledger.evictions.append(Eviction(t.key, names[t.node], t.job, job.key, action, reason))
         ledger.gone.add(t.key)
+    # The queue plugins see the victims leave at once (Volcano's deallocate event), so a queue
+    # brought back to its share stops being overused for the rest of the session.
+    if plan.victims and ssn.deallocate_handlers:
+        ssn.on_deallocate(list(plan.victims))
     hn = ssn.job_hn.get(job.key, -1)
     domain = tree.names[hn] if hn >= 0 and job.with_topology else None
     pods = {t.key: names[n] for t, n in stmt.ops}
