@@ -153,6 +153,7 @@ class _Pod:
                 index=tindex,
                 labels=labels,
                 priority_class=spec.get("priorityClassName"),
+                preempt_never=spec.get("preemptionPolicy") == "Never",
                 priority=spec.get("priority"),
                 creation=str(meta.get("creationTimestamp") or ""),
                 best_effort=all(v == 0 for r, v in self.requests.items() if r != "pods"),
@@ -168,6 +169,7 @@ class _TaskFields:
     index: int | None
     labels: dict[str, str]
     priority_class: str | None
+    preempt_never: bool
     priority: Any
     creation: str
     best_effort: bool
@@ -629,6 +631,7 @@ class ClusterState:
                 creation=f.creation,
                 best_effort=f.best_effort,
                 priority_class=f.priority_class,
+                preempt_never=f.preempt_never,
             )
             if rec.node:
                 ni = self._nidx.get(rec.node)
@@ -723,6 +726,7 @@ def _task_view(t: TaskInfo, snap: ClusterSnapshot) -> tuple[Any, ...]:
         t.key, t.name, t.namespace, t.uid, t.role, t.index, t.labels, req, shape_req,
         sh.constraints.signature, sh.constraints.host_ports, t.priority, t.creation, t.best_effort,
         t.node, t.running, t.subjob, t.job, t.order_key, t.prio_order_key, t.rank, t.priority_class,
+        t.preempt_never,
     )  # fmt: skip
 
 

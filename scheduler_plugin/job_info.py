@@ -104,6 +104,7 @@ class TaskInfo:
     prio_order_key: tuple[Any, ...] = ()  # the same behind the priority plugin's key
     rank: tuple[Any, ...] = ()  # placement rank order (see rank_key)
     priority_class: str | None = None  # spec.priorityClassName (critical pods are never victims)
+    preempt_never: bool = False  # spec.preemptionPolicy Never: this pod never preempts or reclaims
 
     @property
     def name_ordinal(self) -> int | None:

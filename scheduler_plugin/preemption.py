@@ -704,6 +704,11 @@ def run_eviction_action(ssn: Session, action: str) -> None:
         if isinstance(groups, str) or not groups:
             continue
         rep = groups[0].tasks[0]
+        if any(t.preempt_never for g in groups for t in g.tasks):
+            # Volcano skips a preemptor pod whose preemptionPolicy is Never; a gang cannot start
+            # without it, so the gang does not preempt.
+            _note(ssn, job, f"{action}: a pod of the gang has preemptionPolicy Never")
+            continue
         if reclaim and not ssn.preemptive(job.queue, rep):
             _note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
             continue

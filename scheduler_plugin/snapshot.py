@@ -288,6 +288,7 @@ class ClusterSnapshot:
                 creation=str(meta.get("creationTimestamp") or ""),
                 best_effort=best_effort,
                 priority_class=spec.get("priorityClassName"),
+                preempt_never=spec.get("preemptionPolicy") == "Never",
             )
             if node_name:
                 ni = nidx.get(node_name)

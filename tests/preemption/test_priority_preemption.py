@@ -237,3 +237,23 @@ def test_on_a_cluster_without_hypernodes_the_fewest_victims_go():
     assert {e.victim_job for e in res.evictions} == {"default/solo", "default/pair"}
     nom = res.nominations["default/urgent"]
     assert nom.domain is None and len(nom.pods) == 2
+
+
+def test_a_gang_whose_pods_never_preempt_waits():
+    # preemptionPolicy: Never (a PriorityClass with preemptionPolicy Never sets it on the pods):
+    # high priority orders the queue, but the gang does not evict anyone.
+    nodes, hns = racks()
+    urgent = pending_gang("urgent", 4)
+    for p in urgent[1]:
+        p["spec"]["preemptionPolicy"] = "Never"
+    res, _ = run(
+        [
+            running_gang("a1", ["r0n0", "r0n1", "r0n2", "r0n3"]),
+            running_gang("b1", ["r1n0", "r1n1", "r1n2", "r1n3"]),
+            urgent,
+        ],
+        nodes,
+        hns,
+    )
+    assert res.evictions == []
+    assert "preemptionPolicy Never" in res.unschedulable["default/urgent-t0-0"]
