@@ -79,6 +79,7 @@ from hyperplace.runtime.api import (
     meta,
 )
 from hyperplace.runtime.informer import Informer, wait_for_sync
+from hyperplace.runtime.parallel import run_bounded
 from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import WorkQueue
 
@@ -93,6 +94,9 @@ MAX_DISCOVERY_MESSAGE = 4096
 @dataclass
 class ManagerConfig:
     workers: int = 4
+    # Pod creates (and deletes) of one Job in flight at once, over the one connection pool
+    # (Volcano's job controller creates a job's pods in parallel too).
+    pod_concurrency: int = 64
     # Where Volcano's controller ConfigMap lives (Volcano: $KUBE_POD_NAMESPACE).
     config_namespace: str = "volcano-system"
     config_map: str = CONFIGMAP_NAME
@@ -338,15 +342,27 @@ class ControllerManager:
         elif result.podgroup_changed:
             await self.api.replace(PODGROUPS, result.podgroup.to_dict(), ns)
             self.metrics.writes.labels("podgroups", "update").inc()
-        for pod in result.create_pods:
+        limit = self.config.pod_concurrency
+
+        async def create(pod: Obj) -> None:
             await self._create(PODS, pod, ns)
-        for name in result.delete_pods:
+
+        async def delete(name: str) -> None:
             try:
                 await self.api.delete(PODS, name, ns)
                 self.metrics.writes.labels("pods", "delete").inc()
             except ApiError as exc:
                 if not exc.not_found:
                     raise
+
+        # Every create and delete is tried; the first failure then fails the reconcile, which
+        # retries with backoff (the pods that were created are in the informer by then).
+        errors = await run_bounded(result.create_pods, create, limit)
+        errors += await run_bounded(result.delete_pods, delete, limit)
+        if errors:
+            if len(errors) > 1:
+                log.warning("job %s: %d pod writes failed, first: %s", key, len(errors), errors[0])
+            raise errors[0]
         await self._patch_status(JOBS, job.name, ns, obj.get("status"), result.status.to_dict())
 
     async def reconcile_hypernode(self, name: str) -> None:
