@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -54,15 +53,15 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hyperplace.api.constants import TOPOLOGY_GROUP, TOPOLOGY_VERSION  # noqa: E402
-from hyperplace.localup import __main__ as localup  # noqa: E402
-from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node  # noqa: E402
-from hyperplace.localup.controlplane import free_port, kube_bin_dir  # noqa: E402
-from hyperplace.localup.fakekubelet import node_ready_status  # noqa: E402
-from hyperplace.runtime.api import HYPERNODES, NODES, PODS, ApiError, Obj, meta  # noqa: E402
-from hyperplace.runtime.informer import Informer  # noqa: E402
-from hyperplace.runtime.kube import connect  # noqa: E402
-from hyperplace.runtime.parallel import run_bounded  # noqa: E402
+from hyperplace.api.constants import TOPOLOGY_GROUP, TOPOLOGY_VERSION
+from hyperplace.localup import __main__ as localup
+from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
+from hyperplace.localup.controlplane import free_port, kube_bin_dir
+from hyperplace.localup.fakekubelet import node_ready_status
+from hyperplace.runtime.api import HYPERNODES, NODES, PODS, ApiError, Obj, meta
+from hyperplace.runtime.informer import Informer
+from hyperplace.runtime.kube import connect
+from hyperplace.runtime.parallel import run_bounded
 
 GPUS_PER_NODE = 8
 NODES_PER_LEAF = 16
@@ -217,10 +216,12 @@ def wait_ready(port: int, pid: int, what: str, timeout: float = 300.0) -> None:
     while time.monotonic() < deadline:
         if not Path(f"/proc/{pid}").exists():
             raise RuntimeError(f"{what} exited")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
-                if resp.status == 200:
-                    return
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp,
+        ):
+            if resp.status == 200:
+                return
         time.sleep(0.3)
     raise RuntimeError(f"{what} not ready within {timeout:.0f}s")
 
@@ -243,8 +244,20 @@ class Profiler:
         self.proc: subprocess.Popen[bytes] | None = None
         if Path(exe).exists():
             self.proc = subprocess.Popen(
-                [exe, "record", "--pid", str(pid), "--rate", "200", "--format", "raw", "--nonblocking"]
-                + ["--threads", "-o", str(out)],
+                [
+                    exe,
+                    "record",
+                    "--pid",
+                    str(pid),
+                    "--rate",
+                    "200",
+                    "--format",
+                    "raw",
+                    "--nonblocking",
+                    "--threads",
+                    "-o",
+                    str(out),
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -465,7 +478,7 @@ def main() -> int:
             f"{args.nodes} nodes created in {t_nodes:.1f}s ({args.nodes / t_nodes:.0f}/s), "
             f"HyperNodes in {t_hn:.1f}s"
         )
-        plan = [("ours", ([], []))]
+        plan: list[tuple[str, tuple[list[str], list[str]]]] = [("ours", ([], []))]
         if args.baseline != "none":
             plan.append((args.baseline, BASELINES[args.baseline]))
         for name, flags in plan:

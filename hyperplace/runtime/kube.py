@@ -45,10 +45,20 @@ async def load_client_config(kubeconfig: str | None = None, context: str | None 
         await config.load_kube_config(context=context)
 
 
-async def connect(kubeconfig: str | None = None) -> tuple[KubeApiClient, kclient.ApiClient]:
-    """A KubeApiClient and the raw kubernetes-asyncio client behind it (close the latter)."""
+async def connect(
+    kubeconfig: str | None = None, *, pool_size: int | None = None
+) -> tuple[KubeApiClient, kclient.ApiClient]:
+    """A KubeApiClient and the raw kubernetes-asyncio client behind it (close the latter).
+
+    Every request of the process shares one connection pool (one aiohttp connector, keep-alive
+    connections to the apiserver). ``pool_size`` caps its connections (kubernetes-asyncio's
+    default is 100); a process with more requests in flight than that, watches included,
+    would queue them in the pool however high its own concurrency limits are."""
     await load_client_config(kubeconfig)
-    raw = kclient.ApiClient()
+    cfg = kclient.Configuration.get_default_copy()
+    if pool_size is not None:
+        cfg.connection_pool_maxsize = max(1, pool_size)
+    raw = kclient.ApiClient(configuration=cfg)
     return KubeApiClient(raw), raw
 
 
