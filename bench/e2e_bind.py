@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -317,6 +318,55 @@ def summarize_profile(path: Path, top: int = 12) -> str:
     return "\n".join(out)
 
 
+def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    return [
+        (s.name, dict(s.labels), float(s.value))
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    ]
+
+
+def apiserver_stats(kubectl: localup.Kubectl) -> dict[str, float]:
+    """Sums and counts of the apiserver's own latency of pod binds and creates, and of the time
+    requests waited in its priority-and-fairness queues."""
+    out: dict[str, float] = {}
+    text = kubectl.run("get", "--raw", "/metrics", check=False).stdout
+    for name, labels, value in samples(text):
+        key = None
+        if (
+            name.startswith("apiserver_request_duration_seconds_")
+            and labels.get("resource") == "pods"
+            and labels.get("verb") == "POST"
+            and labels.get("subresource") in ("", "binding")
+        ):
+            key = "bind_" if labels.get("subresource") == "binding" else "create_"
+        elif name.startswith("apiserver_flowcontrol_request_wait_duration_seconds_"):
+            key = "apf_"
+        if key is not None and name.endswith(("_sum", "_count")):
+            key += name.rsplit("_", 1)[1]
+            out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def scheduler_stats(port: int) -> dict[str, float]:
+    """The scheduler's own view of its bind requests (sum and count of their durations)."""
+    out: dict[str, float] = {}
+    with (
+        contextlib.suppress(OSError),
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r,
+    ):
+        for name, _labels, value in samples(r.read().decode()):
+            if name.startswith("hyperplace_scheduler_bind_request_duration_seconds_"):
+                out[name.rsplit("_", 1)[1]] = value
+    return out
+
+
+def mean_ms(stats: dict[str, float], before: dict[str, float], prefix: str) -> str:
+    s = stats.get(f"{prefix}sum", 0.0) - before.get(f"{prefix}sum", 0.0)
+    n = stats.get(f"{prefix}count", 0.0) - before.get(f"{prefix}count", 0.0)
+    return f"{1000 * s / n:.1f} ms (n={n:.0f})" if n else "-"
+
+
 # ---------------------------------------------------------------------------- one variant
 
 
@@ -332,6 +382,7 @@ class Run:
     cpu: dict[str, float] = field(default_factory=dict)
     ok: bool = False
     profile: str = ""
+    latency: str = ""
 
 
 async def watch_job(
@@ -402,10 +453,18 @@ def run_variant(
     time.sleep(2.0)  # the controller's Lease and first reconciles of the restart settle
     pids = running(state)
     before = {n: cpu_seconds(p) for n, p in pids.items()}
+    api_before, sch_before = apiserver_stats(kubectl), scheduler_stats(sport)
     prof = Profiler(spid, state.root / f"profile-{name}.txt") if profile else None
     run = asyncio.run(watch_job(Path(state.kubeconfig), kubectl, f"e2e-{name}", pods, timeout))
     run.variant = name
     run.cpu = {n: cpu_seconds(p) - before.get(n, 0.0) for n, p in pids.items()}
+    api_after, sch_after = apiserver_stats(kubectl), scheduler_stats(sport)
+    run.latency = (
+        f"bind as the scheduler saw it {mean_ms(sch_after, sch_before, '')}, in the apiserver "
+        f"{mean_ms(api_after, api_before, 'bind_')}; pod create in the apiserver "
+        f"{mean_ms(api_after, api_before, 'create_')}; priority-and-fairness queue wait "
+        f"{mean_ms(api_after, api_before, 'apf_')}"
+    )
     if prof is not None:
         run.profile = prof.stop()
     return run
@@ -436,6 +495,10 @@ def table(runs: list[Run], load: str) -> str:
             f"{n.replace('hyperplace-', '')} {s:.1f}" for n, s in sorted(r.cpu.items(), key=lambda x: -x[1])
         ]
         out.append(f"  {r.variant:<12} [{r.last_bind:.1f}s] " + ", ".join(parts))
+    out.append("")
+    out.append("mean request latencies during the run:")
+    for r in runs:
+        out.append(f"  {r.variant:<12} {r.latency}")
     out.append(f"load average at the end: {load}")
     return "\n".join(out)
 
