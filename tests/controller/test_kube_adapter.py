@@ -177,7 +177,7 @@ async def test_connect_uses_one_sized_pool_and_trusts_the_environment_only_for_a
     try:
         session = raw.rest_client.pool_manager
         assert session.trust_env is trusts_env
-        assert session.connector.limit == 7
+        assert session.connector is not None and session.connector.limit == 7
         if not trusts_env:
             items, _rv = await api.list(PODS)  # requests still carry the token and work
             assert [i["metadata"]["name"] for i in items] == ["a"]
