@@ -213,6 +213,7 @@ class ControllerManager:
         self._ufm_wake = asyncio.Event()  # config changed: re-read and run UFM discovery now
         self._insecure_warned = False
         self._hn_models: dict[str, tuple[str, HyperNode]] = {}  # name -> (resourceVersion, model)
+        self._hn_view: dict[str, HyperNode] | None = None  # _hypernode_models() until the store changes
         self._node_labels: dict[str, dict[str, str]] | None = None
         # Shared by every HyperNode reconcile until a spec or a node changes.
         self._topology: TopologyIndex | None = None
@@ -249,6 +250,11 @@ class ControllerManager:
             self._trigger_discovery()
 
         self.hypernodes.add_handler(lambda _o: self._all_hypernodes(), hn_changed, hn_deleted)
+
+        def hn_store_changed(*_: Obj) -> None:
+            self._hn_view = None  # status patches included: the models carry the status too
+
+        self.hypernodes.add_handler(hn_store_changed, hn_store_changed, hn_store_changed)
 
         def node_event(_o: Obj) -> None:
             self._node_labels = None
@@ -296,6 +302,14 @@ class ControllerManager:
     # -- caches -----------------------------------------------------------------------------
 
     def _hypernode_models(self) -> dict[str, HyperNode]:
+        """name -> parsed HyperNode of the informer's store (shared: do not change it).
+
+        Kept until the store changes: every HyperNode reconcile asks for all of them, and
+        re-walking the store each time was O(HyperNodes^2) per pass, which at 666 HyperNodes
+        over 10k nodes kept the controller's event loop busy enough to starve its Job
+        reconciles (pods created at 2/s)."""
+        if self._hn_view is not None:
+            return self._hn_view
         out: dict[str, HyperNode] = {}
         fresh: dict[str, tuple[str, HyperNode]] = {}
         for name, obj in self.hypernodes.store.items():
@@ -311,6 +325,7 @@ class ControllerManager:
             fresh[name] = (rv, model)
             out[name] = model
         self._hn_models = fresh
+        self._hn_view = out
         return out
 
     def _current_node_labels(self) -> dict[str, dict[str, str]]:

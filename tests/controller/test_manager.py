@@ -432,3 +432,21 @@ async def test_a_jobs_pods_are_created_in_parallel_within_the_limit_and_a_failur
 def test_pod_concurrency_flag_defaults_to_parallel_creates() -> None:
     assert parse_args([]).pod_concurrency == 64
     assert parse_args(["--pod-concurrency", "1"]).pod_concurrency == 1
+
+
+async def test_hypernode_models_are_parsed_once_until_a_hypernode_changes(
+    cluster: tuple[FakeApi, ControllerManager],
+) -> None:
+    api, mgr = cluster
+
+    def leaf(name: str) -> dict[str, Any]:
+        member = {"type": "Node", "selector": {"exactMatch": {"name": "n0"}}}
+        return {"metadata": {"name": name}, "spec": {"tier": 1, "members": [member]}}
+
+    await api.create(HYPERNODES, leaf("leaf"))
+    await eventually(lambda: "leaf" in mgr._hypernode_models())
+    first = mgr._hypernode_models()
+    assert mgr._hypernode_models() is first  # every reconcile of a pass shares one parse
+    await api.create(HYPERNODES, leaf("leaf2"))
+    await eventually(lambda: "leaf2" in mgr._hypernode_models())
+    assert mgr._hypernode_models() is not first and "leaf2" not in first
