@@ -67,6 +67,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="name of that ConfigMap (env HYPERPLACE_CONTROLLER_CONFIGMAP)",
     )
     p.add_argument("--workers", metavar="N", type=int, default=4, help="reconciles run in parallel")
+    p.add_argument(
+        "--pod-concurrency",
+        metavar="N",
+        type=int,
+        default=64,
+        help="pod creates/deletes of one Job in flight at once (1: one after the other)",
+    )
     flags.add_log_level(p)
     flags.add_leader_election(p, "hyperplace-controller", "reconcile")
     args = p.parse_args(argv)
@@ -102,7 +109,10 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
     manager = ControllerManager(
         api,
         ManagerConfig(
-            workers=args.workers, config_namespace=args.config_namespace, config_map=args.config_map
+            workers=args.workers,
+            config_namespace=args.config_namespace,
+            config_map=args.config_map,
+            pod_concurrency=max(1, args.pod_concurrency),
         ),
     )
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"

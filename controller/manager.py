@@ -86,6 +86,7 @@ from hyperplace.runtime.api import (
     meta,
 )
 from hyperplace.runtime.informer import Informer, wait_for_sync
+from hyperplace.runtime.parallel import run_bounded
 from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import WorkQueue
 
@@ -100,6 +101,9 @@ MAX_DISCOVERY_MESSAGE = 4096
 @dataclass
 class ManagerConfig:
     workers: int = 4
+    # Pod creates (and deletes) of one Job in flight at once, over the one connection pool
+    # (Volcano's job controller creates a job's pods in parallel too).
+    pod_concurrency: int = 64
     # Where Volcano's controller ConfigMap lives (Volcano: $KUBE_POD_NAMESPACE).
     config_namespace: str = "volcano-system"
     config_map: str = CONFIGMAP_NAME
@@ -219,6 +223,7 @@ class ControllerManager:
         self._ufm_wake = asyncio.Event()  # config changed: re-read and run UFM discovery now
         self._insecure_warned = False
         self._hn_models: dict[str, tuple[str, HyperNode]] = {}  # name -> (resourceVersion, model)
+        self._hn_view: dict[str, HyperNode] | None = None  # _hypernode_models() until the store changes
         self._node_labels: dict[str, dict[str, str]] | None = None
         # Shared by every HyperNode reconcile until a spec or a node changes.
         self._topology: TopologyIndex | None = None
@@ -284,6 +289,11 @@ class ControllerManager:
 
         self.hypernodes.add_handler(lambda _o: self._all_hypernodes(), hn_changed, hn_deleted)
 
+        def hn_store_changed(*_: Obj) -> None:
+            self._hn_view = None  # status patches included: the models carry the status too
+
+        self.hypernodes.add_handler(hn_store_changed, hn_store_changed, hn_store_changed)
+
         def node_event(_o: Obj) -> None:
             self._node_labels = None
             self._all_hypernodes()
@@ -330,6 +340,14 @@ class ControllerManager:
     # -- caches -----------------------------------------------------------------------------
 
     def _hypernode_models(self) -> dict[str, HyperNode]:
+        """name -> parsed HyperNode of the informer's store (shared: do not change it).
+
+        Kept until the store changes: every HyperNode reconcile asks for all of them, and
+        re-walking the store each time was O(HyperNodes^2) per pass, which at 666 HyperNodes
+        over 10k nodes kept the controller's event loop busy enough to starve its Job
+        reconciles (pods created at 2/s)."""
+        if self._hn_view is not None:
+            return self._hn_view
         out: dict[str, HyperNode] = {}
         fresh: dict[str, tuple[str, HyperNode]] = {}
         for name, obj in self.hypernodes.store.items():
@@ -345,6 +363,7 @@ class ControllerManager:
             fresh[name] = (rv, model)
             out[name] = model
         self._hn_models = fresh
+        self._hn_view = out
         return out
 
     def _current_node_labels(self) -> dict[str, dict[str, str]]:
@@ -376,15 +395,27 @@ class ControllerManager:
         elif result.podgroup_changed:
             await self.api.replace(PODGROUPS, result.podgroup.to_dict(), ns)
             self.metrics.writes.labels("podgroups", "update").inc()
-        for pod in result.create_pods:
+        limit = self.config.pod_concurrency
+
+        async def create(pod: Obj) -> None:
             await self._create(PODS, pod, ns)
-        for name in result.delete_pods:
+
+        async def delete(name: str) -> None:
             try:
                 await self.api.delete(PODS, name, ns)
                 self.metrics.writes.labels("pods", "delete").inc()
             except ApiError as exc:
                 if not exc.not_found:
                     raise
+
+        # Every create and delete is tried; the first failure then fails the reconcile, which
+        # retries with backoff (the pods that were created are in the informer by then).
+        errors = await run_bounded(result.create_pods, create, limit)
+        errors += await run_bounded(result.delete_pods, delete, limit)
+        if errors:
+            if len(errors) > 1:
+                log.warning("job %s: %d pod writes failed, first: %s", key, len(errors), errors[0])
+            raise errors[0]
         await self._patch_status(JOBS, job.name, ns, obj.get("status"), result.status.to_dict())
 
     async def reconcile_hypernode(self, name: str) -> None:

@@ -218,7 +218,11 @@ async def run(
     if api is None:
         from hyperplace.runtime.kube import connect
 
-        api, raw = await connect(args.kubeconfig)
+        # One pool for everything: the binds in flight, the status workers, and a margin for
+        # the watches (one per informer), the Lease, events and the final flush.
+        api, raw = await connect(
+            args.kubeconfig, pool_size=args.bind_concurrency + SchedulerOptions.status_workers + 32
+        )
     identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
     scheduler = Scheduler(
         api,

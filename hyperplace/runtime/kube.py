@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 from kubernetes_asyncio import client as kclient
 
@@ -45,11 +47,43 @@ async def load_client_config(kubeconfig: str | None = None, context: str | None 
         await config.load_kube_config(context=context)
 
 
-async def connect(kubeconfig: str | None = None) -> tuple[KubeApiClient, kclient.ApiClient]:
-    """A KubeApiClient and the raw kubernetes-asyncio client behind it (close the latter)."""
+async def connect(
+    kubeconfig: str | None = None, *, pool_size: int | None = None
+) -> tuple[KubeApiClient, kclient.ApiClient]:
+    """A KubeApiClient and the raw kubernetes-asyncio client behind it (close the latter).
+
+    Every request of the process shares one connection pool (one aiohttp connector, keep-alive
+    connections to the apiserver). ``pool_size`` caps its connections (kubernetes-asyncio's
+    default is 100); a process with more requests in flight than that, watches included,
+    would queue them in the pool however high its own concurrency limits are."""
     await load_client_config(kubeconfig)
-    raw = kclient.ApiClient()
+    cfg = kclient.Configuration.get_default_copy()
+    if pool_size is not None:
+        cfg.connection_pool_maxsize = max(1, pool_size)
+    raw = kclient.ApiClient(configuration=cfg)
+    _skip_netrc_lookups(raw, cfg)
     return KubeApiClient(raw), raw
+
+
+def _skip_netrc_lookups(raw: kclient.ApiClient, cfg: kclient.Configuration) -> bool:
+    """Stop aiohttp from reading ``~/.netrc`` in a worker thread on every request.
+
+    kubernetes-asyncio opens its session with ``trust_env=True`` (for a proxy named in the
+    environment); aiohttp then looks for netrc credentials, in the default executor, for
+    every request that has no ``auth=`` argument, which is every one of ours (they carry an
+    Authorization header). That thread hop per request was about a third of the scheduler's
+    CPU while binding, and queued binds on the executor's few threads. When the environment
+    names no proxy for the apiserver, trusting it does nothing else, so it is turned off;
+    otherwise nothing changes. Returns whether it was turned off."""
+    session = raw.rest_client.pool_manager
+    if cfg.proxy or not hasattr(session, "_trust_env"):
+        return False
+    # What aiohttp would find: the scheme's proxy from the environment, unless no_proxy exempts the host.
+    url = urlsplit(str(cfg.host))
+    if url.scheme in getproxies() and not proxy_bypass(url.hostname or ""):
+        return False
+    session._trust_env = False
+    return True
 
 
 async def _raise_for_status(resp: Any) -> None:

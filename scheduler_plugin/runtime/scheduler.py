@@ -183,6 +183,12 @@ class Metrics:
             "Objects skipped because they do not parse",
             registry=registry,
         )
+        self.bind_latency = Histogram(
+            "hyperplace_scheduler_bind_request_duration_seconds",
+            "One binding request, sent to answered (the client's side of the apiserver's latency)",
+            registry=registry,
+            buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
         self.writes = Counter(
             "hyperplace_scheduler_api_writes_total",
             "Status and event writes",
@@ -648,7 +654,9 @@ class Scheduler:
                     "metadata": {"name": name, "namespace": ns, "uid": a.uid},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": a.node},
                 }
+                sent = time.perf_counter()
                 await self.api.create(PODS, body, ns, subresource="binding")
+                self.metrics.bind_latency.observe(time.perf_counter() - sent)
         except asyncio.CancelledError:
             # Cancelled mid-request: the bind may or may not have landed; the informer will
             # tell. Keep the assumption until it does (or the process ends).

@@ -135,3 +135,52 @@ async def test_custom_object_status_patches_are_merge_patches(
 async def test_core_patches_are_merge_patches_too(adapter: KubeApiClient) -> None:
     await adapter.patch(PODS, "a", {"metadata": {"labels": {"x": "1"}}}, "ns")
     assert seen[-1][1] == "/api/v1/namespaces/ns/pods/a" and seen[-1][3] == "application/merge-patch+json"
+
+
+def _kubeconfig(tmp_path: Any, server: str) -> str:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t0ken"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("env", "trusts_env"),
+    [
+        ({}, False),  # no proxy: no netrc lookup (a thread hop) on every request
+        ({"HTTP_PROXY": "http://proxy.invalid:3128"}, True),  # the environment's proxy still applies
+        ({"HTTP_PROXY": "http://proxy.invalid:3128", "NO_PROXY": "127.0.0.1"}, False),
+    ],
+)
+async def test_connect_uses_one_sized_pool_and_trusts_the_environment_only_for_a_proxy(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], trusts_env: bool
+) -> None:
+    from hyperplace.runtime.kube import connect
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    seen.clear()
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", pods)
+    server = TestServer(app)
+    await server.start_server()
+    api, raw = await connect(_kubeconfig(tmp_path, str(server.make_url("")).rstrip("/")), pool_size=7)
+    try:
+        session = raw.rest_client.pool_manager
+        assert session.trust_env is trusts_env
+        assert session.connector is not None and session.connector.limit == 7
+        if not trusts_env:
+            items, _rv = await api.list(PODS)  # requests still carry the token and work
+            assert [i["metadata"]["name"] for i in items] == ["a"]
+    finally:
+        await raw.close()
+        await server.close()

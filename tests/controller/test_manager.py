@@ -384,3 +384,69 @@ async def test_job_status_settles_once_its_pods_run(cluster: tuple[FakeApi, Cont
     writes = sum(c[0] == "patch/status" and c[1] == "jobs" for c in api.calls)
     await asyncio.sleep(0.2)
     assert sum(c[0] == "patch/status" and c[1] == "jobs" for c in api.calls) == writes
+
+
+class _SlowCreates(FakeApi):
+    """Pod creates take a moment, so how many are in flight at once can be seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = self.most_in_flight = 0
+        self.attempts: list[str] = []  # pod names in the order their creates were sent
+
+    async def create(self, res: Any, obj: Any, namespace: str | None = None, **kw: Any) -> Any:
+        if res is not PODS or kw.get("subresource"):
+            return await super().create(res, obj, namespace, **kw)
+        self.attempts.append(obj["metadata"]["name"])
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)
+            return await super().create(res, obj, namespace, **kw)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_a_jobs_pods_are_created_in_parallel_within_the_limit_and_a_failure_stops_none() -> None:
+    api = _SlowCreates()
+    # One pod's create fails once: the other 13 are still sent in the same reconcile, and
+    # the retry creates the missing one.
+    failing = "network-topology-job-task1-2"
+    api.fail_next("create", 500, "InternalError", name=failing)
+    mgr = ControllerManager(
+        api, ManagerConfig(workers=1, config_namespace="volcano-system", pod_concurrency=4), now=lambda: "T"
+    )
+    task = asyncio.create_task(mgr.run())
+    try:
+        await api.create(JOBS, design_job(), NS)
+        await eventually(lambda: len(pods_of(api)) == 14)
+        retry = [i for i, name in enumerate(api.attempts) if name == failing][1]
+        assert set(api.attempts[:retry]) == set(pods_of(api))  # every pod sent before the retry
+        assert 1 < api.most_in_flight <= 4
+        assert mgr.metrics.reconciles.labels("job", "retry")._value.get() >= 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_pod_concurrency_flag_defaults_to_parallel_creates() -> None:
+    assert parse_args([]).pod_concurrency == 64
+    assert parse_args(["--pod-concurrency", "1"]).pod_concurrency == 1
+
+
+async def test_hypernode_models_are_parsed_once_until_a_hypernode_changes(
+    cluster: tuple[FakeApi, ControllerManager],
+) -> None:
+    api, mgr = cluster
+
+    def leaf(name: str) -> dict[str, Any]:
+        member = {"type": "Node", "selector": {"exactMatch": {"name": "n0"}}}
+        return {"metadata": {"name": name}, "spec": {"tier": 1, "members": [member]}}
+
+    await api.create(HYPERNODES, leaf("leaf"))
+    await eventually(lambda: "leaf" in mgr._hypernode_models())
+    first = mgr._hypernode_models()
+    assert mgr._hypernode_models() is first  # every reconcile of a pass shares one parse
+    await api.create(HYPERNODES, leaf("leaf2"))
+    await eventually(lambda: "leaf2" in mgr._hypernode_models())
+    assert mgr._hypernode_models() is not first and "leaf2" not in first

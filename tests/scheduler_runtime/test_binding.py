@@ -296,3 +296,24 @@ async def test_on_volcanos_podgroup_crd_phase_conditions_and_annotation_persist(
         node_of(api, keys[0])
     )
     assert not any(c[:2] == ("patch/status", "podgroups") for c in api.calls)  # discovery said so
+
+
+async def test_binds_are_bounded_in_flight_and_status_is_written_while_they_wait() -> None:
+    api = ClusterApi()
+    seed_racks(api)
+    keys = seed_gang(api, "g", 8)
+    api.hold_before_bind = asyncio.Event()  # a slow API server
+    async with running(api, bind_concurrency=3) as (sched, _):
+        await eventually(lambda: api.waiting == 3, what="the first three binds in flight")
+        await cycles_pass(sched, 3)
+        assert api.waiting == 3  # never more than --bind-concurrency at once
+        # The PodGroup's status does not queue behind the binds: its own workers write it.
+        await eventually(
+            lambda: any(c[1] == "podgroups" and c[2] == "g" for c in api.calls if c[0].startswith("patch")),
+            what="the PodGroup status written while the binds wait",
+        )
+        api.hold_before_bind.set()
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+    assert api.violations == []
+    assert sched.metrics.bind_latency._sum.get() > 0
+    assert sum(b.get() for b in sched.metrics.bind_latency._buckets) == 8
