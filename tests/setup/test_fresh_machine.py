@@ -53,6 +53,8 @@ def _third_party_imports(dirs: list[str]) -> dict[str, str]:
                     top = n.split(".")[0]
                     if top in sys.stdlib_module_names or top in LOCAL:
                         continue
+                    if (path.parent / f"{top}.py").exists():
+                        continue  # a script's sibling module (bench scripts import each other)
                     found.setdefault(top, str(path.relative_to(REPO)))
     return found
 
