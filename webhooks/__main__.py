@@ -45,7 +45,7 @@ from .site import (
     GuardedSite,
     track_requests,
 )
-from .tls import DEFAULT_POLL_SECONDS, CertReloader
+from hyperplace.pki.tls import DEFAULT_POLL_SECONDS, CertReloader
 
 log = logging.getLogger("hyperplace.webhooks")
 
