@@ -4,42 +4,32 @@ One run (one seed) builds a small cluster of racks in the in-memory API server
 (``tests/fakeapi.py``) and starts the two control-plane processes exactly as their entry
 points do (:class:`controller.manager.ControllerManager.run`,
 :class:`scheduler_plugin.runtime.scheduler.Scheduler.run`), each on its own severable
-:class:`~tests.fakeapi.Connection`. The seed then drives about a minute of cluster time (on a
-virtual clock, :mod:`.vloop`). Each seed draws a fault profile (:class:`FaultProfile`: how
-often each fault strikes), so seeds differ in kind: long-lived schedulers under bind failures,
-crash storms, eviction-heavy runs. Storms alternate with calm stretches:
+:class:`~tests.fakeapi.Connection`. The seed then drives a few minutes of cluster time (on a
+virtual clock, :mod:`.vloop`) of:
 
-* always: Volcano Jobs arriving (gangs of 2-10 pods, most hard-bound to one rack, some to the
+* Volcano Jobs arriving mid-run (gangs of 2-10 pods, most hard-bound to one rack, some to the
   whole cluster, some too big to ever fit; some of high priority, which go first), a kubelet
-  that starts bound pods, jobs that finish, stray bind failures (a few per cent of binds),
-  evictions of running pods and node drains (cordoned for a while, every pod evicted; the
-  controller re-creates the pods and the scheduler must put them back inside their gang's
-  HyperNode);
-* in a storm: process crashes (immediately, or at the k-th API call of the process, before or
-  after the call lands, its answer lost; a fresh instance starts after a pause, knowing
-  nothing), bind-failure windows (409/429/500), errors on any call (409, 410 Gone, 429, 500),
-  etcd compactions, dropped watches, slow API windows (requests, answers and watch events late).
+  that starts bound pods, jobs that finish;
+* process crashes: immediately, or at the k-th API call of the process, before or after the
+  call lands (its answer lost); a fresh instance starts after a pause, knowing nothing;
+* bind failures (409/429/500), errors on any call (409 Conflict, 410 Gone, 429, 500), etcd
+  compactions, dropped watches, slow API windows (requests, answers and watch events late).
 
 After every step the invariants are checked against the API server's truth (what a user would
-see), and at the end, after a quiet period without faults. Windows are measured in *healthy
-time*: both processes up, no fault window open (time spent down or under a storm does not
-count), so they can be short and fire mid-run, before a later crash wipes a bug's traces:
+see), and at the end, after a quiet period without faults:
 
 ``overcommit``  no node has more requested than allocatable (pods bound, not finished);
-``partial``     no gang stays partly bound (0 < bound < minMember, all its pods there) for
-                more than 15 s of healthy time while the room for the rest is free (where its
-                hard topology allows; a failed bind is retried after at most 10 s). A gang
-                whose room went to a higher-priority job after a failed bind, a crash or an
-                eviction waits, as in Volcano: nothing reserves the rest of a half-bound gang.
-                That is counted (``partial-gang-waits-for-room``), not a violation;
-``unexplained`` no job waits, pods pending, for more than 25 s of healthy time without a
-                reason (PodGroup Unschedulable condition or PodScheduled=False on its pods);
-                and at the end every job is placed or explained;
+``partial``     no gang stays partly bound (0 < bound < minMember) longer than a window while
+                the room for the rest is free (where its hard topology allows). A gang whose
+                room went to a higher-priority job after a failed bind or a crash waits, as
+                in Volcano: nothing reserves the rest of a half-bound gang. That is counted
+                (``partial-gang-waits-for-room``), not a violation;
 ``lost``        every Job created still exists, with its PodGroup and all its pods; a
                 PodGroup once seen never disappears;
 ``double-bind`` no pod is bound twice, or moves to another node;
-``topology``    the bound pods of a hard-topology gang share one HyperNode within its tier
-                (also the pods re-created after an eviction, a drain or a scheduler restart);
+``topology``    the bound pods of a hard-topology gang share one HyperNode within its tier;
+``unexplained`` every job is placed, or says why not (PodGroup Unschedulable condition or
+                PodScheduled=False on its pods);
 ``starved``     no job waits, all pending, while a rack (or the cluster, for tier 2) has the
                 room for it;
 ``spinning``    the scheduler does not run cycle after cycle without pause (a livelock);
@@ -92,23 +82,11 @@ TERMINAL = ("Succeeded", "Failed")
 class Settings:
     """How long a run lasts and how patient the invariants are (virtual seconds)."""
 
-    # Storms of faults (crashes, error, bind-failure and slow windows, compactions, dropped
-    # watches) alternate with calm stretches (arrivals, evictions and finishing jobs only), as
-    # incidents do: a bug must show in the calm that follows a storm, before a later crash wipes
-    # the scheduler's memory; the invariants measured in healthy time can fire mid-run.
     chaos_seconds: float = 45.0
-    storm_seconds: tuple[float, float] = (6.0, 12.0)
-    calm_seconds: tuple[float, float] = (15.0, 22.0)
-    quiet_seconds: float = 20.0  # no faults, no arrivals, no crashes, no evictions
+    quiet_seconds: float = 30.0  # no faults, no arrivals, no crashes
     freeze_seconds: float = 10.0  # the end of the quiet period: no job finishes either
-    # Longest a gang may stay partly bound, all its pods there and room for the rest, counted in
-    # healthy time only: both processes up, no error, bind-failure or slow window open. A bind
-    # that failed is retried after the gang's back-off (10 s at most), so a correct scheduler
-    # finishes the gang well within it; time spent down or under faults does not count.
-    partial_window: float = 15.0
-    # Longest a job may wait with pods pending and no reason given, in healthy time: the gang
-    # creation grace (10 s) plus a bind back-off (10 s) plus a cycle.
-    explain_window: float = 25.0
+    partial_window: float = 30.0  # longest a gang may stay partly bound with room for the rest (bind
+    # back-off reaches 10 s per gang, and bind-failure windows come back to back)
     rtt: float = 0.05  # every request and every answer takes up to this long (a network)
     arrival: float = 0.3  # chance of a new Job per step (a step is 0.05-1 s)
     # Scheduling cycles per virtual second (over 1-5 s). Each cycle costs 20 ms of virtual
@@ -185,33 +163,6 @@ class _Job:
     finished: bool = False
 
 
-@dataclass(frozen=True)
-class FaultProfile:
-    """How often each fault strikes in one seed (chances per step). Seeds differ in kind, not
-    only in luck: a scheduler that lives long under bind failures and a storm of crashes
-    mid-gang find different bugs, and one fixed mix would visit neither extreme."""
-
-    scheduler_crash: float
-    controller_crash: float
-    error_window: float
-    bind_failure_window: float
-    slow_window: float
-    eviction: float
-    stray_bind_failure: float  # any bind may fail, storm or not (a race, a webhook timing out)
-
-    @classmethod
-    def draw(cls, rng: random.Random) -> FaultProfile:
-        return cls(
-            scheduler_crash=rng.choice((0.005, 0.025, 0.05)),
-            controller_crash=rng.choice((0.005, 0.02, 0.04)),
-            error_window=rng.choice((0.01, 0.03, 0.06)),
-            bind_failure_window=rng.choice((0.05, 0.15, 0.3)),
-            slow_window=rng.choice((0.03, 0.08, 0.15)),
-            eviction=rng.choice((0.05, 0.1, 0.15)),
-            stray_bind_failure=rng.choice((0.02, 0.05, 0.1)),
-        )
-
-
 class World:
     """The cluster, the processes, the faults and the invariants of one run."""
 
@@ -231,8 +182,6 @@ class World:
         self.violations: list[Violation] = []
         self._seen_podgroups: set[str] = set()
         self._partial_since: dict[str, float] = {}
-        self._silent_since: dict[str, float] = {}
-        self._cordoned: dict[str, float] = {}  # drained node -> when it is uncordoned
         self._node_of_uid: dict[str, str] = {}
         self._binds_checked = 0
         self.longest_partial = 0.0
@@ -241,16 +190,6 @@ class World:
         self.error_until = self.bind_fail_until = self.slow_until = 0.0
         self.error_rate = self.bind_fail_rate = self.latency = self.watch_lag = 0.0
         self.bind_concurrency = self.rng.choice((1, 2, 4, 64))
-        self.profile = FaultProfile.draw(self.rng)
-        self.stray_bind_failure = self.profile.stray_bind_failure  # 0 in the quiet period
-        self.storms: list[tuple[float, float]] = []  # (start, end), virtual seconds
-        t = 0.0
-        while t < settings.chaos_seconds:
-            length = self.rng.uniform(*settings.storm_seconds)
-            self.storms.append((t, min(t + length, settings.chaos_seconds)))
-            t += length + self.rng.uniform(*settings.calm_seconds)
-        self._healthy = 0.0  # healthy time so far (see Settings.partial_window)
-        self._last_check: tuple[float, bool] | None = None
 
     @property
     def now(self) -> float:
@@ -369,9 +308,7 @@ class World:
             running = len(pods) == job.replicas and all(_phase(p) == "Running" for p in pods)
             if running and job.running_since is None:
                 job.running_since = self.now
-            # It finishes once its time has run, with every pod running at that moment (a pod
-            # evicted and created again runs its share of the time first).
-            if running and job.running_since is not None and self.now - job.running_since >= job.duration:
+            if job.running_since is not None and self.now - job.running_since >= job.duration:
                 for p in pods:
                     await self.server.patch(
                         PODS,
@@ -464,8 +401,7 @@ class World:
         slow = self.latency if now < self.slow_until else 0.0
         await asyncio.sleep(rng.uniform(0.0, self.settings.rtt + slow))
         binding = a.verb == "create" and a.subresource == "binding"
-        rate = self.bind_fail_rate if now < self.bind_fail_until else self.stray_bind_failure
-        if binding and rng.random() < rate:
+        if binding and now < self.bind_fail_until and rng.random() < self.bind_fail_rate:
             code = rng.choice((409, 429, 500))
             self.events[f"bind-{code}"] += 1
             raise ApiError(code, _REASONS[code], "injected bind failure")
@@ -488,89 +424,36 @@ class World:
 
     # -- one chaos step --------------------------------------------------------------------------
 
-    def stormy(self) -> bool:
-        """Inside a storm (see Settings.chaos_seconds)."""
-        return any(a <= self.now < b for a, b in self.storms)
-
     async def chaos_step(self) -> None:
-        """One step: maybe a Job arrives, maybe a pod is evicted; in a storm, faults. Every
-        chance is drawn in every step, so the plan does not depend on what happens."""
         rng, now = self.rng, self.now
-        storm = self.stormy()
         if rng.random() < self.settings.arrival:
             await self.submit_job()
-        prof = self.profile
-        for kind, p_crash in (("scheduler", prof.scheduler_crash), ("controller", prof.controller_crash)):
+        for kind, p_crash in (("scheduler", 0.025), ("controller", 0.02)):
             # Drawn whether or not the process is up, so the plan does not depend on timing.
             roll, at, after = rng.random(), rng.randint(1, 40), rng.random() < 0.5
             proc = self.procs[kind]
-            if proc is None or not storm:
+            if proc is None:
                 continue
             if roll < p_crash:
                 self.crash(proc)
             elif roll < 2 * p_crash and proc.crash_at is None:
                 proc.crash_at, proc.crash_after_landing = at, after
-        rolls = [rng.random() for _ in range(5)]
-        spans = (rng.uniform(1, 5), rng.uniform(0.1, 0.5), rng.uniform(1, 5), rng.uniform(0.2, 0.8))
-        slow = (rng.uniform(2, 8), rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0))
-        if not storm:
-            if self.error_until or self.bind_fail_until or self.slow_until:
-                self.calm()
-        else:
-            if rolls[0] < 0.03:
-                self.server.compact()
-                self.events["compaction"] += 1
-            if rolls[1] < 0.03:
-                self.server.disconnect_watchers()
-                self.events["dropped-watches"] += 1
-            if rolls[2] < prof.error_window:
-                self.error_until, self.error_rate = now + spans[0], spans[1]
-                self.events["error-window"] += 1
-            if rolls[3] < prof.bind_failure_window:
-                self.bind_fail_until, self.bind_fail_rate = now + spans[2], spans[3]
-                self.events["bind-failure-window"] += 1
-            if rolls[4] < prof.slow_window:
-                self.slow_until = now + slow[0]
-                self.latency, self.watch_lag = slow[1], slow[2]
-                self.events["slow-window"] += 1
-        roll, pick, drain, cordon_for = rng.random(), rng.random(), rng.random() < 0.4, rng.uniform(5, 15)
-        await self.uncordon(all_nodes=False)
-        if roll < prof.eviction:
-            await self.evict(pick, drain, cordon_for)
-
-    async def uncordon(self, *, all_nodes: bool) -> None:
-        """Drained nodes come back once their maintenance is over (all of them: at once)."""
-        for node, until in list(self._cordoned.items()):
-            if all_nodes or self.now >= until:
-                await self.server.patch(NODES, node, {"spec": {"unschedulable": None}})
-                del self._cordoned[node]
-
-    async def evict(self, pick: float, drain: bool, cordon_for: float) -> None:
-        """A running pod of a running job is evicted (node pressure), or a node is drained
-        (cordoned for a while, all its pods evicted): deleted, the Job controller creates them
-        again, and the scheduler must put them back where their gang runs (inside the gang's
-        HyperNode for a hard topology, on the rack's other nodes while this one is cordoned)."""
-        by_job = self.pods_by_job()
-        running = [
-            p
-            for name in sorted(self.jobs)
-            if not self.jobs[name].finished
-            for p in sorted(by_job.get(name, []), key=lambda p: str(meta(p).get("name")))
-            if p["spec"].get("nodeName") and _phase(p) == "Running"
-        ]
-        if not running:
-            return
-        pod = running[int(pick * len(running))]
-        node = str(pod["spec"]["nodeName"])
-        victims = [p for p in running if p["spec"]["nodeName"] == node] if drain else [pod]
-        self.events["drain" if drain else "eviction"] += 1
-        if drain and node not in self._cordoned:
-            await self.server.patch(NODES, node, {"spec": {"unschedulable": True}})
-            self._cordoned[node] = self.now + cordon_for
-        for victim in victims:
-            with contextlib.suppress(ApiError):
-                await self.server.delete(PODS, str(meta(victim).get("name")), NS)
-                self.events["evicted-pods"] += 1
+        if rng.random() < 0.03:
+            self.server.compact()
+            self.events["compaction"] += 1
+        if rng.random() < 0.03:
+            self.server.disconnect_watchers()
+            self.events["dropped-watches"] += 1
+        if rng.random() < 0.03:
+            self.error_until, self.error_rate = now + rng.uniform(1, 5), rng.uniform(0.1, 0.5)
+            self.events["error-window"] += 1
+        if rng.random() < 0.15:
+            self.bind_fail_until, self.bind_fail_rate = now + rng.uniform(1, 5), rng.uniform(0.2, 0.8)
+            self.events["bind-failure-window"] += 1
+        if rng.random() < 0.08:
+            self.slow_until = now + rng.uniform(2, 8)
+            self.latency, self.watch_lag = rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0)
+            self.events["slow-window"] += 1
 
     def calm(self) -> None:
         self.error_until = self.bind_fail_until = self.slow_until = 0.0
@@ -597,10 +480,6 @@ class World:
                 rate = (self.scheduler.cycles - c0) / (self.now - t0)
                 self._violate("spinning", f"{rate:.0f} scheduling cycles per second")
                 self._cycles = []
-        healthy = self._is_healthy()
-        if self._last_check is not None and healthy and self._last_check[1]:
-            self._healthy += self.now - self._last_check[0]
-        self._last_check = (self.now, healthy)
         if time.perf_counter() - self._wall_start > self.settings.wall_budget:
             self._violate("hang", f"the run took over {self.settings.wall_budget:.0f}s of wall time")
         pods = list(self.server.objects.get("pods", {}).values())
@@ -637,79 +516,35 @@ class World:
         for job in self.jobs.values():
             jp = by_job.get(job.name, [])
             bound = [p for p in jp if p["spec"].get("nodeName")]
-            # Partly bound, every pod there (a pod being re-created after an eviction is the
-            # controller's part; a missing pod is checked as "lost" at the end), none finished.
-            partial = (
-                bool(bound)
-                and len(jp) == job.replicas
-                and not any(_phase(p) in TERMINAL for p in jp)
-                and len(bound) < job.replicas
-            )
+            partial = bound and not any(_phase(p) in TERMINAL for p in jp) and len(bound) < job.replicas
             if partial:
                 free = free if free is not None else self._free_slots()
                 missing = job.replicas - len(bound)
                 if self._room_for(job, bound, free) < missing:
-                    # Its room went to others (a higher-priority job) after a failed bind, a
-                    # crash or an eviction: it waits, as in Volcano, until room frees. Counted,
-                    # not a violation: nothing reserves the rest of a half-bound gang.
+                    # Its room went to others (a higher-priority job) after a failed bind or a
+                    # crash: it waits, as in Volcano, until room frees. Counted, not a
+                    # violation: nothing reserves the rest of a half-bound gang.
                     if job.name not in self._blocked:
                         self._blocked.add(job.name)
                         self.events["partial-gang-waits-for-room"] += 1
                     partial = False
             if partial:
-                since = self._partial_since.setdefault(job.name, self._healthy)
-                self.longest_partial = max(self.longest_partial, self._healthy - since)
-                if self._healthy - since > self.settings.partial_window:
+                since = self._partial_since.setdefault(job.name, self.now)
+                self.longest_partial = max(self.longest_partial, self.now - since)
+                if self.now - since > self.settings.partial_window:
                     self._violate(
                         "partial",
-                        f"{job.name}: {len(bound)}/{job.replicas} bound for {self._healthy - since:.1f}s "
-                        f"of healthy time with room for the other {job.replicas - len(bound)}",
+                        f"{job.name}: {len(bound)}/{job.replicas} bound for {self.now - since:.1f}s "
+                        f"with room for the other {job.replicas - len(bound)}",
                     )
-                    self._partial_since[job.name] = self._healthy  # report once per window
+                    self._partial_since[job.name] = self.now  # report once per window
             else:
                 self._partial_since.pop(job.name, None)
-            # Pods pending (all there, none finished) must be placed or explained: a job that
-            # waits in silence has been forgotten by the scheduler.
-            silent = (
-                len(bound) < len(jp) == job.replicas
-                and not any(_phase(p) in TERMINAL for p in jp)
-                and not _explained(self._podgroup_of(jp), jp)
-            )
-            if silent:
-                since = self._silent_since.setdefault(job.name, self._healthy)
-                if self._healthy - since > self.settings.explain_window:
-                    self._violate(
-                        "unexplained",
-                        f"{job.name}: {len(bound)}/{job.replicas} bound, no reason given for "
-                        f"{self._healthy - since:.1f}s of healthy time",
-                    )
-                    self._silent_since[job.name] = self._healthy
-            else:
-                self._silent_since.pop(job.name, None)
             if job.tier is not None and bound:
                 nodes = {p["spec"]["nodeName"] for p in bound if _phase(p) not in TERMINAL}
                 racks = {r for r, members in self.racks.items() if nodes & set(members)}
                 if job.tier == 1 and len(racks) > 1:
                     self._violate("topology", f"{job.name} (hard tier 1) spans {sorted(racks)}")
-
-    def _podgroup_of(self, pods: list[Obj]) -> Obj | None:
-        """The PodGroup the pods' group annotation names."""
-        names = {(meta(p).get("annotations") or {}).get(GROUP_NAME_ANNOTATION) for p in pods}
-        return next(
-            (g for g in self.server.objects.get("podgroups", {}).values() if meta(g).get("name") in names),
-            None,
-        )
-
-    def _is_healthy(self) -> bool:
-        """Both processes up and no fault window open (crashes armed for a later call do
-        not count: the process still works until then)."""
-        now = self.now
-        return (
-            all(p is not None for p in self.procs.values())
-            and now >= self.error_until
-            and now >= self.bind_fail_until
-            and now >= self.slow_until
-        )
 
     def _free_slots(self) -> dict[str, int]:
         """Pods of the campaign's size each node still has room for."""
@@ -719,7 +554,7 @@ class World:
             if node and _phase(p) not in TERMINAL:
                 used[node] = used.get(node, 0) + _cpu(p)
         return {
-            n: 0 if n in self._cordoned else (NODE_CPU * 1000 - used.get(n, 0)) // (POD_CPU * 1000)
+            n: (NODE_CPU * 1000 - used.get(n, 0)) // (POD_CPU * 1000)
             for members in self.racks.values()
             for n in members
         }
@@ -743,7 +578,17 @@ class World:
             if len(jp) != job.replicas:
                 self._violate("lost", f"{job.name}: {len(jp)} of {job.replicas} pods exist")
                 continue
-            pg = self._podgroup_of(jp)
+            pg = next(
+                (
+                    g
+                    for g in self.server.objects.get("podgroups", {}).values()
+                    if any(
+                        (meta(p).get("annotations") or {}).get(GROUP_NAME_ANNOTATION) == meta(g).get("name")
+                        for p in jp
+                    )
+                ),
+                None,
+            )
             if pg is None:
                 self._violate("lost", f"{job.name} has no PodGroup")
                 continue
@@ -794,8 +639,8 @@ def _cpu(pod: Obj) -> int:
     )
 
 
-def _explained(pg: Obj | None, pods: list[Obj]) -> bool:
-    for c in ((pg or {}).get("status") or {}).get("conditions") or []:
+def _explained(pg: Obj, pods: list[Obj]) -> bool:
+    for c in (pg.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Unschedulable" and c.get("status") == "True" and c.get("message"):
             return True
     pending = [p for p in pods if not p["spec"].get("nodeName")]
@@ -824,11 +669,7 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
         await world.kubelet(finish=True)
         await world.chaos_step()
         world.check()
-        if not world.stormy():
-            world.calm()  # a crash armed for a later call does not strike in the calm
     world.calm()
-    world.stray_bind_failure = 0.0
-    await world.uncordon(all_nodes=True)
     end = settings.chaos_seconds + settings.quiet_seconds
     while world.now < end and not over():
         await asyncio.sleep(0.5)
