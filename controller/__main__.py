@@ -2,7 +2,8 @@
 
 Flags default from the environment the Deployment sets (``manifests/controller``), so
 the manifest needs no arguments. Serves ``/healthz`` (alive and, when leading, the
-lease is fresh), ``/readyz`` (every informer synced) and ``/metrics`` on one port.
+lease is fresh) and ``/readyz`` (every informer synced) on the health port, and ``/metrics``
+on localhost, or over HTTPS with a serving certificate (``hyperplace.runtime.serving``).
 On SIGTERM/SIGINT: stop taking work, finish in-flight reconciles, release the Lease.
 """
 
@@ -12,7 +13,6 @@ import argparse
 import asyncio
 import logging
 import os
-import socket
 from collections.abc import Sequence
 
 from aiohttp import web
@@ -27,6 +27,14 @@ from hyperplace.runtime.process import (
     run_until_stopped,
     stop_on_signals,
 )
+from hyperplace.runtime.serving import (
+    MetricsServer,
+    MetricsServing,
+    check_metrics_serving,
+    default_identity,
+    leader_elector,
+    serve,
+)
 
 from .manager import ControllerManager, ManagerConfig
 
@@ -36,8 +44,9 @@ log = logging.getLogger("hyperplace.controller")
 DESCRIPTION = """hyperplace-controller: the Job and HyperNode controllers as one process.
 
 Turns Volcano Jobs into PodGroups and pods, keeps HyperNode status, and discovers HyperNodes from
-node labels. Serves /healthz, /readyz and /metrics on --health-port. Flags default from the
-environment the Deployment sets (manifests/controller)."""
+node labels. Serves /healthz and /readyz on --health-port (plain HTTP) and /metrics on
+--metrics-bind-address (127.0.0.1 unless given a serving certificate, then HTTPS). Flags default
+from the environment the Deployment sets (manifests/controller)."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -46,12 +55,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     flags.add_kubeconfig(p)
     p.add_argument(
         "--health-port",
-        "--metrics-port",
         dest="health_port",
         metavar="PORT",
         type=int,
         default=int(os.environ.get("HYPERPLACE_HEALTH_PORT") or 8080),
-        help="port for /healthz, /readyz and /metrics; 0 disables (env HYPERPLACE_HEALTH_PORT)",
+        help="port for /healthz and /readyz (every interface); 0 disables (env HYPERPLACE_HEALTH_PORT)",
     )
     p.add_argument(
         "--config-namespace",
@@ -75,13 +83,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="pod creates/deletes of one Job in flight at once (1: one after the other)",
     )
     flags.add_log_level(p)
+    flags.add_metrics_serving(p)
     flags.add_leader_election(p, "hyperplace-controller", "reconcile")
     args = p.parse_args(argv)
     flags.check_leader_election(p, args)
+    check_metrics_serving(p, args)
     return args
 
 
 def health_app(manager: ControllerManager, elector: LeaderElector | None) -> web.Application:
+    """``/healthz`` and ``/readyz`` (``/metrics`` is served apart: ``metrics_handler``)."""
+
     async def healthz(_: web.Request) -> web.Response:
         ok = elector is None or elector.healthy()
         return web.Response(status=200 if ok else 500, text="ok" if ok else "lease not renewed")
@@ -95,7 +107,6 @@ def health_app(manager: ControllerManager, elector: LeaderElector | None) -> web
     app = web.Application()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", make_aiohttp_handler(manager.registry))
     return app
 
 
@@ -115,32 +126,23 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
             pod_concurrency=max(1, args.pod_concurrency),
         ),
     )
-    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
-    elector = (
-        LeaderElector(
-            api,
-            args.lease_namespace,
-            args.lease_name,
-            identity,
-            lease_duration=args.lease_duration,
-            renew_deadline=args.renew_deadline,
-            retry_period=args.retry_period,
-        )
-        if args.leader_elect
-        else None
-    )
+    elector = leader_elector(api, args, default_identity())
 
     runner: web.AppRunner | None = None
-    if args.health_port:
-        runner = web.AppRunner(health_app(manager, elector))
-        await runner.setup()
-        await web.TCPSite(runner, "0.0.0.0", args.health_port).start()
-
+    metrics: MetricsServer | None = None
+    serving = MetricsServing.from_args(args)
     stop = asyncio.Event()
     try:
+        if args.health_port:
+            runner = await serve(health_app(manager, elector), "0.0.0.0", args.health_port)
+        if serving is not None:
+            metrics = MetricsServer(serving, make_aiohttp_handler(manager.registry))
+            await metrics.start()
         with stop_on_signals(stop):
             lost = await run_until_stopped(elector.run(manager.run) if elector else manager.run(), stop, log)
     finally:
+        if metrics is not None:
+            await metrics.stop()
         if runner is not None:
             await runner.cleanup()
         await close_client(raw)

@@ -3,7 +3,8 @@
 Flags default from the environment the Deployment sets (``manifests/scheduler``), so the
 manifest needs no arguments. Informers run from the start (a standby is warm); only the
 holder of the Lease schedules. Serves ``/healthz`` (alive and, when leading, the lease is
-fresh), ``/readyz`` (informers synced, or standing by) and ``/metrics``. On SIGTERM/SIGINT:
+fresh) and ``/readyz`` (informers synced, or standing by) on the health port, and ``/metrics``
+on localhost, or over HTTPS with a serving certificate (``hyperplace.runtime.serving``). On SIGTERM/SIGINT:
 stop scheduling, let in-flight binds finish (bounded), release the Lease.
 
 How binding stays safe across cycles and restarts: ``scheduler_plugin.runtime.scheduler``.
@@ -15,7 +16,6 @@ import argparse
 import asyncio
 import logging
 import os
-import socket
 from collections.abc import Sequence
 
 from aiohttp import web
@@ -30,6 +30,14 @@ from hyperplace.runtime.process import (
     exit_after_lost_leadership,
     run_until_stopped,
     stop_on_signals,
+)
+from hyperplace.runtime.serving import (
+    MetricsServer,
+    MetricsServing,
+    check_metrics_serving,
+    default_identity,
+    leader_elector,
+    serve,
 )
 
 from .fragmentation import DEFAULT_ACCELERATOR, DEFAULT_SHAPES, DEFAULT_SHARE, FragmentationConfig
@@ -50,7 +58,8 @@ DESCRIPTION = """hyperplace-scheduler: the topology-aware gang scheduler.
 
 Binds the pods of PodGroups whose spec.schedulerName it serves, all-or-nothing and inside the
 HyperNode tiers their networkTopology allows. Informers run from the start (a standby is warm);
-only the holder of the Lease schedules. Serves /healthz, /readyz and /metrics. Flags default
+only the holder of the Lease schedules. Serves /healthz and /readyz on --health-port and /metrics
+on --metrics-bind-address (127.0.0.1 unless given a serving certificate). Flags default
 from the environment the Deployment sets (manifests/scheduler)."""
 
 
@@ -90,15 +99,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="PORT",
         type=int,
         default=int(os.environ.get("HYPERPLACE_HEALTH_PORT") or 8080),
-        help="port for /healthz and /readyz, and /metrics unless --metrics-port differs; 0 disables "
-        "(env HYPERPLACE_HEALTH_PORT)",
-    )
-    p.add_argument(
-        "--metrics-port",
-        metavar="PORT",
-        type=int,
-        default=None,
-        help="port for /metrics (default: the health port)",
+        help="port for /healthz and /readyz (every interface); 0 disables (env HYPERPLACE_HEALTH_PORT)",
     )
     p.add_argument(
         "--bind-concurrency",
@@ -160,13 +161,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="share (0-1) of an accelerator's cpu and memory a shape asks along with it",
     )
     flags.add_log_level(p)
+    flags.add_metrics_serving(p)
     flags.add_leader_election(p, "hyperplace-scheduler", "schedule")
     args = p.parse_args(argv)
     flags.check_leader_election(p, args)
+    check_metrics_serving(p, args)
     names = args.scheduler_name or env_names or [DEFAULT_SCHEDULER_NAME]
     args.scheduler_name = list(dict.fromkeys(names))
-    if args.metrics_port is None:
-        args.metrics_port = args.health_port
     try:
         args.config_source = ConfigSource.parse(args.scheduler_conf)
         args.fragmentation = FragmentationConfig.parse(
@@ -177,10 +178,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def health_app(
-    scheduler: Scheduler, elector: LeaderElector | None, *, probes: bool = True, metrics: bool = True
-) -> web.Application:
-    """``/healthz``, ``/readyz`` and ``/metrics`` (each optional, for split ports)."""
+def health_app(scheduler: Scheduler, elector: LeaderElector | None) -> web.Application:
+    """``/healthz`` and ``/readyz`` (``/metrics`` is served apart, see ``hyperplace.runtime.serving``)."""
 
     async def healthz(_: web.Request) -> web.Response:
         ok = elector is None or elector.healthy()
@@ -195,19 +194,9 @@ def health_app(
         return web.Response(status=200, text=f"ok ({role})" + (f"; {detail}" if detail else ""))
 
     app = web.Application()
-    if probes:
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/readyz", readyz)
-    if metrics:
-        app.router.add_get("/metrics", make_aiohttp_handler(scheduler.registry))
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     return app
-
-
-async def _serve(app: web.Application, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "0.0.0.0", port).start()
-    return runner
 
 
 async def run(
@@ -223,7 +212,7 @@ async def run(
         api, raw = await connect(
             args.kubeconfig, pool_size=args.bind_concurrency + SchedulerOptions.status_workers + 32
         )
-    identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+    identity = args.identity or default_identity()
     scheduler = Scheduler(
         api,
         SchedulerOptions(
@@ -241,29 +230,18 @@ async def run(
         args.config_source,
     )
     log.info("scheduler configuration: %s", args.config_source.describe())
-    elector = (
-        LeaderElector(
-            api,
-            args.lease_namespace,
-            args.lease_name,
-            identity,
-            lease_duration=args.lease_duration,
-            renew_deadline=args.renew_deadline,
-            retry_period=args.retry_period,
-        )
-        if args.leader_elect
-        else None
-    )
-
-    runners: list[web.AppRunner] = []
-    if args.health_port:
-        same = args.metrics_port == args.health_port
-        runners.append(await _serve(health_app(scheduler, elector, metrics=same), args.health_port))
-    if args.metrics_port and args.metrics_port != args.health_port:
-        runners.append(await _serve(health_app(scheduler, elector, probes=False), args.metrics_port))
+    elector = leader_elector(api, args, identity)
+    serving = MetricsServing.from_args(args)
+    runner: web.AppRunner | None = None
+    metrics: MetricsServer | None = None
 
     stop = stop or asyncio.Event()
     try:
+        if args.health_port:
+            runner = await serve(health_app(scheduler, elector), "0.0.0.0", args.health_port)
+        if serving is not None:
+            metrics = MetricsServer(serving, make_aiohttp_handler(scheduler.registry))
+            await metrics.start()
         with stop_on_signals(stop):
             informers = await scheduler.start_informers()
             try:
@@ -277,7 +255,9 @@ async def run(
                     t.cancel()
                 await asyncio.gather(*informers, return_exceptions=True)
     finally:
-        for runner in runners:
+        if metrics is not None:
+            await metrics.stop()
+        if runner is not None:
             await runner.cleanup()
         await close_client(raw)
     if lost:

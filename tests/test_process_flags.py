@@ -12,7 +12,9 @@ import pytest
 from certs.__main__ import main as certs_main
 from controller.__main__ import parse_args as controller_args
 from hyperplace.runtime.flags import duration, version
+from hyperplace.runtime.serving import MetricsServing, is_loopback, leader_elector, parse_bind_address
 from scheduler_plugin.__main__ import parse_args as scheduler_args
+from tests.fakeapi import FakeApi
 from webhooks.__main__ import main as webhooks_main
 
 LEADER_PROCESSES: dict[str, Callable[[list[str]], Any]] = {
@@ -34,6 +36,9 @@ def _no_deployment_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "HYPERPLACE_LEADER_ELECTION_NAMESPACE",
         "HYPERPLACE_LEADER_ELECTION_LEASE",
         "HYPERPLACE_LEADER_ELECT",
+        "HYPERPLACE_METRICS_BIND_ADDRESS",
+        "HYPERPLACE_METRICS_TLS_CERT_FILE",
+        "HYPERPLACE_METRICS_TLS_PRIVATE_KEY_FILE",
         "KUBECONFIG",
     ):
         monkeypatch.delenv(name, raising=False)
@@ -130,3 +135,53 @@ def test_durations_read_as_go_writes_them() -> None:
     for bad in ("", "15 s", "s", "-1s", "0", "1d"):
         with pytest.raises(Exception, match=r"invalid duration|must be positive"):
             duration(bad)
+
+
+@pytest.mark.parametrize("prog", sorted(LEADER_PROCESSES))
+def test_metrics_stay_inside_the_pod_unless_served_over_https(
+    prog: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parse = LEADER_PROCESSES[prog]
+    assert MetricsServing.from_args(parse([])) == MetricsServing("127.0.0.1", 9090)
+    assert MetricsServing.from_args(parse(["--metrics-port", "9100"])) == MetricsServing("127.0.0.1", 9100)
+    assert MetricsServing.from_args(parse(["--metrics-bind-address", "0"])) is None
+    tls = ["--metrics-tls-cert-file", "c.pem", "--metrics-tls-private-key-file", "k.pem"]
+    served = MetricsServing.from_args(parse(["--metrics-bind-address", ":8443", *tls]))
+    assert served == MetricsServing("0.0.0.0", 8443, "c.pem", "k.pem") and served.tls
+    for argv, says in (
+        (["--metrics-bind-address", ":9090"], "plain HTTP beyond this pod"),
+        (["--metrics-bind-address", "10.0.0.1:9090"], "plain HTTP beyond this pod"),
+        (["--metrics-bind-address", "localhost"], "needs a port"),
+        (["--metrics-bind-address", "127.0.0.1:http"], "is not a number"),
+        (["--metrics-tls-cert-file", "c.pem"], "go together"),
+        (["--health-port", "9090"], "cannot share port 9090"),
+    ):
+        with pytest.raises(SystemExit):
+            parse(argv)
+        assert says in capsys.readouterr().err, argv
+
+
+def test_bind_addresses_read_as_controller_runtime_writes_them() -> None:
+    assert parse_bind_address(":8443") == ("0.0.0.0", 8443)
+    assert parse_bind_address("[::1]:9090") == ("::1", 9090)
+    assert parse_bind_address("0") is None
+    assert is_loopback("127.0.0.2") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.com")
+    with pytest.raises(ValueError, match="out of range"):
+        parse_bind_address("127.0.0.1:70000")
+
+
+@pytest.mark.parametrize("prog", sorted(LEADER_PROCESSES))
+def test_both_processes_build_the_same_elector_from_the_flags(prog: str) -> None:
+    args = LEADER_PROCESSES[prog](
+        ["--lease-name", "l", "--namespace", "ns", "--leader-elect-lease-duration", "20s"]
+    )
+    elector = leader_elector(FakeApi(), args, "me_1")
+    assert elector is not None
+    assert (elector.namespace, elector.name, elector.identity, elector.lease_duration) == (
+        "ns",
+        "l",
+        "me_1",
+        20.0,
+    )
+    assert leader_elector(FakeApi(), LEADER_PROCESSES[prog](["--no-leader-elect"]), "me_1") is None

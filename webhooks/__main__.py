@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from hyperplace.pki.certificates import RENEW_FRACTION
+from hyperplace.pki.tls import DEFAULT_POLL_SECONDS, CertReloader
 from hyperplace.runtime import flags
 
 from .cache import InformerContext
@@ -45,7 +46,6 @@ from .site import (
     GuardedSite,
     track_requests,
 )
-from .tls import DEFAULT_POLL_SECONDS, CertReloader
 
 log = logging.getLogger("hyperplace.webhooks")
 

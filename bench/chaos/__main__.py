@@ -1,6 +1,7 @@
 """Run the chaos campaign over many seeds and score it against broken schedulers.
 
-    python -m bench.chaos [--seeds 1000] [--mutation-seeds 50] [--workers 2] [--first-seed 0]
+    python -m bench.chaos [--seeds 1000] [--first-seed 0] [--mutation-seeds 50] [--workers 2]
+                          [--only MUTATION] (--mutation-seeds 0: the baseline alone)
 
 First the real controller and scheduler run ``--seeds`` seeds (the baseline: every invariant
 must hold, so any violation here is a bug, printed with its seed). Then each deliberately
@@ -35,12 +36,20 @@ def main(argv: list[str] | None = None) -> int:
     outs = run_parallel(seeds, Settings(), workers=args.workers)
     wall = time.perf_counter() - t0
     bad = [o for o in outs if not o.ok]
+    per_invariant = Counter(v.invariant for o in outs for v in o.violations)
     jobs = sum(o.jobs for o in outs)
     events: Counter[str] = Counter()
     for o in outs:
         events.update(o.events)
     per = wall / max(1, len(outs))
-    print(f"baseline: {len(outs)} seeds, {len(bad)} with violations, {wall:.1f}s wall ({per:.2f}s/seed)")
+    print(
+        f"baseline: seeds {seeds.start}-{seeds.stop - 1}: {len(bad)} of {len(outs)} with violations, "
+        f"{wall:.1f}s wall ({per:.2f}s/seed with {args.workers} workers)"
+    )
+    print(
+        "  violations per invariant: "
+        + (", ".join(f"{k} {v}" for k, v in per_invariant.most_common()) or "none")
+    )
     print(
         f"  {jobs} jobs: {sum(o.placed for o in outs)} placed, {sum(o.explained for o in outs)} explained; "
         f"{sum(o.virtual_seconds for o in outs) / 3600:.1f} h of cluster time"
@@ -50,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         print("  " + describe(o))
     failed |= bool(bad)
 
+    if args.mutation_seeds <= 0:
+        return 1 if failed else 0
     print(f"\nmutation scores ({args.mutation_seeds} seeds each, stopping at the first violation):")
     for name in args.only or sorted(MUTATIONS):
         t0 = time.perf_counter()
@@ -61,12 +72,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         caught = [o for o in mouts if not o.ok]
         by = Counter(o.violations[0].invariant for o in caught)
+        missed = [o.seed for o in mouts if o.ok]
         score = len(caught) / len(mouts)
         detail = ", ".join(f"{k} {v}" for k, v in by.most_common())
         print(
             f"  {name:36s} caught {len(caught):4d}/{len(mouts)} = {score:6.1%}  "
             f"({detail or 'none'}; {time.perf_counter() - t0:.1f}s)"
         )
+        if missed:
+            print(
+                f"    missed in seeds {', '.join(map(str, missed[:20]))}{' ...' if len(missed) > 20 else ''}"
+            )
         failed |= score < 0.9
     return 1 if failed else 0
 

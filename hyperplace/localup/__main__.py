@@ -430,7 +430,15 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         for name in ("hyperplace-webhooks", "hyperplace-controller", "hyperplace-scheduler")
     }
     ports = {
-        name: free_port() for name in ("webhooks", "webhooks-health", "controller-health", "scheduler-health")
+        name: free_port()
+        for name in (
+            "webhooks",
+            "webhooks-health",
+            "controller-health",
+            "controller-metrics",
+            "scheduler-health",
+            "scheduler-metrics",
+        )
     }
     state.ports.update(ports)
     state.save()
@@ -466,7 +474,11 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         state,
         procs,
         "hyperplace-controller",
-        components.controller_argv(sa["hyperplace-controller"], health_port=ports["controller-health"]),
+        components.controller_argv(
+            sa["hyperplace-controller"],
+            health_port=ports["controller-health"],
+            metrics_port=ports["controller-metrics"],
+        ),
         sa["hyperplace-controller"],
     )
     # As the Deployment mounts it: the scheduler reads its configuration from a file (its RBAC
@@ -481,6 +493,7 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         components.scheduler_argv(
             sa["hyperplace-scheduler"],
             health_port=ports["scheduler-health"],
+            metrics_port=ports["scheduler-metrics"],
             identity="hyperplace-scheduler",
             extra=[f"--scheduler-conf={conf_file}"],
         ),
@@ -518,8 +531,12 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         timeout,
         lambda: kubectl.run("get", "nodes", check=False).stdout + describe(),
     )
-    for name, port in (("controller", ports["controller-health"]), ("scheduler", ports["scheduler-health"])):
-        wait_for(partial(_http_ok, f"http://127.0.0.1:{port}/readyz"), f"{name} /readyz", timeout, describe)
+    for name in ("controller", "scheduler"):
+        for url in (
+            f"http://127.0.0.1:{ports[f'{name}-health']}/readyz",
+            f"http://127.0.0.1:{ports[f'{name}-metrics']}/metrics",
+        ):
+            wait_for(partial(_http_ok, url), f"{name} {url.rsplit('/', 1)[1]}", timeout, describe)
     return admin
 
 
@@ -570,9 +587,11 @@ def status(args: argparse.Namespace) -> int:
         print(f"kube-apiserver: https://127.0.0.1:{ports['apiserver']}")
     for name in ("webhooks", "controller", "scheduler"):
         if f"{name}-health" in ports:
-            print(
-                f"hyperplace-{name} probes and metrics: http://127.0.0.1:{ports[f'{name}-health']}/readyz, /metrics"
-            )
+            print(f"hyperplace-{name} probes: http://127.0.0.1:{ports[f'{name}-health']}/readyz")
+        if f"{name}-metrics" in ports:
+            print(f"hyperplace-{name} metrics: http://127.0.0.1:{ports[f'{name}-metrics']}/metrics")
+    if "webhooks" in ports:
+        print(f"hyperplace-webhooks metrics: https://127.0.0.1:{ports['webhooks']}/metrics")
     print(f"export KUBECONFIG={state.kubeconfig}")
     return 0 if all_up else 1
 

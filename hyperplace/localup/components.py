@@ -50,10 +50,12 @@ def controller_argv(
     *,
     lease_namespace: str = SYSTEM_NAMESPACE,
     health_port: int = 0,
+    metrics_port: int = 0,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """``hyperplace-controller`` electing itself through a Lease in ``lease_namespace``, reading
-    its discovery ConfigMap from the same namespace (as the Deployment does)."""
+    its discovery ConfigMap from the same namespace (as the Deployment does). ``/metrics`` on
+    127.0.0.1:``metrics_port`` (0: not served)."""
     return [
         *program("hyperplace-controller"),
         f"--kubeconfig={kubeconfig}",
@@ -61,6 +63,7 @@ def controller_argv(
         f"--lease-namespace={lease_namespace}",
         f"--config-namespace={lease_namespace}",
         f"--health-port={health_port}",
+        _metrics_flag(metrics_port),
         *extra,
     ]
 
@@ -70,19 +73,26 @@ def scheduler_argv(
     *,
     lease_namespace: str = SYSTEM_NAMESPACE,
     health_port: int = 0,
+    metrics_port: int = 0,
     identity: str | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """``hyperplace-scheduler`` electing itself through a Lease in ``lease_namespace``."""
+    """``hyperplace-scheduler`` electing itself through a Lease in ``lease_namespace``;
+    ``/metrics`` on 127.0.0.1:``metrics_port`` (0: not served)."""
     return [
         *program("hyperplace-scheduler"),
         f"--kubeconfig={kubeconfig}",
         "--leader-elect",
         f"--lease-namespace={lease_namespace}",
         f"--health-port={health_port}",
+        _metrics_flag(metrics_port),
         *([f"--identity={identity}"] if identity else []),
         *extra,
     ]
+
+
+def _metrics_flag(port: int) -> str:
+    return f"--metrics-bind-address=127.0.0.1:{port}" if port else "--metrics-bind-address=0"
 
 
 def webhooks_argv(

@@ -8,6 +8,8 @@ same way, shows its default in ``--help`` and answers ``--version``.
   ``--leader-elect-lease-duration 15s``, ``--leader-elect-renew-deadline 10s``,
   ``--leader-elect-retry-period 2s``. Durations take Go's notation (``15s``, ``1m30s``,
   ``500ms``) or plain seconds.
+* Probes are plain HTTP on ``--health-port``; ``/metrics`` is on ``--metrics-bind-address``,
+  localhost unless a serving certificate makes it HTTPS (:mod:`hyperplace.runtime.serving`).
 """
 
 from __future__ import annotations
@@ -192,3 +194,38 @@ def check_leader_election(p: argparse.ArgumentParser, args: argparse.Namespace) 
         p.error(
             f"--leader-elect-renew-deadline must be greater than {JITTER_FACTOR} x --leader-elect-retry-period"
         )
+
+
+def add_metrics_serving(p: argparse.ArgumentParser) -> None:
+    """``--metrics-bind-address`` (localhost by default), ``--metrics-port`` and the optional
+    serving certificate that makes ``/metrics`` HTTPS (see :mod:`hyperplace.runtime.serving`)."""
+    from .serving import DEFAULT_METRICS_BIND_ADDRESS
+
+    g = p.add_argument_group("metrics")
+    g.add_argument(
+        "--metrics-bind-address",
+        metavar="HOST:PORT",
+        default=os.environ.get("HYPERPLACE_METRICS_BIND_ADDRESS") or DEFAULT_METRICS_BIND_ADDRESS,
+        help="where /metrics listens; ':PORT' is every interface (needs the TLS flags); "
+        "0 disables (env HYPERPLACE_METRICS_BIND_ADDRESS)",
+    )
+    g.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=int,
+        default=None,
+        help="the port of --metrics-bind-address (default: the address's own)",
+    )
+    g.add_argument(
+        "--metrics-tls-cert-file",
+        metavar="FILE",
+        default=os.environ.get("HYPERPLACE_METRICS_TLS_CERT_FILE") or None,
+        help="serving certificate (PEM): /metrics is then HTTPS; reloaded when the file changes "
+        "(env HYPERPLACE_METRICS_TLS_CERT_FILE)",
+    )
+    g.add_argument(
+        "--metrics-tls-private-key-file",
+        metavar="FILE",
+        default=os.environ.get("HYPERPLACE_METRICS_TLS_PRIVATE_KEY_FILE") or None,
+        help="its private key (PEM) (env HYPERPLACE_METRICS_TLS_PRIVATE_KEY_FILE)",
+    )

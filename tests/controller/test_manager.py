@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 from controller.__main__ import health_app, parse_args
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.runtime.api import CONFIGMAPS, HYPERNODES, JOBS, NODES, PODGROUPS, PODS, ApiError
+from hyperplace.runtime.serving import MetricsServer, MetricsServing
 from tests.fakeapi import FakeApi
 
 from .test_job_reconcile import DESIGN_DOC_JOB
@@ -226,6 +228,9 @@ async def test_health_endpoints_report_sync_and_metrics(cluster: tuple[FakeApi, 
     async with TestClient(TestServer(health_app(mgr, None))) as client:
         assert (await client.get("/healthz")).status == 200
         assert (await client.get("/readyz")).status == 200
+        assert (await client.get("/metrics")).status == 404  # served apart, on localhost
+    metrics = MetricsServer(MetricsServing("127.0.0.1", 1), make_aiohttp_handler(mgr.registry))
+    async with TestClient(TestServer(metrics.app)) as client:
         text = await (await client.get("/metrics")).text()
         assert "hyperplace_controller_queue_depth" in text
 
@@ -238,18 +243,21 @@ async def test_not_ready_until_caches_sync() -> None:
 
 def test_flags_default_from_the_deployment_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAMESPACE", "hyperplace-system")
-    monkeypatch.setenv("HYPERPLACE_HEALTH_PORT", "9090")
+    monkeypatch.setenv("HYPERPLACE_HEALTH_PORT", "9091")
     monkeypatch.setenv("HYPERPLACE_LEADER_ELECT", "false")
     monkeypatch.setenv("HYPERPLACE_LEADER_ELECTION_LEASE", "lease-x")
     args = parse_args([])
     assert (args.lease_namespace, args.health_port, args.leader_elect, args.lease_name) == (
         "hyperplace-system",
-        9090,
+        9091,
         False,
         "lease-x",
     )
     assert args.config_namespace == "hyperplace-system"
     assert parse_args(["--leader-elect", "--metrics-port", "1"]).leader_elect is True
+    assert MetricsServing.from_args(parse_args(["--metrics-port", "9100"])) == MetricsServing(
+        "127.0.0.1", 9100
+    )
 
 
 async def test_jobs_are_reconciled_even_if_priority_classes_cannot_be_listed() -> None:
@@ -275,7 +283,19 @@ async def test_entry_point_leads_reconciles_and_releases_the_lease_on_shutdown()
     from hyperplace.runtime.api import LEASES
 
     api = FakeApi()
-    args = parse_args(["--leader-elect", "--health-port", "0", "--namespace", "hs", "--lease-name", "ctl"])
+    args = parse_args(
+        [
+            "--leader-elect",
+            "--health-port",
+            "0",
+            "--metrics-bind-address",
+            "0",
+            "--namespace",
+            "hs",
+            "--lease-name",
+            "ctl",
+        ]
+    )
     task = asyncio.create_task(run(args, api=api))
     await api.create(JOBS, design_job(), NS)
     await eventually(lambda: len(pods_of(api)) == 14)

@@ -213,10 +213,26 @@ def test_webhook_service_routes_443_to_the_tls_port() -> None:
 
 
 @pytest.mark.parametrize("name", ["hyperplace-controller", "hyperplace-scheduler"])
-def test_metrics_services_select_their_deployment(name: str) -> None:
-    svc = _one("Service", f"{name}-metrics")
+def test_only_the_probe_port_leaves_the_pod_and_metrics_stay_on_localhost(name: str) -> None:
+    """/metrics is served on 127.0.0.1 inside the pod (manifests/README.md says how to serve it
+    over HTTPS); no Service exposes it, and the process accepts what the Deployment sets."""
+    parse = pytest.importorskip(
+        f"{'controller' if name.endswith('controller') else 'scheduler_plugin'}.__main__"
+    )
+    serving = pytest.importorskip("hyperplace.runtime.serving")
     dep = _one("Deployment", name)
-    assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    [container] = dep["spec"]["template"]["spec"]["containers"]
+    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [("health", 8080)]
+    assert not any(d["kind"] == "Service" and d["metadata"]["name"] == f"{name}-metrics" for d in _all())
+    env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+    with pytest.MonkeyPatch.context() as mp:
+        for k in ("HYPERPLACE_METRICS_BIND_ADDRESS", "HYPERPLACE_HEALTH_PORT"):
+            mp.delenv(k, raising=False)
+        for k, v in env.items():
+            mp.setenv(k, v)
+        args = parse.parse_args([])
+    assert args.health_port == 8080
+    assert serving.MetricsServing.from_args(args) == serving.MetricsServing("127.0.0.1", 9090)
 
 
 def test_scheduler_configmap_is_the_built_in_default() -> None:

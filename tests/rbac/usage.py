@@ -207,7 +207,7 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
     env["HYPERPLACE_SCHEDULER_CONF"] = str(conf)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    args = parse_args(["--health-port", "0", "--schedule-period", "0.05"])
+    args = parse_args(["--health-port", "0", "--metrics-bind-address", "0", "--schedule-period", "0.05"])
     lease = env["HYPERPLACE_LEADER_ELECTION_LEASE"]
 
     api = FakeApi()
@@ -262,7 +262,7 @@ async def controller_usage(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     env = deployment_env("controller")
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    args = parse_args(["--health-port", "0"])
+    args = parse_args(["--health-port", "0", "--metrics-bind-address", "0"])
     lease = env["HYPERPLACE_LEADER_ELECTION_LEASE"]
     config_ns = env["KUBE_POD_NAMESPACE"]
     api = FakeApi()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.parser import text_string_to_metric_families
 
 from hyperplace.runtime.api import HYPERNODES, NODES, PODGROUPS, PODS, QUEUES
-from scheduler_plugin.__main__ import health_app, parse_args
+from scheduler_plugin.__main__ import parse_args
 from scheduler_plugin.fragmentation import FragmentationConfig
 from scheduler_plugin.runtime.scheduler import Scheduler
 from tests.scheduler.builders import hypernode, job_pods, node, podgroup
@@ -48,7 +50,10 @@ async def test_fragmentation_gauges_follow_the_cycle_that_just_decided() -> None
     for p in job_pods("train", 3, cpu=8, gpu=4):
         api.seed(PODS, p)
     sched = Scheduler(api, options())
-    client = TestClient(TestServer(health_app(sched, None)))
+    # /metrics as the process serves it (hyperplace.runtime.serving): the scheduler's registry.
+    app = web.Application()
+    app.router.add_get("/metrics", make_aiohttp_handler(sched.registry))
+    client = TestClient(TestServer(app))
     await client.start_server()
     tasks = await sched.start_informers()
     try:

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.aiohttp import make_aiohttp_handler as handler
 
 from hyperplace.runtime.api import CONFIGMAPS, LEASES, PODGROUPS, Obj, Resource
 from hyperplace.runtime.leader import LeaderElector
+from hyperplace.runtime.serving import MetricsServer, MetricsServing
 from scheduler_plugin.__main__ import health_app, parse_args, run
 from scheduler_plugin.conf import DEFAULT_CONFIG_TEXT
 from scheduler_plugin.runtime.config import ConfigSource
@@ -69,6 +71,8 @@ async def test_only_the_leader_binds_and_a_standby_takes_over_after_a_release() 
     seed_racks(api)
     common = [
         "--health-port",
+        "0",
+        "--metrics-bind-address",
         "0",
         "--schedule-period",
         "0.02",
@@ -189,7 +193,12 @@ async def test_probes_and_metrics() -> None:
         assert resp.status == 200 and await resp.text() == "ok (standby)"
         assert (await client.get("/healthz")).status == 200
         await sched.run_cycle()
-        body = await (await client.get("/metrics")).text()
+        assert (await client.get("/metrics")).status == 404  # metrics are served apart
+        metrics = TestClient(
+            TestServer(MetricsServer(MetricsServing("127.0.0.1", 1), handler(sched.registry)).app)
+        )
+        async with metrics:
+            body = await (await metrics.get("/metrics")).text()
         assert "hyperplace_scheduler_cycle_duration_seconds_count 1.0" in body
         assert "hyperplace_scheduler_pending_jobs" in body
         for t in tasks:
@@ -209,7 +218,8 @@ def test_flags_default_from_the_deployment_environment(monkeypatch: pytest.Monke
     args = parse_args([])
     assert args.config_source.path == "/etc/hyperplace/scheduler/volcano-scheduler.conf"
     assert args.scheduler_name == ["volcano"] and args.leader_elect and args.lease_namespace == SYSTEM
-    assert args.health_port == args.metrics_port == 8080 and args.schedule_period == 1.0
+    assert args.health_port == 8080 and args.schedule_period == 1.0
+    assert MetricsServing.from_args(args) == MetricsServing("127.0.0.1", 9090)
     args = parse_args(
         ["--scheduler-name", "a", "--scheduler-name", "b", "--no-leader-elect", "--scheduler-conf", "ns/cm"]
     )
@@ -239,6 +249,8 @@ async def test_shutdown_lets_binds_in_flight_land_drops_the_rest_then_releases_t
     seed_racks(api)
     flags = [
         "--health-port",
+        "0",
+        "--metrics-bind-address",
         "0",
         "--schedule-period",
         "0.02",
