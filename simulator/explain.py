@@ -108,6 +108,9 @@ def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, 
         "conditions": view.conditions,
         "schedulerNotes": list(result.notes),
         **candidates_dict(outcome),
+        # A time-bounded topology relaxation (hyperplace.io/relax-topology): the tier in force
+        # and when it next widens; null for jobs without one.
+        "relaxation": getattr(outcome, "relaxation", None),
         **extras,
         **_preemption(view, result),
     }
