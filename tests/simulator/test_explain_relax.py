@@ -59,3 +59,18 @@ def test_a_malformed_elapsed_is_refused(run_cli, write):
     res = run_cli("explain", "default/wide", d, "--elapsed", "two hours")
     assert res.exit_code == 2
     assert "--elapsed" in res.stderr
+
+
+def test_explain_counts_the_ring_hops_of_a_job_spread_over_two_leaves(run_cli, write):
+    from .test_simulate_cli import job_yaml
+
+    d = small_cluster(write)
+    # Three 4-cpu ranks on 2-node leaves: ranks 0,1 share a leaf, rank 2 sits in the other.
+    write("c/wide.yaml", job_yaml("wide", 3, topology="networkTopology: {mode: hard, highestTierAllowed: 2}"))
+    doc = json.loads(run_cli("explain", "default/wide", d, "--output", "json").stdout)
+    assert doc["allocatedHyperNode"] == "top"
+    assert doc["ringCrossings"] == {"job": 1, "pairs": 2, "partitions": {}}
+    assert (
+        "ring crossings: 1 of 2 consecutive-rank pairs change leaf"
+        in run_cli("explain", "default/wide", d).stdout
+    )
