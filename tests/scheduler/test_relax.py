@@ -108,3 +108,17 @@ def test_steps_hold_until_their_deadline_and_then_give_way() -> None:
     assert relax_state(steps, 600, None).tier == 2
     assert relax_state(steps, 1799, 5).next_tier is None
     assert relax_state(steps, 1800, None).tier is None
+
+
+def test_the_scheduler_process_writes_the_tier_in_force_and_the_deadline_on_the_podgroup() -> None:
+    from scheduler_plugin.runtime.status import podgroup_status_patch
+
+    snap = six_wide_job("1@10m,2@30m", tier=3)
+    outcome = run_session(snap, now=T0 + 60).jobs["default/wide"]
+    pg = snap.jobs["default/wide"].podgroup.model_dump(by_alias=True, exclude_none=True)
+    patch = podgroup_status_patch(pg, outcome, [], "2026-01-01T00:01:00Z")
+    assert patch is not None
+    conds = {c["type"]: c for c in patch["status"]["conditions"]}
+    relax = conds["TopologyRelaxation"]
+    assert relax["reason"] == "Tier1"
+    assert relax["message"] == "topology relaxed to tier 1 until 2026-01-01T00:10:00Z, then tier 2"
