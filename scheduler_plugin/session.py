@@ -71,6 +71,8 @@ class JobOutcome:
     pg_phase: str | None = None
     # The domain search as the scheduler ran it (only when run_session(record_candidates=True)).
     candidates: CandidateReport | None = None
+    # A time-bounded topology relaxation in force: {"tier", "nextDeadline", "nextTier"}.
+    relaxation: dict[str, Any] | None = None
 
 
 @dataclass
@@ -138,6 +140,7 @@ def run_session(
     nominations: Mapping[str, Nomination] | None = None,
     *,
     record_candidates: bool = False,
+    now: float | None = None,
 ) -> SessionResult:
     """Open a session, run the configured actions, and report bindings and reasons.
 
@@ -145,10 +148,14 @@ def run_session(
     room stays held for its gangs, which are bound once their victims are gone.
     ``record_candidates``: keep each job's domain search (candidate HyperNodes per tier, their
     feasibility, scores and what they lacked) on its JobOutcome, for ``explain``.
+    ``now``: the session's time in epoch seconds (wall time when None), which time-bounded
+    topology relaxations (``hyperplace.io/relax-topology``) are measured against.
     """
     from .preemption import explain_without_preemption, hold_nominations
+    from .relax import record_relaxations, relax_snapshot
 
     t0 = time.perf_counter()
+    snapshot, relaxed = relax_snapshot(snapshot, time.time() if now is None else now)
     ssn = Session.open(snapshot, config, seed)
     ssn.record_candidates = record_candidates
     ssn.notes.extend(getattr(config, "warnings", []) or [])
@@ -164,6 +171,7 @@ def run_session(
     explain_without_preemption(ssn)
     result = _close(ssn)
     _close_nominations(ssn, result)
+    record_relaxations(relaxed, result)
     result.decision_seconds = time.perf_counter() - t0
     return result
 

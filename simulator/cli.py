@@ -195,6 +195,7 @@ def _simulate(
     cycles: int | None,
     seed: int,
     show_progress: bool,
+    elapsed: float = 0.0,
 ) -> SimResult:
     conf_text = None
     if scheduler_config is not None:
@@ -212,6 +213,7 @@ def _simulate(
                     scheduler_conf=conf_text,
                     scheduler_conf_source=str(scheduler_config),
                     progress=progress,
+                    elapsed=elapsed,
                 )
         return run_simulation(
             inputs,
@@ -219,6 +221,7 @@ def _simulate(
             seed=seed,
             scheduler_conf=conf_text,
             scheduler_conf_source=str(scheduler_config),
+            elapsed=elapsed,
         )
     except SimulationError as exc:
         _fail(str(exc))
@@ -276,6 +279,31 @@ AcceleratorOpt = Annotated[
 ]
 
 
+def _elapsed_seconds(text: str | None) -> float:
+    """``--elapsed`` as seconds (a Go duration such as 15m or 1h30m)."""
+    if not text:
+        return 0.0
+    from hyperplace.api.relax import parse_go_duration
+
+    try:
+        seconds = parse_go_duration(text)
+    except ValueError:
+        _fail(f"--elapsed: {text!r} is not a duration (e.g. 15m, 1h30m)")
+    if seconds < 0:
+        _fail("--elapsed: must not be negative")
+    return seconds
+
+
+ElapsedOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--elapsed",
+        metavar="DURATION",
+        help="Schedule as if this much more time had passed (previews hyperplace.io/relax-topology steps).",
+    ),
+]
+
+
 def _fragmentation_config(shapes: str, resource: str) -> Any:
     from scheduler_plugin.fragmentation import FragmentationConfig, ShapeSpecError
 
@@ -315,6 +343,7 @@ def simulate(
     context: ContextOpt = None,
     fragmentation_shapes: ShapesOpt = DEFAULT_SHAPES_TEXT,
     fragmentation_resource: AcceleratorOpt = DEFAULT_ACCELERATOR,
+    elapsed: ElapsedOpt = None,
 ) -> None:
     """Admission, controllers and scheduler sessions on the given objects; print the outcome."""
     frag = _fragmentation_config(fragmentation_shapes, fragmentation_resource)
@@ -322,7 +351,12 @@ def simulate(
     inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
     show_progress = output is OutputFormat.table and sys.stderr.isatty()
     result = _simulate(
-        inputs, scheduler_config=scheduler_config, cycles=cycles, seed=seed, show_progress=show_progress
+        inputs,
+        scheduler_config=scheduler_config,
+        cycles=cycles,
+        seed=seed,
+        show_progress=show_progress,
+        elapsed=_elapsed_seconds(elapsed),
     )
     from .views import job_views
 
@@ -516,6 +550,7 @@ def explain(
     ] = TreeFormat.table,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    elapsed: ElapsedOpt = None,
 ) -> None:
     """Why a job is placed where it is, or why it waits, after simulating the inputs."""
     from .explain import explain_dict, render_explain
@@ -524,7 +559,12 @@ def explain(
     live = kubeconfig is not None or context is not None
     inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
     result = _simulate(
-        inputs, scheduler_config=scheduler_config, cycles=cycles, seed=seed, show_progress=False
+        inputs,
+        scheduler_config=scheduler_config,
+        cycles=cycles,
+        seed=seed,
+        show_progress=False,
+        elapsed=_elapsed_seconds(elapsed),
     )
     topo = final_topology(result)
     views = job_views(result, topo)

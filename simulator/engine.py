@@ -39,6 +39,7 @@ from hyperplace.kube.members import MemberIndex
 
 from .loader import (
     CONTROLLER_CONF_KEY,
+    SIM_EPOCH,
     InputObject,
     Inputs,
     deterministic_uid,
@@ -216,13 +217,17 @@ class Simulation:
         seed: int = 0,
         progress: Progress | None = None,
         verify_state: bool | None = None,
+        elapsed: float = 0.0,
     ) -> None:
-        """``verify_state``: rebuild the scheduler's snapshot from scratch every cycle and fail
+        """``elapsed``: seconds added to the simulated clock the scheduler sees, to preview
+        time-bounded topology relaxations as they will stand that much later.
+        ``verify_state``: rebuild the scheduler's snapshot from scratch every cycle and fail
         on a difference (default: the ``HYPERPLACE_VERIFY_STATE=1`` environment variable)."""
         if verify_state is None:
             verify_state = os.environ.get("HYPERPLACE_VERIFY_STATE") == "1"
         self.inputs = inputs
         self.seed = seed
+        self.elapsed = elapsed
         self.rng = random.Random(seed)
         self.progress: Progress = progress or _NoProgress()
         self.objects: ObjectStore = ObjectStore()
@@ -267,6 +272,10 @@ class Simulation:
         t = sim_time(CLOCK_BASE + self.cycle * CLOCK_CYCLE + self.round)
         self.known_times.add(t)
         return t
+
+    def scheduler_clock(self) -> float:
+        """The session's time in epoch seconds: the simulated now plus ``elapsed``."""
+        return SIM_EPOCH.timestamp() + CLOCK_BASE + self.cycle * CLOCK_CYCLE + self.round + self.elapsed
 
     def _freeze_times(self, value: Any) -> Any:
         """Replace wall-clock timestamps another component produced by the simulated now."""
@@ -706,7 +715,12 @@ class Simulation:
             verify_snapshot(self.state, snap, rebuilt)
         # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).
         result = run_session(
-            snap, config=self.config, seed=self.seed, nominations=self.nominations, record_candidates=True
+            snap,
+            config=self.config,
+            seed=self.seed,
+            nominations=self.nominations,
+            record_candidates=True,
+            now=self.scheduler_clock(),
         )
         self.snapshot, self.session, self.scheduler_ran = snap, result, True
         # Victims are evicted at once (the simulator has no grace period): their room is free in
@@ -829,6 +843,7 @@ def simulate(
     scheduler_conf: str | None = None,
     scheduler_conf_source: str = "--scheduler-config",
     progress: Progress | None = None,
+    elapsed: float = 0.0,
 ) -> SimResult:
     """Run a simulation of ``inputs`` (see the module docstring)."""
     sim = Simulation(
@@ -837,6 +852,7 @@ def simulate(
         scheduler_conf_source=scheduler_conf_source,
         seed=seed,
         progress=progress,
+        elapsed=elapsed,
     )
     return sim.run(cycles)
 

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from hyperplace.api.ring import RankedPod, ring_crossings
+
 from .engine import SimResult
 from .render import explanation_dict, hn_label, job_colors, job_renderable, tier_of, waiting_lines
 from .resources import format_free, main_resources
@@ -76,6 +78,16 @@ def candidates_dict(outcome: Any) -> dict[str, Any]:
     }
 
 
+def job_ring_crossings(view: JobView) -> dict[str, Any] | None:
+    """Ring crossings of a placed job's ranked pods (None while no pod with a rank is placed)."""
+    ranked = [
+        RankedPod(p.task or "", p.index, p.partition, p.leaf)
+        for p in view.pods
+        if p.node and p.index is not None
+    ]
+    return ring_crossings(ranked) if ranked else None
+
+
 def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, Any]:
     """The ``explain --output json`` document."""
     outcome = view.outcome
@@ -108,6 +120,11 @@ def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, 
         "conditions": view.conditions,
         "schedulerNotes": list(result.notes),
         **candidates_dict(outcome),
+        # A time-bounded topology relaxation (hyperplace.io/relax-topology): the tier in force
+        # and when it next widens; null for jobs without one.
+        "relaxation": getattr(outcome, "relaxation", None),
+        # Consecutive ranks (volcano.sh/task-index) in different leaves: {job, pairs, partitions}.
+        "ringCrossings": job_ring_crossings(view),
         **extras,
         **_preemption(view, result),
     }
@@ -154,6 +171,13 @@ def render_explain(console: Console, view: JobView, result: SimResult, topo: Top
             for d in others:
                 free = "  ".join(format_free(r, d["free"][r], d["allocatable"][r]) for r in d["free"])
                 console.print(f"  {d['hyperNode']}: {free}")
+        ring = job_ring_crossings(view)
+        if ring is not None:
+            parts = ring["partitions"]
+            within = f", {sum(parts.values())} within partitions" if parts else ""
+            console.print(
+                f"  ring crossings: {ring['job']} of {ring['pairs']} consecutive-rank pairs change leaf{within}"
+            )
         pending = len(view.pods) - view.running
         if pending:
             console.print(

@@ -36,6 +36,7 @@ from hyperplace.api import HyperNode, Job, TypedObject, format_validation_error
 from hyperplace.api.constants import BATCH_GROUP, BATCH_VERSION, TOPOLOGY_GROUP, TOPOLOGY_VERSION
 
 from . import crd_schema
+from .annotations import annotation_problems
 from .context import AdmissionContext, Verdict, as_dict, as_list
 from .hypernode import SELECTOR_EXCLUSIVE, SELECTOR_KINDS, SELECTOR_REQUIRED, validate_hypernode
 from .job import job_patch, validate_job
@@ -145,7 +146,11 @@ def crd_errors(obj: Mapping[str, Any]) -> list[str] | None:
     if handled_kind(obj) is not None:
         return None
     report = crd_schema.check(obj)
-    return None if report is None else report.messages()
+    out = None if report is None else report.messages()
+    if obj.get("kind") == "PodGroup":
+        # The relax-topology annotation is honoured on PodGroups too: refuse a malformed one.
+        out = [*(out or []), *annotation_problems(obj)]
+    return out
 
 
 def _merge(webhook: list[str], schema: list[str]) -> list[str]:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from hyperplace.api import Job
 from hyperplace.api.constants import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, DEFAULT_SCHEDULER_NAME
 
+from .annotations import annotation_problems
 from .context import AdmissionContext, Verdict, as_dict, as_int, as_list
 from .names import go_list, is_dns1123_label, is_qualified_name
 
@@ -388,10 +389,13 @@ def validate_job(
     UPDATE without ``old`` is checked as a CREATE). Both add our topology rules: a
     partition's tier may not exceed the job's (a refusal; a warning for a soft job),
     and a ``highestTierName`` no known HyperNode carries is a warning (the tier may be
-    discovered later). Other operations are allowed.
+    discovered later); hyperplace's annotations must be well formed. Other operations are allowed.
     """
     if operation == "UPDATE" and old is not None:
-        return _validate_update(obj, old, ctx)
-    if operation in ("CREATE", "UPDATE"):
-        return _validate_create(obj, ctx)
-    return Verdict()
+        verdict = _validate_update(obj, old, ctx)
+    elif operation in ("CREATE", "UPDATE"):
+        verdict = _validate_create(obj, ctx)
+    else:
+        return Verdict()
+    verdict.messages.extend(annotation_problems(obj))
+    return verdict

@@ -34,6 +34,12 @@ def leaf_span(topo: Topology, nodes: IntArray) -> int:
     return len(np.unique(topo.anc[0, nodes]))
 
 
+def ring_crossings(topo: Topology, nodes: IntArray) -> int:
+    """Consecutive pods (ranks, in the placement's task-then-index order) on different leaves."""
+    leaves = topo.anc[0, nodes]
+    return int((leaves[1:] != leaves[:-1]).sum())
+
+
 def min_leaf_span(pods: int, leaf_capacity_pods: int) -> int:
     """Lower bound ``ceil(pods / leaf capacity)`` on the leaves a gang must span."""
     return max(1, math.ceil(pods / max(1, leaf_capacity_pods)))

@@ -82,6 +82,7 @@ def sim_table(results: Sequence[SimResult]) -> str:
         ("job LCA tier, p95 (multi-pod)", "tier_p95", ""),
         ("leaves spanned - minimum, mean", "leaf_excess_mean", ""),
         ("jobs at the minimum leaf span", "leaf_at_min_share", "%"),
+        ("ring crossings per job, mean (multi-pod)", "ring_crossings_mean", ""),
         ("GPU demand (if every job started on arrival)", "demand", "%"),
         ("GPU allocation (time-avg)", "gpu_util", "%"),
         ("GPUs stranded for the head job (time-avg)", "stranded_frac", "%"),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .generators import TraceJob
-from .metrics import lca_tier, leaf_span, min_leaf_span, pods_fit_per_node, stranded_gpus
+from .metrics import lca_tier, leaf_span, min_leaf_span, pods_fit_per_node, ring_crossings, stranded_gpus
 from .model import GPU, ClusterState, JobSpec
 from .schedulers import Scheduler
 
@@ -36,6 +36,7 @@ class JobRecord:
     tier: int | None = None
     leaves: int | None = None
     min_leaves: int | None = None
+    ring: int | None = None  # consecutive ranks on different leaves
 
 
 @dataclass
@@ -127,6 +128,7 @@ def simulate(
                 rec.end = t + tj.duration
                 rec.tier = lca_tier(topo, placement)
                 rec.leaves = leaf_span(topo, placement)
+                rec.ring = ring_crossings(topo, placement)
                 rec.min_leaves = min_leaf_span(tj.spec.n_pods, leaf_capacity_pods(state, tj.spec))
                 placements[name] = placement
                 sched.on_start(state, tj.spec, placement)
@@ -195,6 +197,7 @@ def summarize(res: SimResult) -> dict[str, float]:
         "tier_p95": pct(tiers, 95),
         "leaf_excess_mean": mean(excess),
         "leaf_at_min_share": float((excess == 0).mean()) if len(excess) else float("nan"),
+        "ring_crossings_mean": mean(np.asarray([j.ring or 0 for j in multi], dtype=float)),
         "demand": res.demand,
         "gpu_util": res.gpu_util,
         "stranded_frac": res.stranded_frac,

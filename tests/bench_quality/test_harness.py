@@ -38,7 +38,11 @@ def test_sim_runs_and_frees_everything(tmp_path: Path) -> None:
         for j in res.started():
             assert j.tier is not None and 1 <= j.tier <= state.topo.root_tier
             assert j.leaves is not None and j.min_leaves is not None and j.leaves >= j.min_leaves
+            # A ring visiting L leaves changes leaf at least L - 1 times, and at most once per pair.
+            assert j.ring is not None and j.leaves - 1 <= j.ring <= max(0, j.pods - 1)
+        assert summary["ring_crossings_mean"] >= 0.0
     assert "queueing delay p95" in sim_table(results)
+    assert "ring crossings per job" in sim_table(results)
     assert all(p.exists() for p in plot_sim(results, tmp_path))
 
 
