@@ -37,6 +37,7 @@ from .framework.evictions import Eviction, Nomination
 from .framework.plugins.queue_accounting import job_sums, queue_state, task_res
 from .framework.session import Session
 from .queue_share import Res
+from .reservation import RESERVED_CONDITION, RESERVED_REASON, Reservation
 from .snapshot import ClusterSnapshot
 
 # PodGroup condition for a topology the scheduler could not honour exactly but placed anyway.
@@ -129,6 +130,9 @@ class SessionResult:
     # next ``run_session``.
     evictions: list[Eviction] = field(default_factory=list)
     nominations: dict[str, Nomination] = field(default_factory=dict)
+    # Domains held for head-of-queue gangs that waited too long (job key -> Reservation); pass
+    # ``reservations`` back to the next ``run_session``, as nominations.
+    reservations: dict[str, Reservation] = field(default_factory=dict)
 
 
 def run_session(
@@ -138,6 +142,8 @@ def run_session(
     nominations: Mapping[str, Nomination] | None = None,
     *,
     record_candidates: bool = False,
+    now: float | None = None,
+    reservations: Mapping[str, Reservation] | None = None,
 ) -> SessionResult:
     """Open a session, run the configured actions, and report bindings and reasons.
 
@@ -145,12 +151,17 @@ def run_session(
     room stays held for its gangs, which are bound once their victims are gone.
     ``record_candidates``: keep each job's domain search (candidate HyperNodes per tier, their
     feasibility, scores and what they lacked) on its JobOutcome, for ``explain``.
+    ``now``: the time of the cycle (seconds since the epoch); with it, a head-of-queue gang that
+    waited past its threshold gets a domain held (``scheduler_plugin.reservation``); without
+    it nothing is reserved. ``reservations``: the previous session's ``reservations``.
     """
     from .preemption import explain_without_preemption, hold_nominations
 
     t0 = time.perf_counter()
     ssn = Session.open(snapshot, config, seed)
     ssn.record_candidates = record_candidates
+    ssn.now = now
+    ssn.previous_reservations = dict(reservations or {})
     ssn.notes.extend(getattr(config, "warnings", []) or [])
     if nominations:
         hold_nominations(ssn, nominations)
@@ -164,6 +175,7 @@ def run_session(
     explain_without_preemption(ssn)
     result = _close(ssn)
     _close_nominations(ssn, result)
+    _close_reservations(ssn, result)
     result.decision_seconds = time.perf_counter() - t0
     return result
 
@@ -188,6 +200,25 @@ def _close_nominations(ssn: Session, out: SessionResult) -> None:
                 "reason": "Preempting" if nom.action == "preempt" else "Reclaiming",
                 "message": f"{len(nom.pods)} pods nominated, waiting for {len(waiting)} victim pod(s) to "
                 f"terminate; {nom.reason}",
+            }
+        )
+
+
+def _close_reservations(ssn: Session, out: SessionResult) -> None:
+    """Held domains into the result and onto their PodGroups (condition ``HyperNodeReserved``,
+    its transition time the start of the hold)."""
+    out.reservations = dict(ssn.reservations)
+    for key, res in out.reservations.items():
+        outcome = out.jobs.get(key)
+        if outcome is None:
+            continue
+        outcome.conditions.append(
+            {
+                "type": RESERVED_CONDITION,
+                "status": "True",
+                "reason": RESERVED_REASON,
+                "message": res.message(),
+                "lastTransitionTime": res.since,
             }
         )
 
