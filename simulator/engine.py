@@ -39,6 +39,7 @@ from hyperplace.kube.members import MemberIndex
 
 from .loader import (
     CONTROLLER_CONF_KEY,
+    SIM_EPOCH,
     InputObject,
     Inputs,
     deterministic_uid,
@@ -216,9 +217,13 @@ class Simulation:
         seed: int = 0,
         progress: Progress | None = None,
         verify_state: bool | None = None,
+        now: str | None = None,
     ) -> None:
         """``verify_state``: rebuild the scheduler's snapshot from scratch every cycle and fail
-        on a difference (default: the ``HYPERPLACE_VERIFY_STATE=1`` environment variable)."""
+        on a difference (default: the ``HYPERPLACE_VERIFY_STATE=1`` environment variable).
+        ``now``: the time (RFC 3339) the scheduler's clock reads in cycle 1, advancing with the
+        simulated clock; without it the scheduler reads the simulated clock itself. Jobs wait
+        from their PodGroup's creationTimestamp (head-of-queue reservations)."""
         if verify_state is None:
             verify_state = os.environ.get("HYPERPLACE_VERIFY_STATE") == "1"
         self.inputs = inputs
@@ -235,6 +240,15 @@ class Simulation:
         self.preemptions: list[Any] = []  # Eviction records, in order
         self.preemption_reasons: dict[str, str] = {}  # preemptor job key -> why that domain
         self.nominations: dict[str, Any] = {}  # held for the next session, as the scheduler does
+        self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
+        self._clock_shift = 0.0
+        if now is not None:
+            from scheduler_plugin.reservation import parse_time
+
+            t = parse_time(now)
+            if t is None:
+                raise SimulationError(f"--now: not an RFC 3339 time: {now!r}")
+            self._clock_shift = t - (SIM_EPOCH.timestamp() + CLOCK_BASE + CLOCK_CYCLE)
         self.rejected: list[Rejection] = []
         self._rejected_seen: set[tuple[str, str, str, str]] = set()
         self.warnings: list[str] = list(inputs.warnings)
@@ -706,8 +720,15 @@ class Simulation:
             verify_snapshot(self.state, snap, rebuilt)
         # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).
         result = run_session(
-            snap, config=self.config, seed=self.seed, nominations=self.nominations, record_candidates=True
+            snap,
+            config=self.config,
+            seed=self.seed,
+            nominations=self.nominations,
+            record_candidates=True,
+            now=SIM_EPOCH.timestamp() + CLOCK_BASE + self.cycle * CLOCK_CYCLE + self.round + self._clock_shift,
+            reservations=self.reservations,
         )
+        self.reservations = dict(result.reservations)
         self.snapshot, self.session, self.scheduler_ran = snap, result, True
         # Victims are evicted at once (the simulator has no grace period): their room is free in
         # the next cycle, where the preemptor binds on its nominated nodes; a Job's controller
@@ -829,6 +850,7 @@ def simulate(
     scheduler_conf: str | None = None,
     scheduler_conf_source: str = "--scheduler-config",
     progress: Progress | None = None,
+    now: str | None = None,
 ) -> SimResult:
     """Run a simulation of ``inputs`` (see the module docstring)."""
     sim = Simulation(
@@ -837,6 +859,7 @@ def simulate(
         scheduler_conf_source=scheduler_conf_source,
         seed=seed,
         progress=progress,
+        now=now,
     )
     return sim.run(cycles)
 
