@@ -138,6 +138,12 @@ def format_time(t: float) -> str:
     return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def held_hypernode(message: str) -> str | None:
+    """The HyperNode a ``HyperNodeReserved`` condition message names, or None."""
+    m = _MSG.search(message)
+    return m.group(1) if m else None
+
+
 def from_condition(job: JobInfo) -> Reservation | None:
     """The reservation a PodGroup carries (what a restarted scheduler starts from)."""
     st = job.podgroup.status

@@ -31,7 +31,7 @@ from .engine import SimResult, SimulationError
 from .engine import simulate as run_simulation
 from .loader import InputError, Inputs, load_paths
 from .output import result_dict, to_json, to_yaml
-from .topology import Topology, build_topology
+from .topology import Topology, build_topology, mark_reservations
 
 
 class _Command(typer.core.TyperCommand):
@@ -195,6 +195,7 @@ def _simulate(
     cycles: int | None,
     seed: int,
     show_progress: bool,
+    now: str | None = None,
 ) -> SimResult:
     conf_text = None
     if scheduler_config is not None:
@@ -212,6 +213,7 @@ def _simulate(
                     scheduler_conf=conf_text,
                     scheduler_conf_source=str(scheduler_config),
                     progress=progress,
+                    now=now,
                 )
         return run_simulation(
             inputs,
@@ -219,6 +221,7 @@ def _simulate(
             seed=seed,
             scheduler_conf=conf_text,
             scheduler_conf_source=str(scheduler_config),
+            now=now,
         )
     except SimulationError as exc:
         _fail(str(exc))
@@ -236,7 +239,9 @@ def final_topology(result: SimResult) -> Topology:
             hns.append(HyperNode.model_validate(o))
         except ValidationError:
             continue  # the engine already warned about it (only live input can hold one)
-    return build_topology(hns, result.of_kind("Node"), result.of_kind("Pod"))
+    topo = build_topology(hns, result.of_kind("Node"), result.of_kind("Pod"))
+    mark_reservations(topo, result.of_kind("PodGroup"))
+    return topo
 
 
 PathsArg = Annotated[
@@ -308,6 +313,16 @@ def simulate(
         Path | None, typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML picture.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every random choice.")] = 0,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            "--now",
+            metavar="TIME",
+            help="The scheduler's clock in cycle 1 (RFC 3339; default: no clock, nothing reserved); jobs wait "
+            "from their PodGroup's "
+            "creationTimestamp, and a head-of-queue gang waiting past its threshold gets a domain held.",
+        ),
+    ] = None,
     cluster_snapshot: Annotated[
         bool, typer.Option("--cluster-snapshot", help="Start from the objects of a live cluster (read-only).")
     ] = False,
@@ -322,7 +337,12 @@ def simulate(
     inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
     show_progress = output is OutputFormat.table and sys.stderr.isatty()
     result = _simulate(
-        inputs, scheduler_config=scheduler_config, cycles=cycles, seed=seed, show_progress=show_progress
+        inputs,
+        scheduler_config=scheduler_config,
+        cycles=cycles,
+        seed=seed,
+        show_progress=show_progress,
+        now=now,
     )
     from .views import job_views
 
@@ -429,6 +449,7 @@ def tree(
     discovered, notes = discover_for_display(inputs, nodes, hns, seed)
     pods = [o.obj for o in inputs.of_kind("Pod")]
     topo = build_topology(discovered, nodes, pods)
+    mark_reservations(topo, (o.obj for o in inputs.of_kind("PodGroup")))
     from .fragmentation import fragmentation_lines, fragmentation_of
     from .views import job_names
 
@@ -511,6 +532,16 @@ def explain(
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every random choice.")] = 0,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            "--now",
+            metavar="TIME",
+            help="The scheduler's clock in cycle 1 (RFC 3339; default: no clock, nothing reserved); jobs wait "
+            "from their PodGroup's "
+            "creationTimestamp, and a head-of-queue gang waiting past its threshold gets a domain held.",
+        ),
+    ] = None,
     output: Annotated[
         TreeFormat, typer.Option("--output", "-o", metavar="table|json", help="Output format.")
     ] = TreeFormat.table,
@@ -524,7 +555,7 @@ def explain(
     live = kubeconfig is not None or context is not None
     inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
     result = _simulate(
-        inputs, scheduler_config=scheduler_config, cycles=cycles, seed=seed, show_progress=False
+        inputs, scheduler_config=scheduler_config, cycles=cycles, seed=seed, show_progress=False, now=now
     )
     topo = final_topology(result)
     views = job_views(result, topo)

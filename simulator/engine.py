@@ -222,8 +222,10 @@ class Simulation:
         """``verify_state``: rebuild the scheduler's snapshot from scratch every cycle and fail
         on a difference (default: the ``HYPERPLACE_VERIFY_STATE=1`` environment variable).
         ``now``: the time (RFC 3339) the scheduler's clock reads in cycle 1, advancing with the
-        simulated clock; without it the scheduler reads the simulated clock itself. Jobs wait
-        from their PodGroup's creationTimestamp (head-of-queue reservations)."""
+        simulated clock (10 minutes a cycle). Jobs wait from their PodGroup's creationTimestamp
+        (inputs without one are stamped from 2025-01-01T00:00:00Z on), and a head-of-queue gang
+        that waited past its threshold gets a domain held. Without it the scheduler has no
+        clock and reserves nothing."""
         if verify_state is None:
             verify_state = os.environ.get("HYPERPLACE_VERIFY_STATE") == "1"
         self.inputs = inputs
@@ -241,7 +243,7 @@ class Simulation:
         self.preemption_reasons: dict[str, str] = {}  # preemptor job key -> why that domain
         self.nominations: dict[str, Any] = {}  # held for the next session, as the scheduler does
         self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
-        self._clock_shift = 0.0
+        self._clock_shift: float | None = None  # None: the scheduler runs without a clock
         if now is not None:
             from scheduler_plugin.reservation import parse_time
 
@@ -725,7 +727,11 @@ class Simulation:
             seed=self.seed,
             nominations=self.nominations,
             record_candidates=True,
-            now=SIM_EPOCH.timestamp() + CLOCK_BASE + self.cycle * CLOCK_CYCLE + self.round + self._clock_shift,
+            now=SIM_EPOCH.timestamp()
+            + CLOCK_BASE
+            + self.cycle * CLOCK_CYCLE
+            + self.round
+            + self._clock_shift,
             reservations=self.reservations,
         )
         self.reservations = dict(result.reservations)
