@@ -222,47 +222,41 @@ class Holder:
             if tiers[h] <= topo.limit and (tree.parent[h] == -1 or tiers[tree.parent[h]] > topo.limit)
         ]
 
-    def _drained_counts(self, tasks: list[TaskInfo], nodes: np.ndarray) -> dict[int, np.ndarray]:
-        """Per shape, how many pods each node takes once its running pods are gone."""
+    def _drained_dom(self, tasks: list[TaskInfo]) -> dict[int, np.ndarray]:
+        """Per shape, how many pods each HyperNode takes once its running pods are gone."""
         snap = self.ssn.snap
         out: dict[int, np.ndarray] = {}
         for sid in {t.shape for t in tasks}:
             shape = snap.shapes[sid]
             req = shape.requests
             pos = np.flatnonzero(req > 0)
-            c = (
-                (snap.allocatable[nodes][:, pos] // req[pos]).min(axis=1)
-                if len(pos)
-                else np.full(len(nodes), 1 << 20)
-            )
-            out[sid] = np.where(snap.static_mask(shape)[nodes], np.maximum(c, 0), 0).astype(np.int64)
+            n = snap.num_nodes
+            c = (snap.allocatable[:, pos] // req[pos]).min(axis=1) if len(pos) else np.full(n, 1 << 20)
+            c = np.where(snap.static_mask(shape), np.maximum(c, 0), 0).astype(np.int64)
+            out[sid] = snap.tree.domain_sums(c)
         return out
 
     def _choose(self, job: JobInfo, tasks: list[TaskInfo], prev: Reservation | None) -> int | None:
         """The domain where the gang fits soonest: smallest shortfall of today's fit counts, then
         least work running there, then name. A domain held before is kept while it can ever fit."""
-        tree, state = self.ssn.snap.tree, self.ssn.state
+        snap, state = self.ssn.snap, self.ssn.state
+        tree = snap.tree
         need: dict[int, int] = {}
         for t in tasks:
             need[t.shape] = need.get(t.shape, 0) + 1
-        taken = {self.ssn.snap.tree.id_of(r.hypernode) for r in self.held.values()}
+        taken = {tree.id_of(r.hypernode) for r in self.held.values()}
+        drained = self._drained_dom(tasks)
+        now = {s: state.dom_counts(snap.shapes[s]) for s in need}
         best: tuple[tuple[float, float, str], int] | None = None
         for h in self._candidates(job):
-            if h in taken:
+            if h in taken or not len(tree.node_sets[h]):
                 continue
-            nodes = tree.node_sets[h]
-            if not len(nodes):
-                continue
-            drained = self._drained_counts(tasks, nodes)
-            if any(int(drained[s].sum()) < n for s, n in need.items()):
+            if any(int(drained[s][h]) < n for s, n in need.items()):
                 continue  # never fits here, even empty
             if prev is not None and tree.names[h] == prev.hypernode:
                 return h
-            shortfall = sum(
-                max(n - int(state.dom_counts(self.ssn.snap.shapes[s])[h]), 0) for s, n in need.items()
-            )
-            alloc = state.alloc[nodes].sum(axis=0).astype(np.float64)
-            used = state.used[nodes].sum(axis=0).astype(np.float64)
+            shortfall = sum(max(n - int(now[s][h]), 0) for s, n in need.items())
+            alloc, used = state.hn_alloc[h], state.hn_used[h]
             busy = float(np.max(np.divide(used, alloc, out=np.zeros_like(used), where=alloc > 0)))
             key = (float(shortfall), busy, tree.names[h])
             if best is None or key < best[0]:

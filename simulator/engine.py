@@ -284,6 +284,12 @@ class Simulation:
         self.known_times.add(t)
         return t
 
+    def _scheduler_clock(self) -> float | None:
+        """What the scheduler's clock reads now (seconds since the epoch), None without --now."""
+        if self._clock_shift is None:
+            return None
+        return SIM_EPOCH.timestamp() + CLOCK_BASE + self.cycle * CLOCK_CYCLE + self.round + self._clock_shift
+
     def _freeze_times(self, value: Any) -> Any:
         """Replace wall-clock timestamps another component produced by the simulated now."""
         if isinstance(value, dict):
@@ -727,11 +733,7 @@ class Simulation:
             seed=self.seed,
             nominations=self.nominations,
             record_candidates=True,
-            now=SIM_EPOCH.timestamp()
-            + CLOCK_BASE
-            + self.cycle * CLOCK_CYCLE
-            + self.round
-            + self._clock_shift,
+            now=self._scheduler_clock(),
             reservations=self.reservations,
         )
         self.reservations = dict(result.reservations)
