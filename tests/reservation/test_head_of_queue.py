@@ -176,3 +176,26 @@ def test_a_queue_annotation_overrides_the_threshold_or_turns_it_off() -> None:
     assert not with_queue("off").reservations
     assert not with_queue("1h").reservations
     assert with_queue("2m").reservations["default/big"].hypernode == "leaf0"
+
+
+def test_a_restarted_scheduler_keeps_the_hold_its_podgroup_condition_names() -> None:
+    from hyperplace.api import PodGroup
+
+    pods, pgs = world()
+    # Before the restart leaf1 was held (since 00:11); nothing is carried in memory.
+    big = next(g for g in pgs if g.metadata.name == "big").to_dict()
+    big["status"] = {
+        "conditions": [
+            {
+                "type": RESERVED_CONDITION,
+                "status": "True",
+                "lastTransitionTime": "2026-01-01T00:11:00Z",
+                "message": Reservation("default/big", "leaf1", "2026-01-01T00:11:00Z").message(),
+            }
+        ]
+    }
+    pgs = [PodGroup.model_validate(big) if g.metadata.name == "big" else g for g in pgs]
+    result = session(pods, pgs, at="2026-01-01T00:15:00Z")
+    held = result.reservations["default/big"]
+    assert (held.hypernode, held.since) == ("leaf1", "2026-01-01T00:11:00Z")
+    assert gpu_jobs_on(result, range(8, 16)) == []
