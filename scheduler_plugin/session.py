@@ -37,6 +37,7 @@ from .framework.evictions import Eviction, Nomination
 from .framework.plugins.queue_accounting import job_sums, queue_state, task_res
 from .framework.session import Session
 from .queue_share import Res
+from .reservation import RESERVED_CONDITION, RESERVED_REASON, Reservation
 from .snapshot import ClusterSnapshot
 
 # PodGroup condition for a topology the scheduler could not honour exactly but placed anyway.
@@ -131,6 +132,9 @@ class SessionResult:
     # next ``run_session``.
     evictions: list[Eviction] = field(default_factory=list)
     nominations: dict[str, Nomination] = field(default_factory=dict)
+    # Domains held for head-of-queue gangs that waited too long (job key -> Reservation); pass
+    # ``reservations`` back to the next ``run_session``, as nominations.
+    reservations: dict[str, Reservation] = field(default_factory=dict)
 
 
 def run_session(
@@ -141,6 +145,8 @@ def run_session(
     *,
     record_candidates: bool = False,
     now: float | None = None,
+    reservations: Mapping[str, Reservation] | None = None,
+    reserve: bool = True,
 ) -> SessionResult:
     """Open a session, run the configured actions, and report bindings and reasons.
 
@@ -150,6 +156,10 @@ def run_session(
     feasibility, scores and what they lacked) on its JobOutcome, for ``explain``.
     ``now``: the session's time in epoch seconds (wall time when None), which time-bounded
     topology relaxations (``hyperplace.io/relax-topology``) are measured against.
+    ``now`` is also the clock of head-of-queue reservations: a gang that waited past its
+    threshold gets a domain held (``scheduler_plugin.reservation``); nothing is reserved when
+    ``now`` is None or ``reserve`` is False. ``reservations``: the previous session's
+    ``reservations``.
     """
     from .preemption import explain_without_preemption, hold_nominations
     from .relax import record_relaxations, relax_snapshot
@@ -158,6 +168,8 @@ def run_session(
     snapshot, relaxed = relax_snapshot(snapshot, time.time() if now is None else now)
     ssn = Session.open(snapshot, config, seed)
     ssn.record_candidates = record_candidates
+    ssn.now = now if reserve else None
+    ssn.previous_reservations = dict(reservations or {})
     ssn.notes.extend(getattr(config, "warnings", []) or [])
     if nominations:
         hold_nominations(ssn, nominations)
@@ -172,6 +184,7 @@ def run_session(
     result = _close(ssn)
     _close_nominations(ssn, result)
     record_relaxations(relaxed, result)
+    _close_reservations(ssn, result)
     result.decision_seconds = time.perf_counter() - t0
     return result
 
@@ -196,6 +209,25 @@ def _close_nominations(ssn: Session, out: SessionResult) -> None:
                 "reason": "Preempting" if nom.action == "preempt" else "Reclaiming",
                 "message": f"{len(nom.pods)} pods nominated, waiting for {len(waiting)} victim pod(s) to "
                 f"terminate; {nom.reason}",
+            }
+        )
+
+
+def _close_reservations(ssn: Session, out: SessionResult) -> None:
+    """Held domains into the result and onto their PodGroups (condition ``HyperNodeReserved``,
+    its transition time the start of the hold)."""
+    out.reservations = dict(ssn.reservations)
+    for key, res in out.reservations.items():
+        outcome = out.jobs.get(key)
+        if outcome is None:
+            continue
+        outcome.conditions.append(
+            {
+                "type": RESERVED_CONDITION,
+                "status": "True",
+                "reason": RESERVED_REASON,
+                "message": res.message(),
+                "lastTransitionTime": res.since,
             }
         )
 

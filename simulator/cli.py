@@ -31,7 +31,7 @@ from .engine import SimResult, SimulationError
 from .engine import simulate as run_simulation
 from .loader import InputError, Inputs, load_paths
 from .output import result_dict, to_json, to_yaml
-from .topology import Topology, build_topology
+from .topology import Topology, build_topology, mark_reservations
 
 
 class _Command(typer.core.TyperCommand):
@@ -196,6 +196,7 @@ def _simulate(
     seed: int,
     show_progress: bool,
     elapsed: float = 0.0,
+    now: str | None = None,
 ) -> SimResult:
     conf_text = None
     if scheduler_config is not None:
@@ -214,6 +215,7 @@ def _simulate(
                     scheduler_conf_source=str(scheduler_config),
                     progress=progress,
                     elapsed=elapsed,
+                    now=now,
                 )
         return run_simulation(
             inputs,
@@ -222,6 +224,7 @@ def _simulate(
             scheduler_conf=conf_text,
             scheduler_conf_source=str(scheduler_config),
             elapsed=elapsed,
+            now=now,
         )
     except SimulationError as exc:
         _fail(str(exc))
@@ -239,7 +242,9 @@ def final_topology(result: SimResult) -> Topology:
             hns.append(HyperNode.model_validate(o))
         except ValidationError:
             continue  # the engine already warned about it (only live input can hold one)
-    return build_topology(hns, result.of_kind("Node"), result.of_kind("Pod"))
+    topo = build_topology(hns, result.of_kind("Node"), result.of_kind("Pod"))
+    mark_reservations(topo, result.of_kind("PodGroup"))
+    return topo
 
 
 PathsArg = Annotated[
@@ -336,6 +341,16 @@ def simulate(
         Path | None, typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML picture.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every random choice.")] = 0,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            "--now",
+            metavar="TIME",
+            help="The scheduler's clock in cycle 1 (RFC 3339; default: no clock, nothing reserved); jobs wait "
+            "from their PodGroup's "
+            "creationTimestamp, and a head-of-queue gang waiting past its threshold gets a domain held.",
+        ),
+    ] = None,
     cluster_snapshot: Annotated[
         bool, typer.Option("--cluster-snapshot", help="Start from the objects of a live cluster (read-only).")
     ] = False,
@@ -357,6 +372,7 @@ def simulate(
         seed=seed,
         show_progress=show_progress,
         elapsed=_elapsed_seconds(elapsed),
+        now=now,
     )
     from .views import job_views
 
@@ -463,6 +479,7 @@ def tree(
     discovered, notes = discover_for_display(inputs, nodes, hns, seed)
     pods = [o.obj for o in inputs.of_kind("Pod")]
     topo = build_topology(discovered, nodes, pods)
+    mark_reservations(topo, (o.obj for o in inputs.of_kind("PodGroup")))
     from .fragmentation import fragmentation_lines, fragmentation_of
     from .views import job_names
 
@@ -545,6 +562,16 @@ def explain(
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every random choice.")] = 0,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            "--now",
+            metavar="TIME",
+            help="The scheduler's clock in cycle 1 (RFC 3339; default: no clock, nothing reserved); jobs wait "
+            "from their PodGroup's "
+            "creationTimestamp, and a head-of-queue gang waiting past its threshold gets a domain held.",
+        ),
+    ] = None,
     output: Annotated[
         TreeFormat, typer.Option("--output", "-o", metavar="table|json", help="Output format.")
     ] = TreeFormat.table,
@@ -565,6 +592,7 @@ def explain(
         seed=seed,
         show_progress=False,
         elapsed=_elapsed_seconds(elapsed),
+        now=now,
     )
     topo = final_topology(result)
     views = job_views(result, topo)

@@ -218,11 +218,17 @@ class Simulation:
         progress: Progress | None = None,
         verify_state: bool | None = None,
         elapsed: float = 0.0,
+        now: str | None = None,
     ) -> None:
         """``elapsed``: seconds added to the simulated clock the scheduler sees, to preview
         time-bounded topology relaxations as they will stand that much later.
         ``verify_state``: rebuild the scheduler's snapshot from scratch every cycle and fail
-        on a difference (default: the ``HYPERPLACE_VERIFY_STATE=1`` environment variable)."""
+        on a difference (default: the ``HYPERPLACE_VERIFY_STATE=1`` environment variable).
+        ``now``: the time (RFC 3339) the scheduler's clock reads in cycle 1, advancing with the
+        simulated clock (10 minutes a cycle). Jobs wait from their PodGroup's creationTimestamp
+        (inputs without one are stamped from 2025-01-01T00:00:00Z on), and a head-of-queue gang
+        that waited past its threshold gets a domain held. Without it, reservations are off
+        (every multi-cycle run would otherwise reserve after its first cycle)."""
         if verify_state is None:
             verify_state = os.environ.get("HYPERPLACE_VERIFY_STATE") == "1"
         self.inputs = inputs
@@ -240,6 +246,15 @@ class Simulation:
         self.preemptions: list[Any] = []  # Eviction records, in order
         self.preemption_reasons: dict[str, str] = {}  # preemptor job key -> why that domain
         self.nominations: dict[str, Any] = {}  # held for the next session, as the scheduler does
+        self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
+        self._clock_shift: float | None = None  # None: the scheduler runs without a clock
+        if now is not None:
+            from scheduler_plugin.reservation import parse_time
+
+            t = parse_time(now)
+            if t is None:
+                raise SimulationError(f"--now: not an RFC 3339 time: {now!r}")
+            self._clock_shift = t - (SIM_EPOCH.timestamp() + CLOCK_BASE + CLOCK_CYCLE)
         self.rejected: list[Rejection] = []
         self._rejected_seen: set[tuple[str, str, str, str]] = set()
         self.warnings: list[str] = list(inputs.warnings)
@@ -274,8 +289,10 @@ class Simulation:
         return t
 
     def scheduler_clock(self) -> float:
-        """The session's time in epoch seconds: the simulated now plus ``elapsed``."""
-        return SIM_EPOCH.timestamp() + CLOCK_BASE + self.cycle * CLOCK_CYCLE + self.round + self.elapsed
+        """The session's time in epoch seconds: the simulated now, shifted by ``--now`` and
+        ``elapsed``."""
+        shift = (self._clock_shift or 0.0) + self.elapsed
+        return SIM_EPOCH.timestamp() + CLOCK_BASE + self.cycle * CLOCK_CYCLE + self.round + shift
 
     def _freeze_times(self, value: Any) -> Any:
         """Replace wall-clock timestamps another component produced by the simulated now."""
@@ -721,7 +738,10 @@ class Simulation:
             nominations=self.nominations,
             record_candidates=True,
             now=self.scheduler_clock(),
+            reserve=self._clock_shift is not None,
+            reservations=self.reservations,
         )
+        self.reservations = dict(result.reservations)
         self.snapshot, self.session, self.scheduler_ran = snap, result, True
         # Victims are evicted at once (the simulator has no grace period): their room is free in
         # the next cycle, where the preemptor binds on its nominated nodes; a Job's controller
@@ -844,6 +864,7 @@ def simulate(
     scheduler_conf_source: str = "--scheduler-config",
     progress: Progress | None = None,
     elapsed: float = 0.0,
+    now: str | None = None,
 ) -> SimResult:
     """Run a simulation of ``inputs`` (see the module docstring)."""
     sim = Simulation(
@@ -853,6 +874,7 @@ def simulate(
         seed=seed,
         progress=progress,
         elapsed=elapsed,
+        now=now,
     )
     return sim.run(cycles)
 

@@ -127,7 +127,17 @@ def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, 
         "ringCrossings": job_ring_crossings(view),
         **extras,
         **_preemption(view, result),
+        **_reservation(view, result),
     }
+
+
+def _reservation(view: JobView, result: SimResult) -> dict[str, Any]:
+    """``reservation``: the HyperNode held for this gang and since when (only while held)."""
+    held = getattr(result.session, "reservations", None) or {}
+    res = held.get(view.podgroup)
+    if res is None:
+        return {}
+    return {"reservation": {"hyperNode": res.hypernode, "since": res.since, "reason": res.reason}}
 
 
 def _preemption(view: JobView, result: SimResult) -> dict[str, Any]:

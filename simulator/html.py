@@ -235,6 +235,8 @@ class _Tree:
         ]
         for p in v.problems:
             parts.append(f'<div class="problem">✗ {escape(p)}</div>')
+        for h in v.held_for:
+            parts.append(f'<div class="held">held for {escape(h)} (head-of-queue reservation)</div>')
         if name not in self.seen:
             self.seen.add(name)
             kids = topo.ordered_children(name)

@@ -263,6 +263,8 @@ def hn_text(topo: Topology, v: HyperNodeView, resources: list[str]) -> Text:
         t.append(f"\n  ✗ {p}", style="red")
     for n in v.notes:
         t.append(f"\n  ! {n}", style="yellow")
+    for h in v.held_for:
+        t.append(f"\n  ⏸ held for {h} (head-of-queue reservation)", style="magenta")
     return t
 
 
@@ -345,6 +347,7 @@ def topology_dict(topo: Topology) -> dict[str, Any]:
             "children": [] if v.in_cycle else [hn(c) for c in topo.ordered_children(name)],
             "problems": list(v.problems),
             "notes": list(v.notes),
+            "heldFor": list(v.held_for),
         }
 
     return {

@@ -45,6 +45,8 @@ class HyperNodeView:
     # Volcano; a member naming a missing Node or selecting nothing is shown but does not block.
     blocking: list[str] = field(default_factory=list)
     in_cycle: bool = False
+    # Head-of-queue reservations holding this HyperNode: "<ns>/<podgroup> since <time>".
+    held_for: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -107,6 +109,22 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     """``namespace/name`` of a pod."""
     meta = pod.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def mark_reservations(topo: Topology, podgroups: Iterable[Mapping[str, Any]]) -> None:
+    """Mark the HyperNodes that PodGroups' ``HyperNodeReserved`` conditions hold."""
+    from scheduler_plugin.reservation import RESERVED_CONDITION, held_hypernode
+
+    for pg in podgroups:
+        m = pg.get("metadata") or {}
+        for c in (pg.get("status") or {}).get("conditions") or []:
+            if c.get("type") != RESERVED_CONDITION or c.get("status") != "True":
+                continue
+            hn = held_hypernode(str(c.get("message") or ""))
+            v = topo.hypernodes.get(hn or "")
+            if v is not None:
+                who = f"{m.get('namespace') or 'default'}/{m.get('name')}"
+                v.held_for.append(f"{who} since {c.get('lastTransitionTime') or '?'}")
 
 
 def build_topology(

@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{int(sizes.sim_load * 100)} % expected offered load (the demand row shows what the trace "
             "realised in the window: the largest jobs outlast it), sizes/durations from the trace-shaped "
             f"generator (largest job clamped to {int(sizes.sim_max_job_fraction * 100)} % of the GPUs); tick "
-            f"{sizes.sim_tick_s:.0f} s; a job waiting > 4 h reserves the queue head. Tier/span over multi-pod "
+            f"{sizes.sim_tick_s:.0f} s; for the baselines a job waiting > 4 h reserves the queue head (harness "
+            "rule); ours runs the scheduler's own head-of-queue reservation (10 min threshold). Tier/span over multi-pod "
             "jobs; utilisation, demand and stranding time-averaged from 20 % of the arrival window to the "
             "last arrival. `+gpu-binpack`: both bin-pack scores also weigh `nvidia.com/gpu` (Volcano's "
             "default arguments weigh only CPU and memory); the plain columns use the default configuration.",

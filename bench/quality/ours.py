@@ -21,7 +21,7 @@ import numpy as np
 
 from .model import ClusterState, IntArray, JobSpec, Topology
 from .schedulers import Scheduler
-from .wire import NAMESPACE, background_pods, hypernodes, node_dicts, pod_dicts, pod_name, podgroup
+from .wire import EPOCH, NAMESPACE, background_pods, hypernodes, node_dicts, pod_dicts, pod_name, podgroup
 
 
 def contract() -> tuple[Any, Any, Any]:
@@ -101,6 +101,11 @@ class HyperplaceScheduler(Scheduler):
     # changed is what the watch would deliver); False: rebuild the snapshot every call.
     incremental: bool = True
     _state: Any = None
+    # The scheduler's own head-of-queue reservations (scheduler_plugin.reservation): the trace
+    # simulation gives it a clock and the holds are carried between cycles.
+    reserves: bool = True
+    _now: float | None = None
+    _reservations: dict[str, Any] = field(default_factory=dict)
 
     # ---- simulation hooks ------------------------------------------------------------
 
@@ -119,6 +124,9 @@ class HyperplaceScheduler(Scheduler):
 
     def on_finish(self, job: JobSpec) -> None:
         self._running.pop(job.name, None)
+
+    def set_now(self, when: float) -> None:
+        self._now = when
 
     def _pending_objects(self, job: JobSpec) -> tuple[list[dict[str, Any]], Any]:
         """Pending pods and PodGroup of a job, built once while it waits (as an informer
@@ -187,7 +195,14 @@ class HyperplaceScheduler(Scheduler):
                 nodes=nodes, pods=pods, hypernodes=hns, podgroups=groups, queues=[queue], priority_classes=[]
             )
             verify_snapshot(self._state, snap, rebuilt)
-        result = run_session(snap, config=self.config or default_config, seed=self.seed)
+        result = run_session(
+            snap,
+            config=self.config or default_config,
+            seed=self.seed,
+            now=None if self._now is None else EPOCH.timestamp() + self._now,
+            reservations=self._reservations,
+        )
+        self._reservations = dict(result.reservations)
         t2 = time.process_time()
         self.timing = CycleTiming(t1 - t0, t2 - t1)
 

@@ -34,6 +34,9 @@ class Scheduler:
     """Adapter interface every scheduler under test implements."""
 
     name: str = "scheduler"
+    # True when the scheduler keeps its own head-of-queue reservation (ours: the scheduler's
+    # reservation code); the trace simulation then applies no reservation rule of its own.
+    reserves: bool = False
 
     def place(self, state: ClusterState, job: JobSpec) -> IntArray | None:
         """A gang placement of ``job`` on ``state`` (not mutated), or None."""
@@ -46,6 +49,9 @@ class Scheduler:
 
     def on_start(self, state: ClusterState, job: JobSpec, placement: IntArray) -> None:
         """``job`` started on ``placement``."""
+
+    def set_now(self, when: float) -> None:
+        """The simulated time of the next ``place_batch`` (the scheduler's clock)."""
 
     def on_finish(self, job: JobSpec) -> None:
         """``job`` finished and its resources were freed."""

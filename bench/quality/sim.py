@@ -6,8 +6,10 @@ same tick applies to every scheduler, so queueing delays are comparable but quan
 At a tick: finished jobs free their resources, arrived jobs join the queue, and -- if
 anything changed since the last decision -- the scheduler gets one cycle over the queue in
 arrival order (``place_batch``). Jobs that do not fit are skipped (Volcano's allocate
-skips them too); a job that has waited longer than ``reserve_after_s`` blocks everything
-behind it until it starts, so no scheduler can starve the largest jobs indefinitely.
+skips them too); for a scheduler without a reservation of its own, a job that has waited
+longer than ``reserve_after_s`` blocks everything behind it until it starts, so no scheduler
+can starve the largest jobs indefinitely. Ours (``reserves``) gets the simulated clock instead
+and runs its real head-of-queue reservation (``scheduler_plugin.reservation``).
 """
 
 from __future__ import annotations
@@ -117,7 +119,12 @@ def simulate(
             changed = True
         if pending and changed:
             head = pending[0]
-            queue = [head] if t - head.arrival > reserve_after_s else pending
+            if sched.reserves:
+                # The scheduler's own reservation code decides (no harness rule).
+                queue = pending
+                sched.set_now(t)
+            else:
+                queue = [head] if t - head.arrival > reserve_after_s else pending
             c0 = time.process_time()
             decided = sched.place_batch(state, [tj.spec for tj in queue])
             cycle_cpu.append(time.process_time() - c0)

@@ -93,6 +93,12 @@ class Session:
     notes: list[str] = field(default_factory=list)
     # Evictions and nominations of the preempt/reclaim actions (see framework/evictions.py).
     ledger: EvictionLedger = field(default_factory=EvictionLedger)
+    # Head-of-queue reservations (scheduler_plugin/reservation.py): the session's clock (seconds
+    # since the epoch; None: nothing is reserved), the holds carried from the previous session,
+    # and the holds this session keeps (job key -> Reservation).
+    now: float | None = None
+    previous_reservations: dict[str, Any] = field(default_factory=dict)
+    reservations: dict[str, Any] = field(default_factory=dict)
     # Outputs / working data.
     placed: dict[str, int] = field(default_factory=dict)  # task key -> node, tentative included
     bindings: dict[str, int] = field(default_factory=dict)  # committed

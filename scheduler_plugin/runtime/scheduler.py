@@ -88,6 +88,7 @@ from scheduler_plugin.cluster_state import ClusterState, StateDriftError, verify
 from scheduler_plugin.conf import SchedulerConfig
 from scheduler_plugin.fragmentation import FragmentationConfig
 from scheduler_plugin.framework.evictions import Nomination
+from scheduler_plugin.reservation import Reservation, parse_time
 from scheduler_plugin.session import JobOutcome, SessionResult, run_session
 from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
 
@@ -328,6 +329,9 @@ class Scheduler:
         self._throttle = Throttle(self.options.api_qps, self.options.api_burst)
         # preempt/reclaim: evictions sent, nominations held across cycles.
         self.evictor = Evictor(api, self.events, COMPONENT, now=now)
+        # Head-of-queue reservations, carried from one session to the next (a restart starts
+        # from the PodGroups' HyperNodeReserved conditions).
+        self.reservations: dict[str, Reservation] = {}
         self._bind_sem = asyncio.Semaphore(max(1, self.options.bind_concurrency))
         self._binds: set[asyncio.Task[None]] = set()
         self._gang_backoff: ItemExponentialBackoff[str] = ItemExponentialBackoff(*self.options.bind_backoff)
@@ -536,6 +540,7 @@ class Scheduler:
         rebuild: dict[str, Any] | None,
         config: SchedulerConfig,
         nominations: Mapping[str, Nomination] | None = None,
+        reservations: Mapping[str, Reservation] | None = None,
     ) -> tuple[ClusterSnapshot, SessionResult]:
         """In a worker thread: the snapshot from scratch when there is no incremental one
         (or to verify it), then the session."""
@@ -546,7 +551,14 @@ class Scheduler:
             else:
                 verify_snapshot(self.state, snap, rebuilt)
         assert snap is not None
-        result = run_session(snap, config=config, seed=0, nominations=nominations)
+        result = run_session(
+            snap,
+            config=config,
+            seed=0,
+            nominations=nominations,
+            now=parse_time(self._now()),
+            reservations=reservations,
+        )
         self.fragmentation.observe(snap, result.bindings)
         return snap, result
 
@@ -588,7 +600,7 @@ class Scheduler:
                 "priority_classes": pcs,
             }
         decided, result = await asyncio.to_thread(
-            self._decide, snap, rebuild, self.config, self.evictor.held()
+            self._decide, snap, rebuild, self.config, self.evictor.held(), dict(self.reservations)
         )
         self.metrics.session.observe(time.perf_counter() - t0)
         self.cycles += 1
@@ -633,7 +645,17 @@ class Scheduler:
                     self._binds.add(task)
                     task.add_done_callback(self._binds.discard)
         self._queue_reports(result, snap)
+        self._report_reservations(result)
         self.evictor.after_session(result.evictions, result.nominations, self.pods.get, self.podgroups.get)
+
+    def _report_reservations(self, result: SessionResult) -> None:
+        """Keep the holds for the next session; an event on the PodGroup when one starts."""
+        for jkey, res in result.reservations.items():
+            prev = self.reservations.get(jkey)
+            pg = self.podgroups.get(jkey)
+            if pg is not None and (prev is None or prev.hypernode != res.hypernode):
+                self.events.record(pg, "Normal", "HyperNodeReserved", res.message())
+        self.reservations = dict(result.reservations)
 
     # -- binding ----------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hyperplace.runtime.api import Obj, meta
+from scheduler_plugin.reservation import RESERVED_CONDITION
 from scheduler_plugin.session import NETWORK_TOPOLOGY_WARNING, PODS_PENDING, JobOutcome
 
 from .events import truncate
@@ -134,6 +135,8 @@ def podgroup_status_patch(
         dropped.add(PODS_PENDING)  # every pod placed (or the gang itself waits): nothing to say
     if NETWORK_TOPOLOGY_WARNING not in wanted:
         dropped.add(NETWORK_TOPOLOGY_WARNING)  # the tier name resolves now
+    if RESERVED_CONDITION not in wanted:
+        dropped.add(RESERVED_CONDITION)  # the gang started, or its hold was given up
     new_conds: list[dict[str, Any]] = []
     for c in conds:
         t = str(c.get("type"))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from ...explain import Explanation
 from ...job_info import JobInfo, SubJobInfo, TaskInfo
 from ...placement import Group, Placer, UnitResult
+from ...reservation import Holder, settings
 from ..statement import Statement
 from .enqueue import not_enqueued_explanation
 
@@ -308,6 +309,7 @@ def allocate(ssn: Session) -> None:
             continue
         jobs.append(job)
     jobs.sort(key=ssn.job_sort_key())
+    holder = _hold_for_head(ssn, jobs)
     skipped: list[JobInfo] = []
     for job in in_queue_order(ssn, jobs, skipped):
         if ssn.job_ready(job):
@@ -317,7 +319,11 @@ def allocate(ssn: Session) -> None:
             ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
             continue
         _, why = within_queue(ssn, job, groups)
+        holds = holder.before(job)  # a gang holding a domain is tried without its own hold
         res, stmt = place(ssn, placer, job, groups)
+        placed = why is None and res.ok and ssn.job_ready(job)
+        if holds:
+            holder.after(job, placed, [t for g in groups for t in g.tasks])
         if why is not None and res.ok:
             # The cluster has the room but the queue may not take it (gang groups are atomic:
             # the whole minimum or nothing). When the room is missing too, that is the reason given.
@@ -326,7 +332,7 @@ def allocate(ssn: Session) -> None:
             ssn.explanations[job.key] = expl
             _fail_tasks(ssn, groups, expl, why)
             continue
-        if res.ok and ssn.job_ready(job):
+        if placed:
             stmt.commit()
             _record(ssn, job, res)
             ssn.explanations.pop(job.key, None)
@@ -377,8 +383,28 @@ def allocate(ssn: Session) -> None:
             for t in job.pending:
                 if t.key not in ssn.placed:
                     ssn.task_reasons.setdefault(t.key, msg)
+    holder.finish()
     for job in held:
         _explain_held(ssn, placer, job)
+
+
+def _hold_for_head(ssn: Session, jobs: list[JobInfo]) -> Holder:
+    """Reservations for the first pending gangs (queue order, then job order) that waited past
+    their threshold: their domains are held for the rest of the action (reservation.py)."""
+    holder = Holder(ssn, ssn.previous_reservations)
+    if ssn.now is None:
+        return holder
+    qkey = ssn.queue_sort_key() if _queued(ssn) else None
+    # Queue order first (a stable sort keeps job order within a queue).
+    ordered = sorted(jobs, key=lambda j: qkey(j.queue)) if qkey is not None else list(jobs)
+    pending = [j for j in ordered if not ssn.job_ready(j)]
+    gangs: dict[str, list[TaskInfo]] = {}
+    for job in pending[: max(settings(ssn.config)[1], 0)]:
+        groups = gang_groups(ssn, job)
+        if not isinstance(groups, str):
+            gangs[job.key] = [t for g in groups for t in g.tasks]
+    holder.start(pending, gangs)
+    return holder
 
 
 def _explain_held(ssn: Session, placer: Placer, job: JobInfo) -> None:

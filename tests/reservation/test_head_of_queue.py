@@ -1,0 +1,201 @@
+"""Reservation for the head of the queue: a large gang that waited too long gets a domain held."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler_plugin.conf import DEFAULT_CONFIG, load_scheduler_config
+from scheduler_plugin.reservation import RESERVED_CONDITION, Reservation, parse_time
+from scheduler_plugin.session import SessionResult, run_session
+from scheduler_plugin.snapshot import ClusterSnapshot
+from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
+
+T0 = "2026-01-01T00:00:00Z"
+LEAF = {"mode": "hard", "highestTierAllowed": 1}
+
+
+def cluster() -> tuple[list[dict[str, Any]], list[Any]]:
+    """Two leaves of eight 8-GPU nodes; a spine above them."""
+    nodes = [node(f"n{i:02d}", cpu=64, memory="512Gi", gpu=8) for i in range(16)]
+    tree = [
+        hypernode("leaf0", 1, nodes=[f"n{i:02d}" for i in range(8)]),
+        hypernode("leaf1", 1, nodes=[f"n{i:02d}" for i in range(8, 16)]),
+        hypernode("spine", 2, children=["leaf0", "leaf1"]),
+    ]
+    return nodes, tree
+
+
+def running(name: str, node_name: str) -> dict[str, Any]:
+    """An 8-GPU one-pod job already running on ``node_name``."""
+    return pod(f"{name}-t0-0", name, cpu=8, gpu=8, index=0, node_name=node_name)
+
+
+def small(name: str, created: str, gpu: int = 8, cpu: int = 8) -> tuple[dict[str, Any], Any]:
+    return pod(f"{name}-t0-0", name, cpu=cpu, gpu=gpu, index=0, created=created), podgroup(
+        name, 1, created=created
+    )
+
+
+def session(
+    pods: list[dict[str, Any]],
+    pgs: list[Any],
+    at: str | None,
+    previous: dict[str, Reservation] | None = None,
+    config: Any = DEFAULT_CONFIG,
+) -> SessionResult:
+    nodes, tree = cluster()
+    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
+    return run_session(snap, config, now=parse_time(at) if at else None, reservations=previous)
+
+
+def world(stream: int = 5) -> tuple[list[dict[str, Any]], list[Any]]:
+    """A 64-GPU gang (8 pods x 8 GPUs, one leaf) created at T0, three nodes of leaf0 and five of
+    leaf1 busy, and a stream of one-pod 8-GPU jobs that arrived after it."""
+    pods = [running(f"old{i}", f"n{i:02d}") for i in range(3)]
+    pods += [running(f"old{i}", f"n{i + 5:02d}") for i in range(3, 8)]
+    pgs = [podgroup(f"old{i}", 1) for i in range(8)]
+    pods += job_pods("big", 8, cpu=8, gpu=8, created=T0)
+    pgs.append(podgroup("big", 8, topology=LEAF, created=T0))
+    for i in range(stream):
+        p, g = small(f"s{i}", f"2026-01-01T00:0{i + 1}:00Z")
+        pods.append(p)
+        pgs.append(g)
+    return pods, pgs
+
+
+def gpu_jobs_on(result: SessionResult, leaf_nodes: range) -> list[str]:
+    names = {f"n{i:02d}" for i in leaf_nodes}
+    return sorted(k for k, n in result.bindings.items() if n in names and k.startswith("default/s"))
+
+
+def test_before_the_threshold_small_jobs_take_every_free_node() -> None:
+    pods, pgs = world()
+    result = session(pods, pgs, at="2026-01-01T00:09:00Z")
+    assert not result.reservations
+    assert len([k for k in result.bindings if k.startswith("default/s")]) == 5
+    assert "default/big" not in result.reservations
+    assert not any(c["type"] == RESERVED_CONDITION for c in result.jobs["default/big"].conditions)
+
+
+def test_without_a_clock_nothing_is_reserved() -> None:
+    pods, pgs = world()
+    result = session(pods, pgs, at=None)
+    assert not result.reservations
+    assert len([k for k in result.bindings if k.startswith("default/s")]) == 5
+
+
+def test_a_64_gpu_gang_waiting_past_the_threshold_gets_the_leaf_that_drains_soonest() -> None:
+    pods, pgs = world()
+    result = session(pods, pgs, at="2026-01-01T00:11:00Z")
+    # leaf0 lacks 3 nodes, leaf1 lacks 5: leaf0 is held.
+    held = result.reservations["default/big"]
+    assert held.hypernode == "leaf0"
+    assert held.since == "2026-01-01T00:11:00Z"
+    # The stream keeps flowing outside the held leaf, and only there.
+    assert gpu_jobs_on(result, range(0, 8)) == []
+    assert len(gpu_jobs_on(result, range(8, 16))) == 3
+    cond = next(c for c in result.jobs["default/big"].conditions if c["type"] == RESERVED_CONDITION)
+    assert cond["status"] == "True"
+    assert "HyperNode leaf0 is held" in cond["message"] and "since 2026-01-01T00:11:00Z" in cond["message"]
+    assert result.jobs["default/big"].phase == "Pending"
+
+
+def test_a_pod_that_leaves_the_gang_its_room_is_still_placed_in_the_held_leaf() -> None:
+    pods, pgs = world(stream=0)
+    # leaf1 full: the only room for this CPU-only job is next to the gang's share in leaf0.
+    pods += [running(f"fill{i}", f"n{i:02d}") for i in range(8, 16) if i < 13]
+    pgs += [podgroup(f"fill{i}", 1) for i in range(8, 13)]
+    p, g = small("cpu", "2026-01-01T00:05:00Z", gpu=0, cpu=4)
+    result = session([*pods, p], [*pgs, g], at="2026-01-01T00:11:00Z")
+    assert result.reservations["default/big"].hypernode == "leaf0"
+    assert "default/cpu-t0-0" in result.bindings
+
+
+def test_the_hold_survives_cycles_and_the_gang_starts_once_its_leaf_drains() -> None:
+    pods, pgs = world()
+    first = session(pods, pgs, at="2026-01-01T00:11:00Z")
+    since = first.reservations["default/big"].since
+    # Next cycle: more small jobs arrived; the hold stays, with its start time.
+    p, g = small("s9", "2026-01-01T00:12:00Z")
+    second = session([*pods, p], [*pgs, g], at="2026-01-01T00:13:00Z", previous=first.reservations)
+    assert second.reservations["default/big"].hypernode == "leaf0"
+    assert second.reservations["default/big"].since == since
+    assert gpu_jobs_on(second, range(0, 8)) == []
+    # The three jobs running in leaf0 finish: the gang starts there and the hold ends.
+    drained = [x for x in pods if x["spec"].get("nodeName") not in ("n00", "n01", "n02")]
+    third = session(drained, pgs, at="2026-01-01T00:20:00Z", previous=second.reservations)
+    big = {k: n for k, n in third.bindings.items() if k.startswith("default/big")}
+    assert len(big) == 8 and set(big.values()) == {f"n{i:02d}" for i in range(8)}
+    assert not third.reservations
+    assert not any(c["type"] == RESERVED_CONDITION for c in third.jobs["default/big"].conditions)
+
+
+def test_a_deleted_gang_holds_nothing() -> None:
+    pods, pgs = world()
+    first = session(pods, pgs, at="2026-01-01T00:11:00Z")
+    gone_pods = [x for x in pods if not x["metadata"]["name"].startswith("big-")]
+    gone_pgs = [g for g in pgs if g.metadata.name != "big"]
+    after = session(gone_pods, gone_pgs, at="2026-01-01T00:12:00Z", previous=first.reservations)
+    assert not after.reservations
+    assert len(gpu_jobs_on(after, range(0, 8))) == 2  # leaf0's free nodes are open again
+
+
+def test_the_threshold_is_configurable_globally_and_per_queue() -> None:
+    pods, pgs = world()
+    conf = load_scheduler_config(
+        """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: network-topology-aware}]
+configurations:
+- name: allocate
+  arguments: {reservationWait: 30m}
+"""
+    )
+    assert not session(pods, pgs, at="2026-01-01T00:11:00Z", config=conf).reservations
+    assert session(pods, pgs, at="2026-01-01T00:31:00Z", config=conf).reservations
+
+
+def test_a_queue_annotation_overrides_the_threshold_or_turns_it_off() -> None:
+    from hyperplace.api import Queue
+
+    pods, pgs = world()
+    nodes, tree = cluster()
+
+    def with_queue(wait: str) -> SessionResult:
+        q = Queue.model_validate(
+            {
+                "metadata": {"name": "default", "annotations": {"hyperplace.io/reservation-wait": wait}},
+                "spec": {},
+            }
+        )
+        snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs, queues=[q])
+        return run_session(snap, now=parse_time("2026-01-01T00:11:00Z"))
+
+    assert not with_queue("off").reservations
+    assert not with_queue("1h").reservations
+    assert with_queue("2m").reservations["default/big"].hypernode == "leaf0"
+
+
+def test_a_restarted_scheduler_keeps_the_hold_its_podgroup_condition_names() -> None:
+    from hyperplace.api import PodGroup
+
+    pods, pgs = world()
+    # Before the restart leaf1 was held (since 00:11); nothing is carried in memory.
+    big = next(g for g in pgs if g.metadata.name == "big").to_dict()
+    big["status"] = {
+        "conditions": [
+            {
+                "type": RESERVED_CONDITION,
+                "status": "True",
+                "lastTransitionTime": "2026-01-01T00:11:00Z",
+                "message": Reservation("default/big", "leaf1", "2026-01-01T00:11:00Z").message(),
+            }
+        ]
+    }
+    pgs = [PodGroup.model_validate(big) if g.metadata.name == "big" else g for g in pgs]
+    result = session(pods, pgs, at="2026-01-01T00:15:00Z")
+    held = result.reservations["default/big"]
+    assert (held.hypernode, held.since) == ("leaf1", "2026-01-01T00:11:00Z")
+    assert gpu_jobs_on(result, range(8, 16)) == []
