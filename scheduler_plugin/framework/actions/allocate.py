@@ -383,6 +383,8 @@ def allocate(ssn: Session) -> None:
             for t in job.pending:
                 if t.key not in ssn.placed:
                     ssn.task_reasons.setdefault(t.key, msg)
+    if held:
+        held = _second_chance(ssn, placer, held)
     holder.finish()
     for job in held:
         _explain_held(ssn, placer, job)
@@ -405,6 +407,55 @@ def _hold_for_head(ssn: Session, jobs: list[JobInfo]) -> Holder:
             gangs[job.key] = [t for g in groups for t in g.tasks]
     holder.start(pending, gangs)
     return holder
+
+
+def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo]) -> list[JobInfo]:
+    """Jobs enqueue admitted this cycle that allocate could not place (a hard-topology gang no
+    domain can take now) give their reservations back, and the jobs enqueue held are asked
+    again and, when admitted now, placed. Volcano keeps such reservations, so one unplaceable
+    admitted gang holds its whole queue back while smaller jobs that would fit wait. Returns
+    the jobs still held."""
+    stuck = [ssn.snap.jobs[k] for k in sorted(ssn.enqueued) if not ssn.job_ready(ssn.snap.jobs[k])]
+    if not stuck:
+        return held
+    for job in stuck:
+        for plugin in ssn.plugins.values():
+            release = getattr(plugin, "job_released", None)
+            if release is not None:
+                release(job)
+    still: list[JobInfo] = []
+    for job in sorted(held, key=ssn.job_sort_key()):
+        ssn.enqueue_reasons.pop(job.key, None)
+        if not ssn.job_enqueueable(job):
+            still.append(job)
+            why = ssn.enqueue_reasons.get(job.key)
+            if why:
+                ssn.explanations[job.key] = not_enqueued_explanation(ssn, job)
+            continue
+        ssn.job_enqueued(job)
+        if ssn.overused(job.queue) if _queued(ssn) else False:
+            ssn.explanations[job.key] = _overused_explanation(ssn, job)
+            continue
+        groups = gang_groups(ssn, job)
+        if isinstance(groups, str):
+            ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
+            continue
+        _, why = within_queue(ssn, job, groups)
+        res, stmt = place(ssn, placer, job, groups)
+        if why is None and res.ok and ssn.job_ready(job):
+            stmt.commit()
+            _record(ssn, job, res)
+            ssn.explanations.pop(job.key, None)
+            continue
+        stmt.discard()
+        expl = (
+            Explanation(summary=why, reason=QUEUE_OVERUSED)
+            if why is not None and res.ok
+            else (res.explanation or Explanation(summary="gang minimum not reached"))
+        )
+        ssn.explanations[job.key] = expl
+        _fail_tasks(ssn, groups, expl, expl.summary)
+    return still
 
 
 def _explain_held(ssn: Session, placer: Placer, job: JobInfo) -> None:

@@ -6,6 +6,11 @@ and each queue's Pending jobs in job order. Jobs of a queue that is not Open sta
 otherwise the plugins vote (:meth:`Session.job_enqueueable`). An admitted job's phase becomes
 Inqueue in the session (the runtime then writes it to the PodGroup) and the plugins reserve its
 minResources; a refused job stays Pending with the first refusing plugin's reason.
+
+Reservations live for the session: allocate gives back those of admitted jobs it could not
+place and asks the held jobs again (``allocate._second_chance``), and an Inqueue job does not
+reserve at the next session's open (Volcano keeps both, so one admitted gang no domain can take
+blocks its queue's admission while smaller jobs that fit wait).
 """
 
 from __future__ import annotations

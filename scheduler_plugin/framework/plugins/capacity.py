@@ -319,6 +319,14 @@ class Capacity:
         for a in self._chain(job.queue):
             a.inqueue.add(mr)
 
+    def job_released(self, job: JobInfo) -> None:
+        """An admitted job allocate could not place gives its reservation back (see allocate)."""
+        mr = job_sums(self.ssn.snap, job).min_resources
+        if mr is None:
+            return
+        for a in self._chain(job.queue):
+            a.inqueue.sub(mr)
+
     def preemptive(self, queue: str, task: TaskInfo) -> bool:
         """Within real capability, and below deserved on some dimension the task asks for."""
         if queue_state(self.ssn.snap.queues.get(queue)) != OPEN:

@@ -34,15 +34,10 @@ class Overcommit:
         self.idle = total_resource(snap).multi(factor).sub(used_resource(snap))
         self.inqueue = Res()
         for job in snap.jobs.values():
+            # Running jobs' unallocated minimum (Inqueue jobs reserve within their session
+            # only: see queue_accounting.job_inqueue).
             inq = job_inqueue(ssn, job)
-            if inq is None:
-                continue
-            if ssn.job_phase(job) == "Inqueue":
-                # Volcano reserves the whole minResources of an Inqueue job here.
-                mr = job_sums(snap, job).min_resources
-                if mr is not None:
-                    self.inqueue.add(mr)
-            else:
+            if inq is not None:
                 self.inqueue.add(inq)
 
     def job_enqueueable(self, job: JobInfo) -> int:
@@ -66,6 +61,12 @@ class Overcommit:
         mr = job_sums(self.ssn.snap, job).min_resources
         if mr is not None:
             self.inqueue.add(mr)
+
+    def job_released(self, job: JobInfo) -> None:
+        """An admitted job allocate could not place gives its reservation back (see allocate)."""
+        mr = job_sums(self.ssn.snap, job).min_resources
+        if mr is not None:
+            self.inqueue.sub(mr)
 
 
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> Overcommit:

@@ -134,6 +134,13 @@ class Proportion:
         if a is not None and mr is not None:
             a.inqueue.add(mr)
 
+    def job_released(self, job: JobInfo) -> None:
+        """An admitted job allocate could not place gives its reservation back (see allocate)."""
+        a = self.attrs.get(job.queue)
+        mr = job_sums(self.ssn.snap, job).min_resources
+        if a is not None and mr is not None:
+            a.inqueue.sub(mr)
+
     # -- reclaim
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
         """Tasks of queues above their deserved share, in the order given, while the queue

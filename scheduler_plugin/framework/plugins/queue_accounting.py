@@ -180,13 +180,18 @@ def inqueue_resource(job: JobInfo, min_res: Res, allocated: Res) -> Res:
 
 
 def job_inqueue(ssn: Session, job: JobInfo) -> Res | None:
-    """What an admitted job reserves in its queue and the cluster: the unallocated part of
-    minResources of an Inqueue job, or of a Running one that has reached minMember."""
+    """What an admitted job keeps reserved at session open: the unallocated part of
+    minResources of a Running job that has reached minMember (Volcano's rule).
+
+    Volcano also reserves the minResources of every Inqueue job still unplaced; an Inqueue gang
+    that its topology keeps from running (a hard tier-1 gang no rack can take now) then blocks
+    admission for its whole queue, and jobs that would fit wait behind it for ever. Here such a
+    job stays Inqueue and keeps its place in job order, but what each session admits is
+    reserved within that session only (the ``job_enqueued`` callbacks), not carried over."""
     sums = job_sums(ssn.snap, job)
     if sums.min_resources is None:
         return None
-    phase = ssn.job_phase(job)
-    if phase == "Inqueue" or (phase == "Running" and sums.n_allocated >= job.min_member):
+    if ssn.job_phase(job) == "Running" and sums.n_allocated >= job.min_member:
         return inqueue_resource(job, sums.min_resources, sums.allocated)
     return None
 
