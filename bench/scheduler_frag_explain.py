@@ -32,10 +32,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scheduler_cycle import World, cold, make_cluster, make_pg, make_pod, timed
-
+from bench.scheduler_cycle import World, cold, make_cluster, make_pg, make_pod, timed
 from scheduler_plugin.fragmentation import snapshot_fragmentation
 from scheduler_plugin.session import run_session
 from scheduler_plugin.snapshot import ClusterSnapshot
