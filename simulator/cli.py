@@ -308,6 +308,17 @@ ElapsedOpt = Annotated[
     ),
 ]
 
+NowOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--now",
+        metavar="TIME",
+        help="The scheduler's clock in cycle 1 (RFC 3339; default: no clock, nothing reserved); jobs wait "
+        "from their PodGroup's creationTimestamp, and a head-of-queue gang waiting past its threshold "
+        "gets a domain held.",
+    ),
+]
+
 
 def _fragmentation_config(shapes: str, resource: str) -> Any:
     from scheduler_plugin.fragmentation import FragmentationConfig, ShapeSpecError
@@ -341,16 +352,7 @@ def simulate(
         Path | None, typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML picture.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every random choice.")] = 0,
-    now: Annotated[
-        str | None,
-        typer.Option(
-            "--now",
-            metavar="TIME",
-            help="The scheduler's clock in cycle 1 (RFC 3339; default: no clock, nothing reserved); jobs wait "
-            "from their PodGroup's "
-            "creationTimestamp, and a head-of-queue gang waiting past its threshold gets a domain held.",
-        ),
-    ] = None,
+    now: NowOpt = None,
     cluster_snapshot: Annotated[
         bool, typer.Option("--cluster-snapshot", help="Start from the objects of a live cluster (read-only).")
     ] = False,
@@ -562,16 +564,7 @@ def explain(
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every random choice.")] = 0,
-    now: Annotated[
-        str | None,
-        typer.Option(
-            "--now",
-            metavar="TIME",
-            help="The scheduler's clock in cycle 1 (RFC 3339; default: no clock, nothing reserved); jobs wait "
-            "from their PodGroup's "
-            "creationTimestamp, and a head-of-queue gang waiting past its threshold gets a domain held.",
-        ),
-    ] = None,
+    now: NowOpt = None,
     output: Annotated[
         TreeFormat, typer.Option("--output", "-o", metavar="table|json", help="Output format.")
     ] = TreeFormat.table,
