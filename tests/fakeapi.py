@@ -121,6 +121,10 @@ class FakeApi:
         self._uids = itertools.count(1)
         # Plurals whose CRD declares no status subresource (Volcano's PodGroup CRD).
         self.no_status_subresource: set[str] = set()
+        # The server's clock, for creationTimestamp (as the apiserver stamps it). A fixed time by
+        # default so tests are reproducible; a harness with its own clock sets this, and must
+        # give the scheduler the same clock (its waits are measured from creationTimestamp).
+        self.clock: Callable[[], str] = lambda: "2026-01-01T00:00:00Z"
         self.evicted: list[Obj] = []  # pods evicted through pods/eviction, as they were then
 
     # -- test controls ------------------------------------------------------------------------
@@ -209,7 +213,7 @@ class FakeApi:
         obj.setdefault("apiVersion", res.api_version)
         obj.setdefault("kind", res.kind)
         m["uid"] = f"uid-{next(self._uids)}"
-        m["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        m["creationTimestamp"] = self.clock()
         if res.custom:
             m["generation"] = 1
         self._bump(obj)

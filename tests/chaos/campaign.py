@@ -51,6 +51,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.manager import ControllerManager, ManagerConfig
@@ -67,6 +68,7 @@ from hyperplace.runtime.api import (
     Obj,
     meta,
 )
+from scheduler_plugin.runtime.events import rfc3339
 from scheduler_plugin.runtime.scheduler import Scheduler, SchedulerOptions
 from tests.fakeapi import Access, Connection, FakeApi, Severed
 
@@ -125,6 +127,10 @@ class Outcome:
         return not self.violations
 
 
+# Virtual time 0 as a wall time (the fake API's default clock).
+CLOCK_ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
+
+
 class ChaosServer(FakeApi):
     """The fake API server, keeping a log of every binding that took effect."""
 
@@ -172,6 +178,7 @@ class World:
         self.hook_rng = random.Random(seed * 1_000_003 + 7)  # per-call decisions inside windows
         self.server = ChaosServer()
         self.loop = asyncio.get_running_loop()
+        self.server.clock = self.wall
         self.racks: dict[str, list[str]] = {}
         self.jobs: dict[str, _Job] = {}
         self.procs: dict[str, _Process | None] = {"scheduler": None, "controller": None}
@@ -194,6 +201,11 @@ class World:
     @property
     def now(self) -> float:
         return self.loop.time()
+
+    def wall(self) -> str:
+        """The virtual clock as a wall time: the fake API stamps objects with it and the
+        scheduler reads it, so waits (reservations, relaxations) run on virtual time."""
+        return rfc3339(CLOCK_ORIGIN + timedelta(seconds=self.loop.time()))
 
     # -- the cluster -------------------------------------------------------------------------
 
@@ -346,6 +358,7 @@ class World:
                     api_qps=0,  # the client-side limiter reads the wall clock
                     identity=f"chaos-{self.events['scheduler-start']}",
                 ),
+                now=self.wall,
             )
             proc.task = asyncio.create_task(sched.run())
             self.scheduler = sched
