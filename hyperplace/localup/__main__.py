@@ -478,6 +478,10 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
             sa["hyperplace-controller"],
             health_port=ports["controller-health"],
             metrics_port=ports["controller-metrics"],
+            # A Job's pods one at a time, in index order, as the simulator creates them: with
+            # parallel creates (the Deployment's default) a gang starts with whichever of its pods
+            # exist first, as in Volcano, and the live placement can differ from the preview.
+            extra=["--pod-concurrency=1"],
         ),
         sa["hyperplace-controller"],
     )
