@@ -82,7 +82,7 @@ def start(kubectl: Kubectl, p: dict[str, Any]) -> None:
 def test_a_high_priority_gang_preempts_the_rack_where_fewest_gangs_break(
     cluster: Cluster, kubectl: Kubectl, namespace: str, tmp_path: Path
 ) -> None:
-    tag = uuid.uuid4().hex[:6]
+    tag = f"p{uuid.uuid4().hex[:6]}"  # a letter first: an all-digit label value would be read as a number
     scheduler_name, lease = f"preempt-{tag}", f"preempt-{tag}"
     low, high = f"low-{tag}", f"high-{tag}"
     racks = {f"{tag}-rack{r}": [f"{tag}-n{r}{i}" for i in range(2)] for r in range(2)}
