@@ -308,6 +308,16 @@ ElapsedOpt = Annotated[
     ),
 ]
 
+SchedulerConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--scheduler-config", metavar="FILE", help="volcano-scheduler.conf (or its ConfigMap)."),
+]
+CyclesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--cycles", min=1, metavar="N", help="Run N cycles (default: until nothing changes, at most 10)."
+    ),
+]
 NowOpt = Annotated[
     str | None,
     typer.Option(
@@ -335,16 +345,8 @@ def _fragmentation_config(shapes: str, resource: str) -> Any:
 )
 def simulate(
     paths: PathsArg = None,
-    scheduler_config: Annotated[
-        Path | None,
-        typer.Option("--scheduler-config", metavar="FILE", help="volcano-scheduler.conf (or its ConfigMap)."),
-    ] = None,
-    cycles: Annotated[
-        int | None,
-        typer.Option(
-            "--cycles", min=1, metavar="N", help="Run N cycles (default: until nothing changes, at most 10)."
-        ),
-    ] = None,
+    scheduler_config: SchedulerConfigOpt = None,
+    cycles: CyclesOpt = None,
     output: Annotated[
         OutputFormat, typer.Option("--output", "-o", metavar="table|json|yaml", help="Output format.")
     ] = OutputFormat.table,
@@ -553,16 +555,8 @@ def explain(
         ),
     ],
     paths: PathsArg = None,
-    scheduler_config: Annotated[
-        Path | None,
-        typer.Option("--scheduler-config", metavar="FILE", help="volcano-scheduler.conf (or its ConfigMap)."),
-    ] = None,
-    cycles: Annotated[
-        int | None,
-        typer.Option(
-            "--cycles", min=1, metavar="N", help="Run N cycles (default: until nothing changes, at most 10)."
-        ),
-    ] = None,
+    scheduler_config: SchedulerConfigOpt = None,
+    cycles: CyclesOpt = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every random choice.")] = 0,
     now: NowOpt = None,
     output: Annotated[
