@@ -387,3 +387,37 @@ def test_an_admitted_gang_no_rack_can_take_does_not_hold_back_a_job_that_fits() 
     assert len([k for k in result.bindings if k.startswith("default/small")]) == 2
     assert result.jobs["default/wide"].pg_phase == "Inqueue"
     assert result.jobs["default/small"].pg_phase == "Running"
+
+
+def _half_bound_gang(phase: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], PodGroup]:
+    """A 4 x 2-cpu gang whose first two pods run on n0 and whose last two lost their binds
+    (a 409 from the API server, or a scheduler crash between binds): 4 of 8 cpu are free."""
+    nodes = [node("n0", cpu=4), node("n1", cpu=4)]
+    pods = [pod(f"g-t0-{i}", "g", cpu=2, index=i, node_name="n0" if i < 2 else None) for i in range(4)]
+    pg = PodGroup.model_validate({**group("g", 4, "default", cpu=8).to_dict(), "status": {"phase": phase}})
+    return nodes, pods, pg
+
+
+def test_a_half_bound_gang_sent_back_to_pending_is_admitted_for_the_rest_only() -> None:
+    # Its two running pods are in the queue's allocated and the cluster's used already: asking
+    # for the whole 8-cpu minimum again on top of them (Volcano's count) would never fit, and
+    # the half gang would hold its 4 cpu for nothing.
+    for phase in ("Running", "Pending"):
+        nodes, pods, pg = _half_bound_gang(phase)
+        for conf in (PROPORTION, overcommit_conf(1.0), capacity_conf(False)):
+            result, _ = schedule(nodes, pods, podgroups=[pg], queues=[queue("default")], config=conf)
+            assert result.bindings == {"default/g-t0-2": "n1", "default/g-t0-3": "n1"}, (phase, conf)
+            assert result.jobs["default/g"].pg_phase == "Running"
+
+
+def test_a_half_bound_gang_still_waits_when_the_rest_does_not_fit_the_queue() -> None:
+    # Counting only the rest does not open the queue's capability: 4 cpu held + 4 asked > 6.
+    nodes, pods, pg = _half_bound_gang("Pending")
+    result, _ = schedule(
+        nodes, pods, podgroups=[pg], queues=[queue("default", capability={"cpu": "6"})], config=PROPORTION
+    )
+    assert result.bindings == {}
+    g = result.jobs["default/g"]
+    assert g.explanation is not None and "queue resource quota insufficient: insufficient cpu" in (
+        g.explanation.summary
+    )

@@ -11,6 +11,11 @@ Reservations live for the session: allocate gives back those of admitted jobs it
 place and asks the held jobs again (``allocate._second_chance``), and an Inqueue job does not
 reserve at the next session's open (Volcano keeps both, so one admitted gang no domain can take
 blocks its queue's admission while smaller jobs that fit wait).
+
+A job that already holds pods (a gang sent back to Pending by a failed bind or a crash between
+its binds) is asked only for the part of its minResources its pods do not hold
+(:attr:`~..plugins.queue_accounting.JobSums.admission`); Volcano asks for all of it on top of
+them, and a half-bound gang in a full queue then holds its pods for nothing.
 """
 
 from __future__ import annotations

@@ -296,7 +296,7 @@ class Capacity:
         if problem:
             ssn.enqueue_reasons.setdefault(job.key, problem)
             return REJECT
-        mr = job_sums(ssn.snap, job).min_resources
+        mr = job_sums(ssn.snap, job).admission
         if mr is None or job.queue not in self.attrs:
             return PERMIT
         for a in self._chain(job.queue):
@@ -313,7 +313,7 @@ class Capacity:
 
     def job_enqueued(self, job: JobInfo) -> None:
         """An admitted job's minResources are reserved in its queue and the ancestors."""
-        mr = job_sums(self.ssn.snap, job).min_resources
+        mr = job_sums(self.ssn.snap, job).admission
         if mr is None:
             return
         for a in self._chain(job.queue):
@@ -321,7 +321,7 @@ class Capacity:
 
     def job_released(self, job: JobInfo) -> None:
         """An admitted job allocate could not place gives its reservation back (see allocate)."""
-        mr = job_sums(self.ssn.snap, job).min_resources
+        mr = job_sums(self.ssn.snap, job).admission
         if mr is None:
             return
         for a in self._chain(job.queue):

@@ -42,7 +42,7 @@ class Overcommit:
 
     def job_enqueueable(self, job: JobInfo) -> int:
         """PERMIT while minResources fit the overcommitted idle resource, else REJECT."""
-        mr = job_sums(self.ssn.snap, job).min_resources
+        mr = job_sums(self.ssn.snap, job).admission
         if mr is None:
             return PERMIT
         want = self.inqueue.clone().add(mr)
@@ -58,13 +58,13 @@ class Overcommit:
 
     def job_enqueued(self, job: JobInfo) -> None:
         """An admitted job's minResources are reserved."""
-        mr = job_sums(self.ssn.snap, job).min_resources
+        mr = job_sums(self.ssn.snap, job).admission
         if mr is not None:
             self.inqueue.add(mr)
 
     def job_released(self, job: JobInfo) -> None:
         """An admitted job allocate could not place gives its reservation back (see allocate)."""
-        mr = job_sums(self.ssn.snap, job).min_resources
+        mr = job_sums(self.ssn.snap, job).admission
         if mr is not None:
             self.inqueue.sub(mr)
 

@@ -121,7 +121,7 @@ class Proportion:
             return REJECT
         if a is None:
             return PERMIT
-        ok, why = share_enqueueable(a, job_sums(self.ssn.snap, job).min_resources)
+        ok, why = share_enqueueable(a, job_sums(self.ssn.snap, job).admission)
         if ok:
             return PERMIT
         self.ssn.enqueue_reasons.setdefault(job.key, f"{why} (proportion: queue {job.queue})")
@@ -130,14 +130,14 @@ class Proportion:
     def job_enqueued(self, job: JobInfo) -> None:
         """An admitted job's minResources count as reserved in its queue."""
         a = self.attrs.get(job.queue)
-        mr = job_sums(self.ssn.snap, job).min_resources
+        mr = job_sums(self.ssn.snap, job).admission
         if a is not None and mr is not None:
             a.inqueue.add(mr)
 
     def job_released(self, job: JobInfo) -> None:
         """An admitted job allocate could not place gives its reservation back (see allocate)."""
         a = self.attrs.get(job.queue)
-        mr = job_sums(self.ssn.snap, job).min_resources
+        mr = job_sums(self.ssn.snap, job).admission
         if a is not None and mr is not None:
             a.inqueue.sub(mr)
 

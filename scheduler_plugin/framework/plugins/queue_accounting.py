@@ -135,6 +135,13 @@ class JobSums:
     n_allocated: int
     min_resources: Res | None  # the PodGroup's minResources, None when unset
     elastic: Res  # allocated beyond minResources (Volcano's GetElasticResources)
+    # What admitting the job to Inqueue asks of its queue and of the cluster: minResources
+    # less what the job's own pods already hold (None when minResources is unset). A gang
+    # sent back to Pending after losing pods (a failed bind, an eviction, a crash between
+    # binds) keeps its running pods; they are in the queue's allocated and the cluster's
+    # used already. Volcano asks for the whole minimum again on top of them, so a half-bound
+    # gang in a full queue is never admitted and holds its pods for nothing.
+    admission: Res | None = None
 
 
 def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
@@ -156,7 +163,8 @@ def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
     mr = job.podgroup.spec.min_resources
     min_res = Res.from_list(mr) if mr is not None else None
     elastic = exceeded_part(allocated.clone(), min_res if min_res is not None else Res())
-    out = JobSums(allocated, request, n_alloc, min_res, elastic)
+    admission = min_res if min_res is None or not n_alloc else exceeded_part(min_res, allocated)
+    out = JobSums(allocated, request, n_alloc, min_res, elastic, admission)
     job.cache["queue_sums"] = (key, out)
     return out
 
