@@ -79,11 +79,10 @@ IMPLEMENTED_PLUGINS = frozenset(
         "overcommit",
         "capacity",
         "conformance",
+        "sla",
     }
 )
-NOOP_PLUGINS: Mapping[str, str] = {
-    "sla": "job waiting-time SLAs; not modelled",
-}
+NOOP_PLUGINS: Mapping[str, str] = {}
 KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())
 
 # Volcano plugin names that exist upstream but are not in KNOWN_PLUGINS, for a clearer

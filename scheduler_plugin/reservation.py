@@ -179,6 +179,16 @@ class Holder:
                     self.ssn.notes.append(str(exc))
         return default
 
+    def _threshold(self, job: JobInfo, default: float | None) -> float | None:
+        """How long ``job`` waits before a domain is held: the reservation's threshold, or
+        its SLA (the ``sla`` plugin) when that is shorter (Volcano pipelines an overdue job)."""
+        wait = self._wait_for(job, default)
+        sla = self.ssn.plugins.get("sla")
+        own = sla.waiting_time(job) if sla is not None else None
+        if own is None:
+            return wait
+        return own if wait is None else min(wait, own)
+
     def start(self, ordered: Sequence[JobInfo], gang_tasks: dict[str, list[TaskInfo]]) -> None:
         """Hold a domain for each of the first pending gangs (at most ``maxReservations``) that
         waited past their threshold. ``ordered``: candidate jobs, highest priority first;
@@ -193,7 +203,7 @@ class Holder:
             return
         for job in ordered[:most]:
             tasks = gang_tasks.get(job.key)
-            wait = self._wait_for(job, default)
+            wait = self._threshold(job, default)
             created = parse_time(job.creation)
             if not tasks or wait is None or created is None or now - created <= wait:
                 continue

@@ -344,11 +344,11 @@ def test_scheduler_notes_are_in_the_json_and_yaml(run_cli, write):
     write("c/job.yaml", job_yaml("j", 1))
     write(
         "c/scheduler.conf",
-        'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: sla\n  - name: gnag\n',
+        'actions: "enqueue, allocate, shuffle"\ntiers:\n- plugins:\n  - name: gang\n  - name: gnag\n',
     )
     out = simulate_json(run_cli, d)
     assert tuple(out)[-1] == "notes"
-    assert any("plugin sla accepted without effect" in n for n in out["notes"])
+    assert any("action 'shuffle' not run" in n for n in out["notes"])
     assert any("plugin 'gnag' is unknown" in n for n in out["notes"])
     table = run_cli("simulate", d).stdout
     assert [

@@ -22,6 +22,7 @@ from . import (
     predicates,
     priority,
     proportion,
+    sla,
 )
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ REGISTRY: dict[str, Builder] = {
     "overcommit": overcommit.register,
     "capacity": capacity.register,
     "conformance": conformance.register,
+    "sla": sla.register,
 }
 
 
