@@ -37,15 +37,15 @@ from ...job_info import JobInfo, TaskInfo
 from ...queue_share import Missing, Res, exceeded_part, res_max, share
 from ..session import PERMIT, REJECT
 from .gang import _enabled
-from .proportion import _add_enqueueable
 from .queue_accounting import (
     OPEN,
+    QueueLedger,
     fmt_res,
     job_inqueue,
     job_sums,
     queue_priority,
     queue_state,
-    sums_by,
+    register_ledger,
     task_res,
     tasks_res,
     total_resource,
@@ -97,7 +97,7 @@ def _dims(r: Res) -> set[str]:
     return {n for n in r.names() if n != "pods"}
 
 
-class Capacity:
+class Capacity(QueueLedger):
     """The capacity plugin's per-queue state for one session."""
 
     def __init__(self, ssn: Session, hierarchy: bool) -> None:
@@ -238,7 +238,7 @@ class Capacity:
             self._check(c)
 
     # ------------------------------------------------------------------ helpers
-    def _chain(self, queue: str) -> list[CapacityAttr]:
+    def chain(self, queue: str) -> list[CapacityAttr]:
         """The queue, then its ancestors from the nearest (Volcano checks leaf to root)."""
         a = self.attrs.get(queue)
         if a is None:
@@ -268,7 +268,7 @@ class Capacity:
         problem = self._leaf_problem(queue)
         if problem:
             return False, problem
-        for a in self._chain(queue):
+        for a in self.chain(queue):
             ok, short = a.allocated.clone().add(req).less_equal_on(a.real_capability, req)
             if not ok:
                 return False, (
@@ -299,7 +299,7 @@ class Capacity:
         mr = job_sums(ssn.snap, job).admission
         if mr is None or job.queue not in self.attrs:
             return PERMIT
-        for a in self._chain(job.queue):
+        for a in self.chain(job.queue):
             want = mr.clone().add(a.allocated).add(a.inqueue).sub(a.elastic)
             ok, short = want.less_equal_on(a.real_capability, mr)
             if not ok:
@@ -310,22 +310,6 @@ class Capacity:
                 )
                 return REJECT
         return PERMIT
-
-    def job_enqueued(self, job: JobInfo) -> None:
-        """An admitted job's minResources are reserved in its queue and the ancestors."""
-        mr = job_sums(self.ssn.snap, job).admission
-        if mr is None:
-            return
-        for a in self._chain(job.queue):
-            a.inqueue.add(mr)
-
-    def job_released(self, job: JobInfo) -> None:
-        """An admitted job allocate could not place gives its reservation back (see allocate)."""
-        mr = job_sums(self.ssn.snap, job).admission
-        if mr is None:
-            return
-        for a in self._chain(job.queue):
-            a.inqueue.sub(mr)
 
     def preemptive(self, queue: str, task: TaskInfo) -> bool:
         """Within real capability, and below deserved on some dimension the task asks for."""
@@ -371,26 +355,6 @@ class Capacity:
             out.append(t)
         return out
 
-    # ------------------------------------------------------------------ events
-    def _move(self, tasks: list[TaskInfo], sign: int) -> None:
-        jobs = self.ssn.snap.jobs
-        for queue, r in sums_by(self.ssn.snap, tasks, lambda t: jobs[t.job].queue).items():
-            for i, a in enumerate(self._chain(queue)):
-                if sign > 0:
-                    a.allocated.add(r)
-                else:
-                    a.allocated.sub(r)
-                if i == 0:
-                    a.update_share()
-
-    def on_allocate(self, tasks: list[TaskInfo]) -> None:
-        """The queue (and its ancestors) hold more."""
-        self._move(tasks, +1)
-
-    def on_deallocate(self, tasks: list[TaskInfo]) -> None:
-        """The queue (and its ancestors) hold less."""
-        self._move(tasks, -1)
-
 
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> Capacity:
     """Build the queue attributes and register capacity's callbacks."""
@@ -400,15 +364,11 @@ def register(ssn: Session, args: dict[str, Any], opt: Any) -> Capacity:
         ssn.queue_order_fns.append(c.queue_order)
     if _enabled(opt, "enabledAllocatable"):
         ssn.allocatable_fns.append(c.allocatable)
-    if _enabled(opt, "enableJobEnqueued"):
-        _add_enqueueable(ssn, opt, c.job_enqueueable)
-        ssn.job_enqueued_fns.append(c.job_enqueued)
     if _enabled(opt, "enablePreemptive"):
         ssn.preemptive_fns.append(c.preemptive)
     if _enabled(opt, "enableReclaimable"):
         tier_list(ssn.reclaimable_fns, ssn).append(c.reclaimable)
-    ssn.allocate_handlers.append(c.on_allocate)
-    ssn.deallocate_handlers.append(c.on_deallocate)
+    register_ledger(ssn, opt, c)
     return c
 
 

@@ -15,8 +15,7 @@ from ...job_info import JobInfo
 from ...queue_share import Res
 from ..session import PERMIT, REJECT
 from .gang import _enabled
-from .proportion import _add_enqueueable
-from .queue_accounting import job_inqueue, job_sums, total_resource, used_resource
+from .queue_accounting import job_inqueue, job_sums, register_enqueueable, total_resource, used_resource
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -82,6 +81,6 @@ def register(ssn: Session, args: dict[str, Any], opt: Any) -> Overcommit:
     o = Overcommit(ssn, factor)
     if not _enabled(opt, "enableJobEnqueued"):
         return o
-    _add_enqueueable(ssn, opt, o.job_enqueueable)
+    register_enqueueable(ssn, o.job_enqueueable)
     ssn.job_enqueued_fns.append(o.job_enqueued)
     return o

@@ -24,13 +24,14 @@ from ..session import PERMIT, REJECT
 from .gang import _enabled
 from .queue_accounting import (
     OPEN,
+    QueueLedger,
     fmt_res,
     job_inqueue,
     job_sums,
     queue_priority,
     queue_state,
     queue_weight,
-    sums_by,
+    register_ledger,
     task_res,
     tasks_res,
     total_resource,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from ..session import Session
 
 
-class Proportion:
+class Proportion(QueueLedger):
     """Per-queue attributes of one session (Volcano's ``queueAttr``)."""
 
     def __init__(self, ssn: Session) -> None:
@@ -127,20 +128,6 @@ class Proportion:
         self.ssn.enqueue_reasons.setdefault(job.key, f"{why} (proportion: queue {job.queue})")
         return REJECT
 
-    def job_enqueued(self, job: JobInfo) -> None:
-        """An admitted job's minResources count as reserved in its queue."""
-        a = self.attrs.get(job.queue)
-        mr = job_sums(self.ssn.snap, job).admission
-        if a is not None and mr is not None:
-            a.inqueue.add(mr)
-
-    def job_released(self, job: JobInfo) -> None:
-        """An admitted job allocate could not place gives its reservation back (see allocate)."""
-        a = self.attrs.get(job.queue)
-        mr = job_sums(self.ssn.snap, job).admission
-        if a is not None and mr is not None:
-            a.inqueue.sub(mr)
-
     # -- reclaim
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
         """Tasks of queues above their deserved share, in the order given, while the queue
@@ -169,26 +156,10 @@ class Proportion:
                 out.append(t)
         return out
 
-    # -- events
-    def _move(self, tasks: list[TaskInfo], sign: int) -> None:
-        jobs = self.ssn.snap.jobs
-        for queue, r in sums_by(self.ssn.snap, tasks, lambda t: jobs[t.job].queue).items():
-            a = self.attrs.get(queue)
-            if a is None:
-                continue
-            if sign > 0:
-                a.allocated.add(r)
-            else:
-                a.allocated.sub(r)
-            a.update_share()
-
-    def on_allocate(self, tasks: list[TaskInfo]) -> None:
-        """Allocated in the session: the queue holds more."""
-        self._move(tasks, +1)
-
-    def on_deallocate(self, tasks: list[TaskInfo]) -> None:
-        """Allocation undone or task evicted: the queue holds less."""
-        self._move(tasks, -1)
+    def chain(self, queue: str) -> list[QueueShare]:
+        """A job moves only its own queue's sums (no hierarchy here)."""
+        a = self.attrs.get(queue)
+        return [] if a is None else [a]
 
 
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> Proportion:
@@ -202,14 +173,5 @@ def register(ssn: Session, args: dict[str, Any], opt: Any) -> Proportion:
         ssn.overused_fns.append(p.overused)
     if _enabled(opt, "enabledAllocatable"):
         ssn.allocatable_fns.append(p.allocatable)
-    if _enabled(opt, "enableJobEnqueued"):
-        _add_enqueueable(ssn, opt, p.job_enqueueable)
-        ssn.job_enqueued_fns.append(p.job_enqueued)
-    ssn.allocate_handlers.append(p.on_allocate)
-    ssn.deallocate_handlers.append(p.on_deallocate)
+    register_ledger(ssn, opt, p)
     return p
-
-
-def _add_enqueueable(ssn: Session, opt: Any, fn: Any) -> None:
-    """Register a JobEnqueueable vote in the tier being built."""
-    tier_list(ssn.job_enqueueable_fns, ssn).append(fn)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from hyperplace.api.podgroup import Queue
 
 from ...job_info import JobInfo, TaskInfo
 from ...queue_share import Missing, Res, exceeded_part
+from .tiers import tier_list
 
 if TYPE_CHECKING:
     from ...snapshot import ClusterSnapshot
@@ -204,6 +205,87 @@ def job_inqueue(ssn: Session, job: JobInfo) -> Res | None:
     return None
 
 
+class QueueSums(Protocol):
+    """A queue's sums as a queue plugin keeps them (proportion's and capacity's attributes)."""
+
+    allocated: Res
+    inqueue: Res
+
+    def update_share(self) -> None: ...
+
+
+class QueueLedger:
+    """What the ``proportion`` and ``capacity`` plugins share: per-queue ``allocated`` and
+    ``inqueue`` kept in step with the session's decisions (allocations, evictions, admissions).
+
+    A subclass says which queues a job of a queue moves (:meth:`chain`: the queue itself, and
+    for hierarchical capacity its ancestors); the first of them has its share recomputed."""
+
+    ssn: Session
+
+    def chain(self, queue: str) -> Sequence[QueueSums]:
+        """The sums a job of ``queue`` moves, the queue's own first (none: not tracked)."""
+        raise NotImplementedError
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        """An admitted job's admission request is reserved in its queue (and the ancestors)."""
+        self._reserve(job, +1)
+
+    def job_released(self, job: JobInfo) -> None:
+        """An admitted job allocate could not place gives its reservation back (see allocate)."""
+        self._reserve(job, -1)
+
+    def _reserve(self, job: JobInfo, sign: int) -> None:
+        req = job_sums(self.ssn.snap, job).admission
+        if req is None:
+            return
+        for a in self.chain(job.queue):
+            if sign > 0:
+                a.inqueue.add(req)
+            else:
+                a.inqueue.sub(req)
+
+    def _move(self, tasks: list[TaskInfo], sign: int) -> None:
+        jobs = self.ssn.snap.jobs
+        for queue, r in sums_by(self.ssn.snap, tasks, lambda t: jobs[t.job].queue).items():
+            for i, a in enumerate(self.chain(queue)):
+                if sign > 0:
+                    a.allocated.add(r)
+                else:
+                    a.allocated.sub(r)
+                if i == 0:
+                    a.update_share()
+
+    def on_allocate(self, tasks: list[TaskInfo]) -> None:
+        """Allocated in the session: the queue holds more."""
+        self._move(tasks, +1)
+
+    def on_deallocate(self, tasks: list[TaskInfo]) -> None:
+        """Allocation undone or task evicted: the queue holds less."""
+        self._move(tasks, -1)
+
+    def job_enqueueable(self, job: JobInfo) -> int:
+        """The plugin's JobEnqueueable vote."""
+        raise NotImplementedError
+
+
+def register_enqueueable(ssn: Session, fn: Callable[[JobInfo], int]) -> None:
+    """Register a JobEnqueueable vote in the configuration tier being built."""
+    tier_list(ssn.job_enqueueable_fns, ssn).append(fn)
+
+
+def register_ledger(ssn: Session, opt: Any, plugin: QueueLedger) -> None:
+    """Register what every queue plugin registers: its enqueue vote and admission callback
+    (``enableJobEnqueued``) and its allocate/deallocate handlers."""
+    from .gang import _enabled
+
+    if _enabled(opt, "enableJobEnqueued"):
+        register_enqueueable(ssn, plugin.job_enqueueable)
+        ssn.job_enqueued_fns.append(plugin.job_enqueued)
+    ssn.allocate_handlers.append(plugin.on_allocate)
+    ssn.deallocate_handlers.append(plugin.on_deallocate)
+
+
 def fmt_res(r: Res) -> str:
     """A resource for people: ``cpu 4, memory 8Gi, nvidia.com/gpu 8`` (zero dimensions left out)."""
     parts: list[str] = []
@@ -230,6 +312,8 @@ __all__ = [
     "OPEN",
     "JobSums",
     "Missing",
+    "QueueLedger",
+    "QueueSums",
     "fits",
     "fmt_res",
     "inqueue_resource",
@@ -238,6 +322,8 @@ __all__ = [
     "queue_priority",
     "queue_state",
     "queue_weight",
+    "register_enqueueable",
+    "register_ledger",
     "res_of_vector",
     "sums_by",
     "task_res",
