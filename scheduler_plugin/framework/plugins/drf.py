@@ -88,6 +88,9 @@ class Drf:
 def register(ssn: Session, args: dict[str, Any], opt: Any) -> Drf:
     """Register drf's job order, preemptable filter and event handlers."""
     d = Drf(ssn)
+    if bool((getattr(opt, "explicit", None) or {}).get("enableHierarchy", False)):
+        # Said, not silent: a user who asked for hierarchical DRF must know queues are flat.
+        ssn.notes.append("plugin drf: enableHierarchy is not implemented; drf orders jobs flat")
     if _enabled(opt, "enablePreemptable"):
         tier_list(ssn.preemptable_fns, ssn).append(d.preemptable)
     if _enabled(opt, "enableJobOrder"):
