@@ -421,14 +421,3 @@ def test_a_half_bound_gang_still_waits_when_the_rest_does_not_fit_the_queue() ->
     assert g.explanation is not None and "queue resource quota insufficient: insufficient cpu" in (
         g.explanation.summary
     )
-
-
-def test_hierarchical_drf_is_said_to_run_flat() -> None:
-    conf = load_scheduler_config(
-        'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n'
-        "  - name: predicates\n"
-    )
-    snap = ClusterSnapshot.build(nodes=[node("n0")], pods=job_pods("j", 1), podgroups=[group("j", 1, "q")])
-    notes = run_session(snap, conf).notes
-    assert "plugin drf: enableHierarchy is not implemented; drf orders jobs flat" in notes
-    assert not any("drf" in n for n in run_session(snap, PROPORTION).notes)
