@@ -275,12 +275,22 @@ class Holder:
 
     # ------------------------------------------------------------------ phantom pods
     def _charge(self, job: str, tasks: list[TaskInfo], h: int) -> None:
-        """Charge the gang's pods to the emptiest nodes of ``h``, as if drained."""
+        """Charge the gang's pods to ``h`` as if drained: leaf by leaf, the emptiest leaves
+        first, and within a leaf the emptiest nodes first. Held room then covers whole leaves,
+        as the gang itself will (its placement minimises leaves), and the other leaves of a held
+        spine stay whole for other jobs; spread over the emptiest nodes of every leaf, the hold
+        would leave no leaf whole and hold back every job that needs one."""
         state = self.ssn.state
-        nodes = self.ssn.snap.tree.node_sets[h]
+        tree = self.ssn.snap.tree
+        nodes = tree.node_sets[h]
         room = state.alloc[nodes].copy()
         busy = state.used[nodes].sum(axis=1)
-        order = np.lexsort((nodes, busy))  # emptiest first, then node index
+        leaf = tree.leaf_of[nodes]
+        # Nodes of no leaf count as a leaf of their own, after the real ones.
+        key = np.where(leaf >= 0, leaf, len(tree) + np.arange(len(nodes)))
+        _, group = np.unique(key, return_inverse=True)
+        leaf_busy = np.bincount(group, weights=busy.astype(np.float64))
+        order = np.lexsort((nodes, busy, group, leaf_busy[group]))  # emptiest leaf, then node
         mask = {
             sid: self.ssn.snap.static_mask(self.ssn.snap.shapes[sid])[nodes]
             for sid in {t.shape for t in tasks}

@@ -199,3 +199,29 @@ def test_a_restarted_scheduler_keeps_the_hold_its_podgroup_condition_names() -> 
     held = result.reservations["default/big"]
     assert (held.hypernode, held.since) == ("leaf1", "2026-01-01T00:11:00Z")
     assert gpu_jobs_on(result, range(8, 16)) == []
+
+
+def test_a_spine_hold_takes_whole_leaves_and_leaves_the_others_whole() -> None:
+    # A spine of two 4-node leaves. leaf-a: two empty nodes, two full; leaf-b: one empty, two
+    # full, one half busy. A 4 x 8-GPU gang (one spine) finds only 3 empty nodes: held. Its
+    # room is charged to leaf-a (the emptier) as a whole, so leaf-b's empty node and half node
+    # still take a later 2 x 4-GPU job bound to one leaf; charged to the emptiest nodes of
+    # both leaves, the hold would have covered both of them and that job would wait.
+    nodes = [node(f"m{i}", cpu=64, memory="512Gi", gpu=8) for i in range(8)]
+    tree = [
+        hypernode("leaf-a", 1, nodes=[f"m{i}" for i in range(4)]),
+        hypernode("leaf-b", 1, nodes=[f"m{i}" for i in range(4, 8)]),
+        hypernode("spine", 2, children=["leaf-a", "leaf-b"]),
+    ]
+    pods = [running("fa2", "m2"), running("fa3", "m3"), running("fb5", "m5"), running("fb6", "m6")]
+    pods.append(pod("hb7-t0-0", "hb7", cpu=4, gpu=4, index=0, node_name="m7"))
+    pgs = [podgroup(n, 1) for n in ("fa2", "fa3", "fb5", "fb6", "hb7")]
+    pods += job_pods("big", 4, cpu=8, gpu=8, created=T0)
+    pgs.append(podgroup("big", 4, topology={"mode": "hard", "highestTierAllowed": 2}, created=T0))
+    pods += job_pods("pair", 2, cpu=4, gpu=4, created="2026-01-01T00:05:00Z")
+    pgs.append(podgroup("pair", 2, topology=LEAF, created="2026-01-01T00:05:00Z"))
+    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
+    result = run_session(snap, DEFAULT_CONFIG, now=parse_time("2026-01-01T00:11:00Z"))
+    assert result.reservations["default/big"].hypernode == "spine"
+    pair = {k: n for k, n in result.bindings.items() if k.startswith("default/pair")}
+    assert len(pair) == 2 and set(pair.values()) <= {"m4", "m7"}  # in leaf-b, outside the held room
