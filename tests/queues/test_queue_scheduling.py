@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import PodGroup, Queue
+from hyperplace.api.podgroup import NetworkTopologySpec
 from scheduler_plugin.conf import load_scheduler_config
 from scheduler_plugin.framework.session import Session
 from scheduler_plugin.session import run_session
 from scheduler_plugin.snapshot import ClusterSnapshot
-from tests.scheduler.builders import job_pods, node, pod, podgroup, schedule
+from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup, schedule
 
 PROPORTION = load_scheduler_config(
     """
@@ -421,3 +422,29 @@ def test_a_half_bound_gang_still_waits_when_the_rest_does_not_fit_the_queue() ->
     assert g.explanation is not None and "queue resource quota insufficient: insufficient cpu" in (
         g.explanation.summary
     )
+
+
+def test_two_unplaceable_gangs_do_not_take_turns_keeping_a_small_job_out() -> None:
+    # Two leaves of two 4-cpu nodes, one node of each busy: no leaf has two free nodes. Gangs a
+    # and b (2 x 4 cpu, one leaf each) can never be placed now; job c (one 4-cpu pod) fits.
+    # Admission is by the whole cluster (16 cpu): a is admitted first and gives its room back
+    # when it cannot be placed; then b is admitted in its place, and must give it back too, or
+    # c (4 + 8 running + b's 8 > 16) would be refused every cycle while the cluster has room.
+    nodes = [node(f"n{i}", cpu=4) for i in range(4)]
+    tree = [
+        hypernode("leaf0", 1, nodes=["n0", "n1"]),
+        hypernode("leaf1", 1, nodes=["n2", "n3"]),
+    ]
+    pods = [pod("r0-t0-0", "r0", cpu=4, node_name="n0"), pod("r2-t0-0", "r2", cpu=4, node_name="n2")]
+    pgs = [group("r0", 1, "q", cpu=4), group("r2", 1, "q", cpu=4)]
+    for name, n, created in (("a", 2, "00"), ("b", 2, "01"), ("c", 1, "02")):
+        pods += job_pods(name, n, cpu=4, created=f"2026-01-01T00:00:{created}Z")
+        pg = group(name, n, "q", cpu=4 * n, created=f"2026-01-01T00:00:{created}Z")
+        if n > 1:
+            pg.spec.network_topology = NetworkTopologySpec.model_validate(
+                {"mode": "hard", "highestTierAllowed": 1}
+            )
+        pgs.append(pg)
+    result, _ = schedule(nodes, pods, hypernodes=tree, podgroups=pgs, queues=[queue("q")], config=PROPORTION)
+    assert set(result.bindings) == {"default/c-t0-0"}
+    assert result.jobs["default/a"].phase == result.jobs["default/b"].phase == "Pending"

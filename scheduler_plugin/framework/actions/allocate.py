@@ -419,10 +419,7 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo]) -> list[Jo
     if not stuck:
         return held
     for job in stuck:
-        for plugin in ssn.plugins.values():
-            release = getattr(plugin, "job_released", None)
-            if release is not None:
-                release(job)
+        _release(ssn, job)
     still: list[JobInfo] = []
     for job in sorted(held, key=ssn.job_sort_key()):
         ssn.enqueue_reasons.pop(job.key, None)
@@ -434,10 +431,12 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo]) -> list[Jo
             continue
         ssn.job_enqueued(job)
         if ssn.overused(job.queue) if _queued(ssn) else False:
+            _release(ssn, job)
             ssn.explanations[job.key] = _overused_explanation(ssn, job)
             continue
         groups = gang_groups(ssn, job)
         if isinstance(groups, str):
+            _release(ssn, job)
             ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
             continue
         _, why = within_queue(ssn, job, groups)
@@ -448,6 +447,10 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo]) -> list[Jo
             ssn.explanations.pop(job.key, None)
             continue
         stmt.discard()
+        # Admitted again but still not placeable: give the admission back at once, or it would
+        # hold back the jobs asked after it (two large gangs no domain can take would take
+        # turns keeping every smaller job out).
+        _release(ssn, job)
         expl = (
             Explanation(summary=why, reason=QUEUE_OVERUSED)
             if why is not None and res.ok
@@ -456,6 +459,14 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo]) -> list[Jo
         ssn.explanations[job.key] = expl
         _fail_tasks(ssn, groups, expl, expl.summary)
     return still
+
+
+def _release(ssn: Session, job: JobInfo) -> None:
+    """An admitted job gives its admission reservation back to every queue plugin."""
+    for plugin in ssn.plugins.values():
+        release = getattr(plugin, "job_released", None)
+        if release is not None:
+            release(job)
 
 
 def _explain_held(ssn: Session, placer: Placer, job: JobInfo) -> None:
