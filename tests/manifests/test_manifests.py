@@ -102,7 +102,7 @@ def test_kubectl_kustomize_builds_the_whole_set() -> None:
     assert out.returncode == 0, out.stderr
     built = [d for d in yaml.safe_load_all(out.stdout) if d]
     kinds = sorted(d["kind"] for d in built)
-    assert kinds.count("CustomResourceDefinition") == 4
+    assert kinds.count("CustomResourceDefinition") == 5
     assert kinds.count("Deployment") == 3
     assert len(built) == sum(
         len(_docs(MANIFESTS / e))
