@@ -155,7 +155,12 @@ class ApiClient(Protocol):
         """JSON merge patch (RFC 7386), optionally of the ``status`` subresource."""
         ...
 
-    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None: ...
+    async def delete(
+        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+    ) -> None:
+        """DELETE; with ``uid`` a precondition (409 Conflict when the name now belongs to
+        another object), as ``metav1.Preconditions`` on a real API server."""
+        ...
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
