@@ -23,6 +23,17 @@
   queue's state and its PodGroup counts per phase, patched when they differ (the scheduler
   owns ``status.allocated``; it is never touched here). PodGroup events requeue the queue
   they name (and the one they named before); queue events requeue the queue.
+* **Queue commands** (key ``namespace/name``): a ``bus.volcano.sh`` Command targeting a
+  Queue (what ``vcctl queue operate --action open|close`` creates) is judged by
+  :func:`controller.queue.command.judge`, deleted (with a uid precondition), and only then
+  its action handed to the queue's reconcile, which applies it with the status patch; a
+  dropped Command (unknown action, missing queue) is deleted with a log line saying why.
+  Deleting first, as Volcano does, applies a command at most once: a Command seen twice
+  (a re-list, a restart) finds nothing left to delete and is skipped. The accepted action
+  is kept in memory and retried with the queue's backoff until its status patch lands; a
+  crash between the delete and that patch loses it (Volcano accepts the same), and the
+  user, seeing the Command gone and the state unchanged, runs ``vcctl queue operate``
+  again. One worker serves Commands, so they apply in the order they were created.
 
 A failed reconcile is retried with the queue's per-key exponential backoff; a success
 forgets the key's failures. Objects that fail model validation are logged and dropped
@@ -66,11 +77,13 @@ from controller.hypernode.ufm import (
     ufm_settings,
 )
 from controller.job.reconcile import find_podgroup, reconcile_job
+from controller.queue.command import judge
 from controller.queue.status import owned_part, podgroup_queue, queue_status
-from hyperplace.api import Condition, HyperNode, Job, PodGroup
+from hyperplace.api import Command, Condition, HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.runtime.api import (
+    COMMANDS,
     CONFIGMAPS,
     HYPERNODES,
     JOBS,
@@ -144,6 +157,14 @@ def merge_patch_to(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, 
     return out
 
 
+@dataclass(frozen=True, eq=False)
+class PendingAction:
+    """A queue Command's action, accepted (its Command deleted) and not yet applied."""
+
+    action: str
+    command: str  # namespace/name of the Command it came from, for log lines
+
+
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
     return (meta(obj).get("labels") or {}) if obj else {}
 
@@ -165,6 +186,12 @@ class Metrics:
         self.depth = Gauge("hyperplace_controller_queue_depth", "Keys waiting", ["queue"], registry=registry)
         self.writes = Counter(
             "hyperplace_controller_api_writes_total", "API writes", ["resource", "verb"], registry=registry
+        )
+        self.commands = Counter(
+            "hyperplace_controller_queue_commands_total",
+            "Queue Commands by action and outcome (accepted, applied, dropped)",
+            ["action", "result"],
+            registry=registry,
         )
 
 
@@ -195,6 +222,7 @@ class ControllerManager:
         self.priority_classes = Informer(api, PRIORITY_CLASSES)
         self.configmaps = Informer(api, CONFIGMAPS, self.config.config_namespace)
         self.queue_objs = Informer(api, QUEUES)
+        self.commands = Informer(api, COMMANDS)
         self.informers = [
             self.jobs,
             self.pods,
@@ -204,19 +232,31 @@ class ControllerManager:
             self.priority_classes,
             self.configmaps,
             self.queue_objs,
+            self.commands,
         ]
         # PriorityClasses only refine minResources' task order; a cluster whose RBAC does
-        # not grant them must not keep the controllers from starting.
-        self.required_informers = [i for i in self.informers if i is not self.priority_classes]
+        # not grant them must not keep the controllers from starting. Nor must a cluster whose
+        # Command CRD is not installed yet: queue Commands are then served once it is.
+        optional = (self.priority_classes, self.commands)
+        self.required_informers = [i for i in self.informers if i not in optional]
 
         self.job_queue: WorkQueue[str] = WorkQueue(name="jobs")
         self.hypernode_queue: WorkQueue[str] = WorkQueue(name="hypernodes")
         self.discovery_queue: WorkQueue[str] = WorkQueue(name="discovery")
         self.queue_queue: WorkQueue[str] = WorkQueue(name="queues")
-        self.queues = [self.job_queue, self.hypernode_queue, self.discovery_queue, self.queue_queue]
+        self.command_queue: WorkQueue[str] = WorkQueue(name="commands")
+        self.queues = [
+            self.job_queue,
+            self.hypernode_queue,
+            self.discovery_queue,
+            self.queue_queue,
+            self.command_queue,
+        ]
         for q in self.queues:
             self.metrics.depth.labels(q.name).set_function(q.__len__)
 
+        # queue name -> the action of its last accepted Command, until a status patch applies it.
+        self.queue_actions: dict[str, PendingAction] = {}
         self.discovery: DiscoveryConfig = DiscoveryConfig()
         # source -> (status, reason, message) of its last run, shown on its HyperNodes.
         self.source_conditions: dict[str, tuple[str, str, str]] = {}
@@ -277,6 +317,18 @@ class ControllerManager:
                 queue_event(new)
 
         self.queue_objs.add_handler(queue_event, queue_changed, lambda _o: None)
+
+        def command_event(o: Obj) -> None:
+            # Volcano's filter (IsQueueReference): only Commands targeting a Queue are ours.
+            target = o.get("target") or {}
+            if (
+                isinstance(target, Mapping)
+                and target.get("kind") == "Queue"
+                and target.get("apiVersion") == QUEUES.api_version
+            ):
+                self.command_queue.add(f"{meta(o).get('namespace')}/{meta(o).get('name')}")
+
+        self.commands.add_handler(command_event, lambda _old, new: command_event(new), lambda _o: None)
 
         def hn_changed(old: Obj, new: Obj) -> None:
             # Our own status patches change neither spec nor labels: no requeue, no loop.
@@ -452,16 +504,101 @@ class ControllerManager:
         await self._patch_status(HYPERNODES, name, None, obj.get("status"), status.to_dict())
 
     async def reconcile_queue(self, name: str) -> None:
-        """State and PodGroup counts of one queue, patched when they differ."""
+        """State and PodGroup counts of one queue, patched when they differ, with the action
+        of an accepted Command applied (and forgotten once its patch landed)."""
+        pending = self.queue_actions.get(name)
         obj = self.queue_objs.get(name)
         if obj is None:
+            if pending is not None and await self._queue_exists(name):
+                self.queue_queue.add_rate_limited(name)  # not in the cache yet: wait for it
+                return
+            if pending is not None:
+                del self.queue_actions[name]
+                log.warning(
+                    "queue %s was deleted before %s of command %s was applied; dropped",
+                    name,
+                    pending.action,
+                    pending.command,
+                )
+                self.metrics.commands.labels(pending.action, "dropped").inc()
             return
-        want = queue_status(obj, self.podgroups.by_index("queue", name))
+        action = pending.action if pending is not None else None
+        want = queue_status(obj, self.podgroups.by_index("queue", name), action)
         have = owned_part(obj.get("status"))
-        if have == want:
+        if have != want:
+            # Only what changed: a counts update never rewrites the state it read.
+            body: dict[str, Any] = {"status": {k: v for k, v in want.items() if have.get(k) != v}}
+            if have.get("state") != want["state"]:
+                # A state change is computed from the state read; on a stale read (our own
+                # last write not seen yet) it would undo that write, so it is conditional:
+                # 409 Conflict, and the retry reads the newer object.
+                body["metadata"] = {"resourceVersion": meta(obj).get("resourceVersion")}
+            await self.status_writer.patch_status(QUEUES, name, body, None)
+            self.metrics.writes.labels("queues", "patch-status").inc()
+        if pending is not None:
+            log.info(
+                "queue %s: %s (command %s): state %s -> %s",
+                name,
+                pending.action,
+                pending.command,
+                have.get("state"),
+                want["state"],
+            )
+            self.metrics.commands.labels(pending.action, "applied").inc()
+            # A newer Command accepted meanwhile stays: its key is queued again already.
+            if self.queue_actions.get(name) is pending:
+                del self.queue_actions[name]
+
+    async def reconcile_command(self, key: str) -> None:
+        """Serve one queue Command: delete it, then hand its action to the queue's reconcile
+        (or drop it, saying why). See the module docstring for the order."""
+        obj = self.commands.get(key)
+        if obj is None:
+            return  # deleted: by us (already served) or by its user
+        cmd = Command.model_validate(obj)
+        if cmd.metadata.deletion_timestamp:
             return
-        await self.status_writer.patch_status(QUEUES, name, {"status": want}, None)
-        self.metrics.writes.labels("queues", "patch-status").inc()
+        target = cmd.target_queue()
+        if target is None:
+            return  # not a queue's Command (a Job's is not served here)
+        exists = self.queue_objs.get(target) is not None or await self._queue_exists(target)
+        verdict = judge(cmd, lambda _q: exists)
+        if verdict is None:
+            return
+        ns, name = cmd.namespace, cmd.name
+        try:
+            await self.api.delete(COMMANDS, name, ns, uid=cmd.metadata.uid)
+        except ApiError as exc:
+            if exc.not_found:
+                return  # seen twice: the first sighting deleted and applied it
+            if exc.conflict:
+                return  # the name now holds a newer Command; its own event queues it
+            raise
+        self.metrics.writes.labels("commands", "delete").inc()
+        if verdict.dropped:
+            log.warning(
+                "command %s (%s on queue %s) deleted without effect: %s",
+                key,
+                verdict.action or "no action",
+                verdict.queue,
+                verdict.reason,
+            )
+            self.metrics.commands.labels(verdict.action or "", "dropped").inc()
+            return
+        self.metrics.commands.labels(verdict.action, "accepted").inc()
+        self.queue_actions[verdict.queue] = PendingAction(verdict.action, key)
+        self.queue_queue.add(verdict.queue)
+
+    async def _queue_exists(self, name: str) -> bool:
+        """Asks the API server: a queue created a moment before its Command may not have
+        reached the informer yet, and dropping the Command as "not found" would lose it."""
+        try:
+            await self.api.get(QUEUES, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True
 
     async def run_discovery(self) -> None:
         if self.discovery.enabled(LABEL_SOURCE) is None:
@@ -629,7 +766,12 @@ class ControllerManager:
                 workers.append(
                     asyncio.create_task(self._worker(self.queue_queue, "queue", self.reconcile_queue))
                 )
-                if i == 0:  # one discovery at a time
+                if i == 0:  # one discovery at a time; Commands in the order they came
+                    workers.append(
+                        asyncio.create_task(
+                            self._worker(self.command_queue, "command", self.reconcile_command)
+                        )
+                    )
                     workers.append(
                         asyncio.create_task(
                             self._worker(self.discovery_queue, "discovery", lambda _k: self.run_discovery())

@@ -42,11 +42,13 @@ if str(REPO_ROOT / "hack") not in sys.path:
 
 from volcano_compat import OVERLAY, VOLCANO_DROP_COLUMNS, VOLCANO_SHORT_NAMES  # noqa: E402
 
-from hyperplace.api import HyperNode, Job, PodGroup, Queue  # noqa: E402
+from hyperplace.api import Command, HyperNode, Job, PodGroup, Queue  # noqa: E402
 from hyperplace.api.common import TypedObject  # noqa: E402
 from hyperplace.api.constants import (  # noqa: E402
     BATCH_GROUP,
     BATCH_VERSION,
+    BUS_GROUP,
+    BUS_VERSION,
     SCHEDULING_GROUP,
     SCHEDULING_VERSION,
     TOPOLOGY_GROUP,
@@ -180,6 +182,18 @@ CRDS: tuple[CRDSpec, ...] = (
         scope="Cluster",
         short_names=("q",),
         columns=(PrinterColumn("PARENT", "string", ".spec.parent"),),
+    ),
+    # What ``vcctl queue operate --action open|close`` (and ``vcctl job suspend|resume``) create;
+    # the queue controller serves the queue actions. No status, no short name, as in Volcano.
+    CRDSpec(
+        model=Command,
+        group=BUS_GROUP,
+        version=BUS_VERSION,
+        kind="Command",
+        plural="commands",
+        scope="Namespaced",
+        short_names=(),
+        status_subresource=False,
     ),
 )
 
@@ -453,8 +467,9 @@ def crd_document(spec: CRDSpec) -> dict[str, Any]:
         "listKind": f"{spec.kind}List",
         "plural": spec.plural,
         "singular": spec.kind.lower(),
-        "shortNames": list(spec.short_names),
     }
+    if spec.short_names:
+        names["shortNames"] = list(spec.short_names)
     version: dict[str, Any] = {
         "name": spec.version,
         "served": True,

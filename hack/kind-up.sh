@@ -52,7 +52,8 @@ log "installing CRDs"
 kubectl apply -f manifests/crds/
 kubectl wait --for condition=established --timeout=60s \
   crd/hypernodes.topology.volcano.sh crd/jobs.batch.volcano.sh \
-  crd/podgroups.scheduling.volcano.sh crd/queues.scheduling.volcano.sh
+  crd/podgroups.scheduling.volcano.sh crd/queues.scheduling.volcano.sh \
+  crd/commands.bus.volcano.sh
 kubectl apply -f manifests/default-queue.yaml
 
 log "serving certificate for the webhooks"

@@ -319,4 +319,13 @@ OVERLAY: dict[str, dict[str, dict[str, Any] | None]] = {
         ".status.running": {"format": "int32", "minimum": 0, "type": "integer"},
         ".status.unknown": {"format": "int32", "minimum": 0, "type": "integer"},
     },
+    # Volcano's target is a metav1.OwnerReference, which controller-gen marks atomic (a server-side
+    # apply replaces it whole).
+    "Command": {
+        ".target": {
+            "required": ["apiVersion", "kind", "name", "uid"],
+            "type": "object",
+            "x-kubernetes-map-type": "atomic",
+        },
+    },
 }

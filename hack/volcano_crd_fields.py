@@ -2,7 +2,7 @@
 """The shape of Volcano's published CRDs, field by field, without their text.
 
 Reads ``config/crd/volcano/bases/*.yaml`` of a volcano-sh/volcano checkout and prints, for the
-PodGroup, Queue, Job and HyperNode CRDs, everything that decides what the apiserver accepts,
+PodGroup, Queue, Job, HyperNode and Command CRDs, everything that decides what the apiserver accepts,
 defaults, prunes and shows: names, scope, version, subresources, printer columns, and every
 schema node's type, format, enum, default, bounds, pattern, required list, list/map types,
 int-or-string and preserve-unknown-fields markers and CEL rules. Descriptions are left out.
@@ -33,6 +33,7 @@ FILES = {
     "Queue": "scheduling.volcano.sh_queues.yaml",
     "Job": "batch.volcano.sh_jobs.yaml",
     "HyperNode": "topology.volcano.sh_hypernodes.yaml",
+    "Command": "bus.volcano.sh_commands.yaml",
 }
 KEYWORDS = (
     "type",

@@ -23,6 +23,8 @@
   PodDisruptionBudgets are not modelled (every eviction is allowed), nor the
   ``DisruptionTarget`` condition the real server adds; ``evicted`` keeps each evicted pod as it
   was at that moment, for assertions.
+* ``create`` fills in ``metadata.name`` from ``generateName``; ``delete`` with ``uid`` is a
+  precondition (409 Conflict when the name now belongs to another object).
 * Merge patches follow RFC 7386; a ``metadata.resourceVersion`` in the patch is a
   precondition (409 Conflict when stale), as on a real API server.
 
@@ -119,6 +121,7 @@ class FakeApi:
         self._faults: dict[str, list[ApiError]] = {}
         self._named_faults: dict[tuple[str, str], list[ApiError]] = {}
         self._uids = itertools.count(1)
+        self._suffixes = itertools.count(1)
         # Plurals whose CRD declares no status subresource (Volcano's PodGroup CRD).
         self.no_status_subresource: set[str] = set()
         # The server's clock, for creationTimestamp (as the apiserver stamps it). A fixed time by
@@ -322,8 +325,12 @@ class FakeApi:
         self.accesses.append(access_of("create", res, ns))
         self._check_fault("create", name)
         new = clone(dict(obj))
+        m = new.setdefault("metadata", {})
+        if not m.get("name") and m.get("generateName"):
+            # As the registry does: generateName plus a 5-character suffix (here a counter).
+            m["name"] = f"{m['generateName']}{next(self._suffixes):05x}"
         if res.namespaced:
-            new.setdefault("metadata", {})["namespace"] = namespace or meta(obj).get("namespace")
+            m["namespace"] = namespace or meta(obj).get("namespace")
         if res.custom:
             new.pop("status", None)  # status is only writable through /status
         return self._store_new(res, new)
@@ -464,11 +471,19 @@ class FakeApi:
                     out += (f"{res.plural}/status",)
         return out
 
-    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
+    async def delete(
+        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+    ) -> None:
         self.calls.append(("delete", res.plural, name))
         self.accesses.append(access_of("delete", res, namespace, name))
         self._check_fault("delete")
         key, cur = self._existing(res, name, namespace)
+        if uid is not None and meta(cur).get("uid") != uid:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta(cur).get('uid')}",
+            )
         del self._bucket(res)[key]
         self._bump(cur)
         self._emit(res, "DELETED", cur)
@@ -605,9 +620,12 @@ class Connection:
         )
         return out
 
-    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
+    async def delete(
+        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+    ) -> None:
         await self._call(
-            access_of("delete", res, namespace, name), lambda: self.server.delete(res, name, namespace)
+            access_of("delete", res, namespace, name),
+            lambda: self.server.delete(res, name, namespace, uid=uid),
         )
 
 

@@ -6,10 +6,13 @@ the scheduler owns ``allocated``. This module computes the controller's part.
 
 State (Volcano's queue state machine for a sync): a queue with no state, or Open, is Open; a
 Closing queue becomes Closed once no PodGroup names it; Closed stays Closed; anything else is
-Unknown. Volcano's close command (``vcctl queue operate``, a ``bus.volcano.sh`` Command) sets
-Closing while PodGroups remain; hyperplace serves no Commands: a user writes the state through
-the status subresource (``Closing`` to drain, ``Closed`` to shut at once) and the controller
-carries Closing on to Closed.
+Unknown. A user opens or closes a queue as in Volcano, with ``vcctl queue operate --name q
+--action open|close``, which creates a ``bus.volcano.sh`` Command (see
+:mod:`controller.queue.command`); the action then decides the state once
+(:func:`state_after`): OpenQueue opens, CloseQueue sets Closing while PodGroups still name the
+queue (their jobs keep running; the Job webhook refuses new ones) and Closed when none do, and
+the sync carries Closing on to Closed. Writing ``status.state`` through the status subresource
+still works too.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hyperplace.api.command import CLOSE_QUEUE, OPEN_QUEUE
 from hyperplace.api.constants import DEFAULT_QUEUE
 
 OWNED = ("state", "pending", "running", "inqueue", "unknown", "completed")
@@ -46,8 +50,24 @@ def next_state(current: str | None, podgroups: int) -> str:
     return "Unknown"
 
 
-def queue_status(queue: Mapping[str, Any], podgroups: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The controller's part of ``queue``'s status from the PodGroups that name it."""
+def state_after(current: str | None, action: str, podgroups: int) -> str:
+    """The state an OpenQueue or CloseQueue command leaves (Volcano's state/*.go): open from
+    any state; close to Closing while ``podgroups`` still name the queue, else Closed (a Closed
+    queue stays Closed)."""
+    if action == OPEN_QUEUE:
+        return "Open"
+    if action == CLOSE_QUEUE:
+        if current == "Closed":
+            return "Closed"
+        return "Closed" if podgroups == 0 else "Closing"
+    raise ValueError(f"unknown queue action {action!r}")
+
+
+def queue_status(
+    queue: Mapping[str, Any], podgroups: Iterable[Mapping[str, Any]], action: str | None = None
+) -> dict[str, Any]:
+    """The controller's part of ``queue``'s status from the PodGroups that name it, with
+    ``action`` (OpenQueue/CloseQueue, from a Command) applied when given."""
     counts = dict.fromkeys(PHASE_COUNT.values(), 0)
     n = 0
     for pg in podgroups:
@@ -57,7 +77,8 @@ def queue_status(queue: Mapping[str, Any], podgroups: Iterable[Mapping[str, Any]
         if key is not None:
             counts[key] += 1
     current = (queue.get("status") or {}).get("state")
-    return {"state": next_state(current, n), **counts}
+    state = state_after(current, action, n) if action else next_state(current, n)
+    return {"state": state, **counts}
 
 
 def owned_part(status: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .command import CLOSE_QUEUE, OPEN_QUEUE, QUEUE_ACTIONS, Command
 from .common import (
     Condition,
     KubeModel,
@@ -43,6 +44,7 @@ MODELS: dict[tuple[str, str], type[TypedObject]] = {
     ("batch.volcano.sh", "Job"): Job,
     ("scheduling.volcano.sh", "PodGroup"): PodGroup,
     ("scheduling.volcano.sh", "Queue"): Queue,
+    ("bus.volcano.sh", "Command"): Command,
 }
 
 
@@ -53,7 +55,11 @@ def model_for(obj: dict[str, Any]) -> type[TypedObject] | None:
 
 
 __all__ = [
+    "CLOSE_QUEUE",
     "MODELS",
+    "OPEN_QUEUE",
+    "QUEUE_ACTIONS",
+    "Command",
     "Condition",
     "ExactMatch",
     "HyperNode",

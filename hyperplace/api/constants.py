@@ -9,6 +9,8 @@ BATCH_GROUP: Final = "batch.volcano.sh"
 BATCH_VERSION: Final = "v1alpha1"
 SCHEDULING_GROUP: Final = "scheduling.volcano.sh"
 SCHEDULING_VERSION: Final = "v1beta1"
+BUS_GROUP: Final = "bus.volcano.sh"
+BUS_VERSION: Final = "v1alpha1"
 
 # A pod joins its PodGroup through this annotation (Volcano's convention).
 GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"

@@ -248,7 +248,7 @@ def _established(kubectl: Kubectl) -> bool:
         return False
     crds = json.loads(out.stdout).get("items") or []
     ours = [c for c in crds if c["spec"]["group"].endswith("volcano.sh")]
-    return len(ours) >= 4 and all(
+    return len(ours) >= len(list((MANIFESTS / "crds").glob("*.yaml"))) and all(
         any(
             x["type"] == "Established" and x["status"] == "True"
             for x in (c.get("status") or {}).get("conditions") or []

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 from hyperplace.api.constants import (
     BATCH_GROUP,
     BATCH_VERSION,
+    BUS_GROUP,
+    BUS_VERSION,
     SCHEDULING_GROUP,
     SCHEDULING_VERSION,
     TOPOLOGY_GROUP,
@@ -69,6 +71,7 @@ JOBS = Resource(BATCH_GROUP, BATCH_VERSION, "jobs", "Job", True)
 PODGROUPS = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "podgroups", "PodGroup", True)
 QUEUES = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "queues", "Queue", False)
 HYPERNODES = Resource(TOPOLOGY_GROUP, TOPOLOGY_VERSION, "hypernodes", "HyperNode", False)
+COMMANDS = Resource(BUS_GROUP, BUS_VERSION, "commands", "Command", True)
 
 
 class ApiError(Exception):
@@ -152,7 +155,12 @@ class ApiClient(Protocol):
         """JSON merge patch (RFC 7386), optionally of the ``status`` subresource."""
         ...
 
-    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None: ...
+    async def delete(
+        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+    ) -> None:
+        """DELETE; with ``uid`` a precondition (409 Conflict when the name now belongs to
+        another object), as ``metav1.Preconditions`` on a real API server."""
+        ...
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

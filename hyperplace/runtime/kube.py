@@ -237,5 +237,17 @@ class KubeApiClient:
             resp = await self._custom.patch_cluster_custom_object(g, v, p, name, body, **kw)
         return await _json(resp)
 
-    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
-        await _json(await self._call("DELETE", res.path(namespace, name)))
+    async def delete(
+        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+    ) -> None:
+        body = None
+        if uid is not None:
+            body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        await _json(
+            await self._call(
+                "DELETE",
+                res.path(namespace, name),
+                body=body,
+                content_type="application/json" if body is not None else None,
+            )
+        )

@@ -26,6 +26,7 @@ CRDS = [
     "jobs.batch.volcano.sh",
     "podgroups.scheduling.volcano.sh",
     "queues.scheduling.volcano.sh",
+    "commands.bus.volcano.sh",
 ]
 
 
@@ -82,7 +83,7 @@ def cluster() -> Iterator[Cluster]:
         wait_for(
             lambda: (
                 c.kubectl.run(
-                    "get", "hypernodes,jobs.batch.volcano.sh,podgroups,queues", "-A", check=False
+                    "get", "hypernodes,jobs.batch.volcano.sh,podgroups,queues,commands", "-A", check=False
                 ).returncode
                 == 0
             ),

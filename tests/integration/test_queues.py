@@ -124,3 +124,80 @@ def test_capability_holds_a_job_pending_and_the_queue_status_is_kept(
         describe=running.describe,
     )
     assert status["state"] == "Open"
+
+
+# What `vcctl queue operate --name <queue> --action close` creates (pkg/cli/queue/util.go): a
+# Command in namespace default, named from generateName, owned by and targeting the Queue.
+VCCTL_COMMAND = """\
+apiVersion: bus.volcano.sh/v1alpha1
+kind: Command
+metadata:
+  generateName: {queue}-{lower}-
+  namespace: default
+  ownerReferences:
+    - apiVersion: scheduling.volcano.sh/v1beta1
+      kind: Queue
+      name: {queue}
+      uid: {uid}
+      controller: true
+      blockOwnerDeletion: true
+target:
+  apiVersion: scheduling.volcano.sh/v1beta1
+  kind: Queue
+  name: {queue}
+  uid: {uid}
+  controller: true
+  blockOwnerDeletion: true
+action: {action}
+"""
+
+
+def test_vcctl_queue_operate_closes_and_opens_a_queue(
+    running: Running, kubectl: Kubectl, namespace: str
+) -> None:
+    queue = f"ops-{uuid.uuid4().hex[:6]}"
+    kubectl.apply(
+        [
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": queue},
+                "spec": {"weight": 1},
+            }
+        ]
+    )
+
+    def state() -> str | None:
+        return (kubectl.get("queues", queue).get("status") or {}).get("state")
+
+    wait_for(lambda: state() == "Open", f"queue {queue} Open", describe=running.describe)
+    uid = kubectl.get("queues", queue)["metadata"]["uid"]
+    # A PodGroup still names the queue: closing it drains (Closing) rather than shuts.
+    kubectl.apply(
+        [
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "left-over", "namespace": namespace},
+                "spec": {"minMember": 1, "queue": queue},
+            }
+        ]
+    )
+
+    def operate(action: str) -> None:
+        text = VCCTL_COMMAND.format(queue=queue, uid=uid, action=action, lower=action.lower())
+        kubectl.run("create", "-f", "-", input=text)
+
+    def commands_left() -> list[str]:
+        names = [c["metadata"]["name"] for c in kubectl.items("commands", "-n", "default")]
+        return [n for n in names if n.startswith(f"{queue}-")]
+
+    operate("CloseQueue")
+    wait_for(lambda: state() == "Closing", f"queue {queue} Closing", describe=running.describe)
+    wait_for(lambda: commands_left() == [], "the Command deleted once served", describe=running.describe)
+    kubectl.run("delete", "podgroup", "left-over", "-n", namespace)
+    wait_for(lambda: state() == "Closed", f"queue {queue} Closed", describe=running.describe)
+
+    operate("OpenQueue")
+    wait_for(lambda: state() == "Open", f"queue {queue} Open again", describe=running.describe)
+    wait_for(lambda: commands_left() == [], "the Command deleted once served", describe=running.describe)

@@ -29,6 +29,7 @@ CRD_FILES = {
     "Job": "batch.volcano.sh_jobs.yaml",
     "PodGroup": "scheduling.volcano.sh_podgroups.yaml",
     "Queue": "scheduling.volcano.sh_queues.yaml",
+    "Command": "bus.volcano.sh_commands.yaml",
 }
 
 

@@ -102,7 +102,7 @@ def test_kubectl_kustomize_builds_the_whole_set() -> None:
     assert out.returncode == 0, out.stderr
     built = [d for d in yaml.safe_load_all(out.stdout) if d]
     kinds = sorted(d["kind"] for d in built)
-    assert kinds.count("CustomResourceDefinition") == 4
+    assert kinds.count("CustomResourceDefinition") == 5
     assert kinds.count("Deployment") == 3
     assert len(built) == sum(
         len(_docs(MANIFESTS / e))
@@ -402,8 +402,9 @@ MUST = [
             ("topology.volcano.sh", "hypernodes", ["create", "update", "delete", "list", "watch"]),
             ("topology.volcano.sh", "hypernodes/status", ["patch"]),
             ("", "nodes", ["list", "watch"]),
-            ("scheduling.volcano.sh", "queues", ["list", "watch"]),
+            ("scheduling.volcano.sh", "queues", ["list", "watch", "get"]),
             ("scheduling.volcano.sh", "queues/status", ["patch"]),
+            ("bus.volcano.sh", "commands", ["list", "watch", "delete"]),
         ]
         for verb in verbs
     ),
@@ -461,6 +462,9 @@ MUST_NOT = [
     (CONTROLLER_SA, "get", "", "secrets", NS, None),
     (CONTROLLER_SA, "get", "", "secrets", NS, "hyperplace-webhooks-tls"),
     (CONTROLLER_SA, "create", "", "events", None, None),
+    # Queue Commands are served (deleted), never issued or edited by the controller.
+    (CONTROLLER_SA, "create", "bus.volcano.sh", "commands", None, None),
+    (CONTROLLER_SA, "patch", "bus.volcano.sh", "commands", None, None),
     (CONTROLLER_SA, "update", "coordination.k8s.io", "leases", "kube-system", None),
     (CONTROLLER_SA, "update", "coordination.k8s.io", "leases", NS, "hyperplace-scheduler"),
     (CONTROLLER_SA, "get", "", "configmaps", "default", None),

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from hyperplace.runtime.api import (
+    COMMANDS,
     CONFIGMAPS,
     HYPERNODES,
     JOBS,
@@ -255,7 +256,8 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
 
 async def controller_usage(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     """The controller leads, turns a Job into a PodGroup and pods, scales it down, keeps
-    HyperNode status, and discovers HyperNodes from node labels and from UFM."""
+    HyperNode status, serves queue Commands, and discovers HyperNodes from node labels and
+    from UFM."""
     from controller.__main__ import parse_args, run
     from tests.controller.test_manager import design_job
 
@@ -282,11 +284,25 @@ async def controller_usage(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
         await as_user(api, api.patch(JOBS, job["metadata"]["name"], {"spec": spec}, "default"))
         await eventually(lambda: _used(api, "delete", "pods"), "scale-down")
         await eventually(lambda: _used(api, "update", "podgroups"), "the PodGroup update")
+        await _queue_commands(api)
         await _discovery(api, config_ns)
     finally:
         await _stop(task)
     assert _used(api, "update", "leases", lease), "the Lease is renewed and released"
     return api
+
+
+async def _queue_commands(api: FakeApi) -> None:
+    """``vcctl queue operate --action close`` on the default queue, and a Command naming a
+    queue that does not exist (looked up before it is dropped)."""
+    from tests.controller.test_queue_commands import command_for, vcctl_command
+
+    default = api.peek(QUEUES, "default")
+    assert default is not None
+    await as_user(api, api.create(COMMANDS, vcctl_command(default, "CloseQueue"), "default"))
+    await as_user(api, api.create(COMMANDS, command_for("gone", "OpenQueue"), "default"))
+    await eventually(lambda: not api.objects.get("commands"), "both Commands served")
+    await eventually(lambda: _used(api, "get", "queues", "gone"), "the missing queue looked up")
 
 
 async def _discovery(api: FakeApi, config_ns: str) -> None:
