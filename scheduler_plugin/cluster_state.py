@@ -744,11 +744,15 @@ class ClusterState:
             if rec.shape_gen != self._layout_gen:
                 # Shape ids and request vectors hold while the layout does: once per pod and layout.
                 sid = self._shape_idx.get(f.sig)
-                vec = self._vec(rec.requests)
                 if sid is None:
+                    vec = self._vec(rec.requests)
                     sid = len(self._shape_list)
                     self._shape_idx[f.sig] = sid
                     self._shape_list.append((vec, cons))
+                else:
+                    # Same requests as the shape's (they are part of its signature): one
+                    # read-only vector for all its tasks.
+                    vec = self._shape_list[sid][0]
                 rec.sid, rec.vec, rec.shape_gen = sid, vec, self._layout_gen
             assert rec.vec is not None
             task = TaskInfo(
