@@ -186,6 +186,9 @@ class _Job:
 
 _JOB_FIELDS = tuple(f.name for f in fields(JobInfo))
 _SUBJOB_FIELDS = tuple(f.name for f in fields(SubJobInfo))
+# Entries of ``JobInfo.cache`` that depend on the job's tasks' requests and states only, not
+# on node indices (queue_accounting.job_sums, preemption.running_count).
+_NODE_FREE_CACHES = frozenset({"queue_sums", "running"})
 
 
 def _remap_job(info: JobInfo, perm: list[int]) -> JobInfo:
@@ -194,6 +197,8 @@ def _remap_job(info: JobInfo, perm: list[int]) -> JobInfo:
     name no node, are shared."""
     d = info.__dict__
     job = JobInfo(**{k: d[k] for k in _JOB_FIELDS if k not in ("subjobs", "cache")})
+    # What sessions cached that names no node (sums over requests, counts) stays true.
+    job.cache = {k: v for k, v in dict(info.cache).items() if k in _NODE_FREE_CACHES}
     for sid, sj in info.subjobs.items():
         sd = sj.__dict__
         copy_ = SubJobInfo(**{k: sd[k] for k in _SUBJOB_FIELDS if k != "tasks"})
