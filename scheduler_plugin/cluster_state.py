@@ -191,27 +191,43 @@ _SUBJOB_FIELDS = tuple(f.name for f in fields(SubJobInfo))
 _NODE_FREE_CACHES = frozenset({"queue_sums", "running"})
 
 
-def _remap_job(info: JobInfo, perm: list[int]) -> JobInfo:
-    """A copy of ``info`` whose running tasks name their nodes by new indices. The original
-    (possibly in a snapshot a session still reads) is left as it is; pending tasks, which
-    name no node, are shared."""
+def _remap_job(info: JobInfo, perm: list[int], first: int) -> JobInfo:
+    """``info`` with its running tasks naming their nodes by new indices (``perm``: old index
+    -> new; indices below ``first`` did not move). ``info`` itself when no task moved; else a
+    copy, the original (possibly in a snapshot a session still reads) left as it is. Pending
+    tasks, which name no node, are shared."""
+    new_tasks: dict[str, list[TaskInfo]] = {}
+    new = object.__new__
+    for sid, sj in info.subjobs.items():
+        tasks: list[TaskInfo] | None = None
+        for i, t in enumerate(sj.tasks):
+            n = t.node
+            if n >= first and t.running:
+                if tasks is None:
+                    tasks = sj.tasks[:i]
+                t2 = new(TaskInfo)
+                t2.__dict__.update(t.__dict__)
+                t2.node = perm[n]
+                tasks.append(t2)
+            elif tasks is not None:
+                tasks.append(t)
+        if tasks is not None:
+            new_tasks[sid] = tasks
+    if not new_tasks:
+        return info
     d = info.__dict__
     job = JobInfo(**{k: d[k] for k in _JOB_FIELDS if k not in ("subjobs", "cache")})
     # What sessions cached that names no node (sums over requests, counts) stays true.
     job.cache = {k: v for k, v in dict(info.cache).items() if k in _NODE_FREE_CACHES}
     for sid, sj in info.subjobs.items():
-        sd = sj.__dict__
-        copy_ = SubJobInfo(**{k: sd[k] for k in _SUBJOB_FIELDS if k != "tasks"})
-        tasks = []
-        for t in sj.tasks:
-            if t.running and t.node >= 0:
-                t2 = object.__new__(TaskInfo)
-                t2.__dict__.update(t.__dict__)
-                t2.node = perm[t.node]
-                t = t2
-            tasks.append(t)
-        copy_.tasks = tasks
-        job.subjobs[sid] = copy_
+        got = new_tasks.get(sid)
+        if got is None:
+            job.subjobs[sid] = sj
+        else:
+            sd = sj.__dict__
+            copy_ = SubJobInfo(**{k: sd[k] for k in _SUBJOB_FIELDS if k != "tasks"})
+            copy_.tasks = got
+            job.subjobs[sid] = copy_
     return job
 
 
@@ -693,8 +709,9 @@ class ClusterState:
             for gkey, job in self._jobs.items():
                 if gkey in self._dirty_jobs or job.info is None:
                     continue
-                if any(t.running and t.node >= first for t in job.info.tasks):
-                    self._jobs[gkey] = _Job(_remap_job(job.info, perm_l), job.orphans, job.standalone)
+                info = _remap_job(job.info, perm_l, first)
+                if info is not job.info:
+                    self._jobs[gkey] = _Job(info, job.orphans, job.standalone)
         self._last = None
 
     def _vec(self, rq: Mapping[str, int]) -> I64:
