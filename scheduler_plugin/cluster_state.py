@@ -7,8 +7,10 @@ would return for the same objects (``--verify-state`` and a property test check 
 
 * **Per node**: parsed static facts, an allocatable row, a used row (bound pods plus
   assumed ones, whatever the caller feeds in) and host ports. A pod event changes one
-  row. Adding or removing a node, or a resource never seen before, re-lays the arrays
-  out once (node order is by name, as in ``build``).
+  row. Nodes added or removed are merged into the order (by name, as in ``build``) by the
+  next snapshot, once however many arrived: the other rows move, only the new rows are
+  made, and jobs keep their tasks (running ones get their moved node indices in a copy).
+  Only a resource never seen before re-lays everything out.
 * **Per HyperNode**: membership lives in a :class:`~hyperplace.kube.members.MemberIndex`
   (only changed nodes and HyperNodes are re-resolved); the tree is rebuilt only when the
   index's generation or the node set moved.
