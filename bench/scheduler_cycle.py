@@ -14,13 +14,17 @@ Scenarios, each timed from the moment the events are known to the end of the ses
 (b) churn: 1 % of the running pods finished and 100 new pending pods (10 gangs of 10, hard
     tier 1);
 (c) a gang of min(5000, N/2) pods x 2 GPUs (soft topology): the cycle that decides it,
-    against the decision alone (``run_session`` on the same snapshot, masks cold).
+    against the decision alone (``run_session`` on the same snapshot, masks cold);
+(d) N/10 nodes added between two cycles (names interleaved with the existing ones, so the
+    running pods' node indices move): the cycle after the adds, also against the state's
+    earlier path for it (a whole re-layout), printed under the row.
 
 "incremental" is :class:`scheduler_plugin.cluster_state.ClusterState` fed with the events
 (their cost is shown apart: a scheduler pays it as the watch delivers them, between cycles);
-a cycle is the view (``snapshot()``) plus ``run_session``;
-"rebuild" is the path every cycle took before it, ``ClusterSnapshot.build`` over every object
-+ ``run_session``, run in the same process on the same objects. Both must decide the same
+a cycle is what ``Scheduler.run_cycle`` computes: the view (the re-read listings offered to
+the state, then ``snapshot()``) plus the session (``run_session`` and the fragmentation
+gauges); "rebuild" is the path every cycle took before it, ``ClusterSnapshot.build`` over
+every object + the same session, run in the same process on the same objects. Both must decide the same
 bindings (checked). Resident memory is the process's VmRSS with the state built (objects,
 informer-like store and state), reported for 10k nodes / 50k pods.
 """
@@ -42,9 +46,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hyperplace.api import HyperNode, PodGroup
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, TASK_INDEX_KEY, TASK_SPEC_KEY
 from scheduler_plugin.cluster_state import ClusterState, snapshot_differences
+from scheduler_plugin.fragmentation import FragmentationConfig, snapshot_fragmentation
 from scheduler_plugin.session import SessionResult, run_session
 from scheduler_plugin.snapshot import ClusterSnapshot
 
+FRAGMENTATION = FragmentationConfig()
 LEAVES = 400
 PODS_PER_NODE = 5
 JOB_SIZE = 50
@@ -164,6 +170,17 @@ class World:
         self.state.snapshot()
         self.initial = time.perf_counter() - t
 
+    def view(self) -> ClusterSnapshot:
+        """What ``Scheduler.run_cycle`` does before its session: the listings of the kinds
+        it re-reads every cycle offered to the state (unchanged ones are recognised), then
+        the snapshot."""
+        st = self.state
+        st.replace_hypernodes(self.hns)
+        st.replace_podgroups(self.pgs)
+        st.replace_queues([])
+        st.replace_priority_classes([])
+        return st.snapshot()
+
     def rebuild(self) -> ClusterSnapshot:
         return ClusterSnapshot.build(
             nodes=self.nodes, pods=list(self.pods.values()), hypernodes=self.hns, podgroups=self.pgs
@@ -184,6 +201,14 @@ class World:
             p["spec"] = {**p["spec"], "nodeName": node}
             p["status"] = {"phase": "Running"}
             self.put_pod(p)
+
+
+def decide(snap: ClusterSnapshot) -> SessionResult:
+    """What ``Scheduler._decide`` does with a view: the session, then the fragmentation
+    gauges of the snapshot after its bindings."""
+    result = run_session(snap)
+    snapshot_fragmentation(snap, FRAGMENTATION, result.bindings)
+    return result
 
 
 def timed(fn: Any) -> tuple[float, Any]:
@@ -211,6 +236,7 @@ def main() -> None:
     reps = 3 if args.quick else 5
 
     rows: list[tuple[Any, ...]] = []
+    prev_rows: dict[int, float] = {}
     memory: list[str] = []
     for n in sizes:
         base_rss = rss_mib()
@@ -229,11 +255,11 @@ def main() -> None:
         # (a) steady state: no change since the previous cycle.
         inc_a, reb_a = [], []
         for _ in range(reps):
-            dt, snap = timed(st.snapshot)
-            dts, res = timed(lambda s=snap: run_session(s))
+            dt, snap = timed(world.view)
+            dts, res = timed(lambda s=snap: decide(s))
             inc_a.append((0.0, dt, dts))
             dt2, rsnap = timed(world.rebuild)
-            dts2, rres = timed(lambda s=rsnap: run_session(s))
+            dts2, rres = timed(lambda s=rsnap: decide(s))
             reb_a.append(dt2 + dts2)
             assert res.bindings == rres.bindings
         rows.append((n, "(a) no change", inc_a, reb_a, None))
@@ -258,16 +284,51 @@ def main() -> None:
                 for i in range(10):
                     world.put_pod(make_pod(job, i, 1, None))
             events = time.perf_counter() - t
-            dt, snap = timed(st.snapshot)
-            dts, res = timed(lambda s=snap: run_session(s))
+            dt, snap = timed(world.view)
+            dts, res = timed(lambda s=snap: decide(s))
             inc_b.append((events, dt, dts))
             dt2, rsnap = timed(world.rebuild)
-            dts2, rres = timed(lambda s=rsnap: run_session(s))
+            dts2, rres = timed(lambda s=rsnap: decide(s))
             reb_b.append(dt2 + dts2)
             assert res.bindings == rres.bindings, "incremental and rebuilt decisions differ"
             assert snapshot_differences(snap, rsnap) == []
             world.bind(res)
         rows.append((n, "(b) 1% done + 100 new", inc_b, reb_b, None))
+
+        # (d) nodes arriving: n/10 new nodes (names between the existing ones, in the same
+        # HyperNodes) between two cycles. "prev" is the state's earlier path for it: a whole
+        # re-layout (every pod re-accounted, every job rebuilt).
+        inc_d, reb_d, prev_d = [], [], []
+        fresh = []
+        for nd in world.nodes[5::10][: n // 10]:
+            nm = nd["metadata"]["name"] + "x"
+            fresh.append(
+                {
+                    **nd,
+                    "metadata": {
+                        **nd["metadata"],
+                        "name": nm,
+                        "labels": {**nd["metadata"]["labels"], "kubernetes.io/hostname": nm},
+                    },
+                }
+            )
+        t = time.perf_counter()
+        for nd in fresh:
+            world.nodes.append(nd)
+            st.set_node(nd)
+        events = time.perf_counter() - t
+        dt, snap = timed(world.view)
+        dts, res = timed(lambda s=snap: decide(s))
+        inc_d.append((events, dt, dts))
+        dt2, rsnap = timed(world.rebuild)
+        dts2, rres = timed(lambda s=rsnap: decide(s))
+        reb_d.append(dt2 + dts2)
+        assert res.bindings == rres.bindings, "incremental and rebuilt decisions differ"
+        assert snapshot_differences(snap, rsnap) == []
+        st._layout_dirty, st.changes = True, st.changes + 1
+        prev_d.append(timed(world.view)[0] + dts)
+        rows.append((n, f"(d) {len(fresh)} nodes added", inc_d, reb_d, None))
+        prev_rows[n] = statistics.median(prev_d)
 
         # (c) a big gang: the cycle that decides it vs the decision alone.
         size = min(5000, n // 2)
@@ -277,14 +338,14 @@ def main() -> None:
         for i in range(size):
             world.put_pod(make_pod(job, i, 2, None))
         events = time.perf_counter() - t
-        dt, snap = timed(st.snapshot)
-        dts, res = timed(lambda s=snap: run_session(s))
+        dt, snap = timed(world.view)
+        dts, res = timed(lambda s=snap: decide(s))
         decision = []
         for _ in range(reps):
             cold(snap)
             decision.append(timed(lambda s=snap: run_session(s))[0])
         dt2, rsnap = timed(world.rebuild)
-        dts2, rres = timed(lambda s=rsnap: run_session(s))
+        dts2, rres = timed(lambda s=rsnap: decide(s))
         assert res.bindings == rres.bindings, "incremental and rebuilt decisions differ"
         placed = sum(1 for k in res.bindings if k.startswith("default/big-"))
         rows.append(
@@ -339,12 +400,14 @@ def main() -> None:
         )
         if decision is not None:
             print(f"{'':>6} {'':<34} cycle / decision alone = {cyc / (decision * 1000):.2f}x")
+        if what.startswith("(d)") and n in prev_rows:
+            print(f"{'':>6} {'':<34} earlier state path (full re-layout): {prev_rows[n] * 1000:.1f} ms")
     print(
         "events: applying the watch events to the state (paid as they arrive, between cycles); "
         "cycle = view (snapshot) + session; rebuild = ClusterSnapshot.build + run_session"
     )
     print()
-    for sc in ("(a)", "(b)", "(c)"):
+    for sc in ("(a)", "(b)", "(c)", "(d)"):
         xs = [n for n in sizes if (sc, n) in p50]
         for a, b in itertools.pairwise(xs):
             print(f"{sc}: cycle growth {a} -> {b} nodes = {p50[(sc, b)] / p50[(sc, a)]:.2f}x")

@@ -7,8 +7,10 @@ would return for the same objects (``--verify-state`` and a property test check 
 
 * **Per node**: parsed static facts, an allocatable row, a used row (bound pods plus
   assumed ones, whatever the caller feeds in) and host ports. A pod event changes one
-  row. Adding or removing a node, or a resource never seen before, re-lays the arrays
-  out once (node order is by name, as in ``build``).
+  row. Nodes added or removed are merged into the order (by name, as in ``build``) by the
+  next snapshot, once however many arrived: the other rows move, only the new rows are
+  made, and jobs keep their tasks (running ones get their moved node indices in a copy).
+  Only a resource never seen before re-lays everything out.
 * **Per HyperNode**: membership lives in a :class:`~hyperplace.kube.members.MemberIndex`
   (only changed nodes and HyperNodes are re-resolved); the tree is rebuilt only when the
   index's generation or the node set moved.
@@ -31,9 +33,12 @@ A relist (after 410 Gone, a watch gap or a restart) feeds whole listings through
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import heapq
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -50,7 +55,7 @@ from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.members import MemberIndex
 
-from .job_info import JobInfo, TaskInfo, build_job
+from .job_info import JobInfo, SubJobInfo, TaskInfo, build_job
 from .predicates import (
     NodeStatic,
     PodConstraints,
@@ -183,6 +188,67 @@ class _Job:
     standalone: bool
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic collector while tens of thousands of small objects free of reference
+    cycles are made: it would only walk the whole (large) heap, several times over. Objects
+    are still freed by reference counting; a cycle made meanwhile waits for the next pass."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(JobInfo))
+_SUBJOB_FIELDS = tuple(f.name for f in fields(SubJobInfo))
+# Entries of ``JobInfo.cache`` that depend on the job's tasks' requests and states only, not
+# on node indices (queue_accounting.job_sums, preemption.running_count).
+_NODE_FREE_CACHES = frozenset({"queue_sums", "running"})
+
+
+def _remap_job(info: JobInfo, perm: list[int], first: int) -> JobInfo:
+    """``info`` with its running tasks naming their nodes by new indices (``perm``: old index
+    -> new; indices below ``first`` did not move). ``info`` itself when no task moved; else a
+    copy, the original (possibly in a snapshot a session still reads) left as it is. Pending
+    tasks, which name no node, are shared."""
+    new_tasks: dict[str, list[TaskInfo]] = {}
+    new = object.__new__
+    for sid, sj in info.subjobs.items():
+        tasks: list[TaskInfo] | None = None
+        for i, t in enumerate(sj.tasks):
+            n = t.node
+            if n >= first and t.running:
+                if tasks is None:
+                    tasks = sj.tasks[:i]
+                t2 = new(TaskInfo)
+                t2.__dict__.update(t.__dict__)
+                t2.node = perm[n]
+                tasks.append(t2)
+            elif tasks is not None:
+                tasks.append(t)
+        if tasks is not None:
+            new_tasks[sid] = tasks
+    if not new_tasks:
+        return info
+    d = info.__dict__
+    job = JobInfo(**{k: d[k] for k in _JOB_FIELDS if k not in ("subjobs", "cache")})
+    # What sessions cached that names no node (sums over requests, counts) stays true.
+    job.cache = {k: v for k, v in dict(info.cache).items() if k in _NODE_FREE_CACHES}
+    for sid, sj in info.subjobs.items():
+        got = new_tasks.get(sid)
+        if got is None:
+            job.subjobs[sid] = sj
+        else:
+            sd = sj.__dict__
+            copy_ = SubJobInfo(**{k: sd[k] for k in _SUBJOB_FIELDS if k != "tasks"})
+            copy_.tasks = got
+            job.subjobs[sid] = copy_
+    return job
+
+
 class ClusterState:
     """Nodes, pods, HyperNodes, PodGroups, Queues and PriorityClasses, kept from events.
 
@@ -216,6 +282,7 @@ class ClusterState:
         self._jobs: dict[str, _Job] = {}
         self._dirty_jobs: set[str] = set()
         self._bad_orphans: dict[str, str] = {}  # pending pods of ours with invalid requests
+        self._by_node: dict[str, dict[str, None]] = {}  # node name -> keys of pods naming it
         # Layout: node order, resource columns, matrices (copy-on-write once shared).
         self._layout_dirty = True
         self._names: list[str] = []
@@ -228,6 +295,11 @@ class ClusterState:
         self._plain = np.zeros(0, dtype=bool)
         self._ports: list[set[HostPort]] = []
         self._shared = False  # the arrays/lists above belong to a snapshot too
+        # Nodes added / removed since the last layout, laid out by the next snapshot (a merge
+        # into the sorted order, no re-accounting of pods on the nodes that stay).
+        self._added: set[str] = set()
+        self._removed: set[str] = set()
+        self._nodeset_gen = 0  # moves when the node order changes (the tree depends on it)
         self._node_gen = 0  # moves when any node's static facts change (masks depend on them)
         self._sig_masks: dict[Any, npt.NDArray[np.bool_]] = {}
         self._sig_masks_gen = -1
@@ -265,11 +337,16 @@ class ClusterState:
         if old is not None and old.static == st and old.alloc == alloc and old.plain == plain:
             return  # a heartbeat: nothing the scheduler reads changed
         self.changes += 1
-        if old is None or any(r not in self._ridx for r in alloc):
-            self._layout_dirty = True
+        if any(r not in self._ridx for r in alloc):
+            self._layout_dirty = True  # a resource never seen: new columns, laid out once
             return
         self._node_gen += 1
         if self._layout_dirty:
+            return
+        if old is None or name in self._added:
+            # A new node (or one deleted and back since the last layout): merged into the
+            # order by the next snapshot, its row made from scratch there.
+            self._added.add(name)
             return
         i = self._nidx[name]
         self._own()
@@ -285,7 +362,10 @@ class ClusterState:
         self._node_objs.pop(name, None)
         if self._nodes.pop(name, None) is not None:
             self.members.remove_node(name)
-            self._layout_dirty = True
+            self._added.discard(name)
+            if name in self._nidx:
+                self._removed.add(name)
+            self._node_gen += 1
             self.changes += 1
 
     def replace_nodes(self, objs: Iterable[dict[str, Any]]) -> None:
@@ -314,6 +394,7 @@ class ClusterState:
         rec = self._parse_pod(obj)
         self._pods[rec.key] = rec
         self.changes += 1
+        self._index_node(old, rec)
         if not rec.terminal and any(r not in self._ridx for r in rec.requests or ()):
             self._layout_dirty = True  # a resource never seen: new columns, laid out once
         if not (
@@ -334,6 +415,7 @@ class ClusterState:
         if old is None:
             return
         self.changes += 1
+        self._index_node(old, None)
         self._account(old, -1)
         self._bad_orphans.pop(key, None)
         self._rejob(old, None)
@@ -398,11 +480,29 @@ class ClusterState:
             else:
                 self._ports[i] = self._ports_on(rec.node)
 
+    def _index_node(self, old: _Pod | None, new: _Pod | None) -> None:
+        if old is not None and old.node and (new is None or new.node != old.node):
+            keys = self._by_node.get(old.node)
+            if keys is not None:
+                keys.pop(old.key, None)
+                if not keys:
+                    del self._by_node[old.node]
+        if new is not None and new.node:
+            self._by_node.setdefault(new.node, {})[new.key] = None
+
+    def _on_node(self, node: str) -> list[_Pod]:
+        """Pods holding room on ``node`` (bound, not terminal, valid requests)."""
+        out = []
+        for k in self._by_node.get(node, ()):
+            p = self._pods[k]
+            if not p.terminal and p.requests is not None:
+                out.append(p)
+        return out
+
     def _ports_on(self, node: str) -> set[HostPort]:
         out: set[HostPort] = set()
-        for p in self._pods.values():
-            if p.node == node and p.ports and not p.terminal and p.requests is not None:
-                out |= p.ports
+        for p in self._on_node(node):
+            out |= p.ports
         return out
 
     def _rejob(self, old: _Pod | None, new: _Pod | None) -> None:
@@ -548,6 +648,9 @@ class ClusterState:
         self._ports = [set() for _ in names]
         self._shared = False
         self._layout_dirty = False
+        self._added = set()
+        self._removed = set()
+        self._nodeset_gen += 1
         for p in self._pods.values():
             self._account(p, +1)
         # Node indices, resource columns and shapes are baked into tasks: rebuild every job.
@@ -557,6 +660,78 @@ class ClusterState:
         self._dirty_jobs = self._all_job_keys()
         self._node_gen += 1
         self._layout_gen += 1
+
+    def _renode(self) -> None:
+        """Lay out nodes added and removed since the last layout, in O(N) array work: the
+        rows of the nodes that stay move to their new places, only the new nodes' rows are
+        made (from the pods naming them), and jobs are rebuilt only where a pod sits on a
+        node that came or went; the others get their running tasks' node indices remapped."""
+        added, removed = sorted(self._added), self._removed
+        self._added, self._removed = set(), set()
+        old_names = self._names
+        kept = [n for n in old_names if n not in removed] if removed else old_names
+        names = list(heapq.merge(kept, added)) if added else list(kept)
+        nidx = {n: i for i, n in enumerate(names)}
+        old_pos = np.fromiter(
+            (i for i, n in enumerate(old_names) if n not in removed), dtype=np.int64, count=len(kept)
+        )
+        new_pos = np.fromiter((nidx[n] for n in kept), dtype=np.int64, count=len(kept))
+        perm = np.full(len(old_names), -1, dtype=np.int64)  # old index -> new index (-1: gone)
+        perm[old_pos] = new_pos
+        shape = (len(names), len(self._resources))
+        alloc = np.zeros(shape, dtype=np.int64)
+        used = np.zeros(shape, dtype=np.int64)
+        plain = np.zeros(len(names), dtype=bool)
+        alloc[new_pos] = self._alloc[old_pos]
+        used[new_pos] = self._used[old_pos]
+        plain[new_pos] = self._plain[old_pos]
+        statics: list[NodeStatic | None] = [None] * len(names)
+        ports: list[set[HostPort]] = [set()] * len(names)
+        for o, n in zip(old_pos.tolist(), new_pos.tolist(), strict=True):
+            statics[n] = self._statics[o]
+            ports[n] = self._ports[o]
+        touched_jobs: set[str] = set()
+        for name in added:
+            i = nidx[name]
+            rec = self._nodes[name]
+            statics[i] = rec.static
+            plain[i] = rec.plain
+            for r, v in rec.alloc.items():
+                alloc[i, self._ridx[r]] = v
+            held: set[HostPort] = set()
+            for p in self._on_node(name):
+                assert p.requests is not None
+                for r, v in p.requests.items():
+                    used[i, self._ridx[r]] += v
+                held |= p.ports
+            ports[i] = held
+        for name in (*added, *removed):
+            for k in self._by_node.get(name, ()):
+                jkey = self._pods[k].job
+                if jkey is not None:
+                    touched_jobs.add(jkey)
+        self._names, self._nidx = names, nidx
+        self._alloc, self._used, self._plain = alloc, used, plain
+        self._statics = statics  # type: ignore[assignment]  # every slot filled above
+        self._ports = ports
+        self._shared = False
+        self._node_gen += 1
+        self._nodeset_gen += 1
+        # Jobs with a task on a node that came or went are rebuilt; the others keep their
+        # tasks, with node indices moved where the merge shifted them.
+        self._dirty_jobs |= touched_jobs
+        moved = np.nonzero(perm != np.arange(len(perm)))[0]
+        first = int(moved[0]) if len(moved) else len(perm)
+        if first < len(perm):
+            perm_l = perm.tolist()
+            with _no_cyclic_gc():  # up to one new task per running pod, no cycles
+                for gkey, job in self._jobs.items():
+                    if gkey in self._dirty_jobs or job.info is None:
+                        continue
+                    info = _remap_job(job.info, perm_l, first)
+                    if info is not job.info:
+                        self._jobs[gkey] = _Job(info, job.orphans, job.standalone)
+        self._last = None
 
     def _vec(self, rq: Mapping[str, int]) -> I64:
         v = np.zeros(len(self._resources), dtype=np.int64)
@@ -610,11 +785,15 @@ class ClusterState:
             if rec.shape_gen != self._layout_gen:
                 # Shape ids and request vectors hold while the layout does: once per pod and layout.
                 sid = self._shape_idx.get(f.sig)
-                vec = self._vec(rec.requests)
                 if sid is None:
+                    vec = self._vec(rec.requests)
                     sid = len(self._shape_list)
                     self._shape_idx[f.sig] = sid
                     self._shape_list.append((vec, cons))
+                else:
+                    # Same requests as the shape's (they are part of its signature): one
+                    # read-only vector for all its tasks.
+                    vec = self._shape_list[sid][0]
                 rec.sid, rec.vec, rec.shape_gen = sid, vec, self._layout_gen
             assert rec.vec is not None
             task = TaskInfo(
@@ -653,7 +832,9 @@ class ClusterState:
         t0 = time.perf_counter()
         if self._layout_dirty:
             self._relayout()
-        tree_key = (self.members.generation, self._layout_gen)
+        elif self._added or self._removed:
+            self._renode()
+        tree_key = (self.members.generation, self._nodeset_gen)
         if self._tree is None or self._tree_key != tree_key:
             old = self._tree
             labels = self.members.node_labels
@@ -663,11 +844,12 @@ class ClusterState:
                 self._dirty_jobs = self._all_job_keys()
         tree = self._tree
         if self._dirty_jobs:
-            for gkey in self._dirty_jobs:
-                if gkey in self._podgroups or gkey in self._job_pods:
-                    self._jobs[gkey] = self._build_job(gkey, tree)
-                else:
-                    self._jobs.pop(gkey, None)
+            with _no_cyclic_gc():  # one TaskInfo per pod of a rebuilt job, no cycles
+                for gkey in self._dirty_jobs:
+                    if gkey in self._podgroups or gkey in self._job_pods:
+                        self._jobs[gkey] = self._build_job(gkey, tree)
+                    else:
+                        self._jobs.pop(gkey, None)
             self._dirty_jobs = set()
             self._last = None
         if self._last is not None and self.changes == 0 and self._last.tree is tree:

@@ -286,7 +286,9 @@ def build_job(
         job.min_subjobs[f"{key}/{p.name}"] = p.min_sub_groups or 0
     if topo is not None and topo.problem:
         job.warnings.append(topo.problem)
-    for t in sorted(tasks, key=lambda t: (-t.priority, *task_order_key(t))):
+    keyed = [((-t.priority, *order), order, t) for t in tasks for order in (task_order_key(t),)]
+    keyed.sort(key=lambda x: x[0])  # stable, on the key alone: the order of ``sorted`` by it
+    for prio_order, order, t in keyed:
         chosen: tuple[SubGroupPolicySpec, list[str]] | None = None
         for p in policies:
             vals = match_values(p, t.labels)
@@ -329,8 +331,8 @@ def build_job(
                 )
         t.subjob = sid
         t.job = key
-        t.order_key = task_order_key(t)
-        t.prio_order_key = (-t.priority, *t.order_key)
+        t.order_key = order
+        t.prio_order_key = prio_order
         t.rank = rank_key(t)
         job.subjobs[sid].tasks.append(t)
     return job

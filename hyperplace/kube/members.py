@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -233,6 +234,12 @@ class MemberIndex:
         self._dirty_hns: set[str] = set()
         self._dirty_nodes: set[str] = set()
         self._regex_all: tuple[list[tuple[str, str]], _RegexSet] | None = None
+        # Label selectors for matching one node: those with matchLabels by one required
+        # (key, value) pair (a node only meets those whose pair it carries), the rest apart.
+        self._label_all: (
+            tuple[dict[tuple[str, str], list[tuple[str, dict[str, Any]]]], list[tuple[str, dict[str, Any]]]]
+            | None
+        ) = None
         self.generation = 0
         self.hypernode_generation = 0  # moves when a HyperNode spec is added, changed or removed
 
@@ -373,6 +380,7 @@ class MemberIndex:
                 self._compiled[name] = _Compiled(hn)
         if dirty_hns:
             self._regex_all = None
+            self._label_all = None
         # 2. Forget what removed or changed nodes were selected by.
         for node in dirty_nodes:
             for name in self._node_hns.pop(node, set()):
@@ -416,13 +424,25 @@ class MemberIndex:
             pairs = [(n, p) for n, c in sorted(self._compiled.items()) for p in c.regexes]
             self._regex_all = (pairs, _RegexSet([p for _, p in pairs]))
         pairs, rs = self._regex_all
-        label_sels = [(n, raw) for n, c in self._compiled.items() if n not in skip for raw in c.labels]
+        if self._label_all is None:
+            keyed: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
+            loose: list[tuple[str, dict[str, Any]]] = []
+            for n, c in self._compiled.items():
+                for raw in c.labels:
+                    ml = raw.get("matchLabels") or {}
+                    if ml:
+                        keyed.setdefault(min(ml.items()), []).append((n, raw))
+                    else:
+                        loose.append((n, raw))
+            self._label_all = (keyed, loose)
+        keyed, loose = self._label_all
         for node in nodes:
             if pairs:
                 for i in rs.match(node):
                     if pairs[i][0] not in skip:
                         self._add(pairs[i][0], node)
             labels = self._labels[node]
-            for n, raw in label_sels:
-                if label_selector_matches(raw, labels):
+            cands = [sel for kv in labels.items() for sel in keyed.get(kv, ())]
+            for n, raw in itertools.chain(cands, loose):
+                if n not in skip and label_selector_matches(raw, labels):
                     self._add(n, node)

@@ -26,7 +26,9 @@ from scheduler_plugin.snapshot import ClusterSnapshot
 
 from .builders import hypernode, node, pod, podgroup
 
-NODES = [f"n{i}" for i in range(6)]
+# Names that sort before, between and after the others: a node arriving shifts the indices
+# of every node after it, which the state must carry into the jobs it keeps.
+NODES = [*(f"n{i}" for i in range(6)), "m1", "n10", "o1"]
 PODS = [f"p{i}" for i in range(10)]
 GROUPS = ["g0", "g1"]
 
@@ -181,10 +183,16 @@ def test_random_event_sequences_keep_the_incremental_state_equal_to_a_rebuild(ev
         rebuilt = world.rebuild()
         assert snapshot_differences(snap, rebuilt) == []
         assert decisions(snap) == decisions(rebuilt)
-        snaps.append((snap, copy.deepcopy(snap.used), list(snap.node_names)))
-    # A snapshot handed out earlier never changed under later events (copy-on-write).
-    for snap, used, names in snaps:
+        snaps.append((snap, copy.deepcopy(snap.used), list(snap.node_names), task_nodes(snap)))
+    # A snapshot handed out earlier never changed under later events (copy-on-write), nor
+    # did the tasks of its jobs (nodes arriving later renumber the nodes of new views only).
+    for snap, used, names, nodes in snaps:
         assert (snap.used == used).all() and snap.node_names == names
+        assert task_nodes(snap) == nodes
+
+
+def task_nodes(snap: ClusterSnapshot) -> dict[str, int]:
+    return {t.key: t.node for j in snap.jobs.values() for t in j.tasks}
 
 
 def test_a_cycle_with_no_change_reuses_the_previous_view() -> None:
@@ -249,3 +257,35 @@ def test_a_job_naming_a_tier_is_re_read_when_the_tier_appears() -> None:
     snap = world.state.snapshot()
     assert not snap.jobs["default/g0"].warnings and not snap.jobs["default/g0"].problems
     assert snapshot_differences(snap, world.rebuild()) == []
+
+
+def test_nodes_arriving_and_leaving_are_merged_into_the_layout_without_a_rebuild(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A cluster scaling up: nodes join between (and around) the ones already running pods,
+    # and one leaves. The next view moves the running tasks' node indices along and gives
+    # what a rebuild gives, without re-laying out the whole state.
+    world = World()
+    for name in ("n1", "n3", "n5"):
+        world.apply(("node", name, 4, "s0", True))
+    world.apply(("hn", "h0", "regex"))
+    world.apply(("pg", "g0", 2, None))
+    world.apply(("pod", "p0", "g0", 1, 0, True, False))
+    world.apply(("pod", "p1", "g0", 1, 0, False, False))
+    world.apply(("bind", "p0", "n3"))
+    world.apply(("bind", "p1", "n5"))
+    world.apply(("pod", "p2", "g1", 1, 0, False, False))
+    world.apply(("pg", "g1", 1, "hard"))
+    before = world.state.snapshot()
+    monkeypatch.setattr(ClusterState, "_relayout", lambda self: pytest.fail("full re-layout"))
+    for name in ("m1", "n0", "n2", "n4", "o1"):
+        world.apply(("node", name, 2, "s1", True))
+    world.apply(("rm-node", "n1"))
+    world.apply(("bind", "p2", "n0"))  # a pod bound to a node that arrived in the same cycle
+    after = world.state.snapshot()
+    assert after.node_names == ["m1", "n0", "n2", "n3", "n4", "n5", "o1"]
+    assert snapshot_differences(after, world.rebuild()) == []
+    assert decisions(after) == decisions(world.rebuild())
+    assert {t.key: t.node for t in after.jobs["default/g0"].tasks} == {"default/p0": 3, "default/p1": 5}
+    assert {t.key: t.node for t in before.jobs["default/g0"].tasks} == {"default/p0": 1, "default/p1": 2}
+    assert before.used[1].sum() > 0 and after.used[3].tolist() == before.used[1].tolist()
