@@ -333,11 +333,19 @@ def _queue_outcomes(ssn: Session) -> dict[str, QueueOutcome]:
     """Per queue: allocated (O(jobs): per-job sums are cached) plus what this session bound,
     and the deserved share and capability of the queue plugin that computed them."""
     snap = ssn.snap
-    out = {name: QueueOutcome(Res(), state=queue_state(q)) for name, q in sorted(snap.queues.items())}
-    for job in snap.jobs.values():
-        qo = out.get(job.queue)
-        if qo is not None and (job.tasks and len(job.pending) < len(job.tasks)):
-            qo.allocated.add(job_sums(snap, job).allocated)
+    base_alloc = snap.memo.get("queue_allocated")
+    if base_alloc is None:
+        # What the snapshot's running pods hold per queue: once per snapshot, not per session.
+        base_alloc = {name: Res() for name in snap.queues}
+        for job in snap.jobs.values():
+            acc = base_alloc.get(job.queue)
+            if acc is not None and (job.tasks and len(job.pending) < len(job.tasks)):
+                acc.add(job_sums(snap, job).allocated)
+        snap.memo["queue_allocated"] = base_alloc
+    out = {
+        name: QueueOutcome(base_alloc[name].clone(), state=queue_state(q))
+        for name, q in sorted(snap.queues.items())
+    }
     if ssn.bindings:
         # Only jobs whose ready count moved in this session had pods bound.
         base = snap.memo["ready_counters"][0]

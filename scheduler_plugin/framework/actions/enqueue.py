@@ -42,6 +42,12 @@ def enqueue(ssn: Session) -> None:
             continue  # the job waits with "queue not found" (allocate says so)
         if ssn.job_phase(job) != "Pending":
             continue
+        if ssn.job_ready(job):
+            # Its gang minimum runs: admitted in all but the written phase (its PodGroup becomes
+            # Running at this session's close). No vote to ask and nothing to reserve, which
+            # keeps a cycle over thousands of running jobs whose PodGroups carry no phase cheap.
+            ssn.enqueued.add(job.key)
+            continue
         state = queue_state(snap.queues.get(job.queue))
         if state != OPEN:
             # Volcano admits a job without minResources even here; its plugins then refuse

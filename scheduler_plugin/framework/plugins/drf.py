@@ -36,6 +36,11 @@ class Drf:
         self.allocated: dict[str, Res] = {}
         self.shares: dict[str, float] = {}
         self.hierarchy = Hierarchy(self.total) if hierarchy else None
+        base = ssn.snap.memo.get("drf_base") if not hierarchy else None
+        if base is not None:
+            # Same snapshot as an earlier session (nothing changed): its per-job sums stand.
+            self.shares, self.allocated = dict(base[0]), dict(base[1])
+            return
         queues = ssn.snap.queues
         for job in ssn.snap.jobs.values():
             sums = job_sums(ssn.snap, job)
@@ -50,6 +55,8 @@ class Drf:
                 self.hierarchy.add_job(job.key, job.queue, path, a, sums.request)
         if self.hierarchy is not None:
             self.hierarchy.update()
+        else:
+            ssn.snap.memo["drf_base"] = (dict(self.shares), dict(self.allocated))
 
     def queue_order(self, queue: str) -> QueueRank:
         """Hierarchical DRF: the queue whose path stands lower goes first."""

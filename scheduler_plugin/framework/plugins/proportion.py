@@ -13,6 +13,7 @@ once (allocate/deallocate event handlers), as in Volcano.
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any
 
 from ...job_info import JobInfo, TaskInfo
@@ -48,6 +49,16 @@ class Proportion(QueueLedger):
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         snap = ssn.snap
+        self.total = total_resource(snap)
+        cached = snap.memo.get("proportion_attrs")
+        if cached is None:
+            cached = snap.memo["proportion_attrs"] = self._shares()
+        # The session moves its copy as it allocates; the snapshot's stays as computed (it
+        # depends on the snapshot alone: job sums and PodGroup phases as written).
+        self.attrs: dict[str, QueueShare] = copy.deepcopy(cached)
+
+    def _shares(self) -> dict[str, QueueShare]:
+        ssn, snap = self.ssn, self.ssn.snap
         total_guarantee = Res()
         for queue in snap.queues.values():
             g = (queue.spec.guarantee or {}).get("resource")
@@ -76,8 +87,7 @@ class Proportion(QueueLedger):
             if inq is not None:
                 d.inqueue.add(inq)
             d.elastic.add(sums.elastic)
-        self.total = total_resource(snap)
-        self.attrs: dict[str, QueueShare] = compute_shares(self.total, demands.values(), total_guarantee)
+        return compute_shares(self.total, demands.values(), total_guarantee)
 
     # -- queue order / overused / allocatable
     def queue_order(self, queue: str) -> tuple[int, float]:
