@@ -84,3 +84,57 @@ def test_the_invariants_see_an_overcommitted_node_and_a_lost_job() -> None:
         return sorted({v.invariant for v in world.violations})
 
     assert run_virtual(scenario()) == ["lost", "overcommit"]
+
+
+def test_the_stuck_check_sees_a_gang_left_half_bound_beside_free_room() -> None:
+    """A gang with one of its two pods bound, its PodGroup admitted, room for the other pod
+    on its rack, the scheduler up and nothing happening for longer than the idle window: a
+    user sees it stuck. The same gang not admitted by its queue (PodGroup Pending) waits
+    for a reason it is told, and is not flagged."""
+    import asyncio
+
+    from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
+    from hyperplace.runtime.api import JOBS, PODGROUPS, PODS
+    from tests.fakeapi import Connection
+
+    from .campaign import _Job, _Process
+    from .vloop import run_virtual
+
+    async def scenario(phase: str) -> list[str]:
+        world = World(0, Settings())
+        world.build_cluster()
+        world.procs["scheduler"] = _Process("scheduler", Connection(world.server))  # up, idle
+        world.jobs["job0"] = _Job("job0", replicas=2, tier=1, duration=60.0)
+        world.server.seed(JOBS, {"metadata": {"name": "job0", "namespace": "chaos"}, "spec": {}})
+        world.server.seed(
+            PODGROUPS,
+            {
+                "metadata": {"name": "pg0", "namespace": "chaos"},
+                "spec": {"minMember": 2},
+                "status": {"phase": phase},
+            },
+        )
+        node = next(iter(world.racks.values()))[0]
+        for i in range(2):
+            world.server.seed(
+                PODS,
+                {
+                    "metadata": {
+                        "name": f"job0-worker-{i}",
+                        "namespace": "chaos",
+                        "labels": {JOB_NAME_KEY: "job0"},
+                        "annotations": {GROUP_NAME_ANNOTATION: "pg0"},
+                    },
+                    "spec": {
+                        **({"nodeName": node} if i == 0 else {}),
+                        "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
+                    },
+                },
+            )
+        for _ in range(20):  # 10 s, past the 8 s idle window, short of the 30 s partial one
+            await asyncio.sleep(0.5)
+            world.check()
+        return sorted({v.invariant for v in world.violations})
+
+    assert run_virtual(scenario("Inqueue")) == ["stuck"]
+    assert run_virtual(scenario("Pending")) == []
