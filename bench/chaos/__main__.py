@@ -6,8 +6,12 @@
 First the real controller and scheduler run ``--seeds`` seeds (the baseline: every invariant
 must hold, so any violation here is a bug, printed with its seed). Then each deliberately
 broken variant of ``tests/chaos/mutations.py`` runs ``--mutation-seeds`` seeds, each stopping
-at its first violation; its score is the share of seeds that caught it, with the invariant
-that did. Exit status 1 when the baseline has a violation or a score is under 90 %.
+at its first violation a user would see (``USER_VISIBLE`` in the campaign: a process that
+stops on its own is not a catch), with the scheduler's ``--verify-state`` off as in
+production, so a variant is never "caught" by the debug cross-check stopping the scheduler;
+its score is the share of seeds that caught it, with the invariant that did. The baseline
+runs with ``--verify-state`` when ``HYPERPLACE_VERIFY_STATE=1`` (as the test suite sets it).
+Exit status 1 when the baseline has a violation or a score is under 90 %.
 """
 
 from __future__ import annotations

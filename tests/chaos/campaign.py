@@ -10,11 +10,11 @@ virtual clock, :mod:`.vloop`) of:
 * always: Volcano Jobs arriving mid-run (gangs of 2-10 pods, half of them small, most
   hard-bound to one rack, some to the whole cluster, some too big to ever fit; some of high
   priority, which go first), a kubelet that starts bound pods, jobs that finish, and stray
-  bind failures (any bind may fail, a few per cent: gangs are left half-bound at any moment);
+  bind failures (any bind may fail, 15 %: gangs are left half-bound at any moment);
 * in a storm (storms of 6-12 s alternate with calm stretches of 10-16 s, as incidents come
   in bursts): process crashes, immediately or at the k-th API call of the process, before or
-  after the call lands (its answer lost; a fresh instance starts after a pause, knowing
-  nothing); bind-failure windows (409/429/500), errors on any call (409 Conflict, 410 Gone,
+  after the call lands (its answer lost), or as the scheduler's n-th bind lands (a gang
+  half-bound); a fresh instance starts after a pause, knowing nothing; bind-failure windows (409/429/500), errors on any call (409 Conflict, 410 Gone,
   429, 500), etcd compactions, dropped watches, slow API windows (requests, answers and watch
   events late). A scheduler that loses track of a gang in a storm must show it in the calm
   that follows, before a later crash wipes its memory.
@@ -38,7 +38,7 @@ see), and at the end, after a quiet period without faults:
                 room for it;
 ``stuck``       no admitted gang, partly bound or all pending, waits beside the room for the
                 rest (less the room binds in flight are about to take) while nothing happens
-                to it for ``idle_window`` (8 s): no bind of its pods sent or answered, the
+                to it for ``idle_window`` (6 s): no bind of its pods sent or answered, the
                 same scheduler up all along, no fault window open or just closed (each
                 fault's after-effects are waited out: informer back-off, a bind queue behind
                 a slow window). A working scheduler retries such a gang every cycle (1 s);
@@ -114,13 +114,15 @@ class Settings:
     # process all along), no bind-failure or error window open. A working scheduler retries
     # a gang every cycle (1 s) once its binds have failed; this long a stretch of nothing is
     # a gang the scheduler has lost track of (see ``partial`` and ``stuck``).
-    idle_window: float = 8.0
+    idle_window: float = 6.0
     # Faults come in storms (crashes, fault windows, compactions, dropped watches) with calm
     # stretches between them (arrivals, binds and finishes go on): a scheduler that lost track
     # of a gang in a storm must show it in the calm that follows, before a later crash wipes
     # its memory. Lengths drawn per storm and per calm, virtual seconds.
     storm_seconds: tuple[float, float] = (6.0, 12.0)
-    stray_bind_failure: float = 0.08  # the chance that any bind fails, storm or calm (not in the quiet)
+    # The chance that any bind fails, storm or calm (not in the quiet): an admission webhook or
+    # an apiserver that flaps. High, so that gangs are left half-bound often, at every fill level.
+    stray_bind_failure: float = 0.15
     calm_seconds: tuple[float, float] = (10.0, 16.0)
     wall_budget: float = 120.0  # wall-clock seconds a run may take
     stop_at_first: bool = False  # end the run at the first violation (mutation scoring)
@@ -218,6 +220,7 @@ class _Process:
     calls: int = 0
     crash_at: int | None = None  # crash at this API call of the incarnation
     crash_after_landing: bool = False
+    crash_at_bind: int | None = None  # crash as the n-th bind of the incarnation lands
 
 
 @dataclass
@@ -567,6 +570,13 @@ class World:
 
     async def _after(self, proc: _Process, a: Access) -> None:
         self._count_call(proc, landed=True)
+        if proc.crash_at_bind is not None and a.verb == "create" and a.subresource == "binding":
+            proc.crash_at_bind -= 1
+            if proc.crash_at_bind <= 0:
+                # Killed with a gang half-bound: the next scheduler must finish it where it runs.
+                self.events["crash-mid-gang"] += 1
+                self.crash(proc)
+                raise Severed("crashed as a bind landed")
         slow = self.latency if self.now < self.slow_until else 0.0
         await asyncio.sleep(self.hook_rng.uniform(0.0, self.settings.rtt + slow))
 
@@ -601,6 +611,8 @@ class World:
                 self.crash(proc)
             elif roll < 2 * p_crash and proc.crash_at is None:
                 proc.crash_at, proc.crash_after_landing = at, after
+            elif kind == "scheduler" and roll < 3 * p_crash and proc.crash_at_bind is None:
+                proc.crash_at_bind = 1 + at % 4
         rolls = [rng.random() for _ in range(5)]
         spans = [rng.uniform(1, 5), rng.uniform(0.1, 0.5), rng.uniform(1, 5), rng.uniform(0.2, 0.8)]
         slow = (rng.uniform(2, 8), rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0))
@@ -637,7 +649,7 @@ class World:
         self.error_until = self.bind_fail_until = self.slow_until = 0.0
         for proc in self.procs.values():
             if proc is not None:
-                proc.crash_at = None
+                proc.crash_at = proc.crash_at_bind = None
 
     # -- invariants ------------------------------------------------------------------------------
 

@@ -131,7 +131,7 @@ def test_the_stuck_check_sees_a_gang_left_half_bound_beside_free_room() -> None:
                     },
                 },
             )
-        for _ in range(20):  # 10 s, past the 8 s idle window, short of the 30 s partial one
+        for _ in range(20):  # 10 s, past the 6 s idle window, short of the 30 s partial one
             await asyncio.sleep(0.5)
             world.check()
         return sorted({v.invariant for v in world.violations})
