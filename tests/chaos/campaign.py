@@ -297,6 +297,7 @@ class World:
         self.bind_concurrency = self.rng.choice((1, 2, 4, 64))
         # Storms: (start, end) virtual seconds, drawn up front so the plan is the seed's alone.
         self.storms: list[tuple[float, float]] = []
+        self.plan_time = 0.0  # the steps drawn so far (virtual time runs a little later)
         t = self.rng.uniform(0.0, 2.0)
         while t < settings.chaos_seconds:
             end = min(t + self.rng.uniform(*settings.storm_seconds), settings.chaos_seconds)
@@ -587,8 +588,9 @@ class World:
     # -- one chaos step --------------------------------------------------------------------------
 
     def stormy(self) -> bool:
-        """Inside a storm (see Settings.storm_seconds)."""
-        return any(a <= self.now < b for a, b in self.storms)
+        """Inside a storm (see Settings.storm_seconds), by the plan's clock (the sum of the
+        steps drawn), so which steps are stormy is the seed's alone, not the run's timing."""
+        return any(a <= self.plan_time < b for a, b in self.storms)
 
     def _noise(self, lasting: float) -> None:
         """Something that may keep a working scheduler from finishing a gang for ``lasting``
@@ -644,7 +646,6 @@ class World:
             self._noise(slow[0] + 3.0)
 
     def calm(self) -> None:
-        self.storms = [(a, min(b, self.now)) for a, b in self.storms]
         self.stray_bind_failure = 0.0
         self.error_until = self.bind_fail_until = self.slow_until = 0.0
         for proc in self.procs.values():
@@ -908,7 +909,9 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
         return stop and any(v.invariant in USER_VISIBLE for v in world.violations)
 
     while world.now < settings.chaos_seconds and not over():
-        await asyncio.sleep(rng.uniform(0.05, 1.0))
+        step = rng.uniform(0.05, 1.0)
+        world.plan_time += step
+        await asyncio.sleep(step)
         await world.kubelet(finish=True)
         await world.chaos_step()
         world.check()
