@@ -26,13 +26,16 @@ def test_a_hundred_seeds_of_chaos_break_no_invariant() -> None:
     assert sum(v for k, v in total.items() if k.startswith("bind-") and k[5:].isdigit()) > 100
 
 
-# Seeds of ten (out of seeds 0-9) that must catch each mutation: the floors measured when the
-# campaign was tuned, so a change that weakens the campaign fails here. The bench scores fifty
-# or more seeds per mutation (the target is 90 %; see the README for the current scores).
+# Seeds of ten (out of seeds 0-9) that must catch each mutation with a violation a user would
+# see (``Outcome.caught``: a scheduler stopped by --verify-state is no catch; mutants run with
+# it off). Measured when the campaign was tuned: 10, 10 and 9 of 10 (runs vary a little, the
+# components pace retries by the wall clock); the floors leave that margin, and a change that
+# weakens the campaign fails here. The bench scores fifty or more seeds per mutation (the
+# target is 90 %; see the README for the current scores).
 FLOOR = {
     "inflight-binds-not-counted": 9,
-    "gang-released-without-unbinding": 3,
-    "allocated-hypernode-not-recovered": 3,
+    "gang-released-without-unbinding": 9,
+    "allocated-hypernode-not-recovered": 6,
 }
 
 
