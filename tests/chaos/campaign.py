@@ -7,13 +7,17 @@ points do (:class:`controller.manager.ControllerManager.run`,
 :class:`~tests.fakeapi.Connection`. The seed then drives a few minutes of cluster time (on a
 virtual clock, :mod:`.vloop`) of:
 
-* Volcano Jobs arriving mid-run (gangs of 2-10 pods, most hard-bound to one rack, some to the
-  whole cluster, some too big to ever fit; some of high priority, which go first), a kubelet
-  that starts bound pods, jobs that finish;
-* process crashes: immediately, or at the k-th API call of the process, before or after the
-  call lands (its answer lost); a fresh instance starts after a pause, knowing nothing;
-* bind failures (409/429/500), errors on any call (409 Conflict, 410 Gone, 429, 500), etcd
-  compactions, dropped watches, slow API windows (requests, answers and watch events late).
+* always: Volcano Jobs arriving mid-run (gangs of 2-10 pods, half of them small, most
+  hard-bound to one rack, some to the whole cluster, some too big to ever fit; some of high
+  priority, which go first), a kubelet that starts bound pods, jobs that finish, and stray
+  bind failures (any bind may fail, 15 %: gangs are left half-bound at any moment);
+* in a storm (storms of 6-12 s alternate with calm stretches of 10-16 s, as incidents come
+  in bursts): process crashes, immediately or at the k-th API call of the process, before or
+  after the call lands (its answer lost), or as the scheduler's n-th bind lands (a gang
+  half-bound); a fresh instance starts after a pause, knowing nothing; bind-failure windows (409/429/500), errors on any call (409 Conflict, 410 Gone,
+  429, 500), etcd compactions, dropped watches, slow API windows (requests, answers and watch
+  events late). A scheduler that loses track of a gang in a storm must show it in the calm
+  that follows, before a later crash wipes its memory.
 
 After every step the invariants are checked against the API server's truth (what a user would
 see), and at the end, after a quiet period without faults:
@@ -32,6 +36,15 @@ see), and at the end, after a quiet period without faults:
                 PodScheduled=False on its pods);
 ``starved``     no job waits, all pending, while a rack (or the cluster, for tier 2) has the
                 room for it;
+``stuck``       no admitted gang, partly bound or all pending, waits beside the room for the
+                rest (less the room binds in flight are about to take) while nothing happens
+                to it for ``idle_window`` (6 s): no bind of its pods sent or answered, the
+                same scheduler up all along, no fault window open or just closed (each
+                fault's after-effects are waited out: informer back-off, a bind queue behind
+                a slow window). A working scheduler retries such a gang every cycle (1 s);
+``exited``      no process stops on its own (``--verify-state`` finding a drift stops the
+                scheduler); it is restarted, as the kubelet would. A failure of the run,
+                never a catch of a mutation (see :data:`USER_VISIBLE`);
 ``spinning``    the scheduler does not run cycle after cycle without pause (a livelock);
 ``hang``        a run ends within its wall-clock budget.
 
@@ -44,12 +57,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import multiprocessing
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -61,6 +75,7 @@ from hyperplace.runtime.api import (
     HYPERNODES,
     JOBS,
     NODES,
+    PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
@@ -94,8 +109,50 @@ class Settings:
     # Scheduling cycles per virtual second (over 1-5 s). Each cycle costs 20 ms of virtual
     # time (vloop), so a livelock runs 50 a second; event-driven wake-ups stay far below.
     max_cycle_rate: float = 30.0
+    # A gang partly bound (or one all pending) with the room for the rest free, and nothing
+    # happening to it: no bind of its pods sent or in flight, the scheduler up (the same
+    # process all along), no bind-failure or error window open. A working scheduler retries
+    # a gang every cycle (1 s) once its binds have failed; this long a stretch of nothing is
+    # a gang the scheduler has lost track of (see ``partial`` and ``stuck``).
+    idle_window: float = 6.0
+    # Faults come in storms (crashes, fault windows, compactions, dropped watches) with calm
+    # stretches between them (arrivals, binds and finishes go on): a scheduler that lost track
+    # of a gang in a storm must show it in the calm that follows, before a later crash wipes
+    # its memory. Lengths drawn per storm and per calm, virtual seconds.
+    storm_seconds: tuple[float, float] = (6.0, 12.0)
+    # The chance that any bind fails, storm or calm (not in the quiet): an admission webhook or
+    # an apiserver that flaps. High, so that gangs are left half-bound often, at every fill level.
+    stray_bind_failure: float = 0.15
+    calm_seconds: tuple[float, float] = (10.0, 16.0)
     wall_budget: float = 120.0  # wall-clock seconds a run may take
     stop_at_first: bool = False  # end the run at the first violation (mutation scoring)
+    # The scheduler's --verify-state (None: HYPERPLACE_VERIFY_STATE, as the test suite sets
+    # it). Mutation scoring turns it off: a broken variant must show in what a user sees, not
+    # in the debug cross-check stopping the scheduler.
+    verify_state: bool | None = None
+
+
+def mutation_settings() -> Settings:
+    """How a broken variant is scored: stop at the first violation a user would see, with
+    --verify-state off (the production setting)."""
+    return Settings(stop_at_first=True, verify_state=False)
+
+
+# Invariants a user would see. ``exited`` (a process stopped on its own, e.g. --verify-state
+# found a drift) and ``hang`` (the harness's wall budget) are failures of a run, never a catch.
+USER_VISIBLE = frozenset(
+    (
+        "overcommit",
+        "partial",
+        "stuck",
+        "lost",
+        "double-bind",
+        "topology",
+        "unexplained",
+        "starved",
+        "spinning",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -121,10 +178,16 @@ class Outcome:
     virtual_seconds: float = 0.0
     wall_seconds: float = 0.0
     longest_partial: float = 0.0  # the longest a gang stayed partly bound, virtual seconds
+    longest_idle: float = 0.0  # the longest a waiting gang with room saw nothing happen
 
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @property
+    def caught(self) -> list[Violation]:
+        """The violations a user would see (what scores a mutation)."""
+        return [v for v in self.violations if v.invariant in USER_VISIBLE]
 
 
 # Virtual time 0 as a wall time (the fake API's default clock).
@@ -157,6 +220,7 @@ class _Process:
     calls: int = 0
     crash_at: int | None = None  # crash at this API call of the incarnation
     crash_after_landing: bool = False
+    crash_at_bind: int | None = None  # crash as the n-th bind of the incarnation lands
 
 
 @dataclass
@@ -167,6 +231,36 @@ class _Job:
     duration: float
     running_since: float | None = None
     finished: bool = False
+
+
+class _TracedConnection(Connection):
+    """A process's connection that tells the campaign which binds are in flight (sent, no
+    answer yet): the room they are about to take is not free, and their gang is not idle."""
+
+    def __init__(self, server: FakeApi, world: World) -> None:
+        super().__init__(server)
+        self.world = world
+
+    async def create(
+        self,
+        res: Any,
+        obj: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        if subresource != "binding" or self.severed:
+            return await super().create(res, obj, namespace, subresource=subresource)
+        world, name = self.world, str(meta(obj).get("name", ""))
+        job = world.job_of_pod(name)
+        key = (id(self), name)
+        world._inflight.setdefault(job, {})[key] = str((obj.get("target") or {}).get("name", ""))
+        world._bind_activity[job] = world.now
+        try:
+            return await super().create(res, obj, namespace, subresource=subresource)
+        finally:
+            world._inflight.get(job, {}).pop(key, None)
+            world._bind_activity[job] = world.now
 
 
 class World:
@@ -192,11 +286,29 @@ class World:
         self._node_of_uid: dict[str, str] = {}
         self._binds_checked = 0
         self.longest_partial = 0.0
+        self.longest_idle = 0.0  # the longest a waiting gang saw nothing happen (Settings.idle_window)
         self._blocked: set[str] = set()
         # Fault windows (virtual times they end at) and their strength.
         self.error_until = self.bind_fail_until = self.slow_until = 0.0
+        # Any bind may fail, storm or calm (a webhook timing out, a race with a kubelet): gangs
+        # are left half-bound at any moment, also where the rack is nearly full.
+        self.stray_bind_failure = settings.stray_bind_failure
         self.error_rate = self.bind_fail_rate = self.latency = self.watch_lag = 0.0
         self.bind_concurrency = self.rng.choice((1, 2, 4, 64))
+        # Storms: (start, end) virtual seconds, drawn up front so the plan is the seed's alone.
+        self.storms: list[tuple[float, float]] = []
+        self.plan_time = 0.0  # the steps drawn so far (virtual time runs a little later)
+        t = self.rng.uniform(0.0, 2.0)
+        while t < settings.chaos_seconds:
+            end = min(t + self.rng.uniform(*settings.storm_seconds), settings.chaos_seconds)
+            self.storms.append((t, end))
+            t = end + self.rng.uniform(*settings.calm_seconds)
+        # The idle clocks (Settings.idle_window): when the last thing that could keep a
+        # working scheduler from finishing a gang happened, and binds in flight per job.
+        self._noisy_until = 0.0
+        self._bind_activity: dict[str, float] = {}  # job -> last bind sent or answered
+        self._inflight: dict[str, dict[tuple[int, str], str]] = {}  # job -> {(proc, pod): node}
+        self._idle_since: dict[str, float] = {}
 
     @property
     def now(self) -> float:
@@ -263,7 +375,15 @@ class World:
         name = f"job{i}"
         roll = self.rng.random()
         tier: int | None = 1 if roll < 0.7 else (2 if roll < 0.9 else None)
-        replicas = self.rng.randint(2, self.rack_slots + (2 if tier == 1 else 0))
+        # Half of them small (2-3 pods), so racks fill to every level: a gang's remainder
+        # then often has a fuller rack than its own to go to, if the scheduler forgets where
+        # the gang runs.
+        small = self.rng.random() < 0.5
+        replicas = (
+            self.rng.randint(2, 3)
+            if small
+            else self.rng.randint(2, self.rack_slots + (2 if tier == 1 else 0))
+        )
         spec: dict[str, Any] = {
             "schedulerName": "volcano",
             "queue": "default",
@@ -341,28 +461,33 @@ class World:
                 out.setdefault(job, []).append(p)
         return out
 
+    def job_of_pod(self, name: str) -> str:
+        """The Job of pod ``name`` (its ``volcano.sh/job-name`` label; the name if none)."""
+        pod = self.server.peek(PODS, f"{NS}/{name}")
+        return str(((meta(pod).get("labels") or {}) if pod else {}).get(JOB_NAME_KEY) or name)
+
     # -- processes -----------------------------------------------------------------------------
 
     def start(self, kind: str) -> None:
         """A fresh incarnation: new connection, empty caches."""
-        proc = _Process(kind, Connection(self.server))
+        proc = _Process(kind, _TracedConnection(self.server, self))
         proc.conn.before = lambda a, p=proc: self._before(p, a)
         proc.conn.after = lambda a, p=proc: self._after(p, a)
         proc.conn.watch_delay = self._watch_delay
         if kind == "scheduler":
-            sched = Scheduler(
-                proc.conn,
-                SchedulerOptions(
-                    schedule_period=1.0,
-                    bind_concurrency=self.bind_concurrency,
-                    api_qps=0,  # the client-side limiter reads the wall clock
-                    identity=f"chaos-{self.events['scheduler-start']}",
-                ),
-                now=self.wall,
+            options = SchedulerOptions(
+                schedule_period=1.0,
+                bind_concurrency=self.bind_concurrency,
+                api_qps=0,  # the client-side limiter reads the wall clock
+                identity=f"chaos-{self.events['scheduler-start']}",
             )
+            if self.settings.verify_state is not None:
+                options.verify_state = self.settings.verify_state
+            sched = Scheduler(proc.conn, options, now=self.wall)
             proc.task = asyncio.create_task(sched.run())
             self.scheduler = sched
             self._cycles = []
+            self._noise(0.0)
         else:
             mgr = ControllerManager(
                 proc.conn, ManagerConfig(workers=2, config_namespace="kube-system", seed=self.seed)
@@ -370,12 +495,28 @@ class World:
             proc.task = asyncio.create_task(mgr.run())
         self.procs[kind] = proc
         self.events[f"{kind}-start"] += 1
+        proc.task.add_done_callback(functools.partial(self._ended, proc))
+
+    def _ended(self, proc: _Process, task: asyncio.Task[None]) -> None:
+        """A process that stops on its own (not killed by the campaign) is a failure of the
+        run, not a catch: with --verify-state a drifted state stops the scheduler. Restarted
+        after a pause, as the kubelet restarts a container."""
+        if self.procs.get(proc.kind) is not proc or self._stopped:
+            return
+        exc = None if task.cancelled() else task.exception()
+        self._violate("exited", f"the {proc.kind} stopped on its own: {exc!r}"[:300])
+        self.crash(proc)
 
     def crash(self, proc: _Process) -> None:
         """Kill -9: the process's calls stop reaching the server at once; restart later."""
         if self.procs.get(proc.kind) is not proc or proc.conn.severed:
             return
         proc.conn.sever()
+        if proc.kind == "scheduler":
+            self._noise(0.0)
+            for binds in self._inflight.values():  # their answers will never come
+                for k in [k for k in binds if k[0] == id(proc.conn)]:
+                    del binds[k]
         if proc.task is not None:
             proc.task.cancel()
         self.procs[proc.kind] = None
@@ -414,9 +555,11 @@ class World:
         slow = self.latency if now < self.slow_until else 0.0
         await asyncio.sleep(rng.uniform(0.0, self.settings.rtt + slow))
         binding = a.verb == "create" and a.subresource == "binding"
-        if binding and now < self.bind_fail_until and rng.random() < self.bind_fail_rate:
+        in_window = now < self.bind_fail_until
+        if binding and rng.random() < (self.bind_fail_rate if in_window else self.stray_bind_failure):
             code = rng.choice((409, 429, 500))
             self.events[f"bind-{code}"] += 1
+            self.events["bind-failure-stray"] += not in_window
             raise ApiError(code, _REASONS[code], "injected bind failure")
         if now < self.error_until and rng.random() < self.error_rate:
             codes = {"list": (410, 429, 500), "watch": (410, 429, 500), "get": (429, 500)}.get(
@@ -428,6 +571,13 @@ class World:
 
     async def _after(self, proc: _Process, a: Access) -> None:
         self._count_call(proc, landed=True)
+        if proc.crash_at_bind is not None and a.verb == "create" and a.subresource == "binding":
+            proc.crash_at_bind -= 1
+            if proc.crash_at_bind <= 0:
+                # Killed with a gang half-bound: the next scheduler must finish it where it runs.
+                self.events["crash-mid-gang"] += 1
+                self.crash(proc)
+                raise Severed("crashed as a bind landed")
         slow = self.latency if self.now < self.slow_until else 0.0
         await asyncio.sleep(self.hook_rng.uniform(0.0, self.settings.rtt + slow))
 
@@ -437,42 +587,70 @@ class World:
 
     # -- one chaos step --------------------------------------------------------------------------
 
+    def stormy(self) -> bool:
+        """Inside a storm (see Settings.storm_seconds), by the plan's clock (the sum of the
+        steps drawn), so which steps are stormy is the seed's alone, not the run's timing."""
+        return any(a <= self.plan_time < b for a, b in self.storms)
+
+    def _noise(self, lasting: float) -> None:
+        """Something that may keep a working scheduler from finishing a gang for ``lasting``
+        seconds from now: the idle clocks start again after it."""
+        self._noisy_until = max(self._noisy_until, self.now + lasting)
+
     async def chaos_step(self) -> None:
         rng, now = self.rng, self.now
         if rng.random() < self.settings.arrival:
             await self.submit_job()
-        for kind, p_crash in (("scheduler", 0.025), ("controller", 0.02)):
-            # Drawn whether or not the process is up, so the plan does not depend on timing.
+        # Every draw is made in a calm too (and whether or not a process is up), so the plan
+        # does not depend on timing; only a storm lets a fault strike.
+        storm = self.stormy()
+        for kind, p_crash in (("scheduler", 0.035), ("controller", 0.03)):
             roll, at, after = rng.random(), rng.randint(1, 40), rng.random() < 0.5
             proc = self.procs[kind]
-            if proc is None:
+            if proc is None or not storm:
                 continue
             if roll < p_crash:
                 self.crash(proc)
             elif roll < 2 * p_crash and proc.crash_at is None:
                 proc.crash_at, proc.crash_after_landing = at, after
-        if rng.random() < 0.03:
+            elif kind == "scheduler" and roll < 3 * p_crash and proc.crash_at_bind is None:
+                proc.crash_at_bind = 1 + at % 4
+        rolls = [rng.random() for _ in range(5)]
+        spans = [rng.uniform(1, 5), rng.uniform(0.1, 0.5), rng.uniform(1, 5), rng.uniform(0.2, 0.8)]
+        slow = (rng.uniform(2, 8), rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0))
+        if not storm:
+            return
+        # The idle clocks wait out each fault's after-effects: an informer whose relist failed
+        # backs off (0.8 s doubling, so a few seconds after a window of at most 5 s), a queue
+        # of binds behind a slow window drains.
+        if rolls[0] < 0.045:
             self.server.compact()
             self.events["compaction"] += 1
-        if rng.random() < 0.03:
+            self._noise(5.0)
+        if rolls[1] < 0.045:
             self.server.disconnect_watchers()
             self.events["dropped-watches"] += 1
-        if rng.random() < 0.03:
-            self.error_until, self.error_rate = now + rng.uniform(1, 5), rng.uniform(0.1, 0.5)
+            self._noise(5.0)
+        if rolls[2] < 0.045:
+            self.error_until, self.error_rate = now + spans[0], spans[1]
             self.events["error-window"] += 1
-        if rng.random() < 0.15:
-            self.bind_fail_until, self.bind_fail_rate = now + rng.uniform(1, 5), rng.uniform(0.2, 0.8)
+            self._noise(spans[0] + 6.0)
+        if rolls[3] < 0.2:
+            self.bind_fail_until, self.bind_fail_rate = now + spans[2], spans[3]
             self.events["bind-failure-window"] += 1
-        if rng.random() < 0.08:
-            self.slow_until = now + rng.uniform(2, 8)
-            self.latency, self.watch_lag = rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0)
+            self._noise(spans[2] + 1.0)
+        if rolls[4] < 0.1:
+            self.slow_until = now + slow[0]
+            self.latency, self.watch_lag = slow[1], slow[2]
             self.events["slow-window"] += 1
+            self._noise(slow[0] + 3.0)
 
     def calm(self) -> None:
+        self.stray_bind_failure = 0.0
         self.error_until = self.bind_fail_until = self.slow_until = 0.0
         for proc in self.procs.values():
             if proc is not None:
-                proc.crash_at = None
+                proc.crash_at = proc.crash_at_bind = None
 
     # -- invariants ------------------------------------------------------------------------------
 
@@ -526,9 +704,13 @@ class World:
         self._seen_podgroups |= set(pgs)
         by_job = self.pods_by_job()
         free: dict[str, int] | None = None
+        if self.procs["scheduler"] is None:
+            self._noise(0.0)
+        free_now = self._free_now()
         for job in self.jobs.values():
             jp = by_job.get(job.name, [])
             bound = [p for p in jp if p["spec"].get("nodeName")]
+            self._check_idle(job, jp, bound, free_now)
             partial = bound and not any(_phase(p) in TERMINAL for p in jp) and len(bound) < job.replicas
             if partial:
                 free = free if free is not None else self._free_slots()
@@ -559,6 +741,51 @@ class World:
                 if job.tier == 1 and len(racks) > 1:
                     self._violate("topology", f"{job.name} (hard tier 1) spans {sorted(racks)}")
 
+    def _check_idle(self, job: _Job, jp: list[Obj], bound: list[Obj], free: dict[str, int]) -> None:
+        """``stuck``: a gang partly bound, or all its pods pending, with room for the rest
+        (not counting room that binds in flight are about to take), and nothing happening to
+        it for ``idle_window`` (no bind of its pods, the same scheduler up, no fault whose
+        after-effects could still delay a working scheduler). What a user sees is the gang
+        half-running, or waiting, beside free nodes while the scheduler does nothing for it."""
+        waiting = (
+            len(jp) == job.replicas
+            and len(bound) < job.replicas
+            and not any(_phase(p) in TERMINAL for p in jp)
+            and self._room_for(job, bound, free) >= job.replicas - len(bound)
+            # Not admitted (PodGroup Pending, with the reason on it): the queue's admission
+            # holds it, as Volcano's enqueue does, however much room there is.
+            and self._podgroup_phase(jp[0]) not in ("", "Pending")
+        )
+        if not waiting or self._inflight.get(job.name):
+            self._idle_since.pop(job.name, None)
+            return
+        start = self._idle_since.setdefault(job.name, self.now)
+        since = max(start, self._noisy_until, self._bind_activity.get(job.name, 0.0))
+        self.longest_idle = max(self.longest_idle, self.now - since)
+        if self.now - since > self.settings.idle_window:
+            self._violate(
+                "stuck",
+                f"{job.name}: {len(bound)}/{job.replicas} bound, room for the other "
+                f"{job.replicas - len(bound)}, and no bind tried for {self.now - since:.1f}s "
+                "with the scheduler up and no fault",
+            )
+            self._idle_since[job.name] = self.now  # report once per window
+
+    def _podgroup_phase(self, pod: Obj) -> str:
+        """The phase of ``pod``'s PodGroup ("" when it has none yet)."""
+        group = (meta(pod).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+        pg = self.server.peek(PODGROUPS, f"{NS}/{group}") if group else None
+        return str(((pg or {}).get("status") or {}).get("phase") or "")
+
+    def _free_now(self) -> dict[str, int]:
+        """:meth:`_free_slots` less the room that binds in flight are about to take."""
+        free = self._free_slots()
+        for binds in self._inflight.values():
+            for node in binds.values():
+                if node in free:
+                    free[node] -= 1
+        return free
+
     def _free_slots(self) -> dict[str, int]:
         """Pods of the campaign's size each node still has room for."""
         used: dict[str, int] = {}
@@ -573,10 +800,12 @@ class World:
         }
 
     def _room_for(self, job: _Job, bound: list[Obj], free: dict[str, int]) -> int:
-        """Room for the rest of ``job``: in the rack its bound pods hold (hard tier 1), or
-        anywhere (tier 2, no topology)."""
+        """Room for the rest of ``job``: in the rack its bound pods hold (hard tier 1; the
+        roomiest rack when none is bound), or anywhere (tier 2, no topology)."""
         if job.tier != 1:
             return sum(free.values())
+        if not bound:
+            return max(sum(free[n] for n in members) for members in self.racks.values())
         nodes = {p["spec"]["nodeName"] for p in bound}
         racks = [m for m in self.racks.values() if nodes & set(m)]
         return sum(free[n] for n in racks[0]) if len(racks) == 1 else 0
@@ -675,10 +904,14 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
     stop = settings.stop_at_first
 
     def over() -> bool:
-        return bool(world.violations) and (stop or world.violations[-1].invariant == "hang")
+        if any(v.invariant == "hang" for v in world.violations):
+            return True
+        return stop and any(v.invariant in USER_VISIBLE for v in world.violations)
 
     while world.now < settings.chaos_seconds and not over():
-        await asyncio.sleep(rng.uniform(0.05, 1.0))
+        step = rng.uniform(0.05, 1.0)
+        world.plan_time += step
+        await asyncio.sleep(step)
         await world.kubelet(finish=True)
         await world.chaos_step()
         world.check()
@@ -702,6 +935,7 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
         world.now,
         0.0,
         world.longest_partial,
+        world.longest_idle,
     )
 
 
@@ -766,4 +1000,15 @@ def describe(out: Outcome) -> str:
     return "\n  ".join([head, *map(str, out.violations[:5])])
 
 
-__all__ = ["Outcome", "Settings", "Violation", "World", "describe", "run_parallel", "run_seed", "run_seeds"]
+__all__ = [
+    "USER_VISIBLE",
+    "Outcome",
+    "Settings",
+    "Violation",
+    "World",
+    "describe",
+    "mutation_settings",
+    "run_parallel",
+    "run_seed",
+    "run_seeds",
+]

@@ -4,8 +4,14 @@ Each mutation is a context manager that patches one safety mechanism out of the 
 for the duration of a run (test-only; nothing here is imported by the product):
 
 ``inflight-binds-not-counted``
-    The assume cache no longer shows decided pods as bound in the next snapshot: the room a
-    bind in flight is about to take looks free, so a later cycle can give it away.
+    Decided pods are no longer shown bound in the next snapshot while their binds are in
+    flight: the room a bind is about to take looks free, so a later cycle can give it away.
+    Both places that overlay the assume cache are patched: ``Scheduler._sync_pod`` (the
+    incremental :class:`~scheduler_plugin.cluster_state.ClusterState` every session reads)
+    and ``AssumeCache.overlay`` (the from-scratch rebuild of ``--full-rebuild`` and
+    ``--verify-state``). Patching the overlay alone breaks only the rebuild, which then
+    differs from the incremental state: a mutant "caught" by ``--verify-state`` stopping
+    the scheduler, not by anything a user would see.
 ``gang-released-without-unbinding``
     When a gang's bind fails, the gang is released (its unsent binds dropped) but its
     assumptions are never undone: the failed and unsent pods stay "placed" in the
@@ -23,20 +29,34 @@ from collections.abc import Callable, Iterable, Iterator
 from hyperplace.runtime.api import Obj
 from scheduler_plugin.framework.session import Session
 from scheduler_plugin.runtime.assume import AssumeCache, Assumed
+from scheduler_plugin.runtime.scheduler import Scheduler
 
 
 @contextlib.contextmanager
 def inflight_binds_not_counted() -> Iterator[None]:
-    original = AssumeCache.overlay
+    original_overlay, original_sync = AssumeCache.overlay, Scheduler._sync_pod
 
     def overlay(self: AssumeCache, pods: Iterable[Obj]) -> list[Obj]:
         return list(pods)  # the assumptions stay, but no snapshot counts them
 
+    def sync_pod(self: Scheduler, key: str) -> None:
+        # The state shows the pod as the informer has it: pending until its bind's echo.
+        pod = self.pods.get(key)
+        spec, m = (pod or {}).get("spec") or {}, (pod or {}).get("metadata") or {}
+        if not spec.get("nodeName") and m.get("deletionTimestamp"):
+            pod = None  # terminating without a node: gone, as in the real _sync_pod
+        if pod is None:
+            self.state.remove_pod(key)
+        else:
+            self.state.set_pod(pod)
+
     AssumeCache.overlay = overlay  # type: ignore[method-assign]
+    Scheduler._sync_pod = sync_pod  # type: ignore[method-assign]
     try:
         yield
     finally:
-        AssumeCache.overlay = original  # type: ignore[method-assign]
+        AssumeCache.overlay = original_overlay  # type: ignore[method-assign]
+        Scheduler._sync_pod = original_sync  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager

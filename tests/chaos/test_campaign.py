@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from .campaign import Settings, World, describe, run_parallel, run_seed
+from .campaign import Settings, World, describe, mutation_settings, run_parallel, run_seed
 from .mutations import MUTATIONS
 
 WORKERS = min(2, os.cpu_count() or 1)
@@ -26,21 +26,24 @@ def test_a_hundred_seeds_of_chaos_break_no_invariant() -> None:
     assert sum(v for k, v in total.items() if k.startswith("bind-") and k[5:].isdigit()) > 100
 
 
-# Seeds of ten (out of seeds 0-9) that must catch each mutation: the floors measured when the
-# campaign was tuned, so a change that weakens the campaign fails here. The bench scores fifty
-# or more seeds per mutation (the target is 90 %; see the README for the current scores).
+# Seeds of ten (out of seeds 0-9) that must catch each mutation with a violation a user would
+# see (``Outcome.caught``: a scheduler stopped by --verify-state is no catch; mutants run with
+# it off). Measured when the campaign was tuned: 10, 10 and 9 of 10 (runs vary a little, the
+# components pace retries by the wall clock); the floors leave that margin, and a change that
+# weakens the campaign fails here. The bench scores fifty or more seeds per mutation (the
+# target is 90 %; see the README for the current scores).
 FLOOR = {
     "inflight-binds-not-counted": 9,
-    "gang-released-without-unbinding": 3,
-    "allocated-hypernode-not-recovered": 3,
+    "gang-released-without-unbinding": 9,
+    "allocated-hypernode-not-recovered": 6,
 }
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 def test_a_broken_scheduler_is_caught(mutation: str) -> None:
-    outs = run_parallel(range(10), Settings(stop_at_first=True), mutation, workers=WORKERS)
-    caught = sum(not o.ok for o in outs)
+    outs = run_parallel(range(10), mutation_settings(), mutation, workers=WORKERS)
+    caught = sum(bool(o.caught) for o in outs)
     assert caught >= FLOOR[mutation], f"{mutation} caught in only {caught}/10 seeds"
 
 
@@ -84,3 +87,57 @@ def test_the_invariants_see_an_overcommitted_node_and_a_lost_job() -> None:
         return sorted({v.invariant for v in world.violations})
 
     assert run_virtual(scenario()) == ["lost", "overcommit"]
+
+
+def test_the_stuck_check_sees_a_gang_left_half_bound_beside_free_room() -> None:
+    """A gang with one of its two pods bound, its PodGroup admitted, room for the other pod
+    on its rack, the scheduler up and nothing happening for longer than the idle window: a
+    user sees it stuck. The same gang not admitted by its queue (PodGroup Pending) waits
+    for a reason it is told, and is not flagged."""
+    import asyncio
+
+    from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
+    from hyperplace.runtime.api import JOBS, PODGROUPS, PODS
+    from tests.fakeapi import Connection
+
+    from .campaign import _Job, _Process
+    from .vloop import run_virtual
+
+    async def scenario(phase: str) -> list[str]:
+        world = World(0, Settings())
+        world.build_cluster()
+        world.procs["scheduler"] = _Process("scheduler", Connection(world.server))  # up, idle
+        world.jobs["job0"] = _Job("job0", replicas=2, tier=1, duration=60.0)
+        world.server.seed(JOBS, {"metadata": {"name": "job0", "namespace": "chaos"}, "spec": {}})
+        world.server.seed(
+            PODGROUPS,
+            {
+                "metadata": {"name": "pg0", "namespace": "chaos"},
+                "spec": {"minMember": 2},
+                "status": {"phase": phase},
+            },
+        )
+        node = next(iter(world.racks.values()))[0]
+        for i in range(2):
+            world.server.seed(
+                PODS,
+                {
+                    "metadata": {
+                        "name": f"job0-worker-{i}",
+                        "namespace": "chaos",
+                        "labels": {JOB_NAME_KEY: "job0"},
+                        "annotations": {GROUP_NAME_ANNOTATION: "pg0"},
+                    },
+                    "spec": {
+                        **({"nodeName": node} if i == 0 else {}),
+                        "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
+                    },
+                },
+            )
+        for _ in range(20):  # 10 s, past the 6 s idle window, short of the 30 s partial one
+            await asyncio.sleep(0.5)
+            world.check()
+        return sorted({v.invariant for v in world.violations})
+
+    assert run_virtual(scenario("Inqueue")) == ["stuck"]
+    assert run_virtual(scenario("Pending")) == []
