@@ -155,6 +155,23 @@ class AllocState:
                         self.ports[n] = self.ports[n] - set(hp)
         self._refresh(np.unique(n_arr))
 
+    def fill(self, nodes: I64, sign: int = 1) -> None:
+        """Mark ``nodes`` full (sign=1: their whole allocatable added to used) or undo it
+        (sign=-1): no pod fits there while filled. Exclusive domains fence their nodes so."""
+        if not len(nodes):
+            return
+        rows = self.alloc[nodes] * sign
+        self.used[nodes] += rows
+        deg = self._deg[nodes]
+        starts = self.tree.node_hn_ptr[nodes]
+        offs = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(deg.sum())
+        hns = self.tree.node_hn_idx[offs]
+        rep = np.repeat(rows, deg, axis=0)
+        h = len(self.tree)
+        for r in np.flatnonzero(rows.any(axis=0)).tolist():
+            self.hn_used[:, r] += np.bincount(hns, weights=rep[:, r], minlength=h)
+        self._refresh(np.unique(nodes))
+
     def overcommitted(self, nodes: Sequence[int]) -> list[int]:
         """Nodes among ``nodes`` whose used exceeds allocatable on some resource (must be none)."""
         n_arr = np.unique(np.asarray(nodes, dtype=np.int64))

@@ -1,7 +1,8 @@
 """hyperplace's own scheduling annotations on Jobs and PodGroups, checked at admission.
 
 ``hyperplace.io/relax-topology`` must parse (:func:`hyperplace.api.relax.parse_relax`: steps
-ascending in tier and time, Go durations). The scheduler ignores a malformed value it meets
+ascending in tier and time, Go durations); ``hyperplace.io/exclusive-topology`` must be
+``"true"``/``"false"``, and true only with a hard tier limit (:mod:`hyperplace.api.exclusive`). The scheduler ignores a malformed value it meets
 anyway (an object admitted before this webhook), so refusing here is what tells the user.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hyperplace.api.exclusive import exclusive_problems
 from hyperplace.api.relax import RELAX_TOPOLOGY_ANNOTATION, RelaxError, parse_relax
 
 from .context import as_dict
@@ -25,4 +27,6 @@ def annotation_problems(obj: Mapping[str, Any]) -> list[str]:
             parse_relax(str(relax))
         except RelaxError as err:
             out.append(str(err))
+    spec = as_dict(obj.get("spec"))
+    out += exclusive_problems(annotations, as_dict(spec.get("networkTopology")) or None)
     return out

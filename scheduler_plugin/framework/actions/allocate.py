@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ...exclusive import Fences
 from ...explain import Explanation
 from ...job_info import JobInfo, SubJobInfo, TaskInfo
 from ...placement import Group, Placer, UnitResult
@@ -310,6 +311,7 @@ def allocate(ssn: Session) -> None:
         jobs.append(job)
     jobs.sort(key=ssn.job_sort_key())
     holder = _hold_for_head(ssn, jobs)
+    fences = Fences(ssn)  # exclusive domains (nothing to do without an exclusive job)
     skipped: list[JobInfo] = []
     for job in in_queue_order(ssn, jobs, skipped):
         if ssn.job_ready(job):
@@ -320,10 +322,12 @@ def allocate(ssn: Session) -> None:
             continue
         _, why = within_queue(ssn, job, groups)
         holds = holder.before(job)  # a gang holding a domain is tried without its own hold
+        fences.before(job)
         res, stmt = place(ssn, placer, job, groups)
         placed = why is None and res.ok and ssn.job_ready(job)
         if holds:
             holder.after(job, placed, [t for g in groups for t in g.tasks])
+        fences.after(job, placed)
         if why is not None and res.ok:
             # The cluster has the room but the queue may not take it (gang groups are atomic:
             # the whole minimum or nothing). When the room is missing too, that is the reason given.
@@ -339,6 +343,9 @@ def allocate(ssn: Session) -> None:
         else:
             stmt.discard()
             expl = res.explanation or Explanation(summary="gang minimum not reached")
+            fenced = fences.why(job)
+            if fenced:
+                expl.add_detail(fenced)
             ssn.explanations[job.key] = expl
             _fail_tasks(ssn, groups, expl, expl.summary)
     for job in skipped:
@@ -360,7 +367,9 @@ def allocate(ssn: Session) -> None:
                                 ssn.task_reasons.setdefault(t.key, why)
                 if not unit:
                     break
+                fences.before(job)
                 res, stmt = place(ssn, placer, job, unit)
+                fences.after(job, res.ok)
                 if not res.ok:
                     stmt.discard()
                     _fail_tasks(ssn, unit, res.explanation, "no room within the job's allowed HyperNode")
@@ -384,7 +393,8 @@ def allocate(ssn: Session) -> None:
                 if t.key not in ssn.placed:
                     ssn.task_reasons.setdefault(t.key, msg)
     if held:
-        held = _second_chance(ssn, placer, held)
+        held = _second_chance(ssn, placer, held, fences)
+    fences.finish()
     holder.finish()
     for job in held:
         _explain_held(ssn, placer, job)
@@ -409,7 +419,7 @@ def _hold_for_head(ssn: Session, jobs: list[JobInfo]) -> Holder:
     return holder
 
 
-def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo]) -> list[JobInfo]:
+def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo], fences: Fences) -> list[JobInfo]:
     """Jobs enqueue admitted this cycle that allocate could not place (a hard-topology gang no
     domain can take now) give their reservations back, and the jobs enqueue held are asked
     again and, when admitted now, placed. Volcano keeps such reservations, so one unplaceable
@@ -440,7 +450,9 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo]) -> list[Jo
             ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
             continue
         _, why = within_queue(ssn, job, groups)
+        fences.before(job)
         res, stmt = place(ssn, placer, job, groups)
+        fences.after(job, why is None and res.ok and ssn.job_ready(job))
         if why is None and res.ok and ssn.job_ready(job):
             stmt.commit()
             _record(ssn, job, res)
