@@ -114,11 +114,8 @@ class AllocState:
             cnt[nodes] = new
             nz = delta != 0
             nn, dd = nodes[nz], delta[nz]
-            deg = self._deg[nn]
-            starts = tree.node_hn_ptr[nn]
-            # Gather each changed node's HyperNodes (CSR slices) and add its delta to them.
-            offs = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(deg.sum())
-            hns = tree.node_hn_idx[offs]
+            # Each changed node's HyperNodes get its delta.
+            hns, deg = self._node_hns(nn)
             self._dom_counts[sid] += np.bincount(hns, weights=np.repeat(dd, deg), minlength=len(tree)).astype(
                 np.int64
             )
@@ -137,14 +134,7 @@ class AllocState:
             self.used[uniq] += np.outer(cnt, reqs[0])
         else:
             np.add.at(self.used, n_arr, reqs)
-        deg = self._deg[n_arr]
-        starts = self.tree.node_hn_ptr[n_arr]
-        offs = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(deg.sum())
-        hns = self.tree.node_hn_idx[offs]
-        rep = np.repeat(reqs, deg, axis=0)
-        h = len(self.tree)
-        for r in np.flatnonzero(reqs.any(axis=0)).tolist():
-            self.hn_used[:, r] += np.bincount(hns, weights=rep[:, r], minlength=h)
+        self._add_hn_used(n_arr, reqs)
         if self._has_ports:
             for sid, n in zip(s_arr.tolist(), n_arr.tolist(), strict=True):
                 hp = self.snap.shapes[sid].constraints.host_ports
@@ -162,15 +152,23 @@ class AllocState:
             return
         rows = self.alloc[nodes] * sign
         self.used[nodes] += rows
+        self._add_hn_used(nodes, rows)
+        self._refresh(np.unique(nodes))
+
+    def _node_hns(self, nodes: I64) -> tuple[I64, I64]:
+        """The HyperNodes of each of ``nodes``, concatenated (CSR slices), and how many each has."""
         deg = self._deg[nodes]
         starts = self.tree.node_hn_ptr[nodes]
         offs = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(deg.sum())
-        hns = self.tree.node_hn_idx[offs]
+        return self.tree.node_hn_idx[offs], deg
+
+    def _add_hn_used(self, nodes: I64, rows: I64) -> None:
+        """Add ``rows[i]`` (one per node) to the usage of every HyperNode holding ``nodes[i]``."""
+        hns, deg = self._node_hns(nodes)
         rep = np.repeat(rows, deg, axis=0)
         h = len(self.tree)
         for r in np.flatnonzero(rows.any(axis=0)).tolist():
             self.hn_used[:, r] += np.bincount(hns, weights=rep[:, r], minlength=h)
-        self._refresh(np.unique(nodes))
 
     def overcommitted(self, nodes: Sequence[int]) -> list[int]:
         """Nodes among ``nodes`` whose used exceeds allocatable on some resource (must be none)."""
