@@ -7,19 +7,24 @@ Prints the markdown tables and writes ``results.md`` plus PNG plots to ``--out``
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import platform
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from .exact import run_exact
 from .generators import clos_cluster, trace_jobs
 from .ours import HyperplaceScheduler, contract, gpu_binpack_config
-from .report import exact_misses, exact_table, plot_scale, plot_sim, scale_table, sim_table
+from .report import exact_misses, exact_table, plot_scale, plot_sim, scale_table, seeds_table, sim_table
 from .scale import run_scale
 from .schedulers import BlindScheduler, Scheduler, VolcanoConfig, VolcanoScheduler
-from .sim import simulate
+from .sim import simulate, summarize
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--parts", default="exact,sim,scale,queues", help="comma-separated subset of exact,sim,scale,queues"
     )
+    ap.add_argument(
+        "--sim-seeds",
+        type=int,
+        default=None,
+        help="trace seeds for the mean and spread of the trace simulation (default 5; 2 with --quick)",
+    )
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
+    sim_seeds = args.sim_seeds if args.sim_seeds is not None else (2 if args.quick else 5)
+    summary: dict[str, Any] = {"mode": "quick" if args.quick else "full", "seed": args.seed}
     if args.out is None:
         # A quick check before a commit must not overwrite the committed full-run results.
         args.out = Path(__file__).parent / "results" / ("quick" if args.quick else "")
@@ -97,6 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         if have_ours:
             scheds.insert(0, HyperplaceScheduler(seed=args.seed))
         res = run_exact(scheds, sizes.exact_cases, seed0=args.seed * 100_000, max_nodes=sizes.exact_max_nodes)
+        summary["exact"] = {
+            "cases": len(res.seeds),
+            "oracle_timeouts": res.oracle_timeouts,
+            "schedulers": {
+                name: {k: v for k, v in asdict(t).items() if k not in ("misses", "cpu_s")}
+                for name, t in res.tallies.items()
+            },
+        }
         sections += [
             "",
             "## 1. Exact optimum on small cases",
@@ -139,6 +160,24 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             ]
         results = [simulate(s, state, trace, tick=sizes.sim_tick_s) for s in scheds]
+        per_seed = [{r.scheduler: summarize(r) for r in results}]
+        for k in range(1, sim_seeds):
+            more = trace_jobs(
+                args.seed + 1 + k,
+                sizes.sim_jobs,
+                state,
+                load=sizes.sim_load,
+                max_job_fraction=sizes.sim_max_job_fraction,
+            )
+            per_seed.append(
+                {
+                    r.scheduler: summarize(r)
+                    for r in (
+                        simulate(s, state, more, tick=sizes.sim_tick_s) for s in _fresh(scheds, args.seed)
+                    )
+                }
+            )
+        summary["sim"] = {"seeds": [args.seed + 1 + k for k in range(sim_seeds)], "per_seed": per_seed}
         plots += plot_sim(results, args.out)
         gpus = int(state.alloc[:, 2].sum())
         anomalies = [a for r in results for a in r.anomalies]
@@ -159,6 +198,12 @@ def main(argv: list[str] | None = None) -> int:
             "",
             sim_table(results),
             "",
+            f"Across {sim_seeds} trace seeds ({', '.join(str(args.seed + 1 + k) for k in range(sim_seeds))}): "
+            "mean ± standard deviation of the per-seed values; the jobs >= 256 GPUs rows rest on the "
+            "count given.",
+            "",
+            seeds_table(per_seed),
+            "",
             "![job LCA tiers](sim_tiers.png) ![queueing delay](sim_wait_cdf.png) ![GPU allocation](sim_gpu_alloc.png)",
         ]
         if anomalies:
@@ -176,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             run_ours=have_ours,
         )
         plots += plot_scale(points, args.out)
+        summary["scale"] = [asdict(p) | {"ratio": p.ratio} for p in points]
         sections += [
             "",
             "## 3. Decision latency sweep",
@@ -196,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         from .queues import run_queue_part
 
         t0 = time.time()
-        table, _ = run_queue_part(args.seed, args.quick)
+        table, summary["queues"] = run_queue_part(args.seed, args.quick)
         sections += [
             "",
             "## 4. Shared cluster: two queues, two priorities, preemption and reclaim",
@@ -215,8 +261,37 @@ def main(argv: list[str] | None = None) -> int:
 
     sections += ["", f"_Total: {time.time() - started:.0f} s wall._", ""]
     (args.out / "results.md").write_text("\n".join(sections))
-    print(f"\nwrote {args.out / 'results.md'} and {len(plots)} plots", file=sys.stderr)
+    (args.out / "summary.json").write_text(
+        json.dumps(_clean(summary), indent=1, sort_keys=True, allow_nan=False)
+    )
+    print(f"\nwrote {args.out / 'results.md'}, summary.json and {len(plots)} plots", file=sys.stderr)
     return 0
+
+
+def _fresh(scheds: list[Any], seed: int) -> list[Any]:
+    """New instances of the same schedulers (a run keeps state: caches, reservations)."""
+    out: list[Any] = []
+    for s in scheds:
+        if isinstance(s, HyperplaceScheduler):
+            out.append(HyperplaceScheduler(seed=seed, config=s.config, name=s.name))
+        elif isinstance(s, VolcanoScheduler):
+            out.append(VolcanoScheduler(s.config, seed=seed, name=s.name))
+        else:
+            out.append(type(s)())
+    return out
+
+
+def _clean(v: Any) -> Any:
+    """JSON-safe: NaN (a measure with no data) as null, numpy scalars as Python numbers."""
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_clean(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
 
 
 if __name__ == "__main__":

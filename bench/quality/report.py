@@ -120,6 +120,46 @@ def sim_table(results: Sequence[SimResult]) -> str:
     return "\n".join(out)
 
 
+SEED_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("jobs at the minimum leaf span", "leaf_at_min_share", "%"),
+    ("ring crossings per job, mean (multi-pod)", "ring_crossings_mean", ""),
+    ("GPU allocation (time-avg)", "gpu_util", "%"),
+    ("queueing delay p95", "wait_p95_s", "s"),
+    ("queueing delay p99", "wait_p99_s", "s"),
+    ("queueing delay p95, jobs >= 256 GPUs", "big_wait_p95_s", "s"),
+    ("longest queueing delay", "wait_max_s", "s"),
+    ("scheduler CPU per cycle, mean", "cycle_cpu_mean_ms", "ms"),
+)
+
+
+def seeds_table(per_seed: Sequence[dict[str, dict[str, float]]]) -> str:
+    """Mean ± standard deviation over seeds of the main trace rows, per scheduler."""
+    names = list(per_seed[0]) if per_seed else []
+    out = ["| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+
+    def fmt(v: float, unit: str) -> str:
+        if unit == "%":
+            return f"{100 * v:.1f}"
+        if unit == "s":
+            return f"{v / 60:.1f}"
+        return f"{v:.2f}" if unit == "" else f"{v:.1f}"
+
+    suffix = {"%": " %", "s": " min", "ms": " ms", "": ""}
+    for label, key, unit in SEED_ROWS:
+        cells = []
+        for n in names:
+            vals = np.asarray([s[n][key] for s in per_seed if n in s], dtype=float)
+            vals = vals[~np.isnan(vals)]
+            if not len(vals):
+                cells.append("n/a")
+                continue
+            cells.append(f"{fmt(float(vals.mean()), unit)} ± {fmt(float(vals.std()), unit)}{suffix[unit]}")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    counts = [", ".join(str(int(s[n].get("big_jobs", 0))) for s in per_seed if n in s) for n in names]
+    out.append("| jobs >= 256 GPUs started, per seed | " + " | ".join(counts) + " |")
+    return "\n".join(out)
+
+
 def scale_table(points: Sequence[ScalePoint], budget: float) -> str:
     out = [
         "| nodes | pods | levels | ours build | ours session | ours total | ours tier | Volcano-alg. | Volcano tier | ratio | note |",

@@ -212,6 +212,7 @@ def summarize(res: SimResult) -> dict[str, float]:
         "wait_p50_s": pct(waits, 50),
         "wait_p95_s": pct(waits, 95),
         "wait_p99_s": pct(waits, 99),
+        "big_jobs": float(len(big)),
         "big_wait_p50_s": pct(big_waits, 50),
         "big_wait_p95_s": pct(big_waits, 95),
         "wait_max_s": float(waits.max()) if len(waits) else float("nan"),

@@ -80,3 +80,23 @@ def test_main_writes_results(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "## 1. Exact optimum on small cases" in text
     assert "## 2." not in text  # only the requested part ran
     assert "optimal job tier" in capsys.readouterr().out
+    # Every number of the tables is also in summary.json, NaN as null.
+    import json
+
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["mode"] == "quick" and "sim" not in summary
+    exact = summary["exact"]
+    assert exact["cases"] > 0 and set(exact["schedulers"]) >= {"hyperplace", "volcano-algorithm"}
+    assert exact["schedulers"]["hyperplace"]["job_tier_ok"] <= exact["schedulers"]["hyperplace"]["feasible"]
+
+
+def test_seed_table_gives_mean_and_spread() -> None:
+    from bench.quality.report import seeds_table
+
+    keys = ("leaf_at_min_share", "ring_crossings_mean", "gpu_util", "wait_p95_s", "wait_p99_s")
+    keys += ("big_wait_p95_s", "wait_max_s", "cycle_cpu_mean_ms")
+    a = {"s": dict.fromkeys(keys, 1.0) | {"gpu_util": 0.8, "big_jobs": 3.0}}
+    b = {"s": dict.fromkeys(keys, 1.0) | {"gpu_util": 0.6, "big_jobs": 5.0}}
+    table = seeds_table([a, b])
+    assert "| GPU allocation (time-avg) | 70.0 ± 10.0 % |" in table
+    assert "| jobs >= 256 GPUs started, per seed | 3, 5 |" in table
