@@ -12,14 +12,28 @@ Both schedulers see the same arrivals, on the same array model (:mod:`.model`), 
   backfill``, Volcano's default tiers plus ``drf``/``proportion``), driven with wire objects as
   ``ours.py`` does: Queues and PriorityClasses, the PodGroup phase the scheduler wrote last
   cycle, the clock, and the nominations and reservations it returned;
-* **volcano-legacy**: Volcano's allocate (:class:`~.schedulers.VolcanoScheduler`) in queue
-  order (the queue furthest below its share first, a queue at its deserved share skipped while
-  the other waits), and Volcano's legacy ``preempt``/``reclaim`` for one preemptor pod at a
-  time: node by node, victims lowest priority first until the pod fits, gang-unaware. As in
-  Volcano (anchors.md B.1: #4374), jobs with a network topology are never preemptors, so only
-  single-pod jobs preempt or reclaim. Simplifications: the node chosen is the one that needs the
-  fewest victims (Volcano takes the best-scored node whose victims suffice: never fewer
-  victims than this); deserved shares are the two-queue water-filling on GPUs.
+* **volcano-legacy**: our reading of Volcano's code on the same array model. ``enqueue``
+  admits a job when its GPUs fit ``1.2 x total - used - Inqueue`` (overcommit's default
+  factor); ``allocate`` (:class:`~.schedulers.VolcanoScheduler`) walks Inqueue jobs by
+  priority, skipping a queue at its deserved share while the other waits; then the legacy
+  ``preempt`` and ``reclaim`` work one preemptor pod at a time, node by node, evicting
+  victims lowest priority first until the pod fits, and commit a job's evictions only if all
+  its pods found room. Victims follow ``Session.Preemptable``/``Reclaimable`` under the
+  default tiers: gang's tier-1 veto protects every job running at its minMember (all of them
+  here), which empties tier 1, so tier 2 decides: ``drf`` for preempt (the preemptor's share
+  with the pod <= the victim job's share without it, priority not consulted) and
+  ``proportion`` for reclaim (pods of the queue still above its deserved share). Jobs with a
+  network topology skip preempt (anchors.md B.1, #4374) but not reclaim, which has no
+  HyperNode logic: a hard gang's pods are freed wherever victims are, and the gang is placed
+  only once a leaf has room.
+
+  Simplifications: for each pod the node chosen is the one that needs the fewest victims
+  (Volcano takes the first node in score order whose victims suffice: never fewer victims);
+  deserved shares are the two-queue water-filling on GPUs; proportion's capability,
+  guarantee and the queue's own enqueue checks are left out (no queue has a capability
+  here); tier 1's quirks when priority and gang both return tasks are not modelled (gang
+  never does here); a pipelined preemptor is placed by the next cycle's allocate, where it
+  is first in line if it has the higher priority; pods are whole nodes.
 
 Evicting any pod of a gang stops the whole job (it restarts from scratch once placed again),
 so a preemption's cost is its victim pods plus the pods of broken gangs. Reported: per queue
@@ -84,6 +98,8 @@ class QueueRun:
     deserved: dict[str, float]
     contended_s: float
     cpu_s: float
+    # (held GPUs, deserved GPUs) per queue at every contended tick, over total GPUs
+    timeline: list[dict[str, tuple[float, float]]] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
 
 
@@ -233,13 +249,26 @@ def deserved_gpus(total: float, demand: dict[str, float]) -> dict[str, float]:
     return out
 
 
+OVERCOMMIT = 1.2  # Volcano's overcommit plugin default (overcommit-factor)
+
+
 class VolcanoDriver:
-    """Volcano's allocate in queue order plus its legacy, gang-unaware preempt and reclaim."""
+    """Volcano's enqueue (overcommit) and allocate, then its legacy ``preempt`` and ``reclaim``.
+
+    Victims follow Volcano's tier chain (``Session.Preemptable``/``Reclaimable``) under the
+    default tiers ``[priority, gang, conformance]``, ``[drf, predicates, proportion, ...]``:
+    tier 1 intersects priority (lower job priority) with gang, whose veto holds every task of
+    a job running at its minMember; every gang here runs at exactly minMember, so tier 1 is
+    always empty and tier 2 decides: ``drf`` for preempt (the preemptor's dominant share
+    after the pod <= the victim job's share without it, whatever its priority) and
+    ``proportion`` for reclaim (tasks of queues still above their deserved share).
+    """
 
     name = "volcano-legacy"
 
     def __init__(self, state: ClusterState, seed: int) -> None:
         self.alloc = VolcanoScheduler(seed=seed)
+        self.inqueue: set[str] = set()
 
     def cycle(
         self, state: ClusterState, now: float, running: list[QJob], pending: list[QJob]
@@ -248,75 +277,141 @@ class VolcanoDriver:
         held = {q: 0.0 for q in QUEUES}
         demand = {q: 0.0 for q in QUEUES}
         for j in running:
-            held[j.queue] += j.spec.req[:, GPU].sum()
-            demand[j.queue] += j.spec.req[:, GPU].sum()
+            held[j.queue] += _gpus(j)
+            demand[j.queue] += _gpus(j)
+            self.inqueue.discard(j.name)  # an evicted job is recreated Pending, admitted again
         for j in pending:
-            demand[j.queue] += j.spec.req[:, GPU].sum()
+            demand[j.queue] += _gpus(j)
         deserved = deserved_gpus(total, demand)
         order = sorted(pending, key=lambda j: (-PRIORITY[j.priority], j.arrival))
-        placed: dict[str, IntArray] = {}
-        evictions: dict[str, list[tuple[str, str]]] = {}
-        work = state.copy()
-        run_by_node: dict[int, list[QJob]] = {}
-        for j in running:
-            assert j.placement is not None
-            for n in j.placement.tolist():
-                run_by_node.setdefault(n, []).append(j)
-        gone: set[str] = set()
+        # enqueue: minResources must fit total * factor - used - already Inqueue.
+        budget = OVERCOMMIT * total - sum(held.values())
+        budget -= sum(_gpus(j) for j in pending if j.name in self.inqueue)
         for job in order:
-            gpus = float(job.spec.req[:, GPU].sum())
-            if held[job.queue] + gpus > deserved[job.queue] + 1e-9 and any(
-                o.queue != job.queue for o in pending if o.name not in placed
+            if job.name not in self.inqueue and _gpus(job) <= budget + 1e-9:
+                self.inqueue.add(job.name)
+                budget -= _gpus(job)
+        placed: dict[str, IntArray] = {}
+        work = state.copy()
+        # allocate: Inqueue jobs in order, a queue at its deserved share skipped while the other waits.
+        for job in order:
+            if job.name not in self.inqueue:
+                continue
+            if held[job.queue] + _gpus(job) > deserved[job.queue] + 1e-9 and any(
+                o.queue != job.queue for o in pending if o.name not in placed and o.name in self.inqueue
             ):
-                continue  # overused while the other team waits
+                continue
             where = self.alloc.place(work, job.spec)
             if where is not None:
                 work.apply(job.spec.req, where)
                 placed[job.name] = where
-                held[job.queue] += gpus
-                continue
-            if job.spec.topology is not None or job.spec.n_pods != 1:
-                continue  # legacy preempt/reclaim skip jobs with a network topology (#4374)
-            got = self._evict_for(work, job, run_by_node, gone, held, deserved)
-            if got is not None:
-                _node, victims, action = got
-                evictions[job.name] = [(action, v.name) for v in victims]
-                for v in victims:
-                    gone.add(v.name)
-                    assert v.placement is not None
-                    work.apply(v.spec.req, v.placement, sign=-1)
-                    held[v.queue] -= float(v.spec.req[:, GPU].sum())
-                # Volcano pipelines the preemptor on the node; it binds once victims are gone.
+                held[job.queue] += _gpus(job)
+        starving = [j for j in order if j.name in self.inqueue and j.name not in placed]
+        evict = _Evictor(work, running, held, deserved, total)
+        evictions: dict[str, list[tuple[str, str]]] = {}
+        for job in starving:  # preempt: within the queue; jobs with a network topology skip it (#4374)
+            if job.spec.topology is None:
+                evs = evict.for_job(job, "preempt")
+                if evs:
+                    evictions[job.name] = evs
+        for job in starving:  # reclaim: across queues, topology ignored (it has no HyperNode logic)
+            if job.name not in evictions and held[job.queue] < deserved[job.queue] - 1e-9:
+                evs = evict.for_job(job, "reclaim")
+                if evs:
+                    evictions[job.name] = evs
+        # The preemptor is pipelined where it evicted; the next cycle's allocate places it.
         return placed, evictions
 
-    def _evict_for(
+
+def _gpus(job: QJob) -> float:
+    return float(job.spec.req[:, GPU].sum())
+
+
+class _Evictor:
+    """Volcano's per-task, node-by-node victim search on one cycle's working state."""
+
+    def __init__(
         self,
         work: ClusterState,
-        job: QJob,
-        run_by_node: dict[int, list[QJob]],
-        gone: set[str],
+        running: list[QJob],
         held: dict[str, float],
         deserved: dict[str, float],
-    ) -> tuple[int, list[QJob], str] | None:
-        req = job.spec.req[0]
-        best: tuple[int, int, list[QJob], str] | None = None
-        for node, jobs in run_by_node.items():
-            cands = [j for j in jobs if j.name not in gone]
-            pre = [j for j in cands if j.queue == job.queue and PRIORITY[j.priority] < PRIORITY[job.priority]]
-            rec = [j for j in cands if j.queue != job.queue and held[j.queue] > deserved[j.queue] + 1e-9]
-            for action, victims in (("preempt", pre), ("reclaim", rec)):
-                victims = sorted(victims, key=lambda j: (PRIORITY[j.priority], -(j.start or 0.0)))
-                free = work.alloc[node] - work.used[node]
+        total: float,
+    ) -> None:
+        self.work, self.held, self.deserved, self.total = work, held, deserved, total
+        self.on_node: dict[int, list[QJob]] = {}
+        for j in running:
+            assert j.placement is not None
+            for n in j.placement.tolist():
+                self.on_node.setdefault(n, []).append(j)
+        self.evicted: dict[str, set[int]] = {}  # victim job -> nodes its evicted pods were on
+        self.pod_gpus = {j.name: float(j.spec.req[0, GPU]) for j in running}
+
+    def _left(self, j: QJob) -> float:
+        """GPUs the victim job still holds (drf's job allocation, updated on every evict)."""
+        return _gpus(j) - self.pod_gpus[j.name] * len(self.evicted.get(j.name, ()))
+
+    def victims(self, job: QJob, action: str, node: int, mine: float) -> list[QJob]:
+        """Tier 2's victims on ``node`` for one pod of ``job``, lowest priority first."""
+        cands = [j for j in self.on_node.get(node, []) if node not in self.evicted.get(j.name, set())]
+        out: list[QJob] = []
+        if action == "preempt":
+            ls = (mine + float(job.spec.req[0, GPU])) / self.total
+            for v in cands:
+                if v.queue == job.queue and v.name != job.name:
+                    rs = (self._left(v) - self.pod_gpus[v.name]) / self.total
+                    if ls <= rs + 1e-6:  # drf: ls < rs or |ls - rs| <= shareDelta
+                        out.append(v)
+        else:
+            alloc = dict(self.held)
+            for v in cands:
+                if v.queue != job.queue and alloc[v.queue] > self.deserved[v.queue] + 1e-9:
+                    alloc[v.queue] -= self.pod_gpus[v.name]
+                    out.append(v)
+        return sorted(out, key=lambda v: (PRIORITY[v.priority], -(v.start or 0.0)))
+
+    def for_job(self, job: QJob, action: str) -> list[tuple[str, str]]:
+        """Evictions that pipeline every pod of ``job`` (committed only if all of them fit)."""
+        undo: list[tuple[QJob, int]] = []
+        mine = 0.0
+        for pod in range(job.spec.n_pods):
+            req = job.spec.req[pod]
+            if action == "reclaim" and self.held[job.queue] + req[GPU] > self.deserved[job.queue] + 1e-9:
+                break  # proportion's Preemptive: the queue would pass its deserved share
+            best: tuple[int, int, list[QJob]] | None = None
+            for node in self.on_node:
+                free = self.work.alloc[node] - self.work.used[node]
                 chosen: list[QJob] = []
-                for v in victims:
+                for v in self.victims(job, action, node, mine):
                     if (free >= req).all():
                         break
-                    # One pod of the victim job sits here (whole-node pods).
                     free = free + v.spec.req[0]
                     chosen.append(v)
                 if chosen and (free >= req).all() and (best is None or len(chosen) < best[0]):
-                    best = (len(chosen), node, chosen, action)
-        return None if best is None else (best[1], best[2], best[3])
+                    best = (len(chosen), node, chosen)
+            if best is None:
+                break
+            _n, node, chosen = best
+            for v in chosen:
+                self.evicted.setdefault(v.name, set()).add(node)
+                self.work.used[node] -= v.spec.req[0]
+                self.held[v.queue] -= self.pod_gpus[v.name]
+                undo.append((v, node))
+            self.work.used[node] += req  # pipelined
+            self.held[job.queue] += float(req[GPU])
+            mine += float(req[GPU])
+            undo.append((job, node))
+        else:
+            return [(action, v.name) for v, _node in undo if v is not job]
+        for v, node in reversed(undo):  # not every pod pipelined: the statement is discarded
+            if v is job:
+                self.work.used[node] -= job.spec.req[0]
+                self.held[job.queue] -= float(job.spec.req[0, GPU])
+            else:
+                self.evicted[v.name].discard(node)
+                self.work.used[node] += v.spec.req[0]
+                self.held[v.queue] += self.pod_gpus[v.name]
+        return []
 
 
 # -- the simulation ---------------------------------------------------------------------------
@@ -336,6 +431,7 @@ def simulate_queues(driver: Any, state0: ClusterState, trace: list[QJob], tick: 
     deserved_area = {q: 0.0 for q in QUEUES}
     contended = 0.0
     cpu = 0.0
+    timeline: list[dict[str, tuple[float, float]]] = []
     end = max(j.arrival for j in jobs) * 3.0
     while t <= end:
         for j in [r for r in running if r.start is not None and r.start + r.duration <= t]:
@@ -391,6 +487,7 @@ def simulate_queues(driver: Any, state0: ClusterState, trace: list[QJob], tick: 
                 share_area[q] += tick * held[q] / total
                 deserved_area[q] += tick * des[q] / total
             contended += tick
+            timeline.append({q: (held[q] / total, des[q] / total) for q in QUEUES})
         if nxt >= len(jobs) and not pending and not running:
             break
         t += tick
@@ -403,6 +500,7 @@ def simulate_queues(driver: Any, state0: ClusterState, trace: list[QJob], tick: 
         {q: deserved_area[q] / window for q in QUEUES},
         contended,
         cpu,
+        timeline=timeline,
     )
 
 
@@ -424,12 +522,19 @@ def summarize_queues(run: QueueRun) -> dict[str, float]:
     for q in QUEUES:
         out[f"share_{q}"] = run.share[q]
         out[f"deserved_{q}"] = run.deserved[q]
+        # Share over time: the contended window in quarters (the timeline's ticks are equal).
+        for k, part in enumerate(np.array_split(np.arange(len(run.timeline)), 4), start=1):
+            ticks = [run.timeline[i][q] for i in part.tolist()]
+            out[f"share_{q}_q{k}"] = float(np.mean([h for h, _ in ticks])) if ticks else float("nan")
+            out[f"deserved_{q}_q{k}"] = float(np.mean([d for _, d in ticks])) if ticks else float("nan")
     for action in ("preempt", "reclaim"):
         ds = [d for d in run.disruptions if d.action == action]
         out[f"{action}_count"] = float(len(ds))
         out[f"{action}_victims_mean"] = float(np.mean([d.victim_pods for d in ds])) if ds else float("nan")
         out[f"{action}_victims_p95"] = pct([d.victim_pods for d in ds], 95)
         out[f"{action}_broken_mean"] = float(np.mean([d.broken_gangs for d in ds])) if ds else float("nan")
+        out[f"{action}_broken_p95"] = pct([d.broken_gangs for d in ds], 95)
+        out[f"{action}_broken_total"] = float(sum(d.broken_gangs for d in ds))
         out[f"{action}_stopped_mean"] = float(np.mean([d.stopped_pods for d in ds])) if ds else float("nan")
     for prio in PRIORITY:
         waits = [
@@ -448,13 +553,20 @@ def summarize_queues(run: QueueRun) -> dict[str, float]:
 ROWS = (
     ("share of team-a (deserved)", "share_team-a", "deserved_team-a", "pct"),
     ("share of team-b (deserved)", "share_team-b", "deserved_team-b", "pct"),
+    *(
+        (f"share of {q} (deserved) in quarter {k}", f"share_{q}_q{k}", f"deserved_{q}_q{k}", "pct")
+        for q in QUEUES
+        for k in range(1, 5)
+    ),
     ("preemptions", "preempt_count", None, "n"),
     ("victim pods per preemption, mean / p95", "preempt_victims_mean", "preempt_victims_p95", "f"),
-    ("broken gangs per preemption, mean", "preempt_broken_mean", None, "f"),
+    ("broken gangs per preemption, mean / p95", "preempt_broken_mean", "preempt_broken_p95", "f"),
+    ("broken gangs by preemption, total", "preempt_broken_total", None, "n"),
     ("pods stopped per preemption, mean", "preempt_stopped_mean", None, "f"),
     ("reclaims", "reclaim_count", None, "n"),
     ("victim pods per reclaim, mean / p95", "reclaim_victims_mean", "reclaim_victims_p95", "f"),
-    ("broken gangs per reclaim, mean", "reclaim_broken_mean", None, "f"),
+    ("broken gangs per reclaim, mean / p95", "reclaim_broken_mean", "reclaim_broken_p95", "f"),
+    ("broken gangs by reclaim, total", "reclaim_broken_total", None, "n"),
     ("pods stopped per reclaim, mean", "reclaim_stopped_mean", None, "f"),
     ("jobs restarted after eviction", "restarts", None, "n"),
     ("queueing delay p50 / p95, high priority", "wait_high_p50_s", "wait_high_p95_s", "s"),

@@ -9,8 +9,10 @@ from bench.quality.generators import clos_cluster
 from bench.quality.model import JobSpec, NetTopology, Task
 from bench.quality.queues import (
     NODE_REQ,
+    Disruption,
     OursDriver,
     QJob,
+    QueueRun,
     VolcanoDriver,
     deserved_gpus,
     queue_trace,
@@ -73,3 +75,76 @@ def test_a_tiny_trace_runs_both_schedulers_to_the_end() -> None:
         assert all(j.first_start is not None and j.done is not None for j in run.jobs), driver.name
         s = summarize_queues(run)
         assert 0.0 < s["share_team-a"] <= 1.0
+
+
+def running_on(job: QJob, nodes: list[int], state, start: float = 0.0) -> QJob:  # type: ignore[no-untyped-def]
+    job.placement = np.asarray(nodes, dtype=np.int64)
+    job.start = job.first_start = start
+    state.apply(job.spec.req, job.placement)
+    return job
+
+
+def test_volcano_preempt_falls_through_to_drf_and_breaks_a_high_priority_gang_not_the_low_singles() -> None:
+    # Gang's tier-1 veto protects every job at its minMember, so tier 1 has no victims and
+    # drf decides: only a job whose share stays >= the preemptor's may lose a pod.
+    state = clos_cluster(4, 2, 1)  # 8 nodes, one pod each
+    big = running_on(gang("big", 4, "team-a", "high", 0.0), [0, 1, 2, 3], state)
+    singles = [running_on(gang(f"s{i}", 1, "team-a", "low", 0.0), [4 + i], state) for i in range(4)]
+    urgent = gang("urgent", 1, "team-a", "high", 60.0)
+    placed, evictions = VolcanoDriver(state, 0).cycle(state, 60.0, [big, *singles], [urgent])
+    assert placed == {}
+    assert evictions == {"urgent": [("preempt", "big")]}
+
+
+def test_volcano_reclaim_takes_one_pod_per_pod_of_a_queue_under_its_share_even_for_a_hard_gang() -> None:
+    state = clos_cluster(4, 4, 1)  # 16 nodes: overcommit admits 0.2 x 16 = 3.2 nodes' worth
+    team_a = [running_on(gang(f"a{i}", 1, "team-a", "low", 0.0), [i], state) for i in range(16)]
+    hard = gang("b-gang", 2, "team-b", "low", 60.0)  # hard tier 1: preempt would skip it
+    placed, evictions = VolcanoDriver(state, 0).cycle(state, 60.0, team_a, [hard])
+    assert placed == {}
+    [(action, v1), (action2, v2)] = evictions["b-gang"]
+    assert action == action2 == "reclaim" and v1 != v2
+
+
+def test_volcano_enqueue_holds_a_job_larger_than_the_overcommitted_idle() -> None:
+    state = clos_cluster(4, 2, 1)  # full 8 nodes: 1.2 x 8 - 8 = 1.6 nodes may be Inqueue
+    team_a = [running_on(gang(f"a{i}", 1, "team-a", "low", 0.0), [i], state) for i in range(8)]
+    _, evictions = VolcanoDriver(state, 0).cycle(
+        state, 60.0, team_a, [gang("b-gang", 2, "team-b", "low", 60.0)]
+    )
+    assert evictions == {}
+
+
+def test_volcano_reclaim_stops_at_the_deserved_share() -> None:
+    # team-b already holds 4 of 8 nodes (its deserved half): its new job may not reclaim.
+    state = clos_cluster(4, 2, 1)
+    run = [running_on(gang(f"a{i}", 1, "team-a", "low", 0.0), [i], state) for i in range(4)]
+    run += [running_on(gang(f"b{i}", 1, "team-b", "low", 0.0), [4 + i], state) for i in range(4)]
+    _, evictions = VolcanoDriver(state, 0).cycle(state, 60.0, run, [gang("b-more", 1, "team-b", "low", 60.0)])
+    assert evictions == {}
+
+
+def test_per_preemption_measures_on_hand_made_disruptions() -> None:
+    run = QueueRun(
+        "hand",
+        [],
+        [
+            Disruption("preempt", victim_pods=1, broken_gangs=1, stopped_pods=4),
+            Disruption("preempt", victim_pods=4, broken_gangs=0, stopped_pods=4),
+            Disruption("preempt", victim_pods=2, broken_gangs=2, stopped_pods=10),
+            Disruption("reclaim", victim_pods=3, broken_gangs=1, stopped_pods=8),
+        ],
+        {"team-a": 0.5, "team-b": 0.5},
+        {"team-a": 0.5, "team-b": 0.5},
+        0.0,
+        0.0,
+        timeline=[{"team-a": (1.0, 0.5), "team-b": (0.0, 0.5)}] * 4
+        + [{"team-a": (0.5, 0.5), "team-b": (0.5, 0.5)}] * 4,
+    )
+    s = summarize_queues(run)
+    assert s["preempt_count"] == 3 and s["reclaim_count"] == 1
+    assert s["preempt_victims_mean"] == 7 / 3 and s["preempt_broken_mean"] == 1.0
+    assert s["preempt_broken_total"] == 3 and s["reclaim_broken_total"] == 1
+    assert s["preempt_broken_p95"] == np.percentile([1, 0, 2], 95) == 1.9
+    assert s["preempt_stopped_mean"] == 6.0
+    assert (s["share_team-b_q1"], s["share_team-b_q4"], s["deserved_team-b_q1"]) == (0.0, 0.5, 0.5)
