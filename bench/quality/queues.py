@@ -43,6 +43,7 @@ and reclaim the victim pods and broken gangs, and queueing delay by priority.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,11 +182,14 @@ class OursDriver:
         self.nominations: dict[str, Any] = {}
         self.reservations: dict[str, Any] = {}
         self.index = {n: i for i, n in enumerate(state.topo.node_names)}
+        self.state: Any = None  # the scheduler's incremental ClusterState, as ours.py drives it
+        self.anomalies: list[str] = []
 
     def cycle(
         self, state: ClusterState, now: float, running: list[QJob], pending: list[QJob]
     ) -> tuple[dict[str, IntArray], dict[str, list[tuple[str, str]]]]:
         """Placements of pending jobs, and evictions per preemptor ``(action, victim job)``."""
+        from scheduler_plugin.cluster_state import ClusterState as SchedulerState
         from scheduler_plugin.session import run_session
         from scheduler_plugin.snapshot import ClusterSnapshot
 
@@ -195,14 +199,22 @@ class OursDriver:
             p, g = _objects(job, state, self.phase.get(job.name))
             pods += p
             groups.append(g)
-        snap = ClusterSnapshot.build(
-            nodes=self.nodes,
-            pods=pods,
-            hypernodes=self.hns,
-            podgroups=groups,
-            queues=self.queues,
-            priority_classes=self.pcs,
-        )
+        if self.state is None:
+            self.state = SchedulerState()
+        self.state.replace_all(self.nodes, pods, self.hns, groups, self.queues, self.pcs)
+        snap = self.state.snapshot()
+        if os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
+            from scheduler_plugin.cluster_state import verify_snapshot
+
+            rebuilt = ClusterSnapshot.build(
+                nodes=self.nodes,
+                pods=pods,
+                hypernodes=self.hns,
+                podgroups=groups,
+                queues=self.queues,
+                priority_classes=self.pcs,
+            )
+            verify_snapshot(self.state, snap, rebuilt)
         result = run_session(
             snap,
             self.config,
@@ -220,6 +232,11 @@ class OursDriver:
             bound = [result.bindings.get(f"{NAMESPACE}/{p['metadata']['name']}") for p in pod_dicts(job.spec)]
             if all(b is not None for b in bound):
                 placed[job.name] = np.asarray([self.index[str(b)] for b in bound], dtype=np.int64)
+            elif any(b is not None for b in bound):
+                n = sum(b is not None for b in bound)
+                self.anomalies.append(
+                    f"t={now:.0f}: {job.name} {n} of {job.spec.n_pods} pods bound (partial gang)"
+                )
         evictions: dict[str, list[tuple[str, str]]] = {}
         for ev in result.evictions:
             evictions.setdefault(ev.preemptor.split("/", 1)[1], []).append(
@@ -500,6 +517,7 @@ def simulate_queues(driver: Any, state0: ClusterState, trace: list[QJob], tick: 
         {q: deserved_area[q] / window for q in QUEUES},
         contended,
         cpu,
+        anomalies=list(getattr(driver, "anomalies", [])),
         timeline=timeline,
     )
 
@@ -546,6 +564,8 @@ def summarize_queues(run: QueueRun) -> dict[str, float]:
             sum(1 for j in run.jobs if j.priority == prio and j.first_start is None)
         )
     out["restarts"] = float(sum(j.restarts for j in run.jobs))
+    out["stopped_total"] = float(sum(d.stopped_pods for d in run.disruptions))
+    out["anomalies"] = float(len(run.anomalies))
     out["cpu_s"] = run.cpu_s
     return out
 
@@ -568,10 +588,12 @@ ROWS = (
     ("broken gangs per reclaim, mean / p95", "reclaim_broken_mean", "reclaim_broken_p95", "f"),
     ("broken gangs by reclaim, total", "reclaim_broken_total", None, "n"),
     ("pods stopped per reclaim, mean", "reclaim_stopped_mean", None, "f"),
+    ("pods stopped by preempt and reclaim, total", "stopped_total", None, "n"),
     ("jobs restarted after eviction", "restarts", None, "n"),
     ("queueing delay p50 / p95, high priority", "wait_high_p50_s", "wait_high_p95_s", "s"),
     ("queueing delay p50 / p95, low priority", "wait_low_p50_s", "wait_low_p95_s", "s"),
     ("never started, high / low", "unstarted_high", "unstarted_low", "n"),
+    ("partial gangs bound (must be 0)", "anomalies", None, "n"),
 )
 
 

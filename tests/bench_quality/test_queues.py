@@ -4,9 +4,10 @@ cases, and a tiny trace runs both schedulers to the end."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bench.quality.generators import clos_cluster
-from bench.quality.model import JobSpec, NetTopology, Task
+from bench.quality.model import ClusterState, JobSpec, NetTopology, Task
 from bench.quality.queues import (
     NODE_REQ,
     Disruption,
@@ -66,18 +67,21 @@ def test_one_evicted_pod_of_a_gang_counts_as_a_broken_gang_that_stops_all_its_po
     assert s["preempt_count"] == 1 and s["restarts"] == 1 and np.isnan(s["reclaim_victims_mean"])
 
 
-def test_a_tiny_trace_runs_both_schedulers_to_the_end() -> None:
+def test_a_tiny_trace_runs_both_schedulers_to_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every cycle also checks the incremental state's snapshot against a fresh build.
+    monkeypatch.setenv("HYPERPLACE_VERIFY_STATE", "1")
     state = clos_cluster(4, 2, 1)  # 8 nodes
     trace = queue_trace(3, state, 24, 3 * 3600.0)
     assert {j.queue for j in trace} == {"team-a", "team-b"}
     for driver in (OursDriver(state), VolcanoDriver(state, 3)):
         run = simulate_queues(driver, state, trace)
         assert all(j.first_start is not None and j.done is not None for j in run.jobs), driver.name
+        assert run.anomalies == [], driver.name
         s = summarize_queues(run)
         assert 0.0 < s["share_team-a"] <= 1.0
 
 
-def running_on(job: QJob, nodes: list[int], state, start: float = 0.0) -> QJob:  # type: ignore[no-untyped-def]
+def running_on(job: QJob, nodes: list[int], state: ClusterState, start: float = 0.0) -> QJob:
     job.placement = np.asarray(nodes, dtype=np.int64)
     job.start = job.first_start = start
     state.apply(job.spec.req, job.placement)
