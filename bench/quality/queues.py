@@ -88,6 +88,7 @@ class Disruption:
     victim_pods: int
     broken_gangs: int  # victim jobs that lost some but not all of their pods
     stopped_pods: int  # every pod of every victim job (all stop: a gang cannot run short)
+    preemptor_priority: str = "high"
 
 
 @dataclass
@@ -464,12 +465,12 @@ def simulate_queues(driver: Any, state0: ClusterState, trace: list[QJob], tick: 
             placed, evictions = driver.cycle(state, t, running, pending)
             cpu += time.process_time() - c0
             victims_done: set[str] = set()
-            for evs in evictions.values():
+            for pre, evs in evictions.items():
                 victim_jobs = {v for _, v in evs}
                 pods = len(evs)
                 broken = sum(1 for v in victim_jobs if evs and _pods_of(by_name[v]) > _count(evs, v))
                 stopped = sum(_pods_of(by_name[v]) for v in victim_jobs if v not in victims_done)
-                disruptions.append(Disruption(evs[0][0], pods, broken, stopped))
+                disruptions.append(Disruption(evs[0][0], pods, broken, stopped, by_name[pre].priority))
                 for v in victim_jobs - victims_done:
                     victims_done.add(v)
                     vj = by_name[v]
@@ -548,6 +549,7 @@ def summarize_queues(run: QueueRun) -> dict[str, float]:
     for action in ("preempt", "reclaim"):
         ds = [d for d in run.disruptions if d.action == action]
         out[f"{action}_count"] = float(len(ds))
+        out[f"{action}_by_low"] = float(sum(1 for d in ds if d.preemptor_priority == "low"))
         out[f"{action}_victims_mean"] = float(np.mean([d.victim_pods for d in ds])) if ds else float("nan")
         out[f"{action}_victims_p95"] = pct([d.victim_pods for d in ds], 95)
         out[f"{action}_broken_mean"] = float(np.mean([d.broken_gangs for d in ds])) if ds else float("nan")
@@ -578,7 +580,7 @@ ROWS = (
         for q in QUEUES
         for k in range(1, 5)
     ),
-    ("preemptions", "preempt_count", None, "n"),
+    ("preemptions / of them by a low-priority job", "preempt_count", "preempt_by_low", "n"),
     ("victim pods per preemption, mean / p95", "preempt_victims_mean", "preempt_victims_p95", "f"),
     ("broken gangs per preemption, mean / p95", "preempt_broken_mean", "preempt_broken_p95", "f"),
     ("broken gangs by preemption, total", "preempt_broken_total", None, "n"),
