@@ -89,6 +89,7 @@ class Disruption:
     broken_gangs: int  # victim jobs that lost some but not all of their pods
     stopped_pods: int  # every pod of every victim job (all stop: a gang cannot run short)
     preemptor_priority: str = "high"
+    preemptor_pods: int = 1  # pods of the job the room was made for
 
 
 @dataclass
@@ -470,7 +471,11 @@ def simulate_queues(driver: Any, state0: ClusterState, trace: list[QJob], tick: 
                 pods = len(evs)
                 broken = sum(1 for v in victim_jobs if evs and _pods_of(by_name[v]) > _count(evs, v))
                 stopped = sum(_pods_of(by_name[v]) for v in victim_jobs if v not in victims_done)
-                disruptions.append(Disruption(evs[0][0], pods, broken, stopped, by_name[pre].priority))
+                disruptions.append(
+                    Disruption(
+                        evs[0][0], pods, broken, stopped, by_name[pre].priority, by_name[pre].spec.n_pods
+                    )
+                )
                 for v in victim_jobs - victims_done:
                     victims_done.add(v)
                     vj = by_name[v]
@@ -556,6 +561,10 @@ def summarize_queues(run: QueueRun) -> dict[str, float]:
         out[f"{action}_broken_p95"] = pct([d.broken_gangs for d in ds], 95)
         out[f"{action}_broken_total"] = float(sum(d.broken_gangs for d in ds))
         out[f"{action}_stopped_mean"] = float(np.mean([d.stopped_pods for d in ds])) if ds else float("nan")
+        # Normalised by the preemptor's size: a gang preemptor needs room for all its pods.
+        out[f"{action}_stopped_per_pod"] = (
+            float(np.mean([d.stopped_pods / d.preemptor_pods for d in ds])) if ds else float("nan")
+        )
     for prio in PRIORITY:
         waits = [
             (j.first_start - j.arrival) for j in run.jobs if j.priority == prio and j.first_start is not None
@@ -585,11 +594,13 @@ ROWS = (
     ("broken gangs per preemption, mean / p95", "preempt_broken_mean", "preempt_broken_p95", "f"),
     ("broken gangs by preemption, total", "preempt_broken_total", None, "n"),
     ("pods stopped per preemption, mean", "preempt_stopped_mean", None, "f"),
+    ("pods stopped per preemptor pod, mean", "preempt_stopped_per_pod", None, "f"),
     ("reclaims", "reclaim_count", None, "n"),
     ("victim pods per reclaim, mean / p95", "reclaim_victims_mean", "reclaim_victims_p95", "f"),
     ("broken gangs per reclaim, mean / p95", "reclaim_broken_mean", "reclaim_broken_p95", "f"),
     ("broken gangs by reclaim, total", "reclaim_broken_total", None, "n"),
     ("pods stopped per reclaim, mean", "reclaim_stopped_mean", None, "f"),
+    ("pods stopped per reclaimer pod, mean", "reclaim_stopped_per_pod", None, "f"),
     ("pods stopped by preempt and reclaim, total", "stopped_total", None, "n"),
     ("jobs restarted after eviction", "restarts", None, "n"),
     ("queueing delay p50 / p95, high priority", "wait_high_p50_s", "wait_high_p95_s", "s"),

@@ -136,7 +136,7 @@ def test_per_preemption_measures_on_hand_made_disruptions() -> None:
             Disruption("preempt", victim_pods=1, broken_gangs=1, stopped_pods=4),
             Disruption("preempt", victim_pods=4, broken_gangs=0, stopped_pods=4),
             Disruption("preempt", victim_pods=2, broken_gangs=2, stopped_pods=10, preemptor_priority="low"),
-            Disruption("reclaim", victim_pods=3, broken_gangs=1, stopped_pods=8),
+            Disruption("reclaim", victim_pods=3, broken_gangs=1, stopped_pods=8, preemptor_pods=4),
         ],
         {"team-a": 0.5, "team-b": 0.5},
         {"team-a": 0.5, "team-b": 0.5},
@@ -148,6 +148,7 @@ def test_per_preemption_measures_on_hand_made_disruptions() -> None:
     s = summarize_queues(run)
     assert s["preempt_count"] == 3 and s["reclaim_count"] == 1 and s["preempt_by_low"] == 1
     assert s["stopped_total"] == 26
+    assert s["preempt_stopped_per_pod"] == 6.0 and s["reclaim_stopped_per_pod"] == 2.0
     assert s["preempt_victims_mean"] == 7 / 3 and s["preempt_broken_mean"] == 1.0
     assert s["preempt_broken_total"] == 3 and s["reclaim_broken_total"] == 1
     assert s["preempt_broken_p95"] == np.percentile([1, 0, 2], 95) == 1.9
