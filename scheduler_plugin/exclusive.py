@@ -63,10 +63,6 @@ class Fences:
             if nodes:
                 self._hold(job, nodes)
 
-    def active(self) -> bool:
-        """Any exclusive job in the snapshot."""
-        return bool(self.exclusive)
-
     # ------------------------------------------------------------------ domains
     def _domain(self, job: JobInfo, nodes: list[int]) -> int:
         tree = self.ssn.snap.tree
@@ -126,10 +122,8 @@ class Fences:
         dirty = self._dirty_nodes(job.key)
         tree = self.ssn.snap.tree
         for h in self._candidates(job):
-            if h in self.held and self.held[h] == job.key:
-                continue
             if h in self.held:
-                continue  # fenced already for another exclusive job
+                continue  # its own (lifted above) or fenced already for another exclusive job
             members = tree.node_sets[h]
             if any(int(n) in dirty for n in members.tolist()):
                 self.ssn.state.fill(members, +1)
