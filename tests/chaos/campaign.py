@@ -9,14 +9,17 @@ virtual clock, :mod:`.vloop`) of:
 
 * always: Volcano Jobs arriving mid-run (gangs of 2-10 pods, half of them small, most
   hard-bound to one rack, some to the whole cluster, some too big to ever fit; some of high
-  priority, which go first), a kubelet that starts bound pods, jobs that finish, and stray
-  bind failures (any bind may fail, 15 %: gangs are left half-bound at any moment);
+  priority, which go first) on 4-6 racks of 3-4 nodes, a kubelet that starts bound pods, jobs
+  that finish, and stray bind failures (any bind may fail, 25 %: gangs are left half-bound at
+  any moment), a failed bind's rack sometimes cordoned with it (the node went into
+  maintenance under it);
 * in a storm (storms of 6-12 s alternate with calm stretches of 10-16 s, as incidents come
   in bursts): process crashes, immediately or at the k-th API call of the process, before or
   after the call lands (its answer lost), or as the scheduler's n-th bind lands (a gang
   half-bound); a fresh instance starts after a pause, knowing nothing; bind-failure windows (409/429/500), errors on any call (409 Conflict, 410 Gone,
   429, 500), etcd compactions, dropped watches, slow API windows (requests, answers and watch
-  events late). A scheduler that loses track of a gang in a storm must show it in the calm
+  events late), racks cordoned for maintenance for 3-10 s (most often the rack of a gang
+  that is partly bound, whose rest must wait for its rack and not go to another). A scheduler that loses track of a gang in a storm must show it in the calm
   that follows, before a later crash wipes its memory.
 
 After every step the invariants are checked against the API server's truth (what a user would
@@ -122,8 +125,16 @@ class Settings:
     storm_seconds: tuple[float, float] = (6.0, 12.0)
     # The chance that any bind fails, storm or calm (not in the quiet): an admission webhook or
     # an apiserver that flaps. High, so that gangs are left half-bound often, at every fill level.
-    stray_bind_failure: float = 0.15
+    stray_bind_failure: float = 0.25
     calm_seconds: tuple[float, float] = (10.0, 16.0)
+    cordon: float = 0.03  # chance per storm step that a rack is cordoned for 3-10 s
+    cordon_on_bind_failure: float = 0.3  # chance that a failed bind's rack is cordoned with it
+    # The cluster, drawn per seed: racks, and nodes per rack (two pods each). Enough racks
+    # that the rest of a half-bound gang usually has another rack to go to when its own is
+    # full or cordoned, which only a scheduler that forgot where the gang runs would take.
+    racks: tuple[int, ...] = (4, 5, 6)
+    rack_nodes: tuple[int, ...] = (3, 4)
+    duration: tuple[float, float] = (5.0, 40.0)  # how long a job runs once all its pods run
     wall_budget: float = 120.0  # wall-clock seconds a run may take
     stop_at_first: bool = False  # end the run at the first violation (mutation scoring)
     # The scheduler's --verify-state (None: HYPERPLACE_VERIFY_STATE, as the test suite sets
@@ -309,6 +320,7 @@ class World:
         self._bind_activity: dict[str, float] = {}  # job -> last bind sent or answered
         self._inflight: dict[str, dict[tuple[int, str], str]] = {}  # job -> {(proc, pod): node}
         self._idle_since: dict[str, float] = {}
+        self.cordoned: dict[str, float] = {}  # node -> virtual time it is uncordoned
 
     @property
     def now(self) -> float:
@@ -322,8 +334,8 @@ class World:
     # -- the cluster -------------------------------------------------------------------------
 
     def build_cluster(self) -> None:
-        n_racks = self.rng.choice((3, 4))
-        per_rack = self.rng.choice((2, 3, 4))
+        n_racks = self.rng.choice(self.settings.racks)
+        per_rack = self.rng.choice(self.settings.rack_nodes)
         for r in range(n_racks):
             names = [f"n{r}-{i}" for i in range(per_rack)]
             for n in names:
@@ -417,7 +429,7 @@ class World:
             "spec": spec,
         }
         await self.server.create(JOBS, job, NS)
-        self.jobs[name] = _Job(name, replicas, tier, self.rng.uniform(5.0, 40.0))
+        self.jobs[name] = _Job(name, replicas, tier, self.rng.uniform(*self.settings.duration))
         self.events["job"] += 1
 
     # -- the kubelet ---------------------------------------------------------------------------
@@ -560,6 +572,9 @@ class World:
             code = rng.choice((409, 429, 500))
             self.events[f"bind-{code}"] += 1
             self.events["bind-failure-stray"] += not in_window
+            if a.name and rng.random() < self.settings.cordon_on_bind_failure:
+                # The node went into maintenance under the bind: its rack is cordoned.
+                await self._cordon(0.0, rng.uniform(3, 10), self.job_of_pod(a.name))
             raise ApiError(code, _REASONS[code], "injected bind failure")
         if now < self.error_until and rng.random() < self.error_rate:
             codes = {"list": (410, 429, 500), "watch": (410, 429, 500), "get": (429, 500)}.get(
@@ -618,8 +633,12 @@ class World:
         rolls = [rng.random() for _ in range(5)]
         spans = [rng.uniform(1, 5), rng.uniform(0.1, 0.5), rng.uniform(1, 5), rng.uniform(0.2, 0.8)]
         slow = (rng.uniform(2, 8), rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0))
+        cordon_roll, cordon_span, cordon_pick = rng.random(), rng.uniform(3, 10), rng.random()
+        await self._uncordon_due()
         if not storm:
             return
+        if cordon_roll < self.settings.cordon:
+            await self._cordon(cordon_pick, cordon_span)
         # The idle clocks wait out each fault's after-effects: an informer whose relist failed
         # backs off (0.8 s doubling, so a few seconds after a window of at most 5 s), a queue
         # of binds behind a slow window drains.
@@ -645,7 +664,45 @@ class World:
             self.events["slow-window"] += 1
             self._noise(slow[0] + 3.0)
 
-    def calm(self) -> None:
+    async def _cordon(self, pick: float, span: float, job: str | None = None) -> None:
+        """An administrator cordons a rack (``spec.unschedulable`` on its nodes) for ``span``
+        seconds, as for switch maintenance: ``job``'s rack, else most often the rack of a gang
+        that is partly bound (a bind failed or the scheduler crashed), whose rest must then
+        wait for its rack rather than go to another (hard tier 1). Bound pods keep running."""
+        by_job = self.pods_by_job()
+
+        def racks_of(name: str) -> list[str]:
+            j = self.jobs.get(name)
+            bound = {p["spec"]["nodeName"] for p in by_job.get(name, []) if p["spec"].get("nodeName")}
+            if j is None or j.tier != 1 or not 0 < len(bound) < j.replicas:
+                return []
+            return [r for r, members in self.racks.items() if bound & set(members)]
+
+        if job is not None:  # its bind failed: the rack it was going to, or already holds
+            held = set(self._inflight.get(job, {}).values())
+            held |= {p["spec"]["nodeName"] for p in by_job.get(job, []) if p["spec"].get("nodeName")}
+            pool = sorted(r for r, members in self.racks.items() if held & set(members))
+        else:
+            pool = sorted({r for name in self.jobs for r in racks_of(name)}) or sorted(self.racks)
+        pool = [r for r in pool if not set(self.racks[r]) <= set(self.cordoned)]
+        if not pool:
+            return
+        rack = pool[int(pick * len(pool)) % len(pool)]
+        for node in self.racks[rack]:
+            if node not in self.cordoned:
+                await self.server.patch(NODES, node, {"spec": {"unschedulable": True}})
+            self.cordoned[node] = max(self.cordoned.get(node, 0.0), self.now + span)
+        self.events["cordon"] += 1
+
+    async def _uncordon_due(self, *, all_: bool = False) -> None:
+        for node, until in sorted(self.cordoned.items()):
+            if all_ or self.now >= until:
+                await self.server.patch(NODES, node, {"spec": {"unschedulable": False}})
+                del self.cordoned[node]
+                self._noise(1.0)  # the room is back: a working scheduler takes it next cycle
+
+    async def calm(self) -> None:
+        await self._uncordon_due(all_=True)
         self.stray_bind_failure = 0.0
         self.error_until = self.bind_fail_until = self.slow_until = 0.0
         for proc in self.procs.values():
@@ -794,7 +851,7 @@ class World:
             if node and _phase(p) not in TERMINAL:
                 used[node] = used.get(node, 0) + _cpu(p)
         return {
-            n: (NODE_CPU * 1000 - used.get(n, 0)) // (POD_CPU * 1000)
+            n: 0 if n in self.cordoned else (NODE_CPU * 1000 - used.get(n, 0)) // (POD_CPU * 1000)
             for members in self.racks.values()
             for n in members
         }
@@ -915,7 +972,7 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
         await world.kubelet(finish=True)
         await world.chaos_step()
         world.check()
-    world.calm()
+    await world.calm()
     end = settings.chaos_seconds + settings.quiet_seconds
     while world.now < end and not over():
         await asyncio.sleep(0.5)

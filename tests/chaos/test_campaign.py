@@ -21,21 +21,28 @@ def test_a_hundred_seeds_of_chaos_break_no_invariant() -> None:
     # The runs did what they claim: jobs placed, faults and crashes injected.
     assert sum(o.placed for o in outs) > 800
     total = sum((o.events for o in outs), start=outs[0].events.__class__())
-    for what in ("scheduler-crash", "controller-crash", "crash-at-call", "compaction", "dropped-watches"):
+    for what in (
+        "scheduler-crash",
+        "controller-crash",
+        "crash-at-call",
+        "compaction",
+        "dropped-watches",
+        "cordon",
+    ):
         assert total[what] > 30, (what, total)
     assert sum(v for k, v in total.items() if k.startswith("bind-") and k[5:].isdigit()) > 100
 
 
 # Seeds of ten (out of seeds 0-9) that must catch each mutation with a violation a user would
 # see (``Outcome.caught``: a scheduler stopped by --verify-state is no catch; mutants run with
-# it off). Measured when the campaign was tuned: 10, 10 and 9 of 10 (runs vary a little, the
+# it off). Measured when the campaign was tuned: 10 of 10 for each (runs vary a little, the
 # components pace retries by the wall clock); the floors leave that margin, and a change that
 # weakens the campaign fails here. The bench scores fifty or more seeds per mutation (the
 # target is 90 %; see the README for the current scores).
 FLOOR = {
     "inflight-binds-not-counted": 9,
     "gang-released-without-unbinding": 9,
-    "allocated-hypernode-not-recovered": 6,
+    "allocated-hypernode-not-recovered": 9,
 }
 
 
