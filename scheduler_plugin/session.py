@@ -34,7 +34,7 @@ from .conf import DEFAULT_CONFIG, NOOP_ACTIONS, SchedulerConfig
 from .explain import CandidateReport, Explanation
 from .framework.actions import ACTIONS
 from .framework.evictions import Eviction, Nomination
-from .framework.plugins.queue_accounting import job_sums, queue_state, task_res
+from .framework.plugins.queue_accounting import job_sums, queue_state, tasks_res
 from .framework.session import Session
 from .queue_share import Res
 from .reservation import RESERVED_CONDITION, RESERVED_REASON, Reservation
@@ -354,9 +354,7 @@ def _queue_outcomes(ssn: Session) -> dict[str, QueueOutcome]:
             qo = out.get(job.queue)
             if qo is None or n == base.get(key):
                 continue
-            for t in job.pending:
-                if t.key in ssn.bindings:
-                    qo.allocated.add(task_res(snap, t))
+            qo.allocated.add(tasks_res(snap, [t for t in job.pending if t.key in ssn.bindings]))
     for name in ("capacity", "proportion"):
         attrs = getattr(ssn.plugins.get(name), "attrs", None)
         if not attrs:

@@ -559,7 +559,6 @@ class Scheduler:
             now=parse_time(self._now()),
             reservations=reservations,
         )
-        self.fragmentation.observe(snap, result.bindings)
         return snap, result
 
     async def run_cycle(self) -> SessionResult:
@@ -606,6 +605,8 @@ class Scheduler:
         self.cycles += 1
         self.last_result = result
         self._apply(decided, result)
+        # The gauges are not on the binding path: the binds above are under way meanwhile.
+        await asyncio.to_thread(self.fragmentation.observe, decided, result.bindings)
         self.metrics.cycle.observe(time.perf_counter() - t0)
         return result
 

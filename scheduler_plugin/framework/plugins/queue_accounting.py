@@ -105,10 +105,12 @@ def task_res_of_shape(snap: ClusterSnapshot, shape: int) -> Res:
 
 
 def tasks_res(snap: ClusterSnapshot, tasks: list[TaskInfo]) -> Res:
-    """Sum of task requests."""
+    """Sum of task requests: one addition per distinct shape (a gang of thousands of
+    identical pods costs a count and a multiplication)."""
     out = Res()
-    for t in tasks:
-        out.add(task_res(snap, t))
+    for shape, n in Counter(t.shape for t in tasks).items():
+        r = task_res_of_shape(snap, shape)
+        out.add(r.clone().multi(n) if n != 1 else r)
     return out
 
 
@@ -155,12 +157,15 @@ def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
         return out
     allocated, request = Res(), Res()
     n_alloc = 0
-    for t in job.tasks:
-        r = task_res(snap, t)
+    # One addition per (shape, running) pair: the tasks of a job mostly share a few shapes.
+    for (shape, running), n in Counter((t.shape, t.running) for t in job.tasks).items():
+        r = task_res_of_shape(snap, shape)
+        if n != 1:
+            r = r.clone().multi(n)
         request.add(r)
-        if t.running:
+        if running:
             allocated.add(r)
-            n_alloc += 1
+            n_alloc += n
     mr = job.podgroup.spec.min_resources
     min_res = Res.from_list(mr) if mr is not None else None
     elastic = exceeded_part(allocated.clone(), min_res if min_res is not None else Res())
