@@ -424,7 +424,9 @@ def main() -> None:
         "cycle = view (snapshot) + session; rebuild = ClusterSnapshot.build + run_session"
     )
     for n, ms in gauge_ms.items():
-        print(f"fragmentation gauges at {n} nodes: {ms:.1f} ms per cycle (median), computed after the binds are sent")
+        print(
+            f"fragmentation gauges at {n} nodes: {ms:.1f} ms per cycle (median), computed after the binds are sent"
+        )
     print()
     for sc in ("(a)", "(b)", "(c)", "(d)"):
         xs = [n for n in sizes if (sc, n) in p50]
