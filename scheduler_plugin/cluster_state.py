@@ -563,10 +563,11 @@ class ClusterState:
             self.changes += 1
 
     def set_hypernode(self, hn: HyperNode) -> None:
-        """A HyperNode added or updated (parsed)."""
+        """A HyperNode added or updated (parsed). A status-only update (the controller writes
+        member counts) changes nothing a session reads: the previous view stands."""
         self._hns[hn.name] = hn
-        self.members.set_hypernode(hn)
-        self.changes += 1
+        if self.members.set_hypernode(hn):
+            self.changes += 1
 
     def remove_hypernode(self, name: str) -> None:
         """A HyperNode deleted."""

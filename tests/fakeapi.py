@@ -562,18 +562,53 @@ class Connection:
             timeout_seconds=timeout_seconds,
             allow_bookmarks=allow_bookmarks,
         )
+        if self.watch_delay is None:
+            try:
+                async for event in stream:
+                    self._check()
+                    yield event
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            return
+        # A network's latency: each event arrives ``watch_delay()`` after the server sent it,
+        # in order. (Sleeping before each event in turn would add the delays up: a backlog
+        # that grows with the event rate, which no network has.)
+        delay_of = self.watch_delay
+        loop = asyncio.get_running_loop()
+        arrived: asyncio.Queue[tuple[float, Obj] | BaseException | None] = asyncio.Queue()
+
+        async def receive() -> None:
+            try:
+                async for event in stream:
+                    arrived.put_nowait((loop.time() + max(0.0, delay_of()), event))
+                arrived.put_nowait(None)
+            except Exception as exc:  # the stream's error reaches the reader, in its turn
+                arrived.put_nowait(exc)
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+        receiver = asyncio.create_task(receive())
+        due = 0.0
         try:
-            async for event in stream:
-                if self.watch_delay is not None:
-                    delay = self.watch_delay()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
+            while True:
+                item = await arrived.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                due = max(due, item[0])
+                wait = due - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 self._check()
-                yield event
+                yield item[1]
         finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            receiver.cancel()
+            await asyncio.gather(receiver, return_exceptions=True)
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
         out: Obj = await self._call(

@@ -18,7 +18,8 @@ virtual clock, :mod:`.vloop`) of:
   after the call lands (its answer lost), or as the scheduler's n-th bind lands (a gang
   half-bound); a fresh instance starts after a pause, knowing nothing; bind-failure windows (409/429/500), errors on any call (409 Conflict, 410 Gone,
   429, 500), etcd compactions, dropped watches, slow API windows (requests, answers and watch
-  events late), racks cordoned for maintenance for 3-10 s (most often the rack of a gang
+  events later still: every request, answer and watch event takes up to ``rtt``, 0.2 s, in
+  any case; watch events arrive in order, each that long after it was sent), racks cordoned for maintenance for 3-10 s (most often the rack of a gang
   that is partly bound, whose rest must wait for its rack and not go to another). A scheduler that loses track of a gang in a storm must show it in the calm
   that follows, before a later crash wipes its memory.
 
@@ -107,7 +108,7 @@ class Settings:
     freeze_seconds: float = 10.0  # the end of the quiet period: no job finishes either
     partial_window: float = 30.0  # longest a gang may stay partly bound with room for the rest (bind
     # back-off reaches 10 s per gang, and bind-failure windows come back to back)
-    rtt: float = 0.05  # every request and every answer takes up to this long (a network)
+    rtt: float = 0.2  # every request, answer and watch event takes up to this long (a busy network)
     arrival: float = 0.3  # chance of a new Job per step (a step is 0.05-1 s)
     # Scheduling cycles per virtual second (over 1-5 s). Each cycle costs 20 ms of virtual
     # time (vloop), so a livelock runs 50 a second; event-driven wake-ups stay far below.
