@@ -394,6 +394,10 @@ class ClusterState:
         rec = self._parse_pod(obj)
         self._pods[rec.key] = rec
         self.changes += 1
+        if rec.requests is not None and not rec.terminal and (rec.owned or rec.node):
+            # What its task will hold is parsed now, as the watch delivers the pod, not in
+            # the next cycle's view (a 5,000-pod gang arrives over many events).
+            rec.task_fields()
         self._index_node(old, rec)
         if not rec.terminal and any(r not in self._ridx for r in rec.requests or ()):
             self._layout_dirty = True  # a resource never seen: new columns, laid out once
