@@ -116,7 +116,7 @@ def test_a_gang_that_waited_gets_a_rack_held_and_a_later_job_stays_out_of_it(
         assert pod_node(pods()["small-0"]) is None
 
         # Rack 0's pod finishes: the gang takes the whole rack and its hold ends.
-        kubectl.run("delete", "pod", "-n", namespace, "fill4-0", "--wait=false")
+        kubectl.run("delete", "pod", "-n", namespace, "fill4-0", "--grace-period=0", "--force")  # no kubelet
 
         def gang_bound() -> list[str] | None:
             where = [pod_node(pods()[f"train-{i}"]) for i in range(4)]
