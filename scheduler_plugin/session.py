@@ -189,6 +189,54 @@ def run_session(
     return result
 
 
+@dataclass
+class LastSession:
+    """What a scheduler keeps of its last session to skip the next one when nothing changed
+    (:func:`run_session_reusing`)."""
+
+    snapshot: ClusterSnapshot | None = None
+    config: SchedulerConfig | None = None
+    result: SessionResult | None = None
+
+
+def settled(snapshot: ClusterSnapshot) -> bool:
+    """No job of ``snapshot`` has a pod left to place (once per snapshot)."""
+    got = snapshot.memo.get("settled")
+    if got is None:
+        got = snapshot.memo["settled"] = not any(job.pending for job in snapshot.jobs.values())
+    return bool(got)
+
+
+def run_session_reusing(
+    last: LastSession,
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+    nominations: Mapping[str, Nomination] | None = None,
+    *,
+    now: float | None = None,
+    reservations: Mapping[str, Reservation] | None = None,
+) -> SessionResult:
+    """:func:`run_session`, or the last session's result when this one cannot differ, as
+    kube-scheduler does nothing while its queue is empty: the same view (no event since),
+    the same configuration, no pod of any job left to place (so no clock-driven step, a
+    relaxation deadline, a reservation threshold or an SLA, has anything to act on) and a
+    last session that bound, evicted, nominated and reserved nothing. ``last`` is updated."""
+    prev = last.result
+    if (
+        prev is not None
+        and last.snapshot is snapshot
+        and last.config is config
+        and not nominations
+        and not reservations
+        and not (prev.bindings or prev.evictions or prev.nominations or prev.reservations)
+        and settled(snapshot)
+    ):
+        return prev
+    result = run_session(snapshot, config=config, nominations=nominations, now=now, reservations=reservations)
+    last.snapshot, last.config, last.result = snapshot, config, result
+    return result
+
+
 def _close_nominations(ssn: Session, out: SessionResult) -> None:
     """Evictions and held nominations into the result; a nominated gang is still Pending."""
     out.evictions = list(ssn.ledger.evictions)

@@ -89,7 +89,7 @@ from scheduler_plugin.conf import SchedulerConfig
 from scheduler_plugin.fragmentation import FragmentationConfig
 from scheduler_plugin.framework.evictions import Nomination
 from scheduler_plugin.reservation import Reservation, parse_time
-from scheduler_plugin.session import JobOutcome, SessionResult, run_session
+from scheduler_plugin.session import JobOutcome, LastSession, SessionResult, run_session_reusing
 from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
 
 from .assume import AssumeCache, Assumed, pod_key
@@ -332,6 +332,8 @@ class Scheduler:
         # Head-of-queue reservations, carried from one session to the next (a restart starts
         # from the PodGroups' HyperNodeReserved conditions).
         self.reservations: dict[str, Reservation] = {}
+        # The last session, reused while nothing changes and nothing waits (run_session_reusing).
+        self._last_session = LastSession()
         self._bind_sem = asyncio.Semaphore(max(1, self.options.bind_concurrency))
         self._binds: set[asyncio.Task[None]] = set()
         self._gang_backoff: ItemExponentialBackoff[str] = ItemExponentialBackoff(*self.options.bind_backoff)
@@ -551,11 +553,11 @@ class Scheduler:
             else:
                 verify_snapshot(self.state, snap, rebuilt)
         assert snap is not None
-        result = run_session(
+        result = run_session_reusing(
+            self._last_session,
             snap,
-            config=config,
-            seed=0,
-            nominations=nominations,
+            config,
+            nominations,
             now=parse_time(self._now()),
             reservations=reservations,
         )
