@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_validation_error
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex
+from hyperplace.runtime.api import clone
 
 from .loader import (
     CONTROLLER_CONF_KEY,
@@ -59,20 +60,26 @@ class ObjectStore(dict[Key, dict[str, Any]]):
     def __init__(self) -> None:
         super().__init__()
         self._by_kind: dict[str, dict[Key, None]] = {}
+        # Objects stored, replaced or removed, per kind: a kind whose count has not moved
+        # still holds the same objects (callers change objects in place only for status).
+        self.writes: dict[str, int] = {}
 
     def __setitem__(self, key: Key, value: dict[str, Any]) -> None:
         if key not in self:
             self._by_kind.setdefault(key[0], {})[key] = None
+        self.writes[key[0]] = self.writes.get(key[0], 0) + 1
         super().__setitem__(key, value)
 
     def __delitem__(self, key: Key) -> None:
         super().__delitem__(key)
         self._by_kind[key[0]].pop(key, None)
+        self.writes[key[0]] = self.writes.get(key[0], 0) + 1
 
     def pop(self, key: Key, *default: Any) -> Any:
         """dict.pop, keeping the kind index."""
         if key in self:
             self._by_kind[key[0]].pop(key, None)
+            self.writes[key[0]] = self.writes.get(key[0], 0) + 1
         return super().pop(key, *default)
 
     def setdefault(self, key: Key, default: Any = None) -> Any:
@@ -94,6 +101,8 @@ class ObjectStore(dict[Key, dict[str, Any]]):
         """dict.clear, with the index."""
         super().clear()
         self._by_kind.clear()
+        for kind in self.writes:
+            self.writes[kind] += 1
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         """Objects of one kind, in insertion order."""
@@ -270,6 +279,7 @@ class Simulation:
         self._scheduler_conf_source = scheduler_conf_source
         self.config: Any = None
         self._hn_status_signature: str | None = None
+        self._node_labels: tuple[int, dict[str, dict[str, str]]] | None = None
         self._spec_models: dict[Key, tuple[dict[str, Any], TypedObject]] = {}
         # HyperNode members, resolved once and then only where nodes or HyperNodes changed;
         # shared by the HyperNode status pass and every scheduler cycle.
@@ -450,10 +460,10 @@ class Simulation:
         ctx = None
         for io in objs:
             k = key_of(io.obj)
-            self.original[k] = copy.deepcopy(io.obj)
+            self.original[k] = clone(io.obj)
             self._collect_times(io.obj)
             if io.existing:
-                self.objects[k] = copy.deepcopy(io.obj)
+                self.objects[k] = clone(io.obj)
                 self.input_order.append(k)
                 self.progress.advance()
                 if io.kind in ("HyperNode", "Job", "ConfigMap", "Queue"):
@@ -551,13 +561,18 @@ class Simulation:
         from controller.hypernode.status import compute_all
         from hyperplace.kube.members import node_labels_of
 
-        labels = node_labels_of(self.of_kind("Node"))
+        # Nodes are stored whole (never changed in place): their labels are read again only
+        # when a Node was stored or removed since.
+        node_writes = self.objects.writes.get("Node", 0)
+        if self._node_labels is None or self._node_labels[0] != node_writes:
+            self._node_labels = (node_writes, node_labels_of(self.of_kind("Node")))
+        labels = self._node_labels[1]
         hn_objs = self.of_kind("HyperNode")
-        # The controller reacts to Node and HyperNode changes; when neither the node labels
-        # nor any HyperNode spec changed since the last pass, the status cannot change
-        # (resolving regex members over thousands of nodes is the costly part).
+        # The controller reacts to Node and HyperNode changes; when neither the nodes nor any
+        # HyperNode changed since the last pass, the status cannot change (resolving regex
+        # members over thousands of nodes is the costly part).
         signature = json.dumps(
-            [labels, [[o["metadata"]["name"], o.get("spec"), o.get("status")] for o in hn_objs]],
+            [node_writes, [[o["metadata"]["name"], o.get("spec"), o.get("status")] for o in hn_objs]],
             sort_keys=True,
             default=str,
         )
@@ -579,7 +594,7 @@ class Simulation:
                 obj["status"] = status
                 changed = True
         self._hn_status_signature = json.dumps(
-            [labels, [[o["metadata"]["name"], o.get("spec"), o.get("status")] for o in hn_objs]],
+            [node_writes, [[o["metadata"]["name"], o.get("spec"), o.get("status")] for o in hn_objs]],
             sort_keys=True,
             default=str,
         )

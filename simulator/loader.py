@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from hyperplace.api.constants import DEFAULT_QUEUE, SCHEDULING_GROUP, SCHEDULING_VERSION
+from hyperplace.runtime.api import clone
 
 # (apiVersion group, kind) of the objects the simulator understands. Core kinds have group "".
 SUPPORTED: dict[tuple[str, str], bool] = {
@@ -219,7 +220,7 @@ def _check_object(value: Any, where: Source) -> dict[str, Any]:
 def normalize(obj: dict[str, Any], namespaced: bool) -> dict[str, Any]:
     """Fill in what an API server (or a kubelet) would: namespace, uid, Node readiness,
     the phase of a bound Pod. Returns a copy."""
-    obj = copy.deepcopy(obj)
+    obj = clone(obj)
     meta = obj.setdefault("metadata", {})
     kind = obj["kind"]
     if namespaced:

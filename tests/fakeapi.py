@@ -48,17 +48,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperplace.runtime.api import ApiError, Obj, Resource, meta, object_key
-
-
-def clone(obj: Any) -> Any:
-    """A deep copy of a wire-form object (dicts, lists, scalars): ``copy.deepcopy`` without
-    its memo, several times faster on the server's hot paths."""
-    if isinstance(obj, dict):
-        return {k: clone(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [clone(v) for v in obj]
-    return obj
+from hyperplace.runtime.api import ApiError, Obj, Resource, clone, meta, object_key
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

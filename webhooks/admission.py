@@ -24,7 +24,6 @@ Queues, which have no webhooks, get that check alone.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from pydantic import ValidationError
 
 from hyperplace.api import HyperNode, Job, TypedObject, format_validation_error
 from hyperplace.api.constants import BATCH_GROUP, BATCH_VERSION, TOPOLOGY_GROUP, TOPOLOGY_VERSION
+from hyperplace.runtime.api import clone
 
 from . import crd_schema
 from .annotations import annotation_problems
@@ -181,7 +181,7 @@ def admit(
     kind = handled_kind(obj)
     if kind is None or operation not in ("CREATE", "UPDATE"):
         crd = crd_errors(obj) if operation in ("CREATE", "UPDATE") else None
-        return AdmissionOutcome(allowed=not crd, object=copy.deepcopy(obj), messages=crd or [])
+        return AdmissionOutcome(allowed=not crd, object=clone(obj), messages=crd or [])
     patch: list[dict[str, Any]] = []
     if kind == "Pod":
         patch = pod_patch(obj, operation, ctx)
