@@ -33,11 +33,9 @@ A relist (after 410 Gone, a watch gap or a restart) feeds whole listings through
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import heapq
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -54,6 +52,7 @@ from hyperplace.api.constants import (
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.members import MemberIndex
+from hyperplace.runtime.gcpause import no_cyclic_gc
 
 from .job_info import JobInfo, SubJobInfo, TaskInfo, build_job
 from .predicates import (
@@ -186,20 +185,6 @@ class _Job:
     info: JobInfo | None
     orphans: dict[str, str]
     standalone: bool
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic collector while tens of thousands of small objects free of reference
-    cycles are made: it would only walk the whole (large) heap, several times over. Objects
-    are still freed by reference counting; a cycle made meanwhile waits for the next pass."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(JobInfo))
@@ -729,7 +714,7 @@ class ClusterState:
         first = int(moved[0]) if len(moved) else len(perm)
         if first < len(perm):
             perm_l = perm.tolist()
-            with _no_cyclic_gc():  # up to one new task per running pod, no cycles
+            with no_cyclic_gc():  # up to one new task per running pod, no cycles
                 for gkey, job in self._jobs.items():
                     if gkey in self._dirty_jobs or job.info is None:
                         continue
@@ -849,7 +834,7 @@ class ClusterState:
                 self._dirty_jobs = self._all_job_keys()
         tree = self._tree
         if self._dirty_jobs:
-            with _no_cyclic_gc():  # one TaskInfo per pod of a rebuilt job, no cycles
+            with no_cyclic_gc():  # one TaskInfo per pod of a rebuilt job, no cycles
                 for gkey in self._dirty_jobs:
                     if gkey in self._podgroups or gkey in self._job_pods:
                         self._jobs[gkey] = self._build_job(gkey, tree)

@@ -186,6 +186,9 @@ class SimResult:
     preemption_reasons: dict[str, str] = field(default_factory=dict)
     snapshot: Any = None  # the last ClusterSnapshot (its .tree is the scheduler's view)
     session: Any = None  # the last SessionResult
+    # The HyperNodes' models as the run left them (specs; parsed once per spec in the run), in
+    # object order; None when not given, and readers parse ``objects`` themselves.
+    hypernodes: list[Any] | None = None
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [o for k, o in self.objects.items() if k[0] == kind]
@@ -460,7 +463,8 @@ class Simulation:
         ctx = None
         for io in objs:
             k = key_of(io.obj)
-            self.original[k] = clone(io.obj)
+            # The input as given: read only from here on (the stored object is a copy).
+            self.original[k] = io.obj
             self._collect_times(io.obj)
             if io.existing:
                 self.objects[k] = clone(io.obj)
@@ -862,6 +866,9 @@ class Simulation:
             preemption_reasons=dict(self.preemption_reasons),
             snapshot=self.snapshot,
             session=self.session,
+            hypernodes=[
+                m for o in self.of_kind("HyperNode") if (m := self._spec_model(o, HyperNode)) is not None
+            ],
         )
 
 
