@@ -336,6 +336,15 @@ class Holder:
         if h is not None:
             self._charge(job.key, tasks, h)
 
+    def why(self, job: JobInfo) -> str | None:
+        """A line for the explanation of a job that could not be placed while other gangs hold
+        domains: which, for whom and since when (their room may be what it lacked)."""
+        others = [r for k, r in sorted(self.held.items()) if k != job.key]
+        if not others:
+            return None
+        held = ", ".join(f"{r.hypernode} for {r.job} since {r.since}" for r in others)
+        return f"held for the head of the queue: {held} (only room those gangs will not need is offered)"
+
     def finish(self) -> None:
         """Remove every phantom pod (later actions see the real usage) and publish the holds."""
         for job in list(self._phantom):

@@ -147,3 +147,23 @@ def exact(kind: str, name: str) -> dict[str, Any]:
 
 def pod_node(pod: dict[str, Any]) -> str | None:
     return pod.get("spec", {}).get("nodeName") or None
+
+
+def two_racks(kubectl: Kubectl, tag: str, cpu: str = "8") -> tuple[dict[str, list[str]], str]:
+    """Two racks of two nodes (labelled ``hyperplace.io/preempt-test: <tag>``) under a spine,
+    and a PriorityClass for the test's pods; returns ``{rack: nodes}`` and the class name."""
+    prio = f"prio-{tag}"
+    racks = {f"{tag}-rack{r}": [f"{tag}-n{r}{i}" for i in range(2)] for r in range(2)}
+    objs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": prio},
+            "value": 10,
+        }
+    ]
+    objs += [node(n, {"hyperplace.io/preempt-test": tag}, cpu=cpu) for ns in racks.values() for n in ns]
+    objs += [hypernode(r, 1, [exact("Node", n) for n in ns]) for r, ns in racks.items()]
+    objs.append(hypernode(f"{tag}-spine", 2, [exact("HyperNode", r) for r in racks]))
+    kubectl.create(objs)
+    return racks, prio

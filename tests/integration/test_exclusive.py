@@ -15,7 +15,7 @@ import pytest
 
 from . import components
 from .conftest import Cluster
-from .kube import Kubectl, exact, hypernode, node, pod_node, wait_for
+from .kube import Kubectl, pod_node, two_racks, wait_for
 from .test_preemption import pod, podgroup, start
 
 pytestmark = pytest.mark.apiserver
@@ -25,20 +25,8 @@ def test_a_later_job_stays_out_of_the_rack_an_exclusive_gang_holds(
     cluster: Cluster, kubectl: Kubectl, namespace: str, tmp_path: Path
 ) -> None:
     tag = f"x{uuid.uuid4().hex[:6]}"
-    scheduler_name, lease, prio = f"excl-{tag}", f"excl-{tag}", f"prio-{tag}"
-    racks = {f"{tag}-rack{r}": [f"{tag}-n{r}{i}" for i in range(2)] for r in range(2)}
-    objs: list[dict[str, Any]] = [
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": prio},
-            "value": 10,
-        }
-    ]
-    objs += [node(n, {"hyperplace.io/preempt-test": tag}, cpu="8") for ns in racks.values() for n in ns]
-    objs += [hypernode(r, 1, [exact("Node", n) for n in ns]) for r, ns in racks.items()]
-    objs.append(hypernode(f"{tag}-spine", 2, [exact("HyperNode", r) for r in racks]))
-    kubectl.create(objs)
+    scheduler_name, lease = f"excl-{tag}", f"excl-{tag}"
+    racks, prio = two_racks(kubectl, tag)
     rack0, rack1 = list(racks.values())
     for i, n in enumerate(rack1):  # rack 1 full: two 4-cpu pods on each 8-cpu node
         fill = [pod(f"fill{i}-{k}", namespace, f"fill{i}", prio, scheduler_name, tag, n) for k in range(2)]

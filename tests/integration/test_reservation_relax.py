@@ -4,7 +4,8 @@ real ``hyperplace-scheduler`` (its session clock is the wall clock).
 Reservation: rack 1 is full and rack 0 has one pod running, so a four-pod gang bound to one rack
 waits. Its queue says a gang may wait one second (``hyperplace.io/reservation-wait``); then
 rack 0, where it would fit soonest, is held and the PodGroup says so. A one-pod job that
-arrives later would fit in rack 0, but only in room the gang needs: it stays out. When rack 0's
+arrives later would fit in rack 0, but only in room the gang needs: it stays out, and its
+PodGroup says which rack is held for whom. When rack 0's
 pod is gone the gang starts there and the hold ends.
 
 Relaxation: each rack has room for one pod. A two-pod gang asks for one rack for six seconds,
@@ -23,28 +24,10 @@ import pytest
 
 from . import components
 from .conftest import Cluster
-from .kube import Kubectl, exact, hypernode, node, pod_node, wait_for
+from .kube import Kubectl, pod_node, two_racks, wait_for
 from .test_preemption import pod, podgroup, start
 
 pytestmark = pytest.mark.apiserver
-
-
-def _setup(kubectl: Kubectl, tag: str) -> tuple[dict[str, list[str]], str]:
-    prio = f"prio-{tag}"
-    racks = {f"{tag}-rack{r}": [f"{tag}-n{r}{i}" for i in range(2)] for r in range(2)}
-    objs: list[dict[str, Any]] = [
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": prio},
-            "value": 10,
-        }
-    ]
-    objs += [node(n, {"hyperplace.io/preempt-test": tag}, cpu="8") for ns in racks.values() for n in ns]
-    objs += [hypernode(r, 1, [exact("Node", n) for n in ns]) for r, ns in racks.items()]
-    objs.append(hypernode(f"{tag}-spine", 2, [exact("HyperNode", r) for r in racks]))
-    kubectl.create(objs)
-    return racks, prio
 
 
 def _fill(kubectl: Kubectl, ns: str, tag: str, prio: str, scheduler: str, where: list[str]) -> None:
@@ -66,7 +49,7 @@ def test_a_gang_that_waited_gets_a_rack_held_and_a_later_job_stays_out_of_it(
 ) -> None:
     tag = f"r{uuid.uuid4().hex[:6]}"
     scheduler_name, queue = f"resv-{tag}", f"q-{tag}"
-    racks, prio = _setup(kubectl, tag)
+    racks, prio = two_racks(kubectl, tag)
     rack0, rack1 = list(racks.values())
     kubectl.create(
         [
@@ -111,7 +94,8 @@ def test_a_gang_that_waited_gets_a_rack_held_and_a_later_job_stays_out_of_it(
             c = _conditions(kubectl, namespace, "small").get("Unschedulable")
             return str(c["message"]) if c else None
 
-        wait_for(small_told, "the later job to say why it waits", describe=sch.tail)
+        told = wait_for(small_told, "the later job to say why it waits", describe=sch.tail)
+        assert f"held for the head of the queue: {tag}-rack0 for {namespace}/train" in told, told
         time.sleep(2)  # a few more cycles: it stays out of the held rack
         assert pod_node(pods()["small-0"]) is None
 
@@ -134,7 +118,7 @@ def test_a_gang_waits_for_one_rack_until_its_deadline_then_spans_two(
 ) -> None:
     tag = f"t{uuid.uuid4().hex[:6]}"
     scheduler_name = f"relax-{tag}"
-    racks, prio = _setup(kubectl, tag)
+    racks, prio = two_racks(kubectl, tag)
     rack0, rack1 = list(racks.values())
     # Three of each rack's four slots taken: one free slot per rack, none with two.
     _fill(

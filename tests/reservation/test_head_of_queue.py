@@ -100,6 +100,22 @@ def test_a_64_gpu_gang_waiting_past_the_threshold_gets_the_leaf_that_drains_soon
     assert result.jobs["default/big"].phase == "Pending"
 
 
+def test_a_job_kept_out_of_the_held_leaf_is_told_who_holds_it() -> None:
+    pods, pgs = world()
+    result = session(pods, pgs, at="2026-01-01T00:11:00Z")
+    waiting = [k for k, o in result.jobs.items() if k.startswith("default/s") and o.phase == "Pending"]
+    assert len(waiting) == 2
+    for key in waiting:
+        cond = next(c for c in result.jobs[key].conditions if c["type"] == "Unschedulable")
+        assert (
+            "held for the head of the queue: leaf0 for default/big since 2026-01-01T00:11:00Z"
+            in cond["message"]
+        )
+    # The gang holding the leaf is not told about its own hold that way.
+    big = next(c for c in result.jobs["default/big"].conditions if c["type"] == "Unschedulable")
+    assert "held for the head of the queue" not in big["message"]
+
+
 def test_a_pod_that_leaves_the_gang_its_room_is_still_placed_in_the_held_leaf() -> None:
     pods, pgs = world(stream=0)
     # leaf1 full: the only room for this CPU-only job is next to the gang's share in leaf0.

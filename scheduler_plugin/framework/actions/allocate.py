@@ -343,9 +343,9 @@ def allocate(ssn: Session) -> None:
         else:
             stmt.discard()
             expl = res.explanation or Explanation(summary="gang minimum not reached")
-            fenced = fences.why(job)
-            if fenced:
-                expl.add_detail(fenced)
+            for line in (fences.why(job), holder.why(job)):
+                if line:
+                    expl.add_detail(line)
             ssn.explanations[job.key] = expl
             _fail_tasks(ssn, groups, expl, expl.summary)
     for job in skipped:
