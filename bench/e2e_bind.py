@@ -85,8 +85,9 @@ GPUS_PER_NODE = 8
 NODES_PER_LEAF = 16
 LEAVES_PER_SPINE = 16
 CREATE_CONCURRENCY = 64
+POD_CONCURRENCY = 64  # the controller's default (its Deployment passes none)
 BASELINES = {
-    "full-rebuild": ([], ["--full-rebuild"]),
+    "full-rebuild": ([f"--pod-concurrency={POD_CONCURRENCY}"], ["--full-rebuild"]),
     "serial": (["--pod-concurrency=1"], ["--bind-concurrency=1"]),
 }
 
@@ -582,7 +583,11 @@ def main() -> int:
             f"{args.nodes} nodes created in {t_nodes:.1f}s ({args.nodes / t_nodes:.0f}/s), "
             f"HyperNodes in {t_hn:.1f}s"
         )
-        plan: list[tuple[str, tuple[list[str], list[str]]]] = [("ours", ([], []))]
+        # local-up starts the controller with --pod-concurrency=1 (pods in index order, so a
+        # live placement equals the simulator's preview); "ours" is the Deployment's default.
+        plan: list[tuple[str, tuple[list[str], list[str]]]] = [
+            ("ours", ([f"--pod-concurrency={POD_CONCURRENCY}"], []))
+        ]
         if args.baseline != "none":
             plan.append((args.baseline, BASELINES[args.baseline]))
         if args.long_leases:
