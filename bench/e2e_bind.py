@@ -25,22 +25,14 @@ scheduler rebuilds its snapshot every cycle, the path before the incremental sta
 scheduler's ``--bind-concurrency=1``), or ``none``. Every variant's Job goes to its own namespace
 on spare nodes (P pods of 1 GPU fill P/8 nodes), so the runs do not wait for each other's deletion.
 
-Latest figures (2-core machine shared with other work, load average 12, everything niced):
-1,000 nodes / 1,000 pods: ours all bound 43.0 s after apply (pods created at 47/s, bound at 55/s),
-``--full-rebuild`` 50.0 s (44 binds/s) in the same run. A bind took 1.1 s as the scheduler saw it
-and 0.6 s inside the apiserver (a pod create 0.86 s there; priority-and-fairness queueing 68 ms):
-the limit is the CPU-starved apiserver; the scheduler used 6.3 CPU seconds (15 % of a core; 38 %
-of it rebuilding the 1,000-pod job's JobInfo on every cycle while its pods arrive and bind).
-``--large`` (10k nodes, 5,000 pods, target <= 30 s) is MISSED here, by far. 10k nodes take
-143-184 s to create (54-70/s, the apiserver's pace on this machine), the 666 HyperNodes 103-109 s
-(the validating webhook judges each against the tree). A first run's controller lost its Lease
-30 s in (a renewal did not answer within the 10 s renew deadline; probably queued in the starved
-apiserver behind its own pod creates, not verified) and exited after 2 pods; ``--long-leases``
-keeps that from ending a run. With it (load 18), the controller created 896 pods in 260 s and
-none was bound within 420 s: py-spy showed the controller re-parsing every HyperNode on every
-HyperNode reconcile (O(H^2), fixed since: parsed once per change) and the scheduler spending 54 %
-of its 75 CPU seconds rebuilding the HyperNode tree (``HyperNodeTree.build``) cycle after cycle
-while HyperNode status writes kept arriving (not fixed: see the report). Not re-measured since.
+Latest figures (2-core machine, load 2-4, everything niced): 1,000 nodes / 1,000 pods: ours all
+bound 4.3 s after apply (pods created at 471/s, bound at 581/s), ``--full-rebuild`` 6.9 s in the
+same run. ``--large`` (10k nodes, 5,000 pods, target <= 30 s): 59.3 s (created at 188/s, bound at
+179/s), MISSED by 2x: the two cores are saturated (117 CPU seconds in the 59 s: apiserver 37,
+scheduler 27, controller 27, fake kubelet 8, etcd 7). 10k nodes are created in 22 s and their 666
+HyperNodes in 24 s. Earlier runs of every variant had created pods one at a time: local-up starts
+the controller with ``--pod-concurrency=1`` (so live placements equal the simulator's preview),
+and "ours" inherited it (250 s for ``--large``); "ours" now passes the controller's default, 64.
 
 ``--profile`` samples the scheduler with py-spy (when installed) while ``ours`` runs and prints
 where its CPU went. Everything the benchmark started is stopped at the end (``local-up down``),
