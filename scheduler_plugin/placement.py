@@ -749,14 +749,29 @@ class Placer:
         st = self.state
         reasons: list[str | None] = []
         res = self.snap.resources
-        req = {r: int(v) for r, v in zip(res, shape.requests, strict=True) if v > 0}
+        cols = [i for i, v in enumerate(shape.requests.tolist()) if v > 0]
+        req = {res[i]: int(shape.requests[i]) for i in cols}
         counts = st.node_counts(shape)
+        # Which requested resources each node lacks, at once; the reason text once per pattern
+        # (a few per cluster), not once per node.
+        short = (st.alloc[:, cols] - st.used[:, cols]) < shape.requests[cols]
+        text_of: dict[bytes, str] = {}
         for n, ns in enumerate(self.snap.node_static):
             r = cons.node_reason(ns)
             if r is None and counts[n] <= 0:
-                free = {rr: int(st.alloc[n, i] - st.used[n, i]) for i, rr in enumerate(res)}
-                ins = insufficient_resources(req, free)
-                r = ", ".join(ins) if ins else "node(s) didn't have free ports for the requested pod ports"
+                key = short[n].tobytes()
+                r = text_of.get(key)
+                if r is None:
+                    lacks = {
+                        res[i]: req[res[i]] - 1 if short[n, j] else req[res[i]] for j, i in enumerate(cols)
+                    }
+                    ins = insufficient_resources(req, lacks)
+                    r = (
+                        ", ".join(ins)
+                        if ins
+                        else "node(s) didn't have free ports for the requested pod ports"
+                    )
+                    text_of[key] = r
             reasons.append(r)
         return predicate_summary(self.snap.num_nodes, reasons)
 
