@@ -572,15 +572,15 @@ class Simulation:
             self._node_labels = (node_writes, node_labels_of(self.of_kind("Node")))
         labels = self._node_labels[1]
         hn_objs = self.of_kind("HyperNode")
+
         # The controller reacts to Node and HyperNode changes; when neither the nodes nor any
         # HyperNode changed since the last pass, the status cannot change (resolving regex
         # members over thousands of nodes is the costly part).
-        signature = json.dumps(
-            [node_writes, [[o["metadata"]["name"], o.get("spec"), o.get("status")] for o in hn_objs]],
-            sort_keys=True,
-            default=str,
-        )
-        if signature == self._hn_status_signature:
+        def signature() -> str:
+            hns = [[o["metadata"]["name"], o.get("spec"), o.get("status")] for o in hn_objs]
+            return json.dumps([node_writes, hns], sort_keys=True, default=str)
+
+        if signature() == self._hn_status_signature:
             return False
         models = {hn.name: hn for _, hn in self.models(HyperNode)}
         changed = False
@@ -597,11 +597,7 @@ class Simulation:
             if obj.get("status") != status:
                 obj["status"] = status
                 changed = True
-        self._hn_status_signature = json.dumps(
-            [node_writes, [[o["metadata"]["name"], o.get("spec"), o.get("status")] for o in hn_objs]],
-            sort_keys=True,
-            default=str,
-        )
+        self._hn_status_signature = signature()  # with the statuses just written
         return changed
 
     def _podgroup_named(self, ns: str, name: str) -> dict[str, Any] | None:

@@ -104,13 +104,18 @@ def task_res_of_shape(snap: ClusterSnapshot, shape: int) -> Res:
     return r
 
 
+def shape_res_times(snap: ClusterSnapshot, shape: int, n: int) -> Res:
+    """The request of ``n`` pods of one shape: a gang of thousands of identical pods costs one
+    multiplication (for n == 1 the shared object: clone before changing it)."""
+    r = task_res_of_shape(snap, shape)
+    return r.clone().multi(n) if n != 1 else r
+
+
 def tasks_res(snap: ClusterSnapshot, tasks: list[TaskInfo]) -> Res:
-    """Sum of task requests: one addition per distinct shape (a gang of thousands of
-    identical pods costs a count and a multiplication)."""
+    """Sum of task requests: one addition per distinct shape."""
     out = Res()
     for shape, n in Counter(t.shape for t in tasks).items():
-        r = task_res_of_shape(snap, shape)
-        out.add(r.clone().multi(n) if n != 1 else r)
+        out.add(shape_res_times(snap, shape, n))
     return out
 
 
@@ -123,9 +128,7 @@ def sums_by(snap: ClusterSnapshot, tasks: list[TaskInfo], key: Callable[[TaskInf
     counts: Counter[tuple[str, int]] = Counter((key(t), t.shape) for t in tasks)
     out: dict[str, Res] = {}
     for (k, shape), n in counts.items():
-        r = task_res_of_shape(snap, shape)
-        acc = out.setdefault(k, Res())
-        acc.add(r.clone().multi(n) if n != 1 else r)
+        out.setdefault(k, Res()).add(shape_res_times(snap, shape, n))
     return out
 
 
@@ -159,9 +162,7 @@ def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
     n_alloc = 0
     # One addition per (shape, running) pair: the tasks of a job mostly share a few shapes.
     for (shape, running), n in Counter((t.shape, t.running) for t in job.tasks).items():
-        r = task_res_of_shape(snap, shape)
-        if n != 1:
-            r = r.clone().multi(n)
+        r = shape_res_times(snap, shape, n)
         request.add(r)
         if running:
             allocated.add(r)
