@@ -19,9 +19,10 @@ virtual clock, :mod:`.vloop`) of:
   half-bound); a fresh instance starts after a pause, knowing nothing; bind-failure windows (409/429/500), errors on any call (409 Conflict, 410 Gone,
   429, 500), etcd compactions, dropped watches, slow API windows (requests, answers and watch
   events later still: every request, answer and watch event takes up to ``rtt``, 0.2 s, in
-  any case; watch events arrive in order, each that long after it was sent), racks cordoned for maintenance for 3-10 s (most often the rack of a gang
-  that is partly bound, whose rest must wait for its rack and not go to another). A scheduler that loses track of a gang in a storm must show it in the calm
-  that follows, before a later crash wipes its memory.
+  any case; watch events arrive in order, each that long after it was sent), racks cordoned
+  for maintenance for 3-10 s (most often the rack of a gang that is partly bound, whose rest
+  must wait for its rack and not go to another). A scheduler that loses track of a gang in a
+  storm must show it in the calm that follows, before a later crash wipes its memory.
 
 After every step the invariants are checked against the API server's truth (what a user would
 see), and at the end, after a quiet period without faults:
@@ -672,19 +673,21 @@ class World:
         wait for its rack rather than go to another (hard tier 1). Bound pods keep running."""
         by_job = self.pods_by_job()
 
-        def racks_of(name: str) -> list[str]:
-            j = self.jobs.get(name)
-            bound = {p["spec"]["nodeName"] for p in by_job.get(name, []) if p["spec"].get("nodeName")}
-            if j is None or j.tier != 1 or not 0 < len(bound) < j.replicas:
-                return []
-            return [r for r, members in self.racks.items() if bound & set(members)]
+        def bound_nodes(name: str) -> list[str]:  # one entry per bound pod
+            return [p["spec"]["nodeName"] for p in by_job.get(name, []) if p["spec"].get("nodeName")]
+
+        def racks_holding(nodes: set[str]) -> list[str]:
+            return sorted(r for r, members in self.racks.items() if nodes & set(members))
 
         if job is not None:  # its bind failed: the rack it was going to, or already holds
-            held = set(self._inflight.get(job, {}).values())
-            held |= {p["spec"]["nodeName"] for p in by_job.get(job, []) if p["spec"].get("nodeName")}
-            pool = sorted(r for r, members in self.racks.items() if held & set(members))
+            pool = racks_holding(set(self._inflight.get(job, {}).values()) | set(bound_nodes(job)))
         else:
-            pool = sorted({r for name in self.jobs for r in racks_of(name)}) or sorted(self.racks)
+            partly = [
+                set(nodes)
+                for name, j in self.jobs.items()
+                if j.tier == 1 and 0 < len(nodes := bound_nodes(name)) < j.replicas
+            ]
+            pool = sorted({r for nodes in partly for r in racks_holding(nodes)}) or sorted(self.racks)
         pool = [r for r in pool if not set(self.racks[r]) <= set(self.cordoned)]
         if not pool:
             return
