@@ -305,8 +305,9 @@ class ClusterState:
     def set_node(self, obj: dict[str, Any]) -> None:
         """A Node added or updated."""
         name = _name(obj)
-        if self.detach:
-            self._node_objs[name] = _detached(obj)
+        # Kept to compare a relist against: a copy when detached (the caller edits in place),
+        # else the object itself (a relist of the same objects is then a no-op).
+        self._node_objs[name] = _detached(obj) if self.detach else obj
         st = node_static_from_dict(obj)
         alloc: dict[str, int] = dict(st.allocatable) if (obj.get("status") or {}).get("allocatable") else {}
         alloc.setdefault("pods", 110_000)
@@ -359,7 +360,8 @@ class ClusterState:
         for name in [n for n in self._nodes if n not in fresh]:
             self.remove_node(name)
         for name, obj in fresh.items():
-            if not self.detach or self._node_objs.get(name) != obj:
+            prev = self._node_objs.get(name)
+            if prev is None or (prev != obj if self.detach else prev is not obj):
                 self.set_node(obj)
 
     # ================================================================== pods

@@ -244,6 +244,34 @@ def test_a_relist_rebuilds_once_and_then_goes_on_incrementally() -> None:
     assert snapshot_differences(world.state.snapshot(), world.rebuild()) == []
 
 
+def test_a_relist_of_the_objects_already_held_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A harness (or a resync) that hands back the very objects it fed costs no re-parsing
+    # and no new view; a relist with fresh copies of changed nodes is still read.
+    import scheduler_plugin.cluster_state as cs
+
+    parsed: list[str] = []
+    real = cs.node_static_from_dict
+    monkeypatch.setattr(
+        cs, "node_static_from_dict", lambda obj: parsed.append(obj["metadata"]["name"]) or real(obj)
+    )
+    world = World()
+    nodes = [node(f"n{i}", cpu=4) for i in range(3)]
+    world.state.replace_all(nodes, [], [], [])
+    first = world.state.snapshot()
+    parsed.clear()
+    world.state.replace_all(nodes, [], [], [])
+    assert parsed == []
+    assert world.state.changes == 0
+    assert world.state.snapshot() is first
+    relabelled = copy.deepcopy(nodes)
+    relabelled[1]["metadata"]["labels"] = {"switch": "s9"}
+    world.state.replace_all(relabelled, [], [], [])
+    assert world.state.changes == 1
+    assert (
+        snapshot_differences(world.state.snapshot(), ClusterSnapshot.build(nodes=relabelled, pods=[])) == []
+    )
+
+
 def test_a_job_naming_a_tier_is_re_read_when_the_tier_appears() -> None:
     world = World()
     for i in range(3):
