@@ -1,7 +1,8 @@
 """Adapter: our scheduler through its public contract (docs/CONTRACTS.md).
 
-Each decision builds wire-format objects (:mod:`.wire`), brings the scheduler's incremental
-``ClusterState`` up to date with them and takes its snapshot (or, with ``incremental=False``,
+Each decision builds wire-format objects (:mod:`.wire`), feeds the scheduler's incremental
+``ClusterState`` the events a watch would deliver (pods and PodGroups of the jobs that arrived,
+started or finished since the last call) and takes its snapshot (or, with ``incremental=False``,
 calls ``ClusterSnapshot.build``), runs ``run_session`` and reads ``SessionResult.bindings``
 back into a placement. Node and
 HyperNode objects are built once per topology; pods of running jobs once per start, so a
@@ -101,6 +102,8 @@ class HyperplaceScheduler(Scheduler):
     # changed is what the watch would deliver); False: rebuild the snapshot every call.
     incremental: bool = True
     _state: Any = None
+    _fed: dict[str, tuple[list[dict[str, Any]], Any]] = field(default_factory=dict)
+    _fed_bg: list[dict[str, Any]] = field(default_factory=list)
     # The scheduler's own head-of-queue reservations (scheduler_plugin.reservation): the trace
     # simulation gives it a clock and the holds are carried between cycles.
     reserves: bool = True
@@ -127,6 +130,62 @@ class HyperplaceScheduler(Scheduler):
 
     def set_now(self, when: float) -> None:
         self._now = when
+
+    @staticmethod
+    def _all_pods(
+        held: dict[str, tuple[list[dict[str, Any]], Any]], bg: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        return [p for pods, _ in held.values() for p in pods] + bg
+
+    def _feed(
+        self,
+        nodes: list[dict[str, Any]],
+        hns: list[Any],
+        held: dict[str, tuple[list[dict[str, Any]], Any]],
+        bg: list[dict[str, Any]],
+        queue: Any,
+    ) -> None:
+        """Bring the scheduler's state to ``held`` with the events a watch would deliver:
+        only jobs that started, finished, arrived or left send pod and PodGroup events (a
+        job's objects are built once per phase, so an unchanged job is the same objects)."""
+        from scheduler_plugin.cluster_state import ClusterState as SchedulerState
+        from scheduler_plugin.cluster_state import pod_key_of
+
+        st = self._state
+        if st is None:
+            st = self._state = SchedulerState()
+            st.replace_all(nodes, self._all_pods(held, bg), hns, [g for _, g in held.values()], [queue], [])
+            self._fed = dict(held)
+            self._fed_bg = bg
+            return
+        st.replace_nodes(nodes)  # the same objects every call: nothing is re-read
+        st.replace_hypernodes(hns)
+        for name in [n for n in self._fed if n not in held]:
+            pods, group = self._fed.pop(name)
+            for p in pods:
+                st.remove_pod(pod_key_of(p))
+            st.remove_podgroup(group.key)
+        for name, objs in held.items():
+            old = self._fed.get(name)
+            if old is objs or (old is not None and old[0] is objs[0] and old[1] is objs[1]):
+                continue
+            if old is not None:
+                keep = {pod_key_of(p) for p in objs[0]}
+                for p in old[0]:
+                    if pod_key_of(p) not in keep:
+                        st.remove_pod(pod_key_of(p))
+            for p in objs[0]:
+                st.set_pod(p)
+            st.set_podgroup(objs[1])
+            self._fed[name] = objs
+        if bg != self._fed_bg:  # background usage: a relist of the group-less pods
+            gone = {pod_key_of(p) for p in self._fed_bg} - {pod_key_of(p) for p in bg}
+            for key in gone:
+                st.remove_pod(key)
+            for p in bg:
+                st.set_pod(p)
+            self._fed_bg = bg
+        st.replace_queues([queue])
 
     def _pending_objects(self, job: JobSpec) -> tuple[list[dict[str, Any]], Any]:
         """Pending pods and PodGroup of a job, built once while it waits (as an informer
@@ -157,42 +216,45 @@ class HyperplaceScheduler(Scheduler):
         snapshot_cls, run_session, default_config = contract()
         topo = state.topo
         nodes, hns = self._static_objects(state)
-        # Usage not explained by running jobs we know of becomes per-node background pods.
+        # What the cluster holds, job by job: running jobs' pods (built once at their start),
+        # waiting jobs' pods (built once while they wait), and usage not explained by running
+        # jobs we know of as per-node background pods.
         background = state.used.copy()
-        pods: list[dict[str, Any]] = []
-        groups: list[Any] = []
-        for run in self._running.values():
+        held: dict[str, tuple[list[dict[str, Any]], Any]] = {}
+        for name, run in self._running.items():
             np.subtract.at(background, run.placement, run.job.req)
-            pods.extend(run.pods)
-            groups.append(run.group)
-        pods.extend(background_pods(topo, background))
-        # Keep wire objects only for jobs still waiting.
+            held[name] = (run.pods, run.group)
         waiting = set(jobs)
         self._pending = {job: objs for job, objs in self._pending.items() if job in waiting}
         for job in jobs:
-            job_pods, group = self._pending_objects(job)
-            pods.extend(job_pods)
-            groups.append(group)
+            held[job.name] = self._pending_objects(job)
+        bg = background_pods(topo, background)
         queue = _default_queue(Queue)
 
         t0 = time.process_time()
         if self.incremental:
-            from scheduler_plugin.cluster_state import ClusterState as SchedulerState
-
-            if self._state is None:
-                self._state = SchedulerState()
-            self._state.replace_all(nodes, pods, hns, groups, [queue], [])
+            self._feed(nodes, hns, held, bg, queue)
             snap = self._state.snapshot()
         else:
             snap = snapshot_cls.build(
-                nodes=nodes, pods=pods, hypernodes=hns, podgroups=groups, queues=[queue], priority_classes=[]
+                nodes=nodes,
+                pods=self._all_pods(held, bg),
+                hypernodes=hns,
+                podgroups=[g for _, g in held.values()],
+                queues=[queue],
+                priority_classes=[],
             )
         t1 = time.process_time()
         if self.incremental and os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
             from scheduler_plugin.cluster_state import verify_snapshot
 
             rebuilt = snapshot_cls.build(
-                nodes=nodes, pods=pods, hypernodes=hns, podgroups=groups, queues=[queue], priority_classes=[]
+                nodes=nodes,
+                pods=self._all_pods(held, bg),
+                hypernodes=hns,
+                podgroups=[g for _, g in held.values()],
+                queues=[queue],
+                priority_classes=[],
             )
             verify_snapshot(self._state, snap, rebuilt)
         result = run_session(
