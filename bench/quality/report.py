@@ -92,7 +92,10 @@ def sim_table(results: Sequence[SimResult]) -> str:
         ("queueing delay p99", "wait_p99_s", "s"),
         ("queueing delay p50, jobs >= 256 GPUs", "big_wait_p50_s", "s"),
         ("queueing delay p95, jobs >= 256 GPUs", "big_wait_p95_s", "s"),
+        ("queueing delay mean, jobs >= 256 GPUs", "big_wait_mean_s", "s"),
         ("longest queueing delay (GPUs of that job)", "wait_max_s", "max"),
+        ("GPU-hours spent queueing (wait x GPUs, all jobs)", "gpu_hours_waited", "gpuh"),
+        ("last job started at", "last_start_s", "s"),
         ("scheduler CPU per cycle, mean", "cycle_cpu_mean_ms", "ms"),
         ("scheduler CPU per cycle, p95", "cycle_cpu_p95_ms", "ms"),
         ("scheduling cycles", "cycles", ""),
@@ -112,6 +115,8 @@ def sim_table(results: Sequence[SimResult]) -> str:
                 cells.append(f"{_fmt_s(v)} ({int(s['wait_max_gpus'])})" if not math.isnan(v) else "n/a")
             elif unit == "ms":
                 cells.append("n/a" if math.isnan(v) else f"{v:.1f} ms")
+            elif unit == "gpuh":
+                cells.append(f"{v:,.0f}")
             elif key in ("started", "multi_pod_jobs", "cycles"):
                 cells.append(str(int(v)))
             else:
@@ -127,7 +132,10 @@ SEED_ROWS: tuple[tuple[str, str, str], ...] = (
     ("queueing delay p95", "wait_p95_s", "s"),
     ("queueing delay p99", "wait_p99_s", "s"),
     ("queueing delay p95, jobs >= 256 GPUs", "big_wait_p95_s", "s"),
+    ("queueing delay mean, jobs >= 256 GPUs", "big_wait_mean_s", "s"),
     ("longest queueing delay", "wait_max_s", "s"),
+    ("GPU-hours spent queueing", "gpu_hours_waited", "gpuh"),
+    ("last job started at", "last_start_s", "h"),
     ("scheduler CPU per cycle, mean", "cycle_cpu_mean_ms", "ms"),
 )
 
@@ -142,9 +150,13 @@ def seeds_table(per_seed: Sequence[dict[str, dict[str, float]]]) -> str:
             return f"{100 * v:.1f}"
         if unit == "s":
             return f"{v / 60:.1f}"
+        if unit == "h":
+            return f"{v / 3600:.1f}"
+        if unit == "gpuh":
+            return f"{v:,.0f}"
         return f"{v:.2f}" if unit == "" else f"{v:.1f}"
 
-    suffix = {"%": " %", "s": " min", "ms": " ms", "": ""}
+    suffix = {"%": " %", "s": " min", "h": " h", "gpuh": "", "ms": " ms", "": ""}
     for label, key, unit in SEED_ROWS:
         cells = []
         for n in names:

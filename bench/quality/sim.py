@@ -186,6 +186,7 @@ def summarize(res: SimResult) -> dict[str, float]:
     tiers = np.asarray([j.tier for j in multi], dtype=float)
     excess = np.asarray([(j.leaves or 0) - (j.min_leaves or 0) for j in multi], dtype=float)
     waits = np.asarray([(j.start or 0.0) - j.arrival for j in started], dtype=float)
+    gpus = np.asarray([j.gpus for j in started], dtype=float)
     big = [j for j in started if j.gpus >= 256]
     big_waits = np.asarray([(j.start or 0.0) - j.arrival for j in big], dtype=float)
     cpu = np.asarray(res.cycle_cpu_s, dtype=float)
@@ -215,6 +216,11 @@ def summarize(res: SimResult) -> dict[str, float]:
         "big_jobs": float(len(big)),
         "big_wait_p50_s": pct(big_waits, 50),
         "big_wait_p95_s": pct(big_waits, 95),
+        "big_wait_mean_s": mean(big_waits),
+        # Percentiles cannot see one job starved for hours; the GPU-hours spent waiting (a
+        # job's wait times its GPUs) and when the last job started can.
+        "gpu_hours_waited": float((waits * gpus).sum()) / 3600.0,
+        "last_start_s": max((j.start or 0.0) for j in started) if started else float("nan"),
         "wait_max_s": float(waits.max()) if len(waits) else float("nan"),
         "wait_max_gpus": float(started[int(np.argmax(waits))].gpus) if len(waits) else float("nan"),
         "cycle_cpu_mean_ms": mean(cpu) * 1e3,

@@ -41,6 +41,10 @@ def test_sim_runs_and_frees_everything(tmp_path: Path) -> None:
             # A ring visiting L leaves changes leaf at least L - 1 times, and at most once per pair.
             assert j.ring is not None and j.leaves - 1 <= j.ring <= max(0, j.pods - 1)
         assert summary["ring_crossings_mean"] >= 0.0
+        # A job's wait weighs by its GPUs: one large job starved for hours shows here.
+        waited = sum(((j.start or 0.0) - j.arrival) * j.gpus for j in res.jobs) / 3600.0
+        assert summary["gpu_hours_waited"] == pytest.approx(waited)
+        assert summary["last_start_s"] == max(j.start or 0.0 for j in res.jobs)
     assert "queueing delay p95" in sim_table(results)
     assert "ring crossings per job" in sim_table(results)
     assert all(p.exists() for p in plot_sim(results, tmp_path))
@@ -94,9 +98,13 @@ def test_seed_table_gives_mean_and_spread() -> None:
     from bench.quality.report import seeds_table
 
     keys = ("leaf_at_min_share", "ring_crossings_mean", "gpu_util", "wait_p95_s", "wait_p99_s")
-    keys += ("big_wait_p95_s", "wait_max_s", "cycle_cpu_mean_ms")
-    a = {"s": dict.fromkeys(keys, 1.0) | {"gpu_util": 0.8, "big_jobs": 3.0}}
-    b = {"s": dict.fromkeys(keys, 1.0) | {"gpu_util": 0.6, "big_jobs": 5.0}}
+    keys += ("big_wait_p95_s", "big_wait_mean_s", "wait_max_s", "gpu_hours_waited", "last_start_s")
+    keys += ("cycle_cpu_mean_ms",)
+    a = {"s": dict.fromkeys(keys, 1.0) | {"gpu_util": 0.8, "big_jobs": 3.0, "gpu_hours_waited": 1500.0}}
+    b = {"s": dict.fromkeys(keys, 1.0) | {"gpu_util": 0.6, "big_jobs": 5.0, "gpu_hours_waited": 2500.0}}
+    b["s"]["last_start_s"] = 7200.0
     table = seeds_table([a, b])
     assert "| GPU allocation (time-avg) | 70.0 ± 10.0 % |" in table
+    assert "| GPU-hours spent queueing | 2,000 ± 500 |" in table
+    assert "| last job started at | 1.0 ± 1.0 h |" in table
     assert "| jobs >= 256 GPUs started, per seed | 3, 5 |" in table
