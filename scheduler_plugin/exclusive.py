@@ -17,6 +17,8 @@ their room. With no exclusive job in the snapshot nothing here runs. The fences 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -148,6 +150,19 @@ class Fences:
         for members in self._filled.values():
             self.ssn.state.fill(members, -1)
         self._filled = {}
+
+    @contextmanager
+    def lifted(self) -> Iterator[None]:
+        """Every fence lifted for the block, then put back (a dry run: would a job have been
+        placed with no domain held exclusively?)."""
+        filled = list(self._filled.values())
+        for members in filled:
+            self.ssn.state.fill(members, -1)
+        try:
+            yield
+        finally:
+            for members in filled:
+                self.ssn.state.fill(members, +1)
 
     def why(self, job: JobInfo) -> str | None:
         """A line for the explanation of a job kept out of, or waiting for, exclusive domains."""

@@ -29,7 +29,8 @@ HyperNode and since when, and a gang without either simply gets a domain chosen 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -336,9 +337,24 @@ class Holder:
         if h is not None:
             self._charge(job.key, tasks, h)
 
+    @contextmanager
+    def lifted(self) -> Iterator[None]:
+        """Every gang's phantom pods lifted for the block, then charged back where they were
+        (a dry run: would a job have been placed with no domain held?)."""
+        saved = dict(self._phantom)
+        for job in saved:
+            self._lift(job)
+        try:
+            yield
+        finally:
+            for job, (shapes, where) in saved.items():
+                self.ssn.state.apply(shapes, where, 1)
+                self._phantom[job] = (shapes, where)
+
     def why(self, job: JobInfo) -> str | None:
         """A line for the explanation of a job that could not be placed while other gangs hold
-        domains: which, for whom and since when (their room may be what it lacked)."""
+        domains: which, for whom and since when. Allocate gives it only to a job that the
+        holds keep out (a dry run under :meth:`lifted` places it)."""
         others = [r for k, r in sorted(self.held.items()) if k != job.key]
         if not others:
             return None

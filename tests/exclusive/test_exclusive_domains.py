@@ -77,6 +77,14 @@ def test_a_later_job_does_not_land_in_the_exclusive_leaf_although_there_is_room(
     assert result.bindings == {}
     expl = result.jobs["default/small"].explanation
     assert expl is not None and "held exclusively: leaf0 by default/train" in expl.message()
+    # A job that fits no node at all is not told of the fence: it is not what keeps it out.
+    pods += job_pods("huge", 1, cpu=8, created="2026-01-01T00:02:00Z")
+    pgs.append(podgroup("huge", 1, created="2026-01-01T00:02:00Z"))
+    result = session(pods, pgs)
+    huge = result.jobs["default/huge"].explanation
+    assert huge is not None and "held exclusively" not in huge.message()
+    assert "held exclusively: leaf0 by default/train" in result.jobs["default/small"].explanation.message()
+    pods, pgs = pods[:-1], pgs[:-1]
     # Once train has finished, leaf0 is open again.
     for p in pods[:2]:
         p["status"]["phase"] = "Succeeded"

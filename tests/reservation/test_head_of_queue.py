@@ -116,6 +116,25 @@ def test_a_job_kept_out_of_the_held_leaf_is_told_who_holds_it() -> None:
     assert "held for the head of the queue" not in big["message"]
 
 
+def test_a_job_the_hold_does_not_keep_out_is_not_told_of_it() -> None:
+    # A 16-GPU pod fits no node, held leaf or not: its explanation says so and names no hold.
+    pods, pgs = world()
+    p, g = small("huge", "2026-01-01T00:06:30Z", gpu=16)
+    result = session([*pods, p], [*pgs, g], at="2026-01-01T00:11:00Z")
+    assert result.reservations["default/big"].hypernode == "leaf0"
+    huge = next(c for c in result.jobs["default/huge"].conditions if c["type"] == "Unschedulable")
+    assert "held for the head of the queue" not in huge["message"]
+    assert "nvidia.com/gpu" in huge["message"]
+    # The one-pod jobs that would fit in the held leaf are still told who holds it.
+    told = [
+        k
+        for k, o in result.jobs.items()
+        if k.startswith("default/s")
+        and any("held for the head of the queue: leaf0" in c["message"] for c in o.conditions)
+    ]
+    assert len(told) == 2
+
+
 def test_a_pod_that_leaves_the_gang_its_room_is_still_placed_in_the_held_leaf() -> None:
     pods, pgs = world(stream=0)
     # leaf1 full: the only room for this CPU-only job is next to the gang's share in leaf0.

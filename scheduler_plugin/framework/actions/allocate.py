@@ -343,9 +343,8 @@ def allocate(ssn: Session) -> None:
         else:
             stmt.discard()
             expl = res.explanation or Explanation(summary="gang minimum not reached")
-            for line in (fences.why(job), holder.why(job)):
-                if line:
-                    expl.add_detail(line)
+            for line in _held_lines(ssn, placer, job, groups, holder, fences):
+                expl.add_detail(line)
             ssn.explanations[job.key] = expl
             _fail_tasks(ssn, groups, expl, expl.summary)
     for job in skipped:
@@ -417,6 +416,22 @@ def _hold_for_head(ssn: Session, jobs: list[JobInfo]) -> Holder:
             gangs[job.key] = [t for g in groups for t in g.tasks]
     holder.start(pending, gangs)
     return holder
+
+
+def _held_lines(
+    ssn: Session, placer: Placer, job: JobInfo, groups: list[Group], holder: Holder, fences: Fences
+) -> list[str]:
+    """The domains held for the head of the queue or exclusively, named to a job that could not
+    be placed only when they are what kept it out: a dry run with every hold and fence lifted
+    places it. (An exclusive job is always told what it needs.) The dry run costs one more
+    placement per failed job, and only while something is held."""
+    lines = [line for line in (fences.why(job), holder.why(job)) if line]
+    if not lines or job.key in fences.exclusive:
+        return lines
+    with holder.lifted(), fences.lifted():
+        res, stmt = place(ssn, placer, job, groups)
+        stmt.discard()
+    return lines if res.ok else []
 
 
 def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo], fences: Fences) -> list[JobInfo]:
