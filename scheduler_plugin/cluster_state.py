@@ -54,7 +54,7 @@ from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.members import MemberIndex
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
-from .job_info import JobInfo, SubJobInfo, TaskInfo, build_job
+from .job_info import JobInfo, SubJobInfo, TaskInfo, build_job, rank_key, task_order_key
 from .predicates import (
     NodeStatic,
     PodConstraints,
@@ -130,6 +130,10 @@ class _Pod:
     shape_gen: int = -1
     sid: int = -1
     vec: I64 | None = None
+    # A pending TaskInfo's fields (a new task is a copy of them), valid for base_gen: the
+    # layout and priority generations they were made under.
+    base: dict[str, Any] | None = None
+    base_gen: tuple[int, int] = (-1, -1)
 
     @property
     def cons(self) -> PodConstraints:
@@ -296,6 +300,7 @@ class ClusterState:
         self._tree_key: tuple[int, int] | None = None
         self._layout_gen = 0
         self._prio_key: tuple[Any, ...] = ()
+        self._prio_gen = 0  # moves with every change of the PriorityClasses
         self._default_prio = 0
         self._queue_map: dict[str, Queue] | None = None
         self._last: ClusterSnapshot | None = None
@@ -388,6 +393,9 @@ class ClusterState:
         self._index_node(old, rec)
         if not rec.terminal and any(r not in self._ridx for r in rec.requests or ()):
             self._layout_dirty = True  # a resource never seen: new columns, laid out once
+        if rec.job is not None and not self._layout_dirty and rec.requests is not None:
+            # Its task's fields too (the cycle's view then copies them).
+            rec.base, rec.base_gen = self._task_base(rec), (self._layout_gen, self._prio_gen)
         if not (
             old is not None
             and (old.node, old.terminal, old.requests, old.ports)
@@ -550,6 +558,7 @@ class ClusterState:
                 self._default_prio = int(pc.get("value", 0))
         if key != self._prio_key:
             self._prio_key = key
+            self._prio_gen += 1
             self._dirty_jobs.update(self._all_job_keys())
             self.changes += 1
 
@@ -746,13 +755,13 @@ class ClusterState:
         standalone_pg: PodGroup | None = None
         for pkey in self._job_pods.get(gkey, {}):
             rec = self._pods[pkey]
-            meta = rec.obj.get("metadata") or {}
-            spec = rec.obj.get("spec") or {}
             assert rec.requests is not None
             cons = rec.cons
             if not rec.node and not rec.owned:
                 continue  # another scheduler's pod
             if rec.group is None:
+                meta = rec.obj.get("metadata") or {}
+                spec = rec.obj.get("spec") or {}
                 standalone_pg = PodGroup.model_validate(
                     {
                         "metadata": {
@@ -773,37 +782,12 @@ class ClusterState:
             if not rec.node and cons.unsupported:
                 orphans[pkey] = "unsupported constraints: " + ", ".join(cons.unsupported)
                 continue
-            f = rec.task_fields()
-            if rec.shape_gen != self._layout_gen:
-                # Shape ids and request vectors hold while the layout does: once per pod and layout.
-                sid = self._shape_idx.get(f.sig)
-                if sid is None:
-                    vec = self._vec(rec.requests)
-                    sid = len(self._shape_list)
-                    self._shape_idx[f.sig] = sid
-                    self._shape_list.append((vec, cons))
-                else:
-                    # Same requests as the shape's (they are part of its signature): one
-                    # read-only vector for all its tasks.
-                    vec = self._shape_list[sid][0]
-                rec.sid, rec.vec, rec.shape_gen = sid, vec, self._layout_gen
-            assert rec.vec is not None
-            task = TaskInfo(
-                key=pkey,
-                name=rec.name,
-                namespace=rec.ns,
-                uid=f.uid,
-                role=f.role,
-                index=f.index,
-                labels=f.labels,
-                requests=rec.vec,
-                shape=rec.sid,
-                priority=self._prio_of(f.priority_class, f.priority),
-                creation=f.creation,
-                best_effort=f.best_effort,
-                priority_class=f.priority_class,
-                preempt_never=f.preempt_never,
-            )
+            gen = (self._layout_gen, self._prio_gen)
+            if rec.base is None or rec.base_gen != gen:
+                rec.base, rec.base_gen = self._task_base(rec), gen
+            # Through __init__, not a dict copy: attribute access on the task stays fast (a
+            # replaced __dict__ costs the session more than the copy saves).
+            task = TaskInfo(**rec.base)
             if rec.node:
                 ni = self._nidx.get(rec.node)
                 if ni is None:
@@ -818,6 +802,47 @@ class ClusterState:
             prio = self._prio_of(job_pg.spec.priority_class_name)
             info = build_job(job_pg, tasks, prio, tree.tier_names, tree.top_tier)
         return _Job(info, orphans, standalone_pg is not None)
+
+    def _task_base(self, rec: _Pod) -> dict[str, Any]:
+        """The fields of a pending TaskInfo of ``rec`` (with its order keys, which depend on
+        the pod alone): made once per pod, layout and PriorityClass change, so a job of
+        thousands of pods is rebuilt by copying them."""
+        f = rec.task_fields()
+        assert rec.requests is not None
+        if rec.shape_gen != self._layout_gen:
+            # Shape ids and request vectors hold while the layout does: once per pod and layout.
+            sid = self._shape_idx.get(f.sig)
+            if sid is None:
+                vec = self._vec(rec.requests)
+                sid = len(self._shape_list)
+                self._shape_idx[f.sig] = sid
+                self._shape_list.append((vec, rec.cons))
+            else:
+                # Same requests as the shape's (they are part of its signature): one
+                # read-only vector for all its tasks.
+                vec = self._shape_list[sid][0]
+            rec.sid, rec.vec, rec.shape_gen = sid, vec, self._layout_gen
+        assert rec.vec is not None
+        task = TaskInfo(
+            key=rec.key,
+            name=rec.name,
+            namespace=rec.ns,
+            uid=f.uid,
+            role=f.role,
+            index=f.index,
+            labels=f.labels,
+            requests=rec.vec,
+            shape=rec.sid,
+            priority=self._prio_of(f.priority_class, f.priority),
+            creation=f.creation,
+            best_effort=f.best_effort,
+            priority_class=f.priority_class,
+            preempt_never=f.preempt_never,
+        )
+        task.order_key = task_order_key(task)
+        task.prio_order_key = (-task.priority, *task.order_key)
+        task.rank = rank_key(task)
+        return dict(task.__dict__)
 
     def snapshot(self) -> ClusterSnapshot:
         """A consistent, immutable view for one cycle, in time proportional to the changes."""

@@ -286,7 +286,12 @@ def build_job(
         job.min_subjobs[f"{key}/{p.name}"] = p.min_sub_groups or 0
     if topo is not None and topo.problem:
         job.warnings.append(topo.problem)
-    keyed = [((-t.priority, *order), order, t) for t in tasks for order in (task_order_key(t),)]
+    # Order keys depend on the pod alone: a task made from a cached template carries them.
+    keyed = [
+        (t.prio_order_key, t.order_key, t) if t.order_key else ((-t.priority, *o), o, t)
+        for t in tasks
+        for o in (t.order_key or task_order_key(t),)
+    ]
     keyed.sort(key=lambda x: x[0])  # stable, on the key alone: the order of ``sorted`` by it
     for prio_order, order, t in keyed:
         chosen: tuple[SubGroupPolicySpec, list[str]] | None = None
@@ -333,6 +338,7 @@ def build_job(
         t.job = key
         t.order_key = order
         t.prio_order_key = prio_order
-        t.rank = rank_key(t)
+        if not t.rank:
+            t.rank = rank_key(t)
         job.subjobs[sid].tasks.append(t)
     return job
