@@ -753,10 +753,11 @@ class ClusterState:
         orphans: dict[str, str] = {}
         tasks: list[TaskInfo] = []
         standalone_pg: PodGroup | None = None
+        gen = (self._layout_gen, self._prio_gen)
+        pods = self._pods
         for pkey in self._job_pods.get(gkey, {}):
-            rec = self._pods[pkey]
+            rec = pods[pkey]
             assert rec.requests is not None
-            cons = rec.cons
             if not rec.node and not rec.owned:
                 continue  # another scheduler's pod
             if rec.group is None:
@@ -776,13 +777,14 @@ class ClusterState:
                 if not rec.node:
                     orphans[pkey] = f"PodGroup {gkey} not found"
                 continue
-            if not rec.node and cons.gated:
-                orphans[pkey] = "pod has scheduling gates"
-                continue
-            if not rec.node and cons.unsupported:
-                orphans[pkey] = "unsupported constraints: " + ", ".join(cons.unsupported)
-                continue
-            gen = (self._layout_gen, self._prio_gen)
+            if not rec.node:
+                cons = rec.cons
+                if cons.gated:
+                    orphans[pkey] = "pod has scheduling gates"
+                    continue
+                if cons.unsupported:
+                    orphans[pkey] = "unsupported constraints: " + ", ".join(cons.unsupported)
+                    continue
             if rec.base is None or rec.base_gen != gen:
                 rec.base, rec.base_gen = self._task_base(rec), gen
             # Through __init__, not a dict copy: attribute access on the task stays fast (a
