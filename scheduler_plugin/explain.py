@@ -9,7 +9,7 @@ at each tier and what it lacks), the kube-scheduler style predicate summary and 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,7 +208,11 @@ class CandidateReport:
 def predicate_summary(total_nodes: int, reasons: Sequence[str | None]) -> str:
     """kube-scheduler style: ``0/8 nodes are available: 5 Insufficient cpu, 3 node(s) were unschedulable.``"""
     counts = Counter(r for r in reasons if r)
-    available = sum(1 for r in reasons if not r)
+    return predicate_summary_of_counts(total_nodes, sum(1 for r in reasons if not r), counts)
+
+
+def predicate_summary_of_counts(total_nodes: int, available: int, counts: Mapping[str, int]) -> str:
+    """:func:`predicate_summary` from the number of available nodes and a count per reason."""
     parts = [f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     if len(parts) > MAX_PREDICATE_KINDS:
         parts = [*parts[:MAX_PREDICATE_KINDS], f"{len(parts) - MAX_PREDICATE_KINDS} more kinds"]

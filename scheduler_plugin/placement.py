@@ -38,7 +38,7 @@ from .explain import (
     DomainSearch,
     Explanation,
     TierAttempt,
-    predicate_summary,
+    predicate_summary_of_counts,
     shortage,
 )
 from .framework.session import Session
@@ -744,36 +744,49 @@ class Placer:
         return att
 
     def _predicate_text(self, sid: int) -> str:
+        """kube-scheduler's ``0/N nodes are available: ...`` for one pod of shape ``sid``, from
+        the current usage. Counted with array work: a static predicate's reason is asked only
+        of the nodes the shape's static mask refuses (few in a healthy cluster), and the nodes
+        that pass it but have no room are grouped by which requested resources they lack, one
+        text per group."""
         shape = self.shape(sid)
         cons = shape.constraints
         st = self.state
-        reasons: list[str | None] = []
         res = self.snap.resources
         cols = [i for i, v in enumerate(shape.requests.tolist()) if v > 0]
         req = {res[i]: int(shape.requests[i]) for i in cols}
         counts = st.node_counts(shape)
-        # Which requested resources each node lacks, at once; the reason text once per pattern
-        # (a few per cluster), not once per node.
-        short = (st.alloc[:, cols] - st.used[:, cols]) < shape.requests[cols]
-        text_of: dict[bytes, str] = {}
-        for n, ns in enumerate(self.snap.node_static):
-            r = cons.node_reason(ns)
-            if r is None and counts[n] <= 0:
-                key = short[n].tobytes()
-                r = text_of.get(key)
-                if r is None:
-                    lacks = {
-                        res[i]: req[res[i]] - 1 if short[n, j] else req[res[i]] for j, i in enumerate(cols)
-                    }
-                    ins = insufficient_resources(req, lacks)
-                    r = (
-                        ", ".join(ins)
-                        if ins
-                        else "node(s) didn't have free ports for the requested pod ports"
-                    )
-                    text_of[key] = r
-            reasons.append(r)
-        return predicate_summary(self.snap.num_nodes, reasons)
+        passes = self.snap.static_mask(shape).copy()
+        tally: dict[str, int] = {}
+        for n in np.flatnonzero(~passes).tolist():
+            r = cons.node_reason(self.snap.node_static[n])
+            if r is None:
+                passes[n] = True  # refused by no predicate after all: its room decides
+            else:
+                tally[r] = tally.get(r, 0) + 1
+        no_room = passes & (counts <= 0)
+        idx = np.flatnonzero(no_room)
+        if len(idx):
+            ci = np.asarray(cols, dtype=np.int64)
+            short = (st.alloc[idx][:, ci] - st.used[idx][:, ci]) < shape.requests[ci]
+            if len(cols) <= 16:
+                # Each node's pattern as a bit code (a pod requests a handful of resources).
+                code = short.astype(np.int64) @ (1 << np.arange(len(cols), dtype=np.int64))
+                n_of = np.bincount(code)
+                groups = [
+                    ([bool(p >> j & 1) for j in range(len(cols))], int(n_of[p]))
+                    for p in np.flatnonzero(n_of).tolist()
+                ]
+            else:
+                rows, n_rows = np.unique(short, axis=0, return_counts=True)
+                groups = list(zip(rows.tolist(), n_rows.tolist(), strict=True))
+            for row, k in groups:
+                lacks = {res[i]: req[res[i]] - 1 if row[j] else req[res[i]] for j, i in enumerate(cols)}
+                ins = insufficient_resources(req, lacks)
+                r = ", ".join(ins) if ins else "node(s) didn't have free ports for the requested pod ports"
+                tally[r] = tally.get(r, 0) + k
+        available = int(np.count_nonzero(passes & (counts > 0)))
+        return predicate_summary_of_counts(self.snap.num_nodes, available, tally)
 
     def _predicates_if_short(self, total: dict[int, int]) -> str | None:
         root = self.tree.root

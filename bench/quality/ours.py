@@ -104,6 +104,7 @@ class HyperplaceScheduler(Scheduler):
     _state: Any = None
     _fed: dict[str, tuple[list[dict[str, Any]], Any]] = field(default_factory=dict)
     _fed_bg: list[dict[str, Any]] = field(default_factory=list)
+    _fed_nodes: list[dict[str, Any]] | None = None
     # The scheduler's own head-of-queue reservations (scheduler_plugin.reservation): the trace
     # simulation gives it a clock and the holds are carried between cycles.
     reserves: bool = True
@@ -157,9 +158,12 @@ class HyperplaceScheduler(Scheduler):
             st.replace_all(nodes, self._all_pods(held, bg), hns, [g for _, g in held.values()], [queue], [])
             self._fed = dict(held)
             self._fed_bg = bg
+            self._fed_nodes = nodes
             return
-        st.replace_nodes(nodes)  # the same objects every call: nothing is re-read
-        st.replace_hypernodes(hns)
+        if nodes is not self._fed_nodes:  # the same list every call while the topology stands
+            st.replace_nodes(nodes)
+            st.replace_hypernodes(hns)
+            self._fed_nodes = nodes
         for name in [n for n in self._fed if n not in held]:
             pods, group = self._fed.pop(name)
             for p in pods:
