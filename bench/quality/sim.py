@@ -69,7 +69,7 @@ def simulate(
     sched: Scheduler,
     state0: ClusterState,
     trace: list[TraceJob],
-    tick: float = 60.0,
+    tick: float = 10.0,
     reserve_after_s: float = 4 * 3600.0,
     drain_factor: float = 3.0,
     warmup_fraction: float = 0.2,
