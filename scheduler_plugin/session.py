@@ -318,12 +318,15 @@ def _close(ssn: Session) -> SessionResult:
                 "Running" if ready else ("Inqueue" if ssn.job_phase(job) == "Inqueue" else "Pending")
             )
         waiting: dict[str, str] = {}
+        fallback: str | None = None  # the job's message, made once for all its pods
         for t in job.pending:
             if t.key in ssn.bindings:
                 continue
             reason = ssn.task_reasons.get(t.key)
             if reason is None:
-                reason = expl.message() if expl is not None else "not placed this cycle"
+                if fallback is None:
+                    fallback = expl.message() if expl is not None else "not placed this cycle"
+                reason = fallback
             waiting[t.key] = reason
         out.unschedulable.update(waiting)
         if ready:
