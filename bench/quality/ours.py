@@ -235,32 +235,27 @@ class HyperplaceScheduler(Scheduler):
         bg = background_pods(topo, background)
         queue = _default_queue(Queue)
 
+        def rebuild() -> Any:
+            return snapshot_cls.build(
+                nodes=nodes,
+                pods=self._all_pods(held, bg),
+                hypernodes=hns,
+                podgroups=[g for _, g in held.values()],
+                queues=[queue],
+                priority_classes=[],
+            )
+
         t0 = time.process_time()
         if self.incremental:
             self._feed(nodes, hns, held, bg, queue)
             snap = self._state.snapshot()
         else:
-            snap = snapshot_cls.build(
-                nodes=nodes,
-                pods=self._all_pods(held, bg),
-                hypernodes=hns,
-                podgroups=[g for _, g in held.values()],
-                queues=[queue],
-                priority_classes=[],
-            )
+            snap = rebuild()
         t1 = time.process_time()
         if self.incremental and os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
             from scheduler_plugin.cluster_state import verify_snapshot
 
-            rebuilt = snapshot_cls.build(
-                nodes=nodes,
-                pods=self._all_pods(held, bg),
-                hypernodes=hns,
-                podgroups=[g for _, g in held.values()],
-                queues=[queue],
-                priority_classes=[],
-            )
-            verify_snapshot(self._state, snap, rebuilt)
+            verify_snapshot(self._state, snap, rebuild())
         result = run_session(
             snap,
             config=self.config or default_config,
