@@ -54,7 +54,7 @@ from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.members import MemberIndex
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
-from .job_info import JobInfo, SubJobInfo, TaskInfo, build_job, rank_key, task_order_key
+from .job_info import JobInfo, SubJobInfo, TaskInfo, build_job, order_keys, rank_key
 from .predicates import (
     NodeStatic,
     PodConstraints,
@@ -386,15 +386,12 @@ class ClusterState:
         rec = self._parse_pod(obj)
         self._pods[rec.key] = rec
         self.changes += 1
-        if rec.requests is not None and not rec.terminal and (rec.owned or rec.node):
-            # What its task will hold is parsed now, as the watch delivers the pod, not in
-            # the next cycle's view (a 5,000-pod gang arrives over many events).
-            rec.task_fields()
         self._index_node(old, rec)
         if not rec.terminal and any(r not in self._ridx for r in rec.requests or ()):
             self._layout_dirty = True  # a resource never seen: new columns, laid out once
         if rec.job is not None and not self._layout_dirty and rec.requests is not None:
-            # Its task's fields too (the cycle's view then copies them).
+            # Its task's fields are made now, as the watch delivers the pod, not in the next
+            # cycle's view (a 5,000-pod gang arrives over many events; the view copies them).
             rec.base, rec.base_gen = self._task_base(rec), (self._layout_gen, self._prio_gen)
         if not (
             old is not None
@@ -841,8 +838,7 @@ class ClusterState:
             priority_class=f.priority_class,
             preempt_never=f.preempt_never,
         )
-        task.order_key = task_order_key(task)
-        task.prio_order_key = (-task.priority, *task.order_key)
+        task.prio_order_key, task.order_key = order_keys(task)
         task.rank = rank_key(task)
         return dict(task.__dict__)
 

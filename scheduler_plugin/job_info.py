@@ -227,6 +227,16 @@ def task_order_key(t: TaskInfo) -> tuple[Any, ...]:
     return (ordinal is None, ordinal or 0, t.creation, t.uid, t.name)
 
 
+def order_keys(t: TaskInfo) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """``(priority order, default order)`` of a task: the ones it carries (a task made from
+    the cluster state's per-pod template has them already, they depend on the pod alone),
+    else computed."""
+    if t.order_key:
+        return t.prio_order_key, t.order_key
+    order = task_order_key(t)
+    return (-t.priority, *order), order
+
+
 def rank_key(t: TaskInfo) -> tuple[Any, ...]:
     """Placement rank order: task index first (consecutive ranks -> consecutive nodes)."""
     return (t.role, t.index if t.index is not None else 1 << 30, t.name)
@@ -286,12 +296,7 @@ def build_job(
         job.min_subjobs[f"{key}/{p.name}"] = p.min_sub_groups or 0
     if topo is not None and topo.problem:
         job.warnings.append(topo.problem)
-    # Order keys depend on the pod alone: a task made from a cached template carries them.
-    keyed = [
-        (t.prio_order_key, t.order_key, t) if t.order_key else ((-t.priority, *o), o, t)
-        for t in tasks
-        for o in (t.order_key or task_order_key(t),)
-    ]
+    keyed = [(*order_keys(t), t) for t in tasks]
     keyed.sort(key=lambda x: x[0])  # stable, on the key alone: the order of ``sorted`` by it
     for prio_order, order, t in keyed:
         chosen: tuple[SubGroupPolicySpec, list[str]] | None = None
