@@ -169,25 +169,24 @@ class HyperplaceScheduler(Scheduler):
             for p in pods:
                 st.remove_pod(pod_key_of(p))
             st.remove_podgroup(group.key)
+
+        def swap(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
+            keep = {pod_key_of(p) for p in new}
+            for p in old:
+                if pod_key_of(p) not in keep:
+                    st.remove_pod(pod_key_of(p))
+            for p in new:
+                st.set_pod(p)
+
         for name, objs in held.items():
             old = self._fed.get(name)
-            if old is objs or (old is not None and old[0] is objs[0] and old[1] is objs[1]):
+            if old is not None and old[0] is objs[0] and old[1] is objs[1]:
                 continue
-            if old is not None:
-                keep = {pod_key_of(p) for p in objs[0]}
-                for p in old[0]:
-                    if pod_key_of(p) not in keep:
-                        st.remove_pod(pod_key_of(p))
-            for p in objs[0]:
-                st.set_pod(p)
+            swap(old[0] if old is not None else [], objs[0])
             st.set_podgroup(objs[1])
             self._fed[name] = objs
         if bg != self._fed_bg:  # background usage: a relist of the group-less pods
-            gone = {pod_key_of(p) for p in self._fed_bg} - {pod_key_of(p) for p in bg}
-            for key in gone:
-                st.remove_pod(key)
-            for p in bg:
-                st.set_pod(p)
+            swap(self._fed_bg, bg)
             self._fed_bg = bg
         st.replace_queues([queue])
 
