@@ -34,9 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.scheduler_cycle import World, cold, make_cluster, make_pg, make_pod, timed
-from scheduler_plugin.fragmentation import snapshot_fragmentation
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.algorithms.fragmentation import snapshot_fragmentation
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 
 def measure_cycle(snap: ClusterSnapshot, view: float) -> tuple[float, float, dict[str, str]]:

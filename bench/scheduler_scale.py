@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.scheduler_synthetic import cluster, gang, partitioned
 from bench.volcano_baseline import VolcanoBaseline
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 
 def decide(snap: ClusterSnapshot, reps: int) -> tuple[list[float], Any]:

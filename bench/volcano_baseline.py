@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler_plugin.job_info import JobInfo
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.model.jobs import JobInfo
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 
 class BudgetExceeded(Exception):

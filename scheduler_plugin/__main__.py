@@ -40,8 +40,8 @@ from hyperplace.runtime.serving import (
     serve,
 )
 
-from .fragmentation import DEFAULT_ACCELERATOR, DEFAULT_SHAPES, DEFAULT_SHARE, FragmentationConfig
-from .runtime.config import ConfigSource
+from .algorithms.fragmentation import DEFAULT_ACCELERATOR, DEFAULT_SHAPES, DEFAULT_SHARE, FragmentationConfig
+from .runtime.config_source import ConfigSource
 from .runtime.scheduler import Scheduler, SchedulerOptions
 
 log = logging.getLogger("hyperplace.scheduler")

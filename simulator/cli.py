@@ -335,7 +335,7 @@ NowOpt = Annotated[
 
 
 def _fragmentation_config(shapes: str, resource: str) -> Any:
-    from scheduler_plugin.fragmentation import FragmentationConfig, ShapeSpecError
+    from scheduler_plugin.algorithms.fragmentation import FragmentationConfig, ShapeSpecError
 
     try:
         return FragmentationConfig.parse(shapes, resource)

@@ -261,7 +261,7 @@ class Simulation:
         self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
         self._clock_shift: float | None = None  # None: the scheduler runs without a clock
         if now is not None:
-            from scheduler_plugin.reservation import parse_time
+            from scheduler_plugin.actions.reservation import parse_time
 
             t = parse_time(now)
             if t is None:
@@ -287,7 +287,7 @@ class Simulation:
         # HyperNode members, resolved once and then only where nodes or HyperNodes changed;
         # shared by the HyperNode status pass and every scheduler cycle.
         self.members = MemberIndex()
-        from scheduler_plugin.cluster_state import ClusterState
+        from scheduler_plugin.cache.cluster_state import ClusterState
 
         # The scheduler's cluster state (its own MemberIndex), kept across cycles.
         self.state = ClusterState(detach=True, members=self.members)
@@ -486,7 +486,7 @@ class Simulation:
             self.progress.advance()
 
     def _load_config(self) -> Any:
-        from scheduler_plugin.conf import DEFAULT_CONFIG, ConfigError, load_scheduler_config
+        from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, ConfigError, load_scheduler_config
 
         text = self._scheduler_conf_text
         source = self._scheduler_conf_source
@@ -725,9 +725,9 @@ class Simulation:
 
     def schedule(self) -> bool:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
-        from scheduler_plugin.cluster_state import verify_snapshot
-        from scheduler_plugin.session import run_session
-        from scheduler_plugin.snapshot import ClusterSnapshot
+        from scheduler_plugin.cache.cluster_state import verify_snapshot
+        from scheduler_plugin.cycle.run import run_session
+        from scheduler_plugin.model.snapshot import ClusterSnapshot
 
         if self.config is None:
             self.config = self._load_config()

@@ -17,8 +17,12 @@ from rich.text import Text
 
 from hyperplace.api import HyperNode
 from hyperplace.kube import format_milli
-from scheduler_plugin.fragmentation import FragmentationConfig, FragmentationReport, snapshot_fragmentation
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.algorithms.fragmentation import (
+    FragmentationConfig,
+    FragmentationReport,
+    snapshot_fragmentation,
+)
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 
 def fragmentation_of(

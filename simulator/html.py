@@ -25,7 +25,7 @@ from html import escape
 from importlib.resources import files
 
 from hyperplace.kube import format_milli
-from scheduler_plugin.fragmentation import FragmentationConfig
+from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 
 from .engine import SimResult
 from .fragmentation import fragmentation_html, fragmentation_of

@@ -226,7 +226,7 @@ def waiting_lines(job: JobView) -> list[str]:
         return lines
     # A pod's reason is the scheduler's explanation in one line ("; "-joined): show its parts,
     # as the scheduler's PodsPending condition does.
-    from scheduler_plugin.session import reason_parts
+    from scheduler_plugin.cycle.run import reason_parts
 
     return reason_parts(p.reason for p in job.pods if p.node is None and p.reason)
 

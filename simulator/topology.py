@@ -113,7 +113,7 @@ def pod_key(pod: Mapping[str, Any]) -> str:
 
 def mark_reservations(topo: Topology, podgroups: Iterable[Mapping[str, Any]]) -> None:
     """Mark the HyperNodes that PodGroups' ``HyperNodeReserved`` conditions hold."""
-    from scheduler_plugin.reservation import RESERVED_CONDITION, held_hypernode
+    from scheduler_plugin.actions.reservation import RESERVED_CONDITION, held_hypernode
 
     for pg in podgroups:
         m = pg.get("metadata") or {}

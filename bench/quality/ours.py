@@ -31,9 +31,9 @@ def contract() -> tuple[Any, Any, Any]:
     Raises ImportError when the scheduler core is not importable; the harness then reports
     our scheduler as unavailable instead of failing the other parts.
     """
-    from scheduler_plugin.conf import DEFAULT_CONFIG
-    from scheduler_plugin.session import run_session
-    from scheduler_plugin.snapshot import ClusterSnapshot
+    from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
+    from scheduler_plugin.cycle.run import run_session
+    from scheduler_plugin.model.snapshot import ClusterSnapshot
 
     return ClusterSnapshot, run_session, DEFAULT_CONFIG
 
@@ -50,7 +50,7 @@ def gpu_binpack_config() -> Any:
     """Our default configuration with ``nvidia.com/gpu`` in both bin-pack resource lists."""
     import yaml
 
-    from scheduler_plugin.conf import DEFAULT_CONFIG_TEXT, load_scheduler_config
+    from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG_TEXT, load_scheduler_config
 
     doc = yaml.safe_load(DEFAULT_CONFIG_TEXT)
     found = set()
@@ -149,8 +149,8 @@ class HyperplaceScheduler(Scheduler):
         """Bring the scheduler's state to ``held`` with the events a watch would deliver:
         only jobs that started, finished, arrived or left send pod and PodGroup events (a
         job's objects are built once per phase, so an unchanged job is the same objects)."""
-        from scheduler_plugin.cluster_state import ClusterState as SchedulerState
-        from scheduler_plugin.cluster_state import pod_key_of
+        from scheduler_plugin.cache.cluster_state import ClusterState as SchedulerState
+        from scheduler_plugin.cache.cluster_state import pod_key_of
 
         st = self._state
         if st is None:
@@ -252,7 +252,7 @@ class HyperplaceScheduler(Scheduler):
             snap = rebuild()
         t1 = time.process_time()
         if self.incremental and os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
-            from scheduler_plugin.cluster_state import verify_snapshot
+            from scheduler_plugin.cache.cluster_state import verify_snapshot
 
             verify_snapshot(self._state, snap, rebuild())
         result = run_session(

@@ -130,7 +130,7 @@ def queue_trace(seed: int, state: ClusterState, jobs: int, horizon: float) -> li
 
 
 def _config() -> Any:
-    from scheduler_plugin.conf import DEFAULT_CONFIG_TEXT, load_scheduler_config
+    from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG_TEXT, load_scheduler_config
 
     doc = yaml.safe_load(DEFAULT_CONFIG_TEXT)
     doc["actions"] = "enqueue, allocate, preempt, reclaim, backfill"
@@ -191,9 +191,9 @@ class OursDriver:
         self, state: ClusterState, now: float, running: list[QJob], pending: list[QJob]
     ) -> tuple[dict[str, IntArray], dict[str, list[tuple[str, str]]]]:
         """Placements of pending jobs, and evictions per preemptor ``(action, victim job)``."""
-        from scheduler_plugin.cluster_state import ClusterState as SchedulerState
-        from scheduler_plugin.session import run_session
-        from scheduler_plugin.snapshot import ClusterSnapshot
+        from scheduler_plugin.cache.cluster_state import ClusterState as SchedulerState
+        from scheduler_plugin.cycle.run import run_session
+        from scheduler_plugin.model.snapshot import ClusterSnapshot
 
         pods: list[dict[str, Any]] = []
         groups = []
@@ -206,7 +206,7 @@ class OursDriver:
         self.state.replace_all(self.nodes, pods, self.hns, groups, self.queues, self.pcs)
         snap = self.state.snapshot()
         if os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
-            from scheduler_plugin.cluster_state import verify_snapshot
+            from scheduler_plugin.cache.cluster_state import verify_snapshot
 
             rebuilt = ClusterSnapshot.build(
                 nodes=self.nodes,

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..conf import SchedulerConfig
-from ..explain import CandidateReport, Explanation
-from ..job_info import JobInfo, SubJobInfo, TaskInfo, Topology
-from ..snapshot import ClusterSnapshot
-from ..state import AllocState
+from ..algorithms.fit_counts import AllocState
+from ..config.scheduler_conf import SchedulerConfig
+from ..model.explanation import CandidateReport, Explanation
+from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, Topology
+from ..model.snapshot import ClusterSnapshot
 from .evictions import EvictionLedger
 
 F64 = npt.NDArray[np.float64]
@@ -213,7 +213,7 @@ class Session:
     @classmethod
     def open(cls, snap: ClusterSnapshot, config: SchedulerConfig, seed: int = 0) -> Session:
         """Build plugins from the configuration tiers and recover allocated HyperNodes."""
-        from .plugins import build_plugins
+        from ..plugins import build_plugins
 
         ssn = cls(snap=snap, config=config, seed=seed)
         build_plugins(ssn)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..job_info import TaskInfo
+from ..model.jobs import TaskInfo
 
 if TYPE_CHECKING:
     from .session import Session

@@ -15,8 +15,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from scheduler_plugin.fragmentation import FragmentationConfig, FragmentationReport, snapshot_fragmentation
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.algorithms.fragmentation import (
+    FragmentationConfig,
+    FragmentationReport,
+    snapshot_fragmentation,
+)
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 PREFIX = "hyperplace_scheduler_"
 log = logging.getLogger(__name__)

@@ -84,16 +84,16 @@ from hyperplace.runtime.api import (
 from hyperplace.runtime.informer import Informer, wait_for_sync
 from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
-from scheduler_plugin.cluster_state import ClusterState, StateDriftError, verify_snapshot
-from scheduler_plugin.conf import SchedulerConfig
-from scheduler_plugin.fragmentation import FragmentationConfig
+from scheduler_plugin.actions.reservation import Reservation, parse_time
+from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
+from scheduler_plugin.cache.cluster_state import ClusterState, StateDriftError, verify_snapshot
+from scheduler_plugin.config.scheduler_conf import SchedulerConfig
+from scheduler_plugin.cycle.run import JobOutcome, LastSession, SessionResult, run_session_reusing
 from scheduler_plugin.framework.evictions import Nomination
-from scheduler_plugin.reservation import Reservation, parse_time
-from scheduler_plugin.session import JobOutcome, LastSession, SessionResult, run_session_reusing
-from scheduler_plugin.snapshot import TERMINAL_PHASES, ClusterSnapshot
+from scheduler_plugin.model.snapshot import TERMINAL_PHASES, ClusterSnapshot
 
 from .assume import AssumeCache, Assumed, pod_key
-from .config import ConfigHolder, ConfigSource
+from .config_source import ConfigHolder, ConfigSource
 from .events import EventRecorder, own_pod_reference, rfc3339
 from .evictor import Evictor
 from .fragmentation_metrics import FragmentationMetrics

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import PodGroup
-from scheduler_plugin.session import SessionResult, run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.cycle.run import SessionResult, run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 from webhooks.admission import admit
 from webhooks.job import validate_job

@@ -236,7 +236,7 @@ def test_only_the_probe_port_leaves_the_pod_and_metrics_stay_on_localhost(name: 
 
 
 def test_scheduler_configmap_is_the_built_in_default() -> None:
-    conf_mod = pytest.importorskip("scheduler_plugin.conf")
+    conf_mod = pytest.importorskip("scheduler_plugin.config.scheduler_conf")
     cm = _one("ConfigMap", "hyperplace-scheduler-configmap")
     config = conf_mod.load_scheduler_config(cm["data"]["volcano-scheduler.conf"], source="configmap")
     assert "network-topology-aware" in config.plugin_names()

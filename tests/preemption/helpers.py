@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import PodGroup
-from scheduler_plugin.conf import load_scheduler_config
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from tests.scheduler.builders import hypernode, job_pods, node, podgroup
 
 # Volcano's documented preemption setup: allocate first, then preempt; priority, gang and

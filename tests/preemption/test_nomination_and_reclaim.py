@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import Queue
-from scheduler_plugin.conf import load_scheduler_config
-from scheduler_plugin.framework.plugins import REGISTRY
-from scheduler_plugin.framework.plugins.tiers import tier_list
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
+from scheduler_plugin.plugins import REGISTRY
+from scheduler_plugin.plugins.tiers import tier_list
 from tests.preemption.helpers import PREEMPT_CONF, PRIORITY_CLASSES, pending_gang, racks, running_gang
 
 

@@ -157,7 +157,7 @@ def test_a_gang_that_cannot_fit_even_after_preemption_evicts_nothing():
 
 
 def test_without_the_preempt_action_nothing_is_evicted():
-    from scheduler_plugin.conf import DEFAULT_CONFIG
+    from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
 
     nodes, hns = racks()
     res, _ = run(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hyperplace.runtime.api import PODGROUPS, PODS, PRIORITY_CLASSES
-from scheduler_plugin.runtime.config import ConfigSource
+from scheduler_plugin.runtime.config_source import ConfigSource
 from tests.preemption.helpers import PRIORITY_CLASSES as CLASSES
 from tests.scheduler.builders import job_pods, podgroup
 from tests.scheduler_runtime.helpers import (

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import Queue
-from scheduler_plugin.conf import load_scheduler_config
-from scheduler_plugin.framework.plugins.hdrf import Hierarchy, QueueRank, parse_path
-from scheduler_plugin.queue_share import Res
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.algorithms.hdrf import Hierarchy, QueueRank, parse_path
+from scheduler_plugin.algorithms.queue_shares import Res
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import node, pod, podgroup
 
 HDRF = load_scheduler_config(

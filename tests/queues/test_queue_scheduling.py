@@ -8,10 +8,10 @@ from typing import Any
 
 from hyperplace.api import PodGroup, Queue
 from hyperplace.api.podgroup import NetworkTopologySpec
-from scheduler_plugin.conf import load_scheduler_config
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
+from scheduler_plugin.cycle.run import run_session
 from scheduler_plugin.framework.session import Session
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup, schedule
 
 PROPORTION = load_scheduler_config(

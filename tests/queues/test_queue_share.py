@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_plugin.queue_share import (
+from scheduler_plugin.algorithms.queue_shares import (
     Missing,
     QueueDemand,
     Res,

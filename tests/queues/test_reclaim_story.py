@@ -5,9 +5,9 @@ gangs at a time and never taking A below its own half."""
 from __future__ import annotations
 
 from hyperplace.api import Queue
-from scheduler_plugin.conf import load_scheduler_config
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.preemption.helpers import PRIORITY_CLASSES, pending_gang, racks, running_gang
 
 RECLAIM_CONF = load_scheduler_config(

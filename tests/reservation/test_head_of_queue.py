@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler_plugin.conf import DEFAULT_CONFIG, load_scheduler_config
-from scheduler_plugin.reservation import RESERVED_CONDITION, Reservation, parse_time
-from scheduler_plugin.session import SessionResult, run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.actions.reservation import RESERVED_CONDITION, Reservation, parse_time
+from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
+from scheduler_plugin.cycle.run import SessionResult, run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 
 T0 = "2026-01-01T00:00:00Z"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import hypernode, job_pods, node, partition_policy, pod, podgroup
 

@@ -15,14 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hyperplace.api import HyperNode, PodGroup
-from scheduler_plugin.cluster_state import (
+from scheduler_plugin.cache.cluster_state import (
     ClusterState,
     StateDriftError,
     snapshot_differences,
     verify_snapshot,
 )
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import hypernode, node, pod, podgroup
 
@@ -247,7 +247,7 @@ def test_a_relist_rebuilds_once_and_then_goes_on_incrementally() -> None:
 def test_a_relist_of_the_objects_already_held_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     # A harness (or a resync) that hands back the very objects it fed costs no re-parsing
     # and no new view; a relist with fresh copies of changed nodes is still read.
-    import scheduler_plugin.cluster_state as cs
+    import scheduler_plugin.cache.cluster_state as cs
 
     parsed: list[str] = []
     real = cs.node_static_from_dict

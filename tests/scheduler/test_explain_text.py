@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hyperplace.api.constants import CLUSTER_TOP_HYPERNODE
-from scheduler_plugin.explain import TierAttempt
+from scheduler_plugin.model.explanation import TierAttempt
 
 
 def test_a_cluster_without_hypernodes_is_called_the_whole_cluster() -> None:

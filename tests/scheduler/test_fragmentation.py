@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from scheduler_plugin.fragmentation import (
+from scheduler_plugin.algorithms.fragmentation import (
     FragmentationConfig,
     ShapeSpecError,
     snapshot_fragmentation,
 )
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import hypernode, job_pods, node, pod, podgroup
 

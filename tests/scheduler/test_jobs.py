@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hyperplace.api.constants import PARTITION_ID_KEY, TASK_SPEC_KEY
-from scheduler_plugin.job_info import fnv32a, safe_encode, subjob_suffix
+from scheduler_plugin.model.jobs import fnv32a, safe_encode, subjob_suffix
 
 from .builders import (
     eight_nodes,

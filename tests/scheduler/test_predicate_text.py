@@ -13,15 +13,15 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from scheduler_plugin.explain import predicate_summary
-from scheduler_plugin.predicates import (
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.explanation import predicate_summary
+from scheduler_plugin.model.node_filters import (
     compile_pod_constraints,
     insufficient_resources,
     node_static_from_dict,
     pod_requests,
 )
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import node, pod, podgroup
 

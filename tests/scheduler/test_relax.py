@@ -8,9 +8,9 @@ import pytest
 
 from hyperplace.api import PodGroup
 from hyperplace.api.relax import RelaxError, parse_go_duration, parse_relax, relax_state
-from scheduler_plugin.relax import parse_time, relax_snapshot
-from scheduler_plugin.session import run_session
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.cycle.relaxation import parse_time, relax_snapshot
+from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import eight_nodes, guide_tree, job_pods, podgroup
 

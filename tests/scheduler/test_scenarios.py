@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hyperplace.api import Queue
-from scheduler_plugin.conf import load_scheduler_config
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 
 from .builders import (
     eight_nodes,

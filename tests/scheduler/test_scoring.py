@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler_plugin.scoring import (
+from scheduler_plugin.algorithms.scoring import (
     hypernode_binpack,
     lca_node_scores,
     normal_pod_scores,
@@ -13,7 +13,7 @@ from scheduler_plugin.scoring import (
     tier_score,
     weight_vector,
 )
-from scheduler_plugin.topology import HyperNodeTree
+from scheduler_plugin.model.hypernode_tree import HyperNodeTree
 
 from .builders import seven_tree
 

@@ -10,10 +10,10 @@ must still happen with the view unchanged.
 
 from __future__ import annotations
 
-from scheduler_plugin.conf import DEFAULT_CONFIG, DEFAULT_CONFIG_TEXT, load_scheduler_config
-from scheduler_plugin.reservation import parse_time
-from scheduler_plugin.session import LastSession, run_session_reusing
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.actions.reservation import parse_time
+from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, DEFAULT_CONFIG_TEXT, load_scheduler_config
+from scheduler_plugin.cycle.run import LastSession, run_session_reusing
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.reservation.test_head_of_queue import cluster, running, world
 from tests.scheduler.builders import podgroup
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_plugin.predicates import static_feasibility_mask
-from scheduler_plugin.snapshot import ClusterSnapshot
+from scheduler_plugin.model.node_filters import static_feasibility_mask
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import node, pod, podgroup
 

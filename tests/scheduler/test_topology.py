@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperplace.api.constants import CLUSTER_TOP_HYPERNODE
-from scheduler_plugin.topology import HyperNodeTree
+from scheduler_plugin.model.hypernode_tree import HyperNodeTree
 
 from .builders import hypernode, job_pods, node, pod, podgroup, schedule, seven_tree
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler_plugin.conf import SchedulerConfig, load_scheduler_config
+from scheduler_plugin.config.scheduler_conf import SchedulerConfig, load_scheduler_config
 
 from .builders import hypernode, job_pods, node, partition_policy, pod, podgroup, schedule
 
@@ -77,7 +77,7 @@ tiers:
 
 
 def test_results_are_deterministic_across_runs_and_seeds() -> None:
-    from scheduler_plugin.session import run_session
+    from scheduler_plugin.cycle.run import run_session
 
     nodes, hns = gpu_cluster()
     pods = job_pods("a", 5, cpu=8, gpu=4) + job_pods("b", 6, cpu=8, gpu=8, partition_size=2)

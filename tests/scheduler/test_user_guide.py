@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler_plugin.conf import load_scheduler_config
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 
 from .builders import (
     eight_nodes,

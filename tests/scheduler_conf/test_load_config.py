@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_plugin.conf import (
+from scheduler_plugin.config.scheduler_conf import (
     DEFAULT_CONFIG,
     KNOWN_ACTIONS,
     KNOWN_PLUGINS,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduler_plugin.conf import (
+from scheduler_plugin.config.scheduler_conf import (
     BinpackArgs,
     NetworkTopologyArgs,
     binpack_args,

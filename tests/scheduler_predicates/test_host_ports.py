@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduler_plugin.predicates import (
+from scheduler_plugin.model.node_filters import (
     PredicateError,
     compile_pod_constraints,
     host_ports_conflict,

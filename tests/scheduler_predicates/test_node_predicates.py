@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler_plugin.predicates import (
+from scheduler_plugin.model.node_filters import (
     REASON_NODE_AFFINITY,
     REASON_NOT_READY,
     REASON_UNSCHEDULABLE,

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_plugin.predicates import (
+from scheduler_plugin.model.node_filters import (
     compile_pod_constraints,
     insufficient_resources,
     node_static_from_dict,

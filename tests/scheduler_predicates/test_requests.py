@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_plugin.predicates import PredicateError, insufficient_resources, pod_requests
+from scheduler_plugin.model.node_filters import PredicateError, insufficient_resources, pod_requests
 
 from .helpers import make_pod
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hyperplace.runtime.api import HYPERNODES, NODES, PODGROUPS, PODS, QUEUES
 from scheduler_plugin.__main__ import parse_args
-from scheduler_plugin.fragmentation import FragmentationConfig
+from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 from scheduler_plugin.runtime.scheduler import Scheduler
 from tests.scheduler.builders import hypernode, job_pods, node, podgroup
 

@@ -12,7 +12,8 @@ from kubernetes_asyncio import client as kclient
 
 from hyperplace.runtime.api import EVENTS, PODS
 from hyperplace.runtime.kube import KubeApiClient
-from scheduler_plugin.explain import Explanation
+from scheduler_plugin.cycle.run import JobOutcome
+from scheduler_plugin.model.explanation import Explanation
 from scheduler_plugin.runtime.assume import AssumeCache
 from scheduler_plugin.runtime.events import EventRecorder
 from scheduler_plugin.runtime.status import (
@@ -20,7 +21,6 @@ from scheduler_plugin.runtime.status import (
     pod_unschedulable_patch,
     podgroup_status_patch,
 )
-from scheduler_plugin.session import JobOutcome
 from tests.fakeapi import FakeApi, merge_patch
 from tests.scheduler.builders import pod
 

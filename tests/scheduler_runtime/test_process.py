@@ -17,8 +17,8 @@ from hyperplace.runtime.api import CONFIGMAPS, LEASES, PODGROUPS, Obj, Resource
 from hyperplace.runtime.leader import LeaderElector
 from hyperplace.runtime.serving import MetricsServer, MetricsServing
 from scheduler_plugin.__main__ import health_app, parse_args, run
-from scheduler_plugin.conf import DEFAULT_CONFIG_TEXT
-from scheduler_plugin.runtime.config import ConfigSource
+from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG_TEXT
+from scheduler_plugin.runtime.config_source import ConfigSource
 from scheduler_plugin.runtime.scheduler import Scheduler
 
 from .helpers import (

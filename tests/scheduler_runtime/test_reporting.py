@@ -11,11 +11,11 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from hyperplace.runtime.api import EVENTS, PODGROUPS, PODS
 from scheduler_plugin.__main__ import health_app, parse_args
-from scheduler_plugin.conf import DEFAULT_CONFIG_TEXT
-from scheduler_plugin.explain import Explanation
-from scheduler_plugin.runtime.config import ConfigHolder, ConfigSource
+from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG_TEXT
+from scheduler_plugin.cycle.run import JobOutcome
+from scheduler_plugin.model.explanation import Explanation
+from scheduler_plugin.runtime.config_source import ConfigHolder, ConfigSource
 from scheduler_plugin.runtime.status import GangFormation, podgroup_status_patch
-from scheduler_plugin.session import JobOutcome
 from tests.fakeapi import merge_patch
 from tests.scheduler.builders import pod as make_pod
 

@@ -76,7 +76,7 @@ def test_the_html_picture_has_the_same_figures(run_cli, write, tmp_path):
 
 
 def test_cli_defaults_are_the_schedulers():
-    from scheduler_plugin.fragmentation import DEFAULT_ACCELERATOR, DEFAULT_SHAPES
+    from scheduler_plugin.algorithms.fragmentation import DEFAULT_ACCELERATOR, DEFAULT_SHAPES
 
     assert ",".join(map(str, DEFAULT_SHAPES)) == cli.DEFAULT_SHAPES_TEXT
     assert cli.DEFAULT_ACCELERATOR == DEFAULT_ACCELERATOR

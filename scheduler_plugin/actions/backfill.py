@@ -1,0 +1,41 @@
+"""``backfill`` action: pending best-effort pods (no resource requests) of admitted jobs.
+
+Best-effort pods count as ready for the gang (Volcano's ReadyTaskNum), so ``allocate`` leaves
+them alone; here each takes the best-scoring node that passes the predicates and has a pod slot.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..framework.statement import Statement
+from .allocate import job_skip_reason
+
+if TYPE_CHECKING:
+    from ..framework.session import Session
+
+
+def backfill(ssn: Session) -> None:
+    """Place pending best-effort pods one by one."""
+    snap = ssn.snap
+    # Only jobs with pending best-effort pods have anything to do here: sort just those.
+    candidates = [j for j in snap.jobs.values() if any(t.best_effort for t in j.pending)]
+    for job in sorted(candidates, key=ssn.job_sort_key()):
+        pending = [t for t in job.pending if t.best_effort and t.key not in ssn.placed]
+        if not pending or job_skip_reason(ssn, job) is not None:
+            continue
+        stmt = Statement(ssn)
+        for t in sorted(pending, key=ssn.task_sort_key()):
+            c = ssn.state.node_counts(snap.shapes[t.shape])
+            cand = np.flatnonzero(c > 0)
+            if not len(cand):
+                ssn.task_reasons.setdefault(
+                    t.key, f"0/{snap.num_nodes} nodes are available for a best-effort pod"
+                )
+                continue
+            sj = job.subjobs[t.subjob]
+            scores = ssn.node_scores(t, sj, cand)
+            stmt.allocate([t], [int(cand[int(np.argmax(scores))])])
+        stmt.commit()

@@ -1,0 +1,376 @@
+"""Reservation for the head of the queue: a large gang that waits too long gets a domain held.
+
+Without it, a 64-GPU gang waits forever behind a stream of 8-GPU jobs: every time a node frees
+up, a small job takes it. When the highest-priority pending gang (queue order, then job order,
+as allocate sorts them) has waited longer than a threshold and still cannot be placed, the
+session picks the domain where it would fit soonest - a HyperNode at the job's allowed tier
+(the whole cluster for a job without topology) with the smallest shortfall of the per-shape fit
+counts, then the least running work in it - and holds it: other jobs may still place pods there,
+but only in room the gang will not need once the domain drains.
+
+How the hold works: the gang's pods are charged to the held domain as phantom pods (on the
+nodes that are emptiest, as if their running pods had finished), for the rest of the allocate
+action. A pod of another job fits a held node only next to its running pods *and* the gang's
+phantom share, so it never delays the gang. The gang itself is tried without its phantom; once
+placed (or deleted) its reservation ends.
+
+Settings: the ``allocate`` action's arguments in ``volcano-scheduler.conf``
+(``reservationWait``: a duration, default ``10m``, ``0``/``off`` disables; ``maxReservations``:
+how many gangs may hold a domain at once, default 1), and per queue the annotation
+``hyperplace.io/reservation-wait`` (a duration, or ``off``). A job's waiting starts at its
+PodGroup's creation time; the session needs ``now`` (``run_session(now=...)``), without which
+nothing is reserved.
+
+State across cycles: the result's ``reservations`` go back into the next ``run_session`` (as
+nominations do); after a restart the PodGroup's ``HyperNodeReserved`` condition gives the held
+HyperNode and since when, and a gang without either simply gets a domain chosen again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..model.jobs import JobInfo, TaskInfo
+
+if TYPE_CHECKING:
+    from ..config.scheduler_conf import SchedulerConfig
+    from ..framework.session import Session
+
+RESERVED_CONDITION = "HyperNodeReserved"
+RESERVED_REASON = "HeadOfQueueReservation"
+QUEUE_ANNOTATION = "hyperplace.io/reservation-wait"
+ARG_WAIT = "reservationWait"
+ARG_MAX = "maxReservations"
+DEFAULT_WAIT = 600.0
+DEFAULT_MAX = 1
+
+_MSG = re.compile(r"HyperNode (\S+) is held")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A domain held for one gang: which HyperNode, since when (RFC 3339) and why."""
+
+    job: str
+    hypernode: str
+    since: str
+    reason: str = ""
+
+    def message(self) -> str:
+        """The PodGroup condition's message (parsed back after a restart)."""
+        return (
+            f"HyperNode {self.hypernode} is held for this gang since {self.since}: {self.reason}; "
+            "other jobs are placed there only in room the gang will not need"
+        )
+
+
+def parse_wait(text: object, field: str) -> float | None:
+    """Seconds from ``10m``, ``1h30m``, ``90`` (seconds); None for ``off``/``0``. A bad value is
+    an error naming ``field``."""
+    s = str(text).strip().lower()
+    if s in ("off", "false", "none", "0", ""):
+        return None
+    try:
+        v = float(s)
+    except ValueError:
+        pos, v = 0, 0.0
+        for m in _PART.finditer(s):
+            if m.start() != pos:
+                break
+            v += float(m.group(1)) * _UNITS[m.group(2)]
+            pos = m.end()
+        if pos != len(s):
+            raise ValueError(f"{field}: invalid duration {text!r} (use e.g. 10m, 1h30m, 90 or off)") from None
+    if v < 0:
+        raise ValueError(f"{field}: must not be negative, got {text!r}")
+    return v or None
+
+
+def settings(config: SchedulerConfig) -> tuple[float | None, int, list[str]]:
+    """(default wait threshold in seconds or None, max reservations, warnings) from the
+    ``allocate`` action's arguments. A bad value keeps the default, with a warning."""
+    args = config.action_arguments("allocate")
+    warnings: list[str] = []
+    wait: float | None = DEFAULT_WAIT
+    if ARG_WAIT in args:
+        try:
+            wait = parse_wait(args[ARG_WAIT], f"configurations[allocate].arguments.{ARG_WAIT}")
+        except ValueError as exc:
+            warnings.append(f"{exc}; using {DEFAULT_WAIT:.0f}s")
+    most = DEFAULT_MAX
+    if ARG_MAX in args:
+        try:
+            most = int(args[ARG_MAX])
+            if most < 0:
+                raise ValueError
+        except (TypeError, ValueError):
+            warnings.append(
+                f"configurations[allocate].arguments.{ARG_MAX}: must be a whole number >= 0, "
+                f"got {args[ARG_MAX]!r}; using {DEFAULT_MAX}"
+            )
+            most = DEFAULT_MAX
+    return wait, most, warnings
+
+
+def parse_time(ts: str | None) -> float | None:
+    """Seconds since the epoch from an RFC 3339 timestamp, or None."""
+    if not ts:
+        return None
+    try:
+        d = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=UTC)
+    return d.timestamp()
+
+
+def format_time(t: float) -> str:
+    """RFC 3339 in UTC, seconds precision (as Kubernetes writes times)."""
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def held_hypernode(message: str) -> str | None:
+    """The HyperNode a ``HyperNodeReserved`` condition message names, or None."""
+    m = _MSG.search(message)
+    return m.group(1) if m else None
+
+
+def from_condition(job: JobInfo) -> Reservation | None:
+    """The reservation a PodGroup carries (what a restarted scheduler starts from)."""
+    st = job.podgroup.status
+    for c in (st.conditions if st is not None else None) or []:
+        if c.type == RESERVED_CONDITION and c.status == "True":
+            m = _MSG.search(c.message or "")
+            if m:
+                return Reservation(
+                    job.key, m.group(1), c.last_transition_time or "", "recovered from the PodGroup"
+                )
+    return None
+
+
+class Holder:
+    """One allocate action's reservations: chosen at the start, phantom pods charged to the held
+    domains, lifted while the gang itself is tried, and all removed at the end."""
+
+    def __init__(self, ssn: Session, previous: Mapping[str, Reservation]) -> None:
+        self.ssn = ssn
+        self.previous = previous
+        self.held: dict[str, Reservation] = {}
+        self._phantom: dict[str, tuple[list[int], list[int]]] = {}  # job -> (shapes, nodes) charged
+
+    # ------------------------------------------------------------------ choice
+    def _wait_for(self, job: JobInfo, default: float | None) -> float | None:
+        queue = self.ssn.snap.queues.get(job.queue)
+        ann = (queue.metadata.annotations or {}) if queue is not None else {}
+        if QUEUE_ANNOTATION in ann:
+            try:
+                return parse_wait(ann[QUEUE_ANNOTATION], f"Queue {job.queue} annotation {QUEUE_ANNOTATION}")
+            except ValueError as exc:
+                if str(exc) not in self.ssn.notes:
+                    self.ssn.notes.append(str(exc))
+        return default
+
+    def _threshold(self, job: JobInfo, default: float | None) -> float | None:
+        """How long ``job`` waits before a domain is held: the reservation's threshold, or
+        its SLA (the ``sla`` plugin) when that is shorter (Volcano pipelines an overdue job)."""
+        wait = self._wait_for(job, default)
+        sla = self.ssn.plugins.get("sla")
+        own = sla.waiting_time(job) if sla is not None else None
+        if own is None:
+            return wait
+        return own if wait is None else min(wait, own)
+
+    def start(self, ordered: Sequence[JobInfo], gang_tasks: dict[str, list[TaskInfo]]) -> None:
+        """Hold a domain for each of the first pending gangs (at most ``maxReservations``) that
+        waited past their threshold. ``ordered``: candidate jobs, highest priority first;
+        ``gang_tasks``: their gang minimum's pending pods."""
+        ssn = self.ssn
+        now = ssn.now
+        default, most, warnings = settings(ssn.config)
+        for w in warnings:
+            if w not in ssn.notes:
+                ssn.notes.append(w)
+        if now is None or most == 0 or not ssn.snap.tree.ready:
+            return
+        for job in ordered[:most]:
+            tasks = gang_tasks.get(job.key)
+            wait = self._threshold(job, default)
+            created = parse_time(job.creation)
+            if not tasks or wait is None or created is None or now - created <= wait:
+                continue
+            prev = self.previous.get(job.key) or from_condition(job)
+            h = self._choose(job, tasks, prev)
+            if h is None:
+                continue
+            name = ssn.snap.tree.names[h]
+            since = (
+                prev.since if prev is not None and prev.hypernode == name and prev.since else format_time(now)
+            )
+            why = f"it has waited {_fmt_wait(now - created)} (threshold {_fmt_wait(wait)})"
+            self.held[job.key] = Reservation(job.key, name, since, why)
+            self._charge(job.key, tasks, h)
+
+    def _candidates(self, job: JobInfo) -> list[int]:
+        tree = self.ssn.snap.tree
+        topo = job.topology
+        if topo is None or topo.mode != "hard" or topo.limit is None:
+            return [tree.root]
+        # The largest domains the job may use: at its tier limit (or the highest below it).
+        tiers = tree.tiers
+        return [
+            h
+            for h in range(len(tree) - 1)
+            if tiers[h] <= topo.limit and (tree.parent[h] == -1 or tiers[tree.parent[h]] > topo.limit)
+        ]
+
+    def _drained_dom(self, tasks: list[TaskInfo]) -> dict[int, np.ndarray]:
+        """Per shape, how many pods each HyperNode takes once its running pods are gone."""
+        snap = self.ssn.snap
+        out: dict[int, np.ndarray] = {}
+        for sid in {t.shape for t in tasks}:
+            shape = snap.shapes[sid]
+            req = shape.requests
+            pos = np.flatnonzero(req > 0)
+            n = snap.num_nodes
+            c = (snap.allocatable[:, pos] // req[pos]).min(axis=1) if len(pos) else np.full(n, 1 << 20)
+            c = np.where(snap.static_mask(shape), np.maximum(c, 0), 0).astype(np.int64)
+            out[sid] = snap.tree.domain_sums(c)
+        return out
+
+    def _choose(self, job: JobInfo, tasks: list[TaskInfo], prev: Reservation | None) -> int | None:
+        """The domain where the gang fits soonest: smallest shortfall of today's fit counts, then
+        least work running there, then name. A domain held before is kept while it can ever fit."""
+        snap, state = self.ssn.snap, self.ssn.state
+        tree = snap.tree
+        need: dict[int, int] = {}
+        for t in tasks:
+            need[t.shape] = need.get(t.shape, 0) + 1
+        taken = {tree.id_of(r.hypernode) for r in self.held.values()}
+        drained = self._drained_dom(tasks)
+        now = {s: state.dom_counts(snap.shapes[s]) for s in need}
+        best: tuple[tuple[float, float, str], int] | None = None
+        for h in self._candidates(job):
+            if h in taken or not len(tree.node_sets[h]):
+                continue
+            if any(int(drained[s][h]) < n for s, n in need.items()):
+                continue  # never fits here, even empty
+            if prev is not None and tree.names[h] == prev.hypernode:
+                return h
+            shortfall = sum(max(n - int(now[s][h]), 0) for s, n in need.items())
+            alloc, used = state.hn_alloc[h], state.hn_used[h]
+            busy = float(np.max(np.divide(used, alloc, out=np.zeros_like(used), where=alloc > 0)))
+            key = (float(shortfall), busy, tree.names[h])
+            if best is None or key < best[0]:
+                best = (key, h)
+        return None if best is None else best[1]
+
+    # ------------------------------------------------------------------ phantom pods
+    def _charge(self, job: str, tasks: list[TaskInfo], h: int) -> None:
+        """Charge the gang's pods to ``h`` as if drained: leaf by leaf, the emptiest leaves
+        first, and within a leaf the emptiest nodes first. Held room then covers whole leaves,
+        as the gang itself will (its placement minimises leaves), and the other leaves of a held
+        spine stay whole for other jobs; spread over the emptiest nodes of every leaf, the hold
+        would leave no leaf whole and hold back every job that needs one."""
+        state = self.ssn.state
+        tree = self.ssn.snap.tree
+        nodes = tree.node_sets[h]
+        room = state.alloc[nodes].copy()
+        busy = state.used[nodes].sum(axis=1)
+        leaf = tree.leaf_of[nodes]
+        # Nodes of no leaf count as a leaf of their own, after the real ones.
+        key = np.where(leaf >= 0, leaf, len(tree) + np.arange(len(nodes)))
+        _, group = np.unique(key, return_inverse=True)
+        leaf_busy = np.bincount(group, weights=busy.astype(np.float64))
+        order = np.lexsort((nodes, busy, group, leaf_busy[group]))  # emptiest leaf, then node
+        mask = {
+            sid: self.ssn.snap.static_mask(self.ssn.snap.shapes[sid])[nodes]
+            for sid in {t.shape for t in tasks}
+        }
+        shapes: list[int] = []
+        where: list[int] = []
+        k = 0
+        for t in tasks:
+            req = self.ssn.snap.shapes[t.shape].requests
+            while k < len(order):
+                i = order[k]
+                if mask[t.shape][i] and (room[i] >= req).all():
+                    room[i] -= req
+                    shapes.append(t.shape)
+                    where.append(int(nodes[i]))
+                    break
+                k += 1
+        if where:
+            state.apply(shapes, where, 1)
+            self._phantom[job] = (shapes, where)
+
+    def _lift(self, job: str) -> None:
+        got = self._phantom.pop(job, None)
+        if got is not None:
+            self.ssn.state.apply(got[0], got[1], -1)
+
+    def before(self, job: JobInfo) -> bool:
+        """Lift the gang's own phantom pods before it is tried; True when it holds a domain."""
+        if job.key not in self.held:
+            return False
+        self._lift(job.key)
+        return True
+
+    def after(self, job: JobInfo, placed: bool, tasks: list[TaskInfo]) -> None:
+        """A placed gang's reservation ends; otherwise its domain is held again."""
+        res = self.held.get(job.key)
+        if res is None:
+            return
+        if placed:
+            del self.held[job.key]
+            return
+        h = self.ssn.snap.tree.id_of(res.hypernode)
+        if h is not None:
+            self._charge(job.key, tasks, h)
+
+    @contextmanager
+    def lifted(self) -> Iterator[None]:
+        """Every gang's phantom pods lifted for the block, then charged back where they were
+        (a dry run: would a job have been placed with no domain held?)."""
+        saved = dict(self._phantom)
+        for job in saved:
+            self._lift(job)
+        try:
+            yield
+        finally:
+            for job, (shapes, where) in saved.items():
+                self.ssn.state.apply(shapes, where, 1)
+                self._phantom[job] = (shapes, where)
+
+    def why(self, job: JobInfo) -> str | None:
+        """A line for the explanation of a job that could not be placed while other gangs hold
+        domains: which, for whom and since when. Allocate gives it only to a job that the
+        holds keep out (a dry run under :meth:`lifted` places it)."""
+        others = [r for k, r in sorted(self.held.items()) if k != job.key]
+        if not others:
+            return None
+        held = ", ".join(f"{r.hypernode} for {r.job} since {r.since}" for r in others)
+        return f"held for the head of the queue: {held} (only room those gangs will not need is offered)"
+
+    def finish(self) -> None:
+        """Remove every phantom pod (later actions see the real usage) and publish the holds."""
+        for job in list(self._phantom):
+            self._lift(job)
+        self.ssn.reservations = dict(self.held)
+
+
+def _fmt_wait(s: float) -> str:
+    if s >= 3600:
+        return f"{s / 3600:.1f}h"
+    if s >= 60:
+        return f"{s / 60:.0f}m"
+    return f"{s:.0f}s"

@@ -1,0 +1,65 @@
+"""``nodeorder`` plugin: kube-scheduler's resource scores (least/most requested, balanced).
+
+Arguments as in Volcano: ``leastrequested.weight`` (1), ``mostrequested.weight`` (0),
+``balancedresource.weight`` (1). Affinity, taint and image-locality scores are not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..algorithms.scoring import MAX_NODE_SCORE
+from ..model.jobs import SubJobInfo, TaskInfo
+from .gang import _enabled
+
+if TYPE_CHECKING:
+    from ..framework.session import Session
+
+
+def _weight(args: dict[str, Any], key: str, default: int) -> int:
+    v = args.get(key, default)
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+class NodeOrder:
+    """Vectorised LeastAllocated / MostAllocated / BalancedAllocation over cpu and memory."""
+
+    def __init__(self, ssn: Session, args: dict[str, Any]) -> None:
+        self.ssn = ssn
+        self.least = _weight(args, "leastrequested.weight", 1)
+        self.most = _weight(args, "mostrequested.weight", 0)
+        self.balanced = _weight(args, "balancedresource.weight", 1)
+        self.cols = [i for i, r in enumerate(ssn.snap.resources) if r in ("cpu", "memory")]
+
+    def node_order(
+        self, task: TaskInfo, sj: SubJobInfo, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """Weighted least/most-requested and balanced-resource scores (x100)."""
+        st = self.ssn.state
+        c = self.cols
+        alloc = st.alloc[nodes][:, c].astype(np.float64)
+        req = (st.used[nodes][:, c] + task.requests[c]).astype(np.float64)
+        safe = np.where(alloc > 0, alloc, 1.0)
+        frac = np.where(alloc > 0, np.minimum(req / safe, 1.0), 1.0)
+        score = np.zeros(len(nodes))
+        if self.least:
+            score += self.least * (1.0 - frac).mean(axis=1) * MAX_NODE_SCORE
+        if self.most:
+            score += self.most * frac.mean(axis=1) * MAX_NODE_SCORE
+        if self.balanced:
+            score += self.balanced * (1.0 - frac.std(axis=1)) * MAX_NODE_SCORE
+        return score
+
+
+def register(ssn: Session, args: dict[str, Any], opt: Any) -> NodeOrder:
+    """Register the node order function."""
+    n = NodeOrder(ssn, args)
+    if _enabled(opt, "enableNodeOrder"):
+        ssn.node_order_fns.append(n.node_order)
+    return n

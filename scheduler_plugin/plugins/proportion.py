@@ -1,0 +1,187 @@
+"""``proportion`` plugin: queue shares by weight (Volcano's ``proportion``).
+
+At session open every queue with jobs gets its *deserved* share by water-filling
+(:func:`~scheduler_plugin.queue_share.compute_shares`) from its weight, capability, guarantee
+and demand. The plugin then orders queues (priority, then the smaller dominant share
+``allocated / deserved``), reports a queue *overused* once its allocation reaches deserved,
+lets a task be allocated only while its queue stays within deserved on the dimensions the task
+asks for, admits a PodGroup to Inqueue only while its minResources fit the queue's real
+capability, and lets reclaim take tasks of queues above their deserved share, never below it and
+never of a queue with ``reclaimable: false``. Allocations made during the session move the queue's share at
+once (allocate/deallocate event handlers), as in Volcano.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from ..algorithms.queue_shares import MIN_RESOURCE, QueueDemand, QueueShare, Res, compute_shares
+from ..algorithms.queue_shares import allocatable as share_allocatable
+from ..algorithms.queue_shares import enqueueable as share_enqueueable
+from ..algorithms.queue_shares import overused as share_overused
+from ..framework.session import PERMIT, REJECT
+from ..model.jobs import JobInfo, TaskInfo
+from .gang import _enabled
+from .queue_accounting import (
+    OPEN,
+    QueueLedger,
+    fmt_res,
+    job_inqueue,
+    job_sums,
+    queue_priority,
+    queue_state,
+    queue_weight,
+    register_ledger,
+    task_res,
+    tasks_res,
+    total_resource,
+)
+from .tiers import tier_list
+
+if TYPE_CHECKING:
+    from ..framework.session import Session
+
+
+class Proportion(QueueLedger):
+    """Per-queue attributes of one session (Volcano's ``queueAttr``)."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        snap = ssn.snap
+        self.total = total_resource(snap)
+        cached = snap.memo.get("proportion_attrs")
+        if cached is None:
+            cached = snap.memo["proportion_attrs"] = self._shares()
+        # The session moves its copy as it allocates; the snapshot's stays as computed (it
+        # depends on the snapshot alone: job sums and PodGroup phases as written).
+        self.attrs: dict[str, QueueShare] = copy.deepcopy(cached)
+
+    def _shares(self) -> dict[str, QueueShare]:
+        ssn, snap = self.ssn, self.ssn.snap
+        total_guarantee = Res()
+        for queue in snap.queues.values():
+            g = (queue.spec.guarantee or {}).get("resource")
+            if g:
+                total_guarantee.add(Res.from_list(g))
+        demands: dict[str, QueueDemand] = {}
+        for job in snap.jobs.values():
+            q = snap.queues.get(job.queue)
+            if q is None:
+                continue  # Volcano's cache drops jobs of unknown queues
+            d = demands.get(job.queue)
+            if d is None:
+                g = (q.spec.guarantee or {}).get("resource")
+                d = demands[job.queue] = QueueDemand(
+                    name=job.queue,
+                    weight=queue_weight(q),
+                    priority=queue_priority(q),
+                    state=queue_state(q),
+                    capability=Res.from_list(q.spec.capability) if q.spec.capability else None,
+                    guarantee=Res.from_list(g) if g else None,
+                )
+            sums = job_sums(snap, job)
+            d.allocated.add(sums.allocated)
+            d.request.add(sums.request)
+            inq = job_inqueue(ssn, job)
+            if inq is not None:
+                d.inqueue.add(inq)
+            d.elastic.add(sums.elastic)
+        return compute_shares(self.total, demands.values(), total_guarantee)
+
+    # -- queue order / overused / allocatable
+    def queue_order(self, queue: str) -> tuple[int, float]:
+        """Higher queue priority first, then the smaller share."""
+        a = self.attrs.get(queue)
+        return (-queue_priority(self.ssn.snap.queues.get(queue)), a.share if a is not None else 0.0)
+
+    def overused(self, queue: str) -> bool:
+        """Allocation at or above deserved."""
+        a = self.attrs.get(queue)
+        return a is not None and share_overused(a)
+
+    def allocatable(self, queue: str, task: TaskInfo) -> bool:
+        """The queue stays within deserved with this task (Open queues only)."""
+        a = self.attrs.get(queue)
+        if a is None:
+            return queue_state(self.ssn.snap.queues.get(queue)) == OPEN
+        ok, _ = share_allocatable(a, task_res(self.ssn.snap, task))
+        return ok
+
+    def why_not_allocatable(self, queue: str, tasks: list[TaskInfo]) -> str | None:
+        """The reason ``tasks`` do not fit the queue's deserved share, or None."""
+        a = self.attrs.get(queue)
+        if a is None:
+            return None
+        ok, short = share_allocatable(a, tasks_res(self.ssn.snap, tasks))
+        if ok:
+            return None
+        return (
+            f"queue {queue} would exceed its deserved share in {', '.join(short)} "
+            f"(deserved {fmt_res(a.deserved)}; allocated {fmt_res(a.allocated)})"
+        )
+
+    # -- enqueue
+    def job_enqueueable(self, job: JobInfo) -> int:
+        """Volcano's vote: REJECT a job of a queue not Open, or whose minResources do not fit
+        the queue's real capability with what it holds and has admitted."""
+        a = self.attrs.get(job.queue)
+        state = queue_state(self.ssn.snap.queues.get(job.queue))
+        if state != OPEN:
+            self.ssn.enqueue_reasons.setdefault(job.key, f"queue {job.queue} is {state}, not Open")
+            return REJECT
+        if a is None:
+            return PERMIT
+        ok, why = share_enqueueable(a, job_sums(self.ssn.snap, job).admission)
+        if ok:
+            return PERMIT
+        self.ssn.enqueue_reasons.setdefault(job.key, f"{why} (proportion: queue {job.queue})")
+        return REJECT
+
+    # -- reclaim
+    def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
+        """Tasks of queues above their deserved share, in the order given, while the queue
+        still holds at least its deserved share once the task has left (on the dimensions the
+        task uses), and never of a queue with ``reclaimable: false``.
+
+        Volcano takes a victim while its queue is above deserved *before* it leaves, so the
+        last victim may take the queue below deserved, and the queue then reclaims back: here a
+        queue is never taken below its deserved share."""
+        snap = self.ssn.snap
+        allocations: dict[str, Res] = {}
+        out: list[TaskInfo] = []
+        for t in reclaimees:
+            job = snap.jobs.get(t.job)
+            if job is None:
+                continue
+            q = snap.queues.get(job.queue)
+            a = self.attrs.get(job.queue)
+            if a is None or (q is not None and q.spec.reclaimable is False):
+                continue
+            req = task_res(snap, t)
+            allocated = allocations.setdefault(job.queue, a.allocated.clone())
+            after = allocated.clone().sub(req)
+            if all(after.get(n) >= a.deserved.get(n) - MIN_RESOURCE for n in req.names() if n != "pods"):
+                allocations[job.queue] = after
+                out.append(t)
+        return out
+
+    def chain(self, queue: str) -> list[QueueShare]:
+        """A job moves only its own queue's sums (no hierarchy here)."""
+        a = self.attrs.get(queue)
+        return [] if a is None else [a]
+
+
+def register(ssn: Session, args: dict[str, Any], opt: Any) -> Proportion:
+    """Compute the shares and register proportion's callbacks (honouring the enable* switches)."""
+    p = Proportion(ssn)
+    if _enabled(opt, "enableQueueOrder"):
+        ssn.queue_order_fns.append(p.queue_order)
+    if _enabled(opt, "enableReclaimable"):
+        tier_list(ssn.reclaimable_fns, ssn).append(p.reclaimable)
+    if _enabled(opt, "enabledOverused"):
+        ssn.overused_fns.append(p.overused)
+    if _enabled(opt, "enabledAllocatable"):
+        ssn.allocatable_fns.append(p.allocatable)
+    register_ledger(ssn, opt, p)
+    return p
