@@ -67,7 +67,7 @@ from controller.hypernode.discovery import (
     parse_discovery_config,
     source_of,
 )
-from controller.hypernode.status import TopologyIndex, compute_status, now_rfc3339
+from controller.hypernode.status import TopologyIndex, compute_status
 from controller.hypernode.ufm import (
     UFM_SOURCE,
     UfmError,
@@ -82,6 +82,7 @@ from controller.queue.status import owned_part, podgroup_queue, queue_status
 from hyperplace.api import Command, Condition, HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex, node_labels_of
+from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import (
     COMMANDS,
     CONFIGMAPS,
@@ -204,7 +205,7 @@ class ControllerManager:
         config: ManagerConfig | None = None,
         *,
         registry: CollectorRegistry | None = None,
-        now: Callable[[], str] = now_rfc3339,
+        now: Callable[[], str] = rfc3339,
     ) -> None:
         self.api = api
         self.status_writer = StatusWriter(api)

@@ -292,7 +292,7 @@ def _elapsed_seconds(text: str | None) -> float:
     """``--elapsed`` as seconds (a Go duration such as 15m or 1h30m)."""
     if not text:
         return 0.0
-    from hyperplace.api.relax import parse_go_duration
+    from hyperplace.kube.times import parse_go_duration
 
     try:
         seconds = parse_go_duration(text)

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_validation_error
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex
+from hyperplace.kube.objects import object_key
 from hyperplace.runtime.api import clone
 
 from .loader import (
@@ -203,12 +204,6 @@ def key_of(obj: dict[str, Any]) -> Key:
     return (str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
 
 
-def ns_name(obj: dict[str, Any]) -> str:
-    """``namespace/name`` of a namespaced wire object (namespace ``default`` when unset)."""
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-
-
 def _strip_times(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _strip_times(v) for k, v in value.items() if k not in TIME_KEYS}
@@ -261,9 +256,9 @@ class Simulation:
         self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
         self._clock_shift: float | None = None  # None: the scheduler runs without a clock
         if now is not None:
-            from scheduler_plugin.actions.reservation import parse_time
+            from hyperplace.kube.times import parse_rfc3339
 
-            t = parse_time(now)
+            t = parse_rfc3339(now)
             if t is None:
                 raise SimulationError(f"--now: not an RFC 3339 time: {now!r}")
             self._clock_shift = t - (SIM_EPOCH.timestamp() + CLOCK_BASE + CLOCK_CYCLE)
@@ -522,7 +517,7 @@ class Simulation:
         try:
             config = parse_discovery_config(cms[0])
         except DiscoveryConfigError as exc:
-            self._warn_once(f"ConfigMap {ns_name(cms[0])}: {exc}")
+            self._warn_once(f"ConfigMap {object_key(cms[0])}: {exc}")
             return False
         if config.enabled("label") is None and config.enabled("ufm") is None:
             return False
@@ -721,7 +716,7 @@ class Simulation:
                 and (p.get("status") or {}).get("phase") == "Pending"
             ):
                 return True
-        return any(ns_name(pg) not in self.outcomes for pg in self.of_kind("PodGroup"))
+        return any(object_key(pg) not in self.outcomes for pg in self.of_kind("PodGroup"))
 
     def schedule(self) -> bool:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
@@ -770,7 +765,7 @@ class Simulation:
                 self.bindings.pop(ev.victim, None)
         for jkey, nom in result.nominations.items():
             self.preemption_reasons[jkey] = nom.reason
-        before = {ns_name(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
+        before = {object_key(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
         bound = 0
         for pod_key, node in result.bindings.items():
             ns, _, name = pod_key.partition("/")
@@ -816,7 +811,7 @@ class Simulation:
             qo = result.queues.get(str((q.get("metadata") or {}).get("name")))
             if qo is not None:
                 q.setdefault("status", {})["allocated"] = qo.to_dict()["allocated"]
-        after = {ns_name(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
+        after = {object_key(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
         return bound > 0 or before != after or bool(result.evictions)
 
     def run(self, cycles: int | None = None) -> SimResult:

@@ -25,12 +25,14 @@ from html import escape
 from importlib.resources import files
 
 from hyperplace.kube import format_milli
+from hyperplace.kube.objects import object_key
+from hyperplace.kube.requests import pod_requests
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 
 from .engine import SimResult
 from .fragmentation import fragmentation_html, fragmentation_of
 from .render import hn_label, waiting_lines
-from .resources import format_free, main_resources, pod_requests, short_name
+from .resources import format_free, main_resources, short_name
 from .topology import Topology, natural_key
 from .views import JobView, compress_names, subgroup_label
 
@@ -401,8 +403,7 @@ def render_html(
     keys = key_resources(resources)
     requests = {}
     for p in result.of_kind("Pod"):
-        meta = p.get("metadata") or {}
-        requests[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = pod_requests(p)
+        requests[object_key(p)] = pod_requests(p, skip_invalid=True)
     page = _Page(
         topo=topo,
         classes=classes,

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from hyperplace.api.constants import DEFAULT_QUEUE, SCHEDULING_GROUP, SCHEDULING_VERSION
+from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import clone
 
 # (apiVersion group, kind) of the objects the simulator understands. Core kinds have group "".
@@ -127,7 +128,7 @@ def deterministic_uid(kind: str, namespace: str | None, name: str) -> str:
 
 def sim_time(seconds: float) -> str:
     """An RFC 3339 timestamp ``seconds`` after the simulated epoch."""
-    return (SIM_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(SIM_EPOCH + timedelta(seconds=seconds))
 
 
 def object_label(kind: str, namespace: str | None, name: str) -> str:

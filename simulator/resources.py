@@ -1,7 +1,8 @@
 """Node capacity and pod requests as integer milli-units, for occupancy displays.
 
-The scheduler keeps its own books; these are only what the simulator shows (free/total
-per node and per HyperNode), computed the way kube-scheduler counts requests.
+The scheduler keeps its own books; these are only what the simulator shows (free/total per
+node and per HyperNode), with the scheduler's own count of a pod's requests
+(:func:`hyperplace.kube.requests.pod_requests`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hyperplace.kube import QuantityError, format_milli, milli_value
+from hyperplace.kube.objects import TERMINAL_PHASES
+from hyperplace.kube.requests import ResourceError, pod_requests
 
 # Resources that are never worth a column.
 _HIDDEN = {"pods", "ephemeral-storage"}
-TERMINAL_PHASES = {"Succeeded", "Failed"}
 
 
 def _milli_map(raw: Mapping[str, Any] | None) -> dict[str, int]:
@@ -32,21 +34,6 @@ def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
     return _milli_map(status.get("allocatable") or status.get("capacity"))
 
 
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """Effective requests: max(sum of containers, each init container) plus overhead."""
-    spec = pod.get("spec") or {}
-    total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
-        for k, v in _milli_map((c.get("resources") or {}).get("requests")).items():
-            total[k] = total.get(k, 0) + v
-    for c in spec.get("initContainers") or []:
-        for k, v in _milli_map((c.get("resources") or {}).get("requests")).items():
-            total[k] = max(total.get(k, 0), v)
-    for k, v in _milli_map(spec.get("overhead")).items():
-        total[k] = total.get(k, 0) + v
-    return total
-
-
 def pod_node(pod: Mapping[str, Any]) -> str | None:
     """The node a pod is bound to, or None."""
     node = (pod.get("spec") or {}).get("nodeName")
@@ -59,14 +46,19 @@ def pod_phase(pod: Mapping[str, Any]) -> str:
 
 
 def used_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Requests of the non-terminated pods on each node."""
+    """Requests of the non-terminated pods on each node, as the scheduler charges them (a pod
+    whose requests the API server would refuse holds nothing there either)."""
     used: dict[str, dict[str, int]] = {}
     for p in pods:
         node = pod_node(p)
         if node is None or pod_phase(p) in TERMINAL_PHASES:
             continue
+        try:
+            requests = pod_requests(p)
+        except ResourceError:
+            continue
         acc = used.setdefault(node, {})
-        for k, v in pod_requests(p).items():
+        for k, v in requests.items():
             acc[k] = acc.get(k, 0) + v
     return used
 

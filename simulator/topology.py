@@ -1,7 +1,7 @@
 """The HyperNode tree as a user should see it: tiers, node sets, occupancy, and what is wrong.
 
-This mirrors the scheduler cache's rules (``volcano_impl.md`` §1.3) but, instead of
-silently marking the tree "not ready", keeps a reason on every HyperNode at fault:
+The tree is read with the scheduler's own rule (:mod:`hyperplace.kube.hypertree`) but,
+instead of silently marking it "not ready", a reason is kept on every HyperNode at fault:
 cycles, a second parent, members that select nothing, members naming objects that do
 not exist, all in red. Only a cycle or a second parent makes the tree not ready (Volcano
 then schedules no job that carries a network topology); the rest are shown as problems.
@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperplace.api import HyperNode
+from hyperplace.kube.hypertree import child_claims, link_hypernodes, subtree_members
 from hyperplace.kube.members import node_labels_of, resolve_member_nodes_many
+from hyperplace.kube.objects import TERMINAL_PHASES, object_key, podgroup_key_of
 
 from .resources import node_allocatable, pod_node, pod_phase, used_by_node
 
@@ -96,34 +98,18 @@ class Topology:
         return out
 
 
-def pod_group_key(pod: Mapping[str, Any]) -> str | None:
-    """``ns/podgroup`` of a pod, from Volcano's group-name annotation."""
-    from hyperplace.api.constants import GROUP_NAME_ANNOTATION
-
-    meta = pod.get("metadata") or {}
-    group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
-    return f"{meta.get('namespace') or 'default'}/{group}" if group else None
-
-
-def pod_key(pod: Mapping[str, Any]) -> str:
-    """``namespace/name`` of a pod."""
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-
-
 def mark_reservations(topo: Topology, podgroups: Iterable[Mapping[str, Any]]) -> None:
     """Mark the HyperNodes that PodGroups' ``HyperNodeReserved`` conditions hold."""
     from scheduler_plugin.actions.reservation import RESERVED_CONDITION, held_hypernode
 
     for pg in podgroups:
-        m = pg.get("metadata") or {}
         for c in (pg.get("status") or {}).get("conditions") or []:
             if c.get("type") != RESERVED_CONDITION or c.get("status") != "True":
                 continue
             hn = held_hypernode(str(c.get("message") or ""))
             v = topo.hypernodes.get(hn or "")
             if v is not None:
-                who = f"{m.get('namespace') or 'default'}/{m.get('name')}"
+                who = object_key(pg)
                 v.held_for.append(f"{who} since {c.get('lastTransitionTime') or '?'}")
 
 
@@ -132,7 +118,8 @@ def build_topology(
     nodes: Iterable[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]] = (),
 ) -> Topology:
-    """Resolve members, link parents and children (first claim wins), find problems."""
+    """Resolve members, link parents and children with the scheduler's rule
+    (:func:`~hyperplace.kube.hypertree.link_hypernodes`), find problems."""
     nodes = list(nodes)
     pods = list(pods)
     labels = node_labels_of(nodes)
@@ -169,37 +156,34 @@ def build_topology(
             child = sel.exact_match.name
             if child not in views:
                 v.problems.append(f"member {i} names HyperNode {child}, which does not exist")
-                continue
-            c = views[child]
-            if child == h.name:
-                v.problems.append("lists itself as a member (cycle)")
-                v.blocking.append(v.problems[-1])
-                v.in_cycle = True
-                continue
-            if c.parent is not None and c.parent != h.name:
-                # The scheduler cache refuses the second claim ("already has a parent").
-                c.problems.append(f"has two parents: {c.parent} and {h.name}")
-                c.blocking.append(c.problems[-1])
-                v.problems.append(f"claims {child}, which already belongs to {c.parent}")
-                continue
-            if child not in v.children:
-                v.children.append(child)
-                c.parent = h.name
 
-    _mark_cycles(views)
-
-    def collect(name: str, seen: set[str]) -> set[str]:
-        if name in seen:
-            return set()
-        seen.add(name)
+    # Parents, children, cycles and second parents exactly as the scheduler reads them.
+    links = link_hypernodes({h.name: child_claims(h) for h in hns})
+    for name in links.self_claims:
         v = views[name]
-        out = set(v.direct_nodes)
-        for c in v.children:
-            out |= collect(c, seen)
-        return out
-
+        v.problems.append("lists itself as a member (cycle)")
+        v.blocking.append(v.problems[-1])
+        v.in_cycle = True
+    for claim in links.second_claims:
+        c = views[claim.child]
+        c.problems.append(f"has two parents: {claim.parent} and {claim.claimant}")
+        c.blocking.append(c.problems[-1])
+        views[claim.claimant].problems.append(
+            f"claims {claim.child}, which already belongs to {claim.parent}"
+        )
+    for name, v in views.items():
+        v.parent = links.parent.get(name)
+        v.children = list(links.children.get(name, []))
+    for cycle in links.cycles:
+        text = "cycle: " + " -> ".join(cycle)
+        for name in cycle[:-1]:
+            v = views[name]
+            v.in_cycle = True
+            v.problems.append(text)
+            v.blocking.append(text)
+    real = subtree_members(links, {name: v.direct_nodes for name, v in views.items()})
     for v in views.values():
-        v.nodes = collect(v.name, set())
+        v.nodes = real.get(v.name, set())
         for child_name in v.children:
             if views[child_name].tier >= v.tier:
                 v.notes.append(
@@ -217,11 +201,11 @@ def build_topology(
     job_of_pod: dict[str, str] = {}
     for p in pods:
         node = pod_node(p)
-        if node is None or pod_phase(p) in ("Succeeded", "Failed"):
+        if node is None or pod_phase(p) in TERMINAL_PHASES:
             continue
-        k = pod_key(p)
+        k = object_key(p)
         pods_by_node.setdefault(node, []).append(k)
-        g = pod_group_key(p)
+        g = podgroup_key_of(p)
         if g:
             job_of_pod[k] = g
     for lst in pods_by_node.values():
@@ -236,29 +220,3 @@ def build_topology(
         pods_by_node=pods_by_node,
         job_of_pod=job_of_pod,
     )
-
-
-def _mark_cycles(views: dict[str, HyperNodeView]) -> None:
-    """Flag every HyperNode on a parent/child cycle, naming the cycle."""
-    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
-
-    def visit(name: str, stack: list[str]) -> None:
-        state[name] = 1
-        stack.append(name)
-        for c in views[name].children:
-            if state.get(c) == 1:
-                cycle = [*stack[stack.index(c) :], c]
-                text = "cycle: " + " -> ".join(cycle)
-                for n in cycle[:-1]:
-                    views[n].in_cycle = True
-                    if text not in views[n].problems:
-                        views[n].problems.append(text)
-                        views[n].blocking.append(text)
-            elif state.get(c) is None:
-                visit(c, stack)
-        stack.pop()
-        state[name] = 2
-
-    for name in sorted(views, key=natural_key):
-        if state.get(name) is None:
-            visit(name, [])

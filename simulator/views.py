@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperplace.api.constants import GROUP_NAME_ANNOTATION, PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY
+from hyperplace.api.constants import PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY
+from hyperplace.kube.objects import object_key, podgroup_key_of
 
 from .engine import SimResult
 from .topology import Topology, natural_key
@@ -60,11 +61,6 @@ class JobView:
         )
 
 
-def _ns_name(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-
-
 def _int(v: Any) -> int | None:
     try:
         return int(v)
@@ -77,7 +73,7 @@ def pod_view(pod: dict[str, Any], result: SimResult, topo: Topology | None) -> P
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     ann = meta.get("annotations") or {}
-    key = _ns_name(pod)
+    key = object_key(pod)
     node = (pod.get("spec") or {}).get("nodeName") or None
     task = labels.get(TASK_SPEC_KEY) or ann.get(TASK_SPEC_KEY)
     return PodView(
@@ -97,14 +93,13 @@ def job_views(result: SimResult, topo: Topology | None = None) -> list[JobView]:
     """One view per PodGroup, in input/creation order."""
     pods_by_group: dict[str, list[dict[str, Any]]] = {}
     for p in result.of_kind("Pod"):
-        meta = p.get("metadata") or {}
-        g = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+        g = podgroup_key_of(p)
         if g:
-            pods_by_group.setdefault(f"{meta.get('namespace') or 'default'}/{g}", []).append(p)
+            pods_by_group.setdefault(g, []).append(p)
     jobs_by_uid = {(j.get("metadata") or {}).get("uid"): j for j in result.of_kind("Job")}
     out: list[JobView] = []
     for pg in result.of_kind("PodGroup"):
-        pg_key = _ns_name(pg)
+        pg_key = object_key(pg)
         meta = pg.get("metadata") or {}
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
         job = jobs_by_uid.get(owner.get("uid")) if owner else None
@@ -120,7 +115,7 @@ def job_views(result: SimResult, topo: Topology | None = None) -> list[JobView]:
                     partitions[t.get("name") or f"default{i}"] = t["partitionPolicy"]
         out.append(
             JobView(
-                key=_ns_name(job) if job is not None else pg_key,
+                key=object_key(job) if job is not None else pg_key,
                 podgroup=pg_key,
                 kind="Job" if job is not None else "PodGroup",
                 phase=str(status.get("phase") or getattr(outcome, "phase", None) or "Pending"),
@@ -145,7 +140,7 @@ def job_names(podgroups: Iterable[dict[str, Any]]) -> dict[str, str]:
         meta = pg.get("metadata") or {}
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
         if owner is not None and owner.get("name"):
-            out[_ns_name(pg)] = f"{meta.get('namespace') or 'default'}/{owner['name']}"
+            out[object_key(pg)] = f"{meta.get('namespace') or 'default'}/{owner['name']}"
     return out
 
 

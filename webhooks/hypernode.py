@@ -25,6 +25,7 @@ from typing import Any
 
 from hyperplace.api import HyperNode
 from hyperplace.kube.goregex import GoRegexError, compile_go_regex
+from hyperplace.kube.hypertree import child_claims
 from hyperplace.kube.labels import LABEL_VALUE, QUALIFIED_NAME
 
 from .context import AdmissionContext, Verdict, as_dict, as_int, as_list
@@ -39,16 +40,6 @@ REGEX_REQUIRED = "member regexMatch pattern is required"
 REGEX_INVALID = "member regexMatch pattern is invalid: "
 SELECTOR_KINDS = ("exactMatch", "regexMatch", "labelMatch")
 _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
-def _hypernode_children(hn: HyperNode) -> list[str]:
-    """Child HyperNode names as Volcano's tree builds them: exactMatch HyperNode members."""
-    out: list[str] = []
-    for m in hn.spec.members:
-        em = m.selector.exact_match
-        if m.type == "HyperNode" and em is not None and em.name and em.name not in out:
-            out.append(em.name)
-    return out
 
 
 def _check_label_selector(sel: dict[str, Any], path: str, v: Verdict) -> None:
@@ -193,7 +184,7 @@ def _check_tree(
     others = {n: hn for n, hn in hypernodes.items() if n != self_name}
     parents: dict[str, list[str]] = {}
     for pname in sorted(others):
-        for child in _hypernode_children(others[pname]):
+        for child in child_claims(others[pname]):
             parents.setdefault(child, []).append(pname)
 
     up = _ancestors(self_name, parents)

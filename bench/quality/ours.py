@@ -149,8 +149,8 @@ class HyperplaceScheduler(Scheduler):
         """Bring the scheduler's state to ``held`` with the events a watch would deliver:
         only jobs that started, finished, arrived or left send pod and PodGroup events (a
         job's objects are built once per phase, so an unchanged job is the same objects)."""
+        from hyperplace.kube.objects import object_key
         from scheduler_plugin.cache.cluster_state import ClusterState as SchedulerState
-        from scheduler_plugin.cache.cluster_state import pod_key_of
 
         st = self._state
         if st is None:
@@ -167,14 +167,14 @@ class HyperplaceScheduler(Scheduler):
         for name in [n for n in self._fed if n not in held]:
             pods, group = self._fed.pop(name)
             for p in pods:
-                st.remove_pod(pod_key_of(p))
+                st.remove_pod(object_key(p))
             st.remove_podgroup(group.key)
 
         def swap(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
-            keep = {pod_key_of(p) for p in new}
+            keep = {object_key(p) for p in new}
             for p in old:
-                if pod_key_of(p) not in keep:
-                    st.remove_pod(pod_key_of(p))
+                if object_key(p) not in keep:
+                    st.remove_pod(object_key(p))
             for p in new:
                 st.set_pod(p)
 

@@ -40,7 +40,6 @@ that one ``rng`` seed always yields the same names.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +48,7 @@ import yaml
 
 from hyperplace.api import ExactMatch, HyperNode, HyperNodeSpec, MemberSelector, MemberSpec, ObjectMeta
 from hyperplace.api.constants import NETWORK_TOPOLOGY_SOURCE_LABEL
+from hyperplace.kube.times import parse_go_duration
 
 from .ufm import UFM_SOURCE, UfmError, UfmPort, parse_ports, read_file_answer, ufm_settings
 from .ufm import build_hypernodes as build_ufm_hypernodes
@@ -104,27 +104,6 @@ class DiscoveryResult:
 
 
 # --- configuration -----------------------------------------------------------------------
-
-_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-
-
-def parse_go_duration(text: str) -> float:
-    """Seconds in a Go duration (``"1h30m"``, ``"500ms"``); raises ValueError."""
-    s = text.strip()
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    if s == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    for m in _GO_DURATION_PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _GO_DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or not s:
-        raise ValueError(f'time: invalid duration "{text}"')
-    return sign * total
 
 
 def _interval(raw: Any) -> float:

@@ -28,38 +28,24 @@ reason                    status  when
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Literal
 
 from hyperplace.api import Condition, HyperNode, HyperNodeStatus
+from hyperplace.kube.hypertree import child_claims, link_hypernodes, subtree_members
 from hyperplace.kube.members import MemberIndex
+from hyperplace.kube.times import rfc3339
 
 READY = "Ready"
 
 
-def now_rfc3339() -> str:
-    """Current UTC time in metav1.Time's wire format (second precision)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def hypernode_children(hn: HyperNode) -> list[str]:
-    """Child HyperNodes: exactMatch members of type HyperNode, in member order."""
-    out: list[str] = []
-    for m in hn.spec.members:
-        if m.type == "HyperNode" and m.selector.exact_match is not None:
-            name = m.selector.exact_match.name
-            if name and name not in out:
-                out.append(name)
-    return out
-
-
 class TopologyIndex:
-    """Children, parents and memoised node sets of one snapshot of HyperNodes and nodes.
+    """Links and node sets of one snapshot of HyperNodes and nodes.
 
     Build it once and query it for every HyperNode: member selectors are resolved by a
     :class:`~hyperplace.kube.members.MemberIndex` (pass a long-lived one to reuse its
-    incremental state, as the controller and the simulator do) and each subtree's node set
-    is computed once, instead of once per ancestor.
+    incremental state, as the controller and the simulator do), the tree is read with the
+    scheduler's own rule (:func:`~hyperplace.kube.hypertree.link_hypernodes`) and every
+    subtree's node set is computed once, instead of once per ancestor.
     """
 
     def __init__(
@@ -73,15 +59,9 @@ class TopologyIndex:
         if members is None:
             members = MemberIndex.build(self.hypernodes.values(), node_labels)
         self.members = members
-        self.children = {name: hypernode_children(hn) for name, hn in self.hypernodes.items()}
-        parents: dict[str, list[str]] = {}
-        for name, kids in sorted(self.children.items()):
-            for kid in kids:
-                if kid != name:
-                    parents.setdefault(kid, []).append(name)
-        self.parents = parents
+        self.links = link_hypernodes({name: child_claims(hn) for name, hn in self.hypernodes.items()})
         self._direct: dict[str, set[str]] = {}
-        self._real: dict[str, frozenset[str]] = {}
+        self._real: dict[str, set[str]] | None = None
 
     def direct_nodes(self, name: str) -> set[str]:
         """Names the HyperNode's Node members select (exactMatch names may not exist)."""
@@ -90,68 +70,28 @@ class TopologyIndex:
         return self._direct[name]
 
     def real_nodes(self, name: str) -> frozenset[str]:
-        """Existing nodes under ``name``, recursively through child HyperNodes (cycle-safe)."""
-        return self._real_nodes(name, set())[0]
-
-    def _real_nodes(self, name: str, stack: set[str]) -> tuple[frozenset[str], bool]:
-        """(nodes, complete): incomplete when a cycle cut the walk, and then not memoised,
-        so a HyperNode above a cycle still gets everything reachable from it."""
-        if name in self._real:
-            return self._real[name], True
-        if name not in self.hypernodes:
-            return frozenset(), True
-        if name in stack:
-            return frozenset(), False
-        stack.add(name)
-        out = {n for n in self.direct_nodes(name) if n in self.node_labels}
-        complete = True
-        for child in self.children[name]:
-            nodes, ok = self._real_nodes(child, stack)
-            out |= nodes
-            complete = complete and ok
-        stack.discard(name)
-        result = frozenset(out)
-        if complete:
-            self._real[name] = result
-        return result, complete
-
-    def find_cycle(self, start: str) -> list[str] | None:
-        """A member cycle reachable from ``start``, as a path repeating its first name."""
-        path: list[str] = []
-        on_path: set[str] = set()
-        done: set[str] = set()
-
-        def visit(name: str) -> list[str] | None:
-            if name in on_path:
-                return [*path[path.index(name) :], name]
-            if name in done or name not in self.hypernodes:
-                return None
-            path.append(name)
-            on_path.add(name)
-            for child in self.children[name]:
-                found = visit(child)
-                if found:
-                    return found
-            path.pop()
-            on_path.discard(name)
-            done.add(name)
-            return None
-
-        return visit(start)
+        """Existing nodes under ``name`` through the links the scheduler keeps (a claim it
+        refuses, on a HyperNode that has a parent already, adds nothing)."""
+        if self._real is None:
+            existing = {
+                n: {x for x in self.direct_nodes(n) if x in self.node_labels} for n in self.hypernodes
+            }
+            self._real = subtree_members(self.links, existing)
+        return frozenset(self._real.get(name, ()))
 
     def ready(self, name: str) -> tuple[Literal["True", "False"], str, str]:
         """(status, reason, message) of the Ready condition; see the module docstring."""
-        cycle = self.find_cycle(name)
+        cycle = self.links.cycle_of(name)
         if cycle:
             return "False", "Cycle", "member cycle: " + " -> ".join(cycle)
-        parents = self.parents.get(name, [])
+        parents = self.links.claimants.get(name, [])
         if len(parents) > 1:
             return (
                 "False",
                 "MultipleParents",
                 f"listed as a member by {len(parents)} HyperNodes: {', '.join(parents)}",
             )
-        missing = [c for c in self.children.get(name, []) if c not in self.hypernodes]
+        missing = self.links.missing.get(name, [])
         if missing:
             return "False", "MissingChild", f"member HyperNode(s) not found: {', '.join(missing)}"
         absent = sorted(n for n in self.direct_nodes(name) if n not in self.node_labels)
@@ -193,7 +133,7 @@ def compute_status(
         status=status,
         reason=reason,
         message=message,
-        last_transition_time=transition or now or now_rfc3339(),
+        last_transition_time=transition or now or rfc3339(),
         observed_generation=hn.metadata.generation,
     )
     conditions = (

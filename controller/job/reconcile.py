@@ -19,9 +19,10 @@ PodGroup (``<job>-<jobUID>`` in the job's namespace, controller ownerReference t
   ``job.minAvailable`` < the sum of the tasks' minimum members, it is the requests of the
   first ``minAvailable`` pods in that order (``CalcFirstCountResources``); otherwise every
   task contributes its own minimum first and the rest is filled from the remaining
-  replicas, higher priority first (``CalcPGMinResources``). A pod's request is the sum of
-  its containers' requests (a container's limits stand in when it has no requests), at
-  least the largest init container, plus ``overhead`` (``GetPodQuotaUsage``). Go's
+  replicas, higher priority first (``CalcPGMinResources``). A pod's request is what the
+  scheduler will charge it (``hyperplace.kube.requests.pod_requests``: containers and
+  sidecars, at least the largest init container with the sidecars before it, a resource's
+  limit standing in for a missing request, plus ``overhead``). Go's
   ``sort.Sort`` is not stable; we sort stably so equal priorities keep task order.
 * ``networkTopology``: mode; ``highestTierAllowed`` when set, only otherwise
   ``highestTierName``.
@@ -76,7 +77,7 @@ from hyperplace.api.constants import (
     TASK_SPEC_KEY,
 )
 from hyperplace.api.job import TaskState
-from hyperplace.kube.quantity import QuantityError, parse_quantity
+from hyperplace.kube.requests import PODS, pod_requests
 
 # Not a Volcano key: tells the pod webhook (and humans) the partition size without a
 # lookup of the owning Job.
@@ -224,40 +225,13 @@ def _template_spec(task: TaskSpec) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
-def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Fraction]:
-    """Effective requests of one pod, as ``GetPodQuotaUsage`` computes them.
-
-    Sum over containers (limits stand in for a container without requests), then the
-    maximum with each init container, plus the pod overhead. Unparseable quantities are
-    skipped: admission rejects them, and a controller must not crash on one bad object.
-    """
-
-    def container_requests(c: Mapping[str, Any]) -> dict[str, Fraction]:
-        res = c.get("resources") or {}
-        src = res.get("requests")
-        if src is None:
-            src = res.get("limits") or {}
-        out: dict[str, Fraction] = {}
-        for name, q in src.items():
-            try:
-                out[name] = parse_quantity(q)
-            except QuantityError:
-                continue
-        return out
-
-    total: dict[str, Fraction] = {}
-    for c in pod_spec.get("containers") or []:
-        for k, v in container_requests(c).items():
-            total[k] = total.get(k, Fraction(0)) + v
-    for c in pod_spec.get("initContainers") or []:
-        for k, v in container_requests(c).items():
-            total[k] = max(total.get(k, Fraction(0)), v)
-    for k, q in (pod_spec.get("overhead") or {}).items():
-        try:
-            total[k] = total.get(k, Fraction(0)) + parse_quantity(q)
-        except QuantityError:
-            continue
-    return total
+def template_requests(pod_spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    """Effective requests of one pod of a task template, as the scheduler will charge the pod
+    (:func:`hyperplace.kube.requests.pod_requests`, sidecars included), without the pod slot.
+    A quantity the API server would refuse is left out: admission refuses it, and a controller
+    must not stop on one bad object."""
+    got = pod_requests({"spec": pod_spec}, skip_invalid=True)
+    return {k: Fraction(v, 1000) for k, v in got.items() if k != PODS}
 
 
 def format_quantity(resource: str, value: Fraction) -> str:
@@ -295,7 +269,7 @@ def min_resources(job: Job, priority_classes: Mapping[str, int] | None = None) -
     def add(task: TaskSpec, count: int) -> None:
         if count <= 0:
             return
-        for k, v in pod_requests(_template_spec(task)).items():
+        for k, v in template_requests(_template_spec(task)).items():
             acc[k] = acc.get(k, Fraction(0)) + v * count
 
     if job_min < total_min:

@@ -9,16 +9,15 @@ more than they do. Pure functions, no I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from hyperplace.kube.times import parse_go_duration
 
 RELAX_TOPOLOGY_ANNOTATION = "hyperplace.io/relax-topology"
 RELAX_FIELD = f"metadata.annotations[{RELAX_TOPOLOGY_ANNOTATION}]"
 
 # Go's time.ParseDuration units, in seconds.
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
 
 
 class RelaxError(ValueError):
@@ -32,27 +31,6 @@ class RelaxStep:
     tier: int
     until: float
     text: str  # the duration as written, for messages
-
-
-def parse_go_duration(text: str) -> float:
-    """Seconds of a Go duration string (``"10m"``, ``"1h30m"``, ``"1.5h"``); ValueError if malformed."""
-    s = text.strip()
-    sign = 1.0
-    if s[:1] in "+-" and s:
-        sign = -1.0 if s[0] == "-" else 1.0
-        s = s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        raise ValueError(f"invalid duration {text!r}")
-    pos, total = 0, 0.0
-    while pos < len(s):
-        m = _PART.match(s, pos)
-        if m is None or m.group(1) in ("", "."):
-            raise ValueError(f"invalid duration {text!r}")
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    return sign * total
 
 
 def parse_relax(text: str) -> list[RelaxStep]:

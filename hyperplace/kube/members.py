@@ -19,6 +19,7 @@ import re2
 from hyperplace.api.hypernode import HyperNode, MemberSpec
 
 from .goregex import GoRegexError, compile_go_regex
+from .hypertree import child_claims
 from .labels import SelectorError, label_selector_matches, selector_is_empty
 
 
@@ -51,16 +52,10 @@ def resolve_member_nodes(member: MemberSpec, node_labels: Mapping[str, Mapping[s
 
 def resolve_members(hn: HyperNode, node_labels: Mapping[str, Mapping[str, str]]) -> ResolvedMembers:
     """Direct node members and child HyperNode names of one HyperNode."""
-    out = ResolvedMembers()
+    out = ResolvedMembers(children=child_claims(hn))
     for m in hn.spec.members:
         if m.type == "Node":
             out.nodes |= resolve_member_nodes(m, node_labels)
-        elif (
-            m.selector.exact_match is not None
-            and m.selector.exact_match.name
-            and m.selector.exact_match.name not in out.children
-        ):
-            out.children.append(m.selector.exact_match.name)
     return out
 
 
@@ -139,7 +134,7 @@ class _Compiled:
                 if selector_is_empty(raw) or not _selector_valid(raw):
                     continue
                 self.labels.append(raw)
-        self.children = resolve_members(hn, {}).children
+        self.children = child_claims(hn)
 
 
 def _selector_valid(raw: Mapping[str, Any]) -> bool:

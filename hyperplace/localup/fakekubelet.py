@@ -20,9 +20,9 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
+from hyperplace.kube.times import micro_time, rfc3339
 from hyperplace.runtime import flags
 from hyperplace.runtime.api import LEASES, NODES, PODS, ApiClient, ApiError, Obj, meta, object_key
 from hyperplace.runtime.informer import Informer
@@ -38,14 +38,6 @@ RENEW_SECONDS = 10.0
 STATUS_SECONDS = 300.0
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _micro_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _ip(prefix: str, key: str) -> str:
     """A stable made-up address in ``prefix``.x.y for ``key``."""
     h = hashlib.sha256(key.encode()).digest()
@@ -55,7 +47,7 @@ def _ip(prefix: str, key: str) -> str:
 def node_ready_status(node: Mapping[str, Any], now: str | None = None) -> dict[str, Any]:
     """The status part a kubelet keeps writing: Ready and the three pressure conditions, and the
     node's address. Capacity and allocatable are left as created."""
-    now = now or _now()
+    now = now or rfc3339()
     name = str(meta(node).get("name", ""))
     old = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
 
@@ -89,7 +81,7 @@ def node_ready_status(node: Mapping[str, Any], now: str | None = None) -> dict[s
 
 def running_status(pod: Mapping[str, Any], now: str | None = None) -> dict[str, Any]:
     """What a kubelet reports once every container of ``pod`` runs (kwok's pod-ready stage)."""
-    now = now or _now()
+    now = now or rfc3339()
     spec = pod.get("spec") or {}
     key = object_key(pod)
     conditions = [
@@ -245,7 +237,7 @@ class FakeKubelet:
             await asyncio.sleep(max(0.0, self._renew - (loop.time() - started)))
 
     async def _renew_lease(self, name: str) -> None:
-        spec = {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": _micro_now()}
+        spec = {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": micro_time()}
         try:
             await self.api.patch(LEASES, name, {"spec": spec}, NODE_LEASE_NAMESPACE)
         except ApiError as exc:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from importlib import metadata
 
 import hyperplace
+from hyperplace.kube.times import parse_go_duration
 
 # The namespace manifests/namespace.yaml creates; every Deployment runs there.
 SYSTEM_NAMESPACE = "hyperplace-system"
@@ -27,9 +27,6 @@ SYSTEM_NAMESPACE = "hyperplace-system"
 LEASE_DURATION = 15.0
 RENEW_DEADLINE = 10.0
 RETRY_PERIOD = 2.0
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def version() -> str:
@@ -46,13 +43,9 @@ def duration(text: str) -> float:
     try:
         seconds = float(s)
     except ValueError:
-        pos, seconds = 0, 0.0
-        for m in _DURATION_PART.finditer(s):
-            if m.start() != pos:
-                break
-            seconds += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-            pos = m.end()
-        if pos != len(s) or not s:
+        try:
+            seconds = parse_go_duration(s)
+        except ValueError:
             raise argparse.ArgumentTypeError(
                 f"invalid duration {text!r} (use e.g. 15s, 1m30s, 500ms or seconds)"
             ) from None

@@ -24,19 +24,15 @@ import logging
 import random
 import time
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime
 from typing import Any
+
+from hyperplace.kube.times import micro_time
 
 from .api import LEASES, ApiClient, ApiError, Obj
 
 log = logging.getLogger(__name__)
 
 JITTER_FACTOR = 1.2
-
-
-def micro_time(now: datetime | None = None) -> str:
-    """metav1.MicroTime wire format."""
-    return (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:

@@ -32,10 +32,11 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from hyperplace.kube.times import parse_go_duration, parse_rfc3339, rfc3339
 
 from ..model.jobs import JobInfo, TaskInfo
 
@@ -52,8 +53,6 @@ DEFAULT_WAIT = 600.0
 DEFAULT_MAX = 1
 
 _MSG = re.compile(r"HyperNode (\S+) is held")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 
 
 @dataclass(frozen=True)
@@ -74,21 +73,17 @@ class Reservation:
 
 
 def parse_wait(text: object, field: str) -> float | None:
-    """Seconds from ``10m``, ``1h30m``, ``90`` (seconds); None for ``off``/``0``. A bad value is
-    an error naming ``field``."""
+    """Seconds from ``10m``, ``1h30m`` (a Go duration) or ``90`` (seconds); None for
+    ``off``/``0``. A bad value is an error naming ``field``."""
     s = str(text).strip().lower()
     if s in ("off", "false", "none", "0", ""):
         return None
     try:
         v = float(s)
     except ValueError:
-        pos, v = 0, 0.0
-        for m in _PART.finditer(s):
-            if m.start() != pos:
-                break
-            v += float(m.group(1)) * _UNITS[m.group(2)]
-            pos = m.end()
-        if pos != len(s):
+        try:
+            v = parse_go_duration(s)
+        except ValueError:
             raise ValueError(f"{field}: invalid duration {text!r} (use e.g. 10m, 1h30m, 90 or off)") from None
     if v < 0:
         raise ValueError(f"{field}: must not be negative, got {text!r}")
@@ -119,24 +114,6 @@ def settings(config: SchedulerConfig) -> tuple[float | None, int, list[str]]:
             )
             most = DEFAULT_MAX
     return wait, most, warnings
-
-
-def parse_time(ts: str | None) -> float | None:
-    """Seconds since the epoch from an RFC 3339 timestamp, or None."""
-    if not ts:
-        return None
-    try:
-        d = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=UTC)
-    return d.timestamp()
-
-
-def format_time(t: float) -> str:
-    """RFC 3339 in UTC, seconds precision (as Kubernetes writes times)."""
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def held_hypernode(message: str) -> str | None:
@@ -205,7 +182,7 @@ class Holder:
         for job in ordered[:most]:
             tasks = gang_tasks.get(job.key)
             wait = self._threshold(job, default)
-            created = parse_time(job.creation)
+            created = parse_rfc3339(job.creation)
             if not tasks or wait is None or created is None or now - created <= wait:
                 continue
             prev = self.previous.get(job.key) or from_condition(job)
@@ -213,9 +190,7 @@ class Holder:
             if h is None:
                 continue
             name = ssn.snap.tree.names[h]
-            since = (
-                prev.since if prev is not None and prev.hypernode == name and prev.since else format_time(now)
-            )
+            since = prev.since if prev is not None and prev.hypernode == name and prev.since else rfc3339(now)
             why = f"it has waited {_fmt_wait(now - created)} (threshold {_fmt_wait(wait)})"
             self.held[job.key] = Reservation(job.key, name, since, why)
             self._charge(job.key, tasks, h)

@@ -32,6 +32,7 @@ cycle, where the pods are bound once their nodes have room.
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -40,6 +41,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+from hyperplace.kube.times import parse_rfc3339
 
 from ..framework.evictions import Eviction, Nomination
 from ..framework.statement import Statement
@@ -82,30 +85,19 @@ def job_preemptable(job: JobInfo) -> bool:
     return True
 
 
-def _seconds(stamps: list[str]) -> F64:
-    """RFC 3339 timestamps as epoch seconds (vectorised); unknown ones are NaN."""
-    if not stamps:
-        return np.zeros(0)
-    cleaned = [s[:-1] if s.endswith("Z") else (s or "NaT") for s in stamps]
-    try:
-        arr = np.array(cleaned, dtype="datetime64[s]")
-    except ValueError:
-        return np.full(len(stamps), np.nan)
-    out = arr.astype("int64").astype(np.float64)
-    out[np.isnat(arr)] = np.nan
-    return out
-
-
 _SECONDS: dict[str, float] = {}  # creation timestamp -> epoch seconds (few distinct values)
 
 
-def _seconds_cached(stamps: list[str]) -> F64:
-    """:func:`_seconds` through a bounded memo: the pods of a gang share a timestamp or a few."""
+def _seconds(stamps: list[str]) -> F64:
+    """Creation timestamps as epoch seconds, NaN when unknown, through a bounded memo: the
+    pods of a gang share a timestamp or a few."""
     missing = [x for x in set(stamps) if x not in _SECONDS]
     if missing:
         if len(_SECONDS) > 100_000:
             _SECONDS.clear()
-        _SECONDS.update(zip(missing, _seconds(missing).tolist(), strict=True))
+        for x in missing:
+            t = parse_rfc3339(x)
+            _SECONDS[x] = math.nan if t is None else t
     return np.array([_SECONDS[x] for x in stamps], dtype=np.float64)
 
 
@@ -141,7 +133,7 @@ def job_victims(job: JobInfo, r_dim: int) -> JobVictims:
         node=np.fromiter((t.node for t in vt), dtype=np.int64, count=len(vt)),
         shape=np.fromiter((t.shape for t in vt), dtype=np.int64, count=len(vt)),
         req=np.stack([t.requests for t in vt]) if vt else np.zeros((0, r_dim), dtype=np.int64),
-        secs=_seconds_cached([t.creation for t in vt]),
+        secs=_seconds([t.creation for t in vt]),
         prio=np.fromiter((t.priority for t in vt), dtype=np.int64, count=len(vt)),
         running=sum(1 for t in job.tasks if t.running),
         simple=not job.enforced_min_task_member and all(sj.is_default for sj in job.subjobs.values()),

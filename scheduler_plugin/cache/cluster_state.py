@@ -52,6 +52,8 @@ from hyperplace.api.constants import (
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.members import MemberIndex
+from hyperplace.kube.objects import TERMINAL_PHASES, object_key
+from hyperplace.kube.requests import ResourceError, pod_requests
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
 from ..model.hypernode_tree import HyperNodeTree
@@ -59,13 +61,11 @@ from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, build_job, order_keys, r
 from ..model.node_filters import (
     NodeStatic,
     PodConstraints,
-    PredicateError,
     compile_pod_constraints,
     node_static_from_dict,
     pod_host_ports,
-    pod_requests,
 )
-from ..model.snapshot import TERMINAL_PHASES, ClusterSnapshot, HostPort, Shape
+from ..model.snapshot import ClusterSnapshot, HostPort, Shape
 
 I64 = npt.NDArray[np.int64]
 BASE_RESOURCES = ("cpu", "memory", "pods")
@@ -73,12 +73,6 @@ BASE_RESOURCES = ("cpu", "memory", "pods")
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
-
-
-def pod_key_of(pod: Mapping[str, Any]) -> str:
-    """``namespace/name`` of a pod (namespace defaults to ``default``)."""
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
 
 
 _META_READ = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp")
@@ -377,7 +371,7 @@ class ClusterState:
             assert key is not None
             self.remove_pod(key)
             return
-        old = self._pods.get(pod_key_of(obj))
+        old = self._pods.get(object_key(obj))
         if old is not None and _same_for_scheduling(old.obj, obj):
             # A change the state does not read (conditions, resourceVersion, managedFields):
             # keep the parsed pod and its job as they are.
@@ -418,7 +412,7 @@ class ClusterState:
 
     def replace_pods(self, objs: Iterable[dict[str, Any]]) -> None:
         """A relist of pods: the state's pods become exactly ``objs``."""
-        fresh = {pod_key_of(o): o for o in objs}
+        fresh = {object_key(o): o for o in objs}
         for key in [k for k in self._pods if k not in fresh]:
             self.remove_pod(key)
         for key, obj in fresh.items():
@@ -442,7 +436,7 @@ class ClusterState:
         bad: str | None = None
         try:
             rq: dict[str, int] | None = pod_requests(obj)
-        except PredicateError as exc:
+        except ResourceError as exc:
             rq, bad = None, str(exc)
         rec = _Pod(obj, key, ns, name, node, terminal, owned, group, rq, bad, None, frozenset())
         if terminal or rq is None:

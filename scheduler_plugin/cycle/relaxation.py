@@ -12,10 +12,10 @@ The clock starts at the PodGroup's creation (the Job controller creates it with 
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from typing import Any
 
 from hyperplace.api.relax import RelaxState, relax_state, relax_steps
+from hyperplace.kube.times import parse_rfc3339, rfc3339
 
 from ..model.jobs import JobInfo, Topology
 from ..model.snapshot import ClusterSnapshot
@@ -44,24 +44,6 @@ class Relaxation:
             return f"topology relaxation finished: the job's own limit ({own}) applies"
         nxt = f"tier {self.state.next_tier}" if self.state.next_tier is not None else "the job's own limit"
         return f"topology relaxed to tier {self.state.tier} until {self.deadline_text()}, then {nxt}"
-
-
-def rfc3339(ts: float) -> str:
-    """Epoch seconds as ``YYYY-MM-DDTHH:MM:SSZ``."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> float | None:
-    """An RFC 3339 timestamp as epoch seconds, None when absent or malformed."""
-    if not text:
-        return None
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
 
 
 def _ceiling(topo: Topology | None) -> int | None:
@@ -98,7 +80,7 @@ def relax_snapshot(snap: ClusterSnapshot, now: float) -> tuple[ClusterSnapshot, 
         steps = relax_steps(job.podgroup.metadata.annotations)
         if not steps:
             continue
-        start = parse_time(job.creation)
+        start = parse_rfc3339(job.creation)
         if start is None:
             continue
         ceiling = _ceiling(job.topology)

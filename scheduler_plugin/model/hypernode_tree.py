@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from hyperplace.api.constants import CLUSTER_TOP_HYPERNODE
 from hyperplace.api.hypernode import HyperNode
+from hyperplace.kube.hypertree import link_hypernodes, subtree_members
 from hyperplace.kube.members import MemberIndex
 
 IntArray = npt.NDArray[np.int64]
@@ -59,7 +60,8 @@ class HyperNodeTree:
         node_labels: Mapping[str, Mapping[str, str]],
         members: MemberIndex | None = None,
     ) -> HyperNodeTree:
-        """Resolve members, link parents, detect cycles / second parents, add the virtual root.
+        """Resolve members, link parents (:func:`~hyperplace.kube.hypertree.link_hypernodes`:
+        cycles and second parents are problems, and broken), add the virtual root.
 
         ``members``, when given, is an index already holding exactly ``hypernodes`` and the
         nodes of ``node_labels``; its resolved members are used instead of resolving afresh.
@@ -71,74 +73,21 @@ class HyperNodeTree:
             members = MemberIndex.build(hns, node_labels)
         names = [h.name for h in hns]
         idx = {n: i for i, n in enumerate(names)}
-        problems: list[str] = []
-        direct: list[set[int]] = []
-        claims: list[list[str]] = []
+        direct: dict[str, set[int]] = {}
+        claims: dict[str, list[str]] = {}
         tier_names: dict[str, int] = {}
         for h in hns:
             res = members.members(h.name)
-            direct.append({node_index[n] for n in res.nodes if n in node_index})
-            claims.append(res.children)
+            direct[h.name] = {node_index[n] for n in res.nodes if n in node_index}
+            claims[h.name] = res.children
             if h.spec.tier_name:
                 tier_names[h.spec.tier_name] = h.spec.tier
-        parent = [-1] * len(hns)
-        children: list[list[int]] = [[] for _ in hns]
-        for p, kids in enumerate(claims):
-            for kid in kids:
-                c = idx.get(kid)
-                if c is None:
-                    continue  # a member naming a HyperNode that does not exist: nothing to link
-                if c == p:
-                    problems.append(f"HyperNode {names[p]} lists itself as a member (cycle)")
-                    continue
-                if parent[c] != -1:
-                    problems.append(
-                        f"HyperNode {kid} already has a parent {names[parent[c]]}; {names[p]} also claims it"
-                    )
-                    continue
-                parent[c] = p
-                children[p].append(c)
-        # Cycle detection: walk parent pointers; any walk that revisits a node is a cycle.
-        state = [0] * len(hns)  # 0 unseen, 1 on current path, 2 done
-        for start in range(len(hns)):
-            path: list[int] = []
-            cur = start
-            while cur != -1 and state[cur] == 0:
-                state[cur] = 1
-                path.append(cur)
-                cur = parent[cur]
-            if cur != -1 and state[cur] == 1:
-                cyc = path[path.index(cur) :]
-                problems.append("HyperNode cycle: " + " -> ".join(names[i] for i in [*cyc, cur]))
-                # Break the cycle at its first edge so that the structure stays a forest.
-                child = cyc[0]
-                par = parent[child]
-                children[par].remove(child)
-                parent[child] = -1
-            for i in path:
-                state[i] = 2
-        # Real node sets: own nodes plus the children's, recursively (memoised, forest now).
-        real: list[set[int] | None] = [None] * len(hns)
-
-        def realset(i: int) -> set[int]:
-            stack = [(i, False)]
-            while stack:
-                j, done = stack.pop()
-                if real[j] is not None:
-                    continue
-                if done:
-                    s = set(direct[j])
-                    for c in children[j]:
-                        s |= real[c] or set()
-                    real[j] = s
-                else:
-                    stack.append((j, True))
-                    stack.extend((c, False) for c in children[j] if real[c] is None)
-            out = real[i]
-            assert out is not None
-            return out
-
-        node_sets = [np.array(sorted(realset(i)), dtype=np.int64) for i in range(len(hns))]
+        links = link_hypernodes(claims)
+        parent = [idx.get(links.parent.get(n, ""), -1) for n in names]
+        children = [[idx[c] for c in links.children[n]] for n in names]
+        real = subtree_members(links, direct)
+        node_sets = [np.array(sorted(real[n]), dtype=np.int64) for n in names]
+        problems = links.problems()
         tiers = [h.spec.tier for h in hns]
         root_tier = (max(tiers) + 1) if tiers else 1
         root = len(hns)

@@ -2,7 +2,8 @@
 
 What is evaluated here (kube-scheduler plugin in brackets):
 
-* resource requests (NodeResourcesFit): :func:`pod_requests` and :func:`insufficient_resources`;
+* resource requests (NodeResourcesFit): :func:`insufficient_resources`, over the requests of
+  :func:`hyperplace.kube.requests.pod_requests`;
 * ``spec.unschedulable`` nodes (NodeUnschedulable), unless the pod tolerates
   ``node.kubernetes.io/unschedulable:NoSchedule``;
 * taints with effect NoSchedule or NoExecute (TaintToleration); PreferNoSchedule only
@@ -39,10 +40,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hyperplace.kube import QuantityError, SelectorError, milli_value
+from hyperplace.kube import SelectorError
 from hyperplace.kube.labels import node_selector_requirement_matches
+from hyperplace.kube.objects import object_key
+from hyperplace.kube.requests import PODS, resource_list
 
-PODS = "pods"
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 BIND_ALL_HOST_IP = "0.0.0.0"
 
@@ -56,109 +58,16 @@ REASON_TOO_MANY_PODS = "Too many pods"
 
 # Resources kube-scheduler always checks first, in this order; the rest follow sorted.
 _FIRST_RESOURCES = ("cpu", "memory", "ephemeral-storage")
-# Pod-level resources (spec.resources, KEP-2837) override the container sum for these only.
-_POD_LEVEL_RESOURCES = ("cpu", "memory")
 _SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 class PredicateError(ValueError):
-    """A pod or node the predicates cannot evaluate; the message names the object and field."""
+    """A pod the predicates cannot evaluate (a host port that is no port); the message names
+    the pod and the field."""
 
 
 # ---------------------------------------------------------------------------------------
 # Resource requests
-
-
-def _pod_key(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    name = meta.get("name") or meta.get("generateName") or "<unnamed>"
-    ns = meta.get("namespace")
-    return f"{ns}/{name}" if ns else str(name)
-
-
-def _resource_list(owner: str, path: str, values: Any) -> dict[str, int]:
-    """A ResourceList as milli-units; invalid or negative quantities raise PredicateError."""
-    if values is None:
-        return {}
-    if not isinstance(values, Mapping):
-        raise PredicateError(f"{owner}: {path}: must be a map of resource name to quantity")
-    out: dict[str, int] = {}
-    for name, q in values.items():
-        try:
-            milli = milli_value(q)
-        except QuantityError as exc:
-            raise PredicateError(f"{owner}: {path}.{name}: {exc}") from None
-        if milli < 0:
-            # The API server refuses negative requests; a negative value here would let a
-            # pod "free" capacity on the node.
-            raise PredicateError(f"{owner}: {path}.{name}: must be greater than or equal to 0")
-        out[str(name)] = milli
-    return out
-
-
-def _effective_requests(owner: str, path: str, resources: Any) -> dict[str, int]:
-    """requests, with each limits-only resource defaulted to its limit (API defaulting)."""
-    resources = resources or {}
-    if not isinstance(resources, Mapping):
-        raise PredicateError(f"{owner}: {path}: must be an object")
-    requests = _resource_list(owner, f"{path}.requests", resources.get("requests"))
-    limits = _resource_list(owner, f"{path}.limits", resources.get("limits"))
-    for name, milli in limits.items():
-        requests.setdefault(name, milli)
-    return requests
-
-
-def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
-    for k, v in other.items():
-        into[k] = into.get(k, 0) + v
-
-
-def _max_into(into: dict[str, int], other: Mapping[str, int]) -> None:
-    for k, v in other.items():
-        if v > into.get(k, 0):
-            into[k] = v
-
-
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """The pod's effective requests in milli-units, as kube-scheduler computes them.
-
-    ``max(sum(containers) + sum(sidecars), max over init containers)`` per resource, where a
-    regular init container runs next to the sidecars started before it, then pod-level
-    ``spec.resources`` requests replace cpu/memory, then ``spec.overhead`` is added. The
-    result always holds ``"pods": 1000`` (one pod slot). Raises PredicateError naming the
-    pod and field for a quantity the API server would refuse.
-    """
-    owner = f"pod {_pod_key(pod)}"
-    spec = pod.get("spec") or {}
-    reqs: dict[str, int] = {}
-    for i, c in enumerate(spec.get("containers") or []):
-        _add(reqs, _effective_requests(owner, f"spec.containers[{i}].resources", c.get("resources")))
-
-    # k8s.io/component-helpers/resource.PodRequests: sidecars (restartPolicy Always) run
-    # for the pod's whole life, so they add to the sum, and every later init container
-    # runs alongside the sidecars started before it.
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for i, c in enumerate(spec.get("initContainers") or []):
-        r = _effective_requests(owner, f"spec.initContainers[{i}].resources", c.get("resources"))
-        if c.get("restartPolicy") == "Always":
-            _add(reqs, r)
-            _add(sidecars, r)
-            step = dict(sidecars)
-        else:
-            step = dict(r)
-            _add(step, sidecars)
-        _max_into(init_peak, step)
-    _max_into(reqs, init_peak)
-
-    pod_level = _effective_requests(owner, "spec.resources", spec.get("resources"))
-    for name in _POD_LEVEL_RESOURCES:
-        if name in pod_level:
-            reqs[name] = pod_level[name]
-
-    _add(reqs, _resource_list(owner, "spec.overhead", spec.get("overhead")))
-    reqs[PODS] = 1000
-    return reqs
 
 
 def insufficient_resources(requests: Mapping[str, int], free: Mapping[str, int]) -> list[str]:
@@ -214,9 +123,9 @@ def node_static_from_dict(node: Mapping[str, Any]) -> NodeStatic:
     status = node.get("status") or {}
     owner = f"node {name}"
     if status.get("allocatable"):
-        alloc = _resource_list(owner, "status.allocatable", status.get("allocatable"))
+        alloc = resource_list(owner, "status.allocatable", status.get("allocatable"))
     else:
-        alloc = _resource_list(owner, "status.capacity", status.get("capacity"))
+        alloc = resource_list(owner, "status.capacity", status.get("capacity"))
     taints = tuple(
         {
             "key": str(t.get("key", "")),
@@ -369,7 +278,7 @@ def pod_host_ports(pod: Mapping[str, Any]) -> frozenset[tuple[str, str, int]]:
     TCP and an empty hostIP means 0.0.0.0, as ``HostPortInfo`` sanitizes them.
     """
     spec = pod.get("spec") or {}
-    owner = f"pod {_pod_key(pod)}"
+    owner = f"pod {object_key(pod)}"
     containers = [
         (f"spec.initContainers[{i}]", c)
         for i, c in enumerate(spec.get("initContainers") or [])

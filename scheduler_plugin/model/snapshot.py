@@ -24,21 +24,20 @@ from hyperplace.api.constants import (
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.members import MemberIndex
+from hyperplace.kube.objects import TERMINAL_PHASES, object_key
+from hyperplace.kube.requests import ResourceError, pod_requests
 
 from .hypernode_tree import HyperNodeTree
 from .jobs import JobInfo, TaskInfo, build_job
 from .node_filters import (
     NodeStatic,
     PodConstraints,
-    PredicateError,
     compile_pod_constraints,
     node_static_from_dict,
     pod_host_ports,
-    pod_requests,
     static_feasibility_mask,
 )
 
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 HostPort = tuple[str, str, int]
 
 
@@ -147,10 +146,9 @@ class ClusterSnapshot:
         for p in pods:
             try:
                 rq: dict[str, int] | None = pod_requests(p)
-            except PredicateError as exc:
+            except ResourceError as exc:
                 rq = None
-                meta = p.get("metadata") or {}
-                bad_pods[f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"] = str(exc)
+                bad_pods[object_key(p)] = str(exc)
             pod_reqs.append(rq)
             for r in rq or ():
                 res_set.setdefault(r, None)

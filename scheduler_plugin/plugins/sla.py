@@ -23,9 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hyperplace.api.relax import parse_go_duration
+from hyperplace.kube.times import parse_go_duration, parse_rfc3339
 
-from ..actions.reservation import parse_time
 from ..framework.session import ABSTAIN, PERMIT
 from ..model.jobs import JobInfo
 from .tiers import tier_list
@@ -78,7 +77,7 @@ class Sla:
         """Seconds since the epoch when the job's SLA expires, or None (no SLA)."""
         if job.key not in self._deadline:
             wait = self.waiting_time(job)
-            created = parse_time(job.creation)
+            created = parse_rfc3339(job.creation)
             self._deadline[job.key] = None if wait is None or created is None else created + wait
         return self._deadline[job.key]
 

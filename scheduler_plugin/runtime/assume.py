@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hyperplace.kube.objects import object_key
 from hyperplace.runtime.api import Obj, meta
 
 
@@ -34,12 +35,6 @@ class Assumed:
     node: str
     job: str  # the PodGroup key ("ns/pg"), for requeueing the whole gang
     bound: bool = False  # the binding call returned success
-
-
-def pod_key(pod: Mapping[str, Any]) -> str:
-    """``namespace/name`` as the scheduler core keys pods (namespace defaults to ``default``)."""
-    m = meta(pod)
-    return f"{m.get('namespace') or 'default'}/{m.get('name', '')}"
 
 
 class AssumeCache:
@@ -96,7 +91,7 @@ class AssumeCache:
         out: list[Obj] = []
         seen: set[str] = set()
         for pod in pods:
-            key = pod_key(pod)
+            key = object_key(pod)
             a = self._pods.get(key)
             if a is not None and not (pod.get("spec") or {}).get("nodeName"):
                 if str(meta(pod).get("uid") or "") == a.uid:

@@ -18,19 +18,14 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import EVENTS, ApiClient, ApiError, Obj, meta
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 1024  # the API server refuses longer event messages
-
-
-def rfc3339(now: datetime | None = None) -> str:
-    """metav1.Time wire format (seconds)."""
-    return (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def truncate(text: str, limit: int) -> str:

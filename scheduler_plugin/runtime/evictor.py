@@ -25,10 +25,11 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import PODS, ApiClient, ApiError, Obj, meta
 from scheduler_plugin.framework.evictions import Eviction, Nomination
 
-from .events import EventRecorder, rfc3339
+from .events import EventRecorder
 
 log = logging.getLogger(__name__)
 

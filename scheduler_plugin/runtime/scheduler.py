@@ -65,9 +65,10 @@ from pydantic import BaseModel, ValidationError
 from hyperplace.api import HyperNode, PodGroup, Queue, format_validation_error
 from hyperplace.api.constants import (
     DEFAULT_SCHEDULER_NAME,
-    GROUP_NAME_ANNOTATION,
     JOB_ALLOCATED_HYPERNODE_ANNOTATION,
 )
+from hyperplace.kube.objects import TERMINAL_PHASES, object_key, podgroup_key_of
+from hyperplace.kube.times import parse_rfc3339, rfc3339
 from hyperplace.runtime.api import (
     CONFIGMAPS,
     HYPERNODES,
@@ -84,17 +85,17 @@ from hyperplace.runtime.api import (
 from hyperplace.runtime.informer import Informer, wait_for_sync
 from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
-from scheduler_plugin.actions.reservation import Reservation, parse_time
+from scheduler_plugin.actions.reservation import Reservation
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 from scheduler_plugin.cache.cluster_state import ClusterState, StateDriftError, verify_snapshot
 from scheduler_plugin.config.scheduler_conf import SchedulerConfig
 from scheduler_plugin.cycle.run import JobOutcome, LastSession, SessionResult, run_session_reusing
 from scheduler_plugin.framework.evictions import Nomination
-from scheduler_plugin.model.snapshot import TERMINAL_PHASES, ClusterSnapshot
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
-from .assume import AssumeCache, Assumed, pod_key
+from .assume import AssumeCache, Assumed
 from .config_source import ConfigHolder, ConfigSource
-from .events import EventRecorder, own_pod_reference, rfc3339
+from .events import EventRecorder, own_pod_reference
 from .evictor import Evictor
 from .fragmentation_metrics import FragmentationMetrics
 from .queue_status import queue_allocated_patch, wanted_allocated
@@ -377,21 +378,21 @@ class Scheduler:
 
     def _wire(self) -> None:
         def group_of(p: Obj) -> list[str]:
-            g = (meta(p).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
-            return [f"{meta(p).get('namespace') or 'default'}/{g}"] if g else []
+            g = podgroup_key_of(p)
+            return [g] if g else []
 
         self.pods.add_index("group", group_of)
         wake = self.wake.set
 
         def pod_added(p: Obj) -> None:
-            key = pod_key(p)
+            key = object_key(p)
             self.assumed.observe(p, key)
             self._sync_pod(key)
             if self._pending_ours(p):
                 wake()
 
         def pod_updated(old: Obj, new: Obj) -> None:
-            key = pod_key(new)
+            key = object_key(new)
             self.assumed.observe(new, key)
             self._sync_pod(key)
             if _spec(new).get("nodeName"):
@@ -410,7 +411,7 @@ class Scheduler:
                 wake()
 
         def pod_deleted(p: Obj) -> None:
-            key = pod_key(p)
+            key = object_key(p)
             self.assumed.observe(None, key)
             self.state.remove_pod(key)
             self._pod_sent.pop(key, None)
@@ -444,7 +445,7 @@ class Scheduler:
                 wake()
 
         def podgroup_deleted(pg: Obj) -> None:
-            key = f"{meta(pg).get('namespace') or 'default'}/{meta(pg).get('name')}"
+            key = object_key(pg)
             self._pg_wanted.pop(key, None)
             self._pg_sent.pop(key, None)
             wake()
@@ -558,7 +559,7 @@ class Scheduler:
             snap,
             config,
             nominations,
-            now=parse_time(self._now()),
+            now=parse_rfc3339(self._now()),
             reservations=reservations,
         )
         return snap, result
@@ -737,7 +738,7 @@ class Scheduler:
             pod = self.pods.get(pkey)
             if pod is None or not self._pending_ours(pod) or pkey in self.assumed:
                 continue
-            if forming and _group_of(pod) in forming:
+            if forming and podgroup_key_of(pod) in forming:
                 continue
             unschedulable += 1
             if not _spec(pod).get("schedulingGates"):  # gated pods wait by design: no warning
@@ -922,12 +923,6 @@ class Scheduler:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _group_of(pod: Mapping[str, Any]) -> str | None:
-    """``ns/podgroup`` a pod belongs to, from its group annotation."""
-    g = (meta(pod).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
-    return f"{meta(pod).get('namespace') or 'default'}/{g}" if g else None
 
 
 def _timeless(patch: Obj) -> Any:

@@ -76,6 +76,7 @@ from typing import Any
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
 from hyperplace.kube import milli_value
+from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import (
     HYPERNODES,
     JOBS,
@@ -88,7 +89,6 @@ from hyperplace.runtime.api import (
     Obj,
     meta,
 )
-from scheduler_plugin.runtime.events import rfc3339
 from scheduler_plugin.runtime.scheduler import Scheduler, SchedulerOptions
 from tests.fakeapi import Access, Connection, FakeApi, Severed
 

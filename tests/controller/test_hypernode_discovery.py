@@ -15,11 +15,11 @@ from controller.hypernode.discovery import (
     clean_type_name,
     discover_from_labels,
     parse_discovery_config,
-    parse_go_duration,
 )
 from controller.hypernode.status import compute_status
 from hyperplace.api import HyperNode
 from hyperplace.kube.members import node_labels_of
+from hyperplace.kube.times import parse_go_duration
 
 SOURCE = "volcano.sh/network-topology-source"
 

@@ -138,14 +138,16 @@ def test_other_conditions_are_preserved() -> None:
     assert [c.type for c in st.conditions or []] == ["Custom", "Ready"]
 
 
-def test_a_hypernode_above_a_cycle_still_counts_everything_reachable() -> None:
+def test_a_hypernode_above_a_cycle_is_not_ready_and_counts_what_the_scheduler_links() -> None:
     a = hn("a", 2, [child("b"), node(exact="node-0")])
     b = hn("b", 1, [child("a"), node(exact="node-1")])
     top = hn("top", 3, [child("a"), node(exact="node-2")])
     statuses = compute_all(tree(a, b, top), NODES, now="t")
-    assert statuses["top"].node_count == 3
     assert ready(statuses["top"]).reason == "Cycle"  # top reaches the cycle
-    assert statuses["b"].node_count == 2
+    # As the scheduler reads the tree: b took a first, so top's claim on a links nothing,
+    # and the cycle is broken at the link into a (the first name on it).
+    assert statuses["top"].node_count == 1
+    assert (statuses["a"].node_count, statuses["b"].node_count) == (2, 1)
 
 
 def test_compute_all_on_a_large_tree_matches_one_at_a_time() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import PodGroup
-from scheduler_plugin.actions.reservation import parse_time
+from hyperplace.kube.times import parse_rfc3339
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle.run import SessionResult, run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -71,7 +71,7 @@ def session(pods: list[dict[str, Any]], pgs: list[PodGroup], at: str | None, con
         hypernode("spine", 2, children=["leaf0", "leaf1"]),
     ]
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
-    return run_session(snap, config, now=parse_time(at) if at else None)
+    return run_session(snap, config, now=parse_rfc3339(at) if at else None)
 
 
 def small_jobs_in_leaf0(result: SessionResult) -> list[str]:
@@ -148,6 +148,6 @@ def test_an_overdue_job_goes_before_an_older_job_without_an_sla() -> None:
     urgent = podgroup("urgent", 1, created="2026-01-01T00:01:00Z")
     urgent.metadata.annotations = {"sla-waiting-time": "1m"}  # the older, unprefixed key
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=[first, urgent])
-    at = parse_time("2026-01-01T00:03:00Z")
+    at = parse_rfc3339("2026-01-01T00:03:00Z")
     assert run_session(snap, conf(sla="sla"), now=at).bindings == {"default/urgent-t0-0": "n0"}
     assert run_session(snap, conf(sla=None), now=at).bindings == {"default/first-t0-0": "n0"}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler_plugin.actions.reservation import RESERVED_CONDITION, Reservation, parse_time
+from hyperplace.kube.times import parse_rfc3339
+from scheduler_plugin.actions.reservation import RESERVED_CONDITION, Reservation
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
 from scheduler_plugin.cycle.run import SessionResult, run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -45,7 +46,7 @@ def session(
 ) -> SessionResult:
     nodes, tree = cluster()
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
-    return run_session(snap, config, now=parse_time(at) if at else None, reservations=previous)
+    return run_session(snap, config, now=parse_rfc3339(at) if at else None, reservations=previous)
 
 
 def world(stream: int = 5) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -206,7 +207,7 @@ def test_a_queue_annotation_overrides_the_threshold_or_turns_it_off() -> None:
             }
         )
         snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs, queues=[q])
-        return run_session(snap, now=parse_time("2026-01-01T00:11:00Z"))
+        return run_session(snap, now=parse_rfc3339("2026-01-01T00:11:00Z"))
 
     assert not with_queue("off").reservations
     assert not with_queue("1h").reservations
@@ -256,7 +257,7 @@ def test_a_spine_hold_takes_whole_leaves_and_leaves_the_others_whole() -> None:
     pods += job_pods("pair", 2, cpu=4, gpu=4, created="2026-01-01T00:05:00Z")
     pgs.append(podgroup("pair", 2, topology=LEAF, created="2026-01-01T00:05:00Z"))
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
-    result = run_session(snap, DEFAULT_CONFIG, now=parse_time("2026-01-01T00:11:00Z"))
+    result = run_session(snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T00:11:00Z"))
     assert result.reservations["default/big"].hypernode == "spine"
     pair = {k: n for k, n in result.bindings.items() if k.startswith("default/pair")}
     assert len(pair) == 2 and set(pair.values()) <= {"m4", "m7"}  # in leaf-b, outside the held room

@@ -13,13 +13,13 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from hyperplace.kube.requests import pod_requests
 from scheduler_plugin.cycle.run import run_session
 from scheduler_plugin.model.explanation import predicate_summary
 from scheduler_plugin.model.node_filters import (
     compile_pod_constraints,
     insufficient_resources,
     node_static_from_dict,
-    pod_requests,
 )
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 

@@ -7,15 +7,16 @@ from typing import Any
 import pytest
 
 from hyperplace.api import PodGroup
-from hyperplace.api.relax import RelaxError, parse_go_duration, parse_relax, relax_state
-from scheduler_plugin.cycle.relaxation import parse_time, relax_snapshot
+from hyperplace.api.relax import RelaxError, parse_relax, relax_state
+from hyperplace.kube.times import parse_go_duration, parse_rfc3339
+from scheduler_plugin.cycle.relaxation import relax_snapshot
 from scheduler_plugin.cycle.run import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import eight_nodes, guide_tree, job_pods, podgroup
 
 CREATED = "2026-01-01T00:00:00Z"
-T0 = parse_time(CREATED) or 0.0
+T0 = parse_rfc3339(CREATED) or 0.0
 
 
 def annotated(pg: PodGroup, relax: str) -> PodGroup:

@@ -10,7 +10,7 @@ must still happen with the view unchanged.
 
 from __future__ import annotations
 
-from scheduler_plugin.actions.reservation import parse_time
+from hyperplace.kube.times import parse_rfc3339
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, DEFAULT_CONFIG_TEXT, load_scheduler_config
 from scheduler_plugin.cycle.run import LastSession, run_session_reusing
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -28,8 +28,8 @@ def steady() -> ClusterSnapshot:
 
 def test_a_settled_cluster_with_no_event_reuses_the_last_answer() -> None:
     snap, last = steady(), LastSession()
-    first = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_time("2026-01-01T00:00:00Z"))
-    again = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_time("2026-01-01T01:00:00Z"))
+    first = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T00:00:00Z"))
+    again = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T01:00:00Z"))
     assert again is first
     assert {k: o.phase for k, o in first.jobs.items()} == {f"default/r{i}": "Running" for i in range(4)}
 
@@ -51,8 +51,8 @@ def test_a_waiting_gang_still_gets_its_reservation_when_nothing_else_happens() -
     pods, pgs = world(stream=0)
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
     last = LastSession()
-    early = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_time("2026-01-01T00:05:00Z"))
+    early = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T00:05:00Z"))
     assert not early.reservations and not early.bindings
-    late = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_time("2026-01-01T00:11:00Z"))
+    late = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T00:11:00Z"))
     assert late is not early
     assert "default/big" in late.reservations

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from hyperplace.kube.requests import ResourceError
 from scheduler_plugin.model.node_filters import (
     REASON_NODE_AFFINITY,
     REASON_NOT_READY,
     REASON_UNSCHEDULABLE,
-    PredicateError,
     compile_pod_constraints,
     node_static_from_dict,
     static_feasibility_mask,
@@ -371,7 +371,7 @@ def test_summary_without_reasons() -> None:
 
 
 def test_node_with_invalid_allocatable_is_refused_naming_node_and_field() -> None:
-    with pytest.raises(PredicateError, match=r"node n9: status\.allocatable\.cpu"):
+    with pytest.raises(ResourceError, match=r"node n9: status\.allocatable\.cpu"):
         node_static_from_dict(make_node("n9", allocatable={"cpu": "eight", "pods": "110"}))
 
 

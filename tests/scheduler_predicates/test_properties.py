@@ -7,11 +7,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hyperplace.kube.requests import pod_requests
 from scheduler_plugin.model.node_filters import (
     compile_pod_constraints,
     insufficient_resources,
     node_static_from_dict,
-    pod_requests,
     static_feasibility_mask,
     toleration_tolerates_taint,
     untolerated_taint,

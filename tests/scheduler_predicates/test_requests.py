@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_plugin.model.node_filters import PredicateError, insufficient_resources, pod_requests
+from hyperplace.kube.requests import ResourceError, pod_requests
+from scheduler_plugin.model.node_filters import insufficient_resources
 
 from .helpers import make_pod
 
@@ -90,7 +91,7 @@ def test_pod_level_requests_replace_the_container_sum_for_cpu_and_memory() -> No
 def test_invalid_quantity_names_pod_and_field() -> None:
     pod = make_pod("broken", requests={"cpu": "four"})
     with pytest.raises(
-        PredicateError, match=r"pod default/broken: spec\.containers\[0\]\.resources\.requests\.cpu"
+        ResourceError, match=r"pod default/broken: spec\.containers\[0\]\.resources\.requests\.cpu"
     ):
         pod_requests(pod)
 
@@ -98,12 +99,12 @@ def test_invalid_quantity_names_pod_and_field() -> None:
 def test_invalid_init_container_limit_names_the_init_container() -> None:
     pod = make_pod("broken")
     pod["spec"]["initContainers"] = [{"name": "i", "resources": {"limits": {"memory": "1GG"}}}]
-    with pytest.raises(PredicateError, match=r"spec\.initContainers\[0\]\.resources\.limits\.memory"):
+    with pytest.raises(ResourceError, match=r"spec\.initContainers\[0\]\.resources\.limits\.memory"):
         pod_requests(pod)
 
 
 def test_negative_request_is_refused() -> None:
-    with pytest.raises(PredicateError, match="greater than or equal to 0"):
+    with pytest.raises(ResourceError, match="greater than or equal to 0"):
         pod_requests(make_pod(requests={"cpu": "-1"}))
 
 
@@ -133,5 +134,5 @@ def test_overcommitted_node_is_insufficient_for_any_positive_request() -> None:
 
 
 def test_invalid_overhead_names_the_field() -> None:
-    with pytest.raises(PredicateError, match=r"pod default/p: spec\.overhead\.memory"):
+    with pytest.raises(ResourceError, match=r"pod default/p: spec\.overhead\.memory"):
         pod_requests(make_pod(overhead={"memory": "lots"}))

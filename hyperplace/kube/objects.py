@@ -1,0 +1,24 @@
+"""Keys and states of Kubernetes objects as every component names them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hyperplace.api.constants import GROUP_NAME_ANNOTATION
+
+# Pod phases after which a pod holds no room and is never scheduled again.
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a namespaced object (the namespace defaults to ``default``)."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+def podgroup_key_of(pod: Mapping[str, Any]) -> str | None:
+    """``namespace/podgroup`` a pod belongs to by Volcano's group-name annotation, or None."""
+    meta = pod.get("metadata") or {}
+    group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+    return f"{meta.get('namespace') or 'default'}/{group}" if group else None
