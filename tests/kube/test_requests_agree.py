@@ -50,7 +50,11 @@ def pod(draw: st.DrawFn, i: int) -> dict[str, Any]:
     pod_level = draw(resource_list)
     if pod_level:
         spec["resources"] = {"requests": pod_level}
-    return {"metadata": {"name": f"p{i}", "namespace": "default"}, "spec": spec, "status": {"phase": "Running"}}
+    return {
+        "metadata": {"name": f"p{i}", "namespace": "default"},
+        "spec": spec,
+        "status": {"phase": "Running"},
+    }
 
 
 NODES = [
