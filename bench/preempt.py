@@ -34,7 +34,7 @@ from hyperplace.api import HyperNode, PodGroup
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, TASK_INDEX_KEY, TASK_SPEC_KEY
 from scheduler_plugin import actions as actions_mod
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 LEAF = 16

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.scheduler_cycle import make_cluster, make_pg, make_pod, running_pods
 from hyperplace.api import Queue
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 QUEUES = ("q0", "q1", "q2", "q3")

@@ -49,7 +49,7 @@ from hyperplace.api import HyperNode, PodGroup
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, TASK_INDEX_KEY, TASK_SPEC_KEY
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig, snapshot_fragmentation
 from scheduler_plugin.cache.cluster_state import ClusterState, snapshot_differences
-from scheduler_plugin.cycle.run import LastSession, SessionResult, run_session, run_session_reusing
+from scheduler_plugin.cycle import LastSession, SessionResult, run_session, run_session_reusing
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 FRAGMENTATION = FragmentationConfig()

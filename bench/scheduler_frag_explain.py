@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.scheduler_cycle import World, cold, make_cluster, make_pg, make_pod, timed
 from scheduler_plugin.algorithms.fragmentation import snapshot_fragmentation
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 

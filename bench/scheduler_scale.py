@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.scheduler_synthetic import cluster, gang, partitioned
 from bench.volcano_baseline import VolcanoBaseline
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 

@@ -33,7 +33,7 @@ from .engine import SimResult, SimulationError
 from .engine import simulate as run_simulation
 from .loader import InputError, Inputs, load_paths
 from .output import result_dict, to_json, to_yaml
-from .topology import Topology, build_topology, mark_reservations
+from .topology import TopologyView, build_topology, mark_reservations
 
 
 class _Command(typer.core.TyperCommand):
@@ -232,7 +232,7 @@ def _simulate(
         _fail(str(exc))
 
 
-def final_topology(result: SimResult) -> Topology:
+def final_topology(result: SimResult) -> TopologyView:
     """The display tree of the cluster as the simulation left it."""
     from pydantic import ValidationError
 

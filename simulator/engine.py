@@ -721,7 +721,7 @@ class Simulation:
     def schedule(self) -> bool:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
         from scheduler_plugin.cache.cluster_state import verify_snapshot
-        from scheduler_plugin.cycle.run import run_session
+        from scheduler_plugin.cycle import run_session
         from scheduler_plugin.model.snapshot import ClusterSnapshot
 
         if self.config is None:
@@ -744,7 +744,6 @@ class Simulation:
         result = run_session(
             snap,
             config=self.config,
-            seed=self.seed,
             nominations=self.nominations,
             record_candidates=True,
             now=self.scheduler_clock(),

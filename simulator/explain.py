@@ -13,7 +13,7 @@ from hyperplace.api.ring import RankedPod, ring_crossings
 from .engine import SimResult
 from .render import explanation_dict, hn_label, job_colors, job_renderable, tier_of, waiting_lines
 from .resources import format_free, main_resources
-from .topology import Topology, natural_key
+from .topology import TopologyView, natural_key
 from .views import JobView, subgroup_label
 
 # JobOutcome attributes beyond the contract's that, when a scheduler reports them, explain a
@@ -23,7 +23,7 @@ _EXTRA_OUTCOME_FIELDS = ("scores", "alternatives", "gradient", "considered")
 TABLE_CANDIDATES_PER_TIER = 5
 
 
-def _domains(view: JobView, topo: Topology) -> dict[str, list[str]]:
+def _domains(view: JobView, topo: TopologyView) -> dict[str, list[str]]:
     """leaf HyperNode -> pods of the job running under it."""
     out: dict[str, list[str]] = {}
     for p in view.pods:
@@ -35,7 +35,7 @@ def _domains(view: JobView, topo: Topology) -> dict[str, list[str]]:
 MAX_OTHER_DOMAINS = 8
 
 
-def other_domains(view: JobView, topo: Topology) -> list[dict[str, Any]]:
+def other_domains(view: JobView, topo: TopologyView) -> list[dict[str, Any]]:
     """Other HyperNodes of the allocated tier with what they have free now (after this run).
 
     The scheduler reports no per-candidate scores, so this is the next best thing for
@@ -88,7 +88,7 @@ def job_ring_crossings(view: JobView) -> dict[str, Any] | None:
     return ring_crossings(ranked) if ranked else None
 
 
-def explain_dict(view: JobView, result: SimResult, topo: Topology) -> dict[str, Any]:
+def explain_dict(view: JobView, result: SimResult, topo: TopologyView) -> dict[str, Any]:
     """The ``explain --output json`` document."""
     outcome = view.outcome
     extras = {
@@ -153,7 +153,7 @@ def _preemption(view: JobView, result: SimResult) -> dict[str, Any]:
     return {"preemption": {"why": why, "victims": victims}}
 
 
-def render_explain(console: Console, view: JobView, result: SimResult, topo: Topology) -> None:
+def render_explain(console: Console, view: JobView, result: SimResult, topo: TopologyView) -> None:
     """The human form of ``explain``: the job table, its placement or why it waits."""
     colors = job_colors([view])
     console.print(job_renderable(view, topo, colors[view.podgroup], explain=False))

@@ -33,7 +33,7 @@ from .engine import SimResult
 from .fragmentation import fragmentation_html, fragmentation_of
 from .render import hn_label, waiting_lines
 from .resources import format_free, main_resources, short_name
-from .topology import Topology, natural_key
+from .topology import TopologyView, natural_key
 from .views import JobView, compress_names, subgroup_label
 
 # Above this many nodes the cells drop their names and become small bars.
@@ -76,7 +76,7 @@ def _pct(used: int, total: int) -> str:
 class _Page:
     """What every part of the page needs to know, computed once."""
 
-    topo: Topology
+    topo: TopologyView
     classes: dict[str, str]  # "ns/podgroup" -> CSS class of its job
     colors: dict[str, str]  # CSS class -> colour
     resources: list[str]  # shown in titles, key ones first
@@ -358,7 +358,7 @@ def _tier_summary(page: _Page) -> list[str]:
     return out
 
 
-def _lowest_common(topo: Topology, leaves: set[str]) -> str | None:
+def _lowest_common(topo: TopologyView, leaves: set[str]) -> str | None:
     """The lowest HyperNode holding all of ``leaves`` (None when they are in different trees)."""
     chains = []
     for leaf in sorted(leaves):
@@ -373,7 +373,7 @@ def _lowest_common(topo: Topology, leaves: set[str]) -> str | None:
     return next((h for h in chains[0] if h in common), None) if chains else None
 
 
-def _where(v: JobView, topo: Topology) -> str:
+def _where(v: JobView, topo: TopologyView) -> str:
     """Where a job runs: its allocated HyperNode, else the lowest one holding its running pods."""
     if v.allocated:
         return hn_label(topo, v.allocated)
@@ -392,7 +392,7 @@ def _where(v: JobView, topo: Topology) -> str:
 def render_html(
     result: SimResult,
     views: list[JobView],
-    topo: Topology,
+    topo: TopologyView,
     fragmentation: FragmentationConfig | None = None,
 ) -> str:
     """The whole page as a string (``fragmentation``: pod shapes of the room-left table)."""

@@ -13,7 +13,7 @@ from rich.tree import Tree
 
 from .engine import SimResult
 from .resources import format_free, main_resources
-from .topology import NO_GROUP, HyperNodeView, Topology, natural_key
+from .topology import NO_GROUP, HyperNodeView, TopologyView, natural_key
 from .views import JobView, PodView, compress_names, short_pod_name, subgroup_label
 
 # Jobs with at most this many pods list every pod; bigger ones are shown as ranges.
@@ -92,14 +92,14 @@ def explanation_lines(expl: Any) -> list[str]:
 # --- jobs -------------------------------------------------------------------------------
 
 
-def tier_of(topo: Topology | None, hn: str | None) -> int | None:
+def tier_of(topo: TopologyView | None, hn: str | None) -> int | None:
     """Tier of a HyperNode of the display tree, None when unknown."""
     if topo is None or hn is None or hn not in topo.hypernodes:
         return None
     return topo.hypernodes[hn].tier
 
 
-def hn_label(topo: Topology | None, hn: str | None) -> str:
+def hn_label(topo: TopologyView | None, hn: str | None) -> str:
     """``s1 (tier 1)``; the scheduler's virtual root reads as "whole cluster"."""
     if not hn:
         return "-"
@@ -153,7 +153,7 @@ def _pending(p: PodView) -> str:
     return p.phase if p.phase not in ("Pending", "Running") else "Pending"
 
 
-def job_header(job: JobView, topo: Topology | None, color: str) -> Text:
+def job_header(job: JobView, topo: TopologyView | None, color: str) -> Text:
     """``● Job ns/name  Phase  n/m pods running, minMember k``."""
     t = Text()
     t.append("● ", style=color)
@@ -165,7 +165,7 @@ def job_header(job: JobView, topo: Topology | None, color: str) -> Text:
 
 
 def job_renderable(
-    job: JobView, topo: Topology | None, color: str, *, explain: bool = True
+    job: JobView, topo: TopologyView | None, color: str, *, explain: bool = True
 ) -> RenderableType:
     """One job: header, constraint and placement facts, pod table, why it waits."""
     parts: list[RenderableType] = [job_header(job, topo, color)]
@@ -226,7 +226,7 @@ def waiting_lines(job: JobView) -> list[str]:
         return lines
     # A pod's reason is the scheduler's explanation in one line ("; "-joined): show its parts,
     # as the scheduler's PodsPending condition does.
-    from scheduler_plugin.cycle.run import reason_parts
+    from scheduler_plugin.cycle import reason_parts
 
     return reason_parts(p.reason for p in job.pods if p.node is None and p.reason)
 
@@ -234,12 +234,14 @@ def waiting_lines(job: JobView) -> list[str]:
 # --- topology tree ------------------------------------------------------------------------
 
 
-def _occupancy(topo: Topology, nodes: Iterable[str], resources: list[str]) -> str:
+def _occupancy(topo: TopologyView, nodes: Iterable[str], resources: list[str]) -> str:
     nodes = list(nodes)
     return "  ".join(format_free(r, *topo.free_total(nodes, r)) for r in resources)
 
 
-def _jobs_text(topo: Topology, nodes: Iterable[str], colors: dict[str, str], names: dict[str, str]) -> Text:
+def _jobs_text(
+    topo: TopologyView, nodes: Iterable[str], colors: dict[str, str], names: dict[str, str]
+) -> Text:
     t = Text()
     for i, (job, n) in enumerate(sorted(topo.jobs_on(nodes).items(), key=lambda kv: natural_key(kv[0]))):
         if i:
@@ -248,7 +250,7 @@ def _jobs_text(topo: Topology, nodes: Iterable[str], colors: dict[str, str], nam
     return t
 
 
-def hn_text(topo: Topology, v: HyperNodeView, resources: list[str]) -> Text:
+def hn_text(topo: TopologyView, v: HyperNodeView, resources: list[str]) -> Text:
     """One HyperNode line of the tree: name, tier, node count, free/total, problems in red."""
     t = Text()
     style = "bold red" if v.problems else "bold"
@@ -269,7 +271,7 @@ def hn_text(topo: Topology, v: HyperNodeView, resources: list[str]) -> Text:
 
 
 def topology_tree(
-    topo: Topology,
+    topo: TopologyView,
     colors: dict[str, str] | None = None,
     names: dict[str, str] | None = None,
     *,
@@ -330,7 +332,7 @@ def topology_tree(
     return root
 
 
-def topology_dict(topo: Topology) -> dict[str, Any]:
+def topology_dict(topo: TopologyView) -> dict[str, Any]:
     """The tree for ``hyperplace tree --output json``."""
     resources = main_resources(topo.allocatable.values())
 
@@ -421,7 +423,7 @@ def queue_table(result: SimResult) -> Table | None:
     return table
 
 
-def render_simulation(console: Console, result: SimResult, views: list[JobView], topo: Topology) -> None:
+def render_simulation(console: Console, result: SimResult, views: list[JobView], topo: TopologyView) -> None:
     """The whole table output of ``simulate``."""
     colors = job_colors(views)
     console.print(summary_line(result, views))

@@ -52,7 +52,7 @@ class HyperNodeView:
 
 
 @dataclass
-class Topology:
+class TopologyView:
     """The display tree plus node capacity and the pods running on each node."""
 
     hypernodes: dict[str, HyperNodeView]
@@ -98,9 +98,9 @@ class Topology:
         return out
 
 
-def mark_reservations(topo: Topology, podgroups: Iterable[Mapping[str, Any]]) -> None:
+def mark_reservations(topo: TopologyView, podgroups: Iterable[Mapping[str, Any]]) -> None:
     """Mark the HyperNodes that PodGroups' ``HyperNodeReserved`` conditions hold."""
-    from scheduler_plugin.actions.reservation import RESERVED_CONDITION, held_hypernode
+    from scheduler_plugin.model.reservation import RESERVED_CONDITION, held_hypernode
 
     for pg in podgroups:
         for c in (pg.get("status") or {}).get("conditions") or []:
@@ -117,7 +117,7 @@ def build_topology(
     hypernodes: Iterable[HyperNode],
     nodes: Iterable[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]] = (),
-) -> Topology:
+) -> TopologyView:
     """Resolve members, link parents and children with the scheduler's rule
     (:func:`~hyperplace.kube.hypertree.link_hypernodes`), find problems."""
     nodes = list(nodes)
@@ -210,7 +210,7 @@ def build_topology(
             job_of_pod[k] = g
     for lst in pods_by_node.values():
         lst.sort(key=natural_key)
-    return Topology(
+    return TopologyView(
         hypernodes=views,
         roots=roots,
         node_names=names,

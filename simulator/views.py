@@ -15,7 +15,7 @@ from hyperplace.api.constants import PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC
 from hyperplace.kube.objects import object_key, podgroup_key_of
 
 from .engine import SimResult
-from .topology import Topology, natural_key
+from .topology import TopologyView, natural_key
 
 
 @dataclass
@@ -68,7 +68,7 @@ def _int(v: Any) -> int | None:
         return None
 
 
-def pod_view(pod: dict[str, Any], result: SimResult, topo: Topology | None) -> PodView:
+def pod_view(pod: dict[str, Any], result: SimResult, topo: TopologyView | None) -> PodView:
     """The PodView of a pod dict."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -89,7 +89,7 @@ def pod_view(pod: dict[str, Any], result: SimResult, topo: Topology | None) -> P
     )
 
 
-def job_views(result: SimResult, topo: Topology | None = None) -> list[JobView]:
+def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobView]:
     """One view per PodGroup, in input/creation order."""
     pods_by_group: dict[str, list[dict[str, Any]]] = {}
     for p in result.of_kind("Pod"):

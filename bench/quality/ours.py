@@ -32,7 +32,7 @@ def contract() -> tuple[Any, Any, Any]:
     our scheduler as unavailable instead of failing the other parts.
     """
     from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
-    from scheduler_plugin.cycle.run import run_session
+    from scheduler_plugin.cycle import run_session
     from scheduler_plugin.model.snapshot import ClusterSnapshot
 
     return ClusterSnapshot, run_session, DEFAULT_CONFIG
@@ -258,7 +258,6 @@ class HyperplaceScheduler(Scheduler):
         result = run_session(
             snap,
             config=self.config or default_config,
-            seed=self.seed,
             now=None if self._now is None else EPOCH.timestamp() + self._now,
             reservations=self._reservations,
         )

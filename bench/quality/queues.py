@@ -192,7 +192,7 @@ class OursDriver:
     ) -> tuple[dict[str, IntArray], dict[str, list[tuple[str, str]]]]:
         """Placements of pending jobs, and evictions per preemptor ``(action, victim job)``."""
         from scheduler_plugin.cache.cluster_state import ClusterState as SchedulerState
-        from scheduler_plugin.cycle.run import run_session
+        from scheduler_plugin.cycle import run_session
         from scheduler_plugin.model.snapshot import ClusterSnapshot
 
         pods: list[dict[str, Any]] = []

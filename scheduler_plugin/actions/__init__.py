@@ -1,26 +1,21 @@
-"""Actions run in configuration order: ``enqueue``, ``allocate``, ``backfill``, ``preempt`` and
-``reclaim``."""
+"""Every action the scheduler runs, in one registry; a session runs those its configuration
+lists, in the configuration's order (``enqueue``, ``allocate``, ``backfill``, ``preempt``,
+``reclaim``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
 
+from ..framework.session import Session
 from .allocate import allocate
 from .backfill import backfill
 from .enqueue import enqueue
 from .preempt import preempt, reclaim
 
-if TYPE_CHECKING:
-    from ..framework.session import Session
-
-
-ACTIONS: dict[str, Callable[[Session], None]] = {
+ACTIONS: Mapping[str, Callable[[Session], None]] = {
     "enqueue": enqueue,
     "allocate": allocate,
     "backfill": backfill,
     "preempt": preempt,
     "reclaim": reclaim,
 }
-
-__all__ = ["ACTIONS", "allocate", "backfill", "enqueue", "preempt", "reclaim"]

@@ -21,176 +21,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from ..framework.statement import Statement
+from ..framework.extension_points import ALLOCATABLE
+from ..framework.session import Session
 from ..model.explanation import Explanation
-from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
-from .enqueue import not_enqueued_explanation
+from ..model.jobs import JobInfo, TaskInfo
 from .exclusive import Fences
-from .placement import Group, Placer, UnitResult
+from .jobs import extension_units, gang_groups, job_skip_reason, not_enqueued_explanation
+from .placement import Group, Placer, record
 from .reservation import Holder, settings
 
 QUEUE_OVERUSED = "QueueOverused"
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
-
-
-def job_skip_reason(ssn: Session, job: JobInfo) -> Explanation | None:
-    """Why a job is not considered at all this cycle (None = consider it)."""
-    if job.problems:
-        return Explanation(summary="; ".join(job.problems), reason="InvalidNetworkTopology")
-    queue = ssn.snap.queues.get(job.queue)
-    if queue is None:
-        return Explanation(summary=f"queue {job.queue!r} not found", reason="QueueNotFound")
-    if queue.status is not None and queue.status.state in ("Closed", "Closing"):
-        return Explanation(summary=f"queue {job.queue!r} is {queue.status.state}", reason="QueueClosed")
-    invalid = ssn.job_valid(job)
-    if invalid:
-        return Explanation(summary=invalid, reason="NotEnoughPods")
-    tree = ssn.snap.tree
-    if job.with_topology and not tree.ready:
-        return Explanation(
-            summary="HyperNode tree not ready: " + "; ".join(tree.problems[:5]),
-            reason="HyperNodeTreeNotReady",
-        )
-    return None
-
-
-def _pending(ssn: Session, sj: SubJobInfo) -> list[TaskInfo]:
-    return ssn.pending_tasks(sj)
-
-
-def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
-    """The smallest set of pending pods that makes the job ready (two-level gang)."""
-    subjobs = sorted(job.subjobs.values(), key=ssn.subjob_sort_key())
-    chosen: dict[str, list[TaskInfo]] = {}
-    chosen_keys: set[str] = set()
-    chosen_roles: dict[str, int] = {}
-
-    def need_of(sj: SubJobInfo) -> int:
-        return max(sj.min_available - ssn.subjob_ready_count(sj), 0)
-
-    def add_subjob_min(sj: SubJobInfo) -> bool:
-        if sj.id in chosen:
-            return True
-        pend = _pending(ssn, sj)
-        n = need_of(sj)
-        if len(pend) < n:
-            return False
-        chosen[sj.id] = pend[:n]
-        for t in pend[:n]:
-            chosen_keys.add(t.key)
-            chosen_roles[t.role] = chosen_roles.get(t.role, 0) + 1
-        return True
-
-    def add_task(t: TaskInfo) -> None:
-        sj = job.subjobs[t.subjob]
-        if not sj.is_default and sj.id not in chosen and need_of(sj) > 0 and not add_subjob_min(sj):
-            return
-        if t.key not in chosen_keys:
-            chosen.setdefault(sj.id, []).append(t)
-            chosen_keys.add(t.key)
-            chosen_roles[t.role] = chosen_roles.get(t.role, 0) + 1
-
-    # 1. Required SubJobs per sub-group (minSubGroups), in SubJob order.
-    for gid, need in sorted(job.min_subjobs.items()):
-        members = [sj for sj in subjobs if sj.gid == gid]
-        have = sum(1 for sj in members if ssn.subjob_ready(sj))
-        for sj in members:
-            if have >= need:
-                break
-            if not ssn.subjob_ready(sj) and add_subjob_min(sj):
-                have += 1
-        if have < need:
-            return f"sub-group {gid}: only {have} of minSubGroups {need} partitions can become complete"
-
-    def candidates() -> list[TaskInfo]:
-        # Default SubJob first (plain pods), then SubJobs in order.
-        ordered = sorted(subjobs, key=lambda s: not s.is_default)
-        return [t for sj in ordered for t in _pending(ssn, sj) if t.key not in chosen_keys]
-
-    cands = candidates()  # computed once: the loops below walk it linearly
-    ready_total = ssn.job_ready_count(job)
-
-    # 2. Per-task-role minimums (minTaskMember).
-    for role, need in sorted(job.enforced_min_task_member.items()):
-        ready_role = ssn.role_ready_count(job, role)
-        have = ready_role + chosen_roles.get(role, 0)
-        role_cands = iter([t for t in cands if t.role == role])
-        while have < need:
-            nxt = next(role_cands, None)
-            if nxt is None:
-                return f"task {role!r}: {have} pods can run, minTaskMember {need}"
-            if nxt.key in chosen_keys:
-                continue
-            add_task(nxt)
-            have = ready_role + chosen_roles.get(role, 0)
-    # 3. Job minimum (minMember): chosen tasks are all pending, so count them on top of the ready ones.
-    pos = 0
-    while ready_total + len(chosen_keys) < job.min_member:
-        while pos < len(cands) and cands[pos].key in chosen_keys:
-            pos += 1
-        if pos >= len(cands):
-            have = ready_total + len(chosen_keys)
-            return f"{have} pods can run, minMember {job.min_member}"
-        t = cands[pos]
-        sj = job.subjobs[t.subjob]
-        if sj.is_default or need_of(sj) == 0:
-            # Plain pods: take the whole run of this SubJob's next candidates in one step.
-            deficit = job.min_member - ready_total - len(chosen_keys)
-            run: list[TaskInfo] = []
-            while pos < len(cands) and len(run) < deficit and cands[pos].subjob == t.subjob:
-                if cands[pos].key not in chosen_keys:
-                    run.append(cands[pos])
-                pos += 1
-            chosen.setdefault(sj.id, []).extend(run)
-            for x in run:
-                chosen_keys.add(x.key)
-                chosen_roles[x.role] = chosen_roles.get(x.role, 0) + 1
-            continue
-        add_task(t)
-        pos += 1
-    order = {sj.id: i for i, sj in enumerate(subjobs)}
-    return [
-        Group(job.subjobs[sid], tasks, atomic=True)
-        for sid, tasks in sorted(chosen.items(), key=lambda kv: order[kv[0]])
-        if tasks
-    ]
-
-
-def extension_units(ssn: Session, job: JobInfo) -> list[list[Group]]:
-    """Pods beyond the gang minimum: each incomplete SubJob whole, then the rest as they fit."""
-    units: list[list[Group]] = []
-    for sj in sorted(job.subjobs.values(), key=ssn.subjob_sort_key()):
-        pend = _pending(ssn, sj)
-        if not pend:
-            continue
-        need = max(sj.min_available - ssn.subjob_ready_count(sj), 0)
-        if need:
-            if len(pend) < need:
-                continue
-            units.append([Group(sj, pend[:need], atomic=True)])
-            pend = pend[need:]
-        if pend:
-            units.append([Group(sj, pend, atomic=False)])
-    return units
-
-
-def place(ssn: Session, placer: Placer, job: JobInfo, groups: list[Group]) -> tuple[UnitResult, Statement]:
-    """Topology path for jobs with hard topology or sub-group policies, flat path otherwise."""
-    if job.with_hard_topology or job.has_policies:
-        return placer.place_unit(job, groups)
-    return placer.place_flat(job, groups)
-
-
-def _record(ssn: Session, job: JobInfo, res: UnitResult) -> None:
-    tree = ssn.snap.tree
-    if res.job_domain >= 0:
-        ssn.job_hn[job.key] = tree.lca(ssn.job_hn.get(job.key, -1), res.job_domain)
-    for sid, d in res.group_domains.items():
-        ssn.subjob_hn[sid] = tree.lca(ssn.subjob_hn.get(sid, -1), d)
 
 
 def _fail_tasks(ssn: Session, groups: list[Group], expl: Explanation | None, fallback: str) -> None:
@@ -200,15 +41,11 @@ def _fail_tasks(ssn: Session, groups: list[Group], expl: Explanation | None, fal
             ssn.task_reasons.setdefault(t.key, msg)
 
 
-def _queued(ssn: Session) -> bool:
-    return bool(ssn.queue_order_fns or ssn.overused_fns or ssn.allocatable_fns)
-
-
 def in_queue_order(ssn: Session, jobs: list[JobInfo], skipped: list[JobInfo]) -> Iterator[JobInfo]:
     """``jobs`` (already in job order) queue by queue: the first queue in queue order gives its
     next job; an overused queue gives nothing more (its jobs go to ``skipped``). Without queue
     plugins, simply ``jobs``."""
-    if not _queued(ssn):
+    if not ssn.queued():
         yield from jobs
         return
     by_queue: dict[str, deque[JobInfo]] = {}
@@ -238,18 +75,11 @@ def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[
     """The groups trimmed to what the job's queue may take (Volcano's per-task ``Allocatable``,
     each task counted before the next is asked); an atomic group that does not fit whole fails
     the unit, with the reason."""
-    if not ssn.allocatable_fns:
+    if not ssn.fns(ALLOCATABLE):
         return groups, None
-    # Fast path: every allocatable function belongs to a plugin that can judge a sum, and the
-    # whole unit fits. Each check is "allocated + request <= limit on the request's dimensions",
-    # so when the sum fits, every prefix fits too.
-    judges = [
-        getattr(getattr(fn, "__self__", None), "why_not_allocatable", None) for fn in ssn.allocatable_fns
-    ]
-    if all(j is not None for j in judges):
-        every = [t for g in groups for t in g.tasks]
-        if all(j(job.queue, every) is None for j in judges if j is not None):
-            return groups, None
+    # Fast path: every plugin that limits the queue can judge the whole unit at once, and it fits.
+    if ssn.judges_sums() and ssn.why_not_allocatable(job.queue, [t for g in groups for t in g.tasks]) is None:
+        return groups, None
     accepted: list[TaskInfo] = []
     out: list[Group] = []
     refused: TaskInfo | None = None
@@ -276,18 +106,9 @@ def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[
     if refused is None:
         return out, None
     # Asked with the queue as it was: the tasks accepted so far and the one refused.
-    return out, _not_allocatable_reason(ssn, job, [*accepted, refused])
-
-
-def _not_allocatable_reason(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> str:
-    for name in ("capacity", "proportion"):
-        plugin = ssn.plugins.get(name)
-        fn = getattr(plugin, "why_not_allocatable", None)
-        if fn is not None:
-            why = fn(job.queue, tasks)
-            if why:
-                return str(why)
-    return f"queue {job.queue} may not take {len(tasks)} more pods"
+    tasks = [*accepted, refused]
+    why = ssn.why_not_allocatable(job.queue, tasks)
+    return out, why or f"queue {job.queue} may not take {len(tasks)} more pods"
 
 
 def allocate(ssn: Session) -> None:
@@ -323,7 +144,7 @@ def allocate(ssn: Session) -> None:
         _, why = within_queue(ssn, job, groups)
         holds = holder.before(job)  # a gang holding a domain is tried without its own hold
         fences.before(job)
-        res, stmt = place(ssn, placer, job, groups)
+        res, stmt = placer.place(job, groups)
         placed = why is None and res.ok and ssn.job_ready(job)
         if holds:
             holder.after(job, placed, [t for g in groups for t in g.tasks])
@@ -338,7 +159,7 @@ def allocate(ssn: Session) -> None:
             continue
         if placed:
             stmt.commit()
-            _record(ssn, job, res)
+            record(ssn, job, res)
             ssn.explanations.pop(job.key, None)
         else:
             stmt.discard()
@@ -367,14 +188,14 @@ def allocate(ssn: Session) -> None:
                 if not unit:
                     break
                 fences.before(job)
-                res, stmt = place(ssn, placer, job, unit)
+                res, stmt = placer.place(job, unit)
                 fences.after(job, res.ok)
                 if not res.ok:
                     stmt.discard()
                     _fail_tasks(ssn, unit, res.explanation, "no room within the job's allowed HyperNode")
                     break
                 stmt.commit()
-                _record(ssn, job, res)
+                record(ssn, job, res)
                 if all(g.atomic for g in unit):
                     break
                 # "As many as fit" groups: like Volcano's re-queued job, try the rest again (each
@@ -405,12 +226,12 @@ def _hold_for_head(ssn: Session, jobs: list[JobInfo]) -> Holder:
     holder = Holder(ssn, ssn.previous_reservations)
     if ssn.now is None:
         return holder
-    qkey = ssn.queue_sort_key() if _queued(ssn) else None
+    qkey = ssn.queue_sort_key() if ssn.queued() else None
     # Queue order first (a stable sort keeps job order within a queue).
     ordered = sorted(jobs, key=lambda j: qkey(j.queue)) if qkey is not None else list(jobs)
     pending = [j for j in ordered if not ssn.job_ready(j)]
     gangs: dict[str, list[TaskInfo]] = {}
-    for job in pending[: max(settings(ssn.config)[1], 0)]:
+    for job in pending[: max(settings(ssn.config).most, 0)]:
         groups = gang_groups(ssn, job)
         if not isinstance(groups, str):
             gangs[job.key] = [t for g in groups for t in g.tasks]
@@ -429,7 +250,7 @@ def _held_lines(
     if not lines or job.key in fences.exclusive:
         return lines
     with holder.lifted(), fences.lifted():
-        res, stmt = place(ssn, placer, job, groups)
+        res, stmt = placer.place(job, groups)
         stmt.discard()
     return lines if res.ok else []
 
@@ -444,7 +265,7 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo], fences: Fe
     if not stuck:
         return held
     for job in stuck:
-        _release(ssn, job)
+        ssn.job_released(job)
     still: list[JobInfo] = []
     for job in sorted(held, key=ssn.job_sort_key()):
         ssn.enqueue_reasons.pop(job.key, None)
@@ -455,29 +276,29 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo], fences: Fe
                 ssn.explanations[job.key] = not_enqueued_explanation(ssn, job)
             continue
         ssn.job_enqueued(job)
-        if ssn.overused(job.queue) if _queued(ssn) else False:
-            _release(ssn, job)
+        if ssn.overused(job.queue) if ssn.queued() else False:
+            ssn.job_released(job)
             ssn.explanations[job.key] = _overused_explanation(ssn, job)
             continue
         groups = gang_groups(ssn, job)
         if isinstance(groups, str):
-            _release(ssn, job)
+            ssn.job_released(job)
             ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
             continue
         _, why = within_queue(ssn, job, groups)
         fences.before(job)
-        res, stmt = place(ssn, placer, job, groups)
+        res, stmt = placer.place(job, groups)
         fences.after(job, why is None and res.ok and ssn.job_ready(job))
         if why is None and res.ok and ssn.job_ready(job):
             stmt.commit()
-            _record(ssn, job, res)
+            record(ssn, job, res)
             ssn.explanations.pop(job.key, None)
             continue
         stmt.discard()
         # Admitted again but still not placeable: give the admission back at once, or it would
         # hold back the jobs asked after it (two large gangs no domain can take would take
         # turns keeping every smaller job out).
-        _release(ssn, job)
+        ssn.job_released(job)
         expl = (
             Explanation(summary=why, reason=QUEUE_OVERUSED)
             if why is not None and res.ok
@@ -488,14 +309,6 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo], fences: Fe
     return still
 
 
-def _release(ssn: Session, job: JobInfo) -> None:
-    """An admitted job gives its admission reservation back to every queue plugin."""
-    for plugin in ssn.plugins.values():
-        release = getattr(plugin, "job_released", None)
-        if release is not None:
-            release(job)
-
-
 def _explain_held(ssn: Session, placer: Placer, job: JobInfo) -> None:
     """A job enqueue did not admit is not placed; a dry run says what placing it would meet
     now (the tier search), so the user sees both the admission reason and the room."""
@@ -504,7 +317,7 @@ def _explain_held(ssn: Session, placer: Placer, job: JobInfo) -> None:
     if isinstance(groups, str):
         expl.add_detail(groups)
         return
-    res, stmt = place(ssn, placer, job, groups)
+    res, stmt = placer.place(job, groups)
     stmt.discard()
     if res.ok:
         expl.add_detail("the cluster has room for its gang minimum now: admission alone holds it")

@@ -6,15 +6,11 @@ them alone; here each takes the best-scoring node that passes the predicates and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from ..framework.session import Session
 from ..framework.statement import Statement
-from .allocate import job_skip_reason
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
+from .jobs import job_skip_reason
 
 
 def backfill(ssn: Session) -> None:

@@ -21,16 +21,10 @@ them, and a half-bound gang in a full queue then holds its pods for nothing.
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
 
-from ..model.explanation import Explanation
+from ..algorithms.queue_sums import OPEN, job_sums, queue_state
+from ..framework.session import Session
 from ..model.jobs import JobInfo
-from ..plugins.queue_accounting import OPEN, job_sums, queue_state
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
-
-NOT_ENQUEUED = "NotEnqueued"
 
 
 def enqueue(ssn: Session) -> None:
@@ -79,11 +73,4 @@ def enqueue(ssn: Session) -> None:
             heapq.heappush(heap, (qkey(q), q))
 
 
-def not_enqueued_explanation(ssn: Session, job: JobInfo) -> Explanation:
-    """Why a Pending job is not considered by allocate."""
-    why = ssn.enqueue_reasons.get(job.key)
-    if why is None:
-        return Explanation(
-            summary="PodGroup is Pending: not admitted by enqueue this cycle", reason=NOT_ENQUEUED
-        )
-    return Explanation(summary=f"PodGroup is Pending, not admitted to Inqueue: {why}", reason=NOT_ENQUEUED)
+# END

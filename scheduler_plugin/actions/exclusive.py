@@ -19,33 +19,33 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hyperplace.api.exclusive import is_exclusive
 
+from ..framework.session import Session
 from ..model.jobs import JobInfo
+from ..model.memo import MemoKey
 
-if TYPE_CHECKING:
-    from ..framework.session import Session
+# Keys of the snapshot's exclusive jobs with a hard tier limit.
+EXCLUSIVE_JOBS: MemoKey[set[str]] = MemoKey("exclusive jobs")
 
 
 def exclusive_jobs(ssn: Session) -> set[str]:
     """Keys of the snapshot's exclusive jobs with a hard tier limit (once per snapshot)."""
-    got = ssn.snap.memo.get("exclusive_jobs")
-    if got is None:
-        got = {
-            key
-            for key, job in ssn.snap.jobs.items()
-            if is_exclusive(job.podgroup.metadata.annotations)
-            and job.topology is not None
-            and job.topology.mode == "hard"
-            and job.topology.limit is not None
-        }
-        ssn.snap.memo["exclusive_jobs"] = got
-    assert isinstance(got, set)
-    return got
+    return ssn.snap.memo.get_or_put(EXCLUSIVE_JOBS, lambda: _exclusive_jobs(ssn))
+
+
+def _exclusive_jobs(ssn: Session) -> set[str]:
+    return {
+        key
+        for key, job in ssn.snap.jobs.items()
+        if is_exclusive(job.podgroup.metadata.annotations)
+        and job.topology is not None
+        and job.topology.mode == "hard"
+        and job.topology.limit is not None
+    }
 
 
 class Fences:

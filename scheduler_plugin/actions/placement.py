@@ -359,7 +359,13 @@ class Placer:
             return None
         return domains
 
-    # ------------------------------------------------------------------ job unit
+    # ------------------------------------------------------------------ a job's unit
+    def place(self, job: JobInfo, groups: Sequence[Group]) -> tuple[UnitResult, Statement]:
+        """Topology path for jobs with hard topology or sub-group policies, flat path otherwise."""
+        if job.with_hard_topology or job.has_policies:
+            return self.place_unit(job, groups)
+        return self.place_flat(job, groups)
+
     def place_unit(self, job: JobInfo, groups: Sequence[Group]) -> tuple[UnitResult, Statement]:
         """Topology path: job gradient, count pruning, best domain, exact placement of every group."""
         ssn, tree = self.ssn, self.tree
@@ -796,3 +802,13 @@ class Placer:
                 # Only worth showing when some node refuses the pod outright.
                 return None if text.startswith(f"{self.snap.num_nodes}/") else text
         return None
+
+
+def record(ssn: Session, job: JobInfo, res: UnitResult) -> None:
+    """Remember the domains a placed unit took: the job's and each SubJob's allocated
+    HyperNode widen to include them (their lowest common ancestor)."""
+    tree = ssn.snap.tree
+    if res.job_domain >= 0:
+        ssn.job_hn[job.key] = tree.lca(ssn.job_hn.get(job.key, -1), res.job_domain)
+    for sid, d in res.group_domains.items():
+        ssn.subjob_hn[sid] = tree.lca(ssn.subjob_hn.get(sid, -1), d)

@@ -1,4 +1,4 @@
-"""``preempt`` and ``reclaim`` actions (Volcano's, domain first; see scheduler_plugin/preemption.py).
+"""``preempt`` and ``reclaim`` actions (Volcano's, domain first).
 
 * ``preempt``: a starving gang takes room from lower-priority pods of its own queue (victims
   as ``ssn.preemptable`` allows: priority, gang, conformance).
@@ -6,25 +6,230 @@
   queues whose Queue is reclaimable (victims as ``ssn.reclaimable`` allows; the queue must be
   ``ssn.preemptive``).
 
-Evictions and nominations go to ``ssn.ledger``; the preemptor's pods are bound once the
-victims are gone (``scheduler_plugin.preemption.hold_nominations`` in a later session).
+For each starving gang (queue order, then job order) the victims are planned domain first by
+:func:`~scheduler_plugin.algorithms.victims.plan_victims` (fewest and least disruptive victims
+in the lowest tier of the gang's gradient where it can fit), then the gang is placed exactly
+by the same :class:`~.placement.Placer` allocate uses, on the state without its victims; if
+that fails the next domain is tried, and nothing is evicted for a gang that cannot fit.
+PodGroups annotated ``volcano.sh/preemptable: "false"`` and pods of critical priority are never
+candidates, whatever the plugins say.
+
+Evictions go to ``ssn.ledger``, and the freed room is nominated to the preemptor: its pods stay
+allocated in the session but are not bound until the victims are gone; the nomination is
+carried to the next cycle (``cycle/nominations.py``), where the pods are bound once their nodes
+have room.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from ..algorithms.victims import run_eviction_action
+from ..algorithms.victims import Demand, Outcome, Plan, job_victims, plan_victims
+from ..framework.evictions import Eviction, Nomination
+from ..framework.session import Session
+from ..framework.statement import Statement
+from ..model.explanation import Explanation
+from ..model.jobs import JobInfo, TaskInfo, job_preemptable
+from .jobs import gang_groups, job_skip_reason
+from .placement import Group, Placer, record
 
-if TYPE_CHECKING:
-    from ..framework.session import Session
+# Exact placements tried, best plan first, before a gang gives up for this cycle.
+MAX_EXACT_TRIES = 3
 
 
 def preempt(ssn: Session) -> None:
     """Higher-priority gangs evict lower-priority pods of the same queue."""
-    run_eviction_action(ssn, "preempt")
+    _evict_for_starving_gangs(ssn, "preempt")
 
 
 def reclaim(ssn: Session) -> None:
     """Gangs of queues within their share take room back from other queues."""
-    run_eviction_action(ssn, "reclaim")
+    _evict_for_starving_gangs(ssn, "reclaim")
+
+
+def _plan(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[TaskInfo]) -> Outcome:
+    """The victims of ``job``'s gang, in its gradient (the whole cluster for a job without hard
+    topology or partitions)."""
+    tree = ssn.snap.tree
+    if job.with_hard_topology or job.has_policies:
+        levels = ssn.gradient(job.topology, ssn.job_hn.get(job.key, -1), tree.root)
+        if isinstance(levels, str):
+            return Outcome(why=levels)
+    else:
+        levels = [[tree.root]]
+    return plan_victims(ssn.snap, ssn.state, Demand.of(groups), levels, allowed, ssn.ledger.gone)
+
+
+VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job) -> candidate?
+
+
+def candidates(ssn: Session, job: JobInfo, eligible: VictimFilter) -> list[TaskInfo]:
+    """Running pods of other jobs the action may consider, never non-preemptable or critical."""
+    gone = ssn.ledger.gone
+    r_dim = len(ssn.snap.resources)
+    out: list[TaskInfo] = []
+    for other in ssn.snap.jobs.values():
+        if other.key == job.key or not other.tasks or not eligible(job, other) or not job_preemptable(other):
+            continue
+        vt = job_victims(other, r_dim).tasks
+        out.extend(vt if not gone else [t for t in vt if t.key not in gone])
+    return out
+
+
+def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
+    """The ``preempt`` or ``reclaim`` action: starving gangs take room from allowed victims."""
+    snap = ssn.snap
+    reclaim = action == "reclaim"
+    queue_key = ssn.queue_sort_key()
+    job_key = ssn.job_sort_key()
+    jobs = [
+        j
+        for j in snap.jobs.values()
+        if j.pending and j.key not in ssn.ledger.nominations and not ssn.job_ready(j)
+        if job_skip_reason(ssn, j) is None
+    ]
+    jobs.sort(key=lambda j: (queue_key(j.queue), job_key(j)))
+    placer = Placer(ssn)
+    for job in jobs:
+        if ssn.job_ready(job):
+            continue
+        if reclaim and ssn.overused(job.queue):
+            _note(ssn, job, f"reclaim: queue {job.queue!r} is overused, it cannot reclaim")
+            continue
+        groups = gang_groups(ssn, job)
+        if isinstance(groups, str) or not groups:
+            continue
+        rep = groups[0].tasks[0]
+        if any(t.preempt_never for g in groups for t in g.tasks):
+            # Volcano skips a preemptor pod whose preemptionPolicy is Never; a gang cannot start
+            # without it, so the gang does not preempt.
+            _note(ssn, job, f"{action}: a pod of the gang has preemptionPolicy Never")
+            continue
+        if reclaim and not ssn.preemptive(job.queue, rep):
+            _note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
+            continue
+        if reclaim:
+
+            def eligible(me: JobInfo, other: JobInfo) -> bool:
+                if other.queue == me.queue:
+                    return False
+                q = snap.queues.get(other.queue)
+                return q is None or q.spec is None or q.spec.reclaimable is not False
+
+            allowed = ssn.reclaimable(rep, candidates(ssn, job, eligible))
+        else:
+            allowed = ssn.preemptable(rep, candidates(ssn, job, lambda me, other: other.queue == me.queue))
+        outcome = _plan(ssn, job, groups, allowed)
+        if not outcome.plans:
+            _note(ssn, job, f"{action}: {outcome.why}")
+            continue
+        done = False
+        for plan in outcome.plans[:MAX_EXACT_TRIES]:
+            victims = plan.victims
+            ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
+            res, stmt = placer.place(job, groups)
+            if res.ok and ssn.job_ready(job):
+                record(ssn, job, res)
+                if victims:
+                    _nominate(ssn, job, plan, stmt, action)
+                else:  # room without evicting anyone (allocate's exact placement missed it): bind
+                    stmt.commit()
+                    ssn.explanations.pop(job.key, None)
+                done = True
+                break
+            stmt.discard()
+            ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
+        if not done:
+            _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
+
+
+def _note(ssn: Session, job: JobInfo, text: str) -> None:
+    expl = ssn.explanations.get(job.key)
+    if expl is None:
+        expl = ssn.explanations[job.key] = Explanation(summary="gang minimum not reached")
+    expl.add_detail(text)
+    for t in job.pending:
+        reason = ssn.task_reasons.get(t.key)
+        if reason is not None and text not in reason:
+            ssn.task_reasons[t.key] = f"{reason}; {text}"
+
+
+def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: str) -> None:
+    snap, tree = ssn.snap, ssn.snap.tree
+    names = snap.node_names
+    ledger = ssn.ledger
+    why = (
+        plan.describe(tree.names) if plan.victims else f"tier {plan.tier}: {tree.names[plan.domain]} has room"
+    )
+    verb = "preempted" if action == "preempt" else "reclaimed"
+    for t in plan.victims:
+        victim_job = snap.jobs[t.job]
+        if action == "preempt":
+            reason = (
+                f"{verb} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang in "
+                f"{tree.names[plan.domain]}"
+            )
+        else:
+            reason = (
+                f"{verb} by queue {job.queue!r} for {job.key}, to place its gang in {tree.names[plan.domain]}"
+            )
+        ledger.evictions.append(Eviction(t.key, names[t.node], t.job, job.key, action, reason))
+        ledger.gone.add(t.key)
+    # The queue plugins see the victims leave at once (Volcano's deallocate event), so a queue
+    # brought back to its share stops being overused for the rest of the session.
+    if plan.victims:
+        ssn.on_deallocate(list(plan.victims))
+    hn = ssn.job_hn.get(job.key, -1)
+    domain = tree.names[hn] if hn >= 0 and job.with_topology else None
+    pods = {t.key: names[n] for t, n in stmt.ops}
+    ledger.nominations[job.key] = Nomination(
+        job.key, pods, tuple(t.key for t in plan.victims), action, domain, why
+    )
+    for t, n in stmt.ops:
+        ssn.task_reasons[t.key] = (
+            f"nominated to {names[n]} by {action}; waiting for {len(plan.victims)} victim pod(s) to terminate"
+        )
+    stmt.closed = True  # allocated in the session state, bound once the victims are gone
+
+
+# ---------------------------------------------------------------------------------- what if
+# Pending jobs per session given a "preemption would help" line when preemption is off (each
+# costs one victim search), and the most candidate victims such a search looks at: it runs every
+# cycle a gang waits, so it is kept cheap on big clusters (the line is then left out).
+WHAT_IF_JOBS = 1
+WHAT_IF_MAX_CANDIDATES = 5000
+
+
+def explain_without_preemption(ssn: Session) -> None:
+    """Tell a waiting gang that evicting lower-priority pods of its queue would make room, when
+    the configuration has no ``preempt`` action (so nothing will)."""
+    if "preempt" in ssn.config.actions:
+        return
+    ledger = ssn.ledger
+    waiting = [
+        j
+        for j in ssn.snap.jobs.values()
+        if j.key in ssn.explanations
+        and j.pending
+        and j.key not in ledger.nominations
+        and not ssn.job_ready(j)
+    ]
+    waiting.sort(key=ssn.job_sort_key())
+    for job in waiting[:WHAT_IF_JOBS]:
+        groups = gang_groups(ssn, job)
+        if isinstance(groups, str) or not groups:
+            continue
+        cands = candidates(
+            ssn, job, lambda me, other: other.queue == me.queue and other.priority < me.priority
+        )
+        if not cands or len(cands) > WHAT_IF_MAX_CANDIDATES:
+            continue
+        out = _plan(ssn, job, groups, cands)
+        if out.plans:
+            p = out.plans[0]
+            _note(
+                ssn,
+                job,
+                f"tier {p.tier}: {ssn.snap.tree.names[p.domain]} would fit after evicting {p.cost[3]} pods of "
+                "lower priority; preemption is not enabled (no preempt action in the scheduler configuration)",
+            )

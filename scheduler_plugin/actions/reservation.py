@@ -28,48 +28,24 @@ HyperNode and since when, and a gang without either simply gets a domain chosen 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hyperplace.kube.times import parse_go_duration, parse_rfc3339, rfc3339
 
+from ..config.scheduler_conf import SchedulerConfig
+from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
+from ..model.reservation import Reservation, from_condition
 
-if TYPE_CHECKING:
-    from ..config.scheduler_conf import SchedulerConfig
-    from ..framework.session import Session
-
-RESERVED_CONDITION = "HyperNodeReserved"
-RESERVED_REASON = "HeadOfQueueReservation"
 QUEUE_ANNOTATION = "hyperplace.io/reservation-wait"
 ARG_WAIT = "reservationWait"
 ARG_MAX = "maxReservations"
 DEFAULT_WAIT = 600.0
 DEFAULT_MAX = 1
-
-_MSG = re.compile(r"HyperNode (\S+) is held")
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """A domain held for one gang: which HyperNode, since when (RFC 3339) and why."""
-
-    job: str
-    hypernode: str
-    since: str
-    reason: str = ""
-
-    def message(self) -> str:
-        """The PodGroup condition's message (parsed back after a restart)."""
-        return (
-            f"HyperNode {self.hypernode} is held for this gang since {self.since}: {self.reason}; "
-            "other jobs are placed there only in room the gang will not need"
-        )
 
 
 def parse_wait(text: object, field: str) -> float | None:
@@ -90,9 +66,18 @@ def parse_wait(text: object, field: str) -> float | None:
     return v or None
 
 
-def settings(config: SchedulerConfig) -> tuple[float | None, int, list[str]]:
-    """(default wait threshold in seconds or None, max reservations, warnings) from the
-    ``allocate`` action's arguments. A bad value keeps the default, with a warning."""
+@dataclass(frozen=True)
+class ReservationSettings:
+    """The ``allocate`` action's reservation arguments."""
+
+    wait: float | None  # default wait threshold in seconds; None: nothing is reserved
+    most: int  # gangs that may hold a domain at once
+    warnings: tuple[str, ...] = ()  # what was refused (its default kept), for the session notes
+
+
+def settings(config: SchedulerConfig) -> ReservationSettings:
+    """The reservation arguments of the ``allocate`` action. A bad value keeps the default,
+    with a warning."""
     args = config.action_arguments("allocate")
     warnings: list[str] = []
     wait: float | None = DEFAULT_WAIT
@@ -113,26 +98,7 @@ def settings(config: SchedulerConfig) -> tuple[float | None, int, list[str]]:
                 f"got {args[ARG_MAX]!r}; using {DEFAULT_MAX}"
             )
             most = DEFAULT_MAX
-    return wait, most, warnings
-
-
-def held_hypernode(message: str) -> str | None:
-    """The HyperNode a ``HyperNodeReserved`` condition message names, or None."""
-    m = _MSG.search(message)
-    return m.group(1) if m else None
-
-
-def from_condition(job: JobInfo) -> Reservation | None:
-    """The reservation a PodGroup carries (what a restarted scheduler starts from)."""
-    st = job.podgroup.status
-    for c in (st.conditions if st is not None else None) or []:
-        if c.type == RESERVED_CONDITION and c.status == "True":
-            m = _MSG.search(c.message or "")
-            if m:
-                return Reservation(
-                    job.key, m.group(1), c.last_transition_time or "", "recovered from the PodGroup"
-                )
-    return None
+    return ReservationSettings(wait, most, tuple(warnings))
 
 
 class Holder:
@@ -161,8 +127,7 @@ class Holder:
         """How long ``job`` waits before a domain is held: the reservation's threshold, or
         its SLA (the ``sla`` plugin) when that is shorter (Volcano pipelines an overdue job)."""
         wait = self._wait_for(job, default)
-        sla = self.ssn.plugins.get("sla")
-        own = sla.waiting_time(job) if sla is not None else None
+        own = self.ssn.waiting_time(job)
         if own is None:
             return wait
         return own if wait is None else min(wait, own)
@@ -173,8 +138,9 @@ class Holder:
         ``gang_tasks``: their gang minimum's pending pods."""
         ssn = self.ssn
         now = ssn.now
-        default, most, warnings = settings(ssn.config)
-        for w in warnings:
+        conf = settings(ssn.config)
+        default, most = conf.wait, conf.most
+        for w in conf.warnings:
             if w not in ssn.notes:
                 ssn.notes.append(w)
         if now is None or most == 0 or not ssn.snap.tree.ready:

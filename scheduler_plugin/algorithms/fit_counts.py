@@ -17,10 +17,26 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ..model.memo import MemoKey
 from ..model.node_filters import host_ports_conflict
 from ..model.snapshot import ClusterSnapshot, Shape
 
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+# (allocatable, used) summed per HyperNode, per resource column; read-only.
+HN_SUMS: MemoKey[tuple[F64, F64]] = MemoKey("hypernode sums")
+
+
+def _hypernode_sums(snap: ClusterSnapshot) -> tuple[F64, F64]:
+    h, r = len(snap.tree), len(snap.resources)
+    hn_alloc = np.zeros((h, r), dtype=np.float64)
+    hn_used = np.zeros((h, r), dtype=np.float64)
+    for j in range(r):
+        hn_alloc[:, j] = snap.tree.domain_sums_f(snap.allocatable[:, j])
+        hn_used[:, j] = snap.tree.domain_sums_f(snap.used[:, j])
+    hn_alloc.flags.writeable = False
+    hn_used.flags.writeable = False
+    return hn_alloc, hn_used
 
 
 class AllocState:
@@ -33,22 +49,12 @@ class AllocState:
         self.used = snap.used.copy()
         # Shallow copy: sets are replaced, never mutated, so the snapshot's stay intact.
         self.ports = list(snap.node_ports)
-        h = len(self.tree)
         r = len(snap.resources)
         # HyperNode sums are float64: memory in milli-bytes summed over 10k nodes overflows int64,
         # and these sums only feed scores and shortage reports (exact fits use per-node ints).
         # The starting sums depend on the snapshot only: computed once per snapshot (a cycle
         # with no change reuses the previous snapshot, and so these).
-        base = snap.memo.get("hn_sums")
-        if base is None:
-            hn_alloc = np.zeros((h, r), dtype=np.float64)
-            hn_used = np.zeros((h, r), dtype=np.float64)
-            for j in range(r):
-                hn_alloc[:, j] = self.tree.domain_sums_f(self.alloc[:, j])
-                hn_used[:, j] = self.tree.domain_sums_f(snap.used[:, j])
-            hn_alloc.flags.writeable = False
-            hn_used.flags.writeable = False
-            base = snap.memo["hn_sums"] = (hn_alloc, hn_used)
+        base = snap.memo.get_or_put(HN_SUMS, lambda: _hypernode_sums(snap))
         self.hn_alloc = base[0]  # read-only
         self.hn_used = base[1].copy()
         self._node_counts: dict[int, I64] = {}

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..model.hypernode_tree import HyperNodeTree
+from ..model.memo import MemoKey
 from ..model.snapshot import ClusterSnapshot
 
 I64 = npt.NDArray[np.int64]
@@ -231,6 +232,10 @@ def fragmentation(
     return FragmentationReport(config.accelerator, shapes, out, note)
 
 
+# The figures of a snapshot before any binding, with the configuration they were made for.
+FRAGMENTATION: MemoKey[tuple[FragmentationConfig, FragmentationReport]] = MemoKey("fragmentation")
+
+
 def snapshot_fragmentation(
     snap: ClusterSnapshot,
     config: FragmentationConfig = FragmentationConfig(),
@@ -240,13 +245,13 @@ def snapshot_fragmentation(
     (``{"ns/pod": "node"}``; their requests are added to the snapshot's usage)."""
     if not bindings:
         # A cycle with no change reuses its snapshot: so do the figures.
-        key = f"fragmentation {config!r}"
-        got = snap.memo.get(key)
-        if got is None:
-            got = snap.memo[key] = fragmentation(
+        got = snap.memo.get(FRAGMENTATION)
+        if got is None or got[0] != config:
+            report = fragmentation(
                 snap.tree, snap.resources, snap.allocatable, snap.used, snap.plain_mask, config
             )
-        return got
+            got = snap.memo.put(FRAGMENTATION, (config, report))
+        return got[1]
     used = snap.used
     if bindings:
         used = used.copy()

@@ -21,7 +21,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .queue_shares import Res, share
+from ..model.resources import Res, share
 
 HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
 WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"

@@ -1,11 +1,13 @@
-"""Topology-aware victim choice for the ``preempt`` and ``reclaim`` actions (pure: no I/O).
+"""Topology-aware victim planning for the ``preempt`` and ``reclaim`` actions (pure: no I/O,
+no session: it reads the snapshot and the session's allocation state).
 
 Volcano's legacy preempt walks nodes one preemptor pod at a time and skips jobs with a network
 topology; its gang actions look at a few domains and evict whole bundles. Here a pending gang
 (the preemptor) is placed domain first:
 
-1. *Victim units.* The pods the session's plugins allow (``ssn.preemptable`` /
-   ``ssn.reclaimable``) are grouped per victim job into units: single "spare" pods, which the
+1. *Victim units.* The pods the session's plugins allow (the action asks
+   ``Session.preemptable`` / ``Session.reclaimable``) are grouped per victim job into units:
+   single "spare" pods, which the
    job can lose while keeping its minMember (and each partition its size, each task its
    minTaskMember), and the whole gang (every running pod), which breaks it. A victim gang is
    never left below its minimum: either enough of its pods stay, or all of them go. PodGroups
@@ -20,13 +22,8 @@ topology; its gang actions look at a few domains and evict whole bundles. Here a
    finds the shortest prefix of that ranking after which the gang fits, then units are dropped
    again, most disruptive first, while it still fits, so only what is needed goes.
 4. *The domain with the least disruption* of the lowest tier wins: fewest gangs broken, lowest
-   victim priority, least running time lost, fewest pods. The gang is then placed exactly by the
-   same Placer allocate uses on the state without its victims; if that fails the next domain is
-   tried, and nothing is evicted for a gang that cannot fit.
-
-The freed room is nominated to the preemptor (see ``hold_nominations``): the session keeps its
-pods allocated but not bound until the victims are gone, and carries the nomination to the next
-cycle, where the pods are bound once their nodes have room.
+   victim priority, least running time lost, fewest pods. The action then places the gang
+   exactly on the state without its victims (``actions/preempt.py``).
 """
 
 from __future__ import annotations
@@ -35,54 +32,30 @@ import itertools
 import math
 import operator
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from hyperplace.kube.times import parse_rfc3339
 
-from ..framework.evictions import Eviction, Nomination
-from ..framework.statement import Statement
-from ..model.explanation import Explanation
-from ..model.jobs import JobInfo, TaskInfo
-
-if TYPE_CHECKING:
-    from ..actions.placement import Group
-    from ..framework.session import Session
+from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, is_critical
+from ..model.memo import MemoKey
+from ..model.snapshot import ClusterSnapshot
+from .fit_counts import AllocState
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
-CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
-# kube's scheduling.SystemCriticalPriority: PriorityClasses at or above it are system-critical.
-SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
-PREEMPTABLE_KEY = "volcano.sh/preemptable"
 # Domains of one tier examined in detail (after the all-victims count check) and exact
 # placements tried; both bound the work on huge trees, the counts make misses rare.
 MAX_DOMAINS_PER_TIER = 16
-MAX_EXACT_TRIES = 3
 # Units re-checked for removal after the binary search (most disruptive first), in the
 # PRUNED_DOMAINS domains whose estimate is best.
 MAX_PRUNE_TRIALS = 32
 PRUNED_DOMAINS = 3
-
-
-def is_critical(t: TaskInfo) -> bool:
-    """A pod of system-critical priority (by class name or by value): never a victim."""
-    return t.priority_class in CRITICAL_PRIORITY_CLASSES or t.priority >= SYSTEM_CRITICAL_PRIORITY
-
-
-def job_preemptable(job: JobInfo) -> bool:
-    """False for a PodGroup annotated (or labelled) ``volcano.sh/preemptable: "false"``."""
-    meta = job.podgroup.metadata
-    for src in (meta.annotations or {}, meta.labels or {}):
-        v = src.get(PREEMPTABLE_KEY)
-        if v is not None:
-            return v.strip().lower() != "false"
-    return True
 
 
 _SECONDS: dict[str, float] = {}  # creation timestamp -> epoch seconds (few distinct values)
@@ -117,10 +90,15 @@ class JobVictims:
     simple: bool  # no partition or task minimum: minMember alone bounds the spare pods
 
 
+VICTIMS: MemoKey[JobVictims] = MemoKey("victims")
+# Running pods of a job (depends on its tasks' states only, not on node indices).
+RUNNING: MemoKey[int] = MemoKey("running pods", node_free=True)
+
+
 def job_victims(job: JobInfo, r_dim: int) -> JobVictims:
     """The cached :class:`JobVictims` of ``job``."""
-    got = job.cache.get("victims")
-    if isinstance(got, JobVictims):
+    got = job.memo.get(VICTIMS)
+    if got is not None:
         return got
     vt = [t for t in job.tasks if t.running and t.node >= 0 and not is_critical(t)]
     # Victim order: lowest priority first, then the youngest (least running time lost), then the
@@ -138,18 +116,14 @@ def job_victims(job: JobInfo, r_dim: int) -> JobVictims:
         running=sum(1 for t in job.tasks if t.running),
         simple=not job.enforced_min_task_member and all(sj.is_default for sj in job.subjobs.values()),
     )
-    job.cache["victims"] = got
-    return got
+    return job.memo.put(VICTIMS, got)
 
 
 def running_count(job: JobInfo, gone: set[str]) -> int:
     """Running pods of ``job`` not already leaving (victims chosen earlier)."""
     if gone:
         return sum(1 for t in job.tasks if t.running and t.key not in gone)
-    got = job.cache.get("running")
-    if got is None:
-        got = job.cache["running"] = sum(1 for t in job.tasks if t.running)
-    return int(got)
+    return job.memo.get_or_put(RUNNING, lambda: sum(1 for t in job.tasks if t.running))
 
 
 _JOB = operator.attrgetter("job")
@@ -221,17 +195,17 @@ def _general_block(job: JobInfo, cand: list[TaskInfo], gone: set[str]) -> tuple[
     return spares + rest, len(spares), whole
 
 
-def build_units(ssn: Session, allowed: list[TaskInfo]) -> VictimUnits:
+def build_units(snap: ClusterSnapshot, allowed: list[TaskInfo], gone: set[str]) -> VictimUnits:
     """Group allowed victims per job into spare-pod and whole-gang units, ranked by disruption
-    (gangs broken, priority, running seconds lost, pods; then job and victim order)."""
-    gone = ssn.ledger.gone
-    r_dim = len(ssn.snap.resources)
+    (gangs broken, priority, running seconds lost, pods; then job and victim order). ``gone``:
+    pods already leaving (victims chosen earlier)."""
+    r_dim = len(snap.resources)
     by_job = group_by_job(allowed)
     tasks: list[TaskInfo] = []
     parts: list[tuple[I64, I64, I64, F64, I64]] = []
     blocks: list[tuple[str, int, int, int, bool]] = []  # (job, start, size, spare, whole)
     for jkey in sorted(by_job):
-        job = ssn.snap.jobs[jkey]
+        job = snap.jobs[jkey]
         cand = by_job[jkey]
         jv = job_victims(job, r_dim)
         untouched = not gone or not any(t.key in gone for t in jv.tasks)
@@ -322,6 +296,16 @@ def build_units(ssn: Session, allowed: list[TaskInfo]) -> VictimUnits:
 
 
 # ---------------------------------------------------------------------------------- fit
+class GangGroup(Protocol):
+    """What planning needs of one group of the gang's pods (the actions' ``Group``)."""
+
+    subjob: SubJobInfo
+
+    def demand(self) -> dict[int, int]:
+        """Pods per shape."""
+        ...
+
+
 @dataclass
 class Demand:
     """What the preemptor's gang minimum needs: pods per shape and partition classes."""
@@ -330,8 +314,8 @@ class Demand:
     classes: dict[tuple[int, int, int], int]  # (shape, tier limit, partition size) -> partitions
 
     @classmethod
-    def of(cls, groups: list[Group]) -> Demand:
-        """Per-shape totals of the atomic groups, and hard-limited single-shape partitions."""
+    def of(cls, groups: Iterable[GangGroup]) -> Demand:
+        """Per-shape totals of the gang's groups, and hard-limited single-shape partitions."""
         total: dict[int, int] = {}
         classes: dict[tuple[int, int, int], int] = {}
         for g in groups:
@@ -349,11 +333,10 @@ class Demand:
 class FitCounter:
     """Per-shape fit counts on the session state with some pods' requests given back."""
 
-    def __init__(self, ssn: Session, demand: Demand) -> None:
-        self.ssn = ssn
-        self.snap = ssn.snap
-        self.tree = ssn.snap.tree
-        self.state = ssn.state
+    def __init__(self, snap: ClusterSnapshot, state: AllocState, demand: Demand) -> None:
+        self.snap = snap
+        self.tree = snap.tree
+        self.state = state
         self.demand = demand
         self._bottom_up = np.argsort(-self.tree.depth, kind="stable").tolist()
 
@@ -597,21 +580,23 @@ def _prune_local(
     return [r for r in chosen if r in keep]
 
 
-def plan_victims(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[TaskInfo]) -> Outcome:
-    """Domains (best first, of the lowest tier where any fits) and victims for ``job``'s gang."""
-    tree = ssn.snap.tree
-    demand = Demand.of(groups)
-    if job.with_hard_topology or job.has_policies:
-        levels = ssn.gradient(job.topology, ssn.job_hn.get(job.key, -1), tree.root)
-        if isinstance(levels, str):
-            return Outcome(why=levels)
-    else:
-        levels = [[tree.root]]
+def plan_victims(
+    snap: ClusterSnapshot,
+    state: AllocState,
+    demand: Demand,
+    levels: list[list[int]],
+    allowed: list[TaskInfo],
+    gone: set[str],
+) -> Outcome:
+    """Domains (best first, of the lowest tier where any fits) and victims for a gang asking
+    ``demand``: ``levels`` are the tiers of candidate HyperNodes (its gradient), ``allowed`` the
+    pods the plugins let it evict and ``gone`` the pods already leaving."""
+    tree = snap.tree
     if not allowed:
         return Outcome(why="no running pod may be evicted for it")
-    units = build_units(ssn, allowed)
-    fc = FitCounter(ssn, demand)
-    n = ssn.snap.num_nodes
+    units = build_units(snap, allowed, gone)
+    fc = FitCounter(snap, state, demand)
+    n = snap.num_nodes
     freed_all = np.zeros((n, units.req.shape[1]), dtype=np.int64)
     np.add.at(freed_all, units.node, units.req)
     n_pods = sum(demand.total.values())
@@ -626,7 +611,7 @@ def plan_victims(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[
             continue
         # Most room already free first: those need the fewest victims.
         sid0 = max(demand.total, key=lambda s: demand.total[s])
-        now = ssn.state.dom_counts(ssn.snap.shapes[sid0])[cands]
+        now = state.dom_counts(snap.shapes[sid0])[cands]
         cands = cands[np.lexsort((cands, -now))][:MAX_DOMAINS_PER_TIER]
 
         def plan_in(d: int, prune: bool) -> Plan | None:
@@ -650,234 +635,3 @@ def plan_victims(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[
         why=f"the gang's {n_pods} pods do not fit in any allowed domain even if all {len(allowed)} "
         "evictable pods left"
     )
-
-
-# ---------------------------------------------------------------------------------- action
-VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job) -> candidate?
-
-
-def candidates(ssn: Session, job: JobInfo, eligible: VictimFilter) -> list[TaskInfo]:
-    """Running pods of other jobs the action may consider, never non-preemptable or critical."""
-    gone = ssn.ledger.gone
-    r_dim = len(ssn.snap.resources)
-    out: list[TaskInfo] = []
-    for other in ssn.snap.jobs.values():
-        if other.key == job.key or not other.tasks or not eligible(job, other) or not job_preemptable(other):
-            continue
-        vt = job_victims(other, r_dim).tasks
-        out.extend(vt if not gone else [t for t in vt if t.key not in gone])
-    return out
-
-
-def run_eviction_action(ssn: Session, action: str) -> None:
-    """The ``preempt`` or ``reclaim`` action: starving gangs take room from allowed victims."""
-    from ..actions.allocate import _record, gang_groups, job_skip_reason, place
-    from ..actions.placement import Placer
-
-    snap = ssn.snap
-    reclaim = action == "reclaim"
-    queue_key = ssn.queue_sort_key()
-    job_key = ssn.job_sort_key()
-    jobs = [
-        j
-        for j in snap.jobs.values()
-        if j.pending and j.key not in ssn.ledger.nominations and not ssn.job_ready(j)
-        if job_skip_reason(ssn, j) is None
-    ]
-    jobs.sort(key=lambda j: (queue_key(j.queue), job_key(j)))
-    placer = Placer(ssn)
-    for job in jobs:
-        if ssn.job_ready(job):
-            continue
-        if reclaim and ssn.overused(job.queue):
-            _note(ssn, job, f"reclaim: queue {job.queue!r} is overused, it cannot reclaim")
-            continue
-        groups = gang_groups(ssn, job)
-        if isinstance(groups, str) or not groups:
-            continue
-        rep = groups[0].tasks[0]
-        if any(t.preempt_never for g in groups for t in g.tasks):
-            # Volcano skips a preemptor pod whose preemptionPolicy is Never; a gang cannot start
-            # without it, so the gang does not preempt.
-            _note(ssn, job, f"{action}: a pod of the gang has preemptionPolicy Never")
-            continue
-        if reclaim and not ssn.preemptive(job.queue, rep):
-            _note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
-            continue
-        if reclaim:
-
-            def eligible(me: JobInfo, other: JobInfo) -> bool:
-                if other.queue == me.queue:
-                    return False
-                q = snap.queues.get(other.queue)
-                return q is None or q.spec is None or q.spec.reclaimable is not False
-
-            allowed = ssn.reclaimable(rep, candidates(ssn, job, eligible))
-        else:
-            allowed = ssn.preemptable(rep, candidates(ssn, job, lambda me, other: other.queue == me.queue))
-        outcome = plan_victims(ssn, job, groups, allowed)
-        if not outcome.plans:
-            _note(ssn, job, f"{action}: {outcome.why}")
-            continue
-        done = False
-        for plan in outcome.plans[:MAX_EXACT_TRIES]:
-            victims = plan.victims
-            ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
-            res, stmt = place(ssn, placer, job, groups)
-            if res.ok and ssn.job_ready(job):
-                _record(ssn, job, res)
-                if victims:
-                    _nominate(ssn, job, plan, stmt, action)
-                else:  # room without evicting anyone (allocate's exact placement missed it): bind
-                    stmt.commit()
-                    ssn.explanations.pop(job.key, None)
-                done = True
-                break
-            stmt.discard()
-            ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
-        if not done:
-            _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
-
-
-def _note(ssn: Session, job: JobInfo, text: str) -> None:
-    expl = ssn.explanations.get(job.key)
-    if expl is None:
-        expl = ssn.explanations[job.key] = Explanation(summary="gang minimum not reached")
-    expl.add_detail(text)
-    for t in job.pending:
-        reason = ssn.task_reasons.get(t.key)
-        if reason is not None and text not in reason:
-            ssn.task_reasons[t.key] = f"{reason}; {text}"
-
-
-def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: str) -> None:
-    snap, tree = ssn.snap, ssn.snap.tree
-    names = snap.node_names
-    ledger = ssn.ledger
-    why = (
-        plan.describe(tree.names) if plan.victims else f"tier {plan.tier}: {tree.names[plan.domain]} has room"
-    )
-    verb = "preempted" if action == "preempt" else "reclaimed"
-    for t in plan.victims:
-        victim_job = snap.jobs[t.job]
-        if action == "preempt":
-            reason = (
-                f"{verb} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang in "
-                f"{tree.names[plan.domain]}"
-            )
-        else:
-            reason = (
-                f"{verb} by queue {job.queue!r} for {job.key}, to place its gang in {tree.names[plan.domain]}"
-            )
-        ledger.evictions.append(Eviction(t.key, names[t.node], t.job, job.key, action, reason))
-        ledger.gone.add(t.key)
-    # The queue plugins see the victims leave at once (Volcano's deallocate event), so a queue
-    # brought back to its share stops being overused for the rest of the session.
-    if plan.victims and ssn.deallocate_handlers:
-        ssn.on_deallocate(list(plan.victims))
-    hn = ssn.job_hn.get(job.key, -1)
-    domain = tree.names[hn] if hn >= 0 and job.with_topology else None
-    pods = {t.key: names[n] for t, n in stmt.ops}
-    ledger.nominations[job.key] = Nomination(
-        job.key, pods, tuple(t.key for t in plan.victims), action, domain, why
-    )
-    for t, n in stmt.ops:
-        ssn.task_reasons[t.key] = (
-            f"nominated to {names[n]} by {action}; waiting for {len(plan.victims)} victim pod(s) to terminate"
-        )
-    stmt.closed = True  # allocated in the session state, bound once the victims are gone
-
-
-# ---------------------------------------------------------------------------------- nominations
-def hold_nominations(ssn: Session, carried: Mapping[str, Nomination]) -> None:
-    """Keep the room of earlier nominations for their gangs, and bind those whose victims left.
-
-    A nomination lapses when its job or one of its pods is gone or already bound, or a nominated
-    node disappeared. Otherwise the pods are allocated on their nodes before any action runs, so
-    no other job can take the room; when no nominated node is over its allocatable any more
-    (the victims terminated), the pods become bindings.
-    """
-    snap = ssn.snap
-    nidx = {name: i for i, name in enumerate(snap.node_names)}
-    for jkey in sorted(carried):
-        nom = carried[jkey]
-        job = snap.jobs.get(jkey)
-        if job is None or not nom.pods:
-            continue
-        pending = {t.key: t for t in job.pending}
-        tasks: list[TaskInfo] = []
-        nodes: list[int] = []
-        for pk, node in sorted(nom.pods.items()):
-            t = pending.get(pk)
-            n = nidx.get(node)
-            if t is None or n is None or pk in ssn.placed:
-                tasks = []
-                break
-            tasks.append(t)
-            nodes.append(n)
-        if not tasks:
-            continue
-        stmt = Statement(ssn)
-        stmt.allocate(tasks, nodes)
-        if ssn.state.overcommitted(nodes):
-            ledger = ssn.ledger
-            ledger.nominations[jkey] = nom
-            ledger.gone.update(nom.victims)
-            for t, n in zip(tasks, nodes, strict=True):
-                ssn.task_reasons[t.key] = (
-                    f"nominated to {snap.node_names[n]}; waiting for the victims of {nom.action} to terminate"
-                )
-            stmt.closed = True
-            continue
-        stmt.commit()
-        ssn.ledger.bound.add(jkey)
-        tree = snap.tree
-        if job.with_topology and tree.ready:
-            hn = tree.lowest_containing(nodes)
-            if hn >= 0:
-                ssn.job_hn[jkey] = tree.lca(ssn.job_hn.get(jkey, -1), hn)
-
-
-# ---------------------------------------------------------------------------------- what if
-# Pending jobs per session given a "preemption would help" line when preemption is off (each
-# costs one victim search), and the most candidate victims such a search looks at: it runs every
-# cycle a gang waits, so it is kept cheap on big clusters (the line is then left out).
-WHAT_IF_JOBS = 1
-WHAT_IF_MAX_CANDIDATES = 5000
-
-
-def explain_without_preemption(ssn: Session) -> None:
-    """Tell a waiting gang that evicting lower-priority pods of its queue would make room, when
-    the configuration has no ``preempt`` action (so nothing will)."""
-    if "preempt" in ssn.config.actions:
-        return
-    from ..actions.allocate import gang_groups
-
-    ledger = ssn.ledger
-    waiting = [
-        j
-        for j in ssn.snap.jobs.values()
-        if j.key in ssn.explanations
-        and j.pending
-        and j.key not in ledger.nominations
-        and not ssn.job_ready(j)
-    ]
-    waiting.sort(key=ssn.job_sort_key())
-    for job in waiting[:WHAT_IF_JOBS]:
-        groups = gang_groups(ssn, job)
-        if isinstance(groups, str) or not groups:
-            continue
-        cands = candidates(
-            ssn, job, lambda me, other: other.queue == me.queue and other.priority < me.priority
-        )
-        if not cands or len(cands) > WHAT_IF_MAX_CANDIDATES:
-            continue
-        out = plan_victims(ssn, job, groups, cands)
-        if out.plans:
-            p = out.plans[0]
-            _note(
-                ssn,
-                job,
-                f"tier {p.tier}: {ssn.snap.tree.names[p.domain]} would fit after evicting {p.cost[3]} pods of "
-                "lower priority; preemption is not enabled (no preempt action in the scheduler configuration)",
-            )

@@ -187,9 +187,6 @@ class _Job:
 
 _JOB_FIELDS = tuple(f.name for f in fields(JobInfo))
 _SUBJOB_FIELDS = tuple(f.name for f in fields(SubJobInfo))
-# Entries of ``JobInfo.cache`` that depend on the job's tasks' requests and states only, not
-# on node indices (queue_accounting.job_sums, preemption.running_count).
-_NODE_FREE_CACHES = frozenset({"queue_sums", "running"})
 
 
 def _remap_job(info: JobInfo, perm: list[int], first: int) -> JobInfo:
@@ -217,9 +214,9 @@ def _remap_job(info: JobInfo, perm: list[int], first: int) -> JobInfo:
     if not new_tasks:
         return info
     d = info.__dict__
-    job = JobInfo(**{k: d[k] for k in _JOB_FIELDS if k not in ("subjobs", "cache")})
-    # What sessions cached that names no node (sums over requests, counts) stays true.
-    job.cache = {k: v for k, v in dict(info.cache).items() if k in _NODE_FREE_CACHES}
+    job = JobInfo(**{k: d[k] for k in _JOB_FIELDS if k not in ("subjobs", "memo")})
+    # What sessions memoised that names no node (sums over requests, counts) stays true.
+    job.memo = info.memo.node_free()
     for sid, sj in info.subjobs.items():
         got = new_tasks.get(sid)
         if got is None:

@@ -1,4 +1,4 @@
-"""Volcano scheduler configuration (``volcano-scheduler.conf``) and plugin arguments.
+"""Volcano scheduler configuration (``volcano-scheduler.conf``).
 
 The file format is Volcano's ``conf.SchedulerConfiguration``::
 
@@ -32,28 +32,21 @@ Differences from Volcano, on purpose:
 * PyYAML parses the text; where it differs from yaml.v2 (plain ``y``/``n`` booleans,
   ``1e3`` floats) plugin arguments and switches are read the yaml.v2 way.
 
-Plugin arguments are parsed by :func:`network_topology_args` and :func:`binpack_args` with
-Volcano's ``framework.Arguments`` rules: ``GetInt`` takes only integers, ``GetFloat64``
-integers or floats, ``GetBool`` only booleans; anything else keeps the default. A string
-value is first read as the unquoted YAML scalar it spells (``"10"`` -> 10, ``"true"`` ->
-True), because arguments that went through a string-only channel (older Volcano's
-``map[string]string``, CLI flags) should mean what they would have meant in the file.
+Plugin arguments are read by each plugin with the rules of :mod:`.arguments`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from .arguments import YAML_V2_BOOLS
+
 CONFIGMAP_KEYS = ("volcano-scheduler.conf", "scheduler.conf")
 
-# yaml.v2 scalars PyYAML resolves differently (see _scalar).
-_YAML_V2_BOOLS = {"y": True, "Y": True, "n": False, "N": False}
-_YAML_V2_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 
 # Actions hyperplace runs, and Volcano actions it accepts but does not run. Listing them
 # lets Volcano's own configurations (the e2e CI file has reclaim and preempt) load as-is.
@@ -338,8 +331,8 @@ def _unwrap_configmap(doc: Any, text: str, source: str) -> tuple[str, str, int] 
 def _as_bool(value: Any, where: str) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value in _YAML_V2_BOOLS:
-        return _YAML_V2_BOOLS[value]  # yaml.v2 reads a plain y/n as a boolean; PyYAML does not
+    if isinstance(value, str) and value in YAML_V2_BOOLS:
+        return YAML_V2_BOOLS[value]  # yaml.v2 reads a plain y/n as a boolean; PyYAML does not
     # yaml.v2 refuses to unmarshal anything else into *bool and Volcano then keeps its
     # previous configuration; we refuse too.
     raise ConfigError(f"{where}: must be true or false, got {value!r}")
@@ -513,169 +506,3 @@ tiers:
 
 # Shared: copy (copy.deepcopy) before changing it.
 DEFAULT_CONFIG: SchedulerConfig = load_scheduler_config(DEFAULT_CONFIG_TEXT, source="<default>")
-
-
-# ---------------------------------------------------------------------------------------
-# Plugin arguments (framework.Arguments)
-
-
-def _scalar(value: Any) -> Any:
-    """A string read as the unquoted YAML scalar it spells; other values unchanged.
-
-    PyYAML and Volcano's yaml.v2 both follow YAML 1.1 but differ in two corners, which
-    we resolve like yaml.v2: ``y``/``n`` are booleans, and ``1e3`` (no dot, unsigned
-    exponent) is a float.
-    """
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if text in _YAML_V2_BOOLS:
-        return _YAML_V2_BOOLS[text]
-    try:
-        parsed = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return value
-    if isinstance(parsed, bool | int | float):
-        return parsed
-    if _YAML_V2_FLOAT.match(text):
-        return float(text)
-    return value
-
-
-def _get_int(args: Mapping[str, Any], key: str, default: int, warnings: list[str]) -> int:
-    """``Arguments.GetInt``: only an integer replaces the default (not a float, not a bool)."""
-    if key not in args:
-        return default
-    value = _scalar(args[key])
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    warnings.append(f"Could not parse argument: {args[key]!r} for key {key} to int")
-    return default
-
-
-def _get_float(args: Mapping[str, Any], key: str, default: float, warnings: list[str]) -> float:
-    """``Arguments.GetFloat64``: a float or an integer replaces the default."""
-    if key not in args:
-        return default
-    value = _scalar(args[key])
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    warnings.append(f"Could not parse argument: {args[key]!r} for key {key} to float64")
-    return default
-
-
-def _get_bool(args: Mapping[str, Any], key: str, default: bool, warnings: list[str]) -> bool:
-    """``Arguments.GetBool``: only a boolean replaces the default."""
-    if key not in args:
-        return default
-    value = _scalar(args[key])
-    if isinstance(value, bool):
-        return value
-    warnings.append(f"Could not parse argument: {args[key]!r} for key {key} to bool")
-    return default
-
-
-def _weighted_resources(args: Mapping[str, Any], list_key: str, warnings: list[str]) -> dict[str, int]:
-    """``<list_key>: "a, b"`` plus ``<list_key>.<name>: weight`` (default 1, < 0 -> 1).
-
-    A non-string list is treated as empty, and weight keys for names not in the list are
-    ignored, as in Volcano.
-    """
-    raw = args.get(list_key, "")
-    if not isinstance(raw, str):
-        warnings.append(f"Could not parse argument: {raw!r} for key {list_key} to string")
-        raw = ""
-    out: dict[str, int] = {}
-    for part in raw.split(","):
-        name = part.strip()
-        if not name:
-            continue
-        weight = _get_int(args, f"{list_key}.{name}", 1, warnings)
-        out[name] = 1 if weight < 0 else weight
-    return out
-
-
-@dataclass
-class NetworkTopologyArgs:
-    """Arguments of the ``network-topology-aware`` plugin after Volcano's defaulting."""
-
-    weight: int = 1
-    binpack_cpu: int = 1
-    binpack_memory: int = 1
-    binpack_resources: dict[str, int] = field(default_factory=dict)
-    normal_pod_enable: bool = True
-    normal_pod_fading: float = 0.8
-    evict_max_hypernodes: int = 8
-    warnings: tuple[str, ...] = field(default=(), compare=False)
-
-    def resource_weight(self, name: str) -> int | None:
-        """``getBinPackWeight``: the weight of a resource in hypernode bin-packing, or None
-        when it does not take part (cpu and memory always do; ``pods`` never does)."""
-        if name == "cpu":
-            return self.binpack_cpu
-        if name == "memory":
-            return self.binpack_memory
-        return self.binpack_resources.get(name)
-
-
-def network_topology_args(arguments: Mapping[str, Any] | None) -> NetworkTopologyArgs:
-    """Volcano's ``getPriorityWeight``, ``getNormalPodConfig`` and
-    ``getMaxHyperNodesForEviction`` for the network-topology-aware plugin."""
-    args = arguments or {}
-    w: list[str] = []
-    weight = _get_int(args, "weight", 1, w)
-    cpu = _get_int(args, "hypernode.binpack.cpu", 1, w)
-    memory = _get_int(args, "hypernode.binpack.memory", 1, w)
-    resources = _weighted_resources(args, "hypernode.binpack.resources", w)
-    enable = _get_bool(args, "hypernode.binpack.normal-pod.enable", True, w)
-    fading = _get_float(args, "hypernode.binpack.normal-pod.fading", 0.8, w)
-    max_hn = _get_int(args, "hypernode.gradient.evict.max-hypernodes", 8, w)
-    return NetworkTopologyArgs(
-        weight=1 if weight < 0 else weight,
-        binpack_cpu=1 if cpu < 0 else cpu,
-        binpack_memory=1 if memory < 0 else memory,
-        binpack_resources=resources,
-        normal_pod_enable=enable,
-        # 0 is allowed: only tier-1 hypernodes then count for normal pods.
-        normal_pod_fading=0.8 if fading < 0 else fading,
-        evict_max_hypernodes=8 if max_hn <= 0 else max_hn,
-        warnings=tuple(w),
-    )
-
-
-@dataclass
-class BinpackArgs:
-    """Arguments of Volcano's node-level ``binpack`` plugin after defaulting."""
-
-    weight: int = 1
-    cpu: int = 1
-    memory: int = 1
-    resources: dict[str, int] = field(default_factory=dict)
-    warnings: tuple[str, ...] = field(default=(), compare=False)
-
-    def resource_weight(self, name: str) -> int | None:
-        """The weight ``BinPackingScore`` uses for a resource, or None if it is skipped."""
-        if name == "cpu":
-            return self.cpu
-        if name == "memory":
-            return self.memory
-        return self.resources.get(name)
-
-
-def binpack_args(arguments: Mapping[str, Any] | None) -> BinpackArgs:
-    """Volcano binpack ``calculateWeight``: ``binpack.weight`` (default 1, taken as is;
-    0 disables the plugin's node order), ``binpack.cpu`` / ``binpack.memory`` (default 1,
-    < 0 -> 1), ``binpack.resources`` and ``binpack.resources.<name>`` (default 1, < 0 -> 1)."""
-    args = arguments or {}
-    w: list[str] = []
-    weight = _get_int(args, "binpack.weight", 1, w)
-    cpu = _get_int(args, "binpack.cpu", 1, w)
-    memory = _get_int(args, "binpack.memory", 1, w)
-    resources = _weighted_resources(args, "binpack.resources", w)
-    return BinpackArgs(
-        weight=weight,
-        cpu=1 if cpu < 0 else cpu,
-        memory=1 if memory < 0 else memory,
-        resources=resources,
-        warnings=tuple(w),
-    )

@@ -12,13 +12,16 @@ The clock starts at the PodGroup's creation (the Job controller creates it with 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from hyperplace.api.relax import RelaxState, relax_state, relax_steps
 from hyperplace.kube.times import parse_rfc3339, rfc3339
 
-from ..model.jobs import JobInfo, Topology
+from ..model.jobs import JobInfo, TopologyConstraint
+from ..model.memo import Memo
 from ..model.snapshot import ClusterSnapshot
+from .result import SessionResult
 
 RELAXATION_CONDITION = "TopologyRelaxation"
 
@@ -46,7 +49,7 @@ class Relaxation:
         return f"topology relaxed to tier {self.state.tier} until {self.deadline_text()}, then {nxt}"
 
 
-def _ceiling(topo: Topology | None) -> int | None:
+def _ceiling(topo: TopologyConstraint | None) -> int | None:
     """The job's own hard tier limit (None: none)."""
     if topo is not None and topo.mode == "hard" and topo.limit is not None:
         return topo.limit
@@ -56,7 +59,9 @@ def _ceiling(topo: Topology | None) -> int | None:
 def _relaxed_job(job: JobInfo, tier: int) -> JobInfo:
     """A copy of ``job`` limited to ``tier`` (its SubJobs' limits capped at ``tier`` too)."""
     old = job.topology
-    topo = Topology("hard", tier, None, None, declared_soft=old.declared_soft if old is not None else False)
+    topo = TopologyConstraint(
+        "hard", tier, None, None, declared_soft=old.declared_soft if old is not None else False
+    )
     subjobs = {}
     for sid, sj in job.subjobs.items():
         st = sj.topology
@@ -66,7 +71,7 @@ def _relaxed_job(job: JobInfo, tier: int) -> JobInfo:
             st = dataclasses.replace(st, limit=tier)
         subjobs[sid] = dataclasses.replace(sj, topology=st)
     # A fresh cache: what was derived under the job's own limit does not hold here.
-    return dataclasses.replace(job, topology=topo, subjobs=subjobs, cache={})
+    return dataclasses.replace(job, topology=topo, subjobs=subjobs, memo=Memo())
 
 
 def relax_snapshot(snap: ClusterSnapshot, now: float) -> tuple[ClusterSnapshot, dict[str, Relaxation]]:
@@ -110,7 +115,7 @@ def relaxation_condition(rel: Relaxation, ceiling: int | None) -> dict[str, Any]
     }
 
 
-def record_relaxations(relaxed: dict[str, Relaxation], result: Any) -> None:
+def record_relaxations(relaxed: Mapping[str, Relaxation], result: SessionResult) -> None:
     """Add the relaxation condition (and an explanation line) to each relaxed job's outcome."""
     for key, rel in relaxed.items():
         outcome = result.jobs.get(key)

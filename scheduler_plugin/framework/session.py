@@ -1,59 +1,75 @@
 """Session: the per-cycle scheduling context, modelled on Volcano's ``framework.Session``.
 
-Plugins register functions (job/subjob/task order, job valid/ready, subjob ready, node order,
-hypernode order, hypernode gradient); actions (``allocate``, ``backfill``) orchestrate them.
-Allocated HyperNodes of jobs and SubJobs are recovered from running pods at open time
-(volcano_impl §1.4), so a scheduler restart loses nothing.
+Plugins register functions at the extension points of :mod:`.extension_points`; opening the
+session builds the configured plugins tier by tier (:meth:`Session.open`, from a registry of
+plugin builders the caller hands in, as kube-scheduler's framework gets its registry) and keeps
+each function whose plugin entry has the point's switch on. Actions (:mod:`scheduler_plugin.actions`)
+orchestrate through the methods below: job, SubJob, task and queue order, readiness, queue
+limits, enqueue votes, victim selection, node and HyperNode scores and gradients. Allocated
+HyperNodes of jobs and SubJobs are recovered from running pods at open time, so a scheduler
+restart loses nothing.
 """
 
 from __future__ import annotations
 
 import operator
-import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ..algorithms.fit_counts import AllocState
-from ..config.scheduler_conf import SchedulerConfig
+from ..config.scheduler_conf import NOOP_PLUGINS, PluginOption, SchedulerConfig
 from ..model.explanation import CandidateReport, Explanation
-from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, Topology
+from ..model.hypernode_tree import HyperNodeTree
+from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, TopologyConstraint
+from ..model.memo import MemoKey
+from ..model.reservation import Reservation
 from ..model.snapshot import ClusterSnapshot
 from .evictions import EvictionLedger
+from .extension_points import (
+    ALLOCATABLE,
+    ALLOCATABLE_REASON,
+    HYPERNODE_GRADIENT,
+    HYPERNODE_ORDER,
+    JOB_ENQUEUEABLE,
+    JOB_ENQUEUED,
+    JOB_ORDER,
+    JOB_READY,
+    JOB_RELEASED,
+    JOB_VALID,
+    JOB_WAITING_TIME,
+    NODE_ORDER,
+    ON_ALLOCATE,
+    ON_DEALLOCATE,
+    OVERUSED,
+    PREEMPTABLE,
+    PREEMPTIVE,
+    QUEUE_LIMITS,
+    QUEUE_ORDER,
+    RECLAIMABLE,
+    SUBJOB_ORDER,
+    SUBJOB_READY,
+    TASK_ORDER,
+    ExtensionPoint,
+    VictimFn,
+)
 
+F = TypeVar("F")
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-# Order functions are sort keys: Volcano chains comparators and the first non-equal one wins,
-# which is exactly lexicographic order on the tuple of per-plugin keys (and far cheaper).
-OrderKey = Callable[[Any], Any]
-NodeOrderFn = Callable[[TaskInfo, SubJobInfo, I64], F64]
-HyperNodeOrderFn = Callable[[SubJobInfo | None, I64, I64], F64]
-# (topology, allocated hypernode or -1, input hypernode) -> tiers of candidates, or an error text.
-GradientFn = Callable[[Topology | None, int, int], "list[list[int]] | str"]
-# Queue and eviction extension points, as Volcano's session has them. Queues are named by
-# their name; the plugin that registers a function keeps its own per-queue attributes.
-QueueOrderKey = Callable[[str], Any]
-OverusedFn = Callable[[str], bool]
-# (queue, task) -> may the task be allocated while its queue stays within its limits.
-AllocatableFn = Callable[[str, TaskInfo], bool]
-# job -> PERMIT (1), ABSTAIN (0) or REJECT (-1), Volcano's JobEnqueueable vote.
-EnqueueableFn = Callable[[JobInfo], int]
-# (preemptor or reclaimer task, candidate victims) -> the victims this plugin allows, or None
-# to abstain. Volcano intersects the non-abstaining answers within a tier and stops at the
-# first tier that gave any answer.
-VictimFn = Callable[[TaskInfo, list[TaskInfo]], "list[TaskInfo] | None"]
-# (queue, preemptor task) -> may this queue's task take room by preemption (capacity plugin).
-PreemptiveFn = Callable[[str, TaskInfo], bool]
-PERMIT, ABSTAIN, REJECT = 1, 0, -1
-# Volcano's JobEnqueued callbacks (a job moved to Inqueue) and allocate/deallocate event
-# handlers: plugins keep their per-queue and per-job sums in step with the session's decisions.
-JobEnqueuedFn = Callable[[JobInfo], None]
-TaskEventFn = Callable[[list[TaskInfo]], None]
+# A plugin builder: makes the plugin for one session and registers its functions.
+PluginBuilder = Callable[["Session", dict[str, Any], PluginOption], object]
+
+# (job, per SubJob, per (job, role)) ready counts before any decision, once per snapshot.
+ReadyCounts = tuple[dict[str, int], dict[str, int], dict[tuple[str, str], int]]
+READY_COUNTS: MemoKey[ReadyCounts] = MemoKey("ready counts")
+# A job's allocated HyperNodes recovered from its running pods: (tree, per SubJob, job's).
+RECOVERED: MemoKey[tuple[HyperNodeTree, dict[str, int], int | None]] = MemoKey("recovered hypernodes")
 
 
 @dataclass
@@ -62,43 +78,25 @@ class Session:
 
     snap: ClusterSnapshot
     config: SchedulerConfig
-    seed: int = 0
     state: AllocState = field(init=False)
-    rng: random.Random = field(init=False)
-    job_order_fns: list[OrderKey] = field(default_factory=list)
-    subjob_order_fns: list[OrderKey] = field(default_factory=list)
-    task_order_fns: list[OrderKey] = field(default_factory=list)
-    job_valid_fns: list[Callable[[JobInfo], str | None]] = field(default_factory=list)
-    job_ready_fns: list[Callable[[JobInfo], bool]] = field(default_factory=list)
-    subjob_ready_fns: list[Callable[[SubJobInfo], bool]] = field(default_factory=list)
-    node_order_fns: list[NodeOrderFn] = field(default_factory=list)
-    hypernode_order_fns: list[HyperNodeOrderFn] = field(default_factory=list)
-    gradient_fns: list[GradientFn] = field(default_factory=list)
-    queue_order_fns: list[QueueOrderKey] = field(default_factory=list)
-    overused_fns: list[OverusedFn] = field(default_factory=list)
-    allocatable_fns: list[AllocatableFn] = field(default_factory=list)
-    job_enqueueable_fns: list[list[EnqueueableFn]] = field(default_factory=list)  # per tier
-    # One list per configuration tier, as Volcano's tiered victim selection needs.
-    preemptable_fns: list[list[VictimFn]] = field(default_factory=list)
-    reclaimable_fns: list[list[VictimFn]] = field(default_factory=list)
-    preemptive_fns: list[PreemptiveFn] = field(default_factory=list)
-    job_enqueued_fns: list[JobEnqueuedFn] = field(default_factory=list)
-    allocate_handlers: list[TaskEventFn] = field(default_factory=list)
-    deallocate_handlers: list[TaskEventFn] = field(default_factory=list)
+    # The plugins' functions per extension point, in tier order (see register; one list per
+    # tier for tiered points).
+    _fns: dict[ExtensionPoint[Any], list[Any]] = field(default_factory=dict)
     # Jobs moved Pending -> Inqueue by this session's enqueue action, and why the others were
     # not (the first rejecting plugin's words).
     enqueued: set[str] = field(default_factory=set)
     enqueue_reasons: dict[str, str] = field(default_factory=dict)
-    plugins: dict[str, Any] = field(default_factory=dict)
+    # Plugin objects by name, for inspection; actions reach plugins through the points only.
+    plugins: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # Evictions and nominations of the preempt/reclaim actions (see framework/evictions.py).
     ledger: EvictionLedger = field(default_factory=EvictionLedger)
-    # Head-of-queue reservations (scheduler_plugin/reservation.py): the session's clock (seconds
-    # since the epoch; None: nothing is reserved), the holds carried from the previous session,
-    # and the holds this session keeps (job key -> Reservation).
+    # Head-of-queue reservations (actions/reservation.py): the session's clock (seconds since
+    # the epoch; None: nothing is reserved), the holds carried from the previous session, and
+    # the holds this session keeps (job key -> Reservation).
     now: float | None = None
-    previous_reservations: dict[str, Any] = field(default_factory=dict)
-    reservations: dict[str, Any] = field(default_factory=dict)
+    previous_reservations: dict[str, Reservation] = field(default_factory=dict)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
     # Outputs / working data.
     placed: dict[str, int] = field(default_factory=dict)  # task key -> node, tentative included
     bindings: dict[str, int] = field(default_factory=dict)  # committed
@@ -116,26 +114,90 @@ class Session:
     n_ready_sj: dict[str, int] = field(default_factory=dict)
     n_ready_job: dict[str, int] = field(default_factory=dict)
     n_ready_role: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Ready tasks per job before this session decided anything.
+    base_ready_job: Mapping[str, int] = field(default_factory=dict)
     _sorted_tasks: dict[str, list[TaskInfo]] = field(default_factory=dict)
+    # While plugins are built: the tier and the plugin entry registering.
+    _building: tuple[int, PluginOption] | None = None
 
     def __post_init__(self) -> None:
         self.state = AllocState(self.snap)
-        self.rng = random.Random(self.seed)
         # Counters start from what each job precomputed once (O(jobs), not O(pods)), summed
         # once per snapshot; a session starts from copies.
-        base = self.snap.memo.get("ready_counters")
-        if base is None:
-            n_job: dict[str, int] = {}
-            n_sj: dict[str, int] = {}
-            n_role: dict[tuple[str, str], int] = {}
-            for job in self.snap.jobs.values():
-                total, per_sj, per_role = job.base_ready
-                n_job[job.key] = total
-                n_sj.update(per_sj)
-                for role, c in per_role.items():
-                    n_role[(job.key, role)] = c
-            base = self.snap.memo["ready_counters"] = (n_job, n_sj, n_role)
-        self.n_ready_job, self.n_ready_sj, self.n_ready_role = (dict(d) for d in base)
+        base = self.snap.memo.get_or_put(READY_COUNTS, self._ready_counts)
+        self.base_ready_job = base[0]
+        self.n_ready_job, self.n_ready_sj, self.n_ready_role = dict(base[0]), dict(base[1]), dict(base[2])
+
+    def _ready_counts(self) -> ReadyCounts:
+        n_job: dict[str, int] = {}
+        n_sj: dict[str, int] = {}
+        n_role: dict[tuple[str, str], int] = {}
+        for job in self.snap.jobs.values():
+            total, per_sj, per_role = job.base_ready
+            n_job[job.key] = total
+            n_sj.update(per_sj)
+            for role, c in per_role.items():
+                n_role[(job.key, role)] = c
+        return n_job, n_sj, n_role
+
+    # ------------------------------------------------------------------ open
+    @classmethod
+    def open(
+        cls, snap: ClusterSnapshot, config: SchedulerConfig, registry: Mapping[str, PluginBuilder]
+    ) -> Session:
+        """A session with the configured plugins built from ``registry`` and the allocated
+        HyperNodes of running jobs recovered."""
+        ssn = cls(snap=snap, config=config)
+        ssn._build_plugins(registry)
+        ssn._recover_allocated()
+        return ssn
+
+    def _build_plugins(self, registry: Mapping[str, PluginBuilder]) -> None:
+        """Build every configured plugin, tier by tier (the first entry of a name wins);
+        an unknown plugin, or one accepted without effect, is named in the notes."""
+        for i, tier in enumerate(self.config.tiers):
+            for opt in tier:
+                if opt.name in self.plugins:
+                    continue
+                builder = registry.get(opt.name)
+                if builder is None:
+                    if opt.name in NOOP_PLUGINS:
+                        self.notes.append(
+                            f"plugin {opt.name} accepted without effect: {NOOP_PLUGINS[opt.name]}"
+                        )
+                    else:
+                        self.notes.append(f"unknown plugin {opt.name!r} ignored")
+                    continue
+                self._building = (i, opt)
+                try:
+                    self.plugins[opt.name] = builder(self, dict(opt.arguments), opt)
+                finally:
+                    self._building = None
+
+    def register(self, point: ExtensionPoint[F], fn: F) -> None:
+        """Register a plugin's function while the session builds it (Volcano's ``AddXxxFn``).
+        The session keeps it only when the plugin's entry has the point's switch on."""
+        assert self._building is not None, "plugins register while the session builds them"
+        tier, opt = self._building
+        if point.flag is not None and not opt.is_enabled(point.flag):
+            return
+        fns = self._fns.setdefault(point, [])
+        if point.tiered:
+            while len(fns) <= tier:
+                fns.append([])
+            fns[tier].append(fn)
+        else:
+            fns.append(fn)
+
+    def fns(self, point: ExtensionPoint[F]) -> list[F]:
+        """The functions registered at an untiered ``point``, in tier order."""
+        assert not point.tiered
+        return self._fns.get(point, [])
+
+    def tiers_of(self, point: ExtensionPoint[F]) -> list[list[F]]:
+        """The functions registered at a tiered ``point``, one list per configuration tier."""
+        assert point.tiered
+        return self._fns.get(point, [])
 
     def _count(self, t: TaskInfo, d: int) -> None:
         self.n_ready_sj[t.subjob] += d
@@ -148,7 +210,7 @@ class Session:
         if not self.task_ready(t):
             self._count(t, 1)
         self.placed[t.key] = node
-        if fresh and self.allocate_handlers and not t.running:
+        if fresh and not t.running and self.fns(ON_ALLOCATE):
             self.on_allocate([t])
 
     def mark_placed_many(self, tasks: list[TaskInfo], nodes: list[int]) -> None:
@@ -166,7 +228,7 @@ class Session:
                     by_role[(t.job, t.role)] += 1
                     by_job[t.job] += 1
             placed[t.key] = n
-        if fresh and self.allocate_handlers:
+        if fresh:
             self.on_allocate(fresh)
         for k, v in by_sj.items():
             self.n_ready_sj[k] += v
@@ -180,18 +242,18 @@ class Session:
         if self.placed.pop(t.key, None) is not None and not t.running:
             if not t.best_effort:
                 self._count(t, -1)
-            if self.deallocate_handlers:
+            if self.fns(ON_DEALLOCATE):
                 self.on_deallocate([t])
 
     def on_allocate(self, tasks: list[TaskInfo]) -> None:
         """Tell the plugins ``tasks`` were allocated in this session (Volcano's AllocateFunc)."""
-        for fn in self.allocate_handlers:
+        for fn in self.fns(ON_ALLOCATE):
             fn(tasks)
 
     def on_deallocate(self, tasks: list[TaskInfo]) -> None:
         """Tell the plugins ``tasks`` no longer hold what they held: an allocation undone, or a
         running victim evicted (Volcano's DeallocateFunc)."""
-        for fn in self.deallocate_handlers:
+        for fn in self.fns(ON_DEALLOCATE):
             fn(tasks)
 
     def job_phase(self, job: JobInfo) -> str:
@@ -206,19 +268,8 @@ class Session:
         """Mark ``job`` Inqueue and tell the plugins (Volcano's ``JobEnqueued``)."""
         self.enqueued.add(job.key)
         self.enqueue_reasons.pop(job.key, None)
-        for fn in self.job_enqueued_fns:
+        for fn in self.fns(JOB_ENQUEUED):
             fn(job)
-
-    # ------------------------------------------------------------------ open
-    @classmethod
-    def open(cls, snap: ClusterSnapshot, config: SchedulerConfig, seed: int = 0) -> Session:
-        """Build plugins from the configuration tiers and recover allocated HyperNodes."""
-        from ..plugins import build_plugins
-
-        ssn = cls(snap=snap, config=config, seed=seed)
-        build_plugins(ssn)
-        ssn._recover_allocated()
-        return ssn
 
     def _recover_allocated(self) -> None:
         tree = self.snap.tree
@@ -228,7 +279,7 @@ class Session:
             if not job.tasks or len(job.pending) == len(job.tasks) or not job.with_topology:
                 continue  # nothing running: nothing to recover
             # Depends on the job's running pods and the tree only: once per (JobInfo, tree).
-            cached = job.cache.get("recovered")
+            cached = job.memo.get(RECOVERED)
             if cached is None or cached[0] is not tree:
                 per_sub: list[int] = []
                 subs: dict[str, int] = {}
@@ -241,7 +292,7 @@ class Session:
                         subs[sj.id] = hn
                     per_sub.append(hn)
                 job_hn = tree.lca_many(per_sub) if per_sub and all(h >= 0 for h in per_sub) else None
-                cached = job.cache["recovered"] = (tree, subs, job_hn)
+                cached = job.memo.put(RECOVERED, (tree, subs, job_hn))
             self.subjob_hn.update(cached[1])
             if cached[2] is not None:
                 self.job_hn[job.key] = cached[2]
@@ -277,7 +328,7 @@ class Session:
 
     def job_valid(self, job: JobInfo) -> str | None:
         """The first plugin's reason the job is invalid, or None."""
-        for fn in self.job_valid_fns:
+        for fn in self.fns(JOB_VALID):
             reason = fn(job)
             if reason:
                 return reason
@@ -285,30 +336,32 @@ class Session:
 
     def job_ready(self, job: JobInfo) -> bool:
         """Every JobReady function agrees (default: every pod ready)."""
-        if not self.job_ready_fns:
+        fns = self.fns(JOB_READY)
+        if not fns:
             return all(self.task_ready(t) for t in job.tasks) if job.tasks else True
-        return all(fn(job) for fn in self.job_ready_fns)
+        return all(fn(job) for fn in fns)
 
     def subjob_ready(self, sj: SubJobInfo) -> bool:
         """Every SubJobReady function agrees (default: MinAvailable reached)."""
-        if not self.subjob_ready_fns:
+        fns = self.fns(SUBJOB_READY)
+        if not fns:
             return self.n_ready_sj[sj.id] >= sj.min_available
-        return all(fn(sj) for fn in self.subjob_ready_fns)
+        return all(fn(sj) for fn in fns)
 
     # ------------------------------------------------------------------ ordering
     def job_sort_key(self) -> Callable[[JobInfo], Any]:
         """Plugin keys in tier order, then creation time, then the job key (Volcano: UID)."""
-        fns = list(self.job_order_fns)
+        fns = list(self.fns(JOB_ORDER))
         return lambda j: (*(f(j) for f in fns), j.creation, j.key)
 
     def subjob_sort_key(self) -> Callable[[SubJobInfo], Any]:
         """Plugin keys, then MatchIndex, then the SubJob ID (design 000 default order)."""
-        fns = list(self.subjob_order_fns)
+        fns = list(self.fns(SUBJOB_ORDER))
         return lambda s: (*(f(s) for f in fns), s.match_index, s.id)
 
     def task_sort_key(self) -> Callable[[TaskInfo], Any]:
         """Plugin keys, then Volcano's default task order (pod-name ordinal, creation, UID)."""
-        fns = list(self.task_order_fns)
+        fns = list(self.fns(TASK_ORDER))
         if not fns:
             return operator.attrgetter("order_key")
         if len(fns) == 1 and getattr(fns[0], "precomputed", None):
@@ -317,26 +370,66 @@ class Session:
 
     def queue_sort_key(self) -> Callable[[str], Any]:
         """Plugin keys in tier order, then the queue name (Volcano: creation time, then UID)."""
-        fns = list(self.queue_order_fns)
+        fns = list(self.fns(QUEUE_ORDER))
         return lambda q: (*(f(q) for f in fns), q)
 
     # ------------------------------------------------------------------ queues
     def overused(self, queue: str) -> bool:
         """Any plugin finds the queue over its share (Volcano's ``Overused``)."""
-        return any(fn(queue) for fn in self.overused_fns)
+        return any(fn(queue) for fn in self.fns(OVERUSED))
 
     def allocatable(self, queue: str, task: TaskInfo) -> bool:
         """Every plugin lets the queue take the task (Volcano's ``Allocatable``)."""
-        return all(fn(queue, task) for fn in self.allocatable_fns)
+        return all(fn(queue, task) for fn in self.fns(ALLOCATABLE))
+
+    def why_not_allocatable(self, queue: str, tasks: list[TaskInfo]) -> str | None:
+        """The first queue plugin's reason ``queue`` may not take ``tasks`` together, or None."""
+        for fn in self.fns(ALLOCATABLE_REASON):
+            why = fn(queue, tasks)
+            if why:
+                return why
+        return None
+
+    def judges_sums(self) -> bool:
+        """Every plugin limiting allocation can also judge a whole unit at once (each checks
+        "allocated + request <= limit" on the request's dimensions, so when the sum fits, every
+        prefix does)."""
+        return len(self.fns(ALLOCATABLE_REASON)) == len(self.fns(ALLOCATABLE))
+
+    def queued(self) -> bool:
+        """Some plugin orders or limits queues: allocate then goes queue by queue."""
+        return bool(self.fns(QUEUE_ORDER) or self.fns(OVERUSED) or self.fns(ALLOCATABLE))
+
+    def job_released(self, job: JobInfo) -> None:
+        """An admitted job gives its admission back to every queue plugin (see allocate)."""
+        for fn in self.fns(JOB_RELEASED):
+            fn(job)
+
+    def queue_limits(self) -> dict[str, tuple[Any, Any]]:
+        """Per queue, the deserved share and capability the first queue plugin that computed
+        them reports (for the Queue's status)."""
+        out: dict[str, tuple[Any, Any]] = {}
+        for fn in self.fns(QUEUE_LIMITS):
+            for queue, limits in fn().items():
+                out.setdefault(queue, limits)
+        return out
+
+    def waiting_time(self, job: JobInfo) -> float | None:
+        """How long ``job`` may wait before room is held for it (the sla plugin), or None."""
+        for fn in self.fns(JOB_WAITING_TIME):
+            got = fn(job)
+            if got is not None:
+                return got
+        return None
 
     def preemptive(self, queue: str, task: TaskInfo) -> bool:
         """Every plugin lets the queue's task preempt (Volcano's ``Preemptive``)."""
-        return all(fn(queue, task) for fn in self.preemptive_fns)
+        return all(fn(queue, task) for fn in self.fns(PREEMPTIVE))
 
     def job_enqueueable(self, job: JobInfo) -> bool:
         """Volcano's vote: a REJECT refuses; a tier with a PERMIT (and no REJECT) admits without
         asking later tiers; all abstaining admits."""
-        for tier in self.job_enqueueable_fns:
+        for tier in self.tiers_of(JOB_ENQUEUEABLE):
             permit = False
             for fn in tier:
                 vote = fn(job)
@@ -370,7 +463,7 @@ class Session:
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """The candidates the plugins allow ``preemptor`` to evict."""
-        return self._victims(self.preemptable_fns, preemptor, candidates)
+        return self._victims(self.tiers_of(PREEMPTABLE), preemptor, candidates)
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """The candidates the plugins allow ``reclaimer``'s queue to take back.
@@ -380,7 +473,7 @@ class Session:
         proportion's and capacity's (tier 2), and reclaim can take a queue below its deserved
         share, after which it reclaims back. Here the queue plugins' limits always hold."""
         chosen: list[TaskInfo] | None = None
-        for tier in self.reclaimable_fns:
+        for tier in self.tiers_of(RECLAIMABLE):
             for fn in tier:
                 got = fn(reclaimer, candidates if chosen is None else chosen)
                 if got is None:
@@ -395,21 +488,24 @@ class Session:
     def node_scores(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> F64:
         """Sum of the node order functions for a task over ``nodes``."""
         total = np.zeros(len(nodes), dtype=np.float64)
-        for fn in self.node_order_fns:
+        for fn in self.fns(NODE_ORDER):
             total += fn(task, sj, nodes)
         return total
 
     def hypernode_scores(self, sj: SubJobInfo | None, request: I64, candidates: I64) -> F64:
         """Sum of the HyperNode order functions over ``candidates``."""
         total = np.zeros(len(candidates), dtype=np.float64)
-        for fn in self.hypernode_order_fns:
+        for fn in self.fns(HYPERNODE_ORDER):
             total += fn(sj, request, candidates)
         return total
 
-    def gradient(self, topology: Topology | None, allocated: int, root: int) -> list[list[int]] | str:
+    def gradient(
+        self, topology: TopologyConstraint | None, allocated: int, root: int
+    ) -> list[list[int]] | str:
         """Tiers of candidate HyperNodes (first registered plugin wins); ``[[root]]`` by default."""
-        if self.gradient_fns:
-            return self.gradient_fns[0](topology, allocated, root)
+        fns = self.fns(HYPERNODE_GRADIENT)
+        if fns:
+            return fns[0](topology, allocated, root)
         return [[root]]
 
     def subtree_by_tier(self, h: int) -> dict[int, I64]:

@@ -7,12 +7,9 @@ dry run see them, as in Volcano) and undone in one vectorised step on :meth:`dis
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ..model.jobs import TaskInfo
-
-if TYPE_CHECKING:
-    from .session import Session
+from .session import Session
 
 
 class Statement:

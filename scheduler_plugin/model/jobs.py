@@ -21,7 +21,13 @@ import numpy.typing as npt
 from hyperplace.api.podgroup import NetworkTopologySpec, PodGroup, SubGroupPolicySpec
 from hyperplace.kube import SelectorError, label_selector_matches
 
+from .memo import Memo
+
 MAX_SUBJOB_VALUE_LEN = 128
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+# kube's scheduling.SystemCriticalPriority: PriorityClasses at or above it are system-critical.
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
 # k8s.io/apimachinery/pkg/util/rand.SafeEncodeString alphabet (no vowels, no confusable digits).
 _SAFE_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -66,7 +72,7 @@ def match_values(policy: SubGroupPolicySpec, labels: Mapping[str, str]) -> list[
 
 
 @dataclass(frozen=True)
-class Topology:
+class TopologyConstraint:
     """A normalised network-topology requirement.
 
     ``limit`` is the highest tier allowed after Volcano's adjustments (name translation, soft ->
@@ -124,7 +130,7 @@ class SubJobInfo:
     policy: str | None
     min_available: int
     match_index: int
-    topology: Topology | None
+    topology: TopologyConstraint | None
     tasks: list[TaskInfo] = field(default_factory=list)
     allocated_hypernode: int = -1
 
@@ -145,7 +151,7 @@ class JobInfo:
     creation: str
     min_member: int
     min_task_member: dict[str, int]
-    topology: Topology | None
+    topology: TopologyConstraint | None
     has_policies: bool
     subjobs: dict[str, SubJobInfo] = field(default_factory=dict)
     min_subjobs: dict[str, int] = field(default_factory=dict)
@@ -156,7 +162,7 @@ class JobInfo:
     warnings: list[str] = field(default_factory=list)
     # Results sessions derive from this job alone (and the tree / configuration they name),
     # kept for the next session that sees the same JobInfo. Not part of equality.
-    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    memo: Memo = field(default_factory=Memo, compare=False, repr=False)
 
     @property
     def enforced_min_task_member(self) -> dict[str, int]:
@@ -215,7 +221,7 @@ class JobInfo:
     def with_hard_topology(self) -> bool:
         """Volcano's ``ContainsHardTopology``: hard mode with a tier limit somewhere."""
 
-        def hard(t: Topology | None) -> bool:
+        def hard(t: TopologyConstraint | None) -> bool:
             return t is not None and t.mode == "hard" and t.limit is not None
 
         return hard(self.topology) or any(hard(sj.topology) for sj in self.subjobs.values())
@@ -247,7 +253,7 @@ def normalise_topology(
     tier_names: Mapping[str, int],
     top_tier: int,
     bound: int | None,
-) -> Topology | None:
+) -> TopologyConstraint | None:
     """Volcano's ``adjustNetworkTopologySpec``: name -> tier, soft -> hard bounded by ``bound``."""
     if spec is None:
         return None
@@ -262,10 +268,10 @@ def normalise_topology(
                 "placed without a tier limit"
             )
     if spec.mode == "soft":
-        return Topology("hard", bound if bound is not None else top_tier, declared_soft=True)
+        return TopologyConstraint("hard", bound if bound is not None else top_tier, declared_soft=True)
     if spec.mode == "hard":
-        return Topology("hard", limit, spec.highest_tier_name, problem)
-    return Topology(spec.mode, limit, spec.highest_tier_name, problem)
+        return TopologyConstraint("hard", limit, spec.highest_tier_name, problem)
+    return TopologyConstraint(spec.mode, limit, spec.highest_tier_name, problem)
 
 
 def build_job(
@@ -347,3 +353,18 @@ def build_job(
             t.rank = rank_key(t)
         job.subjobs[sid].tasks.append(t)
     return job
+
+
+def is_critical(t: TaskInfo) -> bool:
+    """A pod of system-critical priority (by class name or by value): never a victim."""
+    return t.priority_class in CRITICAL_PRIORITY_CLASSES or t.priority >= SYSTEM_CRITICAL_PRIORITY
+
+
+def job_preemptable(job: JobInfo) -> bool:
+    """False for a PodGroup annotated (or labelled) ``volcano.sh/preemptable: "false"``."""
+    meta = job.podgroup.metadata
+    for src in (meta.annotations or {}, meta.labels or {}):
+        v = src.get(PREEMPTABLE_KEY)
+        if v is not None:
+            return v.strip().lower() != "false"
+    return True

@@ -29,6 +29,7 @@ from hyperplace.kube.requests import ResourceError, pod_requests
 
 from .hypernode_tree import HyperNodeTree
 from .jobs import JobInfo, TaskInfo, build_job
+from .memo import Memo
 from .node_filters import (
     NodeStatic,
     PodConstraints,
@@ -74,7 +75,7 @@ class ClusterSnapshot:
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)
     # What sessions derive from this snapshot alone, computed by the first and reused.
-    memo: dict[str, Any] = field(default_factory=dict)
+    memo: Memo = field(default_factory=Memo)
 
     @property
     def num_nodes(self) -> int:

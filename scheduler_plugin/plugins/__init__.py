@@ -1,15 +1,16 @@
-"""Plugin registry: configuration tiers -> plugin objects registering their functions.
+"""Every plugin the scheduler has, in one registry (kube-scheduler's ``default_registry``).
 
-Unknown plugins are reported in the session notes, not fatal; Volcano plugins whose effect is
-outside what a planner models (fairness, eviction, SLAs) are accepted and noted once.
+A session builds the plugins its configuration names from this registry (see
+:meth:`scheduler_plugin.framework.session.Session.open`); nothing registers itself by being
+imported. Volcano plugins accepted without effect are listed with the configuration
+(:data:`scheduler_plugin.config.scheduler_conf.NOOP_PLUGINS`) and named in the session notes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
-from ..config.scheduler_conf import NOOP_PLUGINS
+from ..framework.session import PluginBuilder
 from . import (
     binpack,
     capacity,
@@ -25,12 +26,7 @@ from . import (
     sla,
 )
 
-if TYPE_CHECKING:
-    from ..framework.session import Session
-
-Builder = Callable[["Session", dict[str, Any], Any], Any]
-
-REGISTRY: dict[str, Builder] = {
+REGISTRY: Mapping[str, PluginBuilder] = {
     "gang": gang.register,
     "priority": priority.register,
     "predicates": predicates.register,
@@ -44,21 +40,3 @@ REGISTRY: dict[str, Builder] = {
     "conformance": conformance.register,
     "sla": sla.register,
 }
-
-
-def build_plugins(ssn: Session) -> None:
-    """Instantiate every configured plugin in tier order (first entry of a name wins)."""
-    for i, tier in enumerate(ssn.config.tiers):
-        ssn.plugins["__tier__"] = i  # read by tier_list while this tier's plugins register
-        for opt in tier:
-            if opt.name in ssn.plugins:
-                continue
-            builder = REGISTRY.get(opt.name)
-            if builder is None:
-                if opt.name in NOOP_PLUGINS:
-                    ssn.notes.append(f"plugin {opt.name} accepted without effect: {NOOP_PLUGINS[opt.name]}")
-                else:
-                    ssn.notes.append(f"unknown plugin {opt.name!r} ignored")
-                continue
-            ssn.plugins[opt.name] = builder(ssn, dict(opt.arguments), opt)
-    ssn.plugins.pop("__tier__", None)

@@ -2,18 +2,57 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..algorithms.scoring import MAX_NODE_SCORE, node_binpack_scores
-from ..config.scheduler_conf import BinpackArgs, binpack_args
+from ..config.arguments import get_int, weighted_resources
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import NODE_ORDER
+from ..framework.session import Session
 from ..model.jobs import SubJobInfo, TaskInfo
-from .gang import _enabled
 
-if TYPE_CHECKING:
-    from ..framework.session import Session
+
+@dataclass
+class BinpackArgs:
+    """Arguments of Volcano's node-level ``binpack`` plugin after defaulting."""
+
+    weight: int = 1
+    cpu: int = 1
+    memory: int = 1
+    resources: dict[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def resource_weight(self, name: str) -> int | None:
+        """The weight ``BinPackingScore`` uses for a resource, or None if it is skipped."""
+        if name == "cpu":
+            return self.cpu
+        if name == "memory":
+            return self.memory
+        return self.resources.get(name)
+
+
+def binpack_args(arguments: Mapping[str, Any] | None) -> BinpackArgs:
+    """Volcano binpack ``calculateWeight``: ``binpack.weight`` (default 1, taken as is;
+    0 disables the plugin's node order), ``binpack.cpu`` / ``binpack.memory`` (default 1,
+    < 0 -> 1), ``binpack.resources`` and ``binpack.resources.<name>`` (default 1, < 0 -> 1)."""
+    args = arguments or {}
+    w: list[str] = []
+    weight = get_int(args, "binpack.weight", 1, w)
+    cpu = get_int(args, "binpack.cpu", 1, w)
+    memory = get_int(args, "binpack.memory", 1, w)
+    resources = weighted_resources(args, "binpack.resources", w)
+    return BinpackArgs(
+        weight=weight,
+        cpu=1 if cpu < 0 else cpu,
+        memory=1 if memory < 0 else memory,
+        resources=resources,
+        warnings=tuple(w),
+    )
 
 
 class Binpack:
@@ -41,9 +80,8 @@ class Binpack:
         return s * MAX_NODE_SCORE * self.args.weight
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> Binpack:
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Binpack:
     """Register the node order function."""
     b = Binpack(ssn, binpack_args(args))
-    if _enabled(opt, "enableNodeOrder"):
-        ssn.node_order_fns.append(b.node_order)
+    ssn.register(NODE_ORDER, b.node_order)
     return b

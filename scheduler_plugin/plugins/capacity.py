@@ -29,31 +29,35 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperplace.api.podgroup import Queue
 
-from ..algorithms.queue_shares import Missing, Res, exceeded_part, res_max, share
-from ..framework.session import PERMIT, REJECT
-from ..model.jobs import JobInfo, TaskInfo
-from .gang import _enabled
-from .queue_accounting import (
+from ..algorithms.queue_sums import (
     OPEN,
-    QueueLedger,
     fmt_res,
-    job_inqueue,
     job_sums,
     queue_priority,
     queue_state,
-    register_ledger,
     task_res,
     tasks_res,
     total_resource,
 )
-from .tiers import tier_list
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import (
+    ALLOCATABLE,
+    ALLOCATABLE_REASON,
+    PERMIT,
+    PREEMPTIVE,
+    QUEUE_LIMITS,
+    QUEUE_ORDER,
+    RECLAIMABLE,
+    REJECT,
+)
+from ..framework.session import Session
+from ..model.jobs import JobInfo, TaskInfo
+from ..model.resources import Missing, Res, exceeded_part, res_max, share
+from .queue_ledger import QueueLedger, job_inqueue, register_ledger
 
 ROOT = "root"
 
@@ -253,6 +257,10 @@ class Capacity(QueueLedger):
             return f"queue {queue} has child queues ({', '.join(sorted(a.children))}): jobs belong in leaf queues"
         return None
 
+    def limits(self) -> dict[str, tuple[Res, Res | None]]:
+        """Each queue's deserved share and real capability, for its status."""
+        return {q: (a.deserved.clone(), a.real_capability.clone()) for q, a in self.attrs.items()}
+
     # ------------------------------------------------------------------ callbacks
     def queue_order(self, queue: str) -> tuple[int, float, bool]:
         """Higher priority, then the smaller share, then queues with a deserved share first."""
@@ -356,23 +364,15 @@ class Capacity(QueueLedger):
         return out
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> Capacity:
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Capacity:
     """Build the queue attributes and register capacity's callbacks."""
-    hierarchy = _hierarchy_asked(opt)
-    c = Capacity(ssn, hierarchy)
-    if _enabled(opt, "enableQueueOrder"):
-        ssn.queue_order_fns.append(c.queue_order)
-    if _enabled(opt, "enabledAllocatable"):
-        ssn.allocatable_fns.append(c.allocatable)
-    if _enabled(opt, "enablePreemptive"):
-        ssn.preemptive_fns.append(c.preemptive)
-    if _enabled(opt, "enableReclaimable"):
-        tier_list(ssn.reclaimable_fns, ssn).append(c.reclaimable)
-    register_ledger(ssn, opt, c)
-    return c
-
-
-def _hierarchy_asked(opt: Any) -> bool:
     # enableHierarchy is off unless written true (Volcano's *bool, nil = off).
-    explicit = getattr(opt, "explicit", None) or {}
-    return bool(explicit.get("enableHierarchy", False))
+    c = Capacity(ssn, bool(opt.explicit.get("enableHierarchy", False)))
+    ssn.register(QUEUE_ORDER, c.queue_order)
+    ssn.register(ALLOCATABLE, c.allocatable)
+    ssn.register(ALLOCATABLE_REASON, c.why_not_allocatable)
+    ssn.register(PREEMPTIVE, c.preemptive)
+    ssn.register(RECLAIMABLE, c.reclaimable)
+    ssn.register(QUEUE_LIMITS, c.limits)
+    register_ledger(ssn, c)
+    return c

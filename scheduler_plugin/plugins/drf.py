@@ -11,19 +11,27 @@ drf also orders queues and allows reclaim by hierarchical DRF over the queues'
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..algorithms.hdrf import HIERARCHY_ANNOTATION, WEIGHTS_ANNOTATION, Hierarchy, QueueRank, parse_path
-from ..algorithms.queue_shares import Res, share
+from ..algorithms.queue_sums import job_sums, sums_by, task_res, total_resource
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import (
+    JOB_ORDER,
+    ON_ALLOCATE,
+    ON_DEALLOCATE,
+    PREEMPTABLE,
+    QUEUE_ORDER,
+    RECLAIMABLE,
+)
+from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
-from .gang import _enabled
-from .queue_accounting import job_sums, sums_by, task_res, total_resource
-from .tiers import tier_list
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
+from ..model.memo import MemoKey
+from ..model.resources import Res, share
 
 SHARE_DELTA = 0.000001
+# Per-job dominant shares and allocations at open (without hierarchy), once per snapshot.
+DRF_BASE: MemoKey[tuple[dict[str, float], dict[str, Res]]] = MemoKey("drf shares")
 
 
 class Drf:
@@ -36,7 +44,7 @@ class Drf:
         self.allocated: dict[str, Res] = {}
         self.shares: dict[str, float] = {}
         self.hierarchy = Hierarchy(self.total) if hierarchy else None
-        base = ssn.snap.memo.get("drf_base") if not hierarchy else None
+        base = ssn.snap.memo.get(DRF_BASE) if not hierarchy else None
         if base is not None:
             # Same snapshot as an earlier session (nothing changed): its per-job sums stand.
             self.shares, self.allocated = dict(base[0]), dict(base[1])
@@ -56,7 +64,7 @@ class Drf:
         if self.hierarchy is not None:
             self.hierarchy.update()
         else:
-            ssn.snap.memo["drf_base"] = (dict(self.shares), dict(self.allocated))
+            ssn.snap.memo.put(DRF_BASE, (dict(self.shares), dict(self.allocated)))
 
     def queue_order(self, queue: str) -> QueueRank:
         """Hierarchical DRF: the queue whose path stands lower goes first."""
@@ -127,20 +135,17 @@ class Drf:
         self._move(tasks, -1)
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> Drf:
-    """Register drf's job order, preemptable filter and event handlers."""
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Drf:
+    """Register drf's job order, preemptable filter and event handlers, and with
+    ``enableHierarchy`` its queue order and reclaim filter."""
     # enableHierarchy is off unless written true (Volcano's *bool, nil = off).
-    hierarchy = bool((getattr(opt, "explicit", None) or {}).get("enableHierarchy", False))
+    hierarchy = bool(opt.explicit.get("enableHierarchy", False))
     d = Drf(ssn, hierarchy)
     if hierarchy:
-        if _enabled(opt, "enableQueueOrder"):
-            ssn.queue_order_fns.append(d.queue_order)
-        if _enabled(opt, "enableReclaimable"):
-            tier_list(ssn.reclaimable_fns, ssn).append(d.reclaimable)
-    if _enabled(opt, "enablePreemptable"):
-        tier_list(ssn.preemptable_fns, ssn).append(d.preemptable)
-    if _enabled(opt, "enableJobOrder"):
-        ssn.job_order_fns.append(d.job_order)
-    ssn.allocate_handlers.append(d.on_allocate)
-    ssn.deallocate_handlers.append(d.on_deallocate)
+        ssn.register(QUEUE_ORDER, d.queue_order)
+        ssn.register(RECLAIMABLE, d.reclaimable)
+    ssn.register(PREEMPTABLE, d.preemptable)
+    ssn.register(JOB_ORDER, d.job_order)
+    ssn.register(ON_ALLOCATE, d.on_allocate)
+    ssn.register(ON_DEALLOCATE, d.on_deallocate)
     return d

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..algorithms.victims import group_by_job, running_count
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import (
+    JOB_ORDER,
+    JOB_READY,
+    JOB_VALID,
+    PREEMPTABLE,
+    RECLAIMABLE,
+    SUBJOB_ORDER,
+    SUBJOB_READY,
+)
+from ..framework.session import Session
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
-from .tiers import tier_list
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
-
-
-def _enabled(opt: Any, flag: str) -> bool:
-    fn = getattr(opt, "is_enabled", None)
-    return bool(fn(flag)) if fn is not None else True
 
 
 class Gang:
@@ -57,8 +60,7 @@ class Gang:
     def victims(self, actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Pods a victim job can lose: while it keeps minMember, or all of them when every
         running pod of the job is a candidate (the whole gang then goes, never a part below its
-        minimum; ``scheduler_plugin.preemption`` evicts either spare pods or the whole gang)."""
-        from ..algorithms.victims import group_by_job, running_count
+        minimum; the eviction actions evict either spare pods or the whole gang)."""
 
         gone = self.ssn.ledger.gone
         by_job = group_by_job(candidates)
@@ -81,20 +83,14 @@ class Gang:
         return self.subjob_ready(sj)
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> Gang:
-    """Register gang's callbacks (honouring the enable* switches)."""
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Gang:
+    """Register gang's validity, readiness, order and victim functions."""
     g = Gang(ssn)
-    ssn.job_valid_fns.append(g.job_valid)
-    if _enabled(opt, "enableJobReady"):
-        ssn.job_ready_fns.append(g.job_ready)
-    if _enabled(opt, "enabledSubJobReady"):
-        ssn.subjob_ready_fns.append(g.subjob_ready)
-    if _enabled(opt, "enableJobOrder"):
-        ssn.job_order_fns.append(g.job_order)
-    if _enabled(opt, "enabledSubJobOrder"):
-        ssn.subjob_order_fns.append(g.subjob_order)
-    if _enabled(opt, "enablePreemptable"):
-        tier_list(ssn.preemptable_fns, ssn).append(g.victims)
-    if _enabled(opt, "enableReclaimable"):
-        tier_list(ssn.reclaimable_fns, ssn).append(g.victims)
+    ssn.register(JOB_VALID, g.job_valid)
+    ssn.register(JOB_READY, g.job_ready)
+    ssn.register(SUBJOB_READY, g.subjob_ready)
+    ssn.register(JOB_ORDER, g.job_order)
+    ssn.register(SUBJOB_ORDER, g.subjob_order)
+    ssn.register(PREEMPTABLE, g.victims)
+    ssn.register(RECLAIMABLE, g.victims)
     return g

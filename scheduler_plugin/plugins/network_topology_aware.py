@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -14,15 +16,62 @@ from ..algorithms.scoring import (
     normal_pod_scores,
     tier_representatives,
 )
-from ..config.scheduler_conf import NetworkTopologyArgs, network_topology_args
-from ..model.jobs import SubJobInfo, TaskInfo, Topology
-from .gang import _enabled
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
+from ..config.arguments import get_bool, get_float, get_int, weighted_resources
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import HYPERNODE_GRADIENT, HYPERNODE_ORDER, NODE_ORDER
+from ..framework.session import Session
+from ..model.jobs import SubJobInfo, TaskInfo, TopologyConstraint
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
+
+
+@dataclass
+class NetworkTopologyArgs:
+    """Arguments of the ``network-topology-aware`` plugin after Volcano's defaulting."""
+
+    weight: int = 1
+    binpack_cpu: int = 1
+    binpack_memory: int = 1
+    binpack_resources: dict[str, int] = field(default_factory=dict)
+    normal_pod_enable: bool = True
+    normal_pod_fading: float = 0.8
+    evict_max_hypernodes: int = 8
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def resource_weight(self, name: str) -> int | None:
+        """``getBinPackWeight``: the weight of a resource in hypernode bin-packing, or None
+        when it does not take part (cpu and memory always do; ``pods`` never does)."""
+        if name == "cpu":
+            return self.binpack_cpu
+        if name == "memory":
+            return self.binpack_memory
+        return self.binpack_resources.get(name)
+
+
+def network_topology_args(arguments: Mapping[str, Any] | None) -> NetworkTopologyArgs:
+    """Volcano's ``getPriorityWeight``, ``getNormalPodConfig`` and
+    ``getMaxHyperNodesForEviction`` for the network-topology-aware plugin."""
+    args = arguments or {}
+    w: list[str] = []
+    weight = get_int(args, "weight", 1, w)
+    cpu = get_int(args, "hypernode.binpack.cpu", 1, w)
+    memory = get_int(args, "hypernode.binpack.memory", 1, w)
+    resources = weighted_resources(args, "hypernode.binpack.resources", w)
+    enable = get_bool(args, "hypernode.binpack.normal-pod.enable", True, w)
+    fading = get_float(args, "hypernode.binpack.normal-pod.fading", 0.8, w)
+    max_hn = get_int(args, "hypernode.gradient.evict.max-hypernodes", 8, w)
+    return NetworkTopologyArgs(
+        weight=1 if weight < 0 else weight,
+        binpack_cpu=1 if cpu < 0 else cpu,
+        binpack_memory=1 if memory < 0 else memory,
+        binpack_resources=resources,
+        normal_pod_enable=enable,
+        # 0 is allowed: only tier-1 hypernodes then count for normal pods.
+        normal_pod_fading=0.8 if fading < 0 else fading,
+        evict_max_hypernodes=8 if max_hn <= 0 else max_hn,
+        warnings=tuple(w),
+    )
 
 
 class NetworkTopologyAware:
@@ -38,7 +87,9 @@ class NetworkTopologyAware:
         self.reps = tier_representatives(ssn.snap.tree)
 
     # -------------------------------------------------------------- gradient
-    def gradient(self, topology: Topology | None, allocated: int, root: int) -> list[list[int]] | str:
+    def gradient(
+        self, topology: TopologyConstraint | None, allocated: int, root: int
+    ) -> list[list[int]] | str:
         """Candidates grouped by tier ascending; hard mode only, else ``[[root]]``.
 
         With an allocated HyperNode the search root is its highest ancestor within the limit,
@@ -125,13 +176,10 @@ class NetworkTopologyAware:
         return s * MAX_NODE_SCORE * self.args.weight
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> NetworkTopologyAware:
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> NetworkTopologyAware:
     """Register gradient, HyperNode order and node order functions."""
     p = NetworkTopologyAware(ssn, network_topology_args(args))
-    if _enabled(opt, "enabledHyperNodeGradient"):
-        ssn.gradient_fns.append(p.gradient)
-    if _enabled(opt, "enabledHyperNodeOrder"):
-        ssn.hypernode_order_fns.append(p.hypernode_order)
-    if _enabled(opt, "enableNodeOrder"):
-        ssn.node_order_fns.append(p.node_order)
+    ssn.register(HYPERNODE_GRADIENT, p.gradient)
+    ssn.register(HYPERNODE_ORDER, p.hypernode_order)
+    ssn.register(NODE_ORDER, p.node_order)
     return p

@@ -6,17 +6,16 @@ Arguments as in Volcano: ``leastrequested.weight`` (1), ``mostrequested.weight``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..algorithms.scoring import MAX_NODE_SCORE
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import NODE_ORDER
+from ..framework.session import Session
 from ..model.jobs import SubJobInfo, TaskInfo
-from .gang import _enabled
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
 
 
 def _weight(args: dict[str, Any], key: str, default: int) -> int:
@@ -57,9 +56,8 @@ class NodeOrder:
         return score
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> NodeOrder:
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> NodeOrder:
     """Register the node order function."""
     n = NodeOrder(ssn, args)
-    if _enabled(opt, "enableNodeOrder"):
-        ssn.node_order_fns.append(n.node_order)
+    ssn.register(NODE_ORDER, n.node_order)
     return n

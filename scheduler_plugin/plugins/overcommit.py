@@ -8,17 +8,16 @@ are always admitted. A rejected job stays Pending with "resource in cluster is o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..algorithms.queue_shares import Res
-from ..config.scheduler_conf import _get_float
-from ..framework.session import PERMIT, REJECT
+from ..algorithms.queue_sums import job_sums, total_resource, used_resource
+from ..config.arguments import get_float
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import JOB_ENQUEUEABLE, JOB_ENQUEUED, JOB_RELEASED, PERMIT, REJECT
+from ..framework.session import Session
 from ..model.jobs import JobInfo
-from .gang import _enabled
-from .queue_accounting import job_inqueue, job_sums, register_enqueueable, total_resource, used_resource
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
+from ..model.resources import Res
+from .queue_ledger import job_inqueue
 
 DEFAULT_FACTOR = 1.2
 
@@ -68,10 +67,10 @@ class Overcommit:
             self.inqueue.sub(mr)
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> Overcommit:
-    """Read ``overcommit-factor`` and register the enqueue vote."""
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Overcommit:
+    """Read ``overcommit-factor`` and register the enqueue vote and admission callbacks."""
     warnings: list[str] = []
-    factor = _get_float(args, "overcommit-factor", DEFAULT_FACTOR, warnings)
+    factor = get_float(args, "overcommit-factor", DEFAULT_FACTOR, warnings)
     ssn.notes.extend(f"plugin overcommit: {w}" for w in warnings)
     if factor < 1.0:
         ssn.notes.append(
@@ -79,8 +78,7 @@ def register(ssn: Session, args: dict[str, Any], opt: Any) -> Overcommit:
         )
         factor = DEFAULT_FACTOR
     o = Overcommit(ssn, factor)
-    if not _enabled(opt, "enableJobEnqueued"):
-        return o
-    register_enqueueable(ssn, o.job_enqueueable)
-    ssn.job_enqueued_fns.append(o.job_enqueued)
+    ssn.register(JOB_ENQUEUEABLE, o.job_enqueueable)
+    ssn.register(JOB_ENQUEUED, o.job_enqueued)
+    ssn.register(JOB_RELEASED, o.job_released)
     return o

@@ -5,15 +5,12 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import JOB_ORDER, PREEMPTABLE, SUBJOB_ORDER, TASK_ORDER
+from ..framework.session import Session
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
-from .gang import _enabled
-from .tiers import tier_list
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
-
 
 _JOB = operator.attrgetter("job")
 
@@ -60,13 +57,9 @@ def preemptable(ssn: Session) -> Callable[[TaskInfo, list[TaskInfo]], list[TaskI
     return fn
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> None:
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> None:
     """Register the priority comparators and the preemptable filter."""
-    if _enabled(opt, "enablePreemptable"):
-        tier_list(ssn.preemptable_fns, ssn).append(preemptable(ssn))
-    if _enabled(opt, "enableJobOrder"):
-        ssn.job_order_fns.append(job_order)
-    if _enabled(opt, "enabledSubJobOrder"):
-        ssn.subjob_order_fns.append(subjob_order)
-    if _enabled(opt, "enableTaskOrder"):
-        ssn.task_order_fns.append(task_order)
+    ssn.register(PREEMPTABLE, preemptable(ssn))
+    ssn.register(JOB_ORDER, job_order)
+    ssn.register(SUBJOB_ORDER, subjob_order)
+    ssn.register(TASK_ORDER, task_order)

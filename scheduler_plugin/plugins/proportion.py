@@ -14,33 +14,42 @@ once (allocate/deallocate event handlers), as in Volcano.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..algorithms.queue_shares import MIN_RESOURCE, QueueDemand, QueueShare, Res, compute_shares
+from ..algorithms.queue_shares import QueueDemand, QueueShare, compute_shares, queue_order_key
 from ..algorithms.queue_shares import allocatable as share_allocatable
 from ..algorithms.queue_shares import enqueueable as share_enqueueable
 from ..algorithms.queue_shares import overused as share_overused
-from ..framework.session import PERMIT, REJECT
-from ..model.jobs import JobInfo, TaskInfo
-from .gang import _enabled
-from .queue_accounting import (
+from ..algorithms.queue_sums import (
     OPEN,
-    QueueLedger,
     fmt_res,
-    job_inqueue,
     job_sums,
     queue_priority,
     queue_state,
     queue_weight,
-    register_ledger,
     task_res,
     tasks_res,
     total_resource,
 )
-from .tiers import tier_list
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import (
+    ALLOCATABLE,
+    ALLOCATABLE_REASON,
+    OVERUSED,
+    PERMIT,
+    QUEUE_LIMITS,
+    QUEUE_ORDER,
+    RECLAIMABLE,
+    REJECT,
+)
+from ..framework.session import Session
+from ..model.jobs import JobInfo, TaskInfo
+from ..model.memo import MemoKey
+from ..model.resources import MIN_RESOURCE, Res
+from .queue_ledger import QueueLedger, job_inqueue, register_ledger
 
-if TYPE_CHECKING:
-    from ..framework.session import Session
+# The deserved shares of the queues at open, once per snapshot (sessions move copies).
+SHARES: MemoKey[dict[str, QueueShare]] = MemoKey("proportion shares")
 
 
 class Proportion(QueueLedger):
@@ -50,9 +59,7 @@ class Proportion(QueueLedger):
         self.ssn = ssn
         snap = ssn.snap
         self.total = total_resource(snap)
-        cached = snap.memo.get("proportion_attrs")
-        if cached is None:
-            cached = snap.memo["proportion_attrs"] = self._shares()
+        cached = snap.memo.get_or_put(SHARES, self._shares)
         # The session moves its copy as it allocates; the snapshot's stays as computed (it
         # depends on the snapshot alone: job sums and PodGroup phases as written).
         self.attrs: dict[str, QueueShare] = copy.deepcopy(cached)
@@ -93,7 +100,9 @@ class Proportion(QueueLedger):
     def queue_order(self, queue: str) -> tuple[int, float]:
         """Higher queue priority first, then the smaller share."""
         a = self.attrs.get(queue)
-        return (-queue_priority(self.ssn.snap.queues.get(queue)), a.share if a is not None else 0.0)
+        if a is None:
+            return (-queue_priority(self.ssn.snap.queues.get(queue)), 0.0)
+        return queue_order_key(a)
 
     def overused(self, queue: str) -> bool:
         """Allocation at or above deserved."""
@@ -166,22 +175,24 @@ class Proportion(QueueLedger):
                 out.append(t)
         return out
 
+    def limits(self) -> dict[str, tuple[Res, Res | None]]:
+        """Each queue's deserved share and capability, for its status."""
+        return {q: (a.deserved.clone(), a.real_capability.clone()) for q, a in self.attrs.items()}
+
     def chain(self, queue: str) -> list[QueueShare]:
         """A job moves only its own queue's sums (no hierarchy here)."""
         a = self.attrs.get(queue)
         return [] if a is None else [a]
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> Proportion:
-    """Compute the shares and register proportion's callbacks (honouring the enable* switches)."""
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Proportion:
+    """Compute the shares and register proportion's callbacks."""
     p = Proportion(ssn)
-    if _enabled(opt, "enableQueueOrder"):
-        ssn.queue_order_fns.append(p.queue_order)
-    if _enabled(opt, "enableReclaimable"):
-        tier_list(ssn.reclaimable_fns, ssn).append(p.reclaimable)
-    if _enabled(opt, "enabledOverused"):
-        ssn.overused_fns.append(p.overused)
-    if _enabled(opt, "enabledAllocatable"):
-        ssn.allocatable_fns.append(p.allocatable)
-    register_ledger(ssn, opt, p)
+    ssn.register(QUEUE_ORDER, p.queue_order)
+    ssn.register(RECLAIMABLE, p.reclaimable)
+    ssn.register(OVERUSED, p.overused)
+    ssn.register(ALLOCATABLE, p.allocatable)
+    ssn.register(ALLOCATABLE_REASON, p.why_not_allocatable)
+    ssn.register(QUEUE_LIMITS, p.limits)
+    register_ledger(ssn, p)
     return p

@@ -21,16 +21,14 @@ A job's waiting starts at its PodGroup's creation time. Without a session clock
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperplace.kube.times import parse_go_duration, parse_rfc3339
 
-from ..framework.session import ABSTAIN, PERMIT
+from ..config.scheduler_conf import PluginOption
+from ..framework.extension_points import ABSTAIN, JOB_ENQUEUEABLE, JOB_ORDER, JOB_WAITING_TIME, PERMIT
+from ..framework.session import Session
 from ..model.jobs import JobInfo
-from .tiers import tier_list
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
 
 ARG_WAIT = "sla-waiting-time"
 # Volcano reads the prefixed key first, then the bare one.
@@ -96,9 +94,11 @@ class Sla:
         return PERMIT if self.overdue(job) else ABSTAIN
 
 
-def register(ssn: Session, args: dict[str, Any], opt: Any) -> Sla:
-    """Register sla's job order and enqueue vote (allocate asks :meth:`Sla.overdue`)."""
+def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Sla:
+    """Register sla's job order, enqueue vote and waiting time (the head-of-queue reservation
+    asks it, :mod:`scheduler_plugin.actions.reservation`)."""
     s = Sla(ssn, args)
-    ssn.job_order_fns.append(s.job_order)
-    tier_list(ssn.job_enqueueable_fns, ssn).append(s.job_enqueueable)
+    ssn.register(JOB_ORDER, s.job_order)
+    ssn.register(JOB_ENQUEUEABLE, s.job_enqueueable)
+    ssn.register(JOB_WAITING_TIME, s.waiting_time)
     return s

@@ -13,7 +13,7 @@ from typing import Any
 
 from hyperplace.kube import milli_value
 from hyperplace.runtime.api import Obj
-from scheduler_plugin.cycle.run import SessionResult
+from scheduler_plugin.cycle import SessionResult
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -85,12 +85,12 @@ from hyperplace.runtime.api import (
 from hyperplace.runtime.informer import Informer, wait_for_sync
 from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
-from scheduler_plugin.actions.reservation import Reservation
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 from scheduler_plugin.cache.cluster_state import ClusterState, StateDriftError, verify_snapshot
 from scheduler_plugin.config.scheduler_conf import SchedulerConfig
-from scheduler_plugin.cycle.run import JobOutcome, LastSession, SessionResult, run_session_reusing
+from scheduler_plugin.cycle import JobOutcome, LastSession, SessionResult, run_session_reusing
 from scheduler_plugin.framework.evictions import Nomination
+from scheduler_plugin.model.reservation import Reservation
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .assume import AssumeCache, Assumed

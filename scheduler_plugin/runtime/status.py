@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hyperplace.runtime.api import Obj, meta
-from scheduler_plugin.actions.reservation import RESERVED_CONDITION
-from scheduler_plugin.cycle.run import NETWORK_TOPOLOGY_WARNING, PODS_PENDING, JobOutcome
+from scheduler_plugin.cycle.result import NETWORK_TOPOLOGY_WARNING, PODS_PENDING, JobOutcome
+from scheduler_plugin.model.reservation import RESERVED_CONDITION
 
 from .events import truncate
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import PodGroup
-from scheduler_plugin.cycle.run import SessionResult, run_session
+from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 from webhooks.admission import admit

@@ -7,10 +7,10 @@ from typing import Any
 
 from hyperplace.api import Queue
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
+from scheduler_plugin.framework.extension_points import OVERUSED, RECLAIMABLE
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 from scheduler_plugin.plugins import REGISTRY
-from scheduler_plugin.plugins.tiers import tier_list
 from tests.preemption.helpers import PREEMPT_CONF, PRIORITY_CLASSES, pending_gang, racks, running_gang
 
 
@@ -87,8 +87,8 @@ class ShareStub:
 def register_stub(overused: set[str]):
     def register(ssn: Any, args: dict[str, Any], opt: Any) -> ShareStub:
         stub = ShareStub(ssn, overused)
-        tier_list(ssn.reclaimable_fns, ssn).append(stub.reclaimable)
-        ssn.overused_fns.append(lambda q: q in stub.over)
+        ssn.register(RECLAIMABLE, stub.reclaimable)
+        ssn.register(OVERUSED, lambda q: q in stub.over)
         return stub
 
     return register

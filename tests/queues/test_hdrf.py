@@ -7,9 +7,9 @@ from typing import Any
 
 from hyperplace.api import Queue
 from scheduler_plugin.algorithms.hdrf import Hierarchy, QueueRank, parse_path
-from scheduler_plugin.algorithms.queue_shares import Res
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
+from scheduler_plugin.model.resources import Res
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import node, pod, podgroup
 

@@ -9,8 +9,7 @@ from typing import Any
 from hyperplace.api import PodGroup, Queue
 from hyperplace.api.podgroup import NetworkTopologySpec
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
-from scheduler_plugin.cycle.run import run_session
-from scheduler_plugin.framework.session import Session
+from scheduler_plugin.cycle import open_session, run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup, schedule
 
@@ -91,7 +90,7 @@ def test_two_queues_of_equal_weight_each_deserve_half_and_get_it() -> None:
             pgs.append(group(f"{team}{i}", 1, team))
     queues = [queue("a", weight=1), queue("b", weight=1)]
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
-    ssn = Session.open(snap, PROPORTION)
+    ssn = open_session(snap, PROPORTION)
     attrs = ssn.plugins["proportion"].attrs
     assert attrs["a"].deserved.cpu == attrs["b"].deserved.cpu == 4000
     result = run_session(snap, PROPORTION)
@@ -181,7 +180,7 @@ def test_overcommit_factor_holds_a_job_pending_with_a_reason() -> None:
 
 def test_an_overcommit_factor_below_one_is_refused_with_a_note() -> None:
     snap = ClusterSnapshot.build(nodes=[node("n0")], pods=[])
-    ssn = Session.open(snap, overcommit_conf(0.5))
+    ssn = open_session(snap, overcommit_conf(0.5))
     assert ssn.plugins["overcommit"].factor == 1.2
     assert any("below 1" in n for n in ssn.notes)
 
@@ -231,7 +230,7 @@ def test_capacity_deserved_and_capability_per_queue() -> None:
     assert len(result.bindings) == 3
     a2 = result.jobs["default/a2"]
     assert a2.explanation is not None and "capacity: queue a" in a2.explanation.summary
-    attrs = Session.open(snap, capacity_conf(False)).plugins["capacity"].attrs
+    attrs = open_session(snap, capacity_conf(False)).plugins["capacity"].attrs
     assert attrs["a"].deserved.cpu == 2000 and attrs["a"].real_capability.cpu == 4000
 
 
@@ -255,7 +254,7 @@ def test_hierarchical_capacity_queues_share_their_parents_capability() -> None:
     assert jb.explanation is not None and "capacity: queue eng," in jb.explanation.summary
     jeng = result.jobs["default/jeng"]
     assert jeng.explanation is not None and "jobs belong in leaf queues" in jeng.explanation.summary
-    attrs = Session.open(snap, capacity_conf(True)).plugins["capacity"].attrs
+    attrs = open_session(snap, capacity_conf(True)).plugins["capacity"].attrs
     # A child inherits its parent's capability where it sets none.
     assert attrs["eng-a"].real_capability.cpu == 4000
     assert attrs["eng"].ancestors == ["root"] and attrs["eng-a"].ancestors == ["root", "eng"]
@@ -282,7 +281,7 @@ def test_proportion_reclaim_takes_from_queues_above_deserved_and_never_from_unre
     for reclaimable in (True, False):
         queues = [queue("a", reclaimable=reclaimable), queue("b")]
         snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
-        ssn = Session.open(snap, PROPORTION)
+        ssn = open_session(snap, PROPORTION)
         victims_from = list(snap.jobs["default/a"].tasks)
         reclaimer = snap.jobs["default/b"].tasks[0]
         # proportion's own verdict: the session's answer comes from the first tier that has one
@@ -298,7 +297,7 @@ def test_reclaim_never_takes_a_queue_below_its_deserved_share() -> None:
     pods = [pod(f"a-t0-{i}", "a", cpu=2, node_name="n0") for i in range(3)] + job_pods("b", 2, cpu=2)
     pgs = [podgroup("a", 1, queue="a"), group("b", 2, "b")]
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=[queue("a"), queue("b")])
-    ssn = Session.open(snap, PROPORTION)
+    ssn = open_session(snap, PROPORTION)
     assert ssn.plugins["proportion"].attrs["a"].deserved.cpu == 4000
     got = ssn.reclaimable(snap.jobs["default/b"].tasks[0], list(snap.jobs["default/a"].tasks))
     assert len(got) == 1
@@ -310,7 +309,7 @@ def test_an_evicted_victim_moves_its_queue_share_at_once() -> None:
     pods = [pod(f"a-t0-{i}", "a", node_name="n0") for i in range(4)] + job_pods("b", 2)
     pgs = [podgroup("a", 1, queue="a"), group("b", 2, "b")]
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=[queue("a"), queue("b")])
-    ssn = Session.open(snap, PROPORTION)
+    ssn = open_session(snap, PROPORTION)
     prop = ssn.plugins["proportion"]
     assert ssn.overused("a")
     ssn.on_deallocate(list(snap.jobs["default/a"].tasks[:2]))
@@ -363,7 +362,7 @@ def test_queue_order_is_priority_first_then_the_smaller_share() -> None:
     pgs = [podgroup("busy", 1, queue="busy"), group("idle", 1, "idle"), group("vip", 1, "vip")]
     queues = [queue("busy"), queue("idle"), queue("vip", priority=10)]
     snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
-    ssn = Session.open(snap, PROPORTION)
+    ssn = open_session(snap, PROPORTION)
     assert sorted(["busy", "idle", "vip"], key=ssn.queue_sort_key()) == ["vip", "idle", "busy"]
 
 

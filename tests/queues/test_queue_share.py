@@ -8,16 +8,14 @@ from __future__ import annotations
 import pytest
 
 from scheduler_plugin.algorithms.queue_shares import (
-    Missing,
     QueueDemand,
-    Res,
     allocatable,
     compute_shares,
     enqueueable,
     overused,
     queue_order_key,
-    reclaimable,
 )
+from scheduler_plugin.model.resources import Missing, Res
 
 G = 10**9
 
@@ -165,17 +163,3 @@ def test_overused_queue_and_order() -> None:
     assert overused(shares["a"]) and not overused(shares["b"])
     order = [a.name for a in sorted(shares.values(), key=queue_order_key)]
     assert order == ["urgent", "b", "a"]
-
-
-def test_reclaim_takes_from_a_queue_above_deserved_until_it_is_back_within() -> None:
-    shares = compute_shares(
-        R("8", "8G"),
-        [
-            QueueDemand("a", allocated=R("8", "8G"), request=R("8", "8G")),
-            QueueDemand("b", request=R("4", "4G")),
-        ],
-    )
-    assert shares["a"].deserved.cpu == pytest.approx(4000)
-    tasks = [("a", R("2", "2G"))] * 4 + [("b", R("1", "1G"))]
-    # Each victim is taken while "a" is still above deserved before it goes: 8 -> 6 -> 4, then stop.
-    assert reclaimable(shares, tasks) == [0, 1]

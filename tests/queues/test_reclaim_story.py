@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hyperplace.api import Queue
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.preemption.helpers import PRIORITY_CLASSES, pending_gang, racks, running_gang
 

@@ -8,7 +8,7 @@ from typing import Any
 from hyperplace.api import PodGroup
 from hyperplace.kube.times import parse_rfc3339
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
-from scheduler_plugin.cycle.run import SessionResult, run_session
+from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 

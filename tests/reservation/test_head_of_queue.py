@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.kube.times import parse_rfc3339
-from scheduler_plugin.actions.reservation import RESERVED_CONDITION, Reservation
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
-from scheduler_plugin.cycle.run import SessionResult, run_session
+from scheduler_plugin.cycle import SessionResult, run_session
+from scheduler_plugin.model.reservation import RESERVED_CONDITION, Reservation
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import hypernode, job_pods, node, partition_policy, pod, podgroup

@@ -21,7 +21,7 @@ from scheduler_plugin.cache.cluster_state import (
     snapshot_differences,
     verify_snapshot,
 )
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import hypernode, node, pod, podgroup

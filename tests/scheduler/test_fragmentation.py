@@ -11,7 +11,7 @@ from scheduler_plugin.algorithms.fragmentation import (
     ShapeSpecError,
     snapshot_fragmentation,
 )
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import hypernode, job_pods, node, pod, podgroup

@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hyperplace.kube.requests import pod_requests
-from scheduler_plugin.cycle.run import run_session
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.explanation import predicate_summary
 from scheduler_plugin.model.node_filters import (
     compile_pod_constraints,

@@ -9,8 +9,8 @@ import pytest
 from hyperplace.api import PodGroup
 from hyperplace.api.relax import RelaxError, parse_relax, relax_state
 from hyperplace.kube.times import parse_go_duration, parse_rfc3339
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.cycle.relaxation import relax_snapshot
-from scheduler_plugin.cycle.run import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import eight_nodes, guide_tree, job_pods, podgroup

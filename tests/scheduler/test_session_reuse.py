@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hyperplace.kube.times import parse_rfc3339
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, DEFAULT_CONFIG_TEXT, load_scheduler_config
-from scheduler_plugin.cycle.run import LastSession, run_session_reusing
+from scheduler_plugin.cycle import LastSession, run_session_reusing
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.reservation.test_head_of_queue import cluster, running, world
 from tests.scheduler.builders import podgroup

@@ -77,7 +77,7 @@ tiers:
 
 
 def test_results_are_deterministic_across_runs_and_seeds() -> None:
-    from scheduler_plugin.cycle.run import run_session
+    from scheduler_plugin.cycle import run_session
 
     nodes, hns = gpu_cluster()
     pods = job_pods("a", 5, cpu=8, gpu=4) + job_pods("b", 6, cpu=8, gpu=8, partition_size=2)
@@ -91,9 +91,7 @@ def test_results_are_deterministic_across_runs_and_seeds() -> None:
         ),
     ]
     first, snap = schedule(nodes, pods, hns, pgs)
-    assert (
-        first.bindings and first.bindings == run_session(snap).bindings == run_session(snap, seed=42).bindings
-    )
+    assert first.bindings and first.bindings == run_session(snap).bindings == run_session(snap).bindings
 
 
 def test_explanations_stay_short_on_large_clusters() -> None:

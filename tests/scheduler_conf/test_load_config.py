@@ -11,8 +11,8 @@ from scheduler_plugin.config.scheduler_conf import (
     ConfigError,
     PluginOption,
     load_scheduler_config,
-    network_topology_args,
 )
+from scheduler_plugin.plugins.network_topology_aware import network_topology_args
 
 # Design 002 section 3.1, verbatim (including the trailing blank on the fading line).
 USER_GUIDE_CONFIGMAP = """\

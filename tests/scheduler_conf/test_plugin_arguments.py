@@ -6,13 +6,9 @@ from typing import Any
 
 import pytest
 
-from scheduler_plugin.config.scheduler_conf import (
-    BinpackArgs,
-    NetworkTopologyArgs,
-    binpack_args,
-    load_scheduler_config,
-    network_topology_args,
-)
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
+from scheduler_plugin.plugins.binpack import BinpackArgs, binpack_args
+from scheduler_plugin.plugins.network_topology_aware import NetworkTopologyArgs, network_topology_args
 
 
 def test_no_arguments_give_volcano_defaults() -> None:

@@ -12,7 +12,7 @@ from kubernetes_asyncio import client as kclient
 
 from hyperplace.runtime.api import EVENTS, PODS
 from hyperplace.runtime.kube import KubeApiClient
-from scheduler_plugin.cycle.run import JobOutcome
+from scheduler_plugin.cycle import JobOutcome
 from scheduler_plugin.model.explanation import Explanation
 from scheduler_plugin.runtime.assume import AssumeCache
 from scheduler_plugin.runtime.events import EventRecorder

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hyperplace.runtime.api import EVENTS, PODGROUPS, PODS
 from scheduler_plugin.__main__ import health_app, parse_args
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG_TEXT
-from scheduler_plugin.cycle.run import JobOutcome
+from scheduler_plugin.cycle import JobOutcome
 from scheduler_plugin.model.explanation import Explanation
 from scheduler_plugin.runtime.config_source import ConfigHolder, ConfigSource
 from scheduler_plugin.runtime.status import GangFormation, podgroup_status_patch

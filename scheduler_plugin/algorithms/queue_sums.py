@@ -1,4 +1,4 @@
-"""What the queue plugins (proportion, capacity, overcommit, drf) read of a session, computed once.
+"""Resource sums of jobs and queues that the queue plugins, enqueue and the queue status read.
 
 Volcano's plugins walk every task of every job at session open. Here the per-job sums
 (allocated, requested, minResources, elastic part) are computed once per :class:`JobInfo` and
@@ -15,23 +15,22 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from hyperplace.api.podgroup import Queue
 
-from ..algorithms.queue_shares import Missing, Res, exceeded_part
 from ..model.jobs import JobInfo, TaskInfo
-from .tiers import tier_list
-
-if TYPE_CHECKING:
-    from ..framework.session import Session
-    from ..model.snapshot import ClusterSnapshot
+from ..model.memo import MemoKey
+from ..model.resources import Res, exceeded_part
+from ..model.snapshot import ClusterSnapshot
 
 OPEN = "Open"
+# Allocatable of the ready nodes, and the request of each pod shape: once per snapshot.
+TOTAL: MemoKey[Res] = MemoKey("total resource")
+SHAPE_REQUESTS: MemoKey[list[Res]] = MemoKey("shape requests")
 # Resources Volcano's GetInqueueResource never reserves (not scalar resource names).
 _NOT_SCALAR = frozenset({"ephemeral-storage", "storage"})
 
@@ -66,18 +65,13 @@ def res_of_vector(resources: list[str], vec: np.ndarray) -> Res:
 
 def total_resource(snap: ClusterSnapshot) -> Res:
     """Allocatable of the ready nodes (Volcano's ``ssn.TotalResource``), once per snapshot."""
-    got = snap.memo.get("queue_total")
-    if got is None:
-        ready = np.array([st.ready for st in snap.node_static], dtype=bool)
-        vec = (
-            snap.allocatable[ready].sum(axis=0)
-            if len(ready)
-            else np.zeros(len(snap.resources), dtype=np.int64)
-        )
-        got = Res.from_milli({r: int(v) for r, v in zip(snap.resources, vec.tolist(), strict=True) if v})
-        snap.memo["queue_total"] = got
-    assert isinstance(got, Res)
-    return got.clone()
+    return snap.memo.get_or_put(TOTAL, lambda: _total_resource(snap)).clone()
+
+
+def _total_resource(snap: ClusterSnapshot) -> Res:
+    ready = np.array([st.ready for st in snap.node_static], dtype=bool)
+    vec = snap.allocatable[ready].sum(axis=0) if len(ready) else np.zeros(len(snap.resources), dtype=np.int64)
+    return Res.from_milli({r: int(v) for r, v in zip(snap.resources, vec.tolist(), strict=True) if v})
 
 
 def used_resource(snap: ClusterSnapshot) -> Res:
@@ -93,15 +87,10 @@ def task_res(snap: ClusterSnapshot, t: TaskInfo) -> Res:
 
 def task_res_of_shape(snap: ClusterSnapshot, shape: int) -> Res:
     """The request of a pod shape (shared object: clone before changing it)."""
-    by_shape = snap.memo.get("queue_shape_res")
-    if by_shape is None:
-        by_shape = snap.memo["queue_shape_res"] = [
-            res_of_vector(snap.resources, s.requests) for s in snap.shapes
-        ]
-    assert isinstance(by_shape, list)
-    r = by_shape[shape]
-    assert isinstance(r, Res)
-    return r
+    by_shape = snap.memo.get_or_put(
+        SHAPE_REQUESTS, lambda: [res_of_vector(snap.resources, s.requests) for s in snap.shapes]
+    )
+    return by_shape[shape]
 
 
 def shape_res_times(snap: ClusterSnapshot, shape: int, n: int) -> Res:
@@ -150,14 +139,16 @@ class JobSums:
     admission: Res | None = None
 
 
+# A job's sums with the resource columns they were made for; they name no node index.
+JOB_SUMS: MemoKey[tuple[tuple[str, ...], JobSums]] = MemoKey("job sums", node_free=True)
+
+
 def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
     """The sums of ``job``, computed once per job (and resource columns)."""
     key = tuple(snap.resources)
-    cached = job.cache.get("queue_sums")
+    cached = job.memo.get(JOB_SUMS)
     if cached is not None and cached[0] == key:
-        out = cached[1]
-        assert isinstance(out, JobSums)
-        return out
+        return cached[1]
     allocated, request = Res(), Res()
     n_alloc = 0
     # One addition per (shape, running) pair: the tasks of a job mostly share a few shapes.
@@ -172,7 +163,7 @@ def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
     elastic = exceeded_part(allocated.clone(), min_res if min_res is not None else Res())
     admission = min_res if min_res is None or not n_alloc else exceeded_part(min_res, allocated)
     out = JobSums(allocated, request, n_alloc, min_res, elastic, admission)
-    job.cache["queue_sums"] = (key, out)
+    job.memo.put(JOB_SUMS, (key, out))
     return out
 
 
@@ -194,104 +185,6 @@ def inqueue_resource(job: JobInfo, min_res: Res, allocated: Res) -> Res:
     return out
 
 
-def job_inqueue(ssn: Session, job: JobInfo) -> Res | None:
-    """What an admitted job keeps reserved at session open: the unallocated part of
-    minResources of a Running job that has reached minMember (Volcano's rule).
-
-    Volcano also reserves the minResources of every Inqueue job still unplaced; an Inqueue gang
-    that its topology keeps from running (a hard tier-1 gang no rack can take now) then blocks
-    admission for its whole queue, and jobs that would fit wait behind it for ever. Here such a
-    job stays Inqueue and keeps its place in job order, but what each session admits is
-    reserved within that session only (the ``job_enqueued`` callbacks), not carried over."""
-    sums = job_sums(ssn.snap, job)
-    if sums.min_resources is None:
-        return None
-    if ssn.job_phase(job) == "Running" and sums.n_allocated >= job.min_member:
-        return inqueue_resource(job, sums.min_resources, sums.allocated)
-    return None
-
-
-class QueueSums(Protocol):
-    """A queue's sums as a queue plugin keeps them (proportion's and capacity's attributes)."""
-
-    allocated: Res
-    inqueue: Res
-
-    def update_share(self) -> None: ...
-
-
-class QueueLedger:
-    """What the ``proportion`` and ``capacity`` plugins share: per-queue ``allocated`` and
-    ``inqueue`` kept in step with the session's decisions (allocations, evictions, admissions).
-
-    A subclass says which queues a job of a queue moves (:meth:`chain`: the queue itself, and
-    for hierarchical capacity its ancestors); the first of them has its share recomputed."""
-
-    ssn: Session
-
-    def chain(self, queue: str) -> Sequence[QueueSums]:
-        """The sums a job of ``queue`` moves, the queue's own first (none: not tracked)."""
-        raise NotImplementedError
-
-    def job_enqueued(self, job: JobInfo) -> None:
-        """An admitted job's admission request is reserved in its queue (and the ancestors)."""
-        self._reserve(job, +1)
-
-    def job_released(self, job: JobInfo) -> None:
-        """An admitted job allocate could not place gives its reservation back (see allocate)."""
-        self._reserve(job, -1)
-
-    def _reserve(self, job: JobInfo, sign: int) -> None:
-        req = job_sums(self.ssn.snap, job).admission
-        if req is None:
-            return
-        for a in self.chain(job.queue):
-            if sign > 0:
-                a.inqueue.add(req)
-            else:
-                a.inqueue.sub(req)
-
-    def _move(self, tasks: list[TaskInfo], sign: int) -> None:
-        jobs = self.ssn.snap.jobs
-        for queue, r in sums_by(self.ssn.snap, tasks, lambda t: jobs[t.job].queue).items():
-            for i, a in enumerate(self.chain(queue)):
-                if sign > 0:
-                    a.allocated.add(r)
-                else:
-                    a.allocated.sub(r)
-                if i == 0:
-                    a.update_share()
-
-    def on_allocate(self, tasks: list[TaskInfo]) -> None:
-        """Allocated in the session: the queue holds more."""
-        self._move(tasks, +1)
-
-    def on_deallocate(self, tasks: list[TaskInfo]) -> None:
-        """Allocation undone or task evicted: the queue holds less."""
-        self._move(tasks, -1)
-
-    def job_enqueueable(self, job: JobInfo) -> int:
-        """The plugin's JobEnqueueable vote."""
-        raise NotImplementedError
-
-
-def register_enqueueable(ssn: Session, fn: Callable[[JobInfo], int]) -> None:
-    """Register a JobEnqueueable vote in the configuration tier being built."""
-    tier_list(ssn.job_enqueueable_fns, ssn).append(fn)
-
-
-def register_ledger(ssn: Session, opt: Any, plugin: QueueLedger) -> None:
-    """Register what every queue plugin registers: its enqueue vote and admission callback
-    (``enableJobEnqueued``) and its allocate/deallocate handlers."""
-    from .gang import _enabled
-
-    if _enabled(opt, "enableJobEnqueued"):
-        register_enqueueable(ssn, plugin.job_enqueueable)
-        ssn.job_enqueued_fns.append(plugin.job_enqueued)
-    ssn.allocate_handlers.append(plugin.on_allocate)
-    ssn.deallocate_handlers.append(plugin.on_deallocate)
-
-
 def fmt_res(r: Res) -> str:
     """A resource for people: ``cpu 4, memory 8Gi, nvidia.com/gpu 8`` (zero dimensions left out)."""
     parts: list[str] = []
@@ -307,33 +200,3 @@ def fmt_res(r: Res) -> str:
         if n != "pods" and v:
             parts.append(f"{n} {'unlimited' if v == math.inf else f'{v / 1000:g}'}")
     return ", ".join(parts) or "nothing"
-
-
-def fits(left: Res, right: Res | None, req: Res) -> tuple[bool, list[str]]:
-    """``left <= right`` on the dimensions ``req`` asks for; the names of the short ones."""
-    return left.less_equal_on(right, req)
-
-
-__all__ = [
-    "OPEN",
-    "JobSums",
-    "Missing",
-    "QueueLedger",
-    "QueueSums",
-    "fits",
-    "fmt_res",
-    "inqueue_resource",
-    "job_inqueue",
-    "job_sums",
-    "queue_priority",
-    "queue_state",
-    "queue_weight",
-    "register_enqueueable",
-    "register_ledger",
-    "res_of_vector",
-    "sums_by",
-    "task_res",
-    "tasks_res",
-    "total_resource",
-    "used_resource",
-]

@@ -1,0 +1,159 @@
+"""What an action considers of each job: whether it is considered at all this cycle, the
+smallest set of pending pods that makes it ready (its gang minimum, two-level), and the pods
+beyond that minimum. allocate, backfill, preempt and reclaim all ask here."""
+
+from __future__ import annotations
+
+from ..framework.session import Session
+from ..model.explanation import Explanation
+from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
+from .placement import Group
+
+NOT_ENQUEUED = "NotEnqueued"
+
+
+def job_skip_reason(ssn: Session, job: JobInfo) -> Explanation | None:
+    """Why a job is not considered at all this cycle (None = consider it)."""
+    if job.problems:
+        return Explanation(summary="; ".join(job.problems), reason="InvalidNetworkTopology")
+    queue = ssn.snap.queues.get(job.queue)
+    if queue is None:
+        return Explanation(summary=f"queue {job.queue!r} not found", reason="QueueNotFound")
+    if queue.status is not None and queue.status.state in ("Closed", "Closing"):
+        return Explanation(summary=f"queue {job.queue!r} is {queue.status.state}", reason="QueueClosed")
+    invalid = ssn.job_valid(job)
+    if invalid:
+        return Explanation(summary=invalid, reason="NotEnoughPods")
+    tree = ssn.snap.tree
+    if job.with_topology and not tree.ready:
+        return Explanation(
+            summary="HyperNode tree not ready: " + "; ".join(tree.problems[:5]),
+            reason="HyperNodeTreeNotReady",
+        )
+    return None
+
+
+def not_enqueued_explanation(ssn: Session, job: JobInfo) -> Explanation:
+    """Why a Pending job is not considered by allocate."""
+    why = ssn.enqueue_reasons.get(job.key)
+    if why is None:
+        return Explanation(
+            summary="PodGroup is Pending: not admitted by enqueue this cycle", reason=NOT_ENQUEUED
+        )
+    return Explanation(summary=f"PodGroup is Pending, not admitted to Inqueue: {why}", reason=NOT_ENQUEUED)
+
+
+def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
+    """The smallest set of pending pods that makes the job ready (two-level gang)."""
+    subjobs = sorted(job.subjobs.values(), key=ssn.subjob_sort_key())
+    chosen: dict[str, list[TaskInfo]] = {}
+    chosen_keys: set[str] = set()
+    chosen_roles: dict[str, int] = {}
+
+    def need_of(sj: SubJobInfo) -> int:
+        return max(sj.min_available - ssn.subjob_ready_count(sj), 0)
+
+    def add_subjob_min(sj: SubJobInfo) -> bool:
+        if sj.id in chosen:
+            return True
+        pend = ssn.pending_tasks(sj)
+        n = need_of(sj)
+        if len(pend) < n:
+            return False
+        chosen[sj.id] = pend[:n]
+        for t in pend[:n]:
+            chosen_keys.add(t.key)
+            chosen_roles[t.role] = chosen_roles.get(t.role, 0) + 1
+        return True
+
+    def add_task(t: TaskInfo) -> None:
+        sj = job.subjobs[t.subjob]
+        if not sj.is_default and sj.id not in chosen and need_of(sj) > 0 and not add_subjob_min(sj):
+            return
+        if t.key not in chosen_keys:
+            chosen.setdefault(sj.id, []).append(t)
+            chosen_keys.add(t.key)
+            chosen_roles[t.role] = chosen_roles.get(t.role, 0) + 1
+
+    # 1. Required SubJobs per sub-group (minSubGroups), in SubJob order.
+    for gid, need in sorted(job.min_subjobs.items()):
+        members = [sj for sj in subjobs if sj.gid == gid]
+        have = sum(1 for sj in members if ssn.subjob_ready(sj))
+        for sj in members:
+            if have >= need:
+                break
+            if not ssn.subjob_ready(sj) and add_subjob_min(sj):
+                have += 1
+        if have < need:
+            return f"sub-group {gid}: only {have} of minSubGroups {need} partitions can become complete"
+
+    def candidates() -> list[TaskInfo]:
+        # Default SubJob first (plain pods), then SubJobs in order.
+        ordered = sorted(subjobs, key=lambda s: not s.is_default)
+        return [t for sj in ordered for t in ssn.pending_tasks(sj) if t.key not in chosen_keys]
+
+    cands = candidates()  # computed once: the loops below walk it linearly
+    ready_total = ssn.job_ready_count(job)
+
+    # 2. Per-task-role minimums (minTaskMember).
+    for role, need in sorted(job.enforced_min_task_member.items()):
+        ready_role = ssn.role_ready_count(job, role)
+        have = ready_role + chosen_roles.get(role, 0)
+        role_cands = iter([t for t in cands if t.role == role])
+        while have < need:
+            nxt = next(role_cands, None)
+            if nxt is None:
+                return f"task {role!r}: {have} pods can run, minTaskMember {need}"
+            if nxt.key in chosen_keys:
+                continue
+            add_task(nxt)
+            have = ready_role + chosen_roles.get(role, 0)
+    # 3. Job minimum (minMember): chosen tasks are all pending, so count them on top of the ready ones.
+    pos = 0
+    while ready_total + len(chosen_keys) < job.min_member:
+        while pos < len(cands) and cands[pos].key in chosen_keys:
+            pos += 1
+        if pos >= len(cands):
+            have = ready_total + len(chosen_keys)
+            return f"{have} pods can run, minMember {job.min_member}"
+        t = cands[pos]
+        sj = job.subjobs[t.subjob]
+        if sj.is_default or need_of(sj) == 0:
+            # Plain pods: take the whole run of this SubJob's next candidates in one step.
+            deficit = job.min_member - ready_total - len(chosen_keys)
+            run: list[TaskInfo] = []
+            while pos < len(cands) and len(run) < deficit and cands[pos].subjob == t.subjob:
+                if cands[pos].key not in chosen_keys:
+                    run.append(cands[pos])
+                pos += 1
+            chosen.setdefault(sj.id, []).extend(run)
+            for x in run:
+                chosen_keys.add(x.key)
+                chosen_roles[x.role] = chosen_roles.get(x.role, 0) + 1
+            continue
+        add_task(t)
+        pos += 1
+    order = {sj.id: i for i, sj in enumerate(subjobs)}
+    return [
+        Group(job.subjobs[sid], tasks, atomic=True)
+        for sid, tasks in sorted(chosen.items(), key=lambda kv: order[kv[0]])
+        if tasks
+    ]
+
+
+def extension_units(ssn: Session, job: JobInfo) -> list[list[Group]]:
+    """Pods beyond the gang minimum: each incomplete SubJob whole, then the rest as they fit."""
+    units: list[list[Group]] = []
+    for sj in sorted(job.subjobs.values(), key=ssn.subjob_sort_key()):
+        pend = ssn.pending_tasks(sj)
+        if not pend:
+            continue
+        need = max(sj.min_available - ssn.subjob_ready_count(sj), 0)
+        if need:
+            if len(pend) < need:
+                continue
+            units.append([Group(sj, pend[:need], atomic=True)])
+            pend = pend[need:]
+        if pend:
+            units.append([Group(sj, pend, atomic=False)])
+    return units
