@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hyperplace.api import HyperNode, PodGroup
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, TASK_INDEX_KEY, TASK_SPEC_KEY
 from scheduler_plugin import actions as actions_mod
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
 from scheduler_plugin.cycle import run_session
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 LEAF = 16
 SPINE = 16
@@ -197,7 +197,7 @@ def main() -> None:
 
     nodes, pods, hns, pgs = cluster(n, gang, running=True)
     t0 = time.perf_counter()
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, priority_classes=PCS)
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, priority_classes=PCS)
     build = time.perf_counter() - t0
     running = sum(1 for p in pods if p["spec"].get("nodeName"))
     print(
@@ -230,7 +230,7 @@ def main() -> None:
     whole = sum(1 for c in per_job.values() if c > JOB_SIZE - JOB_MIN)
 
     e_nodes, e_pods, e_hns, e_pgs = cluster(n, gang, running=False)
-    empty = ClusterSnapshot.build(
+    empty = build_snapshot(
         nodes=e_nodes, pods=e_pods, hypernodes=e_hns, podgroups=e_pgs, priority_classes=PCS
     )
     base: list[float] = []

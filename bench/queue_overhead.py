@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.scheduler_cycle import make_cluster, make_pg, make_pod, running_pods
 from hyperplace.api import Queue
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
 from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -64,7 +65,7 @@ def world(n: int) -> ClusterSnapshot:
         pgs.append(pg)
         pods += [make_pod(name, i, 1, None) for i in range(10)]
     queues = [Queue.model_validate({"metadata": {"name": q}, "spec": {"weight": 1}}) for q in QUEUES]
-    return ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, queues=queues)
+    return build_snapshot(nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, queues=queues)
 
 
 def measure(n: int, reps: int) -> None:

@@ -48,7 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hyperplace.api import HyperNode, PodGroup
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, TASK_INDEX_KEY, TASK_SPEC_KEY
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig, snapshot_fragmentation
-from scheduler_plugin.cache.cluster_state import ClusterState, snapshot_differences
+from scheduler_plugin.cache.cluster_state import ClusterState
+from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.cache.verify import snapshot_differences
 from scheduler_plugin.cycle import LastSession, SessionResult, run_session, run_session_reusing
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
@@ -184,7 +186,7 @@ class World:
         return st.snapshot()
 
     def rebuild(self) -> ClusterSnapshot:
-        return ClusterSnapshot.build(
+        return build_snapshot(
             nodes=self.nodes, pods=list(self.pods.values()), hypernodes=self.hns, podgroups=self.pgs
         )
 

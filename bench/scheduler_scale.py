@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.scheduler_synthetic import cluster, gang, partitioned
 from bench.volcano_baseline import VolcanoBaseline
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
@@ -79,7 +80,7 @@ def main() -> None:
                 pods, pg = partitioned("p", parts, 8, 2, part_tier=1, job_tier=3)
                 what = f"{parts} x 8 pods x 2 GPU, part<=1 job<=3"
             t = time.perf_counter()
-            snap = ClusterSnapshot.build(nodes=nodes, pods=busy + pods, hypernodes=hns, podgroups=[pg])
+            snap = build_snapshot(nodes=nodes, pods=busy + pods, hypernodes=hns, podgroups=[pg])
             build = time.perf_counter() - t
             gc.collect()
             if not args.no_freeze:

@@ -720,9 +720,9 @@ class Simulation:
 
     def schedule(self) -> bool:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
-        from scheduler_plugin.cache.cluster_state import verify_snapshot
+        from scheduler_plugin.cache.rebuild import build_snapshot
+        from scheduler_plugin.cache.verify import verify_snapshot
         from scheduler_plugin.cycle import run_session
-        from scheduler_plugin.model.snapshot import ClusterSnapshot
 
         if self.config is None:
             self.config = self._load_config()
@@ -736,7 +736,7 @@ class Simulation:
         self.state.replace_all(nodes, pods, hns, pgs, queues, pcs)
         snap = self.state.snapshot()
         if self.verify_state:
-            rebuilt = ClusterSnapshot.build(
+            rebuilt = build_snapshot(
                 nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, queues=queues, priority_classes=pcs
             )
             verify_snapshot(self.state, snap, rebuilt)

@@ -22,7 +22,7 @@ from scheduler_plugin.algorithms.fragmentation import (
     FragmentationReport,
     snapshot_fragmentation,
 )
-from scheduler_plugin.model.snapshot import ClusterSnapshot
+from scheduler_plugin.cache.rebuild import build_snapshot
 
 
 def fragmentation_of(
@@ -42,7 +42,7 @@ def fragmentation_of(
         except ValidationError:
             continue  # reported elsewhere as invalid; the scheduler skips it too
     bound = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
-    snap = ClusterSnapshot.build(nodes=list(nodes), pods=bound, hypernodes=hns)
+    snap = build_snapshot(nodes=list(nodes), pods=bound, hypernodes=hns)
     return snapshot_fragmentation(snap, config or FragmentationConfig())
 
 

@@ -3,7 +3,7 @@
 Each decision builds wire-format objects (:mod:`.wire`), feeds the scheduler's incremental
 ``ClusterState`` the events a watch would deliver (pods and PodGroups of the jobs that arrived,
 started or finished since the last call) and takes its snapshot (or, with ``incremental=False``,
-calls ``ClusterSnapshot.build``), runs ``run_session`` and reads ``SessionResult.bindings``
+calls ``build_snapshot``), runs ``run_session`` and reads ``SessionResult.bindings``
 back into a placement. Node and
 HyperNode objects are built once per topology; pods of running jobs once per start, so a
 cycle only pays for what a real scheduler's informer cache would also hold.
@@ -26,16 +26,16 @@ from .wire import EPOCH, NAMESPACE, background_pods, hypernodes, node_dicts, pod
 
 
 def contract() -> tuple[Any, Any, Any]:
-    """``(ClusterSnapshot, run_session, DEFAULT_CONFIG)`` as docs/CONTRACTS.md names them.
+    """``(build_snapshot, run_session, DEFAULT_CONFIG)`` as docs/CONTRACTS.md names them.
 
     Raises ImportError when the scheduler core is not importable; the harness then reports
     our scheduler as unavailable instead of failing the other parts.
     """
+    from scheduler_plugin.cache.rebuild import build_snapshot
     from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
     from scheduler_plugin.cycle import run_session
-    from scheduler_plugin.model.snapshot import ClusterSnapshot
 
-    return ClusterSnapshot, run_session, DEFAULT_CONFIG
+    return build_snapshot, run_session, DEFAULT_CONFIG
 
 
 # Arguments a GPU cluster operator adds so that both bin-pack scores count GPUs (Volcano's
@@ -216,7 +216,7 @@ class HyperplaceScheduler(Scheduler):
     def place_batch(self, state: ClusterState, jobs: Sequence[JobSpec]) -> dict[str, IntArray]:
         from hyperplace.api import Queue
 
-        snapshot_cls, run_session, default_config = contract()
+        build_snapshot, run_session, default_config = contract()
         topo = state.topo
         nodes, hns = self._static_objects(state)
         # What the cluster holds, job by job: running jobs' pods (built once at their start),
@@ -235,7 +235,7 @@ class HyperplaceScheduler(Scheduler):
         queue = _default_queue(Queue)
 
         def rebuild() -> Any:
-            return snapshot_cls.build(
+            return build_snapshot(
                 nodes=nodes,
                 pods=self._all_pods(held, bg),
                 hypernodes=hns,
@@ -252,7 +252,7 @@ class HyperplaceScheduler(Scheduler):
             snap = rebuild()
         t1 = time.process_time()
         if self.incremental and os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
-            from scheduler_plugin.cache.cluster_state import verify_snapshot
+            from scheduler_plugin.cache.verify import verify_snapshot
 
             verify_snapshot(self._state, snap, rebuild())
         result = run_session(

@@ -192,8 +192,8 @@ class OursDriver:
     ) -> tuple[dict[str, IntArray], dict[str, list[tuple[str, str]]]]:
         """Placements of pending jobs, and evictions per preemptor ``(action, victim job)``."""
         from scheduler_plugin.cache.cluster_state import ClusterState as SchedulerState
+        from scheduler_plugin.cache.rebuild import build_snapshot
         from scheduler_plugin.cycle import run_session
-        from scheduler_plugin.model.snapshot import ClusterSnapshot
 
         pods: list[dict[str, Any]] = []
         groups = []
@@ -206,9 +206,9 @@ class OursDriver:
         self.state.replace_all(self.nodes, pods, self.hns, groups, self.queues, self.pcs)
         snap = self.state.snapshot()
         if os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
-            from scheduler_plugin.cache.cluster_state import verify_snapshot
+            from scheduler_plugin.cache.verify import verify_snapshot
 
-            rebuilt = ClusterSnapshot.build(
+            rebuilt = build_snapshot(
                 nodes=self.nodes,
                 pods=pods,
                 hypernodes=self.hns,

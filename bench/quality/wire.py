@@ -1,6 +1,6 @@
 """Wire-format objects (Node, Pod dicts; HyperNode, PodGroup models) for the array model.
 
-Our scheduler is driven through its public contract (``ClusterSnapshot.build`` +
+Our scheduler is driven through its public contract (``build_snapshot`` +
 ``run_session``) with the same objects a cluster would hold, built the way Volcano's Job
 controller builds them (volcano_impl.md §6): PodGroup ``minMember``/``minTaskMember``/
 ``minResources``, one ``subGroupPolicy`` per partitioned task keyed on

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -368,3 +368,47 @@ def job_preemptable(job: JobInfo) -> bool:
         if v is not None:
             return v.strip().lower() != "false"
     return True
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(JobInfo))
+_SUBJOB_FIELDS = tuple(f.name for f in fields(SubJobInfo))
+
+
+def remap_nodes(info: JobInfo, perm: list[int], first: int) -> JobInfo:
+    """``info`` with its running tasks naming their nodes by new indices (``perm``: old index
+    -> new; indices below ``first`` did not move). ``info`` itself when no task moved; else a
+    copy, the original (possibly in a snapshot a session still reads) left as it is. Pending
+    tasks, which name no node, are shared."""
+    new_tasks: dict[str, list[TaskInfo]] = {}
+    new = object.__new__
+    for sid, sj in info.subjobs.items():
+        tasks: list[TaskInfo] | None = None
+        for i, t in enumerate(sj.tasks):
+            n = t.node
+            if n >= first and t.running:
+                if tasks is None:
+                    tasks = sj.tasks[:i]
+                t2 = new(TaskInfo)
+                t2.__dict__.update(t.__dict__)
+                t2.node = perm[n]
+                tasks.append(t2)
+            elif tasks is not None:
+                tasks.append(t)
+        if tasks is not None:
+            new_tasks[sid] = tasks
+    if not new_tasks:
+        return info
+    d = info.__dict__
+    job = JobInfo(**{k: d[k] for k in _JOB_FIELDS if k not in ("subjobs", "memo")})
+    # What sessions memoised that names no node (sums over requests, counts) stays true.
+    job.memo = info.memo.node_free()
+    for sid, sj in info.subjobs.items():
+        got = new_tasks.get(sid)
+        if got is None:
+            job.subjobs[sid] = sj
+        else:
+            sd = sj.__dict__
+            copy_ = SubJobInfo(**{k: sd[k] for k in _SUBJOB_FIELDS if k != "tasks"})
+            copy_.tasks = got
+            job.subjobs[sid] = copy_
+    return job

@@ -54,6 +54,10 @@ class Memo:
             return cast("T", self._values[key])
         return self.put(key, make())
 
+    def clear(self) -> None:
+        """Forget every value (a cold start, as benchmarks measure one)."""
+        self._values.clear()
+
     def node_free(self) -> Memo:
         """A copy holding only the values whose keys are ``node_free``."""
         out = Memo()

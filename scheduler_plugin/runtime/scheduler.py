@@ -86,7 +86,9 @@ from hyperplace.runtime.informer import Informer, wait_for_sync
 from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
-from scheduler_plugin.cache.cluster_state import ClusterState, StateDriftError, verify_snapshot
+from scheduler_plugin.cache.cluster_state import ClusterState
+from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.cache.verify import StateDriftError, verify_snapshot
 from scheduler_plugin.config.scheduler_conf import SchedulerConfig
 from scheduler_plugin.cycle import JobOutcome, LastSession, SessionResult, run_session_reusing
 from scheduler_plugin.framework.evictions import Nomination
@@ -548,7 +550,7 @@ class Scheduler:
         """In a worker thread: the snapshot from scratch when there is no incremental one
         (or to verify it), then the session."""
         if rebuild is not None:
-            rebuilt = ClusterSnapshot.build(**rebuild, scheduler_names=self.options.scheduler_names)
+            rebuilt = build_snapshot(**rebuild, scheduler_names=self.options.scheduler_names)
             if snap is None:
                 snap = rebuilt
             else:

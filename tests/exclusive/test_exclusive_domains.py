@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import PodGroup
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import SessionResult, run_session
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 from webhooks.admission import admit
 from webhooks.job import validate_job
@@ -37,7 +37,7 @@ def cluster() -> tuple[list[dict[str, Any]], list[Any]]:
 
 def session(pods: list[dict[str, Any]], pgs: list[PodGroup]) -> SessionResult:
     nodes, tree = cluster()
-    return run_session(ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs))
+    return run_session(build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs))
 
 
 def leaves_of(result: SessionResult, prefix: str) -> set[str]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from controller.job.reconcile import template_requests
 from hyperplace.kube.requests import pod_requests
-from scheduler_plugin.model.snapshot import ClusterSnapshot
+from scheduler_plugin.cache.rebuild import build_snapshot
 from simulator.resources import used_by_node
 
 RESOURCES = ["cpu", "memory", "nvidia.com/gpu"]
@@ -69,7 +69,7 @@ NODES = [
 @settings(max_examples=150, deadline=None)
 @given(st.integers(1, 6).flatmap(lambda n: st.tuples(*(pod(i) for i in range(n)))))
 def test_node_usage_and_min_resources_agree_with_the_scheduler(pods: tuple[dict[str, Any], ...]) -> None:
-    snap = ClusterSnapshot.build(NODES, list(pods))
+    snap = build_snapshot(NODES, list(pods))
     shown = used_by_node(pods)
     for i, node in enumerate(snap.node_names):
         charged = {r: int(v) for r, v in zip(snap.resources, snap.used[i].tolist(), strict=True) if v}

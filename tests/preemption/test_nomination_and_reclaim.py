@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import Queue
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle import run_session
 from scheduler_plugin.framework.extension_points import OVERUSED, RECLAIMABLE
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 from scheduler_plugin.plugins import REGISTRY
 from tests.preemption.helpers import PREEMPT_CONF, PRIORITY_CLASSES, pending_gang, racks, running_gang
 
 
 def snapshot(groups, nodes, hns, queues=()):
-    return ClusterSnapshot.build(
+    return build_snapshot(
         nodes=nodes,
         pods=[p for _, ps in groups for p in ps],
         hypernodes=hns,

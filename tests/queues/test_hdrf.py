@@ -7,10 +7,10 @@ from typing import Any
 
 from hyperplace.api import Queue
 from scheduler_plugin.algorithms.hdrf import Hierarchy, QueueRank, parse_path
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.resources import Res
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import node, pod, podgroup
 
 HDRF = load_scheduler_config(
@@ -70,7 +70,7 @@ def test_rescaling_two_teams_split_the_cluster_and_eng_splits_its_half_by_resour
         hqueue("root-eng-dev", "root/eng/dev", "100/50/50"),
         hqueue("root-eng-prod", "root/eng/prod", "100/50/50"),
     ]
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
+    snap = build_snapshot(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
     result = run_session(snap, HDRF)
     assert {j: placed(result, j) for j in ("pg1", "pg21", "pg22")} == {"pg1": 5, "pg21": 5, "pg22": 5}
 
@@ -90,7 +90,7 @@ def test_without_the_hierarchy_queues_are_not_ordered_and_the_first_team_takes_a
         pods += p
         pgs += g
     q = Queue.model_validate({"metadata": {"name": "q"}, "spec": {}, "status": {"state": "Open"}})
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=[q])
+    snap = build_snapshot(nodes=nodes, pods=pods, podgroups=pgs, queues=[q])
     result = run_session(snap, flat)
     assert {j: placed(result, j) for j in ("pg1", "pg21", "pg22")} == {"pg1": 10, "pg21": 0, "pg22": 0}
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from hyperplace.api import PodGroup, Queue
 from hyperplace.api.podgroup import NetworkTopologySpec
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle import open_session, run_session
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup, schedule
 
 PROPORTION = load_scheduler_config(
@@ -89,7 +89,7 @@ def test_two_queues_of_equal_weight_each_deserve_half_and_get_it() -> None:
             pods += job_pods(f"{team}{i}", 1)
             pgs.append(group(f"{team}{i}", 1, team))
     queues = [queue("a", weight=1), queue("b", weight=1)]
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
+    snap = build_snapshot(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
     ssn = open_session(snap, PROPORTION)
     attrs = ssn.plugins["proportion"].attrs
     assert attrs["a"].deserved.cpu == attrs["b"].deserved.cpu == 4000
@@ -179,7 +179,7 @@ def test_overcommit_factor_holds_a_job_pending_with_a_reason() -> None:
 
 
 def test_an_overcommit_factor_below_one_is_refused_with_a_note() -> None:
-    snap = ClusterSnapshot.build(nodes=[node("n0")], pods=[])
+    snap = build_snapshot(nodes=[node("n0")], pods=[])
     ssn = open_session(snap, overcommit_conf(0.5))
     assert ssn.plugins["overcommit"].factor == 1.2
     assert any("below 1" in n for n in ssn.notes)
@@ -280,7 +280,7 @@ def test_proportion_reclaim_takes_from_queues_above_deserved_and_never_from_unre
     pgs = [podgroup("a", 1, queue="a"), group("b", 2, "b")]
     for reclaimable in (True, False):
         queues = [queue("a", reclaimable=reclaimable), queue("b")]
-        snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
+        snap = build_snapshot(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
         ssn = open_session(snap, PROPORTION)
         victims_from = list(snap.jobs["default/a"].tasks)
         reclaimer = snap.jobs["default/b"].tasks[0]
@@ -296,7 +296,7 @@ def test_reclaim_never_takes_a_queue_below_its_deserved_share() -> None:
     nodes = [node("n0", cpu=8)]
     pods = [pod(f"a-t0-{i}", "a", cpu=2, node_name="n0") for i in range(3)] + job_pods("b", 2, cpu=2)
     pgs = [podgroup("a", 1, queue="a"), group("b", 2, "b")]
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=[queue("a"), queue("b")])
+    snap = build_snapshot(nodes=nodes, pods=pods, podgroups=pgs, queues=[queue("a"), queue("b")])
     ssn = open_session(snap, PROPORTION)
     assert ssn.plugins["proportion"].attrs["a"].deserved.cpu == 4000
     got = ssn.reclaimable(snap.jobs["default/b"].tasks[0], list(snap.jobs["default/a"].tasks))
@@ -308,7 +308,7 @@ def test_an_evicted_victim_moves_its_queue_share_at_once() -> None:
     nodes = [node("n0", cpu=4)]
     pods = [pod(f"a-t0-{i}", "a", node_name="n0") for i in range(4)] + job_pods("b", 2)
     pgs = [podgroup("a", 1, queue="a"), group("b", 2, "b")]
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=[queue("a"), queue("b")])
+    snap = build_snapshot(nodes=nodes, pods=pods, podgroups=pgs, queues=[queue("a"), queue("b")])
     ssn = open_session(snap, PROPORTION)
     prop = ssn.plugins["proportion"]
     assert ssn.overused("a")
@@ -361,7 +361,7 @@ def test_queue_order_is_priority_first_then_the_smaller_share() -> None:
     pods = [pod("busy-t0-0", "busy", node_name="n0", cpu=3), *job_pods("idle", 1), *job_pods("vip", 1)]
     pgs = [podgroup("busy", 1, queue="busy"), group("idle", 1, "idle"), group("vip", 1, "vip")]
     queues = [queue("busy"), queue("idle"), queue("vip", priority=10)]
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
+    snap = build_snapshot(nodes=nodes, pods=pods, podgroups=pgs, queues=queues)
     ssn = open_session(snap, PROPORTION)
     assert sorted(["busy", "idle", "vip"], key=ssn.queue_sort_key()) == ["vip", "idle", "busy"]
 

@@ -5,9 +5,9 @@ gangs at a time and never taking A below its own half."""
 from __future__ import annotations
 
 from hyperplace.api import Queue
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle import run_session
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.preemption.helpers import PRIORITY_CLASSES, pending_gang, racks, running_gang
 
 RECLAIM_CONF = load_scheduler_config(
@@ -33,7 +33,7 @@ def team(name: str, weight: int = 1) -> Queue:
 
 
 def build(groups, nodes, hns):
-    return ClusterSnapshot.build(
+    return build_snapshot(
         nodes=nodes,
         pods=[p for _, ps in groups for p in ps],
         hypernodes=hns,

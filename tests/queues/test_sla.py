@@ -7,9 +7,9 @@ from typing import Any
 
 from hyperplace.api import PodGroup
 from hyperplace.kube.times import parse_rfc3339
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle import SessionResult, run_session
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 
 T0 = "2026-01-01T00:00:00Z"
@@ -70,7 +70,7 @@ def session(pods: list[dict[str, Any]], pgs: list[PodGroup], at: str | None, con
         hypernode("leaf1", 1, nodes=[f"n{i:02d}" for i in range(8, 16)]),
         hypernode("spine", 2, children=["leaf0", "leaf1"]),
     ]
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
     return run_session(snap, config, now=parse_rfc3339(at) if at else None)
 
 
@@ -147,7 +147,7 @@ def test_an_overdue_job_goes_before_an_older_job_without_an_sla() -> None:
     first = podgroup("first", 1, created=T0)
     urgent = podgroup("urgent", 1, created="2026-01-01T00:01:00Z")
     urgent.metadata.annotations = {"sla-waiting-time": "1m"}  # the older, unprefixed key
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, podgroups=[first, urgent])
+    snap = build_snapshot(nodes=nodes, pods=pods, podgroups=[first, urgent])
     at = parse_rfc3339("2026-01-01T00:03:00Z")
     assert run_session(snap, conf(sla="sla"), now=at).bindings == {"default/urgent-t0-0": "n0"}
     assert run_session(snap, conf(sla=None), now=at).bindings == {"default/first-t0-0": "n0"}

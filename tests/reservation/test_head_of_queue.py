@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.kube.times import parse_rfc3339
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.reservation import RESERVED_CONDITION, Reservation
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 
 T0 = "2026-01-01T00:00:00Z"
@@ -45,7 +45,7 @@ def session(
     config: Any = DEFAULT_CONFIG,
 ) -> SessionResult:
     nodes, tree = cluster()
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
     return run_session(snap, config, now=parse_rfc3339(at) if at else None, reservations=previous)
 
 
@@ -206,7 +206,7 @@ def test_a_queue_annotation_overrides_the_threshold_or_turns_it_off() -> None:
                 "spec": {},
             }
         )
-        snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs, queues=[q])
+        snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs, queues=[q])
         return run_session(snap, now=parse_rfc3339("2026-01-01T00:11:00Z"))
 
     assert not with_queue("off").reservations
@@ -256,7 +256,7 @@ def test_a_spine_hold_takes_whole_leaves_and_leaves_the_others_whole() -> None:
     pgs.append(podgroup("big", 4, topology={"mode": "hard", "highestTierAllowed": 2}, created=T0))
     pods += job_pods("pair", 2, cpu=4, gpu=4, created="2026-01-01T00:05:00Z")
     pgs.append(podgroup("pair", 2, topology=LEAF, created="2026-01-01T00:05:00Z"))
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
     result = run_session(snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T00:11:00Z"))
     assert result.reservations["default/big"].hypernode == "spine"
     pair = {k: n for k, n in result.bindings.items() if k.startswith("default/pair")}

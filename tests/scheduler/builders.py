@@ -6,6 +6,7 @@ from typing import Any
 
 from hyperplace.api import HyperNode, PodGroup, Queue
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, SchedulerConfig
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -189,7 +190,7 @@ def schedule(
     priority_classes: list[dict[str, Any]] | None = None,
     config: SchedulerConfig = DEFAULT_CONFIG,
 ) -> tuple[SessionResult, ClusterSnapshot]:
-    snap = ClusterSnapshot.build(
+    snap = build_snapshot(
         nodes=nodes,
         pods=pods,
         hypernodes=hypernodes or [],

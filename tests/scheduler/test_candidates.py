@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import run_session
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import hypernode, job_pods, node, partition_policy, pod, podgroup
 
@@ -26,7 +26,7 @@ def test_recording_candidates_changes_no_decision_and_is_off_by_default() -> Non
     for j, (n, cpu, tier) in enumerate([(3, 2, 2), (2, 1, 1), (4, 1, 1), (5, 2, 2)]):
         pods += job_pods(f"j{j}", n, cpu=cpu)
         pgs.append(podgroup(f"j{j}", n, topology={"mode": "hard", "highestTierAllowed": tier}))
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs)
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs)
     plain = run_session(snap)
     recorded = run_session(snap, record_candidates=True)
     assert plain.bindings == recorded.bindings
@@ -66,7 +66,7 @@ def test_partitions_that_fit_no_leaf_are_named_as_what_the_domain_lacks() -> Non
         topology={"mode": "hard", "highestTierAllowed": 2},
         sub_groups=[partition_policy("t0", 4, tier=1)],
     )
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns, podgroups=[pg])
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=hns, podgroups=[pg])
     result = run_session(snap, record_candidates=True)
     outcome = result.jobs["default/parted"]
     assert outcome.phase == "Pending" and not result.bindings

@@ -15,12 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hyperplace.api import HyperNode, PodGroup
-from scheduler_plugin.cache.cluster_state import (
-    ClusterState,
-    StateDriftError,
-    snapshot_differences,
-    verify_snapshot,
-)
+from scheduler_plugin.cache.cluster_state import ClusterState
+from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.cache.verify import StateDriftError, snapshot_differences, verify_snapshot
 from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
@@ -45,7 +42,7 @@ class World:
         self.pcs: list[dict[str, Any]] = []
 
     def rebuild(self) -> ClusterSnapshot:
-        return ClusterSnapshot.build(
+        return build_snapshot(
             nodes=list(self.nodes.values()),
             pods=list(self.pods.values()),
             hypernodes=list(self.hns.values()),
@@ -250,10 +247,8 @@ def test_a_relist_of_the_objects_already_held_changes_nothing(monkeypatch: pytes
     import scheduler_plugin.cache.cluster_state as cs
 
     parsed: list[str] = []
-    real = cs.node_static_from_dict
-    monkeypatch.setattr(
-        cs, "node_static_from_dict", lambda obj: parsed.append(obj["metadata"]["name"]) or real(obj)
-    )
+    real = cs.parse_node
+    monkeypatch.setattr(cs, "parse_node", lambda obj: parsed.append(obj["metadata"]["name"]) or real(obj))
     world = World()
     nodes = [node(f"n{i}", cpu=4) for i in range(3)]
     world.state.replace_all(nodes, [], [], [])
@@ -267,9 +262,7 @@ def test_a_relist_of_the_objects_already_held_changes_nothing(monkeypatch: pytes
     relabelled[1]["metadata"]["labels"] = {"switch": "s9"}
     world.state.replace_all(relabelled, [], [], [])
     assert world.state.changes == 1
-    assert (
-        snapshot_differences(world.state.snapshot(), ClusterSnapshot.build(nodes=relabelled, pods=[])) == []
-    )
+    assert snapshot_differences(world.state.snapshot(), build_snapshot(nodes=relabelled, pods=[])) == []
 
 
 def test_a_job_naming_a_tier_is_re_read_when_the_tier_appears() -> None:

@@ -11,8 +11,8 @@ from scheduler_plugin.algorithms.fragmentation import (
     ShapeSpecError,
     snapshot_fragmentation,
 )
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import run_session
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import hypernode, job_pods, node, pod, podgroup
 
@@ -40,7 +40,7 @@ def scattered_cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]], lis
 
 def test_forty_free_gpus_over_twelve_leaves_fit_no_eight_gpu_pod_in_any_leaf() -> None:
     nodes, pods, hns = scattered_cluster()
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns)
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=hns)
     report = snapshot_fragmentation(snap)
     tier1 = next(t for t in report.tiers if t.tier == 1)
     assert tier1.hypernodes == 12 and tier1.free_hypernodes == 0
@@ -59,7 +59,7 @@ def test_forty_free_gpus_over_twelve_leaves_fit_no_eight_gpu_pod_in_any_leaf() -
 
 def test_proportional_shapes_take_their_share_of_cpu_and_memory() -> None:
     nodes, pods, hns = scattered_cluster()
-    report = snapshot_fragmentation(ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns))
+    report = snapshot_fragmentation(build_snapshot(nodes=nodes, pods=pods, hypernodes=hns))
     shapes = {s.name: dict(s.requests) for s in report.shapes}
     # 64 cpu and 512Gi per 8 GPUs: 8 cpu and 64Gi per GPU, of which 90% (room for DaemonSets).
     assert shapes["4xnvidia.com/gpu"] == {
@@ -68,7 +68,7 @@ def test_proportional_shapes_take_their_share_of_cpu_and_memory() -> None:
         "memory": 4 * int(64 * GiB * 1000 * 0.9),
     }
     full = FragmentationConfig(shapes=(8,), share=1.0)
-    report = snapshot_fragmentation(ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns), full)
+    report = snapshot_fragmentation(build_snapshot(nodes=nodes, pods=pods, hypernodes=hns), full)
     assert dict(report.shapes[0].requests) == {
         "nvidia.com/gpu": 8000,
         "cpu": 64000,
@@ -86,7 +86,7 @@ def test_an_empty_leaf_is_free_and_fits_whole_node_pods() -> None:
     # "Free" is about the accelerator: a cpu-only pod leaves leaf-a free, a 1-GPU pod makes
     # leaf-b (and the spine) busy.
     pods = [pod("sidecar", None, cpu=1, node_name="n0"), pod("gpu-user", None, cpu=1, gpu=1, node_name="n2")]
-    report = snapshot_fragmentation(ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns))
+    report = snapshot_fragmentation(build_snapshot(nodes=nodes, pods=pods, hypernodes=hns))
     t1 = report.tiers[0]
     assert (t1.tier, t1.hypernodes, t1.free_hypernodes) == (1, 2, 1)
     assert t1.best["8xnvidia.com/gpu"] == 2 and t1.best_hypernode["8xnvidia.com/gpu"] == "leaf-a"
@@ -100,7 +100,7 @@ def test_unschedulable_nodes_count_for_nothing() -> None:
         node("n1", cpu=64, memory="512Gi", gpu=8, ready=False),
     ]
     hns = [hypernode("leaf", 1, nodes=["n0", "n1"])]
-    report = snapshot_fragmentation(ClusterSnapshot.build(nodes=nodes, pods=[], hypernodes=hns))
+    report = snapshot_fragmentation(build_snapshot(nodes=nodes, pods=[], hypernodes=hns))
     t1 = report.tiers[0]
     assert t1.free_hypernodes == 0  # a NotReady node is not free room
     assert t1.fit["8xnvidia.com/gpu"] == 1
@@ -110,7 +110,7 @@ def test_a_sessions_bindings_are_counted_as_used() -> None:
     nodes = [node(f"n{i}", cpu=64, memory="512Gi", gpu=8) for i in range(2)]
     hns = [hypernode("leaf-a", 1, nodes=["n0"]), hypernode("leaf-b", 1, nodes=["n1"])]
     pods = job_pods("train", 1, cpu=8, gpu=8)
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=hns, podgroups=[podgroup("train", 1)])
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=hns, podgroups=[podgroup("train", 1)])
     result = run_session(snap)
     assert len(result.bindings) == 1
     before = snapshot_fragmentation(snap)
@@ -123,7 +123,7 @@ def test_configured_shapes_and_accelerator() -> None:
     cfg = FragmentationConfig.parse(" 2, 16 ,2", "huawei.com/ascend-1980")
     assert cfg.shapes == (2, 16) and cfg.accelerator == "huawei.com/ascend-1980"
     nodes = [node("n0", cpu=64, memory="512Gi", gpu=8)]
-    report = snapshot_fragmentation(ClusterSnapshot.build(nodes=nodes, pods=[], hypernodes=[]), cfg)
+    report = snapshot_fragmentation(build_snapshot(nodes=nodes, pods=[], hypernodes=[]), cfg)
     assert report.shapes == [] and "huawei.com/ascend-1980" in (report.note or "")
 
 

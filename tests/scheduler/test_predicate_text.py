@@ -14,6 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hyperplace.kube.requests import pod_requests
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.explanation import predicate_summary
 from scheduler_plugin.model.node_filters import (
@@ -21,7 +22,6 @@ from scheduler_plugin.model.node_filters import (
     insufficient_resources,
     node_static_from_dict,
 )
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import node, pod, podgroup
 
@@ -88,7 +88,7 @@ def test_the_counted_reasons_match_asking_every_node(
     case: tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]],
 ) -> None:
     nodes, running, want = case
-    snap = ClusterSnapshot.build(nodes=nodes, pods=[*running, want], podgroups=[podgroup("want", 1)])
+    snap = build_snapshot(nodes=nodes, pods=[*running, want], podgroups=[podgroup("want", 1)])
     result = run_session(snap)
     expected = node_by_node(nodes, running, want)
     if "default/want-t0-0" in result.bindings:

@@ -9,6 +9,7 @@ import pytest
 from hyperplace.api import PodGroup
 from hyperplace.api.relax import RelaxError, parse_relax, relax_state
 from hyperplace.kube.times import parse_go_duration, parse_rfc3339
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import run_session
 from scheduler_plugin.cycle.relaxation import relax_snapshot
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -30,7 +31,7 @@ def six_wide_job(relax: str | None, tier: int = 2) -> ClusterSnapshot:
     pg = podgroup("wide", 6, topology={"mode": "hard", "highestTierAllowed": tier}, created=CREATED)
     if relax is not None:
         pg = annotated(pg, relax)
-    return ClusterSnapshot.build(
+    return build_snapshot(
         nodes=eight_nodes(), pods=job_pods("wide", 6, cpu=4), hypernodes=guide_tree(), podgroups=[pg]
     )
 

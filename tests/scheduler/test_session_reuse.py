@@ -11,6 +11,7 @@ must still happen with the view unchanged.
 from __future__ import annotations
 
 from hyperplace.kube.times import parse_rfc3339
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, DEFAULT_CONFIG_TEXT, load_scheduler_config
 from scheduler_plugin.cycle import LastSession, run_session_reusing
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -21,7 +22,7 @@ from tests.scheduler.builders import podgroup
 def steady() -> ClusterSnapshot:
     nodes, tree = cluster()
     pods = [running(f"r{i}", f"n{i:02d}") for i in range(4)]
-    return ClusterSnapshot.build(
+    return build_snapshot(
         nodes=nodes, pods=pods, hypernodes=tree, podgroups=[podgroup(f"r{i}", 1) for i in range(4)]
     )
 
@@ -49,7 +50,7 @@ def test_a_waiting_gang_still_gets_its_reservation_when_nothing_else_happens() -
     gang's waiting crossed the reservation threshold."""
     nodes, tree = cluster()
     pods, pgs = world(stream=0)
-    snap = ClusterSnapshot.build(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
     last = LastSession()
     early = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T00:05:00Z"))
     assert not early.reservations and not early.bindings

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.model.node_filters import static_feasibility_mask
-from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import node, pod, podgroup
 
@@ -35,7 +35,7 @@ def test_plain_pods_get_the_same_mask_as_the_full_predicates(specs: list) -> Non
         )
         for i, (ready, unsched, taints) in enumerate(specs)
     ]
-    snap = ClusterSnapshot.build(nodes=nodes, pods=[pod("x-0", "x")], podgroups=[podgroup("x", 1)])
+    snap = build_snapshot(nodes=nodes, pods=[pod("x-0", "x")], podgroups=[podgroup("x", 1)])
     shape = snap.shapes[0]
     assert (
         snap.static_mask(shape).tolist()
@@ -49,7 +49,7 @@ def test_used_resources_count_bound_non_terminal_pods_only() -> None:
         pod("b", None, cpu=2, node_name="n0", phase="Failed"),
         pod("c", None, cpu="500m", node_name="n1", phase="Pending"),  # bound, not started yet
     ]
-    snap = ClusterSnapshot.build(nodes=[node("n0"), node("n1")], pods=pods)
+    snap = build_snapshot(nodes=[node("n0"), node("n1")], pods=pods)
     cpu = snap.resources.index("cpu")
     assert snap.used[:, cpu].tolist() == [1000, 500]
     pods_col = snap.resources.index("pods")
@@ -63,9 +63,7 @@ def test_bound_pods_with_and_without_a_job_claim_their_host_ports_and_room() -> 
         pod("free", None, cpu=1, node_name="n0", extra_spec=port),
         pod("j-0", "j", cpu=2, node_name="n1", extra_spec=port),
     ]
-    snap = ClusterSnapshot.build(
-        nodes=[node("n0"), node("n1"), node("n2")], pods=pods, podgroups=[podgroup("j", 1)]
-    )
+    snap = build_snapshot(nodes=[node("n0"), node("n1"), node("n2")], pods=pods, podgroups=[podgroup("j", 1)])
     assert snap.node_ports == [{("TCP", "0.0.0.0", 8080)}, {("TCP", "0.0.0.0", 8080)}, set()]
     assert snap.used[:, snap.resources.index("pods")].tolist() == [1000, 1000, 0]
 
@@ -73,7 +71,7 @@ def test_bound_pods_with_and_without_a_job_claim_their_host_ports_and_room() -> 
 def test_allocatable_falls_back_to_nothing_but_pods_when_the_node_reports_only_capacity() -> None:
     n = node("n0", cpu=8)
     del n["status"]["allocatable"]
-    snap = ClusterSnapshot.build(nodes=[n], pods=[])
+    snap = build_snapshot(nodes=[n], pods=[])
     assert snap.allocatable[0, snap.resources.index("cpu")] == 0
     assert snap.allocatable[0, snap.resources.index("pods")] == 110_000
     assert snap.node_static[0].allocatable["cpu"] == 8000

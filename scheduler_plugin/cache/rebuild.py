@@ -1,0 +1,177 @@
+"""A snapshot built from whole listings, from scratch.
+
+What the simulator, the benchmarks and ``--full-rebuild`` use, and what ``--verify-state``
+compares the incremental :class:`~.cluster_state.ClusterState` with: every node and every pod
+is indexed anew on each call, in the same order and with the same rules (objects are read
+through :mod:`.records`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
+from hyperplace.api.hypernode import HyperNode
+from hyperplace.api.podgroup import PodGroup, Queue
+from hyperplace.kube.members import MemberIndex
+from hyperplace.runtime.gcpause import no_cyclic_gc
+
+from ..model.hypernode_tree import HyperNodeTree
+from ..model.jobs import JobInfo, TaskInfo, build_job
+from ..model.snapshot import ClusterSnapshot, HostPort, Shape
+from .records import PodRecord, Priorities, name_of, parse_node, parse_pod, with_default_queue
+
+I64 = npt.NDArray[np.int64]
+BASE_RESOURCES = ("cpu", "memory", "pods")
+
+
+def build_snapshot(
+    nodes: Sequence[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    hypernodes: Sequence[HyperNode] = (),
+    podgroups: Sequence[PodGroup] = (),
+    queues: Sequence[Queue] = (),
+    priority_classes: Sequence[dict[str, Any]] = (),
+    scheduler_names: Sequence[str] = (DEFAULT_SCHEDULER_NAME,),
+    members: MemberIndex | None = None,
+) -> ClusterSnapshot:
+    """Index nodes, account running pods, group pending pods into jobs and resolve the tree.
+
+    ``members`` is a long-lived member index to bring up to date with these nodes and
+    HyperNodes and resolve from (only what changed since its last use is re-resolved).
+    """
+    t0 = time.perf_counter()
+    owned = tuple(scheduler_names)
+    node_objs = sorted(nodes, key=name_of)
+    names = [name_of(n) for n in node_objs]
+    with no_cyclic_gc():  # a record per node and per pod, a task per job pod: no cycles
+        node_recs = [parse_node(n) for n in node_objs]
+        recs = [parse_pod(p, owned) for p in pods]
+    res_set: dict[str, None] = dict.fromkeys(BASE_RESOURCES)
+    for nr in node_recs:
+        res_set.update(dict.fromkeys(nr.alloc))
+    for rec in recs:
+        if not rec.terminal:
+            res_set.update(dict.fromkeys(rec.requests or ()))
+    resources = list(res_set)
+    ridx = {r: i for i, r in enumerate(resources)}
+
+    def vec(rq: dict[str, int]) -> I64:
+        v = np.zeros(len(resources), dtype=np.int64)
+        for r, q in rq.items():
+            v[ridx[r]] = q
+        return v
+
+    alloc = np.zeros((len(names), len(resources)), dtype=np.int64)
+    for i, nr in enumerate(node_recs):
+        for name, v in nr.alloc.items():
+            alloc[i, ridx[name]] = v
+    statics = [nr.static for nr in node_recs]
+    node_labels = {st.name: dict(st.labels) for st in statics}
+    if members is not None:
+        members.sync_nodes(node_labels)
+        members.sync_hypernodes(hypernodes)
+    tree = HyperNodeTree.build(hypernodes, names, node_labels, members)
+    jobs = _Jobs(names, len(resources), vec, Priorities(priority_classes), {pg.key: pg for pg in podgroups})
+    with no_cyclic_gc():
+        for rec in recs:
+            jobs.add(rec)
+        built = jobs.build(tree)
+    snap = ClusterSnapshot(
+        node_names=names,
+        node_static=statics,
+        resources=resources,
+        allocatable=alloc,
+        used=jobs.used,
+        node_ports=jobs.node_ports,
+        tree=tree,
+        jobs=built,
+        queues=with_default_queue(queues),
+        shapes=jobs.shapes,
+        scheduler_names=owned,
+        orphan_pods=jobs.orphans,
+        standalone=sorted(jobs.standalone_pgs),
+        missing_node_pods=jobs.missing_node,
+        plain_mask=np.array([nr.plain for nr in node_recs], dtype=bool),
+    )
+    snap.build_seconds = time.perf_counter() - t0
+    return snap
+
+
+class _Jobs:
+    """The pods of one listing, sorted into node usage, jobs, shapes and orphans."""
+
+    def __init__(
+        self, names: list[str], n_res: int, vec: Any, prios: Priorities, podgroups: dict[str, PodGroup]
+    ) -> None:
+        self.nidx = {n: i for i, n in enumerate(names)}
+        self.vec = vec
+        self.prios = prios
+        self.pg_map = podgroups
+        self.used = np.zeros((len(names), n_res), dtype=np.int64)
+        self.node_ports: list[set[HostPort]] = [set() for _ in names]
+        self.shapes: list[Shape] = []
+        self.shape_idx: dict[Any, int] = {}
+        self.tasks: dict[str, list[TaskInfo]] = {k: [] for k in podgroups}
+        self.orphans: dict[str, str] = {}
+        self.standalone_pgs: dict[str, PodGroup] = {}
+        self.missing_node: dict[str, str] = {}
+
+    def add(self, rec: PodRecord) -> None:
+        """Account a pod on its node and, when it belongs to a job, add its task."""
+        if rec.terminal:
+            return
+        if rec.requests is None:
+            if not rec.node and rec.owned:
+                self.orphans[rec.key] = rec.bad or "invalid resource requests"
+            return
+        ni = self.nidx.get(rec.node) if rec.node else None
+        vec = self.vec(rec.requests)
+        if ni is not None:
+            self.used[ni] += vec
+            self.node_ports[ni] |= rec.ports
+        if rec.job is None:
+            return  # a bound pod of no job (most of a busy cluster) only uses room
+        if not rec.node and not rec.owned:
+            return  # another scheduler's pod
+        if rec.group is None:
+            # Volcano gives a group-less pod its own one-member PodGroup.
+            self.standalone_pgs[rec.job] = rec.standalone_podgroup()
+            self.tasks.setdefault(rec.job, [])
+        elif rec.job not in self.pg_map:
+            if not rec.node:
+                self.orphans[rec.key] = f"PodGroup {rec.job} not found"
+            return
+        if not rec.node:
+            refusal = rec.refusal()
+            if refusal is not None:
+                self.orphans[rec.key] = refusal
+                return
+        f = rec.task_fields()
+        sid = self.shape_idx.get(f.sig)
+        if sid is None:
+            sid = self.shape_idx[f.sig] = len(self.shapes)
+            self.shapes.append(Shape(sid, vec, rec.cons))
+            vec = vec.copy()  # the shape's vector is not shared with a task
+        task = rec.task(sid, vec, self.prios.of(f.priority_class, f.priority))
+        if rec.node:
+            if ni is None:
+                # Node object deleted under a running pod: Volcano still counts the pod for its
+                # gang (its status, not its node, makes it ready); no room or topology to add.
+                self.missing_node[rec.key] = rec.node
+            task.node = -1 if ni is None else ni
+            task.running = True
+        self.tasks[rec.job].append(task)
+
+    def build(self, tree: HyperNodeTree) -> dict[str, JobInfo]:
+        """Every job of the listing (PodGroups, and one per group-less pending pod of ours)."""
+        jobs: dict[str, JobInfo] = {}
+        for gkey, pg in {**self.pg_map, **self.standalone_pgs}.items():
+            prio = self.prios.of(pg.spec.priority_class_name)
+            jobs[gkey] = build_job(pg, self.tasks.get(gkey, []), prio, tree.tier_names, tree.top_tier)
+        return jobs

@@ -1,0 +1,284 @@
+"""What the cache reads of one Node, one Pod and the PriorityClasses, parsed once per version.
+
+The from-scratch build (:mod:`.rebuild`) and the incremental state (:mod:`.cluster_state`)
+read objects only through these, so they cannot disagree on what an object means; what they
+still compute apart (accounting, layout, jobs) is what ``--verify-state`` compares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hyperplace.api.constants import (
+    DEFAULT_QUEUE,
+    DEFAULT_SCHEDULER_NAME,
+    GROUP_NAME_ANNOTATION,
+    TASK_INDEX_KEY,
+    TASK_SPEC_KEY,
+)
+from hyperplace.api.podgroup import PodGroup, Queue
+from hyperplace.kube.objects import TERMINAL_PHASES
+from hyperplace.kube.requests import ResourceError, pod_requests
+
+from ..model.jobs import TaskInfo, order_keys, rank_key
+from ..model.node_filters import (
+    NodeStatic,
+    PodConstraints,
+    compile_pod_constraints,
+    node_static_from_dict,
+    pod_host_ports,
+)
+from ..model.snapshot import HostPort
+
+I64 = npt.NDArray[np.int64]
+# Pod slots of a Node that reports none (test fixtures often omit them; kubelet's default).
+DEFAULT_PODS = 110_000
+_META_READ = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp")
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    """``metadata.name`` of an object."""
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def detached(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy that in-place changes of the original's top-level sections do not reach."""
+    return {k: (dict(v) if isinstance(v, dict) else v) for k, v in obj.items()}
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    """What the scheduler reads of a Node."""
+
+    static: NodeStatic
+    alloc: dict[str, int]  # milli, what the matrices hold (``pods`` defaulted)
+    plain: bool  # ready, schedulable, no NoSchedule/NoExecute taint: no predicate to ask
+
+
+def parse_node(obj: Mapping[str, Any]) -> NodeRecord:
+    """A Node as the scheduler reads it. ``NodeStatic`` falls back to capacity when allocatable
+    is absent; the matrices do not (a node without allocatable offers nothing)."""
+    st = node_static_from_dict(obj)
+    alloc: dict[str, int] = dict(st.allocatable) if (obj.get("status") or {}).get("allocatable") else {}
+    # A Node object always reports allocatable pods; a missing value would make every node
+    # refuse every pod.
+    alloc.setdefault("pods", DEFAULT_PODS)
+    plain = bool(
+        st.ready
+        and not st.unschedulable
+        and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in st.taints)
+    )
+    return NodeRecord(st, alloc, plain)
+
+
+@dataclass(slots=True)
+class TaskFields:
+    """What a TaskInfo of a pod holds that depends on the pod alone."""
+
+    uid: str
+    role: str
+    index: int | None
+    labels: dict[str, str]
+    priority_class: str | None
+    preempt_never: bool
+    priority: Any
+    creation: str
+    best_effort: bool
+    sig: Any  # the shape signature: requests, static constraints, host ports
+
+
+@dataclass(slots=True)
+class PodRecord:
+    """What the scheduler needs of one pod, parsed once per pod version."""
+
+    obj: dict[str, Any]
+    key: str
+    ns: str
+    name: str
+    node: str | None
+    terminal: bool
+    owned: bool  # names one of the scheduler's names
+    group: str | None  # Volcano's group-name annotation
+    requests: dict[str, int] | None  # None: the API server would refuse them
+    bad: str | None  # why requests are invalid
+    job: str | None  # the job this pod feeds (its PodGroup, or the one made for it)
+    ports: frozenset[HostPort]  # host ports it holds on its node when bound
+    _cons: PodConstraints | None = None
+    _fields: TaskFields | None = None
+    # Shape id and request vector, valid while the state's layout generation is shape_gen.
+    shape_gen: int = -1
+    sid: int = -1
+    vec: I64 | None = None
+    # A pending TaskInfo's fields (a new task is a copy of them), valid for base_gen: the
+    # layout and priority generations they were made under.
+    base: dict[str, Any] | None = None
+    base_gen: tuple[int, int] = (-1, -1)
+
+    @property
+    def cons(self) -> PodConstraints:
+        """The pod's static constraints, compiled once."""
+        if self._cons is None:
+            self._cons = compile_pod_constraints(self.obj)
+        return self._cons
+
+    def task_fields(self) -> TaskFields:
+        """What a TaskInfo of this pod holds that depends on the pod alone (parsed once)."""
+        if self._fields is None:
+            meta = self.obj.get("metadata") or {}
+            spec = self.obj.get("spec") or {}
+            assert self.requests is not None
+            cons = self.cons
+            labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+            annotations = meta.get("annotations") or {}
+            idx_raw = labels.get(TASK_INDEX_KEY) or annotations.get(TASK_INDEX_KEY)
+            try:
+                tindex: int | None = int(idx_raw) if idx_raw is not None else None
+            except ValueError:
+                tindex = None
+            self._fields = TaskFields(
+                uid=str(meta.get("uid") or self.key),
+                role=str(annotations.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or ""),
+                index=tindex,
+                labels=labels,
+                priority_class=spec.get("priorityClassName"),
+                preempt_never=spec.get("preemptionPolicy") == "Never",
+                priority=spec.get("priority"),
+                creation=str(meta.get("creationTimestamp") or ""),
+                # Requests are never negative: best effort when only the pod slot is asked.
+                best_effort=sum(self.requests.values()) == self.requests.get("pods", 0),
+                sig=(tuple(sorted(self.requests.items())), cons.signature, tuple(sorted(cons.host_ports))),
+            )
+        return self._fields
+
+    def refusal(self) -> str | None:
+        """Why a pending pod of ours is not placed whatever the room: scheduling gates, or a
+        constraint the predicates do not evaluate (placing it could violate that)."""
+        if self.cons.gated:
+            return "pod has scheduling gates"
+        if self.cons.unsupported:
+            return "unsupported constraints: " + ", ".join(self.cons.unsupported)
+        return None
+
+    def standalone_podgroup(self) -> PodGroup:
+        """The one-member PodGroup Volcano gives a pod of no PodGroup (``podgroup-<pod>``)."""
+        meta = self.obj.get("metadata") or {}
+        spec = self.obj.get("spec") or {}
+        return PodGroup.model_validate(
+            {
+                "metadata": {
+                    "name": f"podgroup-{self.name}",
+                    "namespace": self.ns,
+                    "creationTimestamp": meta.get("creationTimestamp"),
+                },
+                "spec": {"minMember": 1, "priorityClassName": spec.get("priorityClassName")},
+            }
+        )
+
+    def task(self, shape: int, vec: I64, priority: int) -> TaskInfo:
+        """A pending TaskInfo of this pod (shape ``shape`` with request vector ``vec``)."""
+        f = self._fields or self.task_fields()
+        task = TaskInfo(
+            key=self.key,
+            name=self.name,
+            namespace=self.ns,
+            uid=f.uid,
+            role=f.role,
+            index=f.index,
+            labels=f.labels,
+            requests=vec,
+            shape=shape,
+            priority=priority,
+            creation=f.creation,
+            best_effort=f.best_effort,
+            priority_class=f.priority_class,
+            preempt_never=f.preempt_never,
+        )
+        task.prio_order_key, task.order_key = order_keys(task)
+        task.rank = rank_key(task)
+        return task
+
+
+def parse_pod(obj: dict[str, Any], scheduler_names: Sequence[str]) -> PodRecord:
+    """A pod as the scheduler reads it (``scheduler_names``: the names it schedules for)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    ns = str(meta.get("namespace") or "default")
+    name = str(meta.get("name", ""))
+    key = f"{ns}/{name}"
+    node = spec.get("nodeName") or None
+    terminal = status.get("phase", "Pending") in TERMINAL_PHASES
+    owned = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME) in scheduler_names
+    group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+    bad: str | None = None
+    try:
+        rq: dict[str, int] | None = pod_requests(obj)
+    except ResourceError as exc:
+        rq, bad = None, str(exc)
+    rec = PodRecord(obj, key, ns, name, node, terminal, owned, group, rq, bad, None, frozenset())
+    if terminal or rq is None:
+        return rec
+    if group is not None:
+        rec.job = f"{ns}/{group}"
+    elif not node and owned:
+        rec.job = f"{ns}/podgroup-{name}"
+    if node:
+        # A bound pod of no job (most of a busy cluster) only uses room: its host ports are
+        # all we need, not its full constraints.
+        rec.ports = pod_host_ports_of(rec)
+    return rec
+
+
+def pod_host_ports_of(rec: PodRecord) -> frozenset[HostPort]:
+    """Host ports a bound pod holds on its node."""
+    return pod_host_ports(rec.obj) if rec.group is None else frozenset(rec.cons.host_ports)
+
+
+def same_for_scheduling(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """True when ``new`` differs from ``old`` only where the cache does not look (it reads the
+    spec, the phase and a few metadata fields). An object changed in place (the same dict)
+    cannot be compared and counts as changed."""
+    if old is new or old.get("spec") != new.get("spec"):
+        return False
+    if (old.get("status") or {}).get("phase") != (new.get("status") or {}).get("phase"):
+        return False
+    mo, mn = old.get("metadata") or {}, new.get("metadata") or {}
+    return all(mo.get(k) == mn.get(k) for k in _META_READ)
+
+
+class Priorities:
+    """PriorityClass values by name, and the cluster's default (the last ``globalDefault``)."""
+
+    def __init__(self, priority_classes: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.by_name = {name_of(pc): pc for pc in priority_classes}
+        self.default = 0
+        for pc in self.by_name.values():
+            if pc.get("globalDefault"):
+                self.default = int(pc.get("value", 0))
+
+    def of(self, name: str | None, explicit: Any = None) -> int:
+        """A pod's priority: its own ``spec.priority``, else its class's value, else the default."""
+        if explicit is not None:
+            return int(explicit)
+        if name and name in self.by_name:
+            return int(self.by_name[name].get("value", 0))
+        return self.default
+
+    def key(self) -> tuple[Any, ...]:
+        """What decides every priority: changes when a job must be re-prioritised."""
+        return tuple(
+            sorted((n, pc.get("value"), bool(pc.get("globalDefault"))) for n, pc in self.by_name.items())
+        )
+
+
+def with_default_queue(queues: Iterable[Queue]) -> dict[str, Queue]:
+    """Queues by name, with Volcano's ``default`` queue when the cluster has none."""
+    out = {q.name: q for q in queues}
+    if DEFAULT_QUEUE not in out:
+        out[DEFAULT_QUEUE] = Queue.model_validate({"metadata": {"name": DEFAULT_QUEUE}})
+    return out
