@@ -67,6 +67,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Flags, with defaults from the Deployment's environment variables."""
     p = flags.parser("hyperplace-scheduler", DESCRIPTION)
     flags.add_kubeconfig(p)
+    env_names = _add_scheduling_flags(p)
+    _add_fragmentation_flags(p)
+    flags.add_log_level(p)
+    flags.add_metrics_serving(p)
+    flags.add_leader_election(p, "hyperplace-scheduler", "schedule")
+    args = p.parse_args(argv)
+    flags.check_leader_election(p, args)
+    check_metrics_serving(p, args)
+    names = args.scheduler_name or env_names or [DEFAULT_SCHEDULER_NAME]
+    args.scheduler_name = list(dict.fromkeys(names))
+    try:
+        args.config_source = ConfigSource.parse(args.scheduler_conf)
+        args.fragmentation = FragmentationConfig.parse(
+            args.fragmentation_shapes, args.fragmentation_resource, args.fragmentation_share
+        )
+    except ValueError as exc:
+        p.error(str(exc))
+    return args
+
+
+def _add_scheduling_flags(p: argparse.ArgumentParser) -> list[str]:
+    """What to schedule, how often and how fast; returns the scheduler names the environment
+    gives (the default of --scheduler-name)."""
     p.add_argument(
         "--scheduler-conf",
         metavar="FILE|NAMESPACE/NAME",
@@ -141,6 +164,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--full-rebuild", action="store_true", help="rebuild the snapshot every cycle (no incremental state)"
     )
+    return env_names
+
+
+def _add_fragmentation_flags(p: argparse.ArgumentParser) -> None:
+    """The pod shapes of the fragmentation gauges."""
     p.add_argument(
         "--fragmentation-shapes",
         metavar="N,N,...",
@@ -160,22 +188,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_SHARE,
         help="share (0-1) of an accelerator's cpu and memory a shape asks along with it",
     )
-    flags.add_log_level(p)
-    flags.add_metrics_serving(p)
-    flags.add_leader_election(p, "hyperplace-scheduler", "schedule")
-    args = p.parse_args(argv)
-    flags.check_leader_election(p, args)
-    check_metrics_serving(p, args)
-    names = args.scheduler_name or env_names or [DEFAULT_SCHEDULER_NAME]
-    args.scheduler_name = list(dict.fromkeys(names))
-    try:
-        args.config_source = ConfigSource.parse(args.scheduler_conf)
-        args.fragmentation = FragmentationConfig.parse(
-            args.fragmentation_shapes, args.fragmentation_resource, args.fragmentation_share
-        )
-    except ValueError as exc:
-        p.error(str(exc))
-    return args
 
 
 def health_app(scheduler: Scheduler, elector: LeaderElector | None) -> web.Application:

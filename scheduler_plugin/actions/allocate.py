@@ -114,6 +114,22 @@ def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[
 def allocate(ssn: Session) -> None:
     """Place every job's gang minimum in job order, then the remaining pods of ready jobs."""
     placer = Placer(ssn)
+    jobs, held = _considered(ssn)
+    holder = _hold_for_head(ssn, jobs)
+    fences = Fences(ssn)  # exclusive domains (nothing to do without an exclusive job)
+    _place_gang_minimums(ssn, placer, jobs, holder, fences)
+    _place_the_rest(ssn, placer, jobs, fences)
+    if held:
+        held = _second_chance(ssn, placer, held, fences)
+    fences.finish()
+    holder.finish()
+    for job in held:
+        _explain_held(ssn, placer, job)
+
+
+def _considered(ssn: Session) -> tuple[list[JobInfo], list[JobInfo]]:
+    """The jobs allocate places, in job order, and those enqueue has not admitted (Volcano's
+    allocate leaves Pending PodGroups to enqueue); every other job is told why it is skipped."""
     gated = "enqueue" in ssn.config.actions
     jobs: list[JobInfo] = []
     held: list[JobInfo] = []
@@ -125,14 +141,18 @@ def allocate(ssn: Session) -> None:
             ssn.explanations[job.key] = skip
             continue
         if gated and ssn.job_phase(job) == "Pending":
-            # Volcano's allocate leaves Pending PodGroups to enqueue.
             ssn.explanations[job.key] = not_enqueued_explanation(ssn, job)
             held.append(job)
             continue
         jobs.append(job)
     jobs.sort(key=ssn.job_sort_key())
-    holder = _hold_for_head(ssn, jobs)
-    fences = Fences(ssn)  # exclusive domains (nothing to do without an exclusive job)
+    return jobs, held
+
+
+def _place_gang_minimums(
+    ssn: Session, placer: Placer, jobs: list[JobInfo], holder: Holder, fences: Fences
+) -> None:
+    """Each job's gang minimum, queue by queue, committed only when the job becomes ready."""
     skipped: list[JobInfo] = []
     for job in in_queue_order(ssn, jobs, skipped):
         if ssn.job_ready(job):
@@ -171,53 +191,55 @@ def allocate(ssn: Session) -> None:
     for job in skipped:
         if not ssn.job_ready(job):
             ssn.explanations[job.key] = _overused_explanation(ssn, job)
-    skipped = []
+
+
+def _place_the_rest(ssn: Session, placer: Placer, jobs: list[JobInfo], fences: Fences) -> None:
+    """The pods beyond each ready job's minimum (after every job's minimum, as Volcano's
+    re-queued jobs are): each incomplete SubJob whole, then as many pods as fit."""
+    skipped: list[JobInfo] = []
     for job in in_queue_order(ssn, sorted(jobs, key=ssn.job_sort_key()), skipped):
         if ssn.job_ready_count(job) >= len(job.tasks) or not ssn.job_ready(job):
             continue
         for unit in extension_units(ssn, job):
-            while True:
-                full = unit
-                unit, why = within_queue(ssn, job, unit)
-                if why is not None:
-                    kept = {t.key for g in unit for t in g.tasks}
-                    for g in full:
-                        for t in g.tasks:
-                            if t.key not in kept:
-                                ssn.task_reasons.setdefault(t.key, why)
-                if not unit:
-                    break
-                fences.before(job)
-                res, stmt = placer.place(job, unit)
-                fences.after(job, res.ok)
-                if not res.ok:
-                    stmt.discard()
-                    _fail_tasks(ssn, unit, res.explanation, "no room within the job's allowed HyperNode")
-                    break
-                stmt.commit()
-                record(ssn, job, res)
-                if all(g.atomic for g in unit):
-                    break
-                # "As many as fit" groups: like Volcano's re-queued job, try the rest again (each
-                # attempt starts from the lowest tier around the allocated HyperNode).
-                unit = [
-                    Group(g.subjob, [t for t in g.tasks if t.key not in ssn.placed], g.atomic) for g in unit
-                ]
-                unit = [g for g in unit if g.tasks]
-                if not unit:
-                    break
+            _place_extension(ssn, placer, job, unit, fences)
     for job in skipped:
         if ssn.job_ready_count(job) < len(job.tasks):
             msg = _overused_explanation(ssn, job).summary
             for t in job.pending:
                 if t.key not in ssn.placed:
                     ssn.task_reasons.setdefault(t.key, msg)
-    if held:
-        held = _second_chance(ssn, placer, held, fences)
-    fences.finish()
-    holder.finish()
-    for job in held:
-        _explain_held(ssn, placer, job)
+
+
+def _place_extension(ssn: Session, placer: Placer, job: JobInfo, unit: list[Group], fences: Fences) -> None:
+    """One unit of pods beyond the minimum, within what the job's queue may take."""
+    while True:
+        full = unit
+        unit, why = within_queue(ssn, job, unit)
+        if why is not None:
+            kept = {t.key for g in unit for t in g.tasks}
+            for g in full:
+                for t in g.tasks:
+                    if t.key not in kept:
+                        ssn.task_reasons.setdefault(t.key, why)
+        if not unit:
+            return
+        fences.before(job)
+        res, stmt = placer.place(job, unit)
+        fences.after(job, res.ok)
+        if not res.ok:
+            stmt.discard()
+            _fail_tasks(ssn, unit, res.explanation, "no room within the job's allowed HyperNode")
+            return
+        stmt.commit()
+        record(ssn, job, res)
+        if all(g.atomic for g in unit):
+            return
+        # "As many as fit" groups: like Volcano's re-queued job, try the rest again (each
+        # attempt starts from the lowest tier around the allocated HyperNode).
+        unit = [Group(g.subjob, [t for t in g.tasks if t.key not in ssn.placed], g.atomic) for g in unit]
+        unit = [g for g in unit if g.tasks]
+        if not unit:
+            return
 
 
 def _hold_for_head(ssn: Session, jobs: list[JobInfo]) -> Holder:

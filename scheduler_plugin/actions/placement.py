@@ -25,29 +25,26 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..algorithms.demand import Demand, PartitionClass
+from ..algorithms.domain_ranking import DomainRanking
+from ..algorithms.shortfall import Shortfall
 from ..framework.session import Session
 from ..framework.statement import Statement
 from ..model.explanation import (
-    MAX_CANDIDATES_PER_TIER,
-    Candidate,
     CandidateReport,
-    CandidateTier,
     DomainSearch,
     Explanation,
     TierAttempt,
-    predicate_summary_of_counts,
-    shortage,
 )
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
-from ..model.node_filters import insufficient_resources
 from ..model.snapshot import Shape
 
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 
 # Exact placements tried per gradient tier before giving up on it (counts make failures rare;
 # the cap bounds the worst case on pathological multi-resource clusters).
@@ -75,17 +72,6 @@ class Group:
 
 
 @dataclass
-class _Need:
-    """What a unit asks of a domain: pods per shape (atomic groups), shapes of which at least
-    one pod must fit (as-many-as-fit groups), partition classes and their capacities."""
-
-    total: dict[int, int]
-    loose: dict[int, int]  # pods per shape of the as-many-as-fit groups
-    classes: dict[tuple[int, int, int], int]
-    pcaps: dict[tuple[int, int, int], I64]
-
-
-@dataclass
 class UnitResult:
     """Outcome of placing one unit (a job's gang minimum or a later increment)."""
 
@@ -104,8 +90,8 @@ class Placer:
         self.snap = ssn.snap
         self.tree = ssn.snap.tree
         self.state = ssn.state
-        # Children before parents, for the partition-capacity roll-up.
-        self._bottom_up = np.argsort(-self.tree.depth, kind="stable").tolist()
+        self.why = Shortfall(ssn.snap, ssn.state)
+        self.rank = DomainRanking(ssn.snap, ssn.state)
         self._held: tuple[Statement, int, object, set[int]] | None = None
         alloc = self.snap.allocatable
         self._max_alloc = (
@@ -117,35 +103,6 @@ class Placer:
         """The snapshot shape with id ``sid``."""
         return self.snap.shapes[sid]
 
-    def pcap(self, sid: int, limit: int, size: int) -> I64:
-        """Partitions of ``size`` pods of shape ``sid`` each HyperNode can host (tier limit ``limit``)."""
-        dom = self.state.dom_counts(self.shape(sid))
-        tiers = self.tree.tiers
-        out = np.where(tiers <= limit, dom // max(size, 1), 0).astype(np.int64)
-        children = self.tree.children
-        for h in self._bottom_up:
-            if tiers[h] > limit and children[h]:
-                out[h] = int(out[children[h]].sum())
-        return out
-
-    def _empty_node_fit(self, sid: int, nodes: I64) -> int:
-        """Most pods of a shape one node of ``nodes`` could hold when empty (for 'N nodes short')."""
-        req = self.shape(sid).requests
-        pos = req > 0
-        if not len(nodes) or not pos.any():
-            return 1
-        per = (self.snap.allocatable[nodes][:, pos] // req[pos]).min(axis=1)
-        return max(int(per.max()), 1)
-
-    def _closeness(self, cands: I64, allocated: int) -> I64:
-        """Tier of LCA(candidate, allocated HyperNode): with pods already running, nearer domains
-        come first (the intent of Volcano's LCA node score); all zero before the first placement."""
-        if allocated < 0:
-            return np.zeros(len(cands), dtype=np.int64)
-        tree = self.tree
-        return np.array([int(tree.tiers[tree.lca(int(c), allocated)]) for c in cands], dtype=np.int64)
-
-    # ------------------------------------------------------------------ exact placement
     def _pick_nodes(
         self, task: TaskInfo, sj: SubJobInfo, cand: I64, cc: I64, k: int, used: set[int] | None = None
     ) -> tuple[I64, I64]:
@@ -285,7 +242,9 @@ class Placer:
             if not len(cands):
                 continue
             scores = ssn.hypernode_scores(sj, req_total, cands) if len(cands) > 1 else np.zeros(1)
-            order = cands[np.lexsort((cands, -scores, self._closeness(cands, ssn.subjob_hn.get(sj.id, -1))))]
+            order = cands[
+                np.lexsort((cands, -scores, self.rank.closeness(cands, ssn.subjob_hn.get(sj.id, -1))))
+            ]
             for d in order[:MAX_EXACT_TRIES_PER_TIER].tolist():
                 if self.assign(stmt, group, d) is not None:
                     return d
@@ -375,81 +334,63 @@ class Placer:
             expl.summary = f"network topology: {levels}"
             expl.reason = "NetworkTopology"
             return UnitResult(False, explanation=expl), Statement(ssn)
-        atomic = [g for g in groups if g.atomic]
-        total: dict[int, int] = {}
-        for g in atomic:
-            for sid, k in g.demand().items():
-                total[sid] = total.get(sid, 0) + k
-        loose = {t.shape for g in groups if not g.atomic for t in g.tasks}
-        loose_total: dict[int, int] = {}
-        for g in groups:
-            if not g.atomic:
-                for sid, k in g.demand().items():
-                    loose_total[sid] = loose_total.get(sid, 0) + k
-        # Partition classes: single-shape atomic groups whose own tier limit is tighter.
-        classes: dict[tuple[int, int, int], int] = {}
-        for g in atomic:
-            topo = g.subjob.topology
-            d = g.demand()
-            if topo is not None and topo.mode == "hard" and topo.limit is not None and len(d) == 1:
-                (sid, k) = next(iter(d.items()))
-                key = (sid, topo.limit, k)
-                classes[key] = classes.get(key, 0) + 1
-        pcaps = {key: self.pcap(*key) for key in classes}
-        req_total = np.zeros(len(self.snap.resources), dtype=np.int64)
-        for g in groups:
-            for t in g.tasks:
-                req_total += t.requests
-        default_sj = job.subjobs.get(job.key)
+        demand = Demand.of(groups)
+        pcaps = {key: self.rank.pcap(*key) for key in demand.classes}
+        req_total = np.sum([t.requests for g in groups for t in g.tasks], axis=0).astype(np.int64)
         # Most constrained groups first (see _constrained_first); if that order fails on a domain,
         # the SubJob order is tried too, so the reordering never loses a placement found before.
         first = self._constrained_first(groups)
         orders = [first] if first == list(groups) else [first, list(groups)]
         # The candidate list for ``explain``, only when asked (the decision does not need it).
         rec = self._search(job, groups) if ssn.record_candidates else None
-        need = _Need(total, loose_total, classes, pcaps)
         for level in levels:
             ids = np.asarray(level, dtype=np.int64)
-            ok = np.ones(len(ids), dtype=bool)
-            for sid, k in total.items():
-                ok &= self.state.dom_counts(self.shape(sid))[ids] >= k
-            for sid in loose:
-                ok &= self.state.dom_counts(self.shape(sid))[ids] >= 1
-            for key, n in classes.items():
-                ok &= pcaps[key][ids] >= n
-            cands = ids[ok]
             tier = int(tree.tiers[ids[0]]) if len(ids) else -1
+            ok = self._feasible(ids, demand, pcaps)
+            cands = ids[ok]
             if not len(cands):
-                expl.add_tier(self._tier_attempt(tier, ids, total or loose_total, classes, pcaps, req_total))
+                expl.add_tier(
+                    self.why.tier_attempt(
+                        tier, ids, demand.total or demand.loose, demand.classes, pcaps, req_total
+                    )
+                )
                 if rec is not None:
-                    rec.tiers.append(self._candidate_tier(tier, ids, ok, [], None, {}, need))
+                    rec.tiers.append(
+                        self.why.candidate_tier(
+                            tier, ids, ok, [], None, {}, demand, pcaps, MAX_EXACT_TRIES_PER_TIER
+                        )
+                    )
                 continue
-            scores = ssn.hypernode_scores(default_sj, req_total, cands) if len(cands) > 1 else np.zeros(1)
-            ptiers = self._partition_tier_sums(classes, cands) if len(cands) > 1 else np.zeros(1)
-            spans = self._leaves_needed(total, cands) if len(cands) > 1 and tier > 1 else np.zeros(len(cands))
-            close = self._closeness(cands, ssn.job_hn.get(job.key, -1))
+            ranking = self._ranking(job, cands, tier, demand, req_total)
+            cands, scores, close, ptiers, spans = ranking
             order = cands[np.lexsort((cands, -scores, spans, ptiers, close))]
             tried: dict[int, str | None] = {}
             for h in order.tolist():
                 if len(tried) >= MAX_EXACT_TRIES_PER_TIER:
                     break
-                placed = None
-                for seq in orders:
-                    placed = self._place_groups_in(seq, h)
-                    if placed is not None:
-                        break
-                if placed is not None:
-                    stmt, domains = placed
-                    if rec is not None:
-                        tried[h] = None
-                        rec.chosen = tree.names[h]
-                        ranking = (cands, scores, close, ptiers, spans)
-                        rec.tiers.append(
-                            self._candidate_tier(tier, ids, ok, order.tolist(), ranking, tried, need)
+                placed = next((p for seq in orders if (p := self._place_groups_in(seq, h)) is not None), None)
+                if placed is None:
+                    tried[h] = "passes the fit counts, but exact placement of every pod failed"
+                    continue
+                stmt, domains = placed
+                if rec is not None:
+                    tried[h] = None
+                    rec.chosen = tree.names[h]
+                    rec.tiers.append(
+                        self.why.candidate_tier(
+                            tier,
+                            ids,
+                            ok,
+                            order.tolist(),
+                            ranking,
+                            tried,
+                            demand,
+                            pcaps,
+                            MAX_EXACT_TRIES_PER_TIER,
                         )
-                        ssn.candidates.setdefault(job.key, CandidateReport()).add(rec)
-                    return UnitResult(True, len(stmt.ops), h, domains), stmt
-                tried[h] = "passes the fit counts, but exact placement of every pod failed"
+                    )
+                    ssn.candidates.setdefault(job.key, CandidateReport()).add(rec)
+                return UnitResult(True, len(stmt.ops), h, domains), stmt
             expl.add_tier(
                 TierAttempt(
                     tier=tier,
@@ -458,139 +399,54 @@ class Placer:
                 )
             )
             if rec is not None:
-                ranking = (cands, scores, close, ptiers, spans)
-                rec.tiers.append(self._candidate_tier(tier, ids, ok, order.tolist(), ranking, tried, need))
+                rec.tiers.append(
+                    self.why.candidate_tier(
+                        tier, ids, ok, order.tolist(), ranking, tried, demand, pcaps, MAX_EXACT_TRIES_PER_TIER
+                    )
+                )
         if rec is not None:
             ssn.candidates.setdefault(job.key, CandidateReport()).add(rec)
-        expl.summary = self._summary(job, groups, total)
-        expl.predicates = self._predicates_if_short(total)
+        expl.summary = self._summary(job, groups, demand.total)
+        expl.predicates = self.why.predicates_if_short(demand.total)
         if not levels:
             limit = job.topology.limit if job.topology is not None else None
             expl.add_detail(f"no HyperNode has a tier <= {limit} (tiers present: {tree.sorted_tiers})")
         return UnitResult(False, explanation=expl), Statement(ssn)
+
+    def _feasible(self, ids: I64, demand: Demand, pcaps: dict[PartitionClass, I64]) -> npt.NDArray[np.bool_]:
+        """Which of ``ids`` pass the fit counts: every atomic pod, room for one more of each
+        loose shape, and every partition class."""
+        ok = np.ones(len(ids), dtype=bool)
+        for sid, k in demand.total.items():
+            ok &= self.state.dom_counts(self.shape(sid))[ids] >= k
+        for sid in demand.loose:
+            ok &= self.state.dom_counts(self.shape(sid))[ids] >= 1
+        for key, n in demand.classes.items():
+            ok &= pcaps[key][ids] >= n
+        return ok
+
+    def _ranking(
+        self, job: JobInfo, cands: I64, tier: int, demand: Demand, req_total: I64
+    ) -> tuple[I64, F64, I64, I64, I64]:
+        """The keys candidates are tried in, after nearness to the job's domain: the tiers its
+        partitions would take, the leaves it needs, then the HyperNode bin-packing score."""
+        ssn = self.ssn
+        many = len(cands) > 1
+        default_sj = job.subjobs.get(job.key)
+        scores = ssn.hypernode_scores(default_sj, req_total, cands) if many else np.zeros(1)
+        ptiers = self.rank.partition_tier_sums(demand.classes, cands) if many else np.zeros(1, dtype=np.int64)
+        if many and tier > 1:
+            spans = self.rank.leaves_needed(demand.total, cands)
+        else:
+            spans = np.zeros(len(cands), dtype=np.int64)
+        close = self.rank.closeness(cands, ssn.job_hn.get(job.key, -1))
+        return cands, scores, close, ptiers, spans
 
     def _search(self, job: JobInfo, groups: Sequence[Group]) -> DomainSearch:
         """An empty record of the search about to run for ``groups`` of ``job``."""
         n = sum(len(g.tasks) for g in groups)
         gang = not self.ssn.job_ready(job)
         return DomainSearch(unit=f"gang minimum ({n} pods)" if gang else f"{n} more pods", gang=gang)
-
-    def _candidate_tier(
-        self,
-        tier: int,
-        ids: I64,
-        ok: npt.NDArray[np.bool_],
-        order: list[int],
-        ranking: tuple[npt.NDArray[Any], ...] | None,
-        tried: dict[int, str | None],
-        need: _Need,
-    ) -> CandidateTier:
-        """One gradient tier as ``explain`` shows it: the feasible domains in the order the
-        scheduler tried them (with the score and the sort keys ranked before it), then the
-        domains that fail the counts, those that fit the most first, with what they lack."""
-        names = self.tree.names
-        out = CandidateTier(tier=tier, domains=len(ids), feasible=int(ok.sum()))
-        chosen = next((h for h, why in tried.items() if why is None), None)
-        listed = order[:MAX_CANDIDATES_PER_TIER]
-        if chosen is not None and chosen not in listed:
-            listed = [*listed[:-1], chosen]
-        for h in listed:
-            if h in tried:
-                why = tried[h]
-            elif chosen is not None:
-                why = f"ranked after {names[chosen]}"
-            else:
-                why = f"not tried: at most {MAX_EXACT_TRIES_PER_TIER} exact placements per tier"
-            score: float | None = None
-            keys: dict[str, int] = {}
-            if ranking is not None:
-                cands, scores, close, ptiers, spans = ranking
-                i = int(np.flatnonzero(cands == h)[0])  # only the listed few are looked up
-                if len(cands) > 1:  # a lone candidate is not scored
-                    score = float(scores[i])
-                k = {"lcaTier": int(close[i]), "partitionTiers": int(ptiers[i]), "leaves": int(spans[i])}
-                keys = {n: v for n, v in k.items() if v}
-            out.candidates.append(Candidate(names[h], tier, True, score, why, keys))
-        room = MAX_CANDIDATES_PER_TIER - len(out.candidates)
-        bad = ids[~ok]
-        if room > 0 and len(bad):
-            demand = need.total or need.loose
-            if demand:
-                sid = max(demand, key=lambda x: demand[x])
-                fit = self.state.dom_counts(self.shape(sid))[bad]
-                bad = bad[np.lexsort((bad, -fit))]
-            for h in bad[:room].tolist():
-                out.candidates.append(Candidate(names[h], tier, False, None, self._lacking(h, need)))
-        return out
-
-    def _lacking(self, h: int, need: _Need) -> str:
-        """What domain ``h`` lacks for the unit: pods per shape, resources, partitions."""
-        parts: list[str] = []
-        free = self.state.hn_alloc[h] - self.state.hn_used[h]
-        # Atomic groups need all their pods; as-many-as-fit groups need room for one.
-        for demand, more in ((need.total, ""), (need.loose, " more")):
-            for sid, k in demand.items():
-                have = int(self.state.dom_counts(self.shape(sid))[h])
-                if have >= (k if not more else 1):
-                    continue
-                what = f"fits {have} of {k}{more} pods"
-                if not self.snap.static_mask(self.shape(sid))[self.tree.node_sets[h]].any():
-                    parts.append(f"{what}: no node passes the pods' node selector, affinity or taints")
-                    continue
-                per_node = self._empty_node_fit(sid, self.tree.node_sets[h])
-                nodes_short = -(-(k - have) // per_node)
-                lack = shortage(self.snap.resources, free, self.shape(sid).requests * k, nodes_short)
-                parts.append(what + (", " + ", ".join(lack) if lack else ""))
-        # Partitions are worth naming only when the pods themselves would fit (as _tier_attempt).
-        for (sid, limit, k), n in need.classes.items() if not parts else ():
-            pc = int(need.pcaps[(sid, limit, k)][h])
-            if pc < n:
-                parts.append(f"holds {pc} of {n} partitions of {k} pods within tier {limit}")
-        return "; ".join(dict.fromkeys(parts)) or "fails the fit counts"
-
-    def _partition_tier_sums(self, classes: dict[tuple[int, int, int], int], cands: I64) -> I64:
-        """Lowest reachable sum of partition tiers inside each candidate job domain.
-
-        The job's tier comes first, but among domains of that tier the partitions' own tiers
-        matter next (a domain whose leaves each hold whole partitions beats one where they must
-        straddle leaves, however well the latter bin-packs). For each partition class, count how
-        many partitions fit at tier <= t for every tier t up to its limit and fill the lowest
-        tiers first, as place_batch does. Classes are counted independently (a lower bound when
-        two classes share a shape), which is enough to rank domains.
-        """
-        out = np.zeros(len(cands), dtype=np.int64)
-        for (sid, limit, k), n in classes.items():
-            prev = np.zeros(len(cands), dtype=np.int64)
-            for t in self.tree.sorted_tiers:
-                if t > limit:
-                    break
-                cap = np.minimum(self.pcap(sid, t, k)[cands], n)
-                out += t * (cap - prev)
-                prev = cap
-        return out
-
-    def _leaves_needed(self, total: dict[int, int], cands: I64) -> I64:
-        """Fewest leaves each candidate domain needs for the gang (per shape, the largest leaves
-        first; the most demanding shape counts). After the job's tier and the partitions' tiers,
-        fewer leaves is the next goal: bin-packing alone prefers a well-packed domain even when
-        its room is scattered over many leaves."""
-        tree = self.tree
-        out = np.zeros(len(cands), dtype=np.int64)
-        for sid, k in total.items():
-            counts = self.state.node_counts(self.shape(sid))
-            for i, h in enumerate(cands.tolist()):
-                nodes = tree.node_sets[h]
-                c = counts[nodes]
-                nz = c > 0
-                if not nz.any():
-                    continue
-                leaves = tree.leaf_of[nodes[nz]]
-                leaves = np.where(leaves >= 0, leaves, -(nodes[nz] + 1))  # a node outside every leaf
-                _, inv = np.unique(leaves, return_inverse=True)
-                caps = np.sort(np.bincount(inv, weights=c[nz]))[::-1]
-                need = int(np.searchsorted(np.cumsum(caps), k)) + 1
-                out[i] = max(out[i], need)
-        return out
 
     def _constrained_first(self, groups: Sequence[Group]) -> list[Group]:
         """Groups ordered so the hardest to fit take their room first.
@@ -664,19 +520,15 @@ class Placer:
                 "no hard network topology: pods are placed one by one by node score, with no domain search"
             )
             ssn.candidates.setdefault(job.key, CandidateReport()).add(search)
-        total: dict[int, int] = {}
-        for g in groups:
-            if g.atomic:
-                for sid, k in g.demand().items():
-                    total[sid] = total.get(sid, 0) + k
+        total = Demand.of(groups).total
         root = self.tree.root
         short = {sid: k for sid, k in total.items() if self.state.dom_counts(self.shape(sid))[root] < k}
         if short:
             expl = Explanation(summary=self._summary(job, groups, total))
             req_total = np.sum([t.requests for g in groups for t in g.tasks], axis=0).astype(np.int64)
             ids = np.array([root], dtype=np.int64)
-            expl.add_tier(self._tier_attempt(self.tree.top_tier, ids, total, {}, {}, req_total))
-            expl.predicates = self._predicates_if_short(total)
+            expl.add_tier(self.why.tier_attempt(self.tree.top_tier, ids, total, {}, {}, req_total))
+            expl.predicates = self.why.predicates_if_short(total)
             return UnitResult(False, explanation=expl), stmt
         for g in groups:
             for t in g.tasks:
@@ -686,7 +538,7 @@ class Placer:
                     if g.atomic:
                         # Explain with the gang's earlier pods still in place (that is why this
                         # one has no room), then undo them.
-                        text = self._predicate_text(t.shape)
+                        text = self.why.predicate_text(t.shape)
                         stmt.discard()
                         expl = Explanation(summary=self._summary(job, groups, total))
                         expl.predicates = f"pod {t.key}: {text}"
@@ -711,97 +563,6 @@ class Placer:
         topo = job.topology
         scope = f" within tier <= {topo.limit}" if topo is not None and topo.limit is not None else ""
         return f"cannot place {what}{scope}"
-
-    def _tier_attempt(
-        self,
-        tier: int,
-        ids: I64,
-        total: dict[int, int],
-        classes: dict[tuple[int, int, int], int],
-        pcaps: dict[tuple[int, int, int], I64],
-        req_total: I64,
-    ) -> TierAttempt:
-        att = TierAttempt(tier=tier, candidates=len(ids))
-        if not len(ids) or not total:
-            return att
-        names = self.tree.names
-        # Judge domains by the shape with the largest demand (the one most likely to be short).
-        sid = max(total, key=lambda s: total[s])
-        need = total[sid]
-        dom = self.state.dom_counts(self.shape(sid))[ids]
-        short_classes = [key for key, n in classes.items() if not (pcaps[key][ids] >= n).any()]
-        if (dom >= need).any() and short_classes:
-            key = max(short_classes, key=lambda kk: classes[kk])
-            pc = pcaps[key][ids]
-            best = int(ids[np.lexsort((ids, -pc))[0]])
-            att.best, att.unit = names[best], "partitions"
-            att.fits, att.needed = int(pcaps[key][best]), classes[key]
-            att.lacking = [f"partitions of {key[2]} pods must each fit in one tier-<={key[1]} domain"]
-            return att
-        best = int(ids[np.lexsort((ids, -dom))[0]])
-        att.best = names[best]
-        att.fits = int(self.state.dom_counts(self.shape(sid))[best])
-        att.needed = need
-        free = self.state.hn_alloc[best] - self.state.hn_used[best]
-        per_node = self._empty_node_fit(sid, self.tree.node_sets[best])
-        missing = max(need - att.fits, 0)
-        nodes_short = -(-missing // per_node) if missing else 0
-        att.lacking = shortage(self.snap.resources, free, req_total, nodes_short)
-        return att
-
-    def _predicate_text(self, sid: int) -> str:
-        """kube-scheduler's ``0/N nodes are available: ...`` for one pod of shape ``sid``, from
-        the current usage. Counted with array work: a static predicate's reason is asked only
-        of the nodes the shape's static mask refuses (few in a healthy cluster), and the nodes
-        that pass it but have no room are grouped by which requested resources they lack, one
-        text per group."""
-        shape = self.shape(sid)
-        cons = shape.constraints
-        st = self.state
-        res = self.snap.resources
-        cols = [i for i, v in enumerate(shape.requests.tolist()) if v > 0]
-        req = {res[i]: int(shape.requests[i]) for i in cols}
-        counts = st.node_counts(shape)
-        passes = self.snap.static_mask(shape).copy()
-        tally: dict[str, int] = {}
-        for n in np.flatnonzero(~passes).tolist():
-            r = cons.node_reason(self.snap.node_static[n])
-            if r is None:
-                passes[n] = True  # refused by no predicate after all: its room decides
-            else:
-                tally[r] = tally.get(r, 0) + 1
-        no_room = passes & (counts <= 0)
-        idx = np.flatnonzero(no_room)
-        if len(idx):
-            ci = np.asarray(cols, dtype=np.int64)
-            short = (st.alloc[idx][:, ci] - st.used[idx][:, ci]) < shape.requests[ci]
-            if len(cols) <= 16:
-                # Each node's pattern as a bit code (a pod requests a handful of resources).
-                code = short.astype(np.int64) @ (1 << np.arange(len(cols), dtype=np.int64))
-                n_of = np.bincount(code)
-                groups = [
-                    ([bool(p >> j & 1) for j in range(len(cols))], int(n_of[p]))
-                    for p in np.flatnonzero(n_of).tolist()
-                ]
-            else:
-                rows, n_rows = np.unique(short, axis=0, return_counts=True)
-                groups = list(zip(rows.tolist(), n_rows.tolist(), strict=True))
-            for row, k in groups:
-                lacks = {res[i]: req[res[i]] - 1 if row[j] else req[res[i]] for j, i in enumerate(cols)}
-                ins = insufficient_resources(req, lacks)
-                r = ", ".join(ins) if ins else "node(s) didn't have free ports for the requested pod ports"
-                tally[r] = tally.get(r, 0) + k
-        available = int(np.count_nonzero(passes & (counts > 0)))
-        return predicate_summary_of_counts(self.snap.num_nodes, available, tally)
-
-    def _predicates_if_short(self, total: dict[int, int]) -> str | None:
-        root = self.tree.root
-        for sid, k in sorted(total.items(), key=lambda kv: -kv[1]):
-            if self.state.dom_counts(self.shape(sid))[root] < k:
-                text = self._predicate_text(sid)
-                # Only worth showing when some node refuses the pod outright.
-                return None if text.startswith(f"{self.snap.num_nodes}/") else text
-        return None
 
 
 def record(ssn: Session, job: JobInfo, res: UnitResult) -> None:

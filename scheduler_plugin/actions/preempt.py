@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..algorithms.victims import Demand, Outcome, Plan, job_victims, plan_victims
+from ..algorithms.demand import Demand
+from ..algorithms.victim_units import job_victims
+from ..algorithms.victims import Outcome, Plan, plan_victims
 from ..framework.evictions import Eviction, Nomination
 from ..framework.session import Session
 from ..framework.statement import Statement

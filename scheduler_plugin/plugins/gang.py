@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..algorithms.victims import group_by_job, running_count
+from ..algorithms.victim_units import group_by_job, running_count
 from ..config.scheduler_conf import PluginOption
 from ..framework.extension_points import (
     JOB_ORDER,

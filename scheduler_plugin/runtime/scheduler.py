@@ -3,25 +3,25 @@
 One **cycle** (Volcano's session, every ``schedule_period`` and at once after a relevant
 event, coalesced):
 
-1. Take a snapshot of the :class:`~scheduler_plugin.cluster_state.ClusterState`, which the
+1. Take a snapshot of the :class:`~scheduler_plugin.cache.cluster_state.ClusterState`, which the
    informer handlers keep current event by event (pods as the session must see them:
    assumed pods bound, terminating pending pods gone); PodGroups, Queues and HyperNodes are
    parsed with :mod:`hyperplace.api` (objects that do not parse are skipped and named in
    the log). The snapshot costs what changed since the last cycle and never changes after
    it is taken. ``--verify-state`` also rebuilds it from the stores every cycle and stops on
    a difference; ``--full-rebuild`` rebuilds instead (the old path, kept as a baseline).
-2. :func:`~scheduler_plugin.session.run_session` in a worker thread, so informers, the
+2. :func:`~scheduler_plugin.cycle.run.run_session` in a worker thread, so informers, the
    lease and the probes keep running while it thinks.
 3. Apply, synchronously before any ``await``: for each job whose decided pods are all still
    pending with the UIDs the session saw, assume them all, then hand them to the binder.
    A job with one decided pod gone or bound elsewhere is left whole for the next cycle:
    binding the rest could strand a partial gang.
-4. Bind (``POST pods/{name}/binding`` with the pod UID as precondition) with at most
-   ``bind_concurrency`` requests in flight and a client-side QPS limit. A failed bind
+4. Bind (:mod:`.binder`: ``POST pods/{name}/binding`` with the pod UID as precondition) with
+   at most ``bind_concurrency`` requests in flight and a client-side QPS limit. A failed bind
    forgets that pod's assumption, stops the gang's binds not yet sent, and wakes the loop
    after a per-PodGroup backoff: the next session re-decides the rest of the gang, with
    the pods already bound counted as running.
-5. Report, off the scheduling path (a work queue with its own workers): pod
+5. Report, off the scheduling path (:mod:`.reporter`, a work queue with its own workers): pod
    ``PodScheduled=False/Unschedulable`` conditions, PodGroup status and the
    ``volcano.sh/job-allocated-hypernode`` annotation, each only when it changes; Events
    ``FailedScheduling`` (deduplicated), ``Scheduled`` on bind.
@@ -50,23 +50,15 @@ process exits.
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ValidationError
 
 from hyperplace.api import HyperNode, PodGroup, Queue, format_validation_error
-from hyperplace.api.constants import (
-    DEFAULT_SCHEDULER_NAME,
-    JOB_ALLOCATED_HYPERNODE_ANNOTATION,
-)
 from hyperplace.kube.objects import TERMINAL_PHASES, object_key, podgroup_key_of
 from hyperplace.kube.times import parse_rfc3339, rfc3339
 from hyperplace.runtime.api import (
@@ -78,146 +70,33 @@ from hyperplace.runtime.api import (
     PRIORITY_CLASSES,
     QUEUES,
     ApiClient,
-    ApiError,
     Obj,
     meta,
 )
 from hyperplace.runtime.informer import Informer, wait_for_sync
-from hyperplace.runtime.status_writer import StatusWriter
-from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, TokenBucket, WorkQueue
-from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 from scheduler_plugin.cache.cluster_state import ClusterState
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cache.verify import StateDriftError, verify_snapshot
 from scheduler_plugin.config.scheduler_conf import SchedulerConfig
-from scheduler_plugin.cycle import JobOutcome, LastSession, SessionResult, run_session_reusing
+from scheduler_plugin.cycle import LastSession, SessionResult, run_session_reusing
 from scheduler_plugin.framework.evictions import Nomination
 from scheduler_plugin.model.reservation import Reservation
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
-from .assume import AssumeCache, Assumed
+from .assume import AssumeCache
+from .binder import Binder, GangBinds
 from .config_source import ConfigHolder, ConfigSource
 from .events import EventRecorder, own_pod_reference
 from .evictor import Evictor
 from .fragmentation_metrics import FragmentationMetrics
-from .queue_status import queue_allocated_patch, wanted_allocated
-from .status import (
-    SCHEDULING_GATED,
-    UNSCHEDULABLE,
-    GangFormation,
-    allocated_hypernode_patch,
-    pod_unschedulable_patch,
-    podgroup_status_patch,
-)
+from .metrics import Metrics, Throttle
+from .options import COMPONENT, SchedulerOptions
+from .pods import pending_ours, spec_of
+from .reporter import Reporter
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "hyperplace-scheduler"
 M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass
-class SchedulerOptions:
-    """Process settings (flags); the scheduling policy itself is the configuration file."""
-
-    scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
-    schedule_period: float = 1.0  # Volcano's --schedule-period
-    bind_concurrency: int = 64
-    api_qps: float = 2000.0  # Volcano's --kube-api-qps / --kube-api-burst defaults
-    api_burst: int = 2000
-    status_workers: int = 16
-    event_interval: float = 60.0  # at most one count update per Event per interval
-    # Binds in flight when the loop stops (SIGTERM, lost Lease) may finish within this.
-    # Below lease_duration - renew_deadline (15 s - 10 s), so a successor cannot be
-    # deciding while our last binds land.
-    bind_drain_timeout: float = 4.0
-    bind_backoff: tuple[float, float] = (1.0, 10.0)  # per-PodGroup requeue delay after a failed bind
-    # A gang short of pods whose pod count changed this recently is still being created by
-    # its Job controller: its "not enough pods" is not reported yet (0: report at once).
-    gang_creation_grace: float = 10.0
-    identity: str = COMPONENT
-    # Keep the cluster state from watch events (False: rebuild the snapshot every cycle).
-    incremental_state: bool = True
-    # Debug: after every snapshot, rebuild one from scratch and fail the cycle loudly on a
-    # difference (HYPERPLACE_VERIFY_STATE=1 turns it on; the test suite does).
-    verify_state: bool = field(default_factory=lambda: os.environ.get("HYPERPLACE_VERIFY_STATE") == "1")
-    # Pod shapes of the fragmentation gauges (--fragmentation-shapes and friends).
-    fragmentation: FragmentationConfig = field(default_factory=FragmentationConfig)
-
-
-class Metrics:
-    """Prometheus series of the scheduler process."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.cycle = Histogram(
-            "hyperplace_scheduler_cycle_duration_seconds",
-            "Whole scheduling cycle: snapshot, session, apply",
-            registry=registry,
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-        )
-        self.session = Histogram(
-            "hyperplace_scheduler_session_duration_seconds",
-            "Snapshot build plus run_session",
-            registry=registry,
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-        )
-        self.decisions = Counter(
-            "hyperplace_scheduler_decisions_total",
-            "Pods decided (assumed and sent to bind)",
-            registry=registry,
-        )
-        self.binds = Counter(
-            "hyperplace_scheduler_binds_total", "Binding requests by result", ["result"], registry=registry
-        )
-        self.pending_jobs = Gauge(
-            "hyperplace_scheduler_pending_jobs",
-            "PodGroups not placed after the last session",
-            registry=registry,
-        )
-        self.unschedulable = Gauge(
-            "hyperplace_scheduler_unschedulable_pods",
-            "Pods left pending by the last session",
-            registry=registry,
-        )
-        self.assumed = Gauge(
-            "hyperplace_scheduler_assumed_pods", "Pods decided, not yet seen bound", registry=registry
-        )
-        self.skipped = Gauge(
-            "hyperplace_scheduler_invalid_objects",
-            "Objects skipped because they do not parse",
-            registry=registry,
-        )
-        self.bind_latency = Histogram(
-            "hyperplace_scheduler_bind_request_duration_seconds",
-            "One binding request, sent to answered (the client's side of the apiserver's latency)",
-            registry=registry,
-            buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-        )
-        self.writes = Counter(
-            "hyperplace_scheduler_api_writes_total",
-            "Status and event writes",
-            ["resource", "result"],
-            registry=registry,
-        )
-        self.config_loads = Counter(
-            "hyperplace_scheduler_config_loads_total",
-            "Configuration (re)loads by result",
-            ["result"],
-            registry=registry,
-        )
-
-
-class Throttle:
-    """Client-side QPS limit shared by every write (client-go's rest.Config QPS/Burst)."""
-
-    def __init__(self, qps: float, burst: int) -> None:
-        self._bucket = TokenBucket(qps, max(1, burst)) if qps > 0 else None
-
-    async def __call__(self) -> None:
-        if self._bucket is not None:
-            delay = self._bucket.reserve()
-            if delay > 0:
-                await asyncio.sleep(delay)
 
 
 class _Models(Generic[M]):
@@ -254,18 +133,6 @@ class _Models(Generic[M]):
         return out
 
 
-@dataclass
-class _GangBinds:
-    """The binds of one job decided in one cycle."""
-
-    job: str
-    failed: bool = False
-
-
-def _spec(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return (obj or {}).get("spec") or {}
-
-
 def _ready_status(node: Mapping[str, Any]) -> Any:
     for c in (node.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready":
@@ -286,8 +153,6 @@ class Scheduler:
         now: Callable[[], str] = rfc3339,
     ) -> None:
         self.api = api
-        self.status_writer = StatusWriter(api)
-        self._notes_logged: set[str] = set()
         self.options = options or SchedulerOptions()
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry)
@@ -329,7 +194,7 @@ class Scheduler:
         self.events = EventRecorder(
             api, COMPONENT, self.options.identity, min_interval=self.options.event_interval
         )
-        self._throttle = Throttle(self.options.api_qps, self.options.api_burst)
+        throttle = Throttle(self.options.api_qps, self.options.api_burst)
         # preempt/reclaim: evictions sent, nominations held across cycles.
         self.evictor = Evictor(api, self.events, COMPONENT, now=now)
         # Head-of-queue reservations, carried from one session to the next (a restart starts
@@ -337,46 +202,40 @@ class Scheduler:
         self.reservations: dict[str, Reservation] = {}
         # The last session, reused while nothing changes and nothing waits (run_session_reusing).
         self._last_session = LastSession()
-        self._bind_sem = asyncio.Semaphore(max(1, self.options.bind_concurrency))
-        self._binds: set[asyncio.Task[None]] = set()
-        self._gang_backoff: ItemExponentialBackoff[str] = ItemExponentialBackoff(*self.options.bind_backoff)
-        self._stopping = False
-
-        # Status reporting: the latest desired state per key, written by status workers.
-        self.status_queue: WorkQueue[tuple[str, str]] = WorkQueue(
-            RateLimiter(ItemExponentialBackoff(0.05, 60.0)), name="scheduler-status"
-        )
-        self._pod_wanted: dict[str, str] = {}  # pod key -> unschedulable message
-        self._pg_wanted: dict[str, JobOutcome] = {}
-        self._queue_wanted: dict[str, dict[str, str]] = {}  # queue -> status.allocated
-        # What we wrote, with the resourceVersion the object had when we wrote it: while
-        # the informer still shows that version, it has not caught up with our write, and
-        # writing again would only conflict. Once it shows a newer version (our write's
-        # echo, or someone else's change) the patch is recomputed from it.
-        self._pod_sent: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, rv, message)
-        self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
         self._reported_error: str | None = None
-        self._formation = GangFormation(self.options.gang_creation_grace, time.monotonic)
-        self._settled: dict[str, tuple[Any, JobOutcome]] = {}  # Running jobs reported last cycle
-
         self.wake = asyncio.Event()
+        self.binder = Binder(
+            api,
+            self.assumed,
+            self.events,
+            self.metrics,
+            throttle,
+            concurrency=self.options.bind_concurrency,
+            backoff=self.options.bind_backoff,
+            sync_pod=self._sync_pod,
+            wake=self.wake,
+        )
+        self.reporter = Reporter(
+            api,
+            self.pods,
+            self.podgroups,
+            self.queues,
+            self.assumed,
+            self.events,
+            self.metrics,
+            throttle,
+            scheduler_names=self.options.scheduler_names,
+            gang_creation_grace=self.options.gang_creation_grace,
+            now=now,
+        )
         self.cycles = 0
         self.last_result: SessionResult | None = None
         self._wire()
 
     # -- informer wiring --------------------------------------------------------------------
 
-    def _owned(self, pod: Mapping[str, Any]) -> bool:
-        return _spec(pod).get("schedulerName", DEFAULT_SCHEDULER_NAME) in self.options.scheduler_names
-
     def _pending_ours(self, pod: Mapping[str, Any]) -> bool:
-        phase = (pod.get("status") or {}).get("phase") or "Pending"
-        return (
-            not _spec(pod).get("nodeName")
-            and phase not in TERMINAL_PHASES
-            and not meta(pod).get("deletionTimestamp")
-            and self._owned(pod)
-        )
+        return pending_ours(pod, self.options.scheduler_names)
 
     def _wire(self) -> None:
         def group_of(p: Obj) -> list[str]:
@@ -397,15 +256,15 @@ class Scheduler:
             key = object_key(new)
             self.assumed.observe(new, key)
             self._sync_pod(key)
-            if _spec(new).get("nodeName"):
-                self._pod_sent.pop(key, None)
+            if spec_of(new).get("nodeName"):
+                self.reporter.pod_bound(key)
             terminal_old = (old.get("status") or {}).get("phase") in TERMINAL_PHASES
             terminal_new = (new.get("status") or {}).get("phase") in TERMINAL_PHASES
             # Our own condition patches and binds change neither of these: no wake-up loop.
             if terminal_old != terminal_new or (
                 self._pending_ours(new)
                 and (
-                    _spec(old).get("schedulingGates") != _spec(new).get("schedulingGates")
+                    spec_of(old).get("schedulingGates") != spec_of(new).get("schedulingGates")
                     or meta(old).get("annotations") != meta(new).get("annotations")
                     or meta(old).get("labels") != meta(new).get("labels")
                 )
@@ -416,8 +275,7 @@ class Scheduler:
             key = object_key(p)
             self.assumed.observe(None, key)
             self.state.remove_pod(key)
-            self._pod_sent.pop(key, None)
-            self._pod_wanted.pop(key, None)
+            self.reporter.forget_pod(key)
             wake()
 
         self.pods.add_handler(pod_added, pod_updated, pod_deleted)
@@ -447,9 +305,7 @@ class Scheduler:
                 wake()
 
         def podgroup_deleted(pg: Obj) -> None:
-            key = object_key(pg)
-            self._pg_wanted.pop(key, None)
-            self._pg_sent.pop(key, None)
+            self.reporter.forget_podgroup(object_key(pg))
             wake()
 
         self.podgroups.add_handler(lambda _o: wake(), spec_changed, podgroup_deleted)
@@ -475,9 +331,13 @@ class Scheduler:
         pod = self.pods.get(key)
         if pod is not None:
             a = self.assumed.get(key)
-            if a is not None and not _spec(pod).get("nodeName") and str(meta(pod).get("uid") or "") == a.uid:
-                pod = {**pod, "spec": {**_spec(pod), "nodeName": a.node}}
-            elif not _spec(pod).get("nodeName") and meta(pod).get("deletionTimestamp"):
+            if (
+                a is not None
+                and not spec_of(pod).get("nodeName")
+                and str(meta(pod).get("uid") or "") == a.uid
+            ):
+                pod = {**pod, "spec": {**spec_of(pod), "nodeName": a.node}}
+            elif not spec_of(pod).get("nodeName") and meta(pod).get("deletionTimestamp"):
                 pod = None
         if pod is None:
             self.state.remove_pod(key)
@@ -536,7 +396,9 @@ class Scheduler:
     def _listing(self) -> list[Obj]:
         """Informer pods with assumptions overlaid (the from-scratch path's input)."""
         return self.assumed.overlay(
-            p for p in self.pods.objects() if _spec(p).get("nodeName") or not meta(p).get("deletionTimestamp")
+            p
+            for p in self.pods.objects()
+            if spec_of(p).get("nodeName") or not meta(p).get("deletionTimestamp")
         )
 
     def _decide(
@@ -642,15 +504,13 @@ class Scheduler:
                     break
                 pods.append(pod)
             else:
-                gang = _GangBinds(jkey)
+                gang = GangBinds(jkey)
                 for (pkey, node), pod in zip(members, pods, strict=True):
                     assumed = self.assumed.assume(pkey, uid_of[pkey], node, jkey)
                     self._sync_pod(pkey)
                     self.metrics.decisions.inc()
-                    task = asyncio.create_task(self._bind(assumed, pod, gang))
-                    self._binds.add(task)
-                    task.add_done_callback(self._binds.discard)
-        self._queue_reports(result, snap)
+                    self.binder.start(assumed, pod, gang)
+        self.reporter.queue_reports(result, snap)
         self._report_reservations(result)
         self.evictor.after_session(result.evictions, result.nominations, self.pods.get, self.podgroups.get)
 
@@ -663,199 +523,6 @@ class Scheduler:
                 self.events.record(pg, "Normal", "HyperNodeReserved", res.message())
         self.reservations = dict(result.reservations)
 
-    # -- binding ----------------------------------------------------------------------------
-
-    async def _bind(self, a: Assumed, pod: Obj, gang: _GangBinds) -> None:
-        ns, name = a.key.split("/", 1)
-        try:
-            async with self._bind_sem:
-                if self._stopping or gang.failed:
-                    # Not sent: the room is free again and the pod is pending for the next
-                    # session (or the next leader).
-                    self.assumed.forget(a.key)
-                    self._sync_pod(a.key)
-                    return
-                await self._throttle()
-                body = {
-                    "apiVersion": "v1",
-                    "kind": "Binding",
-                    "metadata": {"name": name, "namespace": ns, "uid": a.uid},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": a.node},
-                }
-                sent = time.perf_counter()
-                await self.api.create(PODS, body, ns, subresource="binding")
-                self.metrics.bind_latency.observe(time.perf_counter() - sent)
-        except asyncio.CancelledError:
-            # Cancelled mid-request: the bind may or may not have landed; the informer will
-            # tell. Keep the assumption until it does (or the process ends).
-            raise
-        except Exception as exc:
-            self._bind_failed(a, pod, gang, exc)
-            return
-        self.assumed.mark_bound(a.key)
-        self.metrics.binds.labels("ok").inc()
-        self._gang_backoff.forget(gang.job)
-        self.events.record(pod, "Normal", "Scheduled", f"Successfully assigned {a.key} to {a.node}")
-
-    def _bind_failed(self, a: Assumed, pod: Obj, gang: _GangBinds, exc: Exception) -> None:
-        self.assumed.forget(a.key)
-        self._sync_pod(a.key)
-        self.metrics.binds.labels("failed").inc()
-        gang.failed = True  # the gang's binds not yet sent are dropped, not sent
-        log.warning("bind %s to %s failed (job %s): %s", a.key, a.node, gang.job, exc)
-        if not (isinstance(exc, ApiError) and exc.not_found):
-            self.events.record(pod, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
-        delay = self._gang_backoff.when(gang.job)
-        asyncio.get_running_loop().call_later(delay, self.wake.set)
-
-    async def drain_binds(self, timeout: float) -> bool:
-        """Let in-flight binds finish (at most ``timeout``); True when none is left."""
-        if self._binds:
-            await asyncio.wait(set(self._binds), timeout=timeout)
-        return not self._binds
-
-    # -- status reporting -------------------------------------------------------------------
-
-    def _group_size(self, jkey: str) -> int:
-        """Pods of a PodGroup in the informer's cache."""
-        return len(self.pods.by_index("group", jkey))
-
-    def _queue_reports(self, result: SessionResult, snap: ClusterSnapshot) -> None:
-        for note in result.notes:
-            # Configuration warnings, pods on deleted nodes, ...: logged once each, not every cycle.
-            if note not in self._notes_logged:
-                if len(self._notes_logged) > 1000:
-                    self._notes_logged.clear()
-                self._notes_logged.add(note)
-                log.warning("scheduler: %s", note)
-        # Gangs whose pods the Job controller is still creating: nothing to report yet.
-        forming = {
-            jkey
-            for jkey, outcome in result.jobs.items()
-            if self._formation.forming(jkey, outcome, functools.partial(self._group_size, jkey))
-        }
-        self._formation.forget(result.jobs)
-        unschedulable = 0
-        for pkey, reason in result.unschedulable.items():
-            pod = self.pods.get(pkey)
-            if pod is None or not self._pending_ours(pod) or pkey in self.assumed:
-                continue
-            if forming and podgroup_key_of(pod) in forming:
-                continue
-            unschedulable += 1
-            if not _spec(pod).get("schedulingGates"):  # gated pods wait by design: no warning
-                self.events.record(pod, "Warning", "FailedScheduling", reason)
-            self._pod_wanted[pkey] = reason
-            self.status_queue.add(("pod", pkey))  # a no-op write is skipped by the worker
-        self.metrics.unschedulable.set(unschedulable)
-        pending = 0
-        settled: dict[str, tuple[Any, JobOutcome]] = {}
-        for jkey, outcome in result.jobs.items():
-            job = snap.jobs.get(jkey)
-            if outcome.phase == "Running" and job is not None:
-                # Same JobInfo (the state rebuilds it on any change of the PodGroup or one of
-                # its pods) and the same outcome as last cycle: its status is queued already.
-                last = self._settled.get(jkey)
-                settled[jkey] = (job, outcome)
-                if last is not None and last[0] is job and last[1] == outcome:
-                    continue
-            pg = self.podgroups.get(jkey)
-            if pg is None or not any(self._owned(p) for p in self.pods.by_index("group", jkey)):
-                continue  # not ours to report on: no pod of this PodGroup names our scheduler
-            if jkey in forming:
-                continue
-            if outcome.phase != "Running":
-                pending += 1
-                if outcome.explanation is not None:
-                    self.events.record(pg, "Warning", "Unschedulable", outcome.explanation.message())
-            self._pg_wanted[jkey] = outcome
-            self.status_queue.add(("pg", jkey))
-        self._settled = settled
-        self.metrics.pending_jobs.set(pending)
-        # Queue status.allocated (the queue controller owns the rest of the status).
-        for qname, allocated in wanted_allocated(result).items():
-            if self.queues.get(qname) is not None:
-                self._queue_wanted[qname] = allocated
-                self.status_queue.add(("queue", qname))
-
-    async def _report(self, item: tuple[str, str]) -> None:
-        kind, key = item
-        if kind == "queue":
-            queue, allocated = self.queues.get(key), self._queue_wanted.get(key)
-            patch = queue_allocated_patch(queue, allocated) if queue and allocated is not None else None
-            if patch is not None:
-                await self._throttle()
-                await self.status_writer.patch_status(QUEUES, key, patch, None)
-                self.metrics.writes.labels("queues/status", "ok").inc()
-            return
-        ns, name = key.split("/", 1)
-        if kind == "pod":
-            pod = self.pods.get(key)
-            message = self._pod_wanted.get(key)
-            if pod is None or message is None or not self._pending_ours(pod) or key in self.assumed:
-                return
-            uid, rv = str(meta(pod).get("uid") or ""), str(meta(pod).get("resourceVersion") or "")
-            if self._pod_sent.get(key) == (uid, rv, message):
-                return  # written already; the informer does not show it yet
-            why = SCHEDULING_GATED if _spec(pod).get("schedulingGates") else UNSCHEDULABLE
-            patch = pod_unschedulable_patch(pod, message, self._now(), why)
-            if patch is not None:
-                await self._throttle()
-                await self.api.patch(PODS, name, patch, ns, subresource="status")
-                self.metrics.writes.labels("pods/status", "ok").inc()
-                self._pod_sent[key] = (uid, rv, message)
-            return
-        pg = self.podgroups.get(key)
-        outcome = self._pg_wanted.get(key)
-        if pg is None or outcome is None:
-            return
-        uid, rv = str(meta(pg).get("uid") or ""), str(meta(pg).get("resourceVersion") or "")
-        patch = podgroup_status_patch(pg, outcome, self.pods.by_index("group", key), self._now())
-        if patch is not None:
-            sent = (uid, rv, json.dumps(_timeless(patch), sort_keys=True))
-            if self._pg_sent.get(key) != sent:
-                await self._throttle()
-                # Through podgroups/status, or the object on Volcano's CRD (no subresource).
-                await self.status_writer.patch_status(PODGROUPS, name, patch, ns)
-                self.metrics.writes.labels("podgroups/status", "ok").inc()
-                self._pg_sent[key] = sent
-        ann = allocated_hypernode_patch(pg, JOB_ALLOCATED_HYPERNODE_ANNOTATION, outcome.allocated_hypernode)
-        if ann is not None:
-            await self._throttle()
-            await self.api.patch(PODGROUPS, name, ann, ns)
-            self.metrics.writes.labels("podgroups", "ok").inc()
-
-    async def _status_worker(self) -> None:
-        while (item := await self.status_queue.get()) is not None:
-            try:
-                await self._report(item)
-            except ApiError as exc:
-                if exc.not_found:
-                    # The object is gone (a missing status subresource is handled, and logged,
-                    # by the StatusWriter, which then writes through the object).
-                    log.debug("status %s %s: object deleted; dropping the write", *item)
-                    self.status_queue.forget(item)
-                else:
-                    # 409: the object moved under us; retry from the informer's newer copy.
-                    log.info("status %s %s: %s; retrying", *item, exc)
-                    self.metrics.writes.labels(item[0], "retry").inc()
-                    self.status_queue.add_rate_limited(item)
-            except Exception:
-                log.exception("status %s %s failed", *item)
-                self.status_queue.add_rate_limited(item)
-            else:
-                self.status_queue.forget(item)
-            finally:
-                self.status_queue.done(item)
-
-    async def _event_flusher(self) -> None:
-        while True:
-            try:
-                await self.events.flush()
-            except Exception:
-                log.exception("writing events failed")
-            await asyncio.sleep(min(1.0, self.options.schedule_period))
-
     # -- the loop ---------------------------------------------------------------------------
 
     async def schedule(self) -> None:
@@ -864,11 +531,11 @@ class Scheduler:
         On cancellation: no new cycle, binds not yet sent are dropped, binds in flight get
         ``bind_drain_timeout`` to finish, then pending events are flushed (best effort).
         """
-        self._stopping = False
+        self.binder.stopping = False
         workers = [
-            asyncio.create_task(self._status_worker()) for _ in range(max(1, self.options.status_workers))
+            asyncio.create_task(self.reporter.worker()) for _ in range(max(1, self.options.status_workers))
         ]
-        flusher = asyncio.create_task(self._event_flusher())
+        flusher = asyncio.create_task(self.reporter.flush_events(min(1.0, self.options.schedule_period)))
         try:
             await wait_for_sync(self.required_informers)
             if self.configmaps is not None:
@@ -899,13 +566,13 @@ class Scheduler:
                 except Exception:
                     log.exception("scheduling cycle failed")
         finally:
-            self._stopping = True
-            if not await self.drain_binds(self.options.bind_drain_timeout):
-                log.warning("%d binds still in flight at shutdown; cancelling", len(self._binds))
-                for t in list(self._binds):
+            self.binder.stopping = True
+            if not await self.binder.drain(self.options.bind_drain_timeout):
+                log.warning("%d binds still in flight at shutdown; cancelling", len(self.binder.in_flight))
+                for t in list(self.binder.in_flight):
                     t.cancel()
             await self.evictor.drain(self.options.bind_drain_timeout)
-            self.status_queue.shutdown()
+            self.reporter.status_queue.shutdown()
             flusher.cancel()
             for w in workers:
                 w.cancel()
@@ -925,15 +592,6 @@ class Scheduler:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _timeless(patch: Obj) -> Any:
-    """A patch without timestamps, to recognise one we already sent."""
-    if isinstance(patch, dict):
-        return {k: _timeless(v) for k, v in patch.items() if k != "lastTransitionTime"}
-    if isinstance(patch, list):
-        return [_timeless(v) for v in patch]
-    return patch
 
 
 __all__ = ["Metrics", "Scheduler", "SchedulerOptions"]

@@ -9,6 +9,7 @@ import functools
 import pytest
 
 from hyperplace.runtime.api import PODGROUPS, PODS
+from scheduler_plugin.runtime.binder import GangBinds
 from scheduler_plugin.runtime.scheduler import Scheduler
 from tests.scheduler.builders import job_pods
 from tests.scheduler.builders import pod as make_pod
@@ -184,9 +185,7 @@ async def test_a_pod_recreated_under_the_same_name_is_not_bound_with_the_old_dec
         await api.delete(PODS, "solo-t0-0", NS)
         await api.create(PODS, {**old, "metadata": {**old["metadata"], "uid": None}}, NS)
         sched.assumed.assume(f"{NS}/solo-t0-0", old["metadata"]["uid"], "n0-0", f"{NS}/podgroup-solo-t0-0")
-        from scheduler_plugin.runtime.scheduler import _GangBinds
-
-        await sched._bind(sched.assumed.get(f"{NS}/solo-t0-0"), old, _GangBinds("j"))  # type: ignore[arg-type]
+        await sched.binder.bind(sched.assumed.get(f"{NS}/solo-t0-0"), old, GangBinds("j"))  # type: ignore[arg-type]
         assert node_of(api, f"{NS}/solo-t0-0") is None
         assert f"{NS}/solo-t0-0" not in sched.assumed
     finally:

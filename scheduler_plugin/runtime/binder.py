@@ -1,0 +1,116 @@
+"""Binding decided pods, gang by gang, with a bounded number of requests in flight.
+
+A bind is ``POST pods/{name}/binding`` with the pod's UID as a precondition, under a
+client-side QPS limit. A failed bind forgets that pod's assumption, drops the gang's binds
+not yet sent, and wakes the loop after a per-PodGroup backoff: the next session re-decides the
+rest of the gang, with the pods already bound counted as running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hyperplace.runtime.api import PODS, ApiClient, ApiError, Obj
+from hyperplace.runtime.workqueue import ItemExponentialBackoff
+
+from .assume import AssumeCache, Assumed
+from .events import EventRecorder
+from .metrics import Metrics, Throttle
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GangBinds:
+    """The binds of one job decided in one cycle."""
+
+    job: str
+    failed: bool = False
+
+
+class Binder:
+    """Sends the binds of decided pods; see the module docstring."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        assumed: AssumeCache,
+        events: EventRecorder,
+        metrics: Metrics,
+        throttle: Throttle,
+        *,
+        concurrency: int,
+        backoff: tuple[float, float],
+        sync_pod: Callable[[str], None],
+        wake: asyncio.Event,
+    ) -> None:
+        """``sync_pod``: show the state a pod as a session should see it (an assumption
+        forgotten); ``wake``: set to start a cycle."""
+        self.api, self.assumed, self.events, self.metrics = api, assumed, events, metrics
+        self._throttle = throttle
+        self._sem = asyncio.Semaphore(max(1, concurrency))
+        self._backoff: ItemExponentialBackoff[str] = ItemExponentialBackoff(*backoff)
+        self._sync_pod = sync_pod
+        self._wake = wake
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self.stopping = False
+
+    def start(self, a: Assumed, pod: Obj, gang: GangBinds) -> None:
+        """Send the bind of an assumed pod in the background."""
+        task = asyncio.create_task(self.bind(a, pod, gang))
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
+
+    async def bind(self, a: Assumed, pod: Obj, gang: GangBinds) -> None:
+        """Bind one assumed pod (or drop it, when stopping or its gang failed)."""
+        ns, name = a.key.split("/", 1)
+        try:
+            async with self._sem:
+                if self.stopping or gang.failed:
+                    # Not sent: the room is free again and the pod is pending for the next
+                    # session (or the next leader).
+                    self.assumed.forget(a.key)
+                    self._sync_pod(a.key)
+                    return
+                await self._throttle()
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": name, "namespace": ns, "uid": a.uid},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": a.node},
+                }
+                sent = time.perf_counter()
+                await self.api.create(PODS, body, ns, subresource="binding")
+                self.metrics.bind_latency.observe(time.perf_counter() - sent)
+        except asyncio.CancelledError:
+            # Cancelled mid-request: the bind may or may not have landed; the informer will
+            # tell. Keep the assumption until it does (or the process ends).
+            raise
+        except Exception as exc:
+            self._failed(a, pod, gang, exc)
+            return
+        self.assumed.mark_bound(a.key)
+        self.metrics.binds.labels("ok").inc()
+        self._backoff.forget(gang.job)
+        self.events.record(pod, "Normal", "Scheduled", f"Successfully assigned {a.key} to {a.node}")
+
+    def _failed(self, a: Assumed, pod: Obj, gang: GangBinds, exc: Exception) -> None:
+        self.assumed.forget(a.key)
+        self._sync_pod(a.key)
+        self.metrics.binds.labels("failed").inc()
+        gang.failed = True  # the gang's binds not yet sent are dropped, not sent
+        log.warning("bind %s to %s failed (job %s): %s", a.key, a.node, gang.job, exc)
+        if not (isinstance(exc, ApiError) and exc.not_found):
+            self.events.record(pod, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
+        delay = self._backoff.when(gang.job)
+        asyncio.get_running_loop().call_later(delay, self._wake.set)
+
+    async def drain(self, timeout: float) -> bool:
+        """Let in-flight binds finish (at most ``timeout``); True when none is left."""
+        if self.in_flight:
+            await asyncio.wait(set(self.in_flight), timeout=timeout)
+        return not self.in_flight

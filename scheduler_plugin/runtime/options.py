@@ -1,0 +1,41 @@
+"""The scheduler process's settings (its flags); the scheduling policy itself is the
+configuration file (``volcano-scheduler.conf``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
+from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
+
+COMPONENT = "hyperplace-scheduler"
+
+
+@dataclass
+class SchedulerOptions:
+    """Process settings (flags); the scheduling policy itself is the configuration file."""
+
+    scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
+    schedule_period: float = 1.0  # Volcano's --schedule-period
+    bind_concurrency: int = 64
+    api_qps: float = 2000.0  # Volcano's --kube-api-qps / --kube-api-burst defaults
+    api_burst: int = 2000
+    status_workers: int = 16
+    event_interval: float = 60.0  # at most one count update per Event per interval
+    # Binds in flight when the loop stops (SIGTERM, lost Lease) may finish within this.
+    # Below lease_duration - renew_deadline (15 s - 10 s), so a successor cannot be
+    # deciding while our last binds land.
+    bind_drain_timeout: float = 4.0
+    bind_backoff: tuple[float, float] = (1.0, 10.0)  # per-PodGroup requeue delay after a failed bind
+    # A gang short of pods whose pod count changed this recently is still being created by
+    # its Job controller: its "not enough pods" is not reported yet (0: report at once).
+    gang_creation_grace: float = 10.0
+    identity: str = COMPONENT
+    # Keep the cluster state from watch events (False: rebuild the snapshot every cycle).
+    incremental_state: bool = True
+    # Debug: after every snapshot, rebuild one from scratch and fail the cycle loudly on a
+    # difference (HYPERPLACE_VERIFY_STATE=1 turns it on; the test suite does).
+    verify_state: bool = field(default_factory=lambda: os.environ.get("HYPERPLACE_VERIFY_STATE") == "1")
+    # Pod shapes of the fragmentation gauges (--fragmentation-shapes and friends).
+    fragmentation: FragmentationConfig = field(default_factory=FragmentationConfig)

@@ -1,0 +1,251 @@
+"""Reporting a session's outcome, off the scheduling path: pod ``PodScheduled`` conditions,
+PodGroup status and its allocated-HyperNode annotation, Queue ``status.allocated``, and Events.
+
+The latest desired state per object is queued (a work queue with its own workers) and written
+only when it changes: what was written is remembered with the resourceVersion the object had,
+and while the informer still shows that version it has not caught up with our write, so writing
+again would only conflict. Once it shows a newer version (our write's echo, or someone else's
+change) the patch is recomputed from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION
+from hyperplace.kube.objects import podgroup_key_of
+from hyperplace.runtime.api import PODGROUPS, PODS, QUEUES, ApiClient, ApiError, Obj, meta
+from hyperplace.runtime.informer import Informer
+from hyperplace.runtime.status_writer import StatusWriter
+from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, WorkQueue
+from scheduler_plugin.cycle import JobOutcome, SessionResult
+from scheduler_plugin.model.snapshot import ClusterSnapshot
+
+from .assume import AssumeCache
+from .events import EventRecorder
+from .metrics import Metrics, Throttle
+from .pods import owned, pending_ours, spec_of
+from .queue_status import queue_allocated_patch, wanted_allocated
+from .status import (
+    SCHEDULING_GATED,
+    UNSCHEDULABLE,
+    GangFormation,
+    allocated_hypernode_patch,
+    pod_unschedulable_patch,
+    podgroup_status_patch,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Reporter:
+    """The status reports of the scheduler process; see the module docstring."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        pods: Informer,
+        podgroups: Informer,
+        queues: Informer,
+        assumed: AssumeCache,
+        events: EventRecorder,
+        metrics: Metrics,
+        throttle: Throttle,
+        *,
+        scheduler_names: tuple[str, ...],
+        gang_creation_grace: float,
+        now: Callable[[], str],
+    ) -> None:
+        self.api = api
+        self.status_writer = StatusWriter(api)
+        self.pods, self.podgroups, self.queues = pods, podgroups, queues
+        self.assumed, self.events, self.metrics = assumed, events, metrics
+        self._throttle = throttle
+        self.names = scheduler_names
+        self._now = now
+        self._notes_logged: set[str] = set()
+        # The latest desired state per key, written by status workers.
+        self.status_queue: WorkQueue[tuple[str, str]] = WorkQueue(
+            RateLimiter(ItemExponentialBackoff(0.05, 60.0)), name="scheduler-status"
+        )
+        self._pod_wanted: dict[str, str] = {}  # pod key -> unschedulable message
+        self._pg_wanted: dict[str, JobOutcome] = {}
+        self._queue_wanted: dict[str, dict[str, str]] = {}  # queue -> status.allocated
+        # What we wrote, with the resourceVersion the object had when we wrote it.
+        self._pod_sent: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, rv, message)
+        self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
+        self._formation = GangFormation(gang_creation_grace, time.monotonic)
+        self._settled: dict[str, tuple[Any, JobOutcome]] = {}  # Running jobs reported last cycle
+
+    def pod_bound(self, key: str) -> None:
+        """A pod got its node: what was written about it waiting no longer stands."""
+        self._pod_sent.pop(key, None)
+
+    def forget_pod(self, key: str) -> None:
+        """A pod was deleted."""
+        self._pod_sent.pop(key, None)
+        self._pod_wanted.pop(key, None)
+
+    def forget_podgroup(self, key: str) -> None:
+        """A PodGroup was deleted."""
+        self._pg_wanted.pop(key, None)
+        self._pg_sent.pop(key, None)
+
+    def _group_size(self, jkey: str) -> int:
+        """Pods of a PodGroup in the informer's cache."""
+        return len(self.pods.by_index("group", jkey))
+
+    def queue_reports(self, result: SessionResult, snap: ClusterSnapshot) -> None:
+        """Queue what the session says about pods, PodGroups and Queues for the status workers,
+        and its warnings as Events (each only when it changed)."""
+        for note in result.notes:
+            # Configuration warnings, pods on deleted nodes, ...: logged once each, not every cycle.
+            if note not in self._notes_logged:
+                if len(self._notes_logged) > 1000:
+                    self._notes_logged.clear()
+                self._notes_logged.add(note)
+                log.warning("scheduler: %s", note)
+        # Gangs whose pods the Job controller is still creating: nothing to report yet.
+        forming = {
+            jkey
+            for jkey, outcome in result.jobs.items()
+            if self._formation.forming(jkey, outcome, functools.partial(self._group_size, jkey))
+        }
+        self._formation.forget(result.jobs)
+        unschedulable = 0
+        for pkey, reason in result.unschedulable.items():
+            pod = self.pods.get(pkey)
+            if pod is None or not pending_ours(pod, self.names) or pkey in self.assumed:
+                continue
+            if forming and podgroup_key_of(pod) in forming:
+                continue
+            unschedulable += 1
+            if not spec_of(pod).get("schedulingGates"):  # gated pods wait by design: no warning
+                self.events.record(pod, "Warning", "FailedScheduling", reason)
+            self._pod_wanted[pkey] = reason
+            self.status_queue.add(("pod", pkey))  # a no-op write is skipped by the worker
+        self.metrics.unschedulable.set(unschedulable)
+        pending = 0
+        settled: dict[str, tuple[Any, JobOutcome]] = {}
+        for jkey, outcome in result.jobs.items():
+            job = snap.jobs.get(jkey)
+            if outcome.phase == "Running" and job is not None:
+                # Same JobInfo (the state rebuilds it on any change of the PodGroup or one of
+                # its pods) and the same outcome as last cycle: its status is queued already.
+                last = self._settled.get(jkey)
+                settled[jkey] = (job, outcome)
+                if last is not None and last[0] is job and last[1] == outcome:
+                    continue
+            pg = self.podgroups.get(jkey)
+            if pg is None or not any(owned(p, self.names) for p in self.pods.by_index("group", jkey)):
+                continue  # not ours to report on: no pod of this PodGroup names our scheduler
+            if jkey in forming:
+                continue
+            if outcome.phase != "Running":
+                pending += 1
+                if outcome.explanation is not None:
+                    self.events.record(pg, "Warning", "Unschedulable", outcome.explanation.message())
+            self._pg_wanted[jkey] = outcome
+            self.status_queue.add(("pg", jkey))
+        self._settled = settled
+        self.metrics.pending_jobs.set(pending)
+        # Queue status.allocated (the queue controller owns the rest of the status).
+        for qname, allocated in wanted_allocated(result).items():
+            if self.queues.get(qname) is not None:
+                self._queue_wanted[qname] = allocated
+                self.status_queue.add(("queue", qname))
+
+    async def _report(self, item: tuple[str, str]) -> None:
+        kind, key = item
+        if kind == "queue":
+            queue, allocated = self.queues.get(key), self._queue_wanted.get(key)
+            patch = queue_allocated_patch(queue, allocated) if queue and allocated is not None else None
+            if patch is not None:
+                await self._throttle()
+                await self.status_writer.patch_status(QUEUES, key, patch, None)
+                self.metrics.writes.labels("queues/status", "ok").inc()
+            return
+        ns, name = key.split("/", 1)
+        if kind == "pod":
+            pod = self.pods.get(key)
+            message = self._pod_wanted.get(key)
+            if pod is None or message is None or not pending_ours(pod, self.names) or key in self.assumed:
+                return
+            uid, rv = str(meta(pod).get("uid") or ""), str(meta(pod).get("resourceVersion") or "")
+            if self._pod_sent.get(key) == (uid, rv, message):
+                return  # written already; the informer does not show it yet
+            why = SCHEDULING_GATED if spec_of(pod).get("schedulingGates") else UNSCHEDULABLE
+            patch = pod_unschedulable_patch(pod, message, self._now(), why)
+            if patch is not None:
+                await self._throttle()
+                await self.api.patch(PODS, name, patch, ns, subresource="status")
+                self.metrics.writes.labels("pods/status", "ok").inc()
+                self._pod_sent[key] = (uid, rv, message)
+            return
+        pg = self.podgroups.get(key)
+        outcome = self._pg_wanted.get(key)
+        if pg is None or outcome is None:
+            return
+        uid, rv = str(meta(pg).get("uid") or ""), str(meta(pg).get("resourceVersion") or "")
+        patch = podgroup_status_patch(pg, outcome, self.pods.by_index("group", key), self._now())
+        if patch is not None:
+            sent = (uid, rv, json.dumps(_timeless(patch), sort_keys=True))
+            if self._pg_sent.get(key) != sent:
+                await self._throttle()
+                # Through podgroups/status, or the object on Volcano's CRD (no subresource).
+                await self.status_writer.patch_status(PODGROUPS, name, patch, ns)
+                self.metrics.writes.labels("podgroups/status", "ok").inc()
+                self._pg_sent[key] = sent
+        ann = allocated_hypernode_patch(pg, JOB_ALLOCATED_HYPERNODE_ANNOTATION, outcome.allocated_hypernode)
+        if ann is not None:
+            await self._throttle()
+            await self.api.patch(PODGROUPS, name, ann, ns)
+            self.metrics.writes.labels("podgroups", "ok").inc()
+
+    async def worker(self) -> None:
+        """Write queued reports until the queue shuts down."""
+        while (item := await self.status_queue.get()) is not None:
+            try:
+                await self._report(item)
+            except ApiError as exc:
+                if exc.not_found:
+                    # The object is gone (a missing status subresource is handled, and logged,
+                    # by the StatusWriter, which then writes through the object).
+                    log.debug("status %s %s: object deleted; dropping the write", *item)
+                    self.status_queue.forget(item)
+                else:
+                    # 409: the object moved under us; retry from the informer's newer copy.
+                    log.info("status %s %s: %s; retrying", *item, exc)
+                    self.metrics.writes.labels(item[0], "retry").inc()
+                    self.status_queue.add_rate_limited(item)
+            except Exception:
+                log.exception("status %s %s failed", *item)
+                self.status_queue.add_rate_limited(item)
+            else:
+                self.status_queue.forget(item)
+            finally:
+                self.status_queue.done(item)
+
+    async def flush_events(self, period: float) -> None:
+        """Write folded Events every ``period`` seconds, until cancelled."""
+        while True:
+            try:
+                await self.events.flush()
+            except Exception:
+                log.exception("writing events failed")
+            await asyncio.sleep(period)
+
+
+def _timeless(patch: Obj) -> Any:
+    """A patch without timestamps, to recognise one we already sent."""
+    if isinstance(patch, dict):
+        return {k: _timeless(v) for k, v in patch.items() if k != "lastTransitionTime"}
+    if isinstance(patch, list):
+        return [_timeless(v) for v in patch]
+    return patch
