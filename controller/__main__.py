@@ -114,6 +114,7 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
     """Run the controllers until SIGTERM/SIGINT (or cancellation)."""
     raw: object = None
     if api is None:
+        # lazy: only a process on a real API server loads kubernetes-asyncio (tests use an in-memory one)
         from hyperplace.runtime.kube import connect
 
         api, raw = await connect(args.kubeconfig)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Static checks a change must pass before review: lint, formatting, types, and CRDs in sync with
-# the models. Run from anywhere; exits non-zero on the first failing check.
+# Static checks a change must pass before review: lint, formatting, types, import contracts, and
+# CRDs in sync with the models. Run from anywhere; exits non-zero on the first failing check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The project's own virtual environment, with the dev extras (ruff, mypy, stubs).
@@ -16,6 +16,8 @@ ruff format --check .
 step "mypy"
 mypy                       # the packages listed in pyproject's [tool.mypy]
 mypy hack/gen_crds.py
+step "import contracts (pyproject [tool.importlinter])"
+lint-imports --no-cache
 step "CRDs match the models"
 python hack/gen_crds.py --check
 if [ -n "${CRDCHECK:-}" ]; then

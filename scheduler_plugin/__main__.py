@@ -217,6 +217,7 @@ async def run(
     """Run until SIGTERM/SIGINT, ``stop`` being set, or cancellation."""
     raw: object = None
     if api is None:
+        # lazy: only a process on a real API server loads kubernetes-asyncio (tests use an in-memory one)
         from hyperplace.runtime.kube import connect
 
         # One pool for everything: the binds in flight, the status workers, and a margin for

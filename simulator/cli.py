@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import random
 import sys
 from collections.abc import Iterator
 from enum import StrEnum
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -27,13 +29,17 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from hyperplace.api import HyperNode, format_validation_error
+from hyperplace.kube.times import parse_go_duration
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
 from .engine import SimResult, SimulationError
 from .engine import simulate as run_simulation
-from .loader import InputError, Inputs, load_paths
+from .loader import CONTROLLER_CONF_KEY, InputError, Inputs, add_object, finish, load_paths
 from .output import result_dict, to_json, to_yaml
+from .render import render_simulation, topology_dict, topology_tree
 from .topology import TopologyView, build_topology, mark_reservations
+from .views import find_job, job_names, job_views
 
 
 class _Command(typer.core.TyperCommand):
@@ -65,6 +71,7 @@ class _Command(typer.core.TyperCommand):
 
 def _version(value: bool) -> None:
     if value:
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from hyperplace.runtime.flags import version
 
         sys.stdout.write(f"hyperplace {version()}\n")
@@ -171,12 +178,12 @@ def load_inputs(
         _fail("give at least one FILE or DIRECTORY (or --kubeconfig/--cluster-snapshot for a live cluster)")
     try:
         if live:
+            # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
             from .live import read_cluster
 
             inputs = read_cluster(kubeconfig=str(kubeconfig) if kubeconfig else None, context=context)
             if paths:
                 extra = load_paths(paths, default_queue=False)
-                from .loader import add_object, finish
 
                 for o in extra.objects:
                     add_object(inputs, o.obj, o.source)
@@ -234,9 +241,6 @@ def _simulate(
 
 def final_topology(result: SimResult) -> TopologyView:
     """The display tree of the cluster as the simulation left it."""
-    from pydantic import ValidationError
-
-    from hyperplace.api import HyperNode
 
     hns = result.hypernodes
     if hns is None:
@@ -292,7 +296,6 @@ def _elapsed_seconds(text: str | None) -> float:
     """``--elapsed`` as seconds (a Go duration such as 15m or 1h30m)."""
     if not text:
         return 0.0
-    from hyperplace.kube.times import parse_go_duration
 
     try:
         seconds = parse_go_duration(text)
@@ -335,6 +338,7 @@ NowOpt = Annotated[
 
 
 def _fragmentation_config(shapes: str, resource: str) -> Any:
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
     from scheduler_plugin.algorithms.fragmentation import FragmentationConfig, ShapeSpecError
 
     try:
@@ -385,7 +389,7 @@ def simulate(
         elapsed=_elapsed_seconds(elapsed),
         now=now,
     )
-    from .views import job_views
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
 
     topo = final_topology(result)
     views = job_views(result, topo)
@@ -406,8 +410,6 @@ def simulate(
     elif output is OutputFormat.yaml:
         sys.stdout.write(to_yaml(result_dict(result)))
     else:
-        from .render import render_simulation
-
         with _stdout() as console:
             render_simulation(console, result, views, topo)
         if html is not None:
@@ -433,6 +435,7 @@ def validate(
     """What kubectl apply of the files would be told: unknown kinds and fields, CRD schema
     errors in the apiserver's words, the webhooks' refusals. One FILE:LINE: line per problem,
     then a summary; warnings go to stderr."""
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
     from .validation import load_old, validate_files
 
     old_inputs = None
@@ -471,11 +474,7 @@ def tree(
     per tier, the room left as the scheduler counts it (free HyperNodes, pods of each shape
     that fit in total and in the best HyperNode)."""
     frag = _fragmentation_config(fragmentation_shapes, fragmentation_resource)
-    from pydantic import ValidationError
-
-    from hyperplace.api import HyperNode, format_validation_error
-
-    from .render import topology_dict, topology_tree
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
 
     live = kubeconfig is not None or context is not None
     inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
@@ -492,7 +491,6 @@ def tree(
     topo = build_topology(discovered, nodes, pods)
     mark_reservations(topo, (o.obj for o in inputs.of_kind("PodGroup")))
     from .fragmentation import fragmentation_lines, fragmentation_of
-    from .views import job_names
 
     report = fragmentation_of(discovered, nodes, pods, frag)
 
@@ -522,7 +520,7 @@ def discover_for_display(
 ) -> tuple[list[Any], list[str]]:
     """The HyperNodes plus those label discovery would create, when an input ConfigMap
     enables it (what the controller would maintain); and lines saying so."""
-    import random
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
 
     from controller.hypernode.discovery import (
         DiscoveryConfigError,
@@ -530,8 +528,6 @@ def discover_for_display(
         discover_offline,
         parse_discovery_config,
     )
-
-    from .loader import CONTROLLER_CONF_KEY
 
     cms = [o.obj for o in inputs.of_kind("ConfigMap") if CONTROLLER_CONF_KEY in (o.obj.get("data") or {})]
     if not cms:
@@ -574,8 +570,8 @@ def explain(
     elapsed: ElapsedOpt = None,
 ) -> None:
     """Why a job is placed where it is, or why it waits, after simulating the inputs."""
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
     from .explain import explain_dict, render_explain
-    from .views import find_job, job_views
 
     live = kubeconfig is not None or context is not None
     inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)

@@ -35,8 +35,9 @@ from pydantic import ValidationError
 
 from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_validation_error
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION, JOB_NAME_KEY
-from hyperplace.kube.members import MemberIndex
+from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.kube.objects import object_key
+from hyperplace.kube.times import parse_rfc3339
 from hyperplace.runtime.api import clone
 
 from .loader import (
@@ -256,7 +257,7 @@ class Simulation:
         self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
         self._clock_shift: float | None = None  # None: the scheduler runs without a clock
         if now is not None:
-            from hyperplace.kube.times import parse_rfc3339
+            # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
 
             t = parse_rfc3339(now)
             if t is None:
@@ -382,6 +383,7 @@ class Simulation:
 
     def _admission_context(self) -> Any:
         """AdmissionContext with the HyperNodes and Jobs the API server would hold now."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from webhooks.context import AdmissionContext
 
         hypernodes: dict[str, HyperNode] = {}
@@ -413,6 +415,7 @@ class Simulation:
         ]
         if not cms:
             return None
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from controller.hypernode.discovery import DiscoveryConfigError, label_tiers, parse_discovery_config
 
         try:
@@ -433,6 +436,7 @@ class Simulation:
         old: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """The object after admission, or None (and a Rejection) when refused."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from webhooks.admission import admit
 
         out = admit(obj, operation=operation, old=old, ctx=ctx)
@@ -481,6 +485,7 @@ class Simulation:
             self.progress.advance()
 
     def _load_config(self) -> Any:
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, ConfigError, load_scheduler_config
 
         text = self._scheduler_conf_text
@@ -507,6 +512,7 @@ class Simulation:
         ]
         if not cms:
             return False
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from controller.hypernode.discovery import (
             DiscoveryConfigError,
             DiscoveryError,
@@ -557,8 +563,8 @@ class Simulation:
             self.warnings.append(text)
 
     def _hypernode_status(self) -> bool:
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from controller.hypernode.status import compute_all
-        from hyperplace.kube.members import node_labels_of
 
         # Nodes are stored whole (never changed in place): their labels are read again only
         # when a Node was stored or removed since.
@@ -599,6 +605,7 @@ class Simulation:
         return self.objects.get(("PodGroup", ns, name))
 
     def _jobs(self) -> bool:
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from controller.job.reconcile import find_podgroup, reconcile_job
 
         priority_classes = {
@@ -673,6 +680,7 @@ class Simulation:
 
     def _queues(self) -> bool:
         """The queue controller: state and PodGroup counts of every Queue."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from controller.queue.status import owned_part, podgroup_queue, queue_status
 
         by_queue: dict[str, list[dict[str, Any]]] = {}
@@ -720,6 +728,7 @@ class Simulation:
 
     def schedule(self) -> bool:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from scheduler_plugin.cache.rebuild import build_snapshot
         from scheduler_plugin.cache.verify import verify_snapshot
         from scheduler_plugin.cycle import run_session

@@ -90,6 +90,7 @@ async def fetch_lists(
     so a user with read access to the workload but not to Volcano's ConfigMaps still
     gets a simulation.
     """
+    # lazy: only --live reads a cluster, and loads kubernetes-asyncio
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.client.exceptions import ApiException
 

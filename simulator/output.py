@@ -15,7 +15,9 @@ import yaml
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 
 from .engine import SimResult, key_of
+from .render import waiting_lines
 from .topology import natural_key
+from .views import job_views, queue_entries
 
 RESULT_KEYS = ("bindings", "pods", "evictions", "podgroups", "rejected", "created", "updated", "notes")
 # Present, right after "podgroups", when the input has Queues of its own (beyond ``default``).
@@ -49,28 +51,6 @@ def podgroup_entry(result: SimResult, pg: dict[str, Any], reasons: list[str] | N
     }
 
 
-def queue_entries(result: SimResult) -> dict[str, Any]:
-    """``{state, weight, allocated, deserved, capability, pending, inqueue, running}`` per
-    Queue: the scheduler's view after the last session (deserved and capability when a queue
-    plugin computed them, else null) and the queue controller's counts."""
-    outcomes = getattr(result.session, "queues", None) or {}
-    out: dict[str, Any] = {}
-    for q in result.of_kind("Queue"):
-        name = str((q.get("metadata") or {}).get("name"))
-        status = q.get("status") or {}
-        qo = outcomes.get(name)
-        d = qo.to_dict() if qo is not None else {}
-        out[name] = {
-            "state": status.get("state") or d.get("state") or "Open",
-            "weight": (q.get("spec") or {}).get("weight", 1),
-            "allocated": d.get("allocated") or status.get("allocated") or {},
-            "deserved": d.get("deserved"),
-            "capability": d.get("capability"),
-            **{k: int(status.get(k) or 0) for k in ("pending", "inqueue", "running")},
-        }
-    return _sorted_map(out)
-
-
 def pending_reason(result: SimResult, pod: dict[str, Any]) -> str:
     """Why a pending pod waits: the scheduler's reason, or why the scheduler never looked."""
     key = _obj_key(pod)
@@ -88,9 +68,6 @@ def pending_reason(result: SimResult, pod: dict[str, Any]) -> str:
 
 def result_dict(result: SimResult) -> dict[str, Any]:
     """The JSON/YAML document of a simulation, keys in contract order."""
-    from .render import waiting_lines
-    from .views import job_views
-
     pods: dict[str, Any] = {}
     for p in result.of_kind("Pod"):
         key = _obj_key(p)

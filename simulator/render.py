@@ -11,10 +11,12 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from hyperplace.kube import format_milli, milli_value
+
 from .engine import SimResult
 from .resources import format_free, main_resources
 from .topology import NO_GROUP, HyperNodeView, TopologyView, natural_key
-from .views import JobView, PodView, compress_names, short_pod_name, subgroup_label
+from .views import JobView, PodView, compress_names, queue_entries, short_pod_name, subgroup_label
 
 # Jobs with at most this many pods list every pod; bigger ones are shown as ranges.
 SMALL_JOB = 16
@@ -226,6 +228,7 @@ def waiting_lines(job: JobView) -> list[str]:
         return lines
     # A pod's reason is the scheduler's explanation in one line ("; "-joined): show its parts,
     # as the scheduler's PodsPending condition does.
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
     from scheduler_plugin.cycle import reason_parts
 
     return reason_parts(p.reason for p in job.pods if p.node is None and p.reason)
@@ -388,7 +391,6 @@ def summary_line(result: SimResult, views: list[JobView]) -> Text:
 def _rl(rl: dict[str, str] | None) -> str:
     if rl is None:
         return "-"
-    from hyperplace.kube import format_milli, milli_value
 
     parts = []
     for k, v in rl.items():
@@ -401,8 +403,6 @@ def _rl(rl: dict[str, str] | None) -> str:
 def queue_table(result: SimResult) -> Table | None:
     """Queues with their deserved share and what they hold; None when the input has no
     Queue of its own (the default queue alone)."""
-    from .output import queue_entries
-
     entries = queue_entries(result)
     if list(entries) in ([], ["default"]):
         return None

@@ -100,6 +100,7 @@ class TopologyView:
 
 def mark_reservations(topo: TopologyView, podgroups: Iterable[Mapping[str, Any]]) -> None:
     """Mark the HyperNodes that PodGroups' ``HyperNodeReserved`` conditions hold."""
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
     from scheduler_plugin.model.reservation import RESERVED_CONDITION, held_hypernode
 
     for pg in podgroups:

@@ -249,6 +249,7 @@ def _label(obj: dict[str, Any]) -> str:
 
 def _kind_problem(obj: dict[str, Any], defined: set[tuple[str, str]]) -> str | None:
     """Why the API server would not know ``obj``'s kind, or None."""
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
     from webhooks import crd_schema
 
     api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
@@ -348,6 +349,7 @@ def _validate_one(
     if prev is not None:
         # An UPDATE keeps the identity the API server gave the object on create.
         obj["metadata"]["uid"] = prev["metadata"].get("uid", obj["metadata"]["uid"])
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
     from webhooks.admission import admit
 
     out = admit(

@@ -201,3 +201,25 @@ def compress_names(names: list[str], limit: int = 6) -> str:
     shown = ", ".join(text for text, _ in pieces[:limit])
     rest = sum(count for _, count in pieces[limit:])
     return f"{shown}, +{rest} more" if rest else shown
+
+
+def queue_entries(result: SimResult) -> dict[str, Any]:
+    """``{state, weight, allocated, deserved, capability, pending, inqueue, running}`` per
+    Queue: the scheduler's view after the last session (deserved and capability when a queue
+    plugin computed them, else null) and the queue controller's counts."""
+    outcomes = getattr(result.session, "queues", None) or {}
+    out: dict[str, Any] = {}
+    for q in result.of_kind("Queue"):
+        name = str((q.get("metadata") or {}).get("name"))
+        status = q.get("status") or {}
+        qo = outcomes.get(name)
+        d = qo.to_dict() if qo is not None else {}
+        out[name] = {
+            "state": status.get("state") or d.get("state") or "Open",
+            "weight": (q.get("spec") or {}).get("weight", 1),
+            "allocated": d.get("allocated") or status.get("allocated") or {},
+            "deserved": d.get("deserved"),
+            "capability": d.get("capability"),
+            **{k: int(status.get(k) or 0) for k in ("pending", "inqueue", "running")},
+        }
+    return {k: out[k] for k in sorted(out, key=natural_key)}

@@ -190,6 +190,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _inject_ca(args: argparse.Namespace) -> None:
+    # lazy: only a webhook that injects its own CA bundle loads the injector and kubernetes-asyncio
     from hyperplace.pki.cabundle import ConfigKind, inject_with_kubeconfig
 
     names: list[tuple[ConfigKind, str]] = [("validating", n) for n in args.validating_webhook_configuration]
@@ -206,6 +207,7 @@ async def _inject_ca(args: argparse.Namespace) -> None:
 
 async def _informers(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
     """HyperNode and Queue informers (hyperplace.runtime) on the cluster's API, not started."""
+    # lazy: only a webhook that watches a real API server loads kubernetes-asyncio
     from kubernetes_asyncio import client
 
     from hyperplace.runtime.api import HYPERNODES, QUEUES

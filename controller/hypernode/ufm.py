@@ -40,6 +40,7 @@ longer lists their switches.
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 from collections import deque
@@ -48,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+import aiohttp
 
 from hyperplace.api import ExactMatch, HyperNode, HyperNodeSpec, MemberSelector, MemberSpec, ObjectMeta
 from hyperplace.api.constants import NETWORK_TOPOLOGY_SOURCE_LABEL
@@ -114,8 +117,6 @@ def ufm_settings(config: Mapping[str, Any]) -> UfmSettings:
 
 def credentials_from_secret(secret: Mapping[str, Any] | None, ref: str) -> tuple[str, str]:
     """``(username, password)`` from a Secret's ``data`` (base64) or ``stringData``."""
-    import base64
-
     if secret is None:
         raise UfmError(f"credentials secret {ref} not found")
     data = secret.get("data") or {}
@@ -259,8 +260,6 @@ def ssl_context(settings: UfmSettings) -> ssl.SSLContext | bool:
 
 
 def _basic_auth(username: str, password: str) -> str:
-    import base64
-
     return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
 
 
@@ -268,8 +267,6 @@ async def fetch_ports(settings: UfmSettings, username: str | None, password: str
     """One complete, parsed answer of the ports API; raises UfmError otherwise."""
     if settings.is_file:
         return parse_ports(read_file_answer(settings.url))
-    import aiohttp
-
     if not username or not password:
         raise UfmError("UFM authentication credentials are not configured")
     try:

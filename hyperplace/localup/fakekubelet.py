@@ -279,6 +279,7 @@ class FakeKubelet:
 
 
 async def _main(args: argparse.Namespace) -> None:
+    # lazy: kubernetes-asyncio loads only for a process that talks to a real API server
     from kubernetes_asyncio import client as kclient
 
     from hyperplace.runtime.kube import connect

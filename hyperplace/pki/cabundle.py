@@ -138,6 +138,7 @@ async def inject_with_kubeconfig(
 ) -> list[str]:
     """``inject_into_cluster`` with a client from the in-cluster service account, or
     from ``kubeconfig`` when given (or when not running in a cluster)."""
+    # lazy: a caller with its own ApiClient never loads kubernetes-asyncio
     from kubernetes_asyncio import client
 
     from hyperplace.runtime.kube import load_client_config

@@ -21,6 +21,9 @@ from importlib import metadata
 import hyperplace
 from hyperplace.kube.times import parse_go_duration
 
+from .leader import JITTER_FACTOR
+from .serving import DEFAULT_METRICS_BIND_ADDRESS
+
 # The namespace manifests/namespace.yaml creates; every Deployment runs there.
 SYSTEM_NAMESPACE = "hyperplace-system"
 
@@ -179,8 +182,6 @@ def add_leader_election(p: argparse.ArgumentParser, lease_name: str, what: str) 
 
 def check_leader_election(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse timings client-go would refuse (lease > renew deadline > 1.2 x retry period)."""
-    from .leader import JITTER_FACTOR
-
     if not args.lease_duration > args.renew_deadline:
         p.error("--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline")
     if not args.renew_deadline > JITTER_FACTOR * args.retry_period:
@@ -192,8 +193,6 @@ def check_leader_election(p: argparse.ArgumentParser, args: argparse.Namespace) 
 def add_metrics_serving(p: argparse.ArgumentParser) -> None:
     """``--metrics-bind-address`` (localhost by default), ``--metrics-port`` and the optional
     serving certificate that makes ``/metrics`` HTTPS (see :mod:`hyperplace.runtime.serving`)."""
-    from .serving import DEFAULT_METRICS_BIND_ADDRESS
-
     g = p.add_argument_group("metrics")
     g.add_argument(
         "--metrics-bind-address",

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 from kubernetes_asyncio import client as kclient
+from kubernetes_asyncio import config
+from kubernetes_asyncio.config.config_exception import ConfigException
 
 from .api import ApiError, Obj, Resource, meta
 
@@ -35,9 +37,6 @@ MERGE_PATCH = "application/merge-patch+json"
 async def load_client_config(kubeconfig: str | None = None, context: str | None = None) -> None:
     """Configure kubernetes-asyncio: ``kubeconfig`` when given, else the in-cluster service
     account, else the default kubeconfig (running outside a cluster)."""
-    from kubernetes_asyncio import config
-    from kubernetes_asyncio.config.config_exception import ConfigException
-
     if kubeconfig:
         await config.load_kube_config(config_file=kubeconfig, context=context)
         return

@@ -142,6 +142,7 @@ class MetricsServer:
         context: ssl.SSLContext | None = None
         s = self.serving
         if s.cert_file is not None and s.key_file is not None:
+            # lazy: cryptography loads only when /metrics is served over TLS
             from hyperplace.pki.tls import CertReloader
 
             reloader = CertReloader(s.cert_file, s.key_file)
