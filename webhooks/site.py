@@ -235,8 +235,3 @@ async def track_requests(request: web.Request, handler: Any) -> web.StreamRespon
 def _find(request: web.Request) -> _Tracked | None:
     transport = request.transport
     return _TRACKED.get(transport) if transport is not None else None
-
-
-def runner_kwargs(limits: ConnectionLimits) -> dict[str, Any]:
-    """Keyword arguments for ``web.AppRunner`` matching ``limits`` (keep-alive)."""
-    return {"keepalive_timeout": limits.keepalive_timeout}

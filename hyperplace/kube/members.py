@@ -352,11 +352,6 @@ class MemberIndex:
         """What :func:`resolve_members` gives for this HyperNode over the indexed nodes."""
         return ResolvedMembers(self.direct_nodes(name), self.children(name))
 
-    def hypernodes_selecting(self, node: str) -> set[str]:
-        """HyperNodes whose regex or label members select ``node`` (exact names not included)."""
-        self._flush()
-        return set(self._node_hns.get(node, ()))
-
     # ---------------------------------------------------------------- maintenance
     def _flush(self) -> None:
         if not self._dirty_hns and not self._dirty_nodes:

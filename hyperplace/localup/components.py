@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
 VALIDATING = "hyperplace-validating-webhooks"
 MUTATING = "hyperplace-mutating-webhooks"
-SCHEDULER_CONFIGMAP = "hyperplace-scheduler-configmap"
 
 
 def program(name: str) -> list[str]:
@@ -209,9 +208,3 @@ def log_tail(path: Path, lines: int = 40) -> str:
     except OSError as exc:
         return f"<{path}: {exc}>"
     return "\n".join(text[-lines:])
-
-
-def stop_all(processes: Iterable[Process]) -> None:
-    """Stop in reverse start order."""
-    for p in reversed(list(processes)):
-        p.stop()

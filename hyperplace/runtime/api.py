@@ -184,8 +184,3 @@ def object_key(obj: Mapping[str, Any]) -> str:
     m = meta(obj)
     ns, name = m.get("namespace"), str(m.get("name", ""))
     return f"{ns}/{name}" if ns else name
-
-
-def split_key(key: str) -> tuple[str | None, str]:
-    ns, _, name = key.rpartition("/")
-    return (ns or None), name

@@ -28,19 +28,6 @@ Num = npt.NDArray[Any]  # int64 per-node values or float64 HyperNode sums
 MAX_NODE_SCORE = 100.0
 
 
-def weight_vector(resources: list[str], cpu: int, memory: int, extra: Mapping[str, int]) -> F64:
-    """Per-resource weights in the snapshot's column order (``pods`` never takes part)."""
-    w = np.zeros(len(resources), dtype=np.float64)
-    for i, r in enumerate(resources):
-        if r == "cpu":
-            w[i] = cpu
-        elif r == "memory":
-            w[i] = memory
-        elif r in extra:
-            w[i] = extra[r]
-    return w
-
-
 def hypernode_binpack(used: Num, alloc: Num, request: I64, weights: F64) -> F64:
     """Bin-packing score of k domains (rows of ``used``/``alloc``) for a summed ``request``."""
     sel = (request > 0) & (weights > 0)

@@ -22,7 +22,7 @@ from ..model.explanation import (
     predicate_summary_of_counts,
     shortage,
 )
-from ..model.node_filters import insufficient_resources
+from ..model.node_filters import REASON_HOST_PORTS, insufficient_resources
 from ..model.snapshot import ClusterSnapshot, Shape
 from .demand import Demand, PartitionClass
 from .fit_counts import AllocState
@@ -154,7 +154,7 @@ class Shortfall:
             for row, k in groups:
                 lacks = {res[i]: req[res[i]] - 1 if row[j] else req[res[i]] for j, i in enumerate(cols)}
                 ins = insufficient_resources(req, lacks)
-                r = ", ".join(ins) if ins else "node(s) didn't have free ports for the requested pod ports"
+                r = ", ".join(ins) if ins else REASON_HOST_PORTS
                 tally[r] = tally.get(r, 0) + k
         available = int(np.count_nonzero(passes & (counts > 0)))
         return predicate_summary_of_counts(self.snap.num_nodes, available, tally)

@@ -375,10 +375,6 @@ class ClusterState:
         """The pods as fed in (for a from-scratch rebuild to compare with)."""
         return [p.obj for p in self._pods.values()]
 
-    def node_objects_count(self) -> int:
-        """Number of nodes held."""
-        return len(self._nodes)
-
     # ================================================================== snapshot
     def _all_job_keys(self) -> set[str]:
         return set(self._podgroups) | set(self._job_pods) | set(self._jobs)

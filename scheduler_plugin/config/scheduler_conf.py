@@ -243,10 +243,6 @@ class SchedulerConfig:
                     return opt
         return None
 
-    def plugin_names(self) -> list[str]:
-        """Every configured plugin name, tier by tier."""
-        return [opt.name for tier in self.tiers for opt in tier]
-
     def action_arguments(self, action: str) -> dict[str, Any]:
         """``configurations[].arguments`` of an action (``GetArgOfActionFromConf``), or {}."""
         return self.configurations.get(action, {})

@@ -204,15 +204,6 @@ class Session:
         self.n_ready_job[t.job] += d
         self.n_ready_role[(t.job, t.role)] += d
 
-    def mark_placed(self, t: TaskInfo, node: int) -> None:
-        """Record a tentative allocation (Statement calls this)."""
-        fresh = t.key not in self.placed
-        if not self.task_ready(t):
-            self._count(t, 1)
-        self.placed[t.key] = node
-        if fresh and not t.running and self.fns(ON_ALLOCATE):
-            self.on_allocate([t])
-
     def mark_placed_many(self, tasks: list[TaskInfo], nodes: list[int]) -> None:
         """Bulk :meth:`mark_placed` (one pass, counters updated by group)."""
         placed = self.placed
@@ -301,10 +292,6 @@ class Session:
     def task_ready(self, t: TaskInfo) -> bool:
         """Bound/running, allocated in this session, or pending best-effort (Volcano's ReadyTaskNum)."""
         return t.running or t.key in self.placed or t.best_effort
-
-    def ready_count(self, tasks: list[TaskInfo]) -> int:
-        """Ready tasks among ``tasks`` (a scan; the counters below are O(1))."""
-        return sum(1 for t in tasks if self.task_ready(t))
 
     def subjob_ready_count(self, sj: SubJobInfo) -> int:
         """Ready tasks of a SubJob."""

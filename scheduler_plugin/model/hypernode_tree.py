@@ -216,12 +216,6 @@ class HyperNodeTree:
         """Every HyperNode (root included) whose real node set contains node ``n``."""
         return self.node_hn_idx[self.node_hn_ptr[n] : self.node_hn_ptr[n + 1]]
 
-    def contains(self, h: int, n: int) -> bool:
-        """True when node ``n`` is in HyperNode ``h``'s real node set (binary search)."""
-        s = self.node_sets[h]
-        i = int(np.searchsorted(s, n))
-        return i < len(s) and int(s[i]) == n
-
     def is_ancestor(self, a: int, b: int) -> bool:
         """True when ``a`` is ``b`` or one of its ancestors."""
         while b != -1:
@@ -254,10 +248,6 @@ class HyperNodeTree:
             out.extend(sorted(self.children[out[i]], key=lambda c: self.names[c]))
             i += 1
         return out
-
-    def tier_of_name(self, tier_name: str) -> int | None:
-        """The tier a ``tierName`` stands for, or None when unknown."""
-        return self.tier_names.get(tier_name)
 
     def ancestor_matrix(self) -> IntArray:
         """(tiers x N): row i holds, for each node, the HyperNode of tier ``sorted_tiers[i]``

@@ -188,11 +188,6 @@ def toleration_tolerates_taint(toleration: Mapping[str, Any], taint: Mapping[str
     )
 
 
-def tolerations_tolerate_taint(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    """True if any toleration tolerates ``taint``."""
-    return any(toleration_tolerates_taint(t, taint) for t in tolerations)
-
-
 def _first_untolerated(
     taints: Iterable[Mapping[str, str]], tolerations: tuple[tuple[str, str, str, str], ...]
 ) -> Mapping[str, str] | None:
@@ -204,23 +199,6 @@ def _first_untolerated(
         if not any(_tolerates(t, key, value, effect) for t in tolerations):
             return taint
     return None
-
-
-def untolerated_taint(
-    taints: Iterable[Mapping[str, Any]], tolerations: Iterable[Mapping[str, Any]]
-) -> Mapping[str, Any] | None:
-    """The first NoSchedule/NoExecute taint no toleration tolerates (kube's
-    ``FindMatchingUntoleratedTaint``), as ``{key, value, effect}``, or None."""
-    canon = tuple(_canonical_toleration(t) for t in tolerations)
-    normalized = [
-        {
-            "key": str(t.get("key") or ""),
-            "value": str(t.get("value") or ""),
-            "effect": str(t.get("effect") or ""),
-        }
-        for t in taints
-    ]
-    return _first_untolerated(normalized, canon)
 
 
 def taint_reason(taint: Mapping[str, Any]) -> str:
@@ -425,15 +403,3 @@ def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
 def static_feasibility_mask(c: PodConstraints, nodes: Sequence[NodeStatic]) -> npt.NDArray[np.bool_]:
     """``bool[len(nodes)]``: True where :meth:`PodConstraints.node_reason` is None."""
     return np.fromiter((c.node_reason(n) is None for n in nodes), dtype=bool, count=len(nodes))
-
-
-def summarize_reasons(reasons: Mapping[str, int], total: int) -> str:
-    """kube-scheduler's FitError message: ``"0/8 nodes are available: 4 Insufficient cpu, ..."``.
-
-    Entries are "<count> <reason>" sorted as strings, exactly like kube-scheduler (so "10 x"
-    sorts before "4 y"). Reasons with a zero count are left out.
-    """
-    parts = sorted(f"{n} {reason}" for reason, n in reasons.items() if n > 0)
-    if not parts:
-        return f"0/{total} nodes are available."
-    return f"0/{total} nodes are available: {', '.join(parts)}."

@@ -67,13 +67,6 @@ class ClusterSnapshot:
         """Number of nodes (N)."""
         return len(self.node_names)
 
-    def res_index(self, name: str) -> int | None:
-        """Column of a resource in the matrices, or None."""
-        try:
-            return self.resources.index(name)
-        except ValueError:
-            return None
-
     def static_mask(self, shape: Shape) -> npt.NDArray[np.bool_]:
         """Per-node static feasibility of a shape, cached per constraint signature."""
         if shape._mask is None:

@@ -103,10 +103,6 @@ class EventRecorder:
         rec.unsent += 1
         self._dirty[key] = (dict(obj), etype, reason, message)
 
-    def due(self) -> int:
-        """How many Events have something to write now."""
-        return sum(1 for k in self._dirty if self._is_due(self._records[k]))
-
     def _is_due(self, rec: _Record) -> bool:
         return not rec.created or self._clock() - rec.last_write >= self.min_interval
 

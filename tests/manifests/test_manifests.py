@@ -239,7 +239,7 @@ def test_scheduler_configmap_is_the_built_in_default() -> None:
     conf_mod = pytest.importorskip("scheduler_plugin.config.scheduler_conf")
     cm = _one("ConfigMap", "hyperplace-scheduler-configmap")
     config = conf_mod.load_scheduler_config(cm["data"]["volcano-scheduler.conf"], source="configmap")
-    assert "network-topology-aware" in config.plugin_names()
+    assert config.plugin("network-topology-aware") is not None
     assert config.unknown_plugins == [] and config.unknown_actions == [] and config.warnings == []
     assert config == conf_mod.DEFAULT_CONFIG
     dep = _one("Deployment", "hyperplace-scheduler")

@@ -8,6 +8,7 @@ resources it lacks.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from hypothesis import assume, given, settings
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from hyperplace.kube.requests import pod_requests
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import run_session
-from scheduler_plugin.model.explanation import predicate_summary
+from scheduler_plugin.model.explanation import predicate_summary_of_counts
 from scheduler_plugin.model.node_filters import (
     compile_pod_constraints,
     insufficient_resources,
@@ -79,7 +80,8 @@ def node_by_node(nodes: list[dict[str, Any]], running: list[dict[str, Any]], wan
             lacking = insufficient_resources(req, free)
             r = ", ".join(lacking) if lacking else None
         reasons.append(r)
-    return predicate_summary(len(nodes), reasons)
+    counts = Counter(r for r in reasons if r)
+    return predicate_summary_of_counts(len(nodes), sum(1 for r in reasons if not r), counts)
 
 
 @settings(max_examples=150, deadline=None)

@@ -11,7 +11,6 @@ from scheduler_plugin.algorithms.scoring import (
     normal_pod_scores,
     tier_representatives,
     tier_score,
-    weight_vector,
 )
 from scheduler_plugin.model.hypernode_tree import HyperNodeTree
 
@@ -22,8 +21,7 @@ RES = ["cpu", "memory", "pods", "nvidia.com/gpu"]
 
 def test_hypernode_binpack_is_the_weighted_mean_of_used_plus_request_over_allocatable() -> None:
     # 004 §4: per-resource (used + request) / allocatable, weighted mean; 0 if it overflows.
-    w = weight_vector(RES, cpu=5, memory=1, extra={"nvidia.com/gpu": 2})
-    assert w.tolist() == [5, 1, 0, 2]
+    w = np.array([5.0, 1.0, 0.0, 2.0])  # cpu, memory, pods (never weighed), gpu
     used = np.array([[8000, 0, 3000, 4000], [0, 0, 0, 0], [15000, 0, 0, 0]])
     alloc = np.array([[16000, 64 << 30, 110000, 16000]] * 3)
     req = np.array([4000, 0, 1000, 4000])
@@ -57,8 +55,7 @@ def test_normal_pod_score_fades_by_tier_and_favours_fragmented_domains() -> None
     names = [f"node{i}" for i in range(8)]
     tree = HyperNodeTree.build(seven_tree(), names, {n: {} for n in names})
     reps = tier_representatives(tree)
-    res = ["cpu", "memory", "pods"]
-    w = weight_vector(res, 1, 1, {})
+    w = np.array([1.0, 1.0, 0.0])  # cpu, memory, pods (never weighed)
     alloc_nodes = np.array([[4000, 0, 110000]] * 8)
     used_nodes = np.zeros((8, 3), dtype=np.int64)
     used_nodes[[0, 2, 4], 0] = 4000  # node0, node2, node4 busy

@@ -115,7 +115,7 @@ def test_default_config_has_the_user_guide_plugins() -> None:
         ["drf", "predicates", "proportion", "nodeorder", "binpack", "network-topology-aware"],
     ]
     assert DEFAULT_CONFIG.scheduler_names == ("volcano",)
-    assert set(DEFAULT_CONFIG.plugin_names()) <= KNOWN_PLUGINS
+    assert {opt.name for tier in DEFAULT_CONFIG.tiers for opt in tier} <= KNOWN_PLUGINS
     assert set(DEFAULT_CONFIG.actions) <= KNOWN_ACTIONS
 
 

@@ -15,9 +15,7 @@ from scheduler_plugin.model.node_filters import (
     compile_pod_constraints,
     node_static_from_dict,
     static_feasibility_mask,
-    summarize_reasons,
     toleration_tolerates_taint,
-    untolerated_taint,
 )
 
 from .helpers import KWOK_TAINT, KWOK_TOLERATION, make_node, make_pod
@@ -353,23 +351,6 @@ def test_generic_ephemeral_volume_counts_as_pvc() -> None:
     assert compile_pod_constraints(make_pod(volumes=[vol])).unsupported == ("volumes with PVC",)
 
 
-# --- summary -------------------------------------------------------------------------------
-
-
-def test_summary_reads_like_kube_scheduler() -> None:
-    msg = summarize_reasons({"node(s) had untolerated taint {a: b}": 4, "Insufficient cpu": 4}, 8)
-    assert msg == "0/8 nodes are available: 4 Insufficient cpu, 4 node(s) had untolerated taint {a: b}."
-
-
-def test_summary_sorts_count_and_reason_as_one_string_like_kube() -> None:
-    msg = summarize_reasons({"Insufficient cpu": 4, "Insufficient memory": 10}, 14)
-    assert msg == "0/14 nodes are available: 10 Insufficient memory, 4 Insufficient cpu."
-
-
-def test_summary_without_reasons() -> None:
-    assert summarize_reasons({}, 0) == "0/0 nodes are available."
-
-
 def test_node_with_invalid_allocatable_is_refused_naming_node_and_field() -> None:
     with pytest.raises(ResourceError, match=r"node n9: status\.allocatable\.cpu"):
         node_static_from_dict(make_node("n9", allocatable={"cpu": "eight", "pods": "110"}))
@@ -378,4 +359,3 @@ def test_node_with_invalid_allocatable_is_refused_naming_node_and_field() -> Non
 def test_toleration_with_unknown_operator_tolerates_nothing() -> None:
     tol = {"key": "nvidia.com/gpu", "operator": "Gt", "value": "1", "effect": "NoSchedule"}
     assert not toleration_tolerates_taint(tol, GPU_TAINT)
-    assert untolerated_taint([GPU_TAINT], [tol]) == GPU_TAINT

@@ -14,7 +14,6 @@ from scheduler_plugin.model.node_filters import (
     node_static_from_dict,
     static_feasibility_mask,
     toleration_tolerates_taint,
-    untolerated_taint,
 )
 
 from .helpers import make_node
@@ -212,7 +211,6 @@ def test_fit_is_exactly_every_blocking_taint_tolerated(
     blocking = [t for t in node_taints if t["effect"] in ("NoSchedule", "NoExecute")]
     expected = all(any(toleration_tolerates_taint(o, t) for o in tols) for t in blocking)
     assert fits(tols, node_taints) == expected
-    assert (untolerated_taint(node_taints, tols) is None) == expected
 
 
 # --- signatures ------------------------------------------------------------------------------

@@ -74,7 +74,6 @@ async def test_repeats_within_the_interval_are_folded_into_one_write() -> None:
         rec.record(p, "Warning", "FailedScheduling", "no")
         await rec.flush()
     assert [c[0] for c in api.calls if c[1] == EVENTS.plural] == ["create"]
-    assert rec.due() == 0
 
 
 def test_the_pod_condition_is_patched_only_when_it_changes() -> None:
