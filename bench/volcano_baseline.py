@@ -1,7 +1,7 @@
 """A faithful, in-process baseline of Volcano's topology-aware allocate algorithm.
 
 What it does, as Volcano's ``allocateForJob`` / ``allocateForSubJob`` / ``allocateResourcesForTasks``
-(volcano_impl §3-§4):
+(Volcano's allocate action and network-topology-aware plugin):
 
 * job gradient: HyperNodes of tier <= highestTierAllowed, lowest tier first (BFS order);
 * for every candidate HyperNode H of a tier: dry-run every SubJob in order; a SubJob's gradient

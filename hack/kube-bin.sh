@@ -6,7 +6,7 @@
 # That directory holds kube-apiserver, kube-controller-manager (garbage collection, namespace
 # deletion), etcd, and crdcheck (hack/crdcheck/main.go: kube-apiserver's own CRD validation code).
 # No registry ships a kube-apiserver binary and this project's machines have no Docker, so they are
-# built (see shared/research/control-plane.md): a wrapper module requires k8s.io/kubernetes and
+# built: a wrapper module requires k8s.io/kubernetes and
 # replaces every staging module with its published v0.Y.Z twin, with one main package per binary so
 # the three share one compilation; etcd is a second wrapper module (kept apart so MVS cannot move
 # kube-apiserver's etcd client). Builds only what is missing; binaries are never committed.

@@ -170,16 +170,16 @@ def clos_cluster(nodes_per_leaf: int, leaves_per_spine: int, spines: int) -> Clu
 # Job-size distribution (GPUs per job) and durations.
 #
 # Calibrated to the shapes published for the public GPU traces listed in
-# performance.md §5.2 -- Microsoft Philly (Jeon et al., ATC'19), SenseTime Helios
+# Published traces -- Microsoft Philly (Jeon et al., ATC'19), SenseTime Helios
 # (Hu et al., SC'21) and Alibaba PAI (Weng et al., NSDI'22):
 #   * most jobs ask for a single GPU, and jobs of at most 8 GPUs (one server) are the vast
 #     majority of job counts in all three traces;
 #   * a long tail of multi-server jobs holds most of the GPU time; the brief's tail of
-#     256-4,096-GPU jobs is the modern large-training regime (design 000: 3,000-5,000 pods
+#     256-4,096-GPU jobs is the modern large-training regime (3,000-5,000 pods
 #     of 8 GPUs), rarer than the traces' 64-128-GPU jobs;
 #   * run times are heavy-tailed (log-normal fits are customary) and grow with job size.
 # The bucket weights below are read off those papers' CDFs to one significant figure, not
-# fitted to the raw trace files (which are not shipped, see performance.md §5.2); treat the
+# fitted to the raw trace files (which are not shipped); treat the
 # generator as "trace-shaped", not as a replay.
 GPU_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 GPU_WEIGHTS: tuple[float, ...] = (

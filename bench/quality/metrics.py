@@ -1,4 +1,4 @@
-"""Placement-quality metrics (performance.md §5.1) on the array model.
+"""Placement-quality metrics on the array model.
 
 Every function is a pure function of a topology/state and a placement so that the
 harnesses, the oracle and the tests share one definition.

@@ -1,6 +1,6 @@
 """Exact optimum of one gang placement: a MILP (scipy / HiGHS) and an exhaustive search.
 
-Objective, lexicographic (performance.md §6 item 8):
+Objective, lexicographic:
   1. the lowest tier of a HyperNode that can hold the whole job (within its hard bound);
   2. given that, the lowest sum of partition LCA tiers (each within its own hard bound);
   3. given both, the fewest tier-1 domains (leaves) spanned.

@@ -9,7 +9,7 @@ Baselines:
 * :class:`BlindScheduler` -- topology-blind: gang only, each pod on the least-allocated
   node that fits (kube-scheduler's default spreading).
 * :class:`VolcanoScheduler` -- Volcano's allocate action with the network-topology-aware,
-  binpack and nodeorder plugins, re-implemented from volcano_impl.md §3-§4: per-tier
+  binpack and nodeorder plugins, re-implemented from Volcano's allocate action and plugins: per-tier
   gradients, a dry run of the whole job in every candidate HyperNode, SubJob gradients
   inside it, HyperNodeOrderFn bin-pack to pick among successful candidates, and per-pod
   node scoring (nodeorder + binpack + the LCA score).
@@ -101,7 +101,7 @@ class BlindScheduler(Scheduler):
 
 @dataclass
 class VolcanoConfig:
-    """Plugin arguments of the Volcano baseline (volcano_impl.md §3.5, §4.1).
+    """Plugin arguments of the Volcano baseline (as volcano-scheduler.conf gives them).
 
     The default is Volcano's: nodeorder + binpack + network-topology-aware, weight 1, default
     arguments -- so both bin-pack scores see only CPU and memory, the same configuration as
@@ -169,7 +169,7 @@ class VolcanoScheduler(Scheduler):
     def _place(self, state: ClusterState, job: JobSpec) -> IntArray | None:
         topo = state.topo
         root: Domain = (topo.root_tier, 0)
-        # §1.4 (b): soft becomes hard bounded by the top tier; partitions inherit the job's bound.
+        # Soft becomes hard bounded by the top tier; partitions inherit the job's bound.
         job_topo = NetTopology("hard", job.topology.limit(topo.root_tier)) if job.topology else None
         subjobs = self._subjobs(job, job_topo, topo.root_tier)
         if job_topo is None and not job.partitions:
@@ -216,7 +216,7 @@ class VolcanoScheduler(Scheduler):
             out.append(_SubJob(rest, job_topo))
         return out
 
-    # ---- gradients (§4.4) --------------------------------------------------------------
+    # ---- gradients --------------------------------------------------------------
 
     def _gradient(
         self, state: ClusterState, start: Domain, spec: NetTopology, min_req: IntArray, used: IntArray
@@ -242,7 +242,7 @@ class VolcanoScheduler(Scheduler):
         idle = state.alloc - used
         return np.stack([np.bincount(row, idle[:, r], minlength=n) for r in range(idle.shape[1])], axis=1)
 
-    # ---- SubJob allocation (§3.3) ------------------------------------------------------
+    # ---- SubJob allocation ------------------------------------------------------
 
     def _allocate_subjob(
         self,
@@ -292,7 +292,7 @@ class VolcanoScheduler(Scheduler):
             den += w
         return num / den if den else 0.0
 
-    # ---- task allocation (§3.4) --------------------------------------------------------
+    # ---- task allocation --------------------------------------------------------
 
     def _allocate_tasks(
         self, state: ClusterState, job: JobSpec, sj: _SubJob, h: Domain, used: IntArray

@@ -2,7 +2,7 @@
 
 Our scheduler is driven through its public contract (``build_snapshot`` +
 ``run_session``) with the same objects a cluster would hold, built the way Volcano's Job
-controller builds them (volcano_impl.md §6): PodGroup ``minMember``/``minTaskMember``/
+controller builds them: PodGroup ``minMember``/``minTaskMember``/
 ``minResources``, one ``subGroupPolicy`` per partitioned task keyed on
 ``volcano.sh/partition-id``, pod labels ``volcano.sh/task-spec``/``task-index``.
 """

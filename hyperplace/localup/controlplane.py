@@ -7,8 +7,7 @@ The binaries come from ``bash hack/kube-bin.sh`` (or ``--bin-dir`` / ``$HYPERPLA
 Everything lives in one directory (a temporary one unless given): the PKI (own CA, apiserver
 serving certificate with SAN IP:127.0.0.1 + DNS:localhost, an ``admin`` client certificate in
 ``system:masters``, the service-account signing key), etcd's data, each process's log and the
-kubeconfig. Stopping kills the processes and removes the directory. Flags follow
-shared/research/control-plane.md §3. Without ``controller_manager`` there is no
+kubeconfig. Stopping kills the processes and removes the directory. Without ``controller_manager`` there is no
 kube-controller-manager, so no namespace deletion, garbage collection or default ServiceAccounts;
 with it, those work, and its node lifecycle controller marks a Node NotReady when nothing renews
 its Lease (hyperplace.localup.fakekubelet does). There is never a kubelet or kube-scheduler.
@@ -305,7 +304,7 @@ class ControlPlane:
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
                 # No controller-manager creates default ServiceAccounts and no node controller
-                # removes the not-ready taint (control-plane.md §3, §7).
+                # removes the not-ready taint, so neither admission plugin could work.
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 # Keep the apiserver from writing its loopback address into the kubernetes Endpoints.
                 "--endpoint-reconciler-type=none",

@@ -4,7 +4,7 @@ Deliberately thin: requests go through ``ApiClient.call_api`` (auth, TLS, retrie
 kubeconfig handling stay the library's) with ``_preload_content=False``, so we get raw
 JSON dicts for every kind, core or custom, without the generated models'
 client-side validation (which is known to choke on some server answers). Two library
-gotchas handled here (research/ecosystem.md §1):
+gotchas handled here:
 
 * CRDs do not support strategic merge patch, and the generated client would pick it
   for a dict body; custom-object patches go through ``CustomObjectsApi`` with
@@ -196,7 +196,7 @@ class KubeApiClient:
         subresource: str | None = None,
     ) -> Obj:
         ns = namespace or meta(obj).get("namespace")
-        # pods/binding answers with a Status, not a Binding (research/ecosystem.md §1): the raw
+        # pods/binding answers with a Status, not a Binding (see the module docstring): the raw
         # response is read as JSON, so no generated model ever tries to deserialise it.
         path = res.path(ns, str(meta(obj).get("name", "")), subresource) if subresource else res.path(ns)
         return await _json(await self._call("POST", path, body=dict(obj)))

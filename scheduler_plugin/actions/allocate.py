@@ -1,6 +1,6 @@
 """``allocate`` action: gang minimum of every job (job order), then the remaining pods.
 
-Mirrors Volcano's allocate (volcano_impl §3): jobs that are invalid, in an unknown queue or
+Mirrors Volcano's allocate: jobs that are invalid, in an unknown queue or
 carry a network topology while the HyperNode tree is not ready are skipped with a reason;
 jobs with hard topology or sub-groups go through the topology path (gradients of HyperNodes,
 two-level gang), the rest through the flat per-pod path. A unit is tried as one Statement and

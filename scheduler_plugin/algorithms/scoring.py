@@ -1,4 +1,4 @@
-"""Volcano-compatible scores, vectorised (volcano_impl §4.3, design 004 §4-§5).
+"""Volcano-compatible scores, vectorised (the network-topology-aware plugin's formulas).
 
 * :func:`hypernode_binpack` — HyperNodeOrderFn: weighted mean of (used + request) / allocatable
   over the weighted, requested resources; 0 when the request does not fit the aggregate.

@@ -480,7 +480,7 @@ def load_scheduler_config(text: str, *, source: str = "<config>") -> SchedulerCo
     return _parse_conf(doc, _Lines(text, source))
 
 
-# The configuration of the Volcano network-topology user guide (design 002 section 3.1):
+# The configuration of Volcano's network-topology user guide:
 # Volcano's default tiers plus binpack and network-topology-aware with default arguments.
 # (Volcano's compiled-in default has overcommit in tier 2 instead of binpack and
 # network-topology-aware; the Helm chart adds binpack.)

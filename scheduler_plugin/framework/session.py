@@ -342,7 +342,7 @@ class Session:
         return lambda j: (*(f(j) for f in fns), j.creation, j.key)
 
     def subjob_sort_key(self) -> Callable[[SubJobInfo], Any]:
-        """Plugin keys, then MatchIndex, then the SubJob ID (design 000 default order)."""
+        """Plugin keys, then MatchIndex, then the SubJob ID (Volcano's default SubJob order)."""
         fns = list(self.fns(SUBJOB_ORDER))
         return lambda s: (*(f(s) for f in fns), s.match_index, s.id)
 

@@ -2,9 +2,10 @@
 
 HyperNodes are resolved to real node sets with :class:`hyperplace.kube.members.MemberIndex`
 (exactMatch, unanchored RE2 regexMatch, labelMatch). Only exactMatch HyperNode members make
-children, and a HyperNode may have one parent (Volcano's cache rules, volcano_impl §1.3). A
-virtual root ``<cluster-top-hypernode>`` of tier max+1 (1 when there are no HyperNodes) holds
-every node and adopts every parentless HyperNode (§1.4).
+children, and a HyperNode may have one parent (Volcano's cache rules, read by
+:func:`hyperplace.kube.hypertree.link_hypernodes`). A virtual root ``<cluster-top-hypernode>`` of
+tier max+1 (1 when there are no HyperNodes) holds every node and adopts every parentless
+HyperNode, as Volcano's session does.
 
 Everything is indexed by integers: nodes ``0..N-1`` (the snapshot's order) and HyperNodes
 ``0..H-1`` with the root last. Membership is kept both ways in CSR form so that bottom-up sums

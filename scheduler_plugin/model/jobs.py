@@ -1,4 +1,4 @@
-"""Jobs (PodGroups), SubJobs and tasks (pods): Volcano's JobInfo / SubJobInfo rules (volcano_impl §2).
+"""Jobs (PodGroups), SubJobs and tasks (pods): Volcano's JobInfo / SubJobInfo rules.
 
 * A pod goes to the first ``subGroupPolicy`` entry whose match values are a non-empty list;
   otherwise to the default SubJob (ID = GID = job ID, MinAvailable = minMember when the PodGroup
@@ -170,7 +170,8 @@ class JobInfo:
 
         Volcano's CheckTaskValid/CheckTaskReady skip the per-task minimums when the job's
         minMember is below their sum: the user asked for fewer pods than the tasks' minimums
-        add up to, so only the job total counts. This is what lets the user guide's §3.3.1 Job
+        add up to, so only the job total counts. This is what lets the network-topology user guide's
+        first Job
         (minAvailable 4, task minAvailable defaulted to replicas 8) start 4 pods.
         """
         if self.min_member < sum(self.min_task_member.values()):

@@ -1,4 +1,4 @@
-"""``gang`` plugin: job validity, job/SubJob readiness and ready-last ordering (volcano_impl §2)."""
+"""``gang`` plugin: job validity, job/SubJob readiness and ready-last ordering."""
 
 from __future__ import annotations
 

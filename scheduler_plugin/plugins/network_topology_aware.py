@@ -1,4 +1,4 @@
-"""``network-topology-aware`` plugin (volcano_impl §4): gradient, HyperNode order, node order."""
+"""``network-topology-aware`` plugin: gradient, HyperNode order, node order."""
 
 from __future__ import annotations
 

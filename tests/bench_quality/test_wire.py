@@ -1,4 +1,4 @@
-"""Wire objects follow Volcano's Job-controller conventions (volcano_impl.md §6)."""
+"""Wire objects follow Volcano's Job-controller conventions."""
 
 from __future__ import annotations
 

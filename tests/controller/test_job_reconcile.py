@@ -16,7 +16,7 @@ from controller.job.reconcile import (
 from hyperplace.api import Job, JobStatus, PodGroup
 from hyperplace.api.job import JobState
 
-# The Job of the design doc's "Volcano Job Controller" section (000_*.txt), with a
+# The Job of Volcano's network-topology design (its "Volcano Job Controller" section), with a
 # container so the pods have something to run.
 DESIGN_DOC_JOB = """
 apiVersion: batch.volcano.sh/v1alpha1

@@ -249,7 +249,7 @@ POD_TEMPLATE = """
                   cpu: "4"
 """
 
-# 000 "Job management" (also 002 §3.3.2).
+# The design's "Job management" example (also the user guide's partitioned Job).
 JOB_000 = (
     """
 apiVersion: batch.volcano.sh/v1alpha1
@@ -311,7 +311,7 @@ spec:
         # pod template
 """
 
-# 002 §2.4, a spec fragment; wrapped in a Job. Note the document's typo `replica:`.
+# The user guide's partition-policy fragment, wrapped in a Job. Note the document's typo `replica:`.
 JOB_002_2_4 = """
 apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
@@ -489,7 +489,7 @@ def test_design_examples_validate(label: str, source: Any) -> None:
 
 
 def test_user_guide_typo_is_pruned_like_the_apiserver_would() -> None:
-    """002 §2.4 writes `replica: 8`; a kube-apiserver drops the unknown field (kubectl's strict
+    """The user guide writes `replica: 8`; a kube-apiserver drops the unknown field (kubectl's strict
     field validation refuses it) and the task is left with no replicas."""
     messages, pruned = errors("Job", _obj(JOB_002_2_4))
     assert messages == []

@@ -1,4 +1,4 @@
-"""Jobs and SubJobs: Volcano's exact grouping rules (volcano_impl §2)."""
+"""Jobs and SubJobs: Volcano's exact grouping rules."""
 
 from __future__ import annotations
 

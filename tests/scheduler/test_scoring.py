@@ -1,4 +1,4 @@
-"""Worked examples of the scoring formulas (design 004, volcano_impl §4.3)."""
+"""Worked examples of the network-topology-aware plugin's scoring formulas."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ RES = ["cpu", "memory", "pods", "nvidia.com/gpu"]
 
 
 def test_hypernode_binpack_is_the_weighted_mean_of_used_plus_request_over_allocatable() -> None:
-    # 004 §4: per-resource (used + request) / allocatable, weighted mean; 0 if it overflows.
+    # Per-resource (used + request) / allocatable, weighted mean; 0 if it overflows.
     w = np.array([5.0, 1.0, 0.0, 2.0])  # cpu, memory, pods (never weighed), gpu
     used = np.array([[8000, 0, 3000, 4000], [0, 0, 0, 0], [15000, 0, 0, 0]])
     alloc = np.array([[16000, 64 << 30, 110000, 16000]] * 3)
@@ -41,7 +41,7 @@ def test_tier_score_is_linear_between_the_lowest_and_the_highest_tier() -> None:
 
 
 def test_lca_score_prefers_nodes_closer_to_the_allocated_hypernode() -> None:
-    # 004 §5.2: allocated rack-0 (s0); rack-1 (s1) shares tor-0 (s4, tier 2); rack-2 only the spine.
+    # Allocated rack-0 (s0); rack-1 (s1) shares tor-0 (s4, tier 2); rack-2 only the spine.
     names = [f"node{i}" for i in range(8)]
     tree = HyperNodeTree.build(seven_tree(), names, {n: {} for n in names})
     s0 = tree.index["s0"]

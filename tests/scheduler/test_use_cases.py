@@ -113,7 +113,7 @@ def test_explanations_stay_short_on_large_clusters() -> None:
 
 def test_hypernode_binpack_weights_from_the_configuration_steer_the_domain_choice() -> None:
     # leafA is busy on cpu, leafB on GPUs. A job asking for both goes where the weighted
-    # utilisation (design 002 §3.1 arguments) is highest.
+    # utilisation (the user guide's plugin arguments) is highest.
     nodes = [node(f"a{i}", cpu=16, gpu=8) for i in range(2)] + [
         node(f"b{i}", cpu=16, gpu=8) for i in range(2)
     ]

@@ -1,4 +1,5 @@
-"""User-guide scenarios (design 002 §3.3 and §2.5), each as a story a user would tell."""
+"""The network-topology user guide's scenarios (its three Jobs and its bin-packing examples),
+each as a story a user would tell."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from scheduler_plugin.config.scheduler_conf import (
 )
 from scheduler_plugin.plugins.network_topology_aware import network_topology_args
 
-# Design 002 section 3.1, verbatim (including the trailing blank on the fading line).
+# The network-topology user guide's ConfigMap, verbatim (including the trailing blank on the
+# fading line).
 USER_GUIDE_CONFIGMAP = """\
 kind: ConfigMap
 apiVersion: v1
@@ -46,7 +47,7 @@ data:
           hypernode.binpack.normal-pod.enable: true                    # Whether or not to enable HyperNode-level bin packing for normal pods
           hypernode.binpack.normal-pod.fading: 0.8                     # Parameter to control the weights of hypernodes of different tiers, i.e., the weights of hypernodes of tier `i` are math.Pow(fading, i-1) \n"""
 
-# volcano_impl section 3.5: installer/helm/chart/volcano/config/volcano-scheduler-ci.conf
+# Volcano's installer/helm/chart/volcano/config/volcano-scheduler-ci.conf
 E2E_CI_CONF = """\
 actions: "enqueue, allocate, backfill, reclaim, preempt"
 tiers:
