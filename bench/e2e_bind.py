@@ -306,14 +306,24 @@ class Profiler:
 
 
 CATEGORIES = [
-    ("session (decision)", ("run_session", "scheduler_plugin/framework", "placement.py")),
-    ("snapshot / cluster state", ("cluster_state.py", "snapshot.py", "job_info.py")),
+    (
+        "session (decision)",
+        (
+            "run_session",
+            "scheduler_plugin/framework",
+            "scheduler_plugin/actions",
+            "scheduler_plugin/plugins",
+            "scheduler_plugin/algorithms",
+            "scheduler_plugin/cycle",
+        ),
+    ),
+    ("snapshot / cluster state", ("scheduler_plugin/cache", "scheduler_plugin/model")),
     ("JSON encode/decode", ("json/", "sanitize_for_serialization")),
     ("TLS / socket", ("ssl.py", "selector_events.py", "sslproto.py")),
     ("HTTP client (aiohttp)", ("aiohttp/",)),
     ("informer events", ("informer.py",)),
-    ("status / events writing", ("runtime/status.py", "runtime/events.py", "_report", "_queue_reports")),
-    ("bind path", ("_bind", "assume.py", "_apply")),
+    ("status / events writing", ("runtime/status.py", "runtime/events.py", "runtime/reporter.py")),
+    ("bind path", ("runtime/binder.py", "assume.py", "_apply")),
 ]
 
 

@@ -20,12 +20,12 @@ Scenarios, each timed from the moment the events are known to the end of the ses
     running pods' node indices move): the cycle after the adds, also against the state's
     earlier path for it (a whole re-layout), printed under the row.
 
-"incremental" is :class:`scheduler_plugin.cluster_state.ClusterState` fed with the events
+"incremental" is :class:`scheduler_plugin.cache.cluster_state.ClusterState` fed with the events
 (their cost is shown apart: a scheduler pays it as the watch delivers them, between cycles);
 a cycle is what ``Scheduler.run_cycle`` computes before its binds go out: the view (the
 re-read listings offered to the state, then ``snapshot()``) plus the session
 (``run_session``); the fragmentation gauges, computed once the binds are under way, are
-printed apart; "rebuild" is the path every cycle took before it, ``ClusterSnapshot.build`` over
+printed apart; "rebuild" is the path every cycle took before it, ``build_snapshot`` over
 every object + the same session, run in the same process on the same objects. Both must decide the same
 bindings (checked). Resident memory is the process's VmRSS with the state built (objects,
 informer-like store and state), reported for 10k nodes / 50k pods.
@@ -443,7 +443,7 @@ def main() -> None:
             print(f"{'':>6} {'':<34} earlier state path (full re-layout): {prev_rows[n] * 1000:.1f} ms")
     print(
         "events: applying the watch events to the state (paid as they arrive, between cycles); "
-        "cycle = view (snapshot) + session; rebuild = ClusterSnapshot.build + run_session"
+        "cycle = view (snapshot) + session; rebuild = build_snapshot + run_session"
     )
     for n, ms in gauge_ms.items():
         print(

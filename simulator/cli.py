@@ -272,7 +272,7 @@ KubeconfigOpt = Annotated[
 ContextOpt = Annotated[
     str | None, typer.Option("--context", metavar="NAME", help="kubeconfig context of the live cluster.")
 ]
-# scheduler_plugin.fragmentation's defaults, spelled here so that the CLI starts without numpy
+# scheduler_plugin.algorithms.fragmentation's defaults, spelled here so that the CLI starts without numpy
 # (a test checks that they agree).
 DEFAULT_SHAPES_TEXT = "1,4,8"
 DEFAULT_ACCELERATOR = "nvidia.com/gpu"

@@ -1,6 +1,6 @@
 """The scheduler's fragmentation figures for ``tree`` and the HTML picture.
 
-The numbers come from :func:`scheduler_plugin.fragmentation.snapshot_fragmentation`, the very
+The numbers come from :func:`scheduler_plugin.algorithms.fragmentation.snapshot_fragmentation`, the very
 function behind the scheduler's ``hyperplace_scheduler_tier_*`` gauges, run on a snapshot of
 the displayed objects; this module only lays them out.
 """

@@ -11,7 +11,7 @@ their paths differ in standing, an unsaturated node before a saturated one, then
 ``share / weight``. Reclaim may take a task when, with the reclaimer's task added and that task
 removed, the reclaimer's queue still comes first.
 
-Pure bookkeeping over :class:`~scheduler_plugin.queue_share.Res`; the drf plugin feeds it the
+Pure bookkeeping over :class:`~scheduler_plugin.model.resources.Res`; the drf plugin feeds it the
 jobs' allocations and asks it for queue order and reclaim verdicts.
 """
 

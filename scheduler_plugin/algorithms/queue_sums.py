@@ -6,7 +6,7 @@ reused by every session that sees the same job (the incremental cluster state ke
 jobs), so opening a session costs O(jobs), not O(pods). Per-task resources come from the
 task's shape (a handful per cluster), converted once per snapshot.
 
-Resources are in Volcano's units (:class:`~scheduler_plugin.queue_share.Res`); the ``pods``
+Resources are in Volcano's units (:class:`~scheduler_plugin.model.resources.Res`); the ``pods``
 slot every pod request carries here is left out of task requests, as Volcano's ``Resreq``
 does not count it (node allocatable still names it, as Volcano's total resource does).
 """

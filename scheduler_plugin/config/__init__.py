@@ -1,0 +1,2 @@
+"""The scheduler configuration (``volcano-scheduler.conf``) and the rules plugin arguments are
+read by."""

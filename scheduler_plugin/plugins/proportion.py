@@ -1,7 +1,7 @@
 """``proportion`` plugin: queue shares by weight (Volcano's ``proportion``).
 
 At session open every queue with jobs gets its *deserved* share by water-filling
-(:func:`~scheduler_plugin.queue_share.compute_shares`) from its weight, capability, guarantee
+(:func:`~scheduler_plugin.algorithms.queue_shares.compute_shares`) from its weight, capability, guarantee
 and demand. The plugin then orders queues (priority, then the smaller dominant share
 ``allocated / deserved``), reports a queue *overused* once its allocation reaches deserved,
 lets a task be allocated only while its queue stays within deserved on the dimensions the task

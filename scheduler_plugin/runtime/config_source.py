@@ -11,7 +11,7 @@ Two sources, as ``--scheduler-conf`` names them:
 A configuration that does not load never replaces a good one, and a file is taken
 only once two reads agree (never half-written): the last good configuration stays in force and the error (file, field, line) is logged and kept in
 :attr:`ConfigHolder.error` for the caller to report as an Event. Before any good load
-the built-in :data:`~scheduler_plugin.conf.DEFAULT_CONFIG` applies, as in Volcano.
+the built-in :data:`~scheduler_plugin.config.scheduler_conf.DEFAULT_CONFIG` applies, as in Volcano.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Prometheus series of :mod:`scheduler_plugin.fragmentation`, refreshed once per cycle.
+"""Prometheus series of :mod:`scheduler_plugin.algorithms.fragmentation`, refreshed once per cycle.
 
 The scheduler hands each cycle's snapshot and bindings to :meth:`FragmentationMetrics.observe`
 (in its worker thread); a scrape reads the last report as one consistent set, so tiers and

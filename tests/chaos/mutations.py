@@ -7,7 +7,7 @@ for the duration of a run (test-only; nothing here is imported by the product):
     Decided pods are no longer shown bound in the next snapshot while their binds are in
     flight: the room a bind is about to take looks free, so a later cycle can give it away.
     Both places that overlay the assume cache are patched: ``Scheduler._sync_pod`` (the
-    incremental :class:`~scheduler_plugin.cluster_state.ClusterState` every session reads)
+    incremental :class:`~scheduler_plugin.cache.cluster_state.ClusterState` every session reads)
     and ``AssumeCache.overlay`` (the from-scratch rebuild of ``--full-rebuild`` and
     ``--verify-state``). Patching the overlay alone breaks only the rebuild, which then
     differs from the incremental state: a mutant "caught" by ``--verify-state`` stopping
