@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -94,3 +95,33 @@ def weighted_resources(args: Mapping[str, Any], list_key: str, warnings: list[st
         weight = get_int(args, f"{list_key}.{name}", 1, warnings)
         out[name] = 1 if weight < 0 else weight
     return out
+
+
+@dataclass
+class ResourceWeights:
+    """The weights of a bin-packing score (Volcano's ``getBinPackWeight``): cpu and memory
+    always take part, another resource only when listed."""
+
+    cpu: int = 1
+    memory: int = 1
+    listed: dict[str, int] = field(default_factory=dict)
+
+    def of(self, name: str) -> int | None:
+        """A resource's weight, or None when it takes no part."""
+        if name == "cpu":
+            return self.cpu
+        if name == "memory":
+            return self.memory
+        return self.listed.get(name)
+
+
+def resource_weights(args: Mapping[str, Any], prefix: str, warnings: list[str]) -> ResourceWeights:
+    """``<prefix>.cpu`` and ``<prefix>.memory`` (default 1, < 0 -> 1) and the resources of
+    ``<prefix>.resources`` (see :func:`weighted_resources`)."""
+    cpu = get_int(args, f"{prefix}.cpu", 1, warnings)
+    memory = get_int(args, f"{prefix}.memory", 1, warnings)
+    return ResourceWeights(
+        cpu=1 if cpu < 0 else cpu,
+        memory=1 if memory < 0 else memory,
+        listed=weighted_resources(args, f"{prefix}.resources", warnings),
+    )

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..algorithms.scoring import MAX_NODE_SCORE, node_binpack_scores
-from ..config.arguments import get_int, weighted_resources
+from ..config.arguments import ResourceWeights, get_int, resource_weights
 from ..config.scheduler_conf import PluginOption
 from ..framework.extension_points import NODE_ORDER
 from ..framework.session import Session
@@ -22,18 +22,8 @@ class BinpackArgs:
     """Arguments of Volcano's node-level ``binpack`` plugin after defaulting."""
 
     weight: int = 1
-    cpu: int = 1
-    memory: int = 1
-    resources: dict[str, int] = field(default_factory=dict)
+    weights: ResourceWeights = field(default_factory=ResourceWeights)
     warnings: tuple[str, ...] = field(default=(), compare=False)
-
-    def resource_weight(self, name: str) -> int | None:
-        """The weight ``BinPackingScore`` uses for a resource, or None if it is skipped."""
-        if name == "cpu":
-            return self.cpu
-        if name == "memory":
-            return self.memory
-        return self.resources.get(name)
 
 
 def binpack_args(arguments: Mapping[str, Any] | None) -> BinpackArgs:
@@ -43,16 +33,8 @@ def binpack_args(arguments: Mapping[str, Any] | None) -> BinpackArgs:
     args = arguments or {}
     w: list[str] = []
     weight = get_int(args, "binpack.weight", 1, w)
-    cpu = get_int(args, "binpack.cpu", 1, w)
-    memory = get_int(args, "binpack.memory", 1, w)
-    resources = weighted_resources(args, "binpack.resources", w)
-    return BinpackArgs(
-        weight=weight,
-        cpu=1 if cpu < 0 else cpu,
-        memory=1 if memory < 0 else memory,
-        resources=resources,
-        warnings=tuple(w),
-    )
+    weights = resource_weights(args, "binpack", w)
+    return BinpackArgs(weight=weight, weights=weights, warnings=tuple(w))
 
 
 class Binpack:
@@ -61,7 +43,7 @@ class Binpack:
     def __init__(self, ssn: Session, args: BinpackArgs) -> None:
         self.ssn = ssn
         self.args = args
-        w = [args.resource_weight(r) for r in ssn.snap.resources]
+        w = [args.weights.of(r) for r in ssn.snap.resources]
         self.weights = np.array(
             [
                 0.0 if x is None or r == "pods" else float(x)

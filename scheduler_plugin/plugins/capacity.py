@@ -57,7 +57,7 @@ from ..framework.extension_points import (
 from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
 from ..model.resources import Missing, Res, exceeded_part, res_max, share
-from .queue_ledger import QueueLedger, job_inqueue, register_ledger
+from .queue_ledger import QueueLedger, job_inqueue, reclaim_walk, register_ledger
 
 ROOT = "root"
 
@@ -335,33 +335,20 @@ class Capacity(QueueLedger):
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
         """Victims of queues above deserved (see the module docstring)."""
-        snap = self.ssn.snap
-        want = _dims(task_res(snap, reclaimer))
-        allocations: dict[str, Res] = {}
-        out: list[TaskInfo] = []
-        for t in reclaimees:
-            job = snap.jobs.get(t.job)
-            if job is None:
-                continue
-            q = snap.queues.get(job.queue)
-            a = self.attrs.get(job.queue)
-            if a is None or (q is not None and q.spec.reclaimable is False):
-                continue
-            req = task_res(snap, t)
+        want = _dims(task_res(self.ssn.snap, reclaimer))
+
+        def may_take(a: CapacityAttr, allocated: Res, req: Res) -> bool:
             have = _dims(req)
             if not (have & want):
-                continue  # frees nothing the reclaimer asks for
-            allocated = allocations.setdefault(job.queue, a.allocated.clone())
+                return False  # frees nothing the reclaimer asks for
             if not a.guarantee.less_equal(allocated.clone().sub(req), Missing.ZERO):
-                continue  # the queue would drop below its guarantee
+                return False  # the queue would drop below its guarantee
             deserved_dims = _dims(a.deserved)
-            if have & deserved_dims and not any(
+            return not (have & deserved_dims) or any(
                 allocated.get(n) > a.deserved.get(n) for n in have if n in deserved_dims
-            ):
-                continue
-            allocated.sub(req)
-            out.append(t)
-        return out
+            )
+
+        return reclaim_walk(self.ssn, self.attrs, reclaimees, may_take)
 
 
 def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Capacity:

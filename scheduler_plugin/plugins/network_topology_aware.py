@@ -16,7 +16,7 @@ from ..algorithms.scoring import (
     normal_pod_scores,
     tier_representatives,
 )
-from ..config.arguments import get_bool, get_float, get_int, weighted_resources
+from ..config.arguments import ResourceWeights, get_bool, get_float, get_int, resource_weights
 from ..config.scheduler_conf import PluginOption
 from ..framework.extension_points import HYPERNODE_GRADIENT, HYPERNODE_ORDER, NODE_ORDER
 from ..framework.session import Session
@@ -31,22 +31,11 @@ class NetworkTopologyArgs:
     """Arguments of the ``network-topology-aware`` plugin after Volcano's defaulting."""
 
     weight: int = 1
-    binpack_cpu: int = 1
-    binpack_memory: int = 1
-    binpack_resources: dict[str, int] = field(default_factory=dict)
+    binpack: ResourceWeights = field(default_factory=ResourceWeights)
     normal_pod_enable: bool = True
     normal_pod_fading: float = 0.8
     evict_max_hypernodes: int = 8
     warnings: tuple[str, ...] = field(default=(), compare=False)
-
-    def resource_weight(self, name: str) -> int | None:
-        """``getBinPackWeight``: the weight of a resource in hypernode bin-packing, or None
-        when it does not take part (cpu and memory always do; ``pods`` never does)."""
-        if name == "cpu":
-            return self.binpack_cpu
-        if name == "memory":
-            return self.binpack_memory
-        return self.binpack_resources.get(name)
 
 
 def network_topology_args(arguments: Mapping[str, Any] | None) -> NetworkTopologyArgs:
@@ -55,17 +44,13 @@ def network_topology_args(arguments: Mapping[str, Any] | None) -> NetworkTopolog
     args = arguments or {}
     w: list[str] = []
     weight = get_int(args, "weight", 1, w)
-    cpu = get_int(args, "hypernode.binpack.cpu", 1, w)
-    memory = get_int(args, "hypernode.binpack.memory", 1, w)
-    resources = weighted_resources(args, "hypernode.binpack.resources", w)
+    binpack = resource_weights(args, "hypernode.binpack", w)
     enable = get_bool(args, "hypernode.binpack.normal-pod.enable", True, w)
     fading = get_float(args, "hypernode.binpack.normal-pod.fading", 0.8, w)
     max_hn = get_int(args, "hypernode.gradient.evict.max-hypernodes", 8, w)
     return NetworkTopologyArgs(
         weight=1 if weight < 0 else weight,
-        binpack_cpu=1 if cpu < 0 else cpu,
-        binpack_memory=1 if memory < 0 else memory,
-        binpack_resources=resources,
+        binpack=binpack,
         normal_pod_enable=enable,
         # 0 is allowed: only tier-1 hypernodes then count for normal pods.
         normal_pod_fading=0.8 if fading < 0 else fading,
@@ -82,7 +67,7 @@ class NetworkTopologyAware:
         self.args = args
         res = ssn.snap.resources
         self.weights = np.array(
-            [0.0 if r == "pods" else float(args.resource_weight(r) or 0) for r in res], dtype=np.float64
+            [0.0 if r == "pods" else float(args.binpack.of(r) or 0) for r in res], dtype=np.float64
         )
         self.reps = tier_representatives(ssn.snap.tree)
 

@@ -46,7 +46,7 @@ from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
 from ..model.memo import MemoKey
 from ..model.resources import MIN_RESOURCE, Res
-from .queue_ledger import QueueLedger, job_inqueue, register_ledger
+from .queue_ledger import QueueLedger, job_inqueue, reclaim_walk, register_ledger
 
 # The deserved shares of the queues at open, once per snapshot (sessions move copies).
 SHARES: MemoKey[dict[str, QueueShare]] = MemoKey("proportion shares")
@@ -156,24 +156,12 @@ class Proportion(QueueLedger):
         Volcano takes a victim while its queue is above deserved *before* it leaves, so the
         last victim may take the queue below deserved, and the queue then reclaims back: here a
         queue is never taken below its deserved share."""
-        snap = self.ssn.snap
-        allocations: dict[str, Res] = {}
-        out: list[TaskInfo] = []
-        for t in reclaimees:
-            job = snap.jobs.get(t.job)
-            if job is None:
-                continue
-            q = snap.queues.get(job.queue)
-            a = self.attrs.get(job.queue)
-            if a is None or (q is not None and q.spec.reclaimable is False):
-                continue
-            req = task_res(snap, t)
-            allocated = allocations.setdefault(job.queue, a.allocated.clone())
+
+        def may_take(a: QueueShare, allocated: Res, req: Res) -> bool:
             after = allocated.clone().sub(req)
-            if all(after.get(n) >= a.deserved.get(n) - MIN_RESOURCE for n in req.names() if n != "pods"):
-                allocations[job.queue] = after
-                out.append(t)
-        return out
+            return all(after.get(n) >= a.deserved.get(n) - MIN_RESOURCE for n in req.names() if n != "pods")
+
+        return reclaim_walk(self.ssn, self.attrs, reclaimees, may_take)
 
     def limits(self) -> dict[str, tuple[Res, Res | None]]:
         """Each queue's deserved share and capability, for its status."""

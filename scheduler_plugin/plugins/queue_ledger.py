@@ -3,10 +3,10 @@ session's decisions, and the admission reservation of the jobs a session admits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
 
-from ..algorithms.queue_sums import inqueue_resource, job_sums, sums_by
+from ..algorithms.queue_sums import inqueue_resource, job_sums, sums_by, task_res
 from ..framework.extension_points import (
     JOB_ENQUEUEABLE,
     JOB_ENQUEUED,
@@ -43,6 +43,38 @@ class QueueSums(Protocol):
     inqueue: Res
 
     def update_share(self) -> None: ...
+
+
+A = TypeVar("A", bound=QueueSums)
+
+
+def reclaim_walk(
+    ssn: Session,
+    attrs: Mapping[str, A],
+    reclaimees: list[TaskInfo],
+    may_take: Callable[[A, Res, Res], bool],
+) -> list[TaskInfo]:
+    """The reclaimees, in the order given, whose queue may give them up: never of a queue the
+    plugin does not track or one marked ``reclaimable: false``. ``may_take(attrs, allocated,
+    request)`` judges a task against what its queue still holds once the victims taken before
+    it have left, so a queue is never judged on a sum it no longer has."""
+    snap = ssn.snap
+    allocations: dict[str, Res] = {}
+    out: list[TaskInfo] = []
+    for t in reclaimees:
+        job = snap.jobs.get(t.job)
+        if job is None:
+            continue
+        q = snap.queues.get(job.queue)
+        a = attrs.get(job.queue)
+        if a is None or (q is not None and q.spec.reclaimable is False):
+            continue
+        req = task_res(snap, t)
+        allocated = allocations.setdefault(job.queue, a.allocated.clone())
+        if may_take(a, allocated, req):
+            allocated.sub(req)
+            out.append(t)
+    return out
 
 
 class QueueLedger:

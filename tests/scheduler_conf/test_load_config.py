@@ -83,8 +83,8 @@ def test_user_guide_config_parses_with_gpu_weights() -> None:
     assert nta is not None
     args = network_topology_args(nta.arguments)
     assert args.weight == 10
-    assert (args.binpack_cpu, args.binpack_memory) == (5, 1)
-    assert args.binpack_resources == {"nvidia.com/gpu": 2, "example.com/foo": 3}
+    assert (args.binpack.cpu, args.binpack.memory) == (5, 1)
+    assert args.binpack.listed == {"nvidia.com/gpu": 2, "example.com/foo": 3}
     assert args.normal_pod_enable is True
     assert args.normal_pod_fading == pytest.approx(0.8)
     assert args.evict_max_hypernodes == 8

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import pytest
 
+from scheduler_plugin.config.arguments import ResourceWeights
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.plugins.binpack import BinpackArgs, binpack_args
 from scheduler_plugin.plugins.network_topology_aware import NetworkTopologyArgs, network_topology_args
@@ -15,9 +17,7 @@ def test_no_arguments_give_volcano_defaults() -> None:
     args = network_topology_args({})
     assert args == NetworkTopologyArgs(
         weight=1,
-        binpack_cpu=1,
-        binpack_memory=1,
-        binpack_resources={},
+        binpack=ResourceWeights(cpu=1, memory=1, listed={}),
         normal_pod_enable=True,
         normal_pod_fading=0.8,
         evict_max_hypernodes=8,
@@ -40,9 +40,9 @@ def test_volcano_unit_test_customized_arguments() -> None:
             "hypernode.binpack.normal-pod.fading": 0,
         }
     )
-    assert (args.weight, args.binpack_cpu, args.binpack_memory) == (2, 3, 4)
+    assert (args.weight, args.binpack.cpu, args.binpack.memory) == (2, 3, 4)
     # the gpuxxx key names no listed resource: ignored, so the GPU keeps weight 1
-    assert args.binpack_resources == {"nvidia.com/gpu": 1, "example.com/foo": 6}
+    assert args.binpack.listed == {"nvidia.com/gpu": 1, "example.com/foo": 6}
     assert args.normal_pod_enable is False
     assert args.normal_pod_fading == 0.0
 
@@ -51,31 +51,34 @@ def test_volcano_unit_test_customized_arguments() -> None:
     ("key", "attr", "default"),
     [
         ("weight", "weight", 1),
-        ("hypernode.binpack.cpu", "binpack_cpu", 1),
-        ("hypernode.binpack.memory", "binpack_memory", 1),
+        ("hypernode.binpack.cpu", "binpack.cpu", 1),
+        ("hypernode.binpack.memory", "binpack.memory", 1),
     ],
 )
 def test_negative_weights_reset_to_one_and_zero_is_kept(key: str, attr: str, default: int) -> None:
-    assert getattr(network_topology_args({key: -3}), attr) == default
-    assert getattr(network_topology_args({key: 0}), attr) == 0
-    assert getattr(network_topology_args({key: 7}), attr) == 7
+    def read(value: int) -> Any:
+        return operator.attrgetter(attr)(network_topology_args({key: value}))
+
+    assert read(-3) == default
+    assert read(0) == 0
+    assert read(7) == 7
 
 
 def test_negative_resource_weight_resets_to_one() -> None:
     args = network_topology_args(
         {"hypernode.binpack.resources": "nvidia.com/gpu", "hypernode.binpack.resources.nvidia.com/gpu": -2}
     )
-    assert args.binpack_resources == {"nvidia.com/gpu": 1}
+    assert args.binpack.listed == {"nvidia.com/gpu": 1}
 
 
 def test_resource_list_is_trimmed_and_blank_entries_dropped() -> None:
     args = network_topology_args({"hypernode.binpack.resources": " nvidia.com/gpu ,, example.com/foo ,"})
-    assert args.binpack_resources == {"nvidia.com/gpu": 1, "example.com/foo": 1}
+    assert args.binpack.listed == {"nvidia.com/gpu": 1, "example.com/foo": 1}
 
 
 def test_resource_list_that_is_not_a_string_counts_as_empty() -> None:
     args = network_topology_args({"hypernode.binpack.resources": ["nvidia.com/gpu"]})
-    assert args.binpack_resources == {}
+    assert args.binpack.listed == {}
     assert args.warnings
 
 
@@ -133,18 +136,18 @@ def test_resource_weight_lookup_mirrors_get_bin_pack_weight() -> None:
             "hypernode.binpack.memory": 0,
         }
     )
-    assert args.resource_weight("cpu") == 5
-    assert args.resource_weight("memory") == 0
-    assert args.resource_weight("nvidia.com/gpu") == 1
-    assert args.resource_weight("pods") is None
-    assert args.resource_weight("example.com/foo") is None
+    assert args.binpack.of("cpu") == 5
+    assert args.binpack.of("memory") == 0
+    assert args.binpack.of("nvidia.com/gpu") == 1
+    assert args.binpack.of("pods") is None
+    assert args.binpack.of("example.com/foo") is None
 
 
 # --- binpack -------------------------------------------------------------------------------
 
 
 def test_binpack_defaults() -> None:
-    assert binpack_args({}) == BinpackArgs(weight=1, cpu=1, memory=1, resources={})
+    assert binpack_args({}) == BinpackArgs(weight=1, weights=ResourceWeights(cpu=1, memory=1, listed={}))
 
 
 def test_binpack_plugin_documented_example() -> None:
@@ -158,18 +161,18 @@ def test_binpack_plugin_documented_example() -> None:
             "binpack.resources.example.com/foo": 3,
         }
     )
-    assert (args.weight, args.cpu, args.memory) == (10, 5, 1)
-    assert args.resources == {"nvidia.com/gpu": 2, "example.com/foo": 3}
-    assert args.resource_weight("nvidia.com/gpu") == 2
-    assert args.resource_weight("cpu") == 5
-    assert args.resource_weight("example.com/bar") is None
+    assert (args.weight, args.weights.cpu, args.weights.memory) == (10, 5, 1)
+    assert args.weights.listed == {"nvidia.com/gpu": 2, "example.com/foo": 3}
+    assert args.weights.of("nvidia.com/gpu") == 2
+    assert args.weights.of("cpu") == 5
+    assert args.weights.of("example.com/bar") is None
 
 
 def test_binpack_negative_cpu_memory_reset_but_weight_is_taken_as_is() -> None:
     args = binpack_args({"binpack.weight": -2, "binpack.cpu": -1, "binpack.memory": -1})
     # calculateWeight only resets cpu, memory and resource weights; a zero or negative
     # plugin weight is kept (zero disables binpack's node order).
-    assert (args.weight, args.cpu, args.memory) == (-2, 1, 1)
+    assert (args.weight, args.weights.cpu, args.weights.memory) == (-2, 1, 1)
 
 
 def test_network_topology_keys_do_not_configure_binpack() -> None:
