@@ -241,7 +241,6 @@ def _simulate(
 
 def final_topology(result: SimResult) -> TopologyView:
     """The display tree of the cluster as the simulation left it."""
-
     hns = result.hypernodes
     if hns is None:
         hns = []
@@ -296,7 +295,6 @@ def _elapsed_seconds(text: str | None) -> float:
     """``--elapsed`` as seconds (a Go duration such as 15m or 1h30m)."""
     if not text:
         return 0.0
-
     try:
         seconds = parse_go_duration(text)
     except ValueError:
@@ -389,11 +387,10 @@ def simulate(
         elapsed=_elapsed_seconds(elapsed),
         now=now,
     )
-    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
-
     topo = final_topology(result)
     views = job_views(result, topo)
     if html is not None:
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from .html import render_html
 
         try:
@@ -474,8 +471,6 @@ def tree(
     per tier, the room left as the scheduler counts it (free HyperNodes, pods of each shape
     that fit in total and in the best HyperNode)."""
     frag = _fragmentation_config(fragmentation_shapes, fragmentation_resource)
-    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
-
     live = kubeconfig is not None or context is not None
     inputs = load_inputs(paths, live=live, kubeconfig=kubeconfig, context=context)
     hns: list[HyperNode] = []
@@ -490,6 +485,7 @@ def tree(
     pods = [o.obj for o in inputs.of_kind("Pod")]
     topo = build_topology(discovered, nodes, pods)
     mark_reservations(topo, (o.obj for o in inputs.of_kind("PodGroup")))
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
     from .fragmentation import fragmentation_lines, fragmentation_of
 
     report = fragmentation_of(discovered, nodes, pods, frag)
@@ -521,7 +517,6 @@ def discover_for_display(
     """The HyperNodes plus those label discovery would create, when an input ConfigMap
     enables it (what the controller would maintain); and lines saying so."""
     # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
-
     from controller.hypernode.discovery import (
         DiscoveryConfigError,
         DiscoveryError,

@@ -257,8 +257,6 @@ class Simulation:
         self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
         self._clock_shift: float | None = None  # None: the scheduler runs without a clock
         if now is not None:
-            # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
-
             t = parse_rfc3339(now)
             if t is None:
                 raise SimulationError(f"--now: not an RFC 3339 time: {now!r}")
@@ -283,6 +281,7 @@ class Simulation:
         # HyperNode members, resolved once and then only where nodes or HyperNodes changed;
         # shared by the HyperNode status pass and every scheduler cycle.
         self.members = MemberIndex()
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from scheduler_plugin.cache.cluster_state import ClusterState
 
         # The scheduler's cluster state (its own MemberIndex), kept across cycles.

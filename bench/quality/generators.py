@@ -169,9 +169,9 @@ def clos_cluster(nodes_per_leaf: int, leaves_per_spine: int, spines: int) -> Clu
 
 # Job-size distribution (GPUs per job) and durations.
 #
-# Calibrated to the shapes published for the public GPU traces listed in
-# Published traces -- Microsoft Philly (Jeon et al., ATC'19), SenseTime Helios
-# (Hu et al., SC'21) and Alibaba PAI (Weng et al., NSDI'22):
+# Calibrated to the shapes published for three public GPU traces -- Microsoft Philly
+# (Jeon et al., ATC'19), SenseTime Helios (Hu et al., SC'21) and Alibaba PAI (Weng et al.,
+# NSDI'22):
 #   * most jobs ask for a single GPU, and jobs of at most 8 GPUs (one server) are the vast
 #     majority of job counts in all three traces;
 #   * a long tail of multi-server jobs holds most of the GPU time; the brief's tail of

@@ -17,8 +17,6 @@ from hyperplace.kube.times import parse_go_duration
 RELAX_TOPOLOGY_ANNOTATION = "hyperplace.io/relax-topology"
 RELAX_FIELD = f"metadata.annotations[{RELAX_TOPOLOGY_ANNOTATION}]"
 
-# Go's time.ParseDuration units, in seconds.
-
 
 class RelaxError(ValueError):
     """A malformed relaxation annotation; the message names the field."""

@@ -170,9 +170,8 @@ class JobInfo:
 
         Volcano's CheckTaskValid/CheckTaskReady skip the per-task minimums when the job's
         minMember is below their sum: the user asked for fewer pods than the tasks' minimums
-        add up to, so only the job total counts. This is what lets the network-topology user guide's
-        first Job
-        (minAvailable 4, task minAvailable defaulted to replicas 8) start 4 pods.
+        add up to, so only the job total counts. This is what lets the network-topology user
+        guide's first Job (minAvailable 4, task minAvailable defaulted to replicas 8) start 4 pods.
         """
         if self.min_member < sum(self.min_task_member.values()):
             return {}

@@ -100,6 +100,32 @@ def test_a_function_imports_only_what_it_must_load_late(package: str) -> None:
     )
 
 
+def stray_lazy_marks(path: Path) -> list[int]:
+    """Lines of ``path`` whose lazy mark stands above no import (the import it explained has
+    gone, and the mark would now excuse any later import of its function)."""
+    lines = path.read_text().splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip().startswith(LAZY_MARK):
+            continue
+        below = next((x.strip() for x in lines[i + 1 :] if not x.strip().startswith("#")), "")
+        if not below.startswith(("import ", "from ")):
+            out.append(i + 1)
+    return out
+
+
+@pytest.mark.parametrize("package", CHECKED)
+def test_every_lazy_mark_stands_above_the_import_it_explains(package: str) -> None:
+    stray = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in sorted((REPO / package).rglob("*.py"))
+        for line in stray_lazy_marks(path)
+    ]
+    assert stray == [], "these marks explain no import; put them above the late import or drop them:\n" + (
+        "\n".join(stray)
+    )
+
+
 def test_the_scheduler_loads_nothing_of_its_own_late() -> None:
     # Inside the scheduler a late import of its own modules is how an import circle hides.
     own = [
