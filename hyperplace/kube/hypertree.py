@@ -60,11 +60,6 @@ class HyperNodeLinks:
     second_claims: list[SecondClaim] = field(default_factory=list)
     cycles: list[list[str]] = field(default_factory=list)  # member order, first name repeated
 
-    @property
-    def valid(self) -> bool:
-        """No cycle and no second parent: the scheduler reads this tree (Volcano's cache is ready)."""
-        return not (self.self_claims or self.second_claims or self.cycles)
-
     def problems(self) -> list[str]:
         """What makes the tree invalid, one line each (the scheduler's words)."""
         out = [f"HyperNode {n} lists itself as a member (cycle)" for n in self.self_claims]
