@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -59,7 +59,9 @@ from .records import (
     NodeRecord,
     PodRecord,
     Priorities,
+    bind_task,
     detached,
+    job_task_verdict,
     name_of,
     parse_node,
     parse_pod,
@@ -75,6 +77,7 @@ class _Job:
     info: JobInfo | None
     orphans: dict[str, str]
     standalone: bool
+    missing_node: dict[str, str]  # running pods bound to a node with no Node object
 
 
 class ClusterState:
@@ -420,13 +423,14 @@ class ClusterState:
                         continue
                     info = remap_nodes(job.info, perm, first)
                     if info is not job.info:
-                        self._jobs[gkey] = _Job(info, job.orphans, job.standalone)
+                        self._jobs[gkey] = replace(job, info=info)
         self._last = None
 
     def _build_job(self, gkey: str, tree: HyperNodeTree) -> _Job:
         """Tasks, orphans and the JobInfo of one job, with the rebuild's rules."""
         pg = self._podgroups.get(gkey)
         orphans: dict[str, str] = {}
+        missing: dict[str, str] = {}
         tasks: list[TaskInfo] = []
         standalone_pg: PodGroup | None = None
         gen = (self._layout_gen, self._prio_gen)
@@ -434,30 +438,20 @@ class ClusterState:
         for pkey in self._job_pods.get(gkey, {}):
             rec = pods[pkey]
             assert rec.requests is not None
-            if not rec.node and not rec.owned:
-                continue  # another scheduler's pod
-            if rec.group is None:
+            if rec.group is None and (rec.node or rec.owned):
                 standalone_pg = rec.standalone_podgroup()
-            elif pg is None:
-                if not rec.node:
-                    orphans[pkey] = f"PodGroup {gkey} not found"
+            joins, why = job_task_verdict(rec, pg is not None)
+            if not joins:
+                if why is not None:
+                    orphans[pkey] = why
                 continue
-            if not rec.node:
-                refusal = rec.refusal()
-                if refusal is not None:
-                    orphans[pkey] = refusal
-                    continue
             if rec.base is None or rec.base_gen != gen:
                 rec.base, rec.base_gen = self._task_base(rec), gen
             # Through __init__, not a dict copy: attribute access on the task stays fast (a
             # replaced __dict__ costs the session more than the copy saves).
             task = TaskInfo(**rec.base)
-            if rec.node:
-                ni = self._table.nidx.get(rec.node)
-                if ni is None:
-                    continue  # bound to a node that is gone: nothing to account
-                task.node = ni
-                task.running = True
+            if rec.node and bind_task(task, rec.node, self._table.nidx.get(rec.node)):
+                missing[pkey] = rec.node
             tasks.append(task)
         # A synthesised one-pod group wins over a PodGroup of the same name, as in a rebuild.
         job_pg = standalone_pg if standalone_pg is not None else pg
@@ -465,7 +459,7 @@ class ClusterState:
         if job_pg is not None:
             prio = self._prios.of(job_pg.spec.priority_class_name)
             info = build_job(job_pg, tasks, prio, tree.tier_names, tree.top_tier)
-        return _Job(info, orphans, standalone_pg is not None)
+        return _Job(info, orphans, standalone_pg is not None, missing)
 
     def _task_base(self, rec: PodRecord) -> dict[str, Any]:
         """The fields of a pending TaskInfo of ``rec`` (with its order keys, which depend on
@@ -521,9 +515,11 @@ class ClusterState:
             return self._last  # nothing happened: the previous view is still exact
         jobs: dict[str, JobInfo] = {}
         orphans: dict[str, str] = dict(self._bad_orphans)
+        missing_node: dict[str, str] = {}
         standalone: list[str] = []
         for gkey, job in self._jobs.items():
             orphans.update(job.orphans)
+            missing_node.update(job.missing_node)
             if job.info is not None:
                 jobs[gkey] = job.info
                 if job.standalone:
@@ -548,6 +544,7 @@ class ClusterState:
             scheduler_names=self.scheduler_names,
             orphan_pods=orphans,
             standalone=sorted(standalone),
+            missing_node_pods=missing_node,
             plain_mask=table.plain,
             # Static masks depend on node facts only: shared while no node changed.
             _sig_masks=self._sig_masks,

@@ -24,7 +24,16 @@ from hyperplace.runtime.gcpause import no_cyclic_gc
 from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, TaskInfo, build_job
 from ..model.snapshot import ClusterSnapshot, HostPort, Shape
-from .records import PodRecord, Priorities, name_of, parse_node, parse_pod, with_default_queue
+from .records import (
+    PodRecord,
+    Priorities,
+    bind_task,
+    job_task_verdict,
+    name_of,
+    parse_node,
+    parse_pod,
+    with_default_queue,
+)
 
 I64 = npt.NDArray[np.int64]
 BASE_RESOURCES = ("cpu", "memory", "pods")
@@ -137,21 +146,15 @@ class _Jobs:
             self.node_ports[ni] |= rec.ports
         if rec.job is None:
             return  # a bound pod of no job (most of a busy cluster) only uses room
-        if not rec.node and not rec.owned:
-            return  # another scheduler's pod
-        if rec.group is None:
+        if rec.group is None and (rec.node or rec.owned):
             # Volcano gives a group-less pod its own one-member PodGroup.
             self.standalone_pgs[rec.job] = rec.standalone_podgroup()
             self.tasks.setdefault(rec.job, [])
-        elif rec.job not in self.pg_map:
-            if not rec.node:
-                self.orphans[rec.key] = f"PodGroup {rec.job} not found"
+        joins, why = job_task_verdict(rec, rec.job in self.pg_map)
+        if not joins:
+            if why is not None:
+                self.orphans[rec.key] = why
             return
-        if not rec.node:
-            refusal = rec.refusal()
-            if refusal is not None:
-                self.orphans[rec.key] = refusal
-                return
         f = rec.task_fields()
         sid = self.shape_idx.get(f.sig)
         if sid is None:
@@ -159,13 +162,8 @@ class _Jobs:
             self.shapes.append(Shape(sid, vec, rec.cons))
             vec = vec.copy()  # the shape's vector is not shared with a task
         task = rec.task(sid, vec, self.prios.of(f.priority_class, f.priority))
-        if rec.node:
-            if ni is None:
-                # Node object deleted under a running pod: Volcano still counts the pod for its
-                # gang (its status, not its node, makes it ready); no room or topology to add.
-                self.missing_node[rec.key] = rec.node
-            task.node = -1 if ni is None else ni
-            task.running = True
+        if rec.node and bind_task(task, rec.node, ni):
+            self.missing_node[rec.key] = rec.node
         self.tasks[rec.job].append(task)
 
     def build(self, tree: HyperNodeTree) -> dict[str, JobInfo]:

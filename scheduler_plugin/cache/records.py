@@ -27,6 +27,7 @@ from hyperplace.kube.requests import ResourceError, pod_requests
 
 from ..model.jobs import TaskInfo, order_keys, rank_key
 from ..model.node_filters import (
+    SCHEDULING_EFFECTS,
     NodeStatic,
     PodConstraints,
     compile_pod_constraints,
@@ -71,7 +72,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeRecord:
     plain = bool(
         st.ready
         and not st.unschedulable
-        and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in st.taints)
+        and not any(t.get("effect") in SCHEDULING_EFFECTS for t in st.taints)
     )
     return NodeRecord(st, alloc, plain)
 
@@ -232,6 +233,32 @@ def parse_pod(obj: dict[str, Any], scheduler_names: Sequence[str]) -> PodRecord:
         # all we need, not its full constraints.
         rec.ports = pod_host_ports_of(rec)
     return rec
+
+
+def job_task_verdict(rec: PodRecord, podgroup_known: bool) -> tuple[bool, str | None]:
+    """Whether a pod of a job (``rec.job`` set, valid requests) becomes one of its tasks, and
+    else why it waits (None: the pod is not this scheduler's to report). The one rule of the
+    from-scratch build and the incremental state; a group-less pod's one-member PodGroup is
+    the caller's to make (``podgroup_known`` does not apply to it)."""
+    if not rec.node and not rec.owned:
+        return False, None  # another scheduler's pod
+    if rec.group is not None and not podgroup_known:
+        return False, None if rec.node else f"PodGroup {rec.job} not found"
+    if not rec.node:
+        refusal = rec.refusal()
+        if refusal is not None:
+            return False, refusal
+    return True, None
+
+
+def bind_task(task: TaskInfo, node: str, index: int | None) -> bool:
+    """Make ``task`` the running task of a pod bound to ``node`` (``index``: the node's row,
+    None when no Node object has that name). True when the node is missing: Volcano still
+    counts such a pod for its gang (its status, not its node, makes it ready), with no room
+    or topology to add."""
+    task.running = True
+    task.node = -1 if index is None else index
+    return index is None
 
 
 def pod_host_ports_of(rec: PodRecord) -> frozenset[HostPort]:

@@ -82,6 +82,7 @@ def snapshot_differences(got: ClusterSnapshot, want: ClusterSnapshot) -> list[st
         check(f"job {k}", _job_view(got.jobs[k], got), _job_view(want.jobs[k], want))
     check("orphan pods", got.orphan_pods, want.orphan_pods)
     check("standalone jobs", got.standalone, want.standalone)
+    check("pods on a missing node", got.missing_node_pods, want.missing_node_pods)
     check(
         "queues",
         {k: q.to_dict() for k, q in got.queues.items()},
@@ -97,7 +98,7 @@ class StateDriftError(AssertionError):
 
 def verify_snapshot(state: ClusterState, snap: ClusterSnapshot, rebuilt: ClusterSnapshot) -> None:
     """Raise :class:`StateDriftError` naming every difference between ``snap`` (from
-    ``state``) and ``rebuilt`` (``ClusterSnapshot.build`` of the same objects)."""
+    ``state``) and ``rebuilt`` (:func:`~.rebuild.build_snapshot` of the same objects)."""
     diffs = snapshot_differences(snap, rebuilt)
     if diffs:
         raise StateDriftError(

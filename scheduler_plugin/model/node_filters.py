@@ -58,7 +58,8 @@ REASON_TOO_MANY_PODS = "Too many pods"
 
 # Resources kube-scheduler always checks first, in this order; the rest follow sorted.
 _FIRST_RESOURCES = ("cpu", "memory", "ephemeral-storage")
-_SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
+# Taint effects that keep a pod off a node (PreferNoSchedule only lowers its score).
+SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 class PredicateError(ValueError):
@@ -193,7 +194,7 @@ def _first_untolerated(
 ) -> Mapping[str, str] | None:
     for taint in taints:
         effect = taint.get("effect", "")
-        if effect not in _SCHEDULING_EFFECTS:
+        if effect not in SCHEDULING_EFFECTS:
             continue  # PreferNoSchedule only lowers the score
         key, value = taint.get("key", ""), taint.get("value", "")
         if not any(_tolerates(t, key, value, effect) for t in tolerations):

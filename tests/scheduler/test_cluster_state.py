@@ -219,6 +219,31 @@ def test_verify_names_what_drifted() -> None:
         verify_snapshot(world.state, snap, rebuilt)
 
 
+def test_a_node_deleted_under_a_running_gang_pod_leaves_the_pod_counted_as_a_rebuild_does() -> None:
+    world = World()
+    for i in range(3):
+        world.apply(("node", f"n{i}", 4, "s0", True))
+    world.apply(("pg", "g0", 2, None))
+    world.apply(("pod", "p0", "g0", 1, 0, False, False))
+    world.apply(("pod", "p1", "g0", 1, 0, False, False))
+    world.apply(("bind", "p0", "n1"))
+    world.state.snapshot()
+    world.apply(("rm-node", "n1"))
+    snap = world.state.snapshot()
+    # The pod still runs for its gang (Volcano reads the pod, not the node), with no room.
+    assert snapshot_differences(snap, world.rebuild()) == []
+    p0 = next(t for t in snap.jobs["default/g0"].tasks if t.key == "default/p0")
+    assert (p0.running, p0.node) == (True, -1)
+    assert snap.missing_node_pods == {"default/p0": "n1"}
+    assert decisions(snap) == decisions(world.rebuild())
+    # The Node comes back: the pod is on it again, and nothing is missing any more.
+    world.apply(("node", "n1", 4, "s0", True))
+    back = world.state.snapshot()
+    assert snapshot_differences(back, world.rebuild()) == []
+    assert back.missing_node_pods == {}
+    assert next(t for t in back.jobs["default/g0"].tasks if t.key == "default/p0").node == 1
+
+
 def test_a_relist_rebuilds_once_and_then_goes_on_incrementally() -> None:
     world = World()
     for i in range(4):
