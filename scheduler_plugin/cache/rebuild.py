@@ -23,7 +23,8 @@ from hyperplace.runtime.gcpause import no_cyclic_gc
 
 from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, TaskInfo, build_job
-from ..model.snapshot import ClusterSnapshot, HostPort, Shape
+from ..model.snapshot import ClusterSnapshot, Shape
+from .node_table import NodeTable
 from .records import (
     PodRecord,
     Priorities,
@@ -36,7 +37,6 @@ from .records import (
 )
 
 I64 = npt.NDArray[np.int64]
-BASE_RESOURCES = ("cpu", "memory", "pods")
 
 
 def build_snapshot(
@@ -56,37 +56,19 @@ def build_snapshot(
     """
     t0 = time.perf_counter()
     owned = tuple(scheduler_names)
-    node_objs = sorted(nodes, key=name_of)
-    names = [name_of(n) for n in node_objs]
     with no_cyclic_gc():  # a record per node and per pod, a task per job pod: no cycles
-        node_recs = [parse_node(n) for n in node_objs]
+        node_recs = {name_of(n): parse_node(n) for n in nodes}
         recs = [parse_pod(p, owned) for p in pods]
-    res_set: dict[str, None] = dict.fromkeys(BASE_RESOURCES)
-    for nr in node_recs:
-        res_set.update(dict.fromkeys(nr.alloc))
-    for rec in recs:
-        if not rec.terminal:
-            res_set.update(dict.fromkeys(rec.requests or ()))
-    resources = list(res_set)
-    ridx = {r: i for i, r in enumerate(resources)}
-
-    def vec(rq: dict[str, int]) -> I64:
-        v = np.zeros(len(resources), dtype=np.int64)
-        for r, q in rq.items():
-            v[ridx[r]] = q
-        return v
-
-    alloc = np.zeros((len(names), len(resources)), dtype=np.int64)
-    for i, nr in enumerate(node_recs):
-        for name, v in nr.alloc.items():
-            alloc[i, ridx[name]] = v
-    statics = [nr.static for nr in node_recs]
+    # The incremental state's own layout rule: nodes by name, a column per resource.
+    table = NodeTable()
+    table.lay_out(node_recs, (r for rec in recs if not rec.terminal for r in rec.requests or ()))
+    names, statics = table.names, table.statics
     node_labels = {st.name: dict(st.labels) for st in statics}
     if members is not None:
         members.sync_nodes(node_labels)
         members.sync_hypernodes(hypernodes)
     tree = HyperNodeTree.build(hypernodes, names, node_labels, members)
-    jobs = _Jobs(names, len(resources), vec, Priorities(priority_classes), {pg.key: pg for pg in podgroups})
+    jobs = _Jobs(table, Priorities(priority_classes), {pg.key: pg for pg in podgroups})
     with no_cyclic_gc():
         for rec in recs:
             jobs.add(rec)
@@ -94,8 +76,8 @@ def build_snapshot(
     snap = ClusterSnapshot(
         node_names=names,
         node_static=statics,
-        resources=resources,
-        allocatable=alloc,
+        resources=table.resources,
+        allocatable=table.alloc,
         used=jobs.used,
         node_ports=jobs.node_ports,
         tree=tree,
@@ -106,7 +88,7 @@ def build_snapshot(
         orphan_pods=jobs.orphans,
         standalone=sorted(jobs.standalone_pgs),
         missing_node_pods=jobs.missing_node,
-        plain_mask=np.array([nr.plain for nr in node_recs], dtype=bool),
+        plain_mask=table.plain,
     )
     snap.build_seconds = time.perf_counter() - t0
     return snap
@@ -115,15 +97,13 @@ def build_snapshot(
 class _Jobs:
     """The pods of one listing, sorted into node usage, jobs, shapes and orphans."""
 
-    def __init__(
-        self, names: list[str], n_res: int, vec: Any, prios: Priorities, podgroups: dict[str, PodGroup]
-    ) -> None:
-        self.nidx = {n: i for i, n in enumerate(names)}
-        self.vec = vec
+    def __init__(self, table: NodeTable, prios: Priorities, podgroups: dict[str, PodGroup]) -> None:
+        self.nidx = table.nidx
+        self.vec = table.vec
         self.prios = prios
         self.pg_map = podgroups
-        self.used = np.zeros((len(names), n_res), dtype=np.int64)
-        self.node_ports: list[set[HostPort]] = [set() for _ in names]
+        self.used = table.used
+        self.node_ports = table.ports
         self.shapes: list[Shape] = []
         self.shape_idx: dict[Any, int] = {}
         self.tasks: dict[str, list[TaskInfo]] = {k: [] for k in podgroups}
