@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ..algorithms.demand import Demand, PartitionClass
+from ..algorithms.demand import Demand, PartitionClass, partition_class
 from ..algorithms.domain_ranking import DomainRanking
 from ..algorithms.shortfall import Shortfall
 from ..framework.session import Session
@@ -251,18 +251,11 @@ class Placer:
         return None
 
     # ------------------------------------------------------------------ batched partitions
-    def batch_key(self, group: Group) -> tuple[int, int, int] | None:
-        """Identical partitions (one shape, same size and tier limit, nothing allocated yet) batch."""
-        sj = group.subjob
-        topo = sj.topology
-        if not group.atomic or topo is None or topo.mode != "hard" or topo.limit is None:
+    def batch_key(self, group: Group) -> PartitionClass | None:
+        """Identical partitions (one partition class, nothing allocated yet) batch."""
+        if group.subjob.id in self.ssn.subjob_hn:
             return None
-        if sj.id in self.ssn.subjob_hn:
-            return None
-        d = group.demand()
-        if len(d) != 1:
-            return None
-        return (next(iter(d)), len(group.tasks), topo.limit)
+        return partition_class(group)
 
     def place_batch(self, stmt: Statement, groups: Sequence[Group], job_domain: int) -> dict[str, int] | None:
         """Place identical partitions as Volcano's sequential greedy would, one domain at a time.
@@ -277,7 +270,7 @@ class Placer:
         g0 = groups[0]
         key = self.batch_key(g0)
         assert key is not None
-        sid, k, _limit = key
+        sid, _limit, k = key
         shape = self.shape(sid)
         levels = ssn.gradient(g0.subjob.topology, -1, job_domain)
         if isinstance(levels, str):
@@ -473,7 +466,7 @@ class Placer:
             limit = topo.limit if hard and topo is not None and topo.limit is not None else 1 << 30
             size = max(size_of(sid) for sid in g.demand())
             bkey = self.batch_key(g)
-            return (0 if hard else 1, limit, -size, bkey[0] if bkey else -1, bkey[1] if bkey else -1)
+            return (0 if hard else 1, limit, -size, bkey[0] if bkey else -1, bkey[2] if bkey else -1)
 
         return sorted(groups, key=key)
 

@@ -30,6 +30,18 @@ class UnitGroup(Protocol):
         ...
 
 
+def partition_class(group: UnitGroup) -> PartitionClass | None:
+    """The partition class of ``group`` (see the module docstring), or None."""
+    topo = group.subjob.topology
+    if not group.atomic or topo is None or topo.mode != "hard" or topo.limit is None:
+        return None
+    d = group.demand()
+    if len(d) != 1:
+        return None
+    sid, k = next(iter(d.items()))
+    return (sid, topo.limit, k)
+
+
 @dataclass
 class Demand:
     """Pods per shape of the atomic groups and of the loose ones, and partition classes."""
@@ -43,19 +55,10 @@ class Demand:
         """The demand of ``groups`` (see the module docstring)."""
         out = cls({}, {}, {})
         for g in groups:
-            d = g.demand()
             into = out.total if g.atomic else out.loose
-            for sid, k in d.items():
+            for sid, k in g.demand().items():
                 into[sid] = into.get(sid, 0) + k
-            topo = g.subjob.topology
-            if (
-                g.atomic
-                and topo is not None
-                and topo.mode == "hard"
-                and topo.limit is not None
-                and len(d) == 1
-            ):
-                sid, k = next(iter(d.items()))
-                key = (sid, topo.limit, k)
+            key = partition_class(g)
+            if key is not None:
                 out.classes[key] = out.classes.get(key, 0) + 1
         return out

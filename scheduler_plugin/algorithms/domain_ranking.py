@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..model.snapshot import ClusterSnapshot
+from .demand import PartitionClass
 from .fit_counts import AllocState
 
 I64 = npt.NDArray[np.int64]
@@ -49,7 +50,7 @@ class DomainRanking:
         return np.array([int(tree.tiers[tree.lca(int(c), allocated)]) for c in cands], dtype=np.int64)
 
     # ------------------------------------------------------------------ exact placement
-    def partition_tier_sums(self, classes: dict[tuple[int, int, int], int], cands: I64) -> I64:
+    def partition_tier_sums(self, classes: dict[PartitionClass, int], cands: I64) -> I64:
         """Lowest reachable sum of partition tiers inside each candidate job domain.
 
         The job's tier comes first, but among domains of that tier the partitions' own tiers

@@ -81,8 +81,8 @@ class Shortfall:
         tier: int,
         ids: I64,
         total: dict[int, int],
-        classes: dict[tuple[int, int, int], int],
-        pcaps: dict[tuple[int, int, int], I64],
+        classes: dict[PartitionClass, int],
+        pcaps: Mapping[PartitionClass, I64],
         req_total: I64,
     ) -> TierAttempt:
         """The best domain of one gradient tier (``ids``) and what it lacks for the unit."""
