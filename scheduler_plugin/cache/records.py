@@ -204,6 +204,11 @@ class PodRecord:
         return task
 
 
+def owned_by(pod: Mapping[str, Any], scheduler_names: Sequence[str]) -> bool:
+    """The pod names one of ``scheduler_names`` (Kubernetes' default scheduler when unset)."""
+    return (pod.get("spec") or {}).get("schedulerName", DEFAULT_SCHEDULER_NAME) in scheduler_names
+
+
 def parse_pod(obj: dict[str, Any], scheduler_names: Sequence[str]) -> PodRecord:
     """A pod as the scheduler reads it (``scheduler_names``: the names it schedules for)."""
     meta = obj.get("metadata") or {}
@@ -214,7 +219,7 @@ def parse_pod(obj: dict[str, Any], scheduler_names: Sequence[str]) -> PodRecord:
     key = f"{ns}/{name}"
     node = spec.get("nodeName") or None
     terminal = status.get("phase", "Pending") in TERMINAL_PHASES
-    owned = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME) in scheduler_names
+    owned = owned_by(obj, scheduler_names)
     group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
     bad: str | None = None
     try:

@@ -28,6 +28,7 @@ from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, TopologyConstraint
 from ..model.memo import MemoKey
 from ..model.reservation import Reservation
+from ..model.resources import Res
 from ..model.snapshot import ClusterSnapshot
 from .evictions import EvictionLedger
 from .extension_points import (
@@ -205,7 +206,8 @@ class Session:
         self.n_ready_role[(t.job, t.role)] += d
 
     def mark_placed_many(self, tasks: list[TaskInfo], nodes: list[int]) -> None:
-        """Bulk :meth:`mark_placed` (one pass, counters updated by group)."""
+        """Record tentative allocations of ``tasks`` on ``nodes`` (Statement calls this): one
+        pass, ready counters updated by group, the plugins told of the new ones at once."""
         placed = self.placed
         by_sj: Counter[str] = Counter()
         by_role: Counter[tuple[str, str]] = Counter()
@@ -392,10 +394,10 @@ class Session:
         for fn in self.fns(JOB_RELEASED):
             fn(job)
 
-    def queue_limits(self) -> dict[str, tuple[Any, Any]]:
+    def queue_limits(self) -> dict[str, tuple[Res, Res | None]]:
         """Per queue, the deserved share and capability the first queue plugin that computed
         them reports (for the Queue's status)."""
-        out: dict[str, tuple[Any, Any]] = {}
+        out: dict[str, tuple[Res, Res | None]] = {}
         for fn in self.fns(QUEUE_LIMITS):
             for queue, limits in fn().items():
                 out.setdefault(queue, limits)

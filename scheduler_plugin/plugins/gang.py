@@ -61,7 +61,6 @@ class Gang:
         """Pods a victim job can lose: while it keeps minMember, or all of them when every
         running pod of the job is a candidate (the whole gang then goes, never a part below its
         minimum; the eviction actions evict either spare pods or the whole gang)."""
-
         gone = self.ssn.ledger.gone
         by_job = group_by_job(candidates)
         out: list[TaskInfo] = []

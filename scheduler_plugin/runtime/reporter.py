@@ -24,13 +24,14 @@ from hyperplace.runtime.api import PODGROUPS, PODS, QUEUES, ApiClient, ApiError,
 from hyperplace.runtime.informer import Informer
 from hyperplace.runtime.status_writer import StatusWriter
 from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, WorkQueue
+from scheduler_plugin.cache.records import owned_by
 from scheduler_plugin.cycle import JobOutcome, SessionResult
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .assume import AssumeCache
 from .events import EventRecorder
 from .metrics import Metrics, Throttle
-from .pods import owned, pending_ours, spec_of
+from .pods import pending_ours, spec_of
 from .queue_status import queue_allocated_patch, wanted_allocated
 from .status import (
     SCHEDULING_GATED,
@@ -143,7 +144,7 @@ class Reporter:
                 if last is not None and last[0] is job and last[1] == outcome:
                     continue
             pg = self.podgroups.get(jkey)
-            if pg is None or not any(owned(p, self.names) for p in self.pods.by_index("group", jkey)):
+            if pg is None or not any(owned_by(p, self.names) for p in self.pods.by_index("group", jkey)):
                 continue  # not ours to report on: no pod of this PodGroup names our scheduler
             if jkey in forming:
                 continue
