@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_validation_error
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex, node_labels_of
-from hyperplace.kube.objects import object_key
+from hyperplace.kube.objects import namespaced_key
 from hyperplace.kube.times import parse_rfc3339
 from hyperplace.runtime.api import clone
 
@@ -522,7 +522,7 @@ class Simulation:
         try:
             config = parse_discovery_config(cms[0])
         except DiscoveryConfigError as exc:
-            self._warn_once(f"ConfigMap {object_key(cms[0])}: {exc}")
+            self._warn_once(f"ConfigMap {namespaced_key(cms[0])}: {exc}")
             return False
         if config.enabled("label") is None and config.enabled("ufm") is None:
             return False
@@ -723,7 +723,7 @@ class Simulation:
                 and (p.get("status") or {}).get("phase") == "Pending"
             ):
                 return True
-        return any(object_key(pg) not in self.outcomes for pg in self.of_kind("PodGroup"))
+        return any(namespaced_key(pg) not in self.outcomes for pg in self.of_kind("PodGroup"))
 
     def schedule(self) -> bool:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
@@ -772,7 +772,7 @@ class Simulation:
                 self.bindings.pop(ev.victim, None)
         for jkey, nom in result.nominations.items():
             self.preemption_reasons[jkey] = nom.reason
-        before = {object_key(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
+        before = {namespaced_key(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
         bound = 0
         for pod_key, node in result.bindings.items():
             ns, _, name = pod_key.partition("/")
@@ -818,7 +818,7 @@ class Simulation:
             qo = result.queues.get(str((q.get("metadata") or {}).get("name")))
             if qo is not None:
                 q.setdefault("status", {})["allocated"] = qo.to_dict()["allocated"]
-        after = {object_key(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
+        after = {namespaced_key(pg): _strip_times(pg) for pg in self.of_kind("PodGroup")}
         return bound > 0 or before != after or bool(result.evictions)
 
     def run(self, cycles: int | None = None) -> SimResult:

@@ -25,7 +25,7 @@ from html import escape
 from importlib.resources import files
 
 from hyperplace.kube import format_milli
-from hyperplace.kube.objects import object_key
+from hyperplace.kube.objects import namespaced_key
 from hyperplace.kube.requests import pod_requests
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 
@@ -403,7 +403,7 @@ def render_html(
     keys = key_resources(resources)
     requests = {}
     for p in result.of_kind("Pod"):
-        requests[object_key(p)] = pod_requests(p, skip_invalid=True)
+        requests[namespaced_key(p)] = pod_requests(p, skip_invalid=True)
     page = _Page(
         topo=topo,
         classes=classes,

@@ -17,7 +17,7 @@ from typing import Any
 from hyperplace.api import HyperNode
 from hyperplace.kube.hypertree import child_claims, link_hypernodes, subtree_members
 from hyperplace.kube.members import node_labels_of, resolve_member_nodes_many
-from hyperplace.kube.objects import TERMINAL_PHASES, object_key, podgroup_key_of
+from hyperplace.kube.objects import TERMINAL_PHASES, namespaced_key, podgroup_key_of
 
 from .resources import node_allocatable, pod_node, pod_phase, used_by_node
 
@@ -110,7 +110,7 @@ def mark_reservations(topo: TopologyView, podgroups: Iterable[Mapping[str, Any]]
             hn = held_hypernode(str(c.get("message") or ""))
             v = topo.hypernodes.get(hn or "")
             if v is not None:
-                who = object_key(pg)
+                who = namespaced_key(pg)
                 v.held_for.append(f"{who} since {c.get('lastTransitionTime') or '?'}")
 
 
@@ -204,7 +204,7 @@ def build_topology(
         node = pod_node(p)
         if node is None or pod_phase(p) in TERMINAL_PHASES:
             continue
-        k = object_key(p)
+        k = namespaced_key(p)
         pods_by_node.setdefault(node, []).append(k)
         g = podgroup_key_of(p)
         if g:

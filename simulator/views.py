@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperplace.api.constants import PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY
-from hyperplace.kube.objects import object_key, podgroup_key_of
+from hyperplace.kube.objects import namespaced_key, podgroup_key_of
 
 from .engine import SimResult
 from .topology import TopologyView, natural_key
@@ -73,7 +73,7 @@ def pod_view(pod: dict[str, Any], result: SimResult, topo: TopologyView | None) 
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     ann = meta.get("annotations") or {}
-    key = object_key(pod)
+    key = namespaced_key(pod)
     node = (pod.get("spec") or {}).get("nodeName") or None
     task = labels.get(TASK_SPEC_KEY) or ann.get(TASK_SPEC_KEY)
     return PodView(
@@ -99,7 +99,7 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
     jobs_by_uid = {(j.get("metadata") or {}).get("uid"): j for j in result.of_kind("Job")}
     out: list[JobView] = []
     for pg in result.of_kind("PodGroup"):
-        pg_key = object_key(pg)
+        pg_key = namespaced_key(pg)
         meta = pg.get("metadata") or {}
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
         job = jobs_by_uid.get(owner.get("uid")) if owner else None
@@ -115,7 +115,7 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
                     partitions[t.get("name") or f"default{i}"] = t["partitionPolicy"]
         out.append(
             JobView(
-                key=object_key(job) if job is not None else pg_key,
+                key=namespaced_key(job) if job is not None else pg_key,
                 podgroup=pg_key,
                 kind="Job" if job is not None else "PodGroup",
                 phase=str(status.get("phase") or getattr(outcome, "phase", None) or "Pending"),
@@ -140,7 +140,7 @@ def job_names(podgroups: Iterable[dict[str, Any]]) -> dict[str, str]:
         meta = pg.get("metadata") or {}
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
         if owner is not None and owner.get("name"):
-            out[object_key(pg)] = f"{meta.get('namespace') or 'default'}/{owner['name']}"
+            out[namespaced_key(pg)] = f"{meta.get('namespace') or 'default'}/{owner['name']}"
     return out
 
 

@@ -149,7 +149,7 @@ class HyperplaceScheduler(Scheduler):
         """Bring the scheduler's state to ``held`` with the events a watch would deliver:
         only jobs that started, finished, arrived or left send pod and PodGroup events (a
         job's objects are built once per phase, so an unchanged job is the same objects)."""
-        from hyperplace.kube.objects import object_key
+        from hyperplace.kube.objects import namespaced_key
         from scheduler_plugin.cache.cluster_state import ClusterState as SchedulerState
 
         st = self._state
@@ -167,14 +167,14 @@ class HyperplaceScheduler(Scheduler):
         for name in [n for n in self._fed if n not in held]:
             pods, group = self._fed.pop(name)
             for p in pods:
-                st.remove_pod(object_key(p))
+                st.remove_pod(namespaced_key(p))
             st.remove_podgroup(group.key)
 
         def swap(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
-            keep = {object_key(p) for p in new}
+            keep = {namespaced_key(p) for p in new}
             for p in old:
-                if object_key(p) not in keep:
-                    st.remove_pod(object_key(p))
+                if namespaced_key(p) not in keep:
+                    st.remove_pod(namespaced_key(p))
             for p in new:
                 st.set_pod(p)
 

@@ -11,8 +11,10 @@ from hyperplace.api.constants import GROUP_NAME_ANNOTATION
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
-def object_key(obj: Mapping[str, Any]) -> str:
-    """``namespace/name`` of a namespaced object (the namespace defaults to ``default``)."""
+def namespaced_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a namespaced object, the namespace ``default`` when unset (as
+    the API server defaults it; objects read from files may leave it out). An informer's key,
+    which also names cluster-scoped objects, is :func:`hyperplace.runtime.api.object_key`."""
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
 

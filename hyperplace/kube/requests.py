@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .objects import object_key
+from .objects import namespaced_key
 from .quantity import QuantityError, milli_value
 
 PODS = "pods"
@@ -94,7 +94,7 @@ def pod_requests(pod: Mapping[str, Any], *, skip_invalid: bool = False) -> dict[
     refuse raises :class:`ResourceError` naming the pod and field, or is left out with
     ``skip_invalid``. ``pod`` may be a pod template (``{"spec": ...}``).
     """
-    read = _Reader(f"pod {object_key(pod)}", skip_invalid)
+    read = _Reader(f"pod {namespaced_key(pod)}", skip_invalid)
     spec = pod.get("spec") or {}
     reqs: dict[str, int] = {}
     for i, c in enumerate(spec.get("containers") or []):

@@ -47,7 +47,7 @@ from hyperplace.api.constants import (
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.members import MemberIndex
-from hyperplace.kube.objects import object_key
+from hyperplace.kube.objects import namespaced_key
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
 from ..model.hypernode_tree import HyperNodeTree
@@ -194,7 +194,7 @@ class ClusterState:
             assert key is not None
             self.remove_pod(key)
             return
-        old = self._pods.get(object_key(obj))
+        old = self._pods.get(namespaced_key(obj))
         if old is not None and same_for_scheduling(old.obj, obj):
             # A change the state does not read (conditions, resourceVersion, managedFields):
             # keep the parsed pod and its job as they are.
@@ -235,7 +235,7 @@ class ClusterState:
 
     def replace_pods(self, objs: Iterable[dict[str, Any]]) -> None:
         """A relist of pods: the state's pods become exactly ``objs``."""
-        fresh = {object_key(o): o for o in objs}
+        fresh = {namespaced_key(o): o for o in objs}
         for key in [k for k in self._pods if k not in fresh]:
             self.remove_pod(key)
         for key, obj in fresh.items():

@@ -42,7 +42,7 @@ import numpy.typing as npt
 
 from hyperplace.kube import SelectorError
 from hyperplace.kube.labels import node_selector_requirement_matches
-from hyperplace.kube.objects import object_key
+from hyperplace.kube.objects import namespaced_key
 from hyperplace.kube.requests import PODS, resource_list
 
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
@@ -257,7 +257,7 @@ def pod_host_ports(pod: Mapping[str, Any]) -> frozenset[tuple[str, str, int]]:
     TCP and an empty hostIP means 0.0.0.0, as ``HostPortInfo`` sanitizes them.
     """
     spec = pod.get("spec") or {}
-    owner = f"pod {object_key(pod)}"
+    owner = f"pod {namespaced_key(pod)}"
     containers = [
         (f"spec.initContainers[{i}]", c)
         for i, c in enumerate(spec.get("initContainers") or [])

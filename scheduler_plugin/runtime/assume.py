@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hyperplace.kube.objects import object_key
+from hyperplace.kube.objects import namespaced_key
 from hyperplace.runtime.api import Obj, meta
 
 
@@ -91,7 +91,7 @@ class AssumeCache:
         out: list[Obj] = []
         seen: set[str] = set()
         for pod in pods:
-            key = object_key(pod)
+            key = namespaced_key(pod)
             a = self._pods.get(key)
             if a is not None and not (pod.get("spec") or {}).get("nodeName"):
                 if str(meta(pod).get("uid") or "") == a.uid:

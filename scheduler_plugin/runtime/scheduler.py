@@ -59,7 +59,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ValidationError
 
 from hyperplace.api import HyperNode, PodGroup, Queue, format_validation_error
-from hyperplace.kube.objects import TERMINAL_PHASES, object_key, podgroup_key_of
+from hyperplace.kube.objects import TERMINAL_PHASES, namespaced_key, podgroup_key_of
 from hyperplace.kube.times import parse_rfc3339, rfc3339
 from hyperplace.runtime.api import (
     CONFIGMAPS,
@@ -246,14 +246,14 @@ class Scheduler:
         wake = self.wake.set
 
         def pod_added(p: Obj) -> None:
-            key = object_key(p)
+            key = namespaced_key(p)
             self.assumed.observe(p, key)
             self._sync_pod(key)
             if self._pending_ours(p):
                 wake()
 
         def pod_updated(old: Obj, new: Obj) -> None:
-            key = object_key(new)
+            key = namespaced_key(new)
             self.assumed.observe(new, key)
             self._sync_pod(key)
             if spec_of(new).get("nodeName"):
@@ -272,7 +272,7 @@ class Scheduler:
                 wake()
 
         def pod_deleted(p: Obj) -> None:
-            key = object_key(p)
+            key = namespaced_key(p)
             self.assumed.observe(None, key)
             self.state.remove_pod(key)
             self.reporter.forget_pod(key)
@@ -305,7 +305,7 @@ class Scheduler:
                 wake()
 
         def podgroup_deleted(pg: Obj) -> None:
-            self.reporter.forget_podgroup(object_key(pg))
+            self.reporter.forget_podgroup(namespaced_key(pg))
             wake()
 
         self.podgroups.add_handler(lambda _o: wake(), spec_changed, podgroup_deleted)
