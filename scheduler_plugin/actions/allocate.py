@@ -161,36 +161,45 @@ def _place_gang_minimums(
         if isinstance(groups, str):
             ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
             continue
-        _, why = within_queue(ssn, job, groups)
-        holds = holder.before(job)  # a gang holding a domain is tried without its own hold
-        fences.before(job)
-        res, stmt = placer.place(job, groups)
-        placed = why is None and res.ok and ssn.job_ready(job)
-        if holds:
-            holder.after(job, placed, [t for g in groups for t in g.tasks])
-        fences.after(job, placed)
-        if why is not None and res.ok:
-            # The cluster has the room but the queue may not take it (gang groups are atomic:
-            # the whole minimum or nothing). When the room is missing too, that is the reason given.
-            stmt.discard()
-            expl = Explanation(summary=why, reason=QUEUE_OVERUSED)
-            ssn.explanations[job.key] = expl
-            _fail_tasks(ssn, groups, expl, why)
-            continue
-        if placed:
-            stmt.commit()
-            record(ssn, job, res)
-            ssn.explanations.pop(job.key, None)
-        else:
-            stmt.discard()
-            expl = res.explanation or Explanation(summary="gang minimum not reached")
-            for line in _held_lines(ssn, placer, job, groups, holder, fences):
-                expl.add_detail(line)
-            ssn.explanations[job.key] = expl
-            _fail_tasks(ssn, groups, expl, expl.summary)
+        _place_gang(ssn, placer, job, groups, fences, holder)
     for job in skipped:
         if not ssn.job_ready(job):
             ssn.explanations[job.key] = _overused_explanation(ssn, job)
+
+
+def _place_gang(
+    ssn: Session, placer: Placer, job: JobInfo, groups: list[Group], fences: Fences, holder: Holder | None
+) -> bool:
+    """Place a job's gang minimum within what its queue may take, committed only when the job
+    becomes ready; else the job and its pods are told why (with the holds that kept it out,
+    when ``holder`` holds domains). True when placed."""
+    _, why = within_queue(ssn, job, groups)
+    holds = holder is not None and holder.before(job)  # a gang holding a domain is tried without its own hold
+    fences.before(job)
+    res, stmt = placer.place(job, groups)
+    placed = why is None and res.ok and ssn.job_ready(job)
+    if holds:
+        assert holder is not None
+        holder.after(job, placed, [t for g in groups for t in g.tasks])
+    fences.after(job, placed)
+    if placed:
+        stmt.commit()
+        record(ssn, job, res)
+        ssn.explanations.pop(job.key, None)
+        return True
+    stmt.discard()
+    if why is not None and res.ok:
+        # The cluster has the room but the queue may not take it (gang groups are atomic: the
+        # whole minimum or nothing). When the room is missing too, that is the reason given.
+        expl = Explanation(summary=why, reason=QUEUE_OVERUSED)
+    else:
+        expl = res.explanation or Explanation(summary="gang minimum not reached")
+        if holder is not None:
+            for line in _held_lines(ssn, placer, job, groups, holder, fences):
+                expl.add_detail(line)
+    ssn.explanations[job.key] = expl
+    _fail_tasks(ssn, groups, expl, expl.summary)
+    return False
 
 
 def _place_the_rest(ssn: Session, placer: Placer, jobs: list[JobInfo], fences: Fences) -> None:
@@ -298,7 +307,7 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo], fences: Fe
                 ssn.explanations[job.key] = not_enqueued_explanation(ssn, job)
             continue
         ssn.job_enqueued(job)
-        if ssn.overused(job.queue) if ssn.queued() else False:
+        if ssn.queued() and ssn.overused(job.queue):
             ssn.job_released(job)
             ssn.explanations[job.key] = _overused_explanation(ssn, job)
             continue
@@ -307,27 +316,11 @@ def _second_chance(ssn: Session, placer: Placer, held: list[JobInfo], fences: Fe
             ssn.job_released(job)
             ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
             continue
-        _, why = within_queue(ssn, job, groups)
-        fences.before(job)
-        res, stmt = placer.place(job, groups)
-        fences.after(job, why is None and res.ok and ssn.job_ready(job))
-        if why is None and res.ok and ssn.job_ready(job):
-            stmt.commit()
-            record(ssn, job, res)
-            ssn.explanations.pop(job.key, None)
-            continue
-        stmt.discard()
-        # Admitted again but still not placeable: give the admission back at once, or it would
-        # hold back the jobs asked after it (two large gangs no domain can take would take
-        # turns keeping every smaller job out).
-        ssn.job_released(job)
-        expl = (
-            Explanation(summary=why, reason=QUEUE_OVERUSED)
-            if why is not None and res.ok
-            else (res.explanation or Explanation(summary="gang minimum not reached"))
-        )
-        ssn.explanations[job.key] = expl
-        _fail_tasks(ssn, groups, expl, expl.summary)
+        if not _place_gang(ssn, placer, job, groups, fences, None):
+            # Admitted again but still not placeable: give the admission back at once, or it
+            # would hold back the jobs asked after it (two large gangs no domain can take would
+            # take turns keeping every smaller job out).
+            ssn.job_released(job)
     return still
 
 
