@@ -13,7 +13,7 @@ from hyperplace.api.ring import RankedPod, ring_crossings
 from .engine import SimResult
 from .render import explanation_dict, hn_label, job_colors, job_renderable, tier_of, waiting_lines
 from .resources import format_free, main_resources
-from .topology import TopologyView, natural_key
+from .topology import TopologyView, natural_key, natural_order
 from .views import JobView, subgroup_label
 
 # JobOutcome attributes beyond the contract's that, when a scheduler reports them, explain a
@@ -29,7 +29,7 @@ def _domains(view: JobView, topo: TopologyView) -> dict[str, list[str]]:
     for p in view.pods:
         if p.node:
             out.setdefault(p.leaf or "(no HyperNode)", []).append(p.name)
-    return {k: out[k] for k in sorted(out, key=natural_key)}
+    return natural_order(out)
 
 
 MAX_OTHER_DOMAINS = 8

@@ -13,10 +13,11 @@ from typing import Any
 import yaml
 
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
+from hyperplace.runtime.api import object_key
 
 from .engine import SimResult, key_of
 from .render import waiting_lines
-from .topology import natural_key
+from .topology import natural_order
 from .views import job_views, queue_entries
 
 RESULT_KEYS = ("bindings", "pods", "evictions", "podgroups", "rejected", "created", "updated", "notes")
@@ -24,19 +25,10 @@ RESULT_KEYS = ("bindings", "pods", "evictions", "podgroups", "rejected", "create
 QUEUES_KEY = "queues"
 
 
-def _sorted_map(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: d[k] for k in sorted(d, key=natural_key)}
-
-
-def _obj_key(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
-
-
 def podgroup_entry(result: SimResult, pg: dict[str, Any], reasons: list[str] | None = None) -> dict[str, Any]:
     """``{phase, allocatedHyperNode, subGroups, conditions, reasons}`` of one PodGroup;
     ``reasons`` are the lines the table prints under "why N pods wait"."""
-    key = _obj_key(pg)
+    key = object_key(pg)
     outcome = result.outcomes.get(key)
     status = pg.get("status") or {}
     phase = status.get("phase") or (getattr(outcome, "phase", None) if outcome else None) or "Pending"
@@ -45,7 +37,7 @@ def podgroup_entry(result: SimResult, pg: dict[str, Any], reasons: list[str] | N
     return {
         "phase": phase,
         "allocatedHyperNode": allocated or None,
-        "subGroups": _sorted_map({str(k): v for k, v in subgroups.items()}),
+        "subGroups": natural_order({str(k): v for k, v in subgroups.items()}),
         "conditions": list(status.get("conditions") or []),
         "reasons": list(reasons or []),
     }
@@ -53,7 +45,7 @@ def podgroup_entry(result: SimResult, pg: dict[str, Any], reasons: list[str] | N
 
 def pending_reason(result: SimResult, pod: dict[str, Any]) -> str:
     """Why a pending pod waits: the scheduler's reason, or why the scheduler never looked."""
-    key = _obj_key(pod)
+    key = object_key(pod)
     reason = result.unschedulable.get(key)
     if reason:
         return reason
@@ -70,7 +62,7 @@ def result_dict(result: SimResult) -> dict[str, Any]:
     """The JSON/YAML document of a simulation, keys in contract order."""
     pods: dict[str, Any] = {}
     for p in result.of_kind("Pod"):
-        key = _obj_key(p)
+        key = object_key(p)
         node = (p.get("spec") or {}).get("nodeName") or None
         phase = (p.get("status") or {}).get("phase") or "Pending"
         entry: dict[str, Any] = {"phase": phase, "node": node}
@@ -79,15 +71,15 @@ def result_dict(result: SimResult) -> dict[str, Any]:
         pods[key] = entry
     reasons = {v.podgroup: waiting_lines(v) for v in job_views(result) if v.waiting}
     podgroups = {
-        _obj_key(pg): podgroup_entry(result, pg, reasons.get(_obj_key(pg)))
+        object_key(pg): podgroup_entry(result, pg, reasons.get(object_key(pg)))
         for pg in result.of_kind("PodGroup")
     }
     evictions = list(dict.fromkeys(result.evictions))
     out = {
-        "bindings": _sorted_map(dict(result.bindings)),
-        "pods": _sorted_map(pods),
+        "bindings": natural_order(dict(result.bindings)),
+        "pods": natural_order(pods),
         "evictions": evictions,
-        "podgroups": _sorted_map(podgroups),
+        "podgroups": natural_order(podgroups),
         "rejected": [r.to_dict() for r in result.rejected],
         "created": [result.objects[k] for k in result.created],
         "updated": [result.objects[k] for k in result.updated],

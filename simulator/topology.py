@@ -30,6 +30,11 @@ def natural_key(text: str) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
+def natural_order(d: Mapping[str, Any]) -> dict[str, Any]:
+    """``d`` with its keys in :func:`natural_key` order (how every listing is shown)."""
+    return {k: d[k] for k in sorted(d, key=natural_key)}
+
+
 @dataclass
 class HyperNodeView:
     """One HyperNode as displayed: resolved members, links and what is wrong with it."""

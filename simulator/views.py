@@ -15,7 +15,7 @@ from hyperplace.api.constants import PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC
 from hyperplace.kube.objects import namespaced_key, podgroup_key_of
 
 from .engine import SimResult
-from .topology import TopologyView, natural_key
+from .topology import TopologyView, natural_key, natural_order
 
 
 @dataclass
@@ -222,4 +222,4 @@ def queue_entries(result: SimResult) -> dict[str, Any]:
             "capability": d.get("capability"),
             **{k: int(status.get(k) or 0) for k in ("pending", "inqueue", "running")},
         }
-    return {k: out[k] for k in sorted(out, key=natural_key)}
+    return natural_order(out)
