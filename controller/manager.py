@@ -77,10 +77,11 @@ from controller.hypernode.ufm import (
     ufm_settings,
 )
 from controller.job.reconcile import find_podgroup, reconcile_job
+from controller.podgroup.sync import PodGroupController
 from controller.queue.command import judge
 from controller.queue.status import owned_part, podgroup_queue, queue_status
 from hyperplace.api import Command, Condition, HyperNode, Job, PodGroup
-from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
+from hyperplace.api.constants import BATCH_GROUP, DEFAULT_SCHEDULER_NAME, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import (
@@ -123,6 +124,10 @@ class ManagerConfig:
     config_map: str = CONFIGMAP_NAME
     # Seeds discovery's random HyperNode name suffixes (None: from the OS).
     seed: int | None = None
+    # Pods naming one of these get a PodGroup when they have none (Volcano: --scheduler-name).
+    scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
+    # Copy the owner's volcano.sh/ annotations and read its group-min-member (Volcano's default).
+    inherit_owner_annotations: bool = True
 
 
 def owning_job_key(obj: Mapping[str, Any]) -> str | None:
@@ -238,7 +243,20 @@ class ControllerManager:
         # PriorityClasses only refine minResources' task order; a cluster whose RBAC does
         # not grant them must not keep the controllers from starting. Nor must a cluster whose
         # Command CRD is not installed yet: queue Commands are then served once it is.
-        optional = (self.priority_classes, self.commands)
+        # PodGroups for pods of any owner (controller.podgroup); its owner informers are
+        # optional too: without them (RBAC) PodGroups are still made, with minMember 1.
+        self.podgroup_ctl = PodGroupController(
+            api,
+            self.pods,
+            self.podgroups,
+            self.status_writer,
+            scheduler_names=self.config.scheduler_names,
+            inherit_owner_annotations=self.config.inherit_owner_annotations,
+            now=now,
+            on_write=lambda res, verb: self.metrics.writes.labels(res, verb).inc(),
+        )
+        self.informers += self.podgroup_ctl.informers
+        optional = (self.priority_classes, self.commands, *self.podgroup_ctl.informers)
         self.required_informers = [i for i in self.informers if i not in optional]
 
         self.job_queue: WorkQueue[str] = WorkQueue(name="jobs")
@@ -252,6 +270,7 @@ class ControllerManager:
             self.discovery_queue,
             self.queue_queue,
             self.command_queue,
+            self.podgroup_ctl.queue,
         ]
         for q in self.queues:
             self.metrics.depth.labels(q.name).set_function(q.__len__)
@@ -766,6 +785,11 @@ class ControllerManager:
                 )
                 workers.append(
                     asyncio.create_task(self._worker(self.queue_queue, "queue", self.reconcile_queue))
+                )
+                workers.append(
+                    asyncio.create_task(
+                        self._worker(self.podgroup_ctl.queue, "podgroup", self.podgroup_ctl.reconcile)
+                    )
                 )
                 if i == 0:  # one discovery at a time; Commands in the order they came
                     workers.append(

@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperplace.api.constants import PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY
+from hyperplace.api.constants import PARTITION_ID_KEY, TASK_SPEC_KEY
 from hyperplace.kube.objects import namespaced_key, podgroup_key_of
+from hyperplace.kube.workloads import rank_index
 
 from .engine import SimResult
 from .topology import TopologyView, natural_key, natural_order
@@ -61,13 +62,6 @@ class JobView:
         )
 
 
-def _int(v: Any) -> int | None:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
 def pod_view(pod: dict[str, Any], result: SimResult, topo: TopologyView | None) -> PodView:
     """The PodView of a pod dict."""
     meta = pod.get("metadata") or {}
@@ -80,7 +74,7 @@ def pod_view(pod: dict[str, Any], result: SimResult, topo: TopologyView | None) 
         key=key,
         name=str(meta.get("name")),
         task=task,
-        index=_int(labels.get(TASK_INDEX_KEY) or ann.get(TASK_INDEX_KEY)),
+        index=rank_index(labels, ann),
         partition=labels.get(PARTITION_ID_KEY),
         node=node,
         phase=str((pod.get("status") or {}).get("phase") or "Pending"),
