@@ -33,6 +33,9 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     ("scheduling.k8s.io", "PriorityClass"): False,
     ("topology.volcano.sh", "HyperNode"): False,
     ("batch.volcano.sh", "Job"): True,
+    # Workloads whose pods the simulated Kubernetes controllers create (simulator.workloads).
+    ("batch", "Job"): True,
+    ("apps", "StatefulSet"): True,
 }
 
 # Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped
@@ -85,7 +88,7 @@ class InputObject:
 
     @property
     def kind(self) -> str:
-        return str(self.obj.get("kind", ""))
+        return kind_key(self.obj)
 
     @property
     def namespace(self) -> str | None:
@@ -114,6 +117,15 @@ class Inputs:
 
     def of_kind(self, kind: str) -> list[InputObject]:
         return [o for o in self.objects if o.kind == kind]
+
+
+def kind_key(obj: dict[str, Any]) -> str:
+    """The kind objects are keyed and listed by: the ``kind``, except ``Job.batch`` for a
+    batch/v1 Job, which would otherwise share ``Job`` with Volcano's."""
+    kind = str(obj.get("kind", ""))
+    if kind == "Job" and group_of(str(obj.get("apiVersion", ""))) == "batch":
+        return "Job.batch"
+    return kind
 
 
 def group_of(api_version: str) -> str:
@@ -229,7 +241,7 @@ def normalize(obj: dict[str, Any], namespaced: bool) -> dict[str, Any]:
     else:
         meta.pop("namespace", None)
     if not meta.get("uid"):
-        meta["uid"] = deterministic_uid(kind, meta.get("namespace"), meta["name"])
+        meta["uid"] = deterministic_uid(kind_key(obj), meta.get("namespace"), meta["name"])
     if kind == "Node":
         status = obj.setdefault("status", {})
         if not status.get("conditions"):

@@ -83,6 +83,21 @@ def pod_view(pod: dict[str, Any], result: SimResult, topo: TopologyView | None) 
     )
 
 
+def _workload_owner(meta: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, ``ns/name``) of the workload owning a PodGroup the PodGroup controller made for
+    its pods (``podgroup-<owner uid>``), shown under the owner's name as a Volcano Job is;
+    a batch/v1 Job is ``Job.batch``, apart from Volcano's ``Job``."""
+    if not str(meta.get("name", "")).startswith("podgroup-"):
+        return None
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") != "Pod":
+            kind = str(ref.get("kind"))
+            if kind == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
+                kind = "Job.batch"
+            return kind, f"{meta.get('namespace') or 'default'}/{ref.get('name')}"
+    return None
+
+
 def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobView]:
     """One view per PodGroup, in input/creation order."""
     pods_by_group: dict[str, list[dict[str, Any]]] = {}
@@ -97,6 +112,7 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
         meta = pg.get("metadata") or {}
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
         job = jobs_by_uid.get(owner.get("uid")) if owner else None
+        workload = _workload_owner(meta) if job is None else None
         outcome = result.outcomes.get(pg_key)
         status = pg.get("status") or {}
         pods = [pod_view(p, result, topo) for p in pods_by_group.get(pg_key, [])]
@@ -109,9 +125,9 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
                     partitions[t.get("name") or f"default{i}"] = t["partitionPolicy"]
         out.append(
             JobView(
-                key=namespaced_key(job) if job is not None else pg_key,
+                key=namespaced_key(job) if job is not None else (workload[1] if workload else pg_key),
                 podgroup=pg_key,
-                kind="Job" if job is not None else "PodGroup",
+                kind="Job" if job is not None else (workload[0] if workload else "PodGroup"),
                 phase=str(status.get("phase") or getattr(outcome, "phase", None) or "Pending"),
                 min_member=int(spec.get("minMember") or 0),
                 pods=pods,

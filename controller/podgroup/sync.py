@@ -255,15 +255,17 @@ class PodGroupController:
     async def _write(self, ns: str, desired: Desired, existing: Mapping[str, Any] | None) -> None:
         cond = invalid_condition(desired.problems, self._now())
         if existing is None:
+            # Volcano's PodGroup CRD keeps the status sent on create; one with a status
+            # subresource drops it, and the condition is then patched below.
             body = {**desired.podgroup, "status": with_condition(None, cond)}
             try:
-                await self.api.create(PODGROUPS, body, ns)
+                existing = await self.api.create(PODGROUPS, body, ns)
                 self._on_write("podgroups", "create")
             except ApiError as exc:
                 if not exc.already_exists:
                     raise
-            return
-        if needs_update(existing, desired):
+                return  # made meanwhile: its event brings the next reconcile
+        elif needs_update(existing, desired):
             existing = await self.api.replace(PODGROUPS, updated(existing, desired), ns)
             self._on_write("podgroups", "update")
         status = existing.get("status") or {}
