@@ -64,6 +64,7 @@ from controller.hypernode.discovery import (
     DiscoverySource,
     discover_from_labels,
     discover_from_ufm,
+    label_tiers,
     parse_discovery_config,
     source_of,
 )
@@ -254,6 +255,7 @@ class ControllerManager:
             inherit_owner_annotations=self.config.inherit_owner_annotations,
             now=now,
             on_write=lambda res, verb: self.metrics.writes.labels(res, verb).inc(),
+            tier_of_label=self._tier_of_label,
         )
         self.informers += self.podgroup_ctl.informers
         optional = (self.priority_classes, self.commands, *self.podgroup_ctl.informers)
@@ -387,6 +389,14 @@ class ControllerManager:
                 self._ufm_wake.set()
 
         self.configmaps.add_handler(cm_event, lambda _old, new: cm_event(new), cm_deleted)
+
+    def _tier_of_label(self, key: str) -> int | None:
+        """The HyperNode tier label discovery builds from the node label ``key`` (None: none)."""
+        source = self.discovery.enabled(LABEL_SOURCE)
+        if source is None:
+            return None
+        types, _ = label_tiers(source.config)
+        return next((t for keys in types.values() for t, k in enumerate(keys, start=1) if k == key), None)
 
     def _all_hypernodes(self) -> None:
         self._topology = None  # called on every change that can alter counts or readiness

@@ -28,14 +28,25 @@ pod and the ``InvalidAnnotation`` condition of the PodGroup, both naming the ann
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
 from controller.job.reconcile import format_quantity
+from hyperplace.api.exclusive import EXCLUSIVE_TOPOLOGY_ANNOTATION
 from hyperplace.kube.requests import PODS, pod_requests
-from hyperplace.kube.workloads import controlled_podgroup_name
+from hyperplace.kube.workloads import (
+    JOBSET_GLOBAL_REPLICAS,
+    JOBSET_JOB_INDEX,
+    JOBSET_NAME,
+    JOBSET_REPLICATED_JOB,
+    JOBSET_UID,
+    LWS_EXCLUSIVE_TOPOLOGY,
+    LWS_SIZE,
+    controlled_podgroup_name,
+    lws_group,
+)
 
 PODGROUP_PREFIX: Final = "podgroup-"
 MIN_MEMBER_ANNOTATION: Final = "scheduling.volcano.sh/group-min-member"
@@ -290,3 +301,237 @@ def updated(existing: Mapping[str, Any], desired: Desired) -> dict[str, Any]:
     out["metadata"] = meta
     out["spec"] = desired.podgroup["spec"]
     return out
+
+
+# -- workloads recognised through their owner chain -----------------------------------------------
+
+JOBSET_API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
+LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
+# The Kubeflow training operator's job kinds (it makes their PodGroups itself).
+TRAINING_KINDS: Final = frozenset(
+    {"PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "MXJob", "JAXJob"}
+)
+
+
+def job_pods_at_once(job: Mapping[str, Any]) -> int:
+    """Pods a batch/v1 Job runs at once: parallelism (1 when unset), at most completions."""
+    spec = job.get("spec") or {}
+    par = spec.get("parallelism")
+    n = 1 if par is None else int(par)
+    return n if spec.get("completions") is None else min(n, int(spec["completions"]))
+
+
+def _template_requests(job: Mapping[str, Any]) -> dict[str, int]:
+    tspec = (((job.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    got = pod_requests({"spec": tspec}, skip_invalid=True)
+    return {k: v for k, v in got.items() if k != PODS and v}
+
+
+def _common_spec(
+    pod: Mapping[str, Any], owner_ann: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, str], dict[str, str], list[Problem]]:
+    """(spec fields, annotations, labels, problems) every PodGroup of a pod's workload takes from
+    the pod and its owner: priority class, queue, topology, the copied annotations and labels."""
+    meta = pod.get("metadata") or {}
+    pod_ann = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    annotations = _copied(owner_ann, OWNER_ANNOTATION_PREFIXES)
+    annotations.update(_copied(pod_ann, POD_ANNOTATION_PREFIXES))
+    labels = _copied(meta.get("labels") or {}, POD_LABEL_PREFIXES)
+    spec: dict[str, Any] = {}
+    if (pod.get("spec") or {}).get("priorityClassName"):
+        spec["priorityClassName"] = pod["spec"]["priorityClassName"]
+    queue = pod_ann.get(QUEUE_ANNOTATION) or owner_ann.get(QUEUE_ANNOTATION)
+    if queue:
+        spec["queue"] = queue
+    nt, problems = network_topology(pod_ann, owner_ann)
+    if nt is not None:
+        spec["networkTopology"] = nt
+    return spec, annotations, labels, problems
+
+
+def _body(
+    name: str,
+    namespace: str,
+    owner_refs: list[dict[str, Any]],
+    ann: dict[str, str],
+    labels: dict[str, str],
+    spec: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "ownerReferences": owner_refs,
+            "annotations": ann,
+            "labels": labels,
+        },
+        "spec": spec,
+    }
+
+
+def jobset_podgroup(pod: Mapping[str, Any], child_jobs: Sequence[Mapping[str, Any]]) -> Desired | None:
+    """One PodGroup for a whole JobSet (KAI's and Kueue's gang of a JobSet): every pod of every
+    child Job in one gang (``minMember`` their sum), one sub-group per child Job
+    (``subGroupPolicy`` per replicatedJob, matched by the Job index, ``subGroupSize`` its pods),
+    owned by the JobSet. None until all of the JobSet's Jobs exist (``global-replicas`` of them):
+    a gang counted from some of them would start part of the JobSet."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    uid, js_name = labels.get(JOBSET_UID), labels.get(JOBSET_NAME)
+    try:
+        total_jobs = int(labels.get(JOBSET_GLOBAL_REPLICAS) or 0)
+    except ValueError:
+        total_jobs = 0
+    jobs = [j for j in child_jobs if ((j.get("metadata") or {}).get("labels") or {}).get(JOBSET_UID) == uid]
+    if not uid or not js_name or (total_jobs and len(jobs) < total_jobs) or not jobs:
+        return None
+    per_rj: dict[str, list[Mapping[str, Any]]] = {}
+    for j in jobs:
+        rj = str(((j.get("metadata") or {}).get("labels") or {}).get(JOBSET_REPLICATED_JOB) or "")
+        per_rj.setdefault(rj, []).append(j)
+    members = 0
+    need: dict[str, int] = {}
+    policies = []
+    for rj, js in sorted(per_rj.items()):
+        size = job_pods_at_once(js[0])
+        for j in js:
+            n = job_pods_at_once(j)
+            members += n
+            for k, v in _template_requests(j).items():
+                need[k] = need.get(k, 0) + v * n
+        policies.append(
+            {
+                "name": rj,
+                "labelSelector": {"matchLabels": {JOBSET_REPLICATED_JOB: rj}},
+                "matchLabelKeys": [JOBSET_JOB_INDEX],
+                "subGroupSize": size,
+                "minSubGroups": len(js),
+            }
+        )
+    spec, ann, lab, problems = _common_spec(pod, {})
+    spec = {
+        "minMember": members,
+        "minResources": {k: format_quantity(k, Fraction(v, 1000)) for k, v in sorted(need.items())},
+        **spec,
+        "subGroupPolicy": policies,
+    }
+    ref = {
+        "apiVersion": JOBSET_API_VERSION,
+        "kind": "JobSet",
+        "name": js_name,
+        "uid": uid,
+        "controller": True,
+    }
+    name = f"{PODGROUP_PREFIX}{uid}"
+    return Desired(name, _body(name, meta.get("namespace") or "default", [ref], ann, lab, spec), problems)
+
+
+@dataclass(frozen=True)
+class LwsInfo:
+    """What the controller knows of a LeaderWorkerSet: its identity, annotations and startup
+    policy (None fields: the object is not readable, only its leader StatefulSet's reference)."""
+
+    name: str
+    uid: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    startup_policy: str | None = None
+
+
+def lws_podgroup(
+    pods: Sequence[Mapping[str, Any]],
+    lws: LwsInfo,
+    tier_of_label: Callable[[str], int | None] = lambda _k: None,
+) -> Desired | None:
+    """The PodGroup of one LeaderWorkerSet group, as Volcano's LeaderWorkerSet provider makes it
+    (``<lws>-<group index>``, ``minMember`` the group's size, 1 with ``startupPolicy:
+    LeaderReady``; ``minResources`` one leader and size-1 workers; the queue from the LWS), plus
+    its topology: the group sits in one domain of its ``networkTopology``, and the LWS's
+    ``leaderworkerset.sigs.k8s.io/exclusive-topology`` (a node label key) becomes an exclusive
+    domain at the HyperNode tier whose nodes that label names (``tier_of_label``)."""
+    if not pods:
+        return None
+    leader = next(
+        (
+            p
+            for p in pods
+            if str(
+                ((p.get("metadata") or {}).get("labels") or {}).get(
+                    "leaderworkerset.sigs.k8s.io/worker-index", "0"
+                )
+            )
+            == "0"
+        ),
+        pods[0],
+    )
+    meta = leader.get("metadata") or {}
+    group = lws_group(meta.get("labels") or {})
+    if group is None:
+        return None
+    size_raw = (meta.get("annotations") or {}).get(LWS_SIZE)
+    try:
+        size = max(1, int(str(size_raw)))
+    except ValueError:
+        size = len(pods)
+    worker = next((p for p in pods if p is not leader), leader)
+    need: dict[str, int] = {}
+    for p, n in ((leader, 1), (worker, size - 1)):
+        for k, v in pod_requests(p, skip_invalid=True).items():
+            if k != PODS and v:
+                need[k] = need.get(k, 0) + v * n
+    spec, ann, lab, problems = _common_spec(leader, lws.annotations)
+    exclusive = lws.annotations.get(LWS_EXCLUSIVE_TOPOLOGY) or (meta.get("annotations") or {}).get(
+        LWS_EXCLUSIVE_TOPOLOGY
+    )
+    if exclusive:
+        tier = tier_of_label(str(exclusive))
+        if tier is None:
+            problems.append(
+                Problem(
+                    LWS_EXCLUSIVE_TOPOLOGY,
+                    f"annotation {LWS_EXCLUSIVE_TOPOLOGY}={exclusive!r} names a node label no HyperNode tier "
+                    "is discovered from (volcano-controller-configmap, label source); the group is not "
+                    "given an exclusive domain",
+                )
+            )
+        else:
+            ann[EXCLUSIVE_TOPOLOGY_ANNOTATION] = "true"
+            nt = spec.get("networkTopology") or {}
+            limit = nt.get("highestTierAllowed")
+            spec["networkTopology"] = {
+                "mode": "hard",
+                "highestTierAllowed": tier if limit is None else min(tier, int(limit)),
+            }
+    spec = {
+        "minMember": 1 if lws.startup_policy == "LeaderReady" else size,
+        "minResources": {k: format_quantity(k, Fraction(v, 1000)) for k, v in sorted(need.items())},
+        **spec,
+    }
+    lab["leaderworkerset.sigs.k8s.io/name"] = lws.name
+    ref = {
+        "apiVersion": LWS_API_VERSION,
+        "kind": "LeaderWorkerSet",
+        "name": lws.name,
+        "uid": lws.uid,
+        "controller": True,
+    }
+    name = f"{group[0]}-{group[1]}"
+    return Desired(name, _body(name, meta.get("namespace") or "default", [ref], ann, lab, spec), problems)
+
+
+def operator_topology(pg: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """The ``networkTopology`` a training operator's PodGroup (owned by a PyTorchJob, MPIJob...)
+    should get from the topology annotations the operator copied onto it from the job, when it
+    has none: (None, []) when it has one, is not an operator's, or no annotation asks."""
+    if (pg.get("spec") or {}).get("networkTopology"):
+        return None, []
+    ref = controller_ref(pg)
+    if (
+        ref is None
+        or ref.get("kind") not in TRAINING_KINDS
+        or not str(ref.get("apiVersion", "")).startswith("kubeflow.org/")
+    ):
+        return None, []
+    ann = {str(k): str(v) for k, v in ((pg.get("metadata") or {}).get("annotations") or {}).items()}
+    return network_topology(ann, {})

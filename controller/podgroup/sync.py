@@ -24,9 +24,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION
+from hyperplace.kube.workloads import JOBSET_UID, LWS_NAME, lws_group
 from hyperplace.runtime.api import (
     BATCH_JOBS,
     EVENTS,
+    LEADERWORKERSETS,
     PODGROUPS,
     PODS,
     REPLICASETS,
@@ -43,12 +45,16 @@ from hyperplace.runtime.workqueue import WorkQueue
 from .build import (
     INVALID_ANNOTATION,
     Desired,
+    LwsInfo,
     Owner,
     Problem,
     controller_ref,
     desired_podgroup,
     invalid_condition,
+    jobset_podgroup,
+    lws_podgroup,
     needs_update,
+    operator_topology,
     podgroup_name,
     updated,
     with_condition,
@@ -59,6 +65,8 @@ log = logging.getLogger(__name__)
 REVISION_LABEL = "controller-revision-hash"
 COMPONENT = "hyperplace-controller"
 OWNER_SYNC_WAIT = 30.0
+# Work-queue keys of training operators' PodGroups to give a networkTopology.
+OPERATOR_PREFIX = "operator:"
 
 
 def _replicas(obj: Mapping[str, Any]) -> int:
@@ -89,6 +97,7 @@ class PodGroupController:
         inherit_owner_annotations: bool = True,
         now: Callable[[], str],
         on_write: Callable[[str, str], None] = lambda _res, _verb: None,
+        tier_of_label: Callable[[str], int | None] = lambda _key: None,
     ) -> None:
         self.api = api
         self.pods = pods
@@ -98,7 +107,10 @@ class PodGroupController:
         self.inherit = inherit_owner_annotations
         self._now = now
         self._on_write = on_write
+        self.tier_of_label = tier_of_label
         self.batch_jobs = Informer(api, BATCH_JOBS)
+        # LeaderWorkerSets (startup policy, annotations); their CRD may not be installed.
+        self.leaderworkersets = Informer(api, LEADERWORKERSETS)
         self.statefulsets = Informer(api, STATEFULSETS)
         self.replicasets = Informer(api, REPLICASETS)
         self.owner_informers = {
@@ -121,7 +133,7 @@ class PodGroupController:
 
     @property
     def informers(self) -> list[Informer]:
-        return list(self.owner_informers.values())
+        return [*self.owner_informers.values(), self.leaderworkersets]
 
     # -- which pods are ours ----------------------------------------------------------------
 
@@ -157,6 +169,32 @@ class PodGroupController:
                 self.queue.add(k)
 
         self.pods.add_handler(pod_added, pod_updated, None)
+        self.pods.add_index(
+            "lws",
+            lambda o: (
+                [f"{meta(o).get('namespace')}/{n}"]
+                if (n := (meta(o).get("labels") or {}).get(LWS_NAME))
+                else []
+            ),
+        )
+        self.batch_jobs.add_index(
+            "jobset", lambda o: [str(u)] if (u := (meta(o).get("labels") or {}).get(JOBSET_UID)) else []
+        )
+
+        def lws_event(o: Obj) -> None:
+            m = meta(o)
+            for p in self.pods.by_index("lws", f"{m.get('namespace')}/{m.get('name')}"):
+                if (k := self.group_of(p)) is not None:
+                    self.queue.add(k)
+
+        self.leaderworkersets.add_handler(lws_event, lambda _old, new: lws_event(new), None)
+
+        def pg_topology(o: Obj) -> None:
+            # A training operator's PodGroup without networkTopology: take it from its annotations.
+            if operator_topology(o)[0] is not None:
+                self.queue.add(f"{OPERATOR_PREFIX}{meta(o).get('namespace')}/{meta(o).get('name')}")
+
+        self.podgroups.add_handler(pg_topology, lambda _old, new: pg_topology(new), None)
 
         def pg_deleted(o: Obj) -> None:
             key = f"{meta(o).get('namespace')}/{meta(o).get('name')}"
@@ -168,6 +206,8 @@ class PodGroupController:
         def owner_event(o: Obj) -> None:
             m = meta(o)
             self.queue.add(f"{m.get('namespace')}/podgroup-{m.get('uid')}")
+            if (js := (m.get("labels") or {}).get(JOBSET_UID)) is not None:
+                self.queue.add(f"{m.get('namespace')}/podgroup-{js}")  # a JobSet's Job came or changed
 
         def owner_changed(old: Obj, new: Obj) -> None:
             # Status-only updates (every pod start bumps a StatefulSet's) change nothing here,
@@ -218,6 +258,9 @@ class PodGroupController:
     # -- reconcile --------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> None:
+        if key.startswith(OPERATOR_PREFIX):
+            await self._operator_topology(key[len(OPERATOR_PREFIX) :])
+            return
         ns, _, name = key.partition("/")
         pods = self.pods.by_index("podgroup-of", key)
         existing = self.podgroups.get(key)
@@ -225,6 +268,15 @@ class PodGroupController:
             return  # nothing to serve; a PodGroup left goes with its owner (ownerReferences)
         pod = self.representative(pods, None)
         assert pod is not None
+        workload = await self._workload(key, pods, pod)
+        if workload is not None:
+            desired, ready = workload
+            if not ready or desired is None:
+                self.queue.add_after(key, 0.5)  # its Jobs or its LeaderWorkerSet not seen yet
+                return
+            await self._write(ns, desired, existing)
+            await self._adopt(ns, desired, pods)
+            return
         ref = controller_ref(pod)
         inf = self.owner_informers.get(str(ref.get("kind"))) if ref is not None else None
         if inf is not None and not inf.synced.is_set() and time.monotonic() < self._owner_deadline():
@@ -241,6 +293,62 @@ class PodGroupController:
         desired = desired_podgroup(pod, owner, inherit_owner_annotations=self.inherit)
         await self._write(ns, desired, existing)
         await self._adopt(ns, desired, pods)
+
+    async def _workload(self, key: str, pods: Sequence[Obj], pod: Obj) -> tuple[Desired | None, bool] | None:
+        """The PodGroup of a JobSet or of a LeaderWorkerSet group ((None, False): not all of it
+        is known yet), or None for a pod of any other owner."""
+        labels = meta(pod).get("labels") or {}
+        ref = controller_ref(pod)
+        if labels.get(JOBSET_UID) and ref is not None and ref.get("kind") == "Job":
+            if not self.batch_jobs.synced.is_set():
+                return None, False
+            return jobset_podgroup(pod, self.batch_jobs.by_index("jobset", str(labels[JOBSET_UID]))), True
+        group = lws_group(labels)
+        if group is None:
+            return None
+        ns = str(meta(pod).get("namespace"))
+        info = self._lws_info(ns, group[0])
+        if info is None:
+            return None, False
+        return lws_podgroup(pods, info, self.tier_of_label), True
+
+    def _lws_info(self, ns: str, name: str) -> LwsInfo | None:
+        """The LeaderWorkerSet from its informer, else from its leader StatefulSet's reference."""
+        lws = self.leaderworkersets.get(f"{ns}/{name}")
+        if lws is not None:
+            m = meta(lws)
+            ann = {str(k): str(v) for k, v in (m.get("annotations") or {}).items()}
+            policy = (lws.get("spec") or {}).get("startupPolicy")
+            return LwsInfo(name, str(m.get("uid")), ann, str(policy) if policy else None)
+        sts = self.statefulsets.get(f"{ns}/{name}")
+        ref = controller_ref(sts) if sts is not None else None
+        if ref is not None and ref.get("kind") == "LeaderWorkerSet":
+            return LwsInfo(name, str(ref.get("uid")))
+        return None
+
+    async def _operator_topology(self, key: str) -> None:
+        """Give a training operator's PodGroup the networkTopology its annotations ask for."""
+        pg = self.podgroups.get(key)
+        if pg is None:
+            return
+        nt, problems = operator_topology(pg)
+        ns, _, name = key.partition("/")
+        if nt is not None:
+            # Conditional on the version read: the operator may be writing the PodGroup too.
+            body = {
+                "metadata": {"resourceVersion": meta(pg).get("resourceVersion")},
+                "spec": {"networkTopology": nt},
+            }
+            await self.api.patch(PODGROUPS, name, body, ns)
+            self._on_write("podgroups", "patch")
+        cond = invalid_condition(problems, self._now())
+        status = pg.get("status") or {}
+        want = with_condition(status, cond)
+        if _condition(status) != _condition(want):
+            await self.status_writer.patch_status(
+                PODGROUPS, name, {"status": {"conditions": want.get("conditions") or None}}, ns
+            )
+            self._on_write("podgroups", "patch-status")
 
     async def _delete(self, ns: str, name: str, existing: Mapping[str, Any] | None) -> None:
         if existing is None:

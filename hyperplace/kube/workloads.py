@@ -37,11 +37,15 @@ JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_REPLICATED_JOB: Final = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
 JOBSET_JOB_KEY: Final = "jobset.sigs.k8s.io/job-key"
+JOBSET_UID: Final = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_GLOBAL_INDEX: Final = "jobset.sigs.k8s.io/job-global-index"
+JOBSET_GLOBAL_REPLICAS: Final = "jobset.sigs.k8s.io/global-replicas"
 # LeaderWorkerSet: the group (leader + its workers) and the worker within it (leader = 0).
 LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_EXCLUSIVE_TOPOLOGY: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+LWS_SIZE: Final = "leaderworkerset.sigs.k8s.io/size"
 
 # Replica types whose pod is rank 0 of its job (the master, the launcher, the chief).
 _FIRST_REPLICA_TYPES: Final = frozenset({"master", "launcher", "chief", "driver", "leader"})
@@ -77,7 +81,11 @@ def rank_index(labels: Mapping[str, Any] | None, annotations: Mapping[str, Any] 
     if got is not None:
         return got
     if JOBSET_JOB_INDEX in lab:
-        job, pod = _lookup(lab, ann, JOBSET_JOB_INDEX), _lookup(lab, ann, JOB_COMPLETION_INDEX)
+        # The index across all of the JobSet's Jobs when stamped (JobSet >= 0.8), else within
+        # its replicatedJob.
+        job = _lookup(lab, ann, JOBSET_GLOBAL_INDEX)
+        job = job if job is not None else _lookup(lab, ann, JOBSET_JOB_INDEX)
+        pod = _lookup(lab, ann, JOB_COMPLETION_INDEX)
         if job is not None:
             return _fold(job, pod or 0)
     if LWS_GROUP_INDEX in lab:
@@ -95,13 +103,28 @@ def rank_index(labels: Mapping[str, Any] | None, annotations: Mapping[str, Any] 
     return _lookup(lab, ann, STATEFULSET_POD_INDEX)
 
 
+def lws_group(labels: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(LeaderWorkerSet name, group index) of a pod of a LeaderWorkerSet group, else None."""
+    name, group = labels.get(LWS_NAME), _index(labels.get(LWS_GROUP_INDEX))
+    return (str(name), group) if name and group is not None else None
+
+
 def controlled_podgroup_name(pod: Mapping[str, Any]) -> str | None:
-    """``podgroup-<controller uid>``: the PodGroup Volcano's podgroup controller makes for a pod
-    of a controlling owner (``GeneratePodgroupName``), or None for a pod of no controller."""
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid"):
-            return f"podgroup-{ref['uid']}"
-    return None
+    """The PodGroup the PodGroup controller makes for a pod of a controlling owner, or None for
+    a pod of none: one per JobSet (``podgroup-<jobset uid>``, all of its Jobs in one gang), one
+    per LeaderWorkerSet group (``<lws>-<group index>``, Volcano's name for it), else Volcano's
+    ``podgroup-<controller uid>`` (``GeneratePodgroupName``)."""
+    meta = pod.get("metadata") or {}
+    refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, Mapping) and r.get("controller")]
+    if not refs or not refs[0].get("uid"):
+        return None
+    labels = meta.get("labels") or {}
+    if labels.get(JOBSET_UID) and refs[0].get("kind") == "Job":
+        return f"podgroup-{labels[JOBSET_UID]}"
+    group = lws_group(labels)
+    if group is not None:
+        return f"{group[0]}-{group[1]}"
+    return f"podgroup-{refs[0]['uid']}"
 
 
 def pod_rank_index(pod: Mapping[str, Any]) -> int | None:
@@ -111,14 +134,18 @@ def pod_rank_index(pod: Mapping[str, Any]) -> int | None:
 
 
 __all__ = [
+    "JOBSET_GLOBAL_INDEX",
+    "JOBSET_GLOBAL_REPLICAS",
     "JOBSET_JOB_INDEX",
     "JOBSET_JOB_KEY",
     "JOBSET_NAME",
     "JOBSET_REPLICATED_JOB",
+    "JOBSET_UID",
     "JOB_COMPLETION_INDEX",
     "LWS_EXCLUSIVE_TOPOLOGY",
     "LWS_GROUP_INDEX",
     "LWS_NAME",
+    "LWS_SIZE",
     "LWS_WORKER_INDEX",
     "RANK_STRIDE",
     "STATEFULSET_POD_INDEX",
@@ -126,6 +153,7 @@ __all__ = [
     "TRAINING_REPLICA_INDEX",
     "TRAINING_REPLICA_TYPE",
     "controlled_podgroup_name",
+    "lws_group",
     "pod_rank_index",
     "rank_index",
 ]

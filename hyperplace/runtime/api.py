@@ -76,6 +76,7 @@ COMMANDS = Resource(BUS_GROUP, BUS_VERSION, "commands", "Command", True)
 BATCH_JOBS = Resource("batch", "v1", "jobs", "Job", True)
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
+LEADERWORKERSETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True)
 
 
 class ApiError(Exception):
