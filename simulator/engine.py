@@ -698,9 +698,44 @@ class Simulation:
         """Kubernetes' Job and StatefulSet controllers: the pods they would create (the
         PodGroup controller then groups them)."""
         # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
-        from .workloads import BATCH_JOB, STATEFULSET, job_pods, statefulset_pods, statefulset_revision
+        from .workloads import (
+            BATCH_JOB,
+            JOBSET,
+            LEADERWORKERSET,
+            PYTORCHJOB,
+            STATEFULSET,
+            job_pods,
+            jobset_jobs,
+            lws_pods,
+            pytorchjob_objects,
+            statefulset_pods,
+            statefulset_revision,
+        )
 
         changed = False
+        for js in self.of_kind(JOBSET):
+            for job in jobset_jobs(js):
+                if key_of(job) not in self.objects:
+                    job = normalize(job, namespaced=True)
+                    job["metadata"].setdefault("creationTimestamp", self.now)
+                    self._add(job, created=True)
+                    changed = True
+        for lws in self.of_kind(LEADERWORKERSET):
+            for pod in lws_pods(lws):
+                if key_of(pod) not in self.objects:
+                    changed = self._create_pod(pod, f"LeaderWorkerSet {_ref(lws)}") or changed
+        for ptj in self.of_kind(PYTORCHJOB):
+            pg, pods = pytorchjob_objects(ptj)
+            if key_of(pg) not in self.objects:
+                body = normalize(pg, namespaced=True)
+                body["metadata"].setdefault("creationTimestamp", self.now)
+                admitted = self._admit(body, f"PyTorchJob {_ref(ptj)}", self._admission_context())
+                if admitted is not None:
+                    self._add(admitted, created=True)
+                    changed = True
+            for pod in pods:
+                if key_of(pod) not in self.objects:
+                    changed = self._create_pod(pod, f"PyTorchJob {_ref(ptj)}") or changed
         for job in self.of_kind(BATCH_JOB):
             for pod in job_pods(job):
                 ns = pod["metadata"]["namespace"]
@@ -722,22 +757,33 @@ class Simulation:
         return changed
 
     def _podgroups(self) -> bool:
-        """The PodGroup controller for pods of any controlling owner (controller.podgroup):
-        one PodGroup per owner, the pods annotated with it. A bare pod keeps the scheduler's
-        one-pod gang, as without the controller."""
+        """The PodGroup controller for pods of any controlling owner (controller.podgroup): one
+        PodGroup per owner, per JobSet or per LeaderWorkerSet group, the pods annotated with it;
+        a training operator's PodGroup gets its networkTopology from its annotations. A bare pod
+        keeps the scheduler's one-pod gang, as without the controller."""
         # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from controller.podgroup.build import (
+            LwsInfo,
             Owner,
             controller_ref,
             desired_podgroup,
-            invalid_condition,
-            needs_update,
-            updated,
-            with_condition,
+            jobset_podgroup,
+            lws_podgroup,
+            operator_topology,
         )
+        from hyperplace.kube.workloads import JOBSET_UID, controlled_podgroup_name, lws_group
 
-        from .workloads import BATCH_JOB, STATEFULSET
+        from .workloads import BATCH_JOB, LEADERWORKERSET, STATEFULSET
 
+        changed = False
+        for pg in self.of_kind("PodGroup"):
+            nt, problems = operator_topology(pg)
+            if nt is not None:
+                pg.setdefault("spec", {})["networkTopology"] = nt
+                changed = True
+            for problem in problems:
+                self._warn_once(f"PodGroup {_ref(pg)}: {problem.message}")
+        tiers = self._discovery_tier_names() or {}
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for p in self.of_kind("Pod"):
             meta = p["metadata"]
@@ -745,14 +791,44 @@ class Simulation:
                 continue
             if (p.get("spec") or {}).get("schedulerName", DEFAULT_SCHEDULER_NAME) != DEFAULT_SCHEDULER_NAME:
                 continue
-            ref = controller_ref(p) or {}
-            groups.setdefault((meta.get("namespace") or "default", str(ref.get("uid"))), []).append(p)
-        changed = False
+            groups.setdefault(
+                (meta.get("namespace") or "default", str(controlled_podgroup_name(p))), []
+            ).append(p)
         kinds = {"Job": BATCH_JOB, "StatefulSet": STATEFULSET}
-        for (ns, _uid), pods in groups.items():
+        for (ns, name), pods in groups.items():
             pod = max(
                 pods, key=lambda p: (str(p["metadata"].get("creationTimestamp") or ""), p["metadata"]["name"])
             )
+            labels = pod["metadata"].get("labels") or {}
+            lws_of = lws_group(labels)
+            if labels.get(JOBSET_UID):
+                uid = labels[JOBSET_UID]
+                jobs = [
+                    j
+                    for j in self.of_kind(BATCH_JOB)
+                    if (j["metadata"].get("labels") or {}).get(JOBSET_UID) == uid
+                ]
+                special = jobset_podgroup(pod, jobs)
+                if special is not None:
+                    changed = self._store_podgroup(ns, special, pods, f"JobSet {ns}/{name}") or changed
+                continue
+            if lws_of is not None:
+                lws_obj = self.objects.get((LEADERWORKERSET, ns, lws_of[0]))
+                if lws_obj is not None:
+                    lm = lws_obj["metadata"]
+                    info = LwsInfo(
+                        lws_of[0],
+                        str(lm.get("uid")),
+                        {str(k): str(v) for k, v in (lm.get("annotations") or {}).items()},
+                        (lws_obj.get("spec") or {}).get("startupPolicy"),
+                    )
+                    special = lws_podgroup(pods, info, tiers.get)
+                    if special is not None:
+                        changed = (
+                            self._store_podgroup(ns, special, pods, f"LeaderWorkerSet {ns}/{lws_of[0]}")
+                            or changed
+                        )
+                continue
             ref = controller_ref(pod) or {}
             kind = (
                 kinds.get(str(ref.get("kind")))
@@ -774,28 +850,34 @@ class Simulation:
                 }
                 owner = Owner(owner.kind, owner.name, owner.uid, ann, replicas)
             want = desired_podgroup(pod, owner)
-            for problem in want.problems:
-                self._warn_once(f"Pod {ns}/{pod['metadata']['name']}: {problem.message}")
-            cond = invalid_condition(want.problems, self.now)
-            existing = self.objects.get(("PodGroup", ns, want.name))
-            if existing is None:
-                body = normalize({**want.podgroup, "status": with_condition(None, cond)}, namespaced=True)
-                body["metadata"].setdefault("creationTimestamp", self.now)
-                admitted = self._admit(body, f"{owner.kind} {ns}/{owner.name}", self._admission_context())
-                if admitted is None:
-                    continue
-                admitted.setdefault("status", with_condition(None, cond))
-                self._add(admitted, created=True)
-                changed = True
-            elif needs_update(existing, want):
-                new = updated(existing, want)
-                new["status"] = with_condition(existing.get("status"), cond)
-                self.objects[key_of(new)] = new
-                changed = True
-            for p in pods:
-                p["metadata"].setdefault("annotations", {})[GROUP_NAME_ANNOTATION] = want.name
-                changed = True
+            changed = self._store_podgroup(ns, want, pods, f"{owner.kind} {ns}/{owner.name}") or changed
         return changed
+
+    def _store_podgroup(self, ns: str, want: Any, pods: list[dict[str, Any]], source: str) -> bool:
+        """Create or update the PodGroup the PodGroup controller wants and name it on its pods;
+        an annotation it could not use is a warning and the PodGroup's InvalidAnnotation condition."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from controller.podgroup.build import invalid_condition, needs_update, updated, with_condition
+
+        for problem in want.problems:
+            self._warn_once(f"Pod {ns}/{pods[0]['metadata']['name']}: {problem.message}")
+        cond = invalid_condition(want.problems, self.now)
+        existing = self.objects.get(("PodGroup", ns, want.name))
+        if existing is None:
+            body = normalize({**want.podgroup, "status": with_condition(None, cond)}, namespaced=True)
+            body["metadata"].setdefault("creationTimestamp", self.now)
+            admitted = self._admit(body, source, self._admission_context())
+            if admitted is None:
+                return False
+            admitted.setdefault("status", with_condition(None, cond))
+            self._add(admitted, created=True)
+        elif needs_update(existing, want):
+            new = updated(existing, want)
+            new["status"] = with_condition(existing.get("status"), cond)
+            self.objects[key_of(new)] = new
+        for p in pods:
+            p["metadata"].setdefault("annotations", {})[GROUP_NAME_ANNOTATION] = want.name
+        return True
 
     def _queues(self) -> bool:
         """The queue controller: state and PodGroup counts of every Queue."""

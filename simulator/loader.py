@@ -36,6 +36,9 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     # Workloads whose pods the simulated Kubernetes controllers create (simulator.workloads).
     ("batch", "Job"): True,
     ("apps", "StatefulSet"): True,
+    ("jobset.x-k8s.io", "JobSet"): True,
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): True,
+    ("kubeflow.org", "PyTorchJob"): True,
 }
 
 # Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped

@@ -84,17 +84,18 @@ def pod_view(pod: dict[str, Any], result: SimResult, topo: TopologyView | None) 
 
 
 def _workload_owner(meta: dict[str, Any]) -> tuple[str, str] | None:
-    """(kind, ``ns/name``) of the workload owning a PodGroup the PodGroup controller made for
-    its pods (``podgroup-<owner uid>``), shown under the owner's name as a Volcano Job is;
-    a batch/v1 Job is ``Job.batch``, apart from Volcano's ``Job``."""
-    if not str(meta.get("name", "")).startswith("podgroup-"):
-        return None
+    """(kind, ``ns/name``) a PodGroup made for a workload is shown under, as a Volcano Job's is:
+    the owner's name for one the PodGroup controller named after its owner's uid
+    (``podgroup-<uid>``), else the PodGroup's own (one per LeaderWorkerSet group, a training
+    operator's); a batch/v1 Job is ``Job.batch``, apart from Volcano's ``Job``."""
+    name = str(meta.get("name", ""))
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") != "Pod":
             kind = str(ref.get("kind"))
             if kind == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
                 kind = "Job.batch"
-            return kind, f"{meta.get('namespace') or 'default'}/{ref.get('name')}"
+            shown = ref.get("name") if name.startswith("podgroup-") else name
+            return kind, f"{meta.get('namespace') or 'default'}/{shown}"
     return None
 
 

@@ -81,3 +81,52 @@ def test_a_bad_min_member_is_reported_and_the_pods_placed_as_volcano_would(tmp_p
     # in rack 0, and the fourth finds no room left in that rack: no gang, as the condition warns.
     nodes = [node for n, node in bound(out, "ml").items() if n.startswith("allreduce-")]
     assert sorted(str(n)[:5] for n in nodes if n) == ["ij-r0"] * 3 and nodes.count(None) == 1
+
+
+def test_a_jobset_is_one_gang_in_one_rack_in_global_rank_order() -> None:
+    out = simulate(EXAMPLES / "jobset")
+    pods = bound(out, "training")
+    assert len(pods) == 4 and all(pods.values())
+    assert len({str(n).split("-")[1] for n in pods.values()}) == 1  # one rack
+    # pretrain-workers-<job>-<completion index>-<suffix>: ranks follow (job, index).
+    ranked = sorted(pods, key=lambda n: (int(n.split("-")[2]), int(n.split("-")[3])))
+    assert [pods[n] for n in ranked] == sorted(str(v) for v in pods.values())
+    [(key, pg)] = out["podgroups"].items()
+    assert key.startswith("training/podgroup-")
+
+
+def test_leaderworkerset_groups_each_take_a_rack_of_their_own(tmp_path: Path) -> None:
+    out = simulate(EXAMPLES / "leaderworkerset")
+    racks = {
+        g: {out["pods"][f"inference/llm-{g}{w}"]["node"].split("-")[1] for w in ("", "-1", "-2")}
+        for g in (0, 1)
+    }
+    assert all(len(r) == 1 for r in racks.values())
+    assert racks[0] != racks[1]  # exclusive: one group per rack although one rack holds both
+    # The same LWS with only a tier limit: both groups share a rack (bin packing).
+    for f in (EXAMPLES / "leaderworkerset").glob("*.yaml"):
+        (tmp_path / f.name).write_text(f.read_text())
+    lws_file = tmp_path / "20-leaderworkerset.yaml"
+    doc = next(d for d in yaml.safe_load_all(lws_file.read_text()) if d)
+    doc["metadata"]["annotations"] = {
+        "volcano.sh/network-topology-mode": "hard",
+        "volcano.sh/network-topology-highest-tier": "1",
+    }
+    lws_file.write_text(yaml.safe_dump(doc))
+    shared = simulate(tmp_path)
+    racks = {
+        shared["pods"][f"inference/llm-{g}{w}"]["node"].split("-")[1]
+        for g in (0, 1)
+        for w in ("", "-1", "-2")
+    }
+    assert len(racks) == 1
+
+
+def test_a_pytorchjob_keeps_the_operators_gang_and_gets_its_rack() -> None:
+    out = simulate(EXAMPLES / "pytorchjob")
+    pods = bound(out, "research")
+    assert set(pods) == {"bert-master-0", "bert-worker-0", "bert-worker-1", "bert-worker-2"}
+    assert len({str(n).split("-")[1] for n in pods.values()}) == 1
+    assert pods["bert-master-0"] == min(str(v) for v in pods.values())  # rank 0 first
+    assert list(out["podgroups"]) == ["research/bert"]
+    assert out["podgroups"]["research/bert"]["allocatedHyperNode"].startswith("pt-rack")
