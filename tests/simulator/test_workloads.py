@@ -91,7 +91,7 @@ def test_a_jobset_is_one_gang_in_one_rack_in_global_rank_order() -> None:
     # pretrain-workers-<job>-<completion index>-<suffix>: ranks follow (job, index).
     ranked = sorted(pods, key=lambda n: (int(n.split("-")[2]), int(n.split("-")[3])))
     assert [pods[n] for n in ranked] == sorted(str(v) for v in pods.values())
-    [(key, pg)] = out["podgroups"].items()
+    [key] = out["podgroups"]
     assert key.startswith("training/podgroup-")
 
 
