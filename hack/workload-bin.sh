@@ -107,8 +107,8 @@ GO
   mv "$out.tmp" "$out"
 }
 
-build_from_git() { # name, version, git dir, url, main package, crd glob
-  local name="$1" version="$2" gitdir="$3" url="$4" main="$5" crds="$6"
+build_from_git() { # name, version, git dir, url, main package, crd glob, webhook manifests
+  local name="$1" version="$2" gitdir="$3" url="$4" main="$5" crds="$6" webhooks="$7"
   local id="$name-$version" out="$CACHE/$name-$version" src="$CACHE/src-$name-$version"
   [ -x "$out/manager" ] && return 0
   command -v go >/dev/null 2>&1 || { unavailable "$id" "go not found on PATH"; return 0; }
@@ -124,6 +124,8 @@ build_from_git() { # name, version, git dir, url, main package, crd glob
     timed_build "$name" go build -p 2 -trimpath -ldflags "-s -w" -o "$out.tmp/manager" "$main"
     # shellcheck disable=SC2086 # the glob is meant to expand
     cp $crds "$out.tmp/crds/"
+    # Its webhook configurations (served by the manager; local-up points them at 127.0.0.1).
+    cp "$webhooks" "$out.tmp/webhooks.yaml"
   ); then
     rm -rf "$out.tmp"
     unavailable "$id" "go build of $name $version failed"
@@ -144,11 +146,13 @@ for w in "${want[@]}"; do
     training-operator) build_training_operator ;;
     jobset)
       build_from_git jobset "$JOBSET_VERSION" "${HYPERPLACE_JOBSET_GIT:-$(mirror kubernetes-sigs+jobset)}" \
-        https://github.com/kubernetes-sigs/jobset ./main.go "config/components/crd/bases/*.yaml"
+        https://github.com/kubernetes-sigs/jobset ./main.go "config/components/crd/bases/*.yaml" \
+        config/components/webhook/manifests.yaml
       ;;
     lws)
       build_from_git lws "$LWS_VERSION" "${HYPERPLACE_LWS_GIT:-$(mirror kubernetes-sigs+lws)}" \
-        https://github.com/kubernetes-sigs/lws ./cmd "config/crd/bases/leaderworkerset.x-k8s.io_*.yaml"
+        https://github.com/kubernetes-sigs/lws ./cmd "config/crd/bases/leaderworkerset.x-k8s.io_*.yaml" \
+        config/webhook/manifests.yaml
       ;;
     *) echo "workload-bin: unknown controller $w (training-operator, jobset, lws)" >&2; exit 2 ;;
   esac

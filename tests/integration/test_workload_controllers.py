@@ -1,0 +1,287 @@
+"""The real workload controllers on a real control plane: the Kubeflow training operator
+(``--gang-scheduler-name=volcano``), JobSet and LeaderWorkerSet, built from source by
+``hack/workload-bin.sh``, beside kube-controller-manager, hyperplace-controller and
+hyperplace-scheduler. A PyTorchJob, a JobSet and a LeaderWorkerSet each start whole, inside their
+tier, in index order.
+
+A controller that could not be built is skipped with hack/workload-bin.sh's reason; the rest run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hyperplace.localup import workloads
+
+from . import components
+from .kube import REPO, Kubectl, node, pod_node, wait_for
+from .test_workloads import LEASE_NAMESPACE, SELECT, TOPOLOGY, Plane, Racks, plane, two_racks
+
+pytestmark = pytest.mark.apiserver
+__all__ = ["plane"]  # the module's control plane (a fixture)
+
+
+def workload_bin() -> Path:
+    """``$HYPERPLACE_WORKLOAD_BIN`` (hack/test.sh exports it), else what hack/workload-bin.sh prints."""
+    reason = os.environ.get("HYPERPLACE_WORKLOAD_BIN_ERROR")
+    if reason:
+        pytest.skip(f"WORKLOAD CONTROLLERS NOT BUILT: hack/workload-bin.sh failed: {reason}")
+    env = os.environ.get("HYPERPLACE_WORKLOAD_BIN")
+    if env:
+        return Path(env)
+    out = subprocess.run(
+        ["bash", str(REPO / "hack" / "workload-bin.sh")], capture_output=True, text=True, timeout=3600
+    )
+    if out.returncode != 0:
+        pytest.skip(f"WORKLOAD CONTROLLERS NOT BUILT: hack/workload-bin.sh: {out.stderr.strip()[-400:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def started(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Each controller that could be built, running: name -> "" (or the reason it is not)."""
+    root = workload_bin()
+    work = tmp_path_factory.mktemp("workload-controllers")
+    kubeconfig = Path(plane.cp.kubeconfig)
+    state: dict[str, str] = {}
+    procs: list[components.Component] = []
+    for name in workloads.NAMES:
+        try:
+            plan = workloads.prepare(name, root, kubeconfig, work)
+        except workloads.Unavailable as exc:
+            print(f"\n##### {exc}: its tests SKIP #####", file=sys.stderr)
+            state[name] = str(exc)
+            continue
+        for crd in plan.crds:
+            plane.kubectl.run("apply", "--server-side", "-f", str(crd))
+        if plan.objects:
+            plane.kubectl.apply(plan.objects)
+        names = workloads.crd_names(plan)
+        wait_for(
+            lambda names=names: plane.kubectl.run("get", ",".join(names), "-A", check=False).returncode == 0,
+            f"the {name} CRDs to be served",
+        )
+        proc = components.Component(name, plan.argv, work / f"{name}.log", env=plan.env)
+        procs.append(proc)
+        plane.procs.append(proc)
+        wait_for(
+            lambda plan=plan: _ready(plan.health), f"{name} to be ready", timeout=180, describe=proc.tail
+        )
+        state[name] = ""
+    try:
+        yield state
+    finally:
+        for p in procs:
+            p.stop()
+
+
+def need(started: dict[str, str], name: str) -> None:
+    if started.get(name):
+        pytest.skip(started[name])
+
+
+@pytest.fixture
+def namespace(plane: Plane) -> Iterator[str]:
+    name = f"wc-{uuid.uuid4().hex[:8]}"
+    plane.kubectl.run("create", "namespace", name)
+    yield name
+    plane.kubectl.run(
+        "delete", "pytorchjobs,jobsets,leaderworkersets", "--all", "-n", name, "--wait=false", check=False
+    )
+
+
+def bound_pods(kubectl: Kubectl, ns: str, count: int) -> list[dict[str, Any]] | None:
+    got = kubectl.items("pods", "-n", ns)
+    return got if len(got) == count and all(pod_node(p) for p in got) else None
+
+
+def pod_spec(racks: Racks, cpu: str = "4") -> dict[str, Any]:
+    return {
+        "schedulerName": "volcano",
+        "nodeSelector": {SELECT: racks.label},
+        "containers": [
+            {
+                "name": "pytorch",
+                "image": "busybox",
+                "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}},
+            }
+        ],
+    }
+
+
+def test_a_pytorchjob_starts_whole_in_one_rack_master_first(
+    plane: Plane, started: dict[str, str], namespace: str
+) -> None:
+    need(started, "training-operator")
+    kubectl = plane.kubectl
+    racks = two_racks(kubectl)
+    tpl = {"spec": pod_spec(racks)}
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "bert", "namespace": namespace, "annotations": TOPOLOGY},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "restartPolicy": "Never", "template": tpl},
+                "Worker": {"replicas": 3, "restartPolicy": "Never", "template": tpl},
+            }
+        },
+    }
+    kubectl.create([job])
+    pods = wait_for(
+        lambda: bound_pods(kubectl, namespace, 4), "the PyTorchJob's 4 pods bound", describe=plane.describe
+    )
+    nodes = {p["metadata"]["name"]: pod_node(p) for p in pods}
+    assert len({racks.rack_of(n) for n in nodes.values()}) == 1
+    assert nodes["bert-master-0"] == min(str(n) for n in nodes.values())  # rank 0 on the rack's first node
+    pg = kubectl.get("podgroups", "-n", namespace, "bert")  # the operator's PodGroup, no other
+    assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    assert [p["metadata"]["name"] for p in kubectl.items("podgroups", "-n", namespace)] == ["bert"]
+
+
+def test_a_jobset_starts_whole_in_one_rack_as_one_gang(
+    plane: Plane, started: dict[str, str], namespace: str
+) -> None:
+    need(started, "jobset")
+    kubectl = plane.kubectl
+    racks = two_racks(kubectl)
+    js = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "pretrain", "namespace": namespace},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            "completionMode": "Indexed",
+                            "completions": 2,
+                            "parallelism": 2,
+                            "backoffLimit": 0,
+                            "template": {
+                                "metadata": {"annotations": TOPOLOGY},
+                                "spec": {**pod_spec(racks), "restartPolicy": "Never"},
+                            },
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    kubectl.create([js])
+    uid = kubectl.get("jobsets", "-n", namespace, "pretrain")["metadata"]["uid"]
+    pods = wait_for(
+        lambda: bound_pods(kubectl, namespace, 4), "the JobSet's 4 pods bound", describe=plane.describe
+    )
+    assert len({racks.rack_of(pod_node(p)) for p in pods}) == 1
+    by_rank = sorted(
+        pods,
+        key=lambda p: (
+            int(p["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"]),
+            int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]),
+        ),
+    )
+    assert [pod_node(p) for p in by_rank] == sorted(str(pod_node(p)) for p in pods)
+    [pg] = kubectl.items("podgroups", "-n", namespace)
+    assert pg["metadata"]["name"] == f"podgroup-{uid}" and pg["spec"]["minMember"] == 4
+    assert [s["name"] for s in pg["spec"]["subGroupPolicy"]] == ["workers"]
+
+
+def test_leaderworkerset_groups_start_whole_each_in_a_rack_of_its_own(
+    plane: Plane, started: dict[str, str], namespace: str
+) -> None:
+    need(started, "lws")
+    kubectl = plane.kubectl
+    # Racks from node labels: label discovery makes them tier 1, and the LWS names that label.
+    tag = f"l{uuid.uuid4().hex[:6]}"
+    rack_key, spine_key = f"example.hyperplace.io/rack-{tag}", f"example.hyperplace.io/spine-{tag}"
+    kubectl.create(
+        [
+            node(f"{tag}-r{r}-n{i}", {SELECT: tag, rack_key: f"{tag}-rack{r}", spine_key: tag}, cpu="8")
+            for r in range(2)
+            for i in range(2)
+        ]
+    )
+    conf = {
+        "networkTopologyDiscovery": [
+            {
+                "source": "label",
+                "enabled": True,
+                "interval": "10m",
+                "config": {
+                    "networkTopologyTypes": {
+                        tag: [
+                            {"nodeLabel": spine_key},
+                            {"nodeLabel": rack_key},
+                            {"nodeLabel": "kubernetes.io/hostname"},
+                        ]
+                    }
+                },
+            }
+        ]
+    }
+    kubectl.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "volcano-controller-configmap", "namespace": LEASE_NAMESPACE},
+                "data": {"volcano-controller.conf": yaml.safe_dump(conf)},
+            }
+        ]
+    )
+    wait_for(
+        lambda: (
+            len([h for h in kubectl.items("hypernodes") if h["spec"]["tier"] == 1 and tag in str(h)]) == 2
+        ),
+        "label discovery to build the two racks",
+        describe=plane.describe,
+    )
+    spec = {
+        "schedulerName": "volcano",
+        "nodeSelector": {SELECT: tag},
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "2"}}}],
+    }
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": "llm",
+            "namespace": namespace,
+            "annotations": {"leaderworkerset.sigs.k8s.io/exclusive-topology": rack_key},
+        },
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": spec}}},
+    }
+    kubectl.create([lws])
+    pods = wait_for(
+        lambda: bound_pods(kubectl, namespace, 4), "the LWS's 4 pods bound", describe=plane.describe
+    )
+    racks: dict[str, set[str]] = {}
+    for p in pods:
+        group = p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
+        racks.setdefault(group, set()).add(str(pod_node(p)).split("-")[1])
+    assert all(len(r) == 1 for r in racks.values()), racks  # each group whole in one rack
+    assert racks["0"] != racks["1"]  # exclusive: one group per rack, though one rack holds both
+    pgs = {pg["metadata"]["name"]: pg for pg in kubectl.items("podgroups", "-n", namespace)}
+    assert set(pgs) == {"llm-0", "llm-1"}
+    assert all(pg["spec"]["minMember"] == 2 for pg in pgs.values())
