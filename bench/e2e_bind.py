@@ -3,6 +3,7 @@
     python bench/e2e_bind.py                      # 1,000 nodes, a 1,000-pod Job
     python bench/e2e_bind.py --large              # 10,000 nodes, a 5,000-pod Job (target <= 30 s)
     python bench/e2e_bind.py --nodes 200 --pods 200 --baseline none   # a quick look
+    python bench/e2e_bind.py --workload indexed-job   # + the same gang as an indexed batch Job
 
 Starts ``hyperplace.localup`` (etcd, kube-apiserver, kube-controller-manager, the webhooks, the
 fake kubelet, hyperplace-controller and hyperplace-scheduler as separate processes, each as its
@@ -154,6 +155,50 @@ def job_manifest(namespace: str, pods: int) -> list[Obj]:
         },
     }
     return [ns, job]
+
+
+def indexed_job_manifest(namespace: str, pods: int) -> list[Obj]:
+    """``--workload indexed-job``: the same gang as an indexed batch/v1 Job (kube-controller-manager's
+    Job controller makes its pods; hyperplace-controller its PodGroup, from the annotations)."""
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    res = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "gang",
+            "namespace": namespace,
+            "annotations": {"scheduling.volcano.sh/group-min-member": str(pods)},
+        },
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": pods,
+            "parallelism": pods,
+            "template": {
+                "metadata": {
+                    "annotations": {
+                        "volcano.sh/network-topology-mode": "hard",
+                        "volcano.sh/network-topology-highest-tier": str(highest_tier(pods)),
+                    }
+                },
+                "spec": {
+                    "schedulerName": "volcano",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "w",
+                            "image": "example.com/worker:latest",
+                            "resources": {"requests": res, "limits": res},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    return [ns, job]
+
+
+WORKLOADS = {"indexed-job": indexed_job_manifest}
 
 
 async def create_all(api: Any, res: Any, objs: list[Obj], limit: int = CREATE_CONCURRENCY) -> None:
@@ -424,7 +469,12 @@ class Run:
 
 
 async def watch_job(
-    kubeconfig: Path, kubectl: localup.Kubectl, namespace: str, pods: int, timeout: float
+    kubeconfig: Path,
+    kubectl: localup.Kubectl,
+    namespace: str,
+    pods: int,
+    timeout: float,
+    manifest_of: Any = job_manifest,
 ) -> Run:
     """Apply the Job and time its pods; timestamps are seconds after ``kubectl apply`` began."""
     api, raw = await connect(str(kubeconfig))
@@ -449,7 +499,7 @@ async def watch_job(
     run = Run(namespace, pods)
     try:
         await inf.synced.wait()
-        manifest = yaml.safe_dump_all(job_manifest(namespace, pods)[1:])
+        manifest = yaml.safe_dump_all(manifest_of(namespace, pods)[1:])
         t0 = time.perf_counter()
         await asyncio.to_thread(kubectl.run, "apply", "-f", "-", input=manifest)
         run.apply_s = time.perf_counter() - t0
@@ -478,6 +528,7 @@ def run_variant(
     pods: int,
     timeout: float,
     profile: bool,
+    manifest_of: Any = job_manifest,
 ) -> Run:
     ctl_extra, sch_extra = flags
     identity = f"e2e-{name}"
@@ -493,7 +544,7 @@ def run_variant(
     before = {n: cpu_seconds(p) for n, p in pids.items()}
     api_before, sch_before = apiserver_stats(kubectl), scheduler_stats(sport)
     prof = Profiler(spid, state.root / f"profile-{name}.txt") if profile else None
-    run = asyncio.run(watch_job(Path(state.kubeconfig), kubectl, f"e2e-{name}", pods, timeout))
+    run = asyncio.run(watch_job(Path(state.kubeconfig), kubectl, f"e2e-{name}", pods, timeout, manifest_of))
     run.variant = name
     run.cpu = {n: cpu_seconds(p) - before.get(n, 0.0) for n, p in pids.items()}
     api_after, sch_after = apiserver_stats(kubectl), scheduler_stats(sport)
@@ -558,10 +609,17 @@ def main() -> int:
     ap.add_argument(
         "--keep", action="store_true", help="leave the control plane running (local-up down stops it)"
     )
+    ap.add_argument(
+        "--workload",
+        choices=sorted(WORKLOADS),
+        action="append",
+        default=[],
+        help="after the Volcano Job variants, the same gang as this workload (e.g. an indexed batch Job)",
+    )
     args = ap.parse_args()
     if args.large:
         args.nodes, args.pods = 10000, 5000
-    variants = 1 + (args.baseline != "none")
+    variants = 1 + (args.baseline != "none") + len(args.workload)
     if args.pods * variants > args.nodes * GPUS_PER_NODE:
         ap.error(
             f"{variants} Jobs of {args.pods} one-GPU pods do not fit {args.nodes} nodes of {GPUS_PER_NODE}"
@@ -606,6 +664,20 @@ def main() -> int:
                 )
             )
             say(f"{name}: all bound {runs[-1].last_bind:.1f}s after apply")
+        for w in args.workload:
+            runs.append(
+                run_variant(
+                    state,
+                    kubectl,
+                    w,
+                    ([f"--pod-concurrency={POD_CONCURRENCY}"], []),
+                    args.pods,
+                    args.timeout,
+                    False,
+                    WORKLOADS[w],
+                )
+            )
+            say(f"{w}: all bound {runs[-1].last_bind:.1f}s after apply")
     finally:
         if args.keep:
             say(f"left running; stop with: python -m hyperplace.localup --state-dir {root} down")
