@@ -777,10 +777,9 @@ class Simulation:
 
         changed = False
         for pg in self.of_kind("PodGroup"):
-            nt, problems = operator_topology(pg)
-            if nt is not None:
-                pg.setdefault("spec", {})["networkTopology"] = nt
-                changed = True
+            # A training operator's PodGroup reads its topology annotations as its networkTopology
+            # (hyperplace.api.topology_annotations); what could not be used is said here.
+            _, problems = operator_topology(pg)
             for problem in problems:
                 self._warn_once(f"PodGroup {_ref(pg)}: {problem.message}")
         tiers = self._discovery_tier_names() or {}

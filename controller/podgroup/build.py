@@ -35,6 +35,12 @@ from typing import Any, Final
 
 from controller.job.reconcile import format_quantity
 from hyperplace.api.exclusive import EXCLUSIVE_TOPOLOGY_ANNOTATION
+from hyperplace.api.topology_annotations import (
+    TOPOLOGY_MODE_ANNOTATION,
+    TOPOLOGY_TIER_ANNOTATION,
+    operator_podgroup_topology,
+    topology_from_annotations,
+)
 from hyperplace.kube.requests import PODS, pod_requests
 from hyperplace.kube.workloads import (
     JOBSET_GLOBAL_REPLICAS,
@@ -51,8 +57,6 @@ from hyperplace.kube.workloads import (
 PODGROUP_PREFIX: Final = "podgroup-"
 MIN_MEMBER_ANNOTATION: Final = "scheduling.volcano.sh/group-min-member"
 QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
-TOPOLOGY_MODE_ANNOTATION: Final = "volcano.sh/network-topology-mode"
-TOPOLOGY_TIER_ANNOTATION: Final = "volcano.sh/network-topology-highest-tier"
 # Owner annotations with these prefixes are copied (Volcano: scheduling.AnnotationPrefix and
 # the default --inherit-owner-annotation-prefixes).
 OWNER_ANNOTATION_PREFIXES: Final = ("scheduling.volcano.sh/", "volcano.sh/")
@@ -164,39 +168,8 @@ def network_topology(
     src = pod_annotations
     if TOPOLOGY_MODE_ANNOTATION not in src and TOPOLOGY_TIER_ANNOTATION not in src:
         src = owner_annotations
-    if TOPOLOGY_MODE_ANNOTATION not in src and TOPOLOGY_TIER_ANNOTATION not in src:
-        return None, []
-    problems: list[Problem] = []
-    nt: dict[str, Any] = {"mode": "hard"}
-    if TOPOLOGY_MODE_ANNOTATION in src:
-        mode = str(src[TOPOLOGY_MODE_ANNOTATION]).strip().lower()
-        if mode in ("hard", "soft"):
-            nt["mode"] = mode
-        else:
-            problems.append(
-                Problem(
-                    TOPOLOGY_MODE_ANNOTATION,
-                    f"annotation {TOPOLOGY_MODE_ANNOTATION}={src[TOPOLOGY_MODE_ANNOTATION]!r} is "
-                    'neither "hard" nor "soft"; mode hard is used',
-                )
-            )
-    if TOPOLOGY_TIER_ANNOTATION in src:
-        raw = str(src[TOPOLOGY_TIER_ANNOTATION])
-        try:
-            tier = int(raw.strip())
-        except ValueError:
-            tier = -1
-        if tier >= 0:
-            nt["highestTierAllowed"] = tier
-        else:
-            problems.append(
-                Problem(
-                    TOPOLOGY_TIER_ANNOTATION,
-                    f"annotation {TOPOLOGY_TIER_ANNOTATION}={raw!r} is not a tier (a non-negative "
-                    "integer); no tier limit is set",
-                )
-            )
-    return nt, problems
+    nt, problems = topology_from_annotations(src)
+    return nt, [Problem(a, m) for a, m in problems]
 
 
 def min_resources(pod: Mapping[str, Any], members: int) -> dict[str, str]:
@@ -307,10 +280,6 @@ def updated(existing: Mapping[str, Any], desired: Desired) -> dict[str, Any]:
 
 JOBSET_API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
 LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
-# The Kubeflow training operator's job kinds (it makes their PodGroups itself).
-TRAINING_KINDS: Final = frozenset(
-    {"PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "MXJob", "JAXJob"}
-)
 
 
 def job_pods_at_once(job: Mapping[str, Any]) -> int:
@@ -521,17 +490,7 @@ def lws_podgroup(
 
 
 def operator_topology(pg: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Problem]]:
-    """The ``networkTopology`` a training operator's PodGroup (owned by a PyTorchJob, MPIJob...)
-    should get from the topology annotations the operator copied onto it from the job, when it
-    has none: (None, []) when it has one, is not an operator's, or no annotation asks."""
-    if (pg.get("spec") or {}).get("networkTopology"):
-        return None, []
-    ref = controller_ref(pg)
-    if (
-        ref is None
-        or ref.get("kind") not in TRAINING_KINDS
-        or not str(ref.get("apiVersion", "")).startswith("kubeflow.org/")
-    ):
-        return None, []
-    ann = {str(k): str(v) for k, v in ((pg.get("metadata") or {}).get("annotations") or {}).items()}
-    return network_topology(ann, {})
+    """What a training operator's PodGroup without ``networkTopology`` reads from its
+    annotations (:mod:`hyperplace.api.topology_annotations`), with what could not be used."""
+    nt, problems = operator_podgroup_topology(pg)
+    return nt, [Problem(a, m) for a, m in problems]

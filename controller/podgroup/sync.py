@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION
+from hyperplace.api.topology_annotations import TRAINING_KINDS
 from hyperplace.kube.workloads import JOBSET_UID, LWS_NAME, lws_group
 from hyperplace.runtime.api import (
     BATCH_JOBS,
@@ -190,8 +191,11 @@ class PodGroupController:
         self.leaderworkersets.add_handler(lws_event, lambda _old, new: lws_event(new), None)
 
         def pg_topology(o: Obj) -> None:
-            # A training operator's PodGroup without networkTopology: take it from its annotations.
-            if operator_topology(o)[0] is not None:
+            # A training operator's PodGroup whose topology annotations could not be used.
+            ref = controller_ref(o)
+            if ref is None or ref.get("kind") not in TRAINING_KINDS:
+                return
+            if operator_topology(o)[1] or _condition(o.get("status") or {}) is not None:
                 self.queue.add(f"{OPERATOR_PREFIX}{meta(o).get('namespace')}/{meta(o).get('name')}")
 
         self.podgroups.add_handler(pg_topology, lambda _old, new: pg_topology(new), None)
@@ -327,23 +331,17 @@ class PodGroupController:
         return None
 
     async def _operator_topology(self, key: str) -> None:
-        """Give a training operator's PodGroup the networkTopology its annotations ask for."""
+        """Say on a training operator's PodGroup which of its topology annotations could not
+        be used. The annotations themselves stand for its networkTopology wherever it is read
+        (hyperplace.api.topology_annotations): writing the field would start a fight, as the
+        operator rewrites the PodGroup without it on every reconcile."""
         pg = self.podgroups.get(key)
         if pg is None:
             return
-        nt, problems = operator_topology(pg)
+        _, problems = operator_topology(pg)
         ns, _, name = key.partition("/")
-        if nt is not None:
-            # Conditional on the version read: the operator may be writing the PodGroup too.
-            body = {
-                "metadata": {"resourceVersion": meta(pg).get("resourceVersion")},
-                "spec": {"networkTopology": nt},
-            }
-            await self.api.patch(PODGROUPS, name, body, ns)
-            self._on_write("podgroups", "patch")
-        cond = invalid_condition(problems, self._now())
         status = pg.get("status") or {}
-        want = with_condition(status, cond)
+        want = with_condition(status, invalid_condition(problems, self._now()))
         if _condition(status) != _condition(want):
             await self.status_writer.patch_status(
                 PODGROUPS, name, {"status": {"conditions": want.get("conditions") or None}}, ns

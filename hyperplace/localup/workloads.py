@@ -31,6 +31,9 @@ CONFIG_API = {"jobset": "config.jobset.x-k8s.io/v1alpha1", "lws": "config.lws.x-
 # into it; registered with no webhook (nothing reaches its Service here).
 TRAINING_VWC = "validator.training-operator.kubeflow.org"
 TRAINING_NAMESPACE = "kubeflow"
+# Where the training operator's webhook server reads its certificate (fixed in v1.8; in a cluster
+# the kubelet mounts the cert Secret there, and the operator is not ready until files are there).
+TRAINING_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 
 
 class Unavailable(Exception):
@@ -105,6 +108,12 @@ def prepare(name: str, bin_root: Path, kubeconfig: Path, workdir: Path) -> Plan:
             f"--webhook-server-port={_free_port()}",
         ]
         env["MY_POD_NAMESPACE"] = TRAINING_NAMESPACE
+        # Play the kubelet's Secret mount: a certificate on disk (nothing calls its webhooks here).
+        ca = generate_ca("hyperplace-local-training-operator-ca")
+        serving = generate_serving_cert(
+            ca, [f"training-operator.{TRAINING_NAMESPACE}.svc"], ["127.0.0.1"], 365
+        )
+        write_tls_files(TRAINING_CERT_DIR, WebhookCerts(ca=ca, serving=serving))
         objects: list[dict[str, Any]] = [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TRAINING_NAMESPACE}},
             {

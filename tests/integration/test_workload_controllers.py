@@ -149,7 +149,11 @@ def test_a_pytorchjob_starts_whole_in_one_rack_master_first(
     }
     kubectl.create([job])
     pods = wait_for(
-        lambda: bound_pods(kubectl, namespace, 4), "the PyTorchJob's 4 pods bound", describe=plane.describe
+        lambda: bound_pods(kubectl, namespace, 4),
+        "the PyTorchJob's 4 pods bound",
+        describe=lambda: (
+            kubectl.run("get", "podgroups,pods", "-n", namespace, "-o", "yaml").stdout + plane.describe()
+        ),
     )
     nodes = {p["metadata"]["name"]: pod_node(p) for p in pods}
     assert len({racks.rack_of(n) for n in nodes.values()}) == 1
