@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperplace.api.constants import PARTITION_ID_KEY, TASK_SPEC_KEY
+from hyperplace.api.topology_annotations import operator_podgroup_topology
 from hyperplace.kube.objects import namespaced_key, podgroup_key_of
 from hyperplace.kube.workloads import rank_index
 
@@ -136,7 +137,8 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
                 subgroups=dict(getattr(outcome, "subgroups", None) or {}),
                 conditions=list(status.get("conditions") or []),
                 outcome=outcome,
-                topology_spec=spec.get("networkTopology"),
+                # As the scheduler reads it (a training operator's from its annotations).
+                topology_spec=spec.get("networkTopology") or operator_podgroup_topology(pg)[0],
                 partitions=partitions,
             )
         )

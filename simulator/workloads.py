@@ -281,6 +281,7 @@ def pytorchjob_objects(job: Mapping[str, Any]) -> tuple[dict[str, Any], list[dic
                         "annotations": {
                             **(tmeta.get("annotations") or {}),
                             "scheduling.k8s.io/group-name": name,
+                            "volcano.sh/task-spec": rtype.lower(),  # as the operator's Volcano client
                         },
                         "ownerReferences": [_owner_ref(job)],
                     },

@@ -129,7 +129,7 @@ def pod_spec(racks: Racks, cpu: str = "4") -> dict[str, Any]:
     }
 
 
-def test_a_pytorchjob_starts_whole_in_one_rack_master_first(
+def test_a_pytorchjob_starts_whole_in_one_rack_workers_in_index_order(
     plane: Plane, started: dict[str, str], namespace: str
 ) -> None:
     need(started, "training-operator")
@@ -157,7 +157,8 @@ def test_a_pytorchjob_starts_whole_in_one_rack_master_first(
     )
     nodes = {p["metadata"]["name"]: pod_node(p) for p in pods}
     assert len({racks.rack_of(n) for n in nodes.values()}) == 1
-    assert nodes["bert-master-0"] == min(str(n) for n in nodes.values())  # rank 0 on the rack's first node
+    workers = [nodes[f"bert-worker-{i}"] for i in range(3)]
+    assert workers == sorted(str(n) for n in workers), nodes  # workers in replica-index order
     pg = kubectl.get("podgroups", "-n", namespace, "bert")  # the operator's PodGroup, no other
     assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
     assert [p["metadata"]["name"] for p in kubectl.items("podgroups", "-n", namespace)] == ["bert"]
