@@ -118,6 +118,12 @@ def statefulset_pods(sts: Mapping[str, Any], bound: Mapping[int, bool]) -> list[
 
 # -- JobSet, LeaderWorkerSet, PyTorchJob -------------------------------------------------------
 
+PYTORCH_INIT_CONTAINER = {
+    "name": "init-pytorch",
+    "image": "alpine:3.10",
+    "resources": {"limits": {"cpu": "100m", "memory": "20Mi"}, "requests": {"cpu": "50m", "memory": "10Mi"}},
+    "command": ["sh", "-c", "until nslookup $MASTER_ADDR; do sleep 2; done"],
+}
 JOBSET = "JobSet"
 LEADERWORKERSET = "LeaderWorkerSet"
 PYTORCHJOB = "PyTorchJob"
@@ -270,6 +276,9 @@ def pytorchjob_objects(job: Mapping[str, Any]) -> tuple[dict[str, Any], list[dic
                 labels["training.kubeflow.org/job-role"] = "master"
             pspec = dict(t.get("spec") or {})
             pspec["schedulerName"] = "volcano"
+            if rtype.lower() == "worker" and "Master" in specs:
+                # The operator's init container that waits for the master's DNS name (v1.8 default).
+                pspec["initContainers"] = [*(pspec.get("initContainers") or []), PYTORCH_INIT_CONTAINER]
             pods.append(
                 {
                     "apiVersion": "v1",
