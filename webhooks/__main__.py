@@ -24,20 +24,22 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import sys
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from hyperplace.pki.certificates import RENEW_FRACTION
+from hyperplace.pki.certificates import CLIENT_NAME, RENEW_FRACTION
 from hyperplace.pki.tls import DEFAULT_POLL_SECONDS, CertReloader
 from hyperplace.runtime import flags
 
 from .cache import InformerContext
 from .regexcheck import RegexChecker
-from .server import create_app, create_probe_app
+from .server import STATE, ConnectionCollector, create_app, create_probe_app
 from .site import (
+    DEFAULT_FIRST_REQUEST_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KEEPALIVE_TIMEOUT,
@@ -140,6 +142,39 @@ def _parser() -> argparse.ArgumentParser:
         help="open connections at most; more are closed on accept",
     )
     p.add_argument(
+        "--max-connections-per-client",
+        metavar="N",
+        type=int,
+        default=0,
+        help="open connections from one client address at most (0: half of --max-connections); "
+        "beyond either cap the oldest connection that is not mid-request is closed to make room",
+    )
+    p.add_argument(
+        "--first-request-timeout",
+        metavar="DURATION",
+        type=flags.duration,
+        default=DEFAULT_FIRST_REQUEST_TIMEOUT,
+        help="a new connection's first request must arrive (headers complete) within this of "
+        "the TLS handshake",
+    )
+    p.add_argument(
+        "--client-ca-file",
+        metavar="FILE",
+        default=os.environ.get("HYPERPLACE_WEBHOOK_CLIENT_CA_FILE") or None,
+        help="require TLS client certificates signed by this CA (mTLS: the kube-apiserver "
+        "authenticates with `hyperplace-certs client`); handshakes without one are refused "
+        "(env HYPERPLACE_WEBHOOK_CLIENT_CA_FILE)",
+    )
+    p.add_argument(
+        "--client-cert-name",
+        metavar="CN",
+        action="append",
+        default=None,
+        help=f"with --client-ca-file, a client certificate subject CN to accept; repeatable; "
+        f"* accepts any the CA signed (default {CLIENT_NAME}; env HYPERPLACE_WEBHOOK_CLIENT_NAMES, "
+        "comma-separated)",
+    )
+    p.add_argument(
         "--tls-handshake-timeout",
         metavar="DURATION",
         type=flags.duration,
@@ -239,9 +274,23 @@ async def serve(args: argparse.Namespace) -> None:
                 f"hyperplace-webhooks: cannot load the serving certificate: {reloader.last_error}"
             )
         reloader.renew_if_due()
+        if args.client_ca_file:
+            try:
+                reloader.require_client_certs(args.client_ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise SystemExit(f"hyperplace-webhooks: cannot load --client-ca-file: {exc}") from exc
+    elif args.client_ca_file:
+        raise SystemExit("hyperplace-webhooks: --client-ca-file needs TLS (not --insecure-http)")
+    client_names = args.client_cert_name or [
+        n.strip() for n in (os.environ.get("HYPERPLACE_WEBHOOK_CLIENT_NAMES") or CLIENT_NAME).split(",")
+    ]
+    site: GuardedSite | None = None
 
-    def ready() -> bool:
-        return reloader is None or reloader.loaded
+    def ready() -> bool | str:
+        if reloader is not None and not reloader.loaded:
+            return False
+        saturated = site.saturated() if site is not None else None
+        return f"webhook port cannot accept: {saturated}" if saturated else True
 
     stack = contextlib.AsyncExitStack()
     informer = queue_informer = None
@@ -259,12 +308,21 @@ async def serve(args: argparse.Namespace) -> None:
         handshake_timeout=args.tls_handshake_timeout,
         header_timeout=args.header_timeout,
         keepalive_timeout=args.keepalive_timeout,
+        first_request_timeout=args.first_request_timeout,
+        max_per_client=args.max_connections_per_client,
     )
     runners = [web.AppRunner(app, access_log=None, keepalive_timeout=limits.keepalive_timeout)]
     await runners[0].setup()
-    await GuardedSite(
-        runners[0], args.host, args.port, ssl_context=reloader.context if reloader else None, limits=limits
-    ).start()
+    site = GuardedSite(
+        runners[0],
+        args.host,
+        args.port,
+        ssl_context=reloader.context if reloader else None,
+        limits=limits,
+        client_names=frozenset(n for n in client_names if n) if args.client_ca_file else frozenset(),
+    )
+    await site.start()
+    app[STATE].metrics.registry.register(ConnectionCollector(lambda: site.stats))
     if args.metrics_port:
         probe = web.AppRunner(
             create_probe_app(app, metrics=args.metrics_on_probe_port), access_log=None, keepalive_timeout=15
@@ -273,10 +331,13 @@ async def serve(args: argparse.Namespace) -> None:
         await web.TCPSite(probe, args.probe_host, args.metrics_port).start()
         runners.append(probe)
     log.info(
-        "serving webhooks and /metrics on %s://%s:%d%s",
+        "serving webhooks and /metrics on %s://%s:%d%s%s",
         "http" if reloader is None else "https",
         args.host,
         args.port,
+        f" (client certificates required: CN {', '.join(sorted(site.client_names)) or 'any'})"
+        if args.client_ca_file
+        else "",
         f", probes on http://{args.probe_host}:{args.metrics_port}" if args.metrics_port else "",
     )
 

@@ -34,6 +34,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from .context import AdmissionContext
 from .hypernode import regex_patterns
@@ -88,13 +89,47 @@ class WebhookMetrics:
         self.latency.labels(endpoint, verdict).observe(seconds)
 
 
+class ConnectionCollector:
+    """``hyperplace_webhook_connections`` (open now) and
+    ``hyperplace_webhook_connections_closed_total{reason}`` from a site's counters."""
+
+    REASONS = (
+        "refused",
+        "evicted",
+        "handshake_failed",
+        "first_request_timeouts",
+        "header_timeouts",
+        "unauthorized",
+    )
+
+    def __init__(self, stats: Callable[[], Any]):
+        self.stats = stats
+
+    def collect(self) -> Any:
+        stats = self.stats()
+        yield GaugeMetricFamily(
+            "hyperplace_webhook_connections", "Open connections on the webhook port.", value=stats.open
+        )
+        closed = CounterMetricFamily(
+            "hyperplace_webhook_connections_closed",
+            "Connections the webhook port closed itself, by reason (refused: every slot busy; "
+            "evicted: made room for a newer one; handshake_failed; first_request_timeouts; "
+            "header_timeouts; unauthorized: client certificate subject not accepted).",
+            labels=["reason"],
+        )
+        for reason in self.REASONS:
+            closed.add_metric([reason], getattr(stats, reason))
+        yield closed
+
+
 @dataclass
 class ServerState:
     """What the handlers share: the context source, metrics, readiness, regex checker."""
 
     context: ContextSource
     metrics: WebhookMetrics
-    ready: Callable[[], bool]
+    # True when ready; False or a reason (str) when not.
+    ready: Callable[[], bool | str]
     regex: RegexChecker | None = None
     body_timeout: float = BODY_TIMEOUT_SECONDS
     executor: ThreadPoolExecutor = field(
@@ -187,9 +222,11 @@ async def _healthz(request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    if request.app[STATE].ready():
+    ready = request.app[STATE].ready()
+    if ready is True:
         return web.Response(text="ok")
-    return web.Response(status=503, text="serving certificate not loaded")
+    reason = ready if isinstance(ready, str) and ready else "serving certificate not loaded"
+    return web.Response(status=503, text=reason)
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -205,7 +242,7 @@ def create_app(
     context: ContextSource = None,
     *,
     registry: CollectorRegistry | None = None,
-    ready: Callable[[], bool] | None = None,
+    ready: Callable[[], bool | str] | None = None,
     regex: RegexChecker | None = None,
     cert_expiry: Callable[[], float | None] | None = None,
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
@@ -214,7 +251,7 @@ def create_app(
 
     ``context`` is an AdmissionContext or a callable returning the current one (for a
     cache kept up to date elsewhere). ``ready`` backs ``/readyz``; by default always
-    ready. ``registry`` receives the metrics (a fresh one when omitted). ``regex`` judges
+    ready; it returns True, or False or the reason (served with 503). ``registry`` receives the metrics (a fresh one when omitted). ``regex`` judges
     HyperNode patterns off the event loop (without it they compile in-process).
     ``cert_expiry`` returns the serving certificate's seconds to expiry, for the gauge.
     """
