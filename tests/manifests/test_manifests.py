@@ -590,3 +590,18 @@ def test_certs_fit_the_manifests() -> None:
         assert changed
         for hook in injected["webhooks"]:
             assert base64.b64decode(hook["clientConfig"]["caBundle"]) == generated.ca.cert_pem
+
+
+def test_the_example_network_policy_admits_only_listed_addresses_to_the_webhook_port() -> None:
+    """The webhook port is open to the control plane's addresses only (never to every pod): each
+    ingress rule for it names its sources."""
+    [policy] = [
+        d
+        for d in _docs(MANIFESTS / "optional" / "networkpolicy.yaml")
+        if d["metadata"]["name"] == "hyperplace-webhooks-ingress"
+    ]
+    rules = policy["spec"]["ingress"]
+    assert rules
+    for rule in rules:
+        assert rule.get("from"), "a rule without `from` admits every pod"
+        assert all("ipBlock" in peer for peer in rule["from"])
