@@ -32,8 +32,10 @@ from typing import Any
 from aiohttp import web
 
 from hyperplace.pki.certificates import CLIENT_NAME, RENEW_FRACTION
+from hyperplace.pki.commandmark import load_key
 from hyperplace.pki.tls import DEFAULT_POLL_SECONDS, CertReloader
 from hyperplace.runtime import flags
+from hyperplace.runtime.flags import SYSTEM_NAMESPACE
 
 from .cache import InformerContext
 from .regexcheck import RegexChecker
@@ -195,6 +197,29 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_KEEPALIVE_TIMEOUT,
         help="an idle keep-alive connection is closed after this",
     )
+    p.add_argument(
+        "--command-key-file",
+        metavar="FILE",
+        default=os.environ.get("HYPERPLACE_COMMAND_KEY_FILE") or None,
+        help="secret key marking admitted queue Commands; the controller reads the same file and "
+        "obeys only marked Commands (env HYPERPLACE_COMMAND_KEY_FILE)",
+    )
+    p.add_argument(
+        "--command-authorization",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="admit a queue Command only when its creator may update the Queue "
+        "(SubjectAccessReview); --no-command-authorization is Volcano's behaviour (anyone)",
+    )
+    p.add_argument(
+        "--podgroup-status-writer",
+        metavar="USER",
+        action="append",
+        default=None,
+        help="a user allowed to change a PodGroup's status; repeatable (default the scheduler's and "
+        "the controller's ServiceAccounts in POD_NAMESPACE; env HYPERPLACE_PODGROUP_STATUS_WRITERS, "
+        "comma-separated; * lets anyone, Volcano's behaviour)",
+    )
     p.add_argument("--insecure-http", action="store_true", help="serve webhooks over plain HTTP (tests only)")
     p.add_argument(
         "--validating-webhook-configuration",
@@ -255,6 +280,34 @@ async def _informers(args: argparse.Namespace, stack: contextlib.AsyncExitStack)
     return Informer(api, HYPERNODES), Informer(api, QUEUES)
 
 
+async def _reviewer(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> Any:
+    """A SubjectAccessReview client on the cluster's API (for queue Commands)."""
+    # lazy: only a webhook that talks to a real API server loads kubernetes-asyncio
+    from kubernetes_asyncio import client
+
+    from hyperplace.runtime.kube import load_client_config
+
+    from .authz import SubjectAccessReviewer
+
+    await load_client_config(args.kubeconfig)
+    return SubjectAccessReviewer(await stack.enter_async_context(client.ApiClient()))
+
+
+def _status_writers(args: argparse.Namespace) -> frozenset[str] | None:
+    names = args.podgroup_status_writer
+    if names is None:
+        env = os.environ.get("HYPERPLACE_PODGROUP_STATUS_WRITERS")
+        if env:
+            names = [n.strip() for n in env.split(",")]
+        else:
+            ns = os.environ.get("POD_NAMESPACE") or SYSTEM_NAMESPACE
+            names = [
+                f"system:serviceaccount:{ns}:{sa}" for sa in ("hyperplace-scheduler", "hyperplace-controller")
+            ]
+    names = [n for n in names if n]
+    return None if "*" in names else frozenset(names)
+
+
 async def serve(args: argparse.Namespace) -> None:
     """Run until SIGTERM/SIGINT."""
     reloader: CertReloader | None = None
@@ -296,12 +349,32 @@ async def serve(args: argparse.Namespace) -> None:
     informer = queue_informer = None
     if args.hypernode_cache:
         informer, queue_informer = await _informers(args, stack)
+    command_key = None
+    if args.command_key_file:
+        try:
+            command_key = load_key(Path(args.command_key_file).read_bytes())
+        except FileNotFoundError:
+            # The Deployment mounts the key's Secret as optional: not created yet.
+            log.warning(
+                "%s does not exist: admitted queue Commands are not marked, so the controller "
+                "ignores them (create the Secret hyperplace-command-key)",
+                args.command_key_file,
+            )
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"hyperplace-webhooks: --command-key-file: {exc}") from exc
+    authorize = None
+    if args.command_authorization:
+        authorize = (await _reviewer(args, stack)).authorize
+    writers = _status_writers(args)
     app = create_app(
         InformerContext(hypernodes=informer, queues=queue_informer) if informer is not None else None,
         ready=ready,
         regex=RegexChecker(),
         cert_expiry=reloader.expiry_seconds if reloader is not None else None,
         middlewares=[track_requests],
+        authorize=authorize,
+        command_key=command_key,
+        status_writers=writers,
     )
     limits = ConnectionLimits(
         max_connections=args.max_connections,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +36,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from .command import command_queue
 from .context import AdmissionContext
 from .hypernode import regex_patterns
 from .regexcheck import RegexChecker
@@ -131,6 +132,11 @@ class ServerState:
     # True when ready; False or a reason (str) when not.
     ready: Callable[[], bool | str]
     regex: RegexChecker | None = None
+    # Queue Commands: asks whether userInfo may update a queue (None: authorization off);
+    # the key that marks admitted Commands. PodGroup status: who may write it (None: anyone).
+    authorize: Callable[[Mapping[str, Any], str], Awaitable[tuple[bool, str]]] | None = None
+    command_key: bytes | None = None
+    status_writers: frozenset[str] | None = None
     body_timeout: float = BODY_TIMEOUT_SECONDS
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="review")
@@ -185,6 +191,14 @@ async def _judge(state: ServerState, path: str, body: bytes) -> ReviewResult:
         patterns = regex_patterns(req.object or {})
         if patterns:
             ctx = dataclasses.replace(ctx, regex_verdicts=await state.regex.verdicts(patterns))
+    if path in ("/commands/validate", "/commands/mutate") and req.operation in ("CREATE", "UPDATE"):
+        queue = command_queue(req.object or {})
+        access = None
+        if queue is not None and state.authorize is not None:
+            access = await state.authorize(req.user_info, queue)
+        ctx = dataclasses.replace(ctx, command_access=access, command_key=state.command_key, now=time.time())
+    elif path == "/podgroups/validate":
+        ctx = dataclasses.replace(ctx, status_writers=state.status_writers)
     result: ReviewResult = await _off_loop(state, len(body), answer_review, path, req, ctx)
     return result
 
@@ -246,6 +260,9 @@ def create_app(
     regex: RegexChecker | None = None,
     cert_expiry: Callable[[], float | None] | None = None,
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
+    authorize: Callable[[Mapping[str, Any], str], Awaitable[tuple[bool, str]]] | None = None,
+    command_key: bytes | None = None,
+    status_writers: frozenset[str] | None = None,
 ) -> web.Application:
     """The webhook application, with ``/metrics``, ``/healthz`` and ``/readyz``.
 
@@ -254,6 +271,8 @@ def create_app(
     ready; it returns True, or False or the reason (served with 503). ``registry`` receives the metrics (a fresh one when omitted). ``regex`` judges
     HyperNode patterns off the event loop (without it they compile in-process).
     ``cert_expiry`` returns the serving certificate's seconds to expiry, for the gauge.
+    ``authorize``, ``command_key`` and ``status_writers``: see ``ServerState`` and
+    ``webhooks.command`` (without them queue Commands and PodGroup status are not checked).
     """
     # client_max_size is set above our own limit: _read_body enforces MAX_BODY_BYTES
     # and answers 400 with a message, where aiohttp would answer 413.
@@ -261,7 +280,15 @@ def create_app(
     metrics = WebhookMetrics(registry if registry is not None else CollectorRegistry())
     if cert_expiry is not None:
         metrics.cert_expiry.set_function(lambda: cert_expiry() or 0.0)
-    app[STATE] = ServerState(context=context, metrics=metrics, ready=ready or _always_ready, regex=regex)
+    app[STATE] = ServerState(
+        context=context,
+        metrics=metrics,
+        ready=ready or _always_ready,
+        regex=regex,
+        authorize=authorize,
+        command_key=command_key,
+        status_writers=status_writers,
+    )
     for path in WEBHOOKS:
         app.router.add_post(path, _review)
     app.router.add_get("/healthz", _healthz)

@@ -22,6 +22,7 @@ import base64
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -364,7 +365,11 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
     if out.returncode != 0:
         raise LocalUpError(f"hyperplace-certs gen failed:\n{out.stderr}")
     apiserver_args: list[str] = []
-    webhook_args: list[str] = []
+    # The key the webhook marks admitted queue Commands with and the controller checks.
+    command_key = tls / "command.key"
+    command_key.write_text(secrets.token_hex(32))
+    command_key.chmod(0o600)
+    webhook_args: list[str] = [f"--command-key-file={command_key}"]
     if args.webhook_mtls:
         out = subprocess.run(components.certs_client_argv(tls), capture_output=True, text=True)
         if out.returncode != 0:
@@ -491,7 +496,7 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
             # A Job's pods one at a time, in index order, as the simulator creates them: with
             # parallel creates (the Deployment's default) a gang starts with whichever of its pods
             # exist first, as in Volcano, and the live placement can differ from the preview.
-            extra=["--pod-concurrency=1"],
+            extra=["--pod-concurrency=1", f"--command-key-file={command_key}"],
         ),
         sa["hyperplace-controller"],
     )

@@ -288,6 +288,28 @@ HOOKS = {
     ),
     "mutatejobs.hyperplace.io": ("Mutating", "/jobs/mutate", "batch.volcano.sh", "jobs", ["CREATE"]),
     "mutatepods.hyperplace.io": ("Mutating", "/pods/mutate", "", "pods", ["CREATE"]),
+    "validatecommands.hyperplace.io": (
+        "Validating",
+        "/commands/validate",
+        "bus.volcano.sh",
+        "commands",
+        ["CREATE", "UPDATE"],
+    ),
+    "mutatecommands.hyperplace.io": (
+        "Mutating",
+        "/commands/mutate",
+        "bus.volcano.sh",
+        "commands",
+        ["CREATE", "UPDATE"],
+    ),
+    # The status subresource too, should the CRD ever get one.
+    "validatepodgroups.hyperplace.io": (
+        "Validating",
+        "/podgroups/validate",
+        "scheduling.volcano.sh",
+        ["podgroups", "podgroups/status"],
+        ["CREATE", "UPDATE"],
+    ),
 }
 
 
@@ -320,7 +342,8 @@ def test_webhook(name: str) -> None:
     assert "caBundle" not in client and "url" not in client
     assert client["service"] == {"name": "hyperplace-webhooks", "namespace": NS, "path": path, "port": 443}
     [rule] = hook["rules"]
-    assert rule["apiGroups"] == [group] and rule["resources"] == [resource]
+    assert rule["apiGroups"] == [group]
+    assert rule["resources"] == (resource if isinstance(resource, list) else [resource])
     assert rule["operations"] == operations
     excluded = hook["namespaceSelector"]["matchExpressions"]
     assert {
