@@ -289,8 +289,22 @@ async def _reviewer(args: argparse.Namespace, stack: contextlib.AsyncExitStack) 
 
     from .authz import SubjectAccessReviewer
 
-    await load_client_config(args.kubeconfig)
+    try:
+        await load_client_config(args.kubeconfig)
+    except Exception as exc:  # no kubeconfig, no in-cluster credentials
+        log.warning("no API access for SubjectAccessReviews (%s): every queue Command is refused", exc)
+        return _NoApi(f"the webhook has no API access to check the permission: {exc}"[:200])
     return SubjectAccessReviewer(await stack.enter_async_context(client.ApiClient()))
+
+
+class _NoApi:
+    """Refuses every queue Command, saying why: without the apiserver nobody's permission is known."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    async def authorize(self, _user_info: Any, _queue: str) -> tuple[bool, str]:
+        return False, self.reason
 
 
 def _status_writers(args: argparse.Namespace) -> frozenset[str] | None:
