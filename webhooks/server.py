@@ -39,14 +39,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from .command import command_queue
 from .context import AdmissionContext
 from .hypernode import regex_patterns
-from .regexcheck import RegexChecker
+from .regexcheck import BUSY, RegexChecker
 from .review import (
     MAX_BODY_BYTES,
     WEBHOOKS,
+    Answer,
     ReviewRequest,
     ReviewResult,
     answer_review,
     prepare_review,
+    review_response,
 )
 
 ContextSource = AdmissionContext | Callable[[], AdmissionContext] | None
@@ -181,6 +183,11 @@ async def _off_loop(state: ServerState, size: int, fn: Callable[..., Any], *args
     return await asyncio.get_running_loop().run_in_executor(state.executor, fn, *args)
 
 
+def busy_answer() -> Answer:
+    """Too many new patterns queued by others: 429, so the client retries (no verdict on the object)."""
+    return Answer(allowed=False, messages=[f"spec.members: {BUSY}"], code=429)
+
+
 async def _judge(state: ServerState, path: str, body: bytes) -> ReviewResult:
     prepared = await _off_loop(state, len(body), prepare_review, path, body)
     if isinstance(prepared, ReviewResult):
@@ -190,7 +197,11 @@ async def _judge(state: ServerState, path: str, body: bytes) -> ReviewResult:
     if state.regex is not None and path == "/hypernodes/validate" and req.operation in ("CREATE", "UPDATE"):
         patterns = regex_patterns(req.object or {})
         if patterns:
-            ctx = dataclasses.replace(ctx, regex_verdicts=await state.regex.verdicts(patterns))
+            verdicts = await state.regex.verdicts(patterns, req.username)
+            ctx = dataclasses.replace(ctx, regex_verdicts=verdicts)
+            if BUSY in verdicts.values():
+                # Not an answer about the object: the apiserver reports 429, a retryable error.
+                return ReviewResult(200, review_response(req.uid, busy_answer()), "busy")
     if path in ("/commands/validate", "/commands/mutate") and req.operation in ("CREATE", "UPDATE"):
         queue = command_queue(req.object or {})
         access = None
@@ -298,7 +309,7 @@ def create_app(
     async def _startup(app: web.Application) -> None:
         regex = app[STATE].regex
         if regex is not None:
-            await regex.worker.start()
+            await regex.start()
 
     async def _shutdown(app: web.Application) -> None:
         state = app[STATE]
