@@ -134,7 +134,8 @@ async def probe(
                 if r.status == 201 and '"maxRetry":3' in body.replace(" ", ""):
                     latencies.append(time.perf_counter() - t0)
                 else:
-                    failures.append(f"HTTP {r.status}: {body[:200]}")
+                    # The apiserver's message ends with why the call failed (EOF, reset, deadline).
+                    failures.append(f"HTTP {r.status}: ...{body[-160:]}")
         except (aiohttp.ClientError, TimeoutError) as exc:
             failures.append(type(exc).__name__)
         i += 1

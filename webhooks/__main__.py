@@ -220,6 +220,13 @@ def _parser() -> argparse.ArgumentParser:
         "the controller's ServiceAccounts in POD_NAMESPACE; env HYPERPLACE_PODGROUP_STATUS_WRITERS, "
         "comma-separated; * lets anyone, Volcano's behaviour)",
     )
+    p.add_argument(
+        "--regex-workers",
+        metavar="N",
+        type=int,
+        default=0,
+        help="processes compiling new HyperNode patterns (0: one per core, at most 4)",
+    )
     p.add_argument("--insecure-http", action="store_true", help="serve webhooks over plain HTTP (tests only)")
     p.add_argument(
         "--validating-webhook-configuration",
@@ -383,7 +390,7 @@ async def serve(args: argparse.Namespace) -> None:
     app = create_app(
         InformerContext(hypernodes=informer, queues=queue_informer) if informer is not None else None,
         ready=ready,
-        regex=RegexChecker(),
+        regex=RegexChecker(workers=args.regex_workers or None),
         cert_expiry=reloader.expiry_seconds if reloader is not None else None,
         middlewares=[track_requests],
         authorize=authorize,

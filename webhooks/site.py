@@ -8,8 +8,8 @@ with bounds, all counted in ``ConnectionStats``:
 * at most ``max_connections`` open at once, and at most ``max_per_client`` from one client
   address (below the total, so one address cannot take every slot). A connection beyond
   either cap *evicts* the oldest connection in the same scope that is not in the middle of a
-  request, preferring one that never completed a request (still handshaking, or connected
-  and silent) over one idling between requests; only when every connection in scope is busy
+  request, preferring one that never completed a request (connected and silent, then still
+  handshaking) over one idling between requests; only when every connection in scope is busy
   is the new one closed on accept, before any TLS work. So connections that are opened and
   left silent cannot keep a real client (the kube-apiserver) out: its new connection takes
   the slot of the oldest silent one. With client certificates required (mTLS), a connection
@@ -115,6 +115,7 @@ class _Tracked(asyncio.Protocol):
         self.busy = False
         self.served = 0  # requests completed on this connection
         self.authenticated = False  # a client certificate was verified (mTLS)
+        self.received = False  # a byte of a request arrived
         self._released = False
         self._first_timer: asyncio.TimerHandle | None = None
         self._header_timer: asyncio.TimerHandle | None = None
@@ -131,14 +132,20 @@ class _Tracked(asyncio.Protocol):
         self.raw.abort()  # type: ignore[attr-defined]
 
     def rank(self) -> int | None:
-        """Eviction preference: 0 for a connection that never completed a request (and
-        never authenticated), 1 for one idle between requests, 2 for an authenticated idle
-        one, None for one in the middle of a request (never evicted)."""
+        """Eviction preference, lowest first: 0 for a connection past its handshake that has
+        sent no byte (and presented no client certificate), 1 for one still handshaking or
+        sending its first request's headers,
+        2 for one idle between requests, 3 for an authenticated idle one, None for one in
+        the middle of a request (never evicted). Silent connections go before handshaking
+        ones, so a real client's new connection, handshaking for a moment before it sends
+        its request at once, is the last of the unproven to go."""
         if self.busy:
             return None
         if self.authenticated:
+            return 3
+        if self.served:
             return 2
-        return 0 if self.served == 0 else 1
+        return 0 if self.transport is not None and not self.received else 1
 
     def _cancel_timer(self) -> None:
         for timer in (self._first_timer, self._header_timer):
@@ -185,6 +192,7 @@ class _Tracked(asyncio.Protocol):
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
+        self.received = True
         if not self.busy and self._header_timer is None:
             self._header_timer = asyncio.get_running_loop().call_later(
                 self.site.limits.header_timeout, self._header_timeout
@@ -319,7 +327,7 @@ class GuardedSite(web.BaseSite):
     def _victim(self, peer: str | None) -> _Tracked | None:
         """The connection to evict (oldest of the lowest rank, from ``peer`` when given)."""
         best: _Tracked | None = None
-        best_rank = 3
+        best_rank = 4
         for conn in self._conns:  # oldest first
             if peer is not None and conn.peer != peer:
                 continue

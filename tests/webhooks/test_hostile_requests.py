@@ -11,7 +11,7 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry
 
-from webhooks.regexcheck import RegexChecker, RegexWorker, VerdictCache
+from webhooks.regexcheck import RegexChecker, VerdictCache
 from webhooks.review import MAX_JSON_DEPTH, handle_review, json_depth
 from webhooks.server import create_app
 
