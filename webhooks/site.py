@@ -178,6 +178,7 @@ class _Tracked(asyncio.Protocol):
         # must now arrive within first_request_timeout.
         self.transport = transport
         _TRACKED[transport] = self
+        self.inner.connection_made(transport)
         peercert = transport.get_extra_info("peercert")
         if peercert:
             names = self.site.client_names
@@ -189,7 +190,6 @@ class _Tracked(asyncio.Protocol):
         self._first_timer = asyncio.get_running_loop().call_later(
             self.site.limits.first_request_timeout, self._first_request_timeout
         )
-        self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         self.received = True

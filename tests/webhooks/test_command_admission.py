@@ -9,9 +9,10 @@ import json
 from typing import Any
 
 import jsonpatch
+import kubernetes_asyncio.client
 
 from hyperplace.pki import commandmark
-from webhooks.authz import queue_access_review
+from webhooks.authz import SubjectAccessReviewer, queue_access_review
 
 from .builders import review
 
@@ -178,3 +179,21 @@ async def test_without_a_writer_list_podgroup_status_is_anyones_as_in_volcano(ai
         review(podgroup({"phase": "Running"}), "UPDATE", podgroup({}), userInfo={"username": "alice"}),
     )
     assert resp["allowed"] is True
+
+
+async def test_an_apiserver_error_refuses_the_command_saying_so(monkeypatch):
+    asked = []
+
+    class Failing:
+        def __init__(self, _client: object) -> None:
+            pass
+
+        async def create_subject_access_review(self, body: Any) -> Any:
+            asked.append(body)
+            raise kubernetes_asyncio.client.ApiException(status=503, reason="Service Unavailable")
+
+    monkeypatch.setattr(kubernetes_asyncio.client, "AuthorizationV1Api", Failing)
+    allowed, reason = await SubjectAccessReviewer(object()).authorize(LEAD, "default")
+    assert allowed is False
+    assert reason.startswith("the permission could not be checked: ApiException")
+    assert asked[0]["spec"]["resourceAttributes"]["name"] == "default"
