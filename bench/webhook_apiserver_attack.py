@@ -14,12 +14,11 @@ cannot slow the prober) keeps ``--connections`` connections open to the webhook 
 handshakes completed and nothing sent (without mTLS), or handshakes started without a client
 certificate (with mTLS); every connection the server closes is reopened at once. The webhook
 runs with ``--keepalive-timeout`` of ``--keepalive`` (0.2 s: shorter than the gap between
-probes), so the apiserver's keep-alive connection is gone before every probe and each needs a
-new connection: the case in which, before, every admission failed with EOF. (aiohttp's
-keep-alive timer also runs before a connection's first request, so the attacker's connections
-are then cut after 0.2 s too and reopened at once: a churn of handshakes. ``--keepalive 60``,
-the default, measures a warm apiserver connection against connections held for the 5 s
-first-request deadline.) Prints admission p50/p99 and failures idle and under attack, from the same
+probes), so the apiserver's keep-alive connection is closed before every probe and each needs a
+new connection: the case in which, before, every admission failed with EOF. (The keep-alive
+counts only after a request; the attacker's silent connections are held until the 5 s
+first-request deadline, or evicted. ``--keepalive 60``, the default, measures a warm apiserver
+connection.) Prints admission p50/p99 and failures idle and under attack, from the same
 run, and what the server did with the attacker's connections. A measurement, not a test.
 """
 

@@ -48,6 +48,7 @@ from .site import (
     DEFAULT_MAX_CONNECTIONS,
     ConnectionLimits,
     GuardedSite,
+    aiohttp_keepalive,
     track_requests,
 )
 
@@ -405,7 +406,7 @@ async def serve(args: argparse.Namespace) -> None:
         first_request_timeout=args.first_request_timeout,
         max_per_client=args.max_connections_per_client,
     )
-    runners = [web.AppRunner(app, access_log=None, keepalive_timeout=limits.keepalive_timeout)]
+    runners = [web.AppRunner(app, access_log=None, keepalive_timeout=aiohttp_keepalive(limits))]
     await runners[0].setup()
     site = GuardedSite(
         runners[0],

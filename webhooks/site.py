@@ -62,6 +62,12 @@ def default_max_per_client(max_connections: int) -> int:
     return max(1, max_connections // 2)
 
 
+def aiohttp_keepalive(limits: ConnectionLimits) -> float:
+    """The keep-alive timeout to give aiohttp's runner: a backstop well beyond the site's own
+    first-request and keep-alive timers, since aiohttp's also runs before the first request."""
+    return 2 * max(limits.keepalive_timeout, limits.first_request_timeout) + 10
+
+
 @dataclass(frozen=True)
 class ConnectionLimits:
     """Bounds on the webhook port's connections (seconds, counts). ``max_per_client`` 0
@@ -119,6 +125,7 @@ class _Tracked(asyncio.Protocol):
         self._released = False
         self._first_timer: asyncio.TimerHandle | None = None
         self._header_timer: asyncio.TimerHandle | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     def release(self) -> None:
         if not self._released:
@@ -148,10 +155,15 @@ class _Tracked(asyncio.Protocol):
         return 0 if self.transport is not None and not self.received else 1
 
     def _cancel_timer(self) -> None:
-        for timer in (self._first_timer, self._header_timer):
+        for timer in (self._first_timer, self._header_timer, self._idle_timer):
             if timer is not None:
                 timer.cancel()
-        self._first_timer = self._header_timer = None
+        self._first_timer = self._header_timer = self._idle_timer = None
+
+    def _idle_timeout(self) -> None:
+        self._idle_timer = None
+        if not self.busy and self.transport is not None:
+            self.transport.close()  # a graceful close: the client opens a new connection
 
     def _first_request_timeout(self) -> None:
         self._first_timer = None
@@ -172,6 +184,11 @@ class _Tracked(asyncio.Protocol):
     def request_finished(self) -> None:
         self.busy = False
         self.served += 1
+        # Keep-alive between requests is timed here, from the end of each request (aiohttp's
+        # own timer also runs before the first request; the server sets it as a backstop).
+        self._idle_timer = asyncio.get_running_loop().call_later(
+            self.site.limits.keepalive_timeout, self._idle_timeout
+        )
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Called once the TLS handshake is done (at once without TLS): the first request
@@ -193,6 +210,9 @@ class _Tracked(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.received = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         if not self.busy and self._header_timer is None:
             self._header_timer = asyncio.get_running_loop().call_later(
                 self.site.limits.header_timeout, self._header_timeout

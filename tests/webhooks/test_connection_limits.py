@@ -23,7 +23,7 @@ from hyperplace.pki.certificates import (
     write_tls_files,
 )
 from webhooks.server import create_app
-from webhooks.site import ConnectionLimits, GuardedSite, track_requests
+from webhooks.site import ConnectionLimits, GuardedSite, aiohttp_keepalive, track_requests
 from webhooks.tls import CertReloader
 
 from .builders import job, review
@@ -44,7 +44,7 @@ async def serve(tmp_path: Path):
         if client_names:
             reloader.require_client_certs(tmp_path / "ca.crt")
         runner = web.AppRunner(
-            create_app(middlewares=[track_requests]), keepalive_timeout=limits.keepalive_timeout
+            create_app(middlewares=[track_requests]), keepalive_timeout=aiohttp_keepalive(limits)
         )
         await runner.setup()
         runners.append(runner)
@@ -159,10 +159,13 @@ async def test_slow_headers_are_cut_off_and_idle_connections_expire(serve):
     site, client = await serve(ConnectionLimits(header_timeout=0.3, keepalive_timeout=0.6))
     slow_reader, slow_writer = await asyncio.open_connection("127.0.0.1", site.bound_port, ssl=client)
     slow_writer.write(b"POST /jobs/validate HTTP/1.1\r\nHost: x\r\n")  # never finished
-    idle_reader, _ = await asyncio.open_connection("127.0.0.1", site.bound_port, ssl=client)
+    idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", site.bound_port, ssl=client)
+    idle_writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # one request, then idle
+    assert (await idle_reader.readline()).startswith(b"HTTP/1.1 200")
     assert await closed_within(slow_reader, 3.0)
     assert site.stats.header_timeouts == 1
-    assert await closed_within(idle_reader, 3.0)
+    assert not await closed_within(idle_reader, 0.3)  # kept alive a while ...
+    assert await closed_within(idle_reader, 3.0)  # ... then closed
     await asyncio.sleep(0.05)
     assert site.stats.open == 0
 
