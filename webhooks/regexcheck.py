@@ -4,7 +4,7 @@ without one client's load refusing another's.
 RE2 holds the GIL while it compiles, and a hostile pattern of a few hundred bytes can take
 a second and several MiB to compile, so a thread would not keep ``/healthz`` answering.
 The server therefore sends new patterns to child processes (``webhooks.regex_worker``), one
-per core up to four (``default_workers``), and awaits their verdicts; the event loop stays
+per core up to three (``default_workers``), and awaits their verdicts; the event loop stays
 free the whole time.
 
 **Fairness.** Each request's new patterns join a queue of their client (the requesting user
@@ -56,8 +56,11 @@ MAX_NEW_PATTERN_BYTES = 16 * 1024
 COMPILE_BUDGET_SECONDS = 2.0
 # Wall time a request waits for the checker; the apiserver calls these webhooks with 5 s.
 WAIT_SECONDS = 3.0
-WORKER_MAX_RSS_BYTES = 128 << 20
-WORKER_KILL_RSS_BYTES = 256 << 20
+# A worker starts near 36 MiB and keeps about 1 MiB per costly pattern it compiled; recycled
+# past 96 MiB, it stays near 100 MiB, so three of them and the server fit the Deployment's
+# 512 MiB. One compile growing a worker past 160 MiB is killed on the spot.
+WORKER_MAX_RSS_BYTES = 96 << 20
+WORKER_KILL_RSS_BYTES = 160 << 20
 WORKER_MAX_PATTERNS = 5000
 STARTUP_TIMEOUT_SECONDS = 30.0
 VERDICT_CACHE_ENTRIES = 16384
@@ -68,8 +71,8 @@ BUSY = "not checked: the pattern checker is busy with other requests; retry the 
 
 
 def default_workers() -> int:
-    """One worker per core, at least one and at most four."""
-    return max(1, min(4, os.cpu_count() or 1))
+    """One worker per core, at least one and at most three (memory: see the thresholds)."""
+    return max(1, min(3, os.cpu_count() or 1))
 
 
 def _rss_of(pid: int) -> int:
