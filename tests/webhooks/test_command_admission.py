@@ -197,3 +197,25 @@ async def test_an_apiserver_error_refuses_the_command_saying_so(monkeypatch):
     assert allowed is False
     assert reason.startswith("the permission could not be checked: ApiException")
     assert asked[0]["spec"]["resourceAttributes"]["name"] == "default"
+
+
+async def test_a_metadata_update_keeps_the_marker_and_needs_no_permission(aiohttp_client, webhook_app):
+    """The garbage collector or a label change: action and target unchanged."""
+    reviewer = Reviewer({})
+    client = await aiohttp_client(webhook_app(authorize=reviewer.authorize, command_key=KEY))
+    old = close_command("q")
+    old["metadata"]["annotations"] = {commandmark.ANNOTATION: "v1.1.n." + "0" * 64}
+    new = json.loads(json.dumps(old))
+    new["metadata"]["labels"] = {"x": "y"}
+    gc = {"username": "system:serviceaccount:kube-system:generic-garbage-collector"}
+    for path in ("/commands/validate", "/commands/mutate"):
+        resp = await post(client, path, review(new, "UPDATE", old, namespace="team-a", userInfo=gc))
+        assert resp["allowed"] is True and "patch" not in resp
+    assert reviewer.asked == []
+    # Pointing it at another queue is a new order: asked, and refused here.
+    moved = json.loads(json.dumps(new))
+    moved["target"]["name"] = "default"
+    resp = await post(
+        client, "/commands/validate", review(moved, "UPDATE", old, namespace="team-a", userInfo=gc)
+    )
+    assert resp["allowed"] is False and reviewer.asked
