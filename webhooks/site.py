@@ -13,7 +13,7 @@ with bounds, all counted in ``ConnectionStats``:
   is the new one closed on accept, before any TLS work. So connections that are opened and
   left silent cannot keep a real client (the kube-apiserver) out: its new connection takes
   the slot of the oldest silent one. With client certificates required (mTLS), a connection
-  that presented a valid certificate is never evicted for one that has not yet;
+  that presented a valid certificate is never evicted;
 * the TLS handshake must finish within ``handshake_timeout``;
 * after the handshake (on accept, without TLS) the first request's headers must be
   complete within ``first_request_timeout``: a connection opened and left silent is closed
@@ -142,8 +142,9 @@ class _Tracked(asyncio.Protocol):
         """Eviction preference, lowest first: 0 for a connection past its handshake that has
         sent no byte (and presented no client certificate), 1 for one still handshaking or
         sending its first request's headers,
-        2 for one idle between requests, 3 for an authenticated idle one, None for one in
-        the middle of a request (never evicted). Silent connections go before handshaking
+        2 for one idle between requests, 3 for an authenticated idle one (never evicted: a
+        newcomer's identity is not known yet), None for one in the middle of a request
+        (never evicted). Silent connections go before handshaking
         ones, so a real client's new connection, handshaking for a moment before it sends
         its request at once, is the last of the unproven to go."""
         if self.busy:
@@ -347,7 +348,7 @@ class GuardedSite(web.BaseSite):
     def _victim(self, peer: str | None) -> _Tracked | None:
         """The connection to evict (oldest of the lowest rank, from ``peer`` when given)."""
         best: _Tracked | None = None
-        best_rank = 4
+        best_rank = 3  # an authenticated connection (rank 3) is never evicted
         for conn in self._conns:  # oldest first
             if peer is not None and conn.peer != peer:
                 continue
