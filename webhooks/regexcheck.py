@@ -367,31 +367,37 @@ class RegexChecker:
             try:
                 t0 = time.monotonic()
                 out = await worker.judge([pattern], req.budget_left)
-                req.budget_left -= time.monotonic() - t0
+            except Exception:  # never let a worker's loop die: the pattern is retried later
+                log.exception("regex worker failed")
+                out, worker.last_failure = [], "crash"
             finally:
+                req.budget_left -= time.monotonic() - t0
                 self._compiling_for.discard(req.client)
                 self._changed.set()
             if out:
                 self.cache.put(pattern, out[0])
                 req.answer(pattern, out[0])
                 self._resolve(pattern, out[0], ok=True)
-            else:
-                # Not cached: the pattern may be fine, this request's budget was spent. The
-                # rest of this request is refused the same way, not compiled.
+                continue
+            # Not cached: the pattern may be fine. Over the time budget, this request's
+            # remaining patterns are refused the same way, not compiled; a worker that could
+            # not run makes the request retry (BUSY); one that grew too large refuses only
+            # the pattern it was compiling.
+            if worker.last_failure == "memory":
                 verdict = (
-                    "not checked: the pattern checker could not start; retry the request"
-                    if worker.last_failure == "crash"
-                    else self._too_costly()
-                    if worker.last_failure == "timeout"
-                    else f"not checked: compiling this pattern needed more than {worker.kill_rss >> 20} MiB "
+                    f"not checked: compiling this pattern needed more than {worker.kill_rss >> 20} MiB "
                     "(a per-pattern limit of this webhook)"
                 )
-                req.answer(pattern, verdict)
-                self._resolve(pattern, None, ok=False)
-                while req.patterns:
-                    rest = req.patterns.popleft()
-                    req.answer(rest, self._too_costly())
-                    self._resolve(rest, None, ok=False)
+                rest_verdict = None
+            else:
+                verdict = BUSY if worker.last_failure == "crash" else self._too_costly()
+                rest_verdict = verdict
+            req.answer(pattern, verdict)
+            self._resolve(pattern, None, ok=False)
+            while rest_verdict is not None and req.patterns:
+                rest = req.patterns.popleft()
+                req.answer(rest, rest_verdict)
+                self._resolve(rest, None, ok=False)
 
     def _resolve(self, pattern: str, verdict: str | None, *, ok: bool) -> None:
         fut = self._inflight.pop(pattern, None)
@@ -462,7 +468,7 @@ class RegexChecker:
                 judged, verdict = False, None
             out[p] = verdict if judged else BUSY
             busy = busy or not judged
-        if busy:
+        if busy or BUSY in out.values():
             self.busy_answers += 1
         return out
 

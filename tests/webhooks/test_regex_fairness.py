@@ -135,3 +135,28 @@ async def test_a_worker_growing_past_its_memory_cap_is_killed_mid_compile():
         assert worker.restarts == 1 and f"{COSTLY}<m>" not in checker.cache
     finally:
         await checker.close()
+
+
+class BrokenOnce(HeldWorker):
+    """Fails to start its process once, then works."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release.set()
+        self.failed = False
+
+    async def judge(self, patterns: list[str], timeout: float) -> list[str | None]:
+        if not self.failed:
+            self.failed = True
+            raise OSError("the regex worker did not start")
+        return await super().judge(patterns, timeout)
+
+
+async def test_a_worker_that_cannot_start_makes_the_request_retry_and_serves_the_next():
+    checker = RegexChecker(BrokenOnce(), wait_seconds=5)
+    await checker.start()
+    try:
+        assert await checker.verdicts(["^a$"], client="x") == {"^a$": BUSY}
+        assert await checker.verdicts(["^a$"], client="x") == {"^a$": None}
+    finally:
+        await checker.close()
