@@ -4,6 +4,9 @@
                         [--health-port 8080] [--cert-reload-seconds 10s] [--insecure-http]
                         [--ca-key-file F] [--cert-renew-fraction 0.667]
                         [--max-connections 1000] [--keepalive-timeout 60s] ...
+                        [--client-ca-file F [--client-cert-name CN]...]      # mTLS
+                        [--command-key-file F] [--no-command-authorization]  # queue Commands
+                        [--podgroup-status-writer USER]...                   # PodGroup status
 
 Defaults come from the Deployment's environment (``HYPERPLACE_WEBHOOK_PORT``,
 ``HYPERPLACE_HEALTH_PORT``, ``HYPERPLACE_TLS_DIR``); with
@@ -12,8 +15,11 @@ matching flags) the server also writes ``ca.crt`` into those configurations at s
 where it differs. The webhooks and ``/metrics`` are TLS-only unless ``--insecure-http``
 (tests, local runs); the probe port serves only ``/healthz`` and ``/readyz``. With the CA
 key (``--ca-key-file``, by default ``ca.key`` in ``HYPERPLACE_TLS_DIR`` when present) the
-server renews its serving certificate in memory before expiry. SIGTERM and SIGINT stop
-the server gracefully.
+server renews its serving certificate in memory before expiry. With ``--client-ca-file``
+(env ``HYPERPLACE_WEBHOOK_CLIENT_CA_FILE``) handshakes without a client certificate from that
+CA are refused. Queue Commands are admitted after a SubjectAccessReview and marked with the
+key in ``--command-key-file`` (env ``HYPERPLACE_COMMAND_KEY_FILE``); see webhooks/README.md.
+SIGTERM and SIGINT stop the server gracefully.
 """
 
 from __future__ import annotations
