@@ -1,6 +1,7 @@
 """Connection exhaustion: idle and slow-header TLS connections against the webhook server.
 
     python bench/webhook_connections.py [--idle 2000] [--slow 1000] [--hold 15] [--quick] [--json]
+    python bench/webhook_connections.py --apiserver [...]   # bench/webhook_apiserver_attack.py
 
 Serves the webhook app over TLS on 127.0.0.1 twice, with the same certificate:
 
@@ -274,6 +275,12 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--apiserver" in argv:
+        # lazy: the real-apiserver variant needs the Go-built control plane; loaded only when asked
+        from bench.webhook_apiserver_attack import main as attack_main
+
+        return attack_main([a for a in argv if a != "--apiserver"])
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--idle", type=int, default=2000)
     p.add_argument("--slow", type=int, default=1000)

@@ -12,6 +12,8 @@ over the size limit. ``classify`` sorts every answer:
 
 * ``allowed`` / ``denied``: HTTP 200; a denial must carry code 403 and messages that each
   name a field (``spec.members[0]...: ...``);
+* ``busy``: HTTP 200, a refusal with code 429 "the pattern checker is busy; retry" (the
+  retryable answer when others' patterns hold the regex checker);
 * ``bad_request``: HTTP 400/404 with one of the documented reasons;
 * ``unexplained``: anything else (a 5xx, a code-500 refusal, an empty or unknown message).
 
@@ -288,7 +290,7 @@ def hostile_body(rng: random.Random) -> tuple[str, str, bytes]:
 
 
 def classify(status: int, text: str) -> tuple[str, str]:
-    """(class, detail) of one answer: allowed, denied, bad_request or unexplained."""
+    """(class, detail) of one answer: allowed, denied, busy, bad_request or unexplained."""
     if status >= 500:
         return "unexplained", f"HTTP {status}: {text[:200]}"
     if status in (400, 404):
@@ -305,6 +307,8 @@ def classify(status: int, text: str) -> tuple[str, str]:
         return "allowed", ""
     code = response.get("status", {}).get("code")
     message = response.get("status", {}).get("message", "")
+    if code == 429 and "the pattern checker is busy" in message:
+        return "busy", ""  # retryable: others' patterns held the checker (webhooks.regexcheck)
     if code != 403:
         return "unexplained", f"refusal with code {code}: {message[:200]}"
     parts = [m for m in message.split("; ") if m]

@@ -5,6 +5,13 @@
     hyperplace-certs inject --ca-file DIR/ca.crt (--validating NAME | --mutating NAME)... [--kubeconfig F]
     hyperplace-certs inject --ca-file DIR/ca.crt --config-file webhooks.yaml   # offline: print patched YAML
     hyperplace-certs renew --out-dir DIR [--fraction 0.667] [--force]   # new serving pair when due
+    hyperplace-certs client --out-dir DIR [--server NAME]... [--kubeconfig-path PATH]   # apiserver mTLS
+
+``client`` issues, with the CA in ``--out-dir``, the client certificate the kube-apiserver
+presents to a webhook that requires one (``hyperplace-webhooks --client-ca-file``), and writes
+the two files the apiserver needs for it: ``webhook-client.kubeconfig`` (the certificate
+inlined, one user per ``--server``) and ``admission-config.yaml`` (pass it as
+``--admission-control-config-file``; it names the kubeconfig by ``--kubeconfig-path``).
 
 ``gen`` keeps an existing CA in ``--out-dir`` (``ca.crt`` + ``ca.key``) and only renews
 the serving pair, so rotating does not require re-injecting the bundle. ``renew`` does the
@@ -27,16 +34,23 @@ import yaml
 
 from hyperplace.pki.cabundle import ConfigKind, inject_ca_bundle, inject_with_kubeconfig
 from hyperplace.pki.certificates import (
+    CLIENT_NAME,
     RENEW_FRACTION,
     SERVING_DAYS,
     KeyPair,
     WebhookCerts,
+    admission_configuration,
+    generate_client_cert,
     generate_webhook_certs,
     read_tls_files,
     renew_serving_cert,
     renewal_due,
     renewal_time,
     secret_manifest,
+    service_dns_names,
+    webhook_client_kubeconfig,
+    write_client_files,
+    write_private_file,
     write_tls_files,
 )
 from hyperplace.runtime import flags
@@ -86,6 +100,34 @@ def _cmd_renew(args: argparse.Namespace) -> int:
     serving = renew_serving_cert(certs.ca, current)
     write_tls_files(out_dir, WebhookCerts(ca=certs.ca, serving=serving))
     print(f"renewed {out_dir / 'tls.crt'}: valid until {serving.certificate.not_valid_after_utc.isoformat()}")
+    return 0
+
+
+def _cmd_client(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out_dir)
+    ca = _existing_ca(out_dir)
+    if ca is None:
+        print(f"client: {out_dir} holds no ca.crt + ca.key (run 'gen' first)", file=sys.stderr)
+        return 1
+    client = generate_client_cert(ca, args.name, args.days)
+    for path in write_client_files(out_dir, client).values():
+        print(f"wrote {path}")
+    # The apiserver matches a Service webhook on port 443 by "svc.ns.svc".
+    servers = args.server or [service_dns_names(args.service, args.namespace)[2]]
+    kubeconfig = write_private_file(
+        out_dir,
+        "webhook-client.kubeconfig",
+        yaml.safe_dump(webhook_client_kubeconfig(client, servers), sort_keys=False).encode(),
+    )
+    print(f"wrote {kubeconfig} (keep private: it holds the client key)")
+    config = write_private_file(
+        out_dir,
+        "admission-config.yaml",
+        yaml.safe_dump(
+            admission_configuration(args.kubeconfig_path or kubeconfig.resolve()), sort_keys=False
+        ).encode(),
+    )
+    print(f"wrote {config} (kube-apiserver --admission-control-config-file)")
     return 0
 
 
@@ -180,6 +222,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     ren.add_argument("--force", action="store_true", help="renew now")
     ren.set_defaults(func=_cmd_renew)
+
+    cli = command("client", "issue the apiserver's webhook client certificate and its admission config")
+    naming(cli)
+    cli.add_argument("--out-dir", metavar="DIR", required=True, help="a directory 'gen' wrote (with ca.key)")
+    cli.add_argument("--name", metavar="CN", default=CLIENT_NAME, help="the certificate's subject CN")
+    cli.add_argument(
+        "--server",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="webhook server the apiserver authenticates to, as it matches them: svc.ns.svc, "
+        "host:port for a URL webhook, or * for all; repeatable (default: the Service's svc.ns.svc)",
+    )
+    cli.add_argument(
+        "--kubeconfig-path",
+        metavar="PATH",
+        help="where the apiserver will read webhook-client.kubeconfig (default: its path here)",
+    )
+    cli.set_defaults(func=_cmd_client)
 
     inj = command("inject", "set caBundle in webhook configurations where it differs")
     inj.add_argument("--ca-file", metavar="FILE", required=True, help="the CA certificate (PEM)")

@@ -14,11 +14,13 @@ import asyncio
 import logging
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
+from hyperplace.pki.commandmark import load_key
 from hyperplace.runtime import flags
 from hyperplace.runtime.api import ApiClient
 from hyperplace.runtime.leader import LeaderElector
@@ -98,6 +100,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=64,
         help="pod creates/deletes of one Job in flight at once (1: one after the other)",
     )
+    p.add_argument(
+        "--command-key-file",
+        metavar="FILE",
+        default=os.environ.get("HYPERPLACE_COMMAND_KEY_FILE") or None,
+        help="the key the admission webhook marks admitted queue Commands with (the same file it "
+        "reads); queue Commands without a valid marker are deleted without effect "
+        "(env HYPERPLACE_COMMAND_KEY_FILE)",
+    )
+    p.add_argument(
+        "--accept-unadmitted-commands",
+        action="store_true",
+        default=os.environ.get("HYPERPLACE_ACCEPT_UNADMITTED_COMMANDS") == "true",
+        help="obey every queue Command, as Volcano does (anyone who may create a Command may then "
+        "open or close any queue; env HYPERPLACE_ACCEPT_UNADMITTED_COMMANDS=true)",
+    )
     flags.add_log_level(p)
     flags.add_metrics_serving(p)
     flags.add_leader_election(p, "hyperplace-controller", "reconcile")
@@ -105,6 +122,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     flags.check_leader_election(p, args)
     check_metrics_serving(p, args)
     return args
+
+
+def _command_key(args: argparse.Namespace) -> bytes | None:
+    if not args.command_key_file:
+        if not args.accept_unadmitted_commands:
+            log.warning(
+                "no --command-key-file: queue Commands are deleted without effect "
+                "(--accept-unadmitted-commands obeys them all, as Volcano does)"
+            )
+        return None
+    try:
+        return load_key(Path(args.command_key_file).read_bytes())
+    except FileNotFoundError:
+        # The Deployment mounts the key's Secret as optional: not created yet.
+        log.warning(
+            "%s does not exist: queue Commands are deleted without effect until it does "
+            "(create the Secret hyperplace-command-key; see manifests/README.md)",
+            args.command_key_file,
+        )
+        return None
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"hyperplace-controller: --command-key-file: {exc}") from exc
 
 
 def health_app(manager: ControllerManager, elector: LeaderElector | None) -> web.Application:
@@ -143,6 +182,8 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
             pod_concurrency=max(1, args.pod_concurrency),
             scheduler_names=tuple(args.scheduler_names or (DEFAULT_SCHEDULER_NAME,)),
             inherit_owner_annotations=args.inherit_owner_annotations,
+            command_key=_command_key(args),
+            accept_unadmitted_commands=args.accept_unadmitted_commands,
         ),
     )
     elector = leader_elector(api, args, default_identity())

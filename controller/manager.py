@@ -85,6 +85,7 @@ from hyperplace.api import Command, Condition, HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, DEFAULT_SCHEDULER_NAME, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.kube.times import rfc3339
+from hyperplace.pki import commandmark
 from hyperplace.runtime.api import (
     COMMANDS,
     CONFIGMAPS,
@@ -129,6 +130,11 @@ class ManagerConfig:
     scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
     # Copy the owner's volcano.sh/ annotations and read its group-min-member (Volcano's default).
     inherit_owner_annotations: bool = True
+    # Queue Commands are obeyed only with a valid admission marker made with this key
+    # (hyperplace.pki.commandmark); without a key none is, unless unadmitted ones are accepted
+    # (Volcano's behaviour).
+    command_key: bytes | None = None
+    accept_unadmitted_commands: bool = False
 
 
 def owning_job_key(obj: Mapping[str, Any]) -> str | None:
@@ -277,6 +283,7 @@ class ControllerManager:
         for q in self.queues:
             self.metrics.depth.labels(q.name).set_function(q.__len__)
 
+        self._command_nonces = commandmark.NonceLog()
         # queue name -> the action of its last accepted Command, until a status patch applies it.
         self.queue_actions: dict[str, PendingAction] = {}
         self.discovery: DiscoveryConfig = DiscoveryConfig()
@@ -592,7 +599,7 @@ class ControllerManager:
         if target is None:
             return  # not a queue's Command (a Job's is not served here)
         exists = self.queue_objs.get(target) is not None or await self._queue_exists(target)
-        verdict = judge(cmd, lambda _q: exists)
+        verdict = judge(cmd, lambda _q: exists, self._not_admitted(obj))
         if verdict is None:
             return
         ns, name = cmd.namespace, cmd.name
@@ -615,9 +622,23 @@ class ControllerManager:
             )
             self.metrics.commands.labels(verdict.action or "", "dropped").inc()
             return
+        nonce = None if self.config.accept_unadmitted_commands else commandmark.nonce_of(obj)
+        if nonce is not None and not self._command_nonces.use(*nonce):
+            # Checked once the Command is deleted, so a retried reconcile is not taken for it.
+            log.warning("command %s deleted without effect: its admission marker was used already", key)
+            self.metrics.commands.labels(verdict.action, "dropped").inc()
+            return
         self.metrics.commands.labels(verdict.action, "accepted").inc()
         self.queue_actions[verdict.queue] = PendingAction(verdict.action, key)
         self.queue_queue.add(verdict.queue)
+
+    def _not_admitted(self, obj: Mapping[str, Any]) -> str | None:
+        """Why a queue Command may not be obeyed (see controller.queue.command); None: it may."""
+        if self.config.accept_unadmitted_commands:
+            return None
+        if self.config.command_key is None:
+            return "this controller has no --command-key-file to check admission markers with"
+        return commandmark.verify(self.config.command_key, obj)
 
     async def _queue_exists(self, name: str) -> bool:
         """Asks the API server: a queue created a moment before its Command may not have

@@ -2,7 +2,7 @@ r"""Regenerate Go's regexp verdicts and Unicode class tables from the local Go t
 
     python hack/gen_go_regex.py [--go /usr/local/go/bin/go]
 
-Writes two files, both committed:
+Writes three files, all committed:
 
 * ``hyperplace/kube/_go_unicode.py``: the tables Go's ``\p{...}`` resolves names in
   (``unicode.Categories``, ``unicode.Scripts``, ``unicode.CategoryAliases``) with their
@@ -13,6 +13,9 @@ Writes two files, both committed:
   ``regexp/testdata`` (the Fowler ``.dat`` files, ``re2-search.txt``,
   ``re2-exhaustive.txt.bz2``) and the hostile edge cases below, each with Go's
   ``regexp.Compile`` verdict. ``tests/webhooks/test_go_regex_parity.py`` compares ours.
+* ``tests/webhooks/fixtures/go_regex_fuzz.jsonl``: 12,000 seeded strings of the constructs
+  whose errors Go and RE2 word or order differently (``FUZZ_TOKENS``), with Go's verdict and
+  error text; the parity test requires the same text for every one within the limits.
 
 Needs Go (any version Volcano builds with; the files record which). Without Go it exits
 with a message and changes nothing. The Go helper is written to a temporary directory and
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -33,6 +37,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 UNICODE_OUT = ROOT / "hyperplace" / "kube" / "_go_unicode.py"
 CORPUS_OUT = ROOT / "tests" / "webhooks" / "fixtures" / "go_regex_corpus.jsonl"
+FUZZ_OUT = ROOT / "tests" / "webhooks" / "fixtures" / "go_regex_fuzz.jsonl"
+FUZZ_SEED, FUZZ_PATTERNS = 21, 12000
+# Pieces the fuzz corpus strings together: the constructs whose errors Go and RE2 word or
+# order differently (escapes, classes, named groups, repeats), plus plain text.
+FUZZ_TOKENS = [
+    "a", "b", ".", "*", "+", "?", "|", "(", ")", "(?:", "(?i)", "(?P<n>", "(?<n>", "(?P<", "(?P=n)",
+    "[", "]", "[^", "[a-z]", "[:alpha:]", "[[:word:]]", "[[:foo:]]", "\\", "\\x", "\\x{", "\\x{41}",
+    "\\x{110000}", "\\x4", "\\p", "\\p{", "\\pL", "\\p{Greek}", "\\p{Foo}", "\\P{L}", "\\pN", "\\C",
+    "\\Q", "\\E", "\\z", "\\Z", "\\b", "\\B", "\\A", "\\d", "\\8", "\\1", "{", "}", "{2}", "{2,}",
+    "{,3}", "{3,2}", "{1001}", "{1,1001}", "^", "$", "-", "(?", "(?=", "(?!", "(?<=", "(?s", "(?-",
+    "(?i-s:", "\\n", "\\t", "\\a", "\\f", "\\v", "\\0", "\\07", "\\_", "é", "**", "++", "??",
+    "*?", "+?", "{2}?", "{2}{3}", ")(",
+]  # fmt: skip
 
 GO_HELPER = r"""package main
 
@@ -453,10 +470,32 @@ def write_corpus(go: str, workdir: Path, version: str) -> None:
     print(f"wrote {CORPUS_OUT.relative_to(ROOT)}: {len(patterns)} patterns, {refused} refused by Go")
 
 
+def fuzz_patterns(seed: int = FUZZ_SEED, count: int = FUZZ_PATTERNS) -> list[str]:
+    """``count`` distinct strings of 1 to 8 ``FUZZ_TOKENS``, the same for the same seed."""
+    rng = random.Random(seed)
+    out: dict[str, None] = {}
+    while len(out) < count:
+        out["".join(rng.choice(FUZZ_TOKENS) for _ in range(rng.randint(1, 8)))] = None
+    return list(out)
+
+
+def write_fuzz(go: str, workdir: Path, version: str) -> None:
+    patterns = fuzz_patterns()
+    stdin = b"".join(json.dumps(p).encode() + b"\n" for p in patterns)
+    verdicts = [json.loads(line) for line in _go(go, workdir, "judge", stdin=stdin).splitlines()]
+    with FUZZ_OUT.open("w") as out:
+        header = {"go": version, "patterns": len(patterns), "seed": FUZZ_SEED, "row": ["pattern", "go_error"]}
+        out.write(json.dumps(header) + "\n")
+        for p, v in zip(patterns, verdicts, strict=True):
+            out.write(json.dumps([p, None if v["ok"] else v["err"]], ensure_ascii=False) + "\n")
+    refused = sum(1 for v in verdicts if not v["ok"])
+    print(f"wrote {FUZZ_OUT.relative_to(ROOT)}: {len(patterns)} patterns, {refused} refused by Go")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--go", default=shutil.which("go") or "/usr/local/go/bin/go")
-    p.add_argument("--only", choices=["unicode", "corpus"])
+    p.add_argument("--only", choices=["unicode", "corpus", "fuzz"])
     args = p.parse_args()
     if not Path(args.go).exists() and not shutil.which(args.go):
         print(f"gen_go_regex: no Go toolchain at {args.go}; nothing regenerated", file=sys.stderr)
@@ -468,6 +507,8 @@ def main() -> int:
             write_unicode(args.go, Path(tmp), version)
         if args.only in (None, "corpus"):
             write_corpus(args.go, Path(tmp), version)
+        if args.only in (None, "fuzz"):
+            write_fuzz(args.go, Path(tmp), version)
     return 0
 
 

@@ -7,7 +7,9 @@
 #   hack/local-up.sh down                                                             # stop, clean up
 #
 # Starts etcd, kube-apiserver and kube-controller-manager (built by hack/kube-bin.sh), applies the
-# CRDs, RBAC and ConfigMaps from manifests/, generates the webhook certificates and runs
+# CRDs, RBAC and ConfigMaps from manifests/, generates the webhook certificates (and the client
+# certificate the apiserver must present to the webhooks, through its AdmissionConfiguration;
+# --no-webhook-mtls turns that requirement off) and runs
 # hyperplace-webhooks, hyperplace-controller, hyperplace-scheduler and a fake kubelet (nodes Ready,
 # bound pods Running, no containers) from the project's .venv. Then it creates the fake nodes and
 # their HyperNode tree and prints the kubeconfig path and an `export KUBECONFIG=...` line:
@@ -24,7 +26,7 @@ cd "$HERE/.."
 cmd=up
 case "${1:-}" in
   up | down | status) cmd="$1"; shift ;;
-  -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 state_args=()
 if [ -n "${HYPERPLACE_LOCAL_UP_DIR:-}" ]; then state_args=(--state-dir "$HYPERPLACE_LOCAL_UP_DIR"); fi

@@ -27,6 +27,8 @@ class AdmissionContext:
     * ``regex_verdicts``: pattern -> Go's error (or None when valid), judged beforehand
       (the server judges a request's patterns in a worker process, within a budget, so
       compiling never blocks it); patterns not listed are compiled in-process.
+    * ``command_access``, ``command_key``, ``now``, ``status_writers``: see
+      ``webhooks.command``.
 
     Without a cache, the checks that need it are skipped, never guessed.
     """
@@ -36,6 +38,14 @@ class AdmissionContext:
     jobs: Mapping[str, Job] | None = None
     queues: Mapping[str, Queue] | None = None
     regex_verdicts: Mapping[str, str | None] | None = None
+    # Queue Commands: the SubjectAccessReview's answer for this request, (allowed, reason),
+    # asked by the server beforehand; None when authorization is off. The key that marks an
+    # admitted Command and the time to stamp (hyperplace.pki.commandmark).
+    command_access: tuple[bool, str] | None = None
+    command_key: bytes | None = None
+    now: float | None = None
+    # PodGroup status: the users allowed to change it (None: anyone, Volcano's way).
+    status_writers: frozenset[str] | None = None
 
     def tier_names(self) -> dict[str, int] | None:
         """tierName -> tier over everything known, or None when nothing is known.

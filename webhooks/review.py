@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .command import command_patch, validate_command, validate_podgroup_status
 from .context import AdmissionContext, Verdict
 from .hypernode import validate_hypernode
 from .job import job_patch, validate_job
@@ -67,6 +68,12 @@ class ReviewRequest:
     namespace: str | None = None
     kind: Mapping[str, Any] = field(default_factory=dict)
     dry_run: bool = False
+    # The requester (username, uid, groups, extra), for the checks of who may do what.
+    user_info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def username(self) -> str:
+        return str(self.user_info.get("username") or "")
 
 
 @dataclass
@@ -170,6 +177,7 @@ def parse_review(body: bytes) -> ReviewRequest:
         namespace=namespace if isinstance(namespace, str) and namespace else None,
         kind=kind if isinstance(kind, dict) else {},
         dry_run=req.get("dryRun") is True,
+        user_info=req["userInfo"] if isinstance(req.get("userInfo"), dict) else {},
     )
 
 
@@ -217,6 +225,33 @@ def _mutate_pods(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
     return Answer(allowed=True, patch=pod_patch(req.object or {}, req.operation, ctx, req.namespace))
 
 
+def _validate_commands(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
+    if not _kind_is(req, "Command", "bus.volcano.sh"):
+        return _wrong_kind(req, "bus.volcano.sh Command")
+    return _from_verdict(validate_command(req.object or {}, req.username, ctx))
+
+
+def _mutate_commands(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
+    if not _kind_is(req, "Command", "bus.volcano.sh"):
+        return _wrong_kind(req, "bus.volcano.sh Command")
+    verdict = validate_command(req.object or {}, req.username, ctx)
+    if not verdict.allowed:  # never mark what the validating webhook would refuse
+        return _from_verdict(verdict)
+    return Answer(
+        allowed=True,
+        warnings=verdict.warnings,
+        patch=command_patch(req.object or {}, req.namespace or "", ctx),
+    )
+
+
+def _validate_podgroups(req: ReviewRequest, ctx: AdmissionContext) -> Answer:
+    if not _kind_is(req, "PodGroup", "scheduling.volcano.sh"):
+        return _wrong_kind(req, "scheduling.volcano.sh PodGroup")
+    return _from_verdict(
+        validate_podgroup_status(req.object or {}, req.operation, req.old_object, req.username, ctx)
+    )
+
+
 Webhook = Callable[[ReviewRequest, AdmissionContext], Answer]
 
 # URL path -> webhook; the paths Volcano's webhook-manager serves.
@@ -225,6 +260,9 @@ WEBHOOKS: dict[str, Webhook] = {
     "/jobs/validate": _validate_jobs,
     "/jobs/mutate": _mutate_jobs,
     "/pods/mutate": _mutate_pods,
+    "/commands/validate": _validate_commands,
+    "/commands/mutate": _mutate_commands,
+    "/podgroups/validate": _validate_podgroups,
 }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,17 +34,21 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from .command import command_queue
 from .context import AdmissionContext
 from .hypernode import regex_patterns
-from .regexcheck import RegexChecker
+from .regexcheck import BUSY, RegexChecker
 from .review import (
     MAX_BODY_BYTES,
     WEBHOOKS,
+    Answer,
     ReviewRequest,
     ReviewResult,
     answer_review,
     prepare_review,
+    review_response,
 )
 
 ContextSource = AdmissionContext | Callable[[], AdmissionContext] | None
@@ -88,14 +92,53 @@ class WebhookMetrics:
         self.latency.labels(endpoint, verdict).observe(seconds)
 
 
+class ConnectionCollector:
+    """``hyperplace_webhook_connections`` (open now) and
+    ``hyperplace_webhook_connections_closed_total{reason}`` from a site's counters."""
+
+    REASONS = (
+        "refused",
+        "evicted",
+        "handshake_failed",
+        "first_request_timeouts",
+        "header_timeouts",
+        "unauthorized",
+    )
+
+    def __init__(self, stats: Callable[[], Any]):
+        self.stats = stats
+
+    def collect(self) -> Any:
+        stats = self.stats()
+        yield GaugeMetricFamily(
+            "hyperplace_webhook_connections", "Open connections on the webhook port.", value=stats.open
+        )
+        closed = CounterMetricFamily(
+            "hyperplace_webhook_connections_closed",
+            "Connections the webhook port closed itself, by reason (refused: every slot busy; "
+            "evicted: made room for a newer one; handshake_failed; first_request_timeouts; "
+            "header_timeouts; unauthorized: client certificate subject not accepted).",
+            labels=["reason"],
+        )
+        for reason in self.REASONS:
+            closed.add_metric([reason], getattr(stats, reason))
+        yield closed
+
+
 @dataclass
 class ServerState:
     """What the handlers share: the context source, metrics, readiness, regex checker."""
 
     context: ContextSource
     metrics: WebhookMetrics
-    ready: Callable[[], bool]
+    # True when ready; False or a reason (str) when not.
+    ready: Callable[[], bool | str]
     regex: RegexChecker | None = None
+    # Queue Commands: asks whether userInfo may update a queue (None: authorization off);
+    # the key that marks admitted Commands. PodGroup status: who may write it (None: anyone).
+    authorize: Callable[[Mapping[str, Any], str], Awaitable[tuple[bool, str]]] | None = None
+    command_key: bytes | None = None
+    status_writers: frozenset[str] | None = None
     body_timeout: float = BODY_TIMEOUT_SECONDS
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="review")
@@ -140,6 +183,18 @@ async def _off_loop(state: ServerState, size: int, fn: Callable[..., Any], *args
     return await asyncio.get_running_loop().run_in_executor(state.executor, fn, *args)
 
 
+def _same_order(new: Mapping[str, Any] | None, old: Mapping[str, Any] | None) -> bool:
+    """An update that leaves a Command's action and target as they were."""
+    if new is None or old is None:
+        return False
+    return all(new.get(k) == old.get(k) for k in ("action", "target"))
+
+
+def busy_answer() -> Answer:
+    """Too many new patterns queued by others: 429, so the client retries (no verdict on the object)."""
+    return Answer(allowed=False, messages=[f"spec.members: {BUSY}"], code=429)
+
+
 async def _judge(state: ServerState, path: str, body: bytes) -> ReviewResult:
     prepared = await _off_loop(state, len(body), prepare_review, path, body)
     if isinstance(prepared, ReviewResult):
@@ -149,7 +204,23 @@ async def _judge(state: ServerState, path: str, body: bytes) -> ReviewResult:
     if state.regex is not None and path == "/hypernodes/validate" and req.operation in ("CREATE", "UPDATE"):
         patterns = regex_patterns(req.object or {})
         if patterns:
-            ctx = dataclasses.replace(ctx, regex_verdicts=await state.regex.verdicts(patterns))
+            verdicts = await state.regex.verdicts(patterns, req.username)
+            ctx = dataclasses.replace(ctx, regex_verdicts=verdicts)
+            if BUSY in verdicts.values():
+                # Not an answer about the object: the apiserver reports 429, a retryable error.
+                return ReviewResult(200, review_response(req.uid, busy_answer()), "busy")
+    if path in ("/commands/validate", "/commands/mutate") and req.operation in ("CREATE", "UPDATE"):
+        queue = command_queue(req.object or {})
+        access, key = None, state.command_key
+        if req.operation == "UPDATE" and _same_order(req.object, req.old_object):
+            # Metadata only (labels, finalizers, the garbage collector's owner references):
+            # nothing to authorise, and the marker already there stays valid.
+            access, key = (True, ""), None
+        elif queue is not None and state.authorize is not None:
+            access = await state.authorize(req.user_info, queue)
+        ctx = dataclasses.replace(ctx, command_access=access, command_key=key, now=time.time())
+    elif path == "/podgroups/validate":
+        ctx = dataclasses.replace(ctx, status_writers=state.status_writers)
     result: ReviewResult = await _off_loop(state, len(body), answer_review, path, req, ctx)
     return result
 
@@ -187,9 +258,11 @@ async def _healthz(request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    if request.app[STATE].ready():
+    ready = request.app[STATE].ready()
+    if ready is True:
         return web.Response(text="ok")
-    return web.Response(status=503, text="serving certificate not loaded")
+    reason = ready if isinstance(ready, str) and ready else "serving certificate not loaded"
+    return web.Response(status=503, text=reason)
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -205,18 +278,23 @@ def create_app(
     context: ContextSource = None,
     *,
     registry: CollectorRegistry | None = None,
-    ready: Callable[[], bool] | None = None,
+    ready: Callable[[], bool | str] | None = None,
     regex: RegexChecker | None = None,
     cert_expiry: Callable[[], float | None] | None = None,
     middlewares: list[Callable[..., Awaitable[web.StreamResponse]]] | None = None,
+    authorize: Callable[[Mapping[str, Any], str], Awaitable[tuple[bool, str]]] | None = None,
+    command_key: bytes | None = None,
+    status_writers: frozenset[str] | None = None,
 ) -> web.Application:
     """The webhook application, with ``/metrics``, ``/healthz`` and ``/readyz``.
 
     ``context`` is an AdmissionContext or a callable returning the current one (for a
     cache kept up to date elsewhere). ``ready`` backs ``/readyz``; by default always
-    ready. ``registry`` receives the metrics (a fresh one when omitted). ``regex`` judges
+    ready; it returns True, or False or the reason (served with 503). ``registry`` receives the metrics (a fresh one when omitted). ``regex`` judges
     HyperNode patterns off the event loop (without it they compile in-process).
     ``cert_expiry`` returns the serving certificate's seconds to expiry, for the gauge.
+    ``authorize``, ``command_key`` and ``status_writers``: see ``ServerState`` and
+    ``webhooks.command`` (without them queue Commands and PodGroup status are not checked).
     """
     # client_max_size is set above our own limit: _read_body enforces MAX_BODY_BYTES
     # and answers 400 with a message, where aiohttp would answer 413.
@@ -224,7 +302,15 @@ def create_app(
     metrics = WebhookMetrics(registry if registry is not None else CollectorRegistry())
     if cert_expiry is not None:
         metrics.cert_expiry.set_function(lambda: cert_expiry() or 0.0)
-    app[STATE] = ServerState(context=context, metrics=metrics, ready=ready or _always_ready, regex=regex)
+    app[STATE] = ServerState(
+        context=context,
+        metrics=metrics,
+        ready=ready or _always_ready,
+        regex=regex,
+        authorize=authorize,
+        command_key=command_key,
+        status_writers=status_writers,
+    )
     for path in WEBHOOKS:
         app.router.add_post(path, _review)
     app.router.add_get("/healthz", _healthz)
@@ -234,7 +320,7 @@ def create_app(
     async def _startup(app: web.Application) -> None:
         regex = app[STATE].regex
         if regex is not None:
-            await regex.worker.start()
+            await regex.start()
 
     async def _shutdown(app: web.Application) -> None:
         state = app[STATE]

@@ -11,6 +11,13 @@ an unknown action into a plain sync (silently). Here both are dropped too, each 
 at warning level saying why, as is a CloseQueue for the ``root`` queue (Volcano: "Root queue
 cannot be closed"). The target's ``uid`` is not compared with the queue's, as in Volcano: a
 Command names its queue by name.
+
+Unlike Volcano, a Command is obeyed only when the admission webhook admitted it: the webhook asks
+the apiserver whether the Command's creator may update the target Queue and marks the Command it
+admits (``hyperplace.pki.commandmark``); a Command without a valid marker (the webhook disabled
+or bypassed, the marker forged, replayed or moved to another queue or action) is deleted without
+effect, its reason logged. ``hyperplace-controller --accept-unadmitted-commands`` restores
+Volcano's behaviour (any Command is obeyed).
 """
 
 from __future__ import annotations
@@ -37,12 +44,18 @@ class Verdict:
         return self.reason is not None
 
 
-def judge(cmd: Command, queue_exists: Callable[[str], bool]) -> Verdict | None:
-    """The verdict on ``cmd``; None when it does not target a Queue (not ours to serve)."""
+def judge(
+    cmd: Command, queue_exists: Callable[[str], bool], not_admitted: str | None = None
+) -> Verdict | None:
+    """The verdict on ``cmd``; None when it does not target a Queue (not ours to serve).
+    ``not_admitted``: why the Command's admission marker is not valid (None: it is, or the
+    controller accepts unadmitted Commands)."""
     queue = cmd.target_queue()
     if queue is None:
         return None
     action = cmd.action or ""
+    if not_admitted is not None:
+        return Verdict(queue, action, f"not admitted: {not_admitted}")
     if action not in QUEUE_ACTIONS:
         known = " or ".join(QUEUE_ACTIONS)
         return Verdict(queue, action, f"action {action!r} is not a queue action (use {known})")

@@ -78,7 +78,16 @@ _TOO_LARGE = "pattern too large"
 
 class GoRegexError(ValueError):
     """A pattern Go's regexp would refuse (or one beyond a documented limit);
-    ``str(err)`` reads like Go's error."""
+    ``str(err)`` reads like Go's error. ``at``: where in the pattern the scan found it, for
+    the errors only Go makes (None for the others)."""
+
+    at: int | None = None
+
+
+def _at(exc: GoRegexError, pos: int) -> GoRegexError:
+    if exc.at is None:
+        exc.at = pos
+    return exc
 
 
 def _go_message(pattern: str, raw: str, translated: str = "") -> str:
@@ -218,6 +227,8 @@ def _unicode_class(pattern: str, i: int, in_class: bool) -> tuple[str, int]:
     negated = pattern[i + 1] == "P"
     j = i + 2
     if j >= len(pattern):
+        if in_class:  # Go: a class range that cannot be read
+            raise GoRegexError(f"error parsing regexp: invalid character class range: `{pattern[i:j]}`")
         return pattern[i:j], j  # RE2 reports the missing name like Go
     if pattern[j] != "{":
         name, end = pattern[j], j + 1
@@ -336,11 +347,44 @@ class _Tree:
         return max(self.max, _join(self.branches, "alt").height)
 
 
-def translate_go_regex(pattern: str) -> str:
+def _unhex(c: str) -> int:
+    return int(c, 16) if len(c) == 1 and c in "0123456789abcdefABCDEF" else -1
+
+
+def _check_hex_escape(pattern: str, i: int) -> None:
+    """Go's reading of the ``\\x`` escape at ``pattern[i]``: two hex digits, or hex digits in
+    braces up to U+10FFFF. A bad one is refused quoting exactly what Go consumed (RE2 words
+    several of these differently, e.g. a trailing ``\\x{`` as invalid UTF-8)."""
+    n, t = len(pattern), i + 2
+    ok = False
+    if t < n:
+        c, t = pattern[t], t + 1
+        if c == "{":
+            digits, value = 0, 0
+            while t < n:
+                c, t = pattern[t], t + 1
+                if c == "}":
+                    ok = digits > 0
+                    break
+                v = _unhex(c)
+                value = value * 16 + v
+                if v < 0 or value > _MAX_RUNE:
+                    break
+                digits += 1
+        else:
+            y = _unhex(pattern[t]) if t < n else -1
+            t = min(t + 1, n)
+            ok = _unhex(c) >= 0 and y >= 0
+    if not ok:
+        raise GoRegexError(f"error parsing regexp: invalid escape sequence: `{pattern[i:t]}`")
+
+
+def translate_go_regex(pattern: str, info: dict[str, int] | None = None) -> str:
     """The RE2 pattern that accepts and matches exactly what Go's ``pattern`` does.
 
     Raises GoRegexError for what only Go refuses and for the documented limits; every
-    other syntax error is left for RE2 to report.
+    other syntax error is left for RE2 to report. ``info`` receives where an unclosed
+    character class starts (``unclosed_class``), for Go's wording of RE2's error.
     """
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise GoRegexError(
@@ -356,124 +400,167 @@ def translate_go_regex(pattern: str) -> str:
     out: list[str] = []
     tree = _Tree()
     i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            nxt = pattern[i + 1 : i + 2]
-            if nxt == "C":
-                raise GoRegexError("error parsing regexp: invalid escape sequence: `\\C`")
-            if nxt == "Q":
-                end = pattern.find("\\E", i + 2)
-                stop = n if end < 0 else end + 2
+    # Each Go-only error is raised with where its construct starts (see _earlier_error).
+    try:
+        while i < n:
+            c = pattern[i]
+            if c == "\\":
+                nxt = pattern[i + 1 : i + 2]
+                if nxt == "C":
+                    raise GoRegexError("error parsing regexp: invalid escape sequence: `\\C`")
+                if nxt == "Q":
+                    end = pattern.find("\\E", i + 2)
+                    stop = n if end < 0 else end + 2
+                    out.append(pattern[i:stop])
+                    tree.leaf(True)
+                    i = stop
+                    continue
+                if nxt in ("p", "P"):
+                    text, i = _unicode_class(pattern, i, in_class=False)
+                    out.append(text)
+                    tree.leaf(False)
+                    continue
+                if nxt == "x":
+                    _check_hex_escape(pattern, i)
+                if nxt == "x" and pattern[i + 2 : i + 3] == "{":
+                    close = pattern.find("}", i)
+                    stop = n if close < 0 else close + 1
+                else:
+                    stop = i + 2
                 out.append(pattern[i:stop])
-                tree.leaf(True)
+                tree.leaf(nxt not in "dDsSwWbBAzpP" or nxt == "")
                 i = stop
                 continue
-            if nxt in ("p", "P"):
-                text, i = _unicode_class(pattern, i, in_class=False)
-                out.append(text)
-                tree.leaf(False)
-                continue
-            if nxt == "x" and pattern[i + 2 : i + 3] == "{":
-                close = pattern.find("}", i)
-                stop = n if close < 0 else close + 1
-            else:
-                stop = i + 2
-            out.append(pattern[i:stop])
-            tree.leaf(nxt not in "dDsSwWbBAzpP" or nxt == "")
-            i = stop
-            continue
-        if c == "[":
-            j = i + 1
-            buf = ["["]
-            if pattern[j : j + 1] == "^":
-                buf.append("^")
-                j += 1
-            if pattern[j : j + 1] == "]":  # a leading "]" is a literal
-                buf.append("]")
-                j += 1
-            while j < n and pattern[j] != "]":
-                if pattern[j] == "\\":
-                    nxt = pattern[j + 1 : j + 2]
-                    if nxt == "C":
-                        raise GoRegexError("error parsing regexp: invalid escape sequence: `\\C`")
-                    if nxt in ("p", "P"):
-                        text, j = _unicode_class(pattern, j, in_class=True)
-                        buf.append(text)
-                        continue
-                    if nxt == "x" and pattern[j + 2 : j + 3] == "{":
-                        close = pattern.find("}", j)
-                        stop = n if close < 0 else close + 1
-                    else:
-                        stop = j + 2
-                    buf.append(pattern[j:stop])
-                    j = stop
-                elif pattern.startswith("[:", j) and pattern.find(":]", j + 2) >= 0:
-                    stop = pattern.find(":]", j + 2) + 2
-                    buf.append(pattern[j:stop])
-                    j = stop
-                else:
-                    buf.append(pattern[j])
+            if c == "[":
+                j = i + 1
+                buf = ["["]
+                if pattern[j : j + 1] == "^":
+                    buf.append("^")
                     j += 1
-            if j < n:
-                buf.append("]")
-                j += 1
-            out.append("".join(buf))
-            tree.leaf(False)
-            i = j
-            continue
-        if c == "(":
-            if pattern.startswith("(?P<", i) or (
-                pattern.startswith("(?<", i) and pattern[i + 3 : i + 4] not in ("=", "!")
-            ):
-                start = i + (4 if pattern[i + 2] == "P" else 3)
-                end = pattern.find(">", start)
-                if end >= 0:
+                # Go reads "x-y" as a range of two single characters: after a character
+                # ("lo") a "-" not before "]" makes the next item its upper end ("dash"),
+                # and a class escape there (\\p, \\d, ...) is an invalid escape.
+                state = "none"
+                if pattern[j : j + 1] == "]":  # a leading "]" is a literal
+                    buf.append("]")
+                    j += 1
+                    state = "lo"
+                while j < n and pattern[j] != "]":
+                    if pattern[j] == "\\":
+                        nxt = pattern[j + 1 : j + 2]
+                        if nxt == "C":
+                            raise _at(GoRegexError("error parsing regexp: invalid escape sequence: `\\C`"), j)
+                        if state == "dash" and nxt and nxt in "pPdDsSwW":
+                            raise _at(
+                                GoRegexError(
+                                    f"error parsing regexp: invalid escape sequence: `{pattern[j : j + 2]}`"
+                                ),
+                                j,
+                            )
+                        if nxt in ("p", "P"):
+                            try:
+                                text, j = _unicode_class(pattern, j, in_class=True)
+                            except GoRegexError as exc:
+                                raise _at(exc, j) from None
+                            buf.append(text)
+                            state = "none"
+                            continue
+                        if nxt == "x":
+                            try:
+                                _check_hex_escape(pattern, j)
+                            except GoRegexError as exc:
+                                raise _at(exc, j) from None
+                        if nxt == "x" and pattern[j + 2 : j + 3] == "{":
+                            close = pattern.find("}", j)
+                            stop = n if close < 0 else close + 1
+                        else:
+                            stop = j + 2
+                        buf.append(pattern[j:stop])
+                        j = stop
+                        state = "none" if state == "dash" or (nxt and nxt in "dDsSwW") else "lo"
+                    elif pattern.startswith("[:", j) and pattern.find(":]", j + 2) >= 0:
+                        stop = pattern.find(":]", j + 2) + 2
+                        buf.append(pattern[j:stop])
+                        j = stop
+                        state = "none"
+                    else:
+                        if state == "dash":
+                            state = "none"
+                        elif pattern[j] == "-" and state == "lo" and pattern[j + 1 : j + 2] not in ("", "]"):
+                            state = "dash"
+                        else:
+                            state = "lo"
+                        buf.append(pattern[j])
+                        j += 1
+                if j < n:
+                    buf.append("]")
+                    j += 1
+                elif info is not None:
+                    info.setdefault("unclosed_class", i)  # Go quotes it from here on
+                out.append("".join(buf))
+                tree.leaf(False)
+                i = j
+                continue
+            if c == "(":
+                if pattern[i:] in ("(?P<", "(?<"):
+                    # Go takes a group name only with something after "<": a flag error here.
+                    raise GoRegexError(
+                        f"error parsing regexp: invalid or unsupported Perl syntax: `{pattern[i:-1]}`"
+                    )
+                if pattern.startswith(("(?P<", "(?<"), i):
+                    # Go reads every "(?<" as a named group, a lookbehind "(?<=" too: a name
+                    # up to the first ">", or, without one, the rest of the pattern.
+                    start = i + (4 if pattern[i + 2] == "P" else 3)
+                    end = pattern.find(">", start)
+                    if end < 0:
+                        raise GoRegexError(f"error parsing regexp: invalid named capture: `{pattern[i:]}`")
                     name = pattern[start:end]
                     if not name or not all(ch.isascii() and (ch.isalnum() or ch == "_") for ch in name):
                         raise GoRegexError(
                             f"error parsing regexp: invalid named capture: `{pattern[i : end + 1]}`"
                         )
-                tree.open(capture=True)
-            elif pattern.startswith("(?", i):
-                # Flags: "(?i)" opens nothing; "(?i:" and "(?:" group without capturing.
-                j = i + 2
-                while j < n and pattern[j] not in ":)":
-                    j += 1
-                if pattern[j : j + 1] == ":":
-                    tree.open(capture=False)
-                out.append(pattern[i : j + 1])
-                i = j + 1
-                continue
-            else:
-                tree.open(capture=True)
-            out.append(c)
-            i += 1
-            continue
-        if c == ")":
-            tree.close()
-        elif c == "|":
-            tree.bar()
-        elif c in "*+?":
-            tree.repeat()
-        elif c == "{":
-            rep = _parse_repeat(pattern, i)
-            if rep is None:
-                out.append("\\{")  # Go reads it as a literal "{"; so must RE2
-                tree.leaf(True)
+                    tree.open(capture=True)
+                elif pattern.startswith("(?", i):
+                    # Flags: "(?i)" opens nothing; "(?i:" and "(?:" group without capturing.
+                    j = i + 2
+                    while j < n and pattern[j] not in ":)":
+                        j += 1
+                    if pattern[j : j + 1] == ":":
+                        tree.open(capture=False)
+                    out.append(pattern[i : j + 1])
+                    i = j + 1
+                    continue
+                else:
+                    tree.open(capture=True)
+                out.append(c)
                 i += 1
                 continue
-            lo, hi, end = rep
-            if lo < 0 or lo > MAX_REPEAT or hi > MAX_REPEAT or (hi >= 0 and lo > hi):
-                raise GoRegexError(f"error parsing regexp: invalid repeat count: `{pattern[i:end]}`")
-            tree.repeat()
-            out.append(pattern[i:end])
-            i = end
-            continue
-        else:
-            tree.leaf(c not in ".^$")
-        out.append(c)
-        i += 1
+            if c == ")":
+                tree.close()
+            elif c == "|":
+                tree.bar()
+            elif c in "*+?":
+                tree.repeat()
+            elif c == "{":
+                rep = _parse_repeat(pattern, i)
+                if rep is None:
+                    out.append("\\{")  # Go reads it as a literal "{"; so must RE2
+                    tree.leaf(True)
+                    i += 1
+                    continue
+                lo, hi, end = rep
+                if lo < 0 or lo > MAX_REPEAT or hi > MAX_REPEAT or (hi >= 0 and lo > hi):
+                    raise GoRegexError(f"error parsing regexp: invalid repeat count: `{pattern[i:end]}`")
+                tree.repeat()
+                out.append(pattern[i:end])
+                i = end
+                continue
+            else:
+                tree.leaf(c not in ".^$")
+            out.append(c)
+            i += 1
+    except GoRegexError as exc:
+        raise _at(exc, i) from None
     if tree.height() > MAX_NESTING_DEPTH:
         raise GoRegexError(f"error parsing regexp: expression nests too deeply: `{pattern}`")
     return "".join(out)
@@ -491,13 +578,61 @@ def check_go_regex(pattern: str) -> str | None:
     return None
 
 
+_TRUNCATION_ARTIFACTS = ("missing closing )", "missing closing ]")
+
+
+def _earlier_error(pattern: str, at: int) -> GoRegexError | None:
+    """The error Go reports first when ``pattern[:at]`` (before a construct only Go refuses)
+    already holds one: Go parses left to right and stops at its first error, while the scan
+    finds Go-only errors before RE2 sees the pattern. An unclosed group or class is no such
+    error (it may close after ``at``; Go reports those at the end)."""
+    prefix = pattern[:at]
+    if not prefix:
+        return None
+    info: dict[str, int] = {}
+    try:
+        translated = translate_go_regex(prefix, info)
+        re2.compile(translated, options=_OPTIONS)
+    except GoRegexError:
+        return None
+    except re2.error as exc:
+        raw = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        message = _original_detail(pattern, _go_message(prefix, raw, translated), info)
+        if any(a in message for a in _TRUNCATION_ARTIFACTS) or "expression too large" in message:
+            return None
+        if "unexpected )" in message and message.endswith(f"`{prefix}`"):  # Go quotes it all
+            message = message[: -len(prefix) - 2] + f"`{pattern}`"
+        return GoRegexError(message)
+    return None
+
+
+def _original_detail(pattern: str, message: str, info: dict[str, int]) -> str:
+    """``message`` quoting the user's text where RE2 quoted our rewrite of it: a named group
+    without ``>`` (Go quotes from ``(?P<``/``(?<`` to the end) and an unclosed class (Go
+    quotes from ``[`` to the end)."""
+    head, _, detail = message.partition(": `")
+    if "invalid named capture" in head and ">" not in detail:
+        starts = [k for k in range(len(pattern)) if pattern.startswith(("(?P<", "(?<"), k)]
+        open_ended = [k for k in starts if pattern.find(">", k) < 0]
+        if open_ended:
+            return f"{head}: `{pattern[open_ended[0] :]}`"
+    if "missing closing ]" in head and "unclosed_class" in info:
+        return f"{head}: `{pattern[info['unclosed_class'] :]}`"
+    return message
+
+
 def _compile(pattern: str) -> re2._Regexp:
-    translated = translate_go_regex(pattern)
+    info: dict[str, int] = {}
+    try:
+        translated = translate_go_regex(pattern, info)
+    except GoRegexError as exc:
+        earlier = _earlier_error(pattern, exc.at) if exc.at else None
+        raise (earlier or exc) from None
     try:
         return re2.compile(translated, options=_OPTIONS)
     except re2.error as exc:
         raw = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise GoRegexError(_go_message(pattern, raw, translated)) from None
+        raise GoRegexError(_original_detail(pattern, _go_message(pattern, raw, translated), info)) from None
 
 
 # --- the cache -----------------------------------------------------------------------------

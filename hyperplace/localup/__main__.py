@@ -22,6 +22,7 @@ import base64
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -357,8 +358,26 @@ def _spawn(state: State, procs: list[Process], name: str, argv: list[str], kubec
 def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
     root = state.root
     timeout = args.timeout
+    # The webhook's CA first: with --webhook-mtls the apiserver starts with the client
+    # certificate it presents to the webhooks (its AdmissionConfiguration).
+    tls = root / "webhook-tls"
+    out = subprocess.run(components.certs_gen_argv(tls), capture_output=True, text=True)
+    if out.returncode != 0:
+        raise LocalUpError(f"hyperplace-certs gen failed:\n{out.stderr}")
+    apiserver_args: list[str] = []
+    # The key the webhook marks admitted queue Commands with and the controller checks.
+    command_key = tls / "command.key"
+    command_key.write_text(secrets.token_hex(32))
+    command_key.chmod(0o600)
+    webhook_args: list[str] = [f"--command-key-file={command_key}"]
+    if args.webhook_mtls:
+        out = subprocess.run(components.certs_client_argv(tls), capture_output=True, text=True)
+        if out.returncode != 0:
+            raise LocalUpError(f"hyperplace-certs client failed:\n{out.stderr}")
+        apiserver_args.append(f"--admission-control-config-file={tls / 'admission-config.yaml'}")
+        webhook_args.append(f"--client-ca-file={tls / 'ca.crt'}")
     _say(f"starting etcd, kube-apiserver from {args.bin_dir}")
-    cp = ControlPlane(args.bin_dir, keep_dir=True, root=root)
+    cp = ControlPlane(args.bin_dir, keep_dir=True, root=root, apiserver_args=apiserver_args)
 
     def record() -> None:
         # Recorded even when a start failed half-way, so 'down' could find a survivor.
@@ -420,11 +439,6 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         str(MANIFESTS / "scheduler" / "configmap.yaml"),
     )
 
-    tls = root / "webhook-tls"
-    out = subprocess.run(components.certs_gen_argv(tls), capture_output=True, text=True)
-    if out.returncode != 0:
-        raise LocalUpError(f"hyperplace-certs gen failed:\n{out.stderr}")
-
     sa = {
         name: _sa_kubeconfig(kubectl, cp.server, cp.ca_file, name, root / f"{name}.kubeconfig")
         for name in ("hyperplace-webhooks", "hyperplace-controller", "hyperplace-scheduler")
@@ -453,6 +467,7 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
             port=ports["webhooks"],
             tls_dir=tls,
             health_port=ports["webhooks-health"],
+            extra=webhook_args,
         ),
         sa["hyperplace-webhooks"],
     )
@@ -481,7 +496,7 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
             # A Job's pods one at a time, in index order, as the simulator creates them: with
             # parallel creates (the Deployment's default) a gang starts with whichever of its pods
             # exist first, as in Volcano, and the live placement can differ from the preview.
-            extra=["--pod-concurrency=1"],
+            extra=["--pod-concurrency=1", f"--command-key-file={command_key}"],
         ),
         sa["hyperplace-controller"],
     )
@@ -665,6 +680,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     u.add_argument(
         "--workload-bin-dir", metavar="DIR", type=Path, default=None, help="output of hack/workload-bin.sh"
+    )
+    u.add_argument(
+        "--webhook-mtls",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the webhooks require the kube-apiserver's client certificate (hyperplace-certs client)",
     )
     u.add_argument(
         "--timeout",

@@ -121,6 +121,13 @@ def certs_gen_argv(out_dir: Path) -> list[str]:
     return [*program("hyperplace-certs"), "gen", f"--out-dir={out_dir}", "--ip=127.0.0.1"]
 
 
+def certs_client_argv(out_dir: Path) -> list[str]:
+    """``hyperplace-certs client``: the kube-apiserver's webhook client certificate, presented to
+    every webhook (``--server=*``: here they are all ours, reached by URL), with the
+    AdmissionConfiguration that hands it to the apiserver (``out_dir/admission-config.yaml``)."""
+    return [*program("hyperplace-certs"), "client", f"--out-dir={out_dir}", "--server=*"]
+
+
 def fake_kubelet_argv(kubeconfig: Path) -> list[str]:
     return [sys.executable, "-m", "hyperplace.localup.fakekubelet", f"--kubeconfig={kubeconfig}"]
 

@@ -216,6 +216,8 @@ class ControlPlane:
     keep_dir: bool = False
     controller_manager: bool = False
     root: Path | None = None
+    # More kube-apiserver flags (e.g. --admission-control-config-file for webhook client certs).
+    apiserver_args: list[str] = field(default_factory=list)
     kubeconfig: Path = field(init=False)
     server: str = field(init=False)
     etcd_log: Path = field(init=False)
@@ -309,6 +311,7 @@ class ControlPlane:
                 # Keep the apiserver from writing its loopback address into the kubernetes Endpoints.
                 "--endpoint-reconciler-type=none",
                 "--v=1",
+                *self.apiserver_args,
             ],
             self.apiserver_log,
         )
@@ -412,10 +415,16 @@ class ControlPlane:
 
 @contextlib.contextmanager
 def control_plane(
-    bin_dir: str | Path, *, timeout: float = START_TIMEOUT, controller_manager: bool = False
+    bin_dir: str | Path,
+    *,
+    timeout: float = START_TIMEOUT,
+    controller_manager: bool = False,
+    apiserver_args: list[str] | None = None,
 ) -> Iterator[ControlPlane]:
     """Run etcd + kube-apiserver (+ kube-controller-manager) for the ``with`` block."""
-    cp = ControlPlane(Path(bin_dir), controller_manager=controller_manager).start(timeout)
+    cp = ControlPlane(
+        Path(bin_dir), controller_manager=controller_manager, apiserver_args=list(apiserver_args or [])
+    ).start(timeout)
     try:
         yield cp
     finally:

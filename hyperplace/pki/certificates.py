@@ -166,6 +166,108 @@ def generate_serving_cert(
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
+CLIENT_NAME = "hyperplace-webhook-client"
+
+
+def generate_client_cert(ca: KeyPair, common_name: str = CLIENT_NAME, days: int = SERVING_DAYS) -> KeyPair:
+    """A TLS client certificate (EKU clientAuth only) with subject CN ``common_name``, signed
+    by ``ca``: what the kube-apiserver presents to a webhook that requires client
+    certificates (``hyperplace-webhooks --client-ca-file``). It cannot serve TLS, and the
+    serving certificate (serverAuth only) cannot authenticate a client."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = ca.certificate
+    ca_key = ca.private_key()
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def webhook_client_kubeconfig(client: KeyPair, servers: Sequence[str]) -> dict[str, Any]:
+    """The kubeconfig the kube-apiserver's admission plugins read (``kubeConfigFile`` in its
+    AdmissionConfiguration) to present ``client`` to the webhooks named by ``servers``: each
+    user entry is named after the server it authenticates to, as the apiserver matches it
+    (``svc.ns.svc`` for a Service on port 443, ``host:port`` for a URL, ``*`` for every
+    webhook). The certificate and key are inlined, so the file is all the apiserver needs."""
+    user = {
+        "client-certificate-data": base64.b64encode(client.cert_pem).decode(),
+        "client-key-data": base64.b64encode(client.key_pem).decode(),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "users": [{"name": name, "user": dict(user)} for name in dict.fromkeys(servers)],
+    }
+
+
+def admission_configuration(kubeconfig_path: str | Path) -> dict[str, Any]:
+    """The kube-apiserver's ``--admission-control-config-file``: both webhook admission
+    plugins authenticate to webhooks with the kubeconfig at ``kubeconfig_path``."""
+    plugin = {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "WebhookAdmissionConfiguration",
+        "kubeConfigFile": str(kubeconfig_path),
+    }
+    return {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AdmissionConfiguration",
+        "plugins": [
+            {"name": name, "configuration": dict(plugin)}
+            for name in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")
+        ],
+    }
+
+
+def write_client_files(out_dir: str | Path, client: KeyPair) -> dict[str, Path]:
+    """Write ``client.crt`` and ``client.key`` (0600) symlink-safely; returns name -> path."""
+    out = Path(out_dir)
+    dir_fd = _safe_dir(out)
+    try:
+        _write(dir_fd, "client.key", client.key_pem, 0o600, out)
+        _write(dir_fd, "client.crt", client.cert_pem, 0o644, out)
+    finally:
+        os.close(dir_fd)
+    return {"client.key": out / "client.key", "client.crt": out / "client.crt"}
+
+
+def write_private_file(out_dir: str | Path, name: str, data: bytes) -> Path:
+    """Write one file (mode 0600) symlink-safely into ``out_dir``."""
+    out = Path(out_dir)
+    dir_fd = _safe_dir(out)
+    try:
+        _write(dir_fd, name, data, 0o600, out)
+    finally:
+        os.close(dir_fd)
+    return out / name
+
+
 @dataclass(frozen=True)
 class WebhookCerts:
     """Everything the webhook Secret holds."""

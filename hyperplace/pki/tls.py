@@ -20,6 +20,11 @@ context like a rotated file. New connections get it, open ones keep theirs. A ne
 appearing in the mounted files later replaces it as usual. Without the CA key nothing
 can be renewed; the expiry is still reported (``expiry_seconds``) and logged when due.
 
+Client certificates (mTLS): ``require_client_certs(ca_file)`` makes every handshake demand a
+certificate signed by that CA with the clientAuth usage; a client without one is refused during
+the handshake, before it can send a byte of HTTP. Which subjects are accepted is the caller's
+check (``webhooks.site`` matches the CN).
+
 TLS 1.2 is limited to ECDHE with AEAD ciphers (AES-GCM, ChaCha20-Poly1305); TLS 1.3
 suites are all AEAD.
 """
@@ -84,6 +89,14 @@ class CertReloader:
         self.certificate: x509.Certificate | None = None  # the one being served
         self._digest: bytes | None = None
         self._warned_at = -_WARN_EVERY_SECONDS
+        self.client_ca_file: Path | None = None
+
+    def require_client_certs(self, ca_file: str | Path) -> None:
+        """Demand a client certificate signed by the CA in ``ca_file`` on every handshake
+        from now on (raises OSError/ssl.SSLError when the file is unreadable or not PEM)."""
+        self.context.load_verify_locations(cafile=str(ca_file))
+        self.context.verify_mode = ssl.CERT_REQUIRED
+        self.client_ca_file = Path(ca_file)
 
     def expiry_seconds(self, now: dt.datetime | None = None) -> float | None:
         """Seconds until the served certificate expires (None before one is loaded)."""

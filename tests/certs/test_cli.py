@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 
 import yaml
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from certs.__main__ import main
 from hyperplace.pki.certificates import read_tls_files
@@ -98,3 +100,36 @@ def test_secret_can_carry_the_ca_key_for_self_renewal(tmp_path, capsys):
     assert main(["secret", "--from-dir", str(tmp_path), "--with-ca-key"]) == 0
     data = yaml.safe_load(capsys.readouterr().out)["data"]
     assert base64.b64decode(data["ca.key"]) == (tmp_path / "ca.key").read_bytes()
+
+
+def test_client_issues_the_apiservers_webhook_certificate_and_its_admission_config(tmp_path, capsys):
+    assert main(["gen", "--out-dir", str(tmp_path)]) == 0
+    assert (
+        main(["client", "--out-dir", str(tmp_path), "--kubeconfig-path", "/etc/kubernetes/wh.kubeconfig"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "admission-config.yaml" in out and "keep private" in out
+    cert = x509.load_pem_x509_certificate((tmp_path / "client.crt").read_bytes())
+    cert.verify_directly_issued_by(read_tls_files(tmp_path).ca.certificate)
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "hyperplace-webhook-client"
+    assert list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.CLIENT_AUTH
+    ]
+    assert (tmp_path / "client.key").stat().st_mode & 0o777 == 0o600
+    kubeconfig = yaml.safe_load((tmp_path / "webhook-client.kubeconfig").read_text())
+    # The apiserver matches a Service webhook on port 443 by "svc.ns.svc".
+    assert [u["name"] for u in kubeconfig["users"]] == ["hyperplace-webhooks.hyperplace-system.svc"]
+    user = kubeconfig["users"][0]["user"]
+    assert base64.b64decode(user["client-certificate-data"]) == (tmp_path / "client.crt").read_bytes()
+    config = yaml.safe_load((tmp_path / "admission-config.yaml").read_text())
+    assert config["kind"] == "AdmissionConfiguration"
+    assert {p["name"]: p["configuration"]["kubeConfigFile"] for p in config["plugins"]} == {
+        "ValidatingAdmissionWebhook": "/etc/kubernetes/wh.kubeconfig",
+        "MutatingAdmissionWebhook": "/etc/kubernetes/wh.kubeconfig",
+    }
+
+
+def test_client_without_a_ca_says_so(tmp_path, capsys):
+    assert main(["client", "--out-dir", str(tmp_path)]) == 1
+    assert "run 'gen' first" in capsys.readouterr().err

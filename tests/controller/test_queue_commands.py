@@ -1,10 +1,14 @@
 """A team lead closes and opens a queue the way Volcano users do: ``vcctl queue operate --name
-q --action close|open`` creates a ``bus.volcano.sh`` Command, and the queue controller deletes
-it and applies it, once."""
+q --action close|open`` creates a ``bus.volcano.sh`` Command, the admission webhook marks it
+(its creator may update the queue), and the queue controller deletes it and applies it, once.
+A Command the webhook did not admit (unmarked, forged, moved to another queue, replayed) is
+deleted without effect."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import datetime as dt
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,17 +19,37 @@ from controller.manager import ControllerManager, ManagerConfig
 from controller.queue.command import judge
 from controller.queue.status import queue_status, state_after
 from hyperplace.api import Command, Queue
+from hyperplace.pki import commandmark
 from hyperplace.runtime.api import COMMANDS, JOBS, PODGROUPS, QUEUES
 from tests.fakeapi import FakeApi
 from tests.webhooks.builders import job
 from webhooks.admission import AdmissionContext
+from webhooks.command import command_patch as webhook_command_patch
 from webhooks.job import validate_job
 
 from .test_manager import eventually
 from .test_queue_controller import pg, q, set_phase, status_of
 
+KEY = b"k" * 32
+FAKE_API_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()  # FakeApi's creationTimestamp
 
-def vcctl_command(queue: dict[str, Any], action: str) -> dict[str, Any]:
+
+def admitted(cmd: dict[str, Any], key: bytes = KEY, now: float = FAKE_API_NOW) -> dict[str, Any]:
+    """``cmd`` as the mutating webhook leaves it after the SubjectAccessReview allowed it."""
+    out = copy.deepcopy(cmd)
+    answer = webhook_command_patch(
+        out, out["metadata"]["namespace"], AdmissionContext(command_key=key, now=now)
+    )
+    for op in answer:
+        assert op["op"] == "add"
+        if op["path"] == "/metadata/annotations":
+            out["metadata"]["annotations"] = op["value"]
+        else:
+            out["metadata"].setdefault("annotations", {})[commandmark.ANNOTATION] = op["value"]
+    return out
+
+
+def vcctl_command(queue: dict[str, Any], action: str, *, signed: bool = True) -> dict[str, Any]:
     """The Command ``vcctl queue operate --name <queue> --action open|close`` creates
     (pkg/cli/queue/util.go: createQueueCommand): in namespace ``default``, named from
     ``generateName``, owned by and targeting the Queue through a controller reference."""
@@ -37,7 +61,7 @@ def vcctl_command(queue: dict[str, Any], action: str) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-    return {
+    cmd = {
         "apiVersion": "bus.volcano.sh/v1alpha1",
         "kind": "Command",
         "metadata": {
@@ -48,6 +72,7 @@ def vcctl_command(queue: dict[str, Any], action: str) -> dict[str, Any]:
         "target": ref,
         "action": action,
     }
+    return admitted(cmd) if signed else cmd
 
 
 def command_for(name: str, action: str, uid: str = "uid-x") -> dict[str, Any]:
@@ -67,7 +92,7 @@ def job_admission(api: FakeApi, queue: str, name: str = "next") -> list[str]:
 @pytest.fixture
 async def cluster() -> AsyncIterator[tuple[FakeApi, ControllerManager]]:
     api = FakeApi()
-    mgr = ControllerManager(api, ManagerConfig(workers=2, seed=0), now=lambda: "T")
+    mgr = ControllerManager(api, ManagerConfig(workers=2, seed=0, command_key=KEY), now=lambda: "T")
     task = asyncio.create_task(mgr.run())
     yield api, mgr
     task.cancel()
@@ -204,7 +229,7 @@ async def test_a_job_command_is_left_for_the_job_controller(
 
 async def test_a_command_for_a_queue_the_cache_has_not_seen_yet_is_not_lost() -> None:
     api = FakeApi()
-    mgr = ControllerManager(api, ManagerConfig(workers=1, seed=0), now=lambda: "T")
+    mgr = ControllerManager(api, ManagerConfig(workers=1, seed=0, command_key=KEY), now=lambda: "T")
     task = asyncio.create_task(mgr.run())
     try:
         await eventually(mgr.synced)
@@ -231,7 +256,7 @@ async def test_a_command_is_applied_once_however_often_it_is_seen() -> None:
     (key,) = commands_left(api)
     seen = api.peek(COMMANDS, key)
     assert seen is not None
-    mgr = ControllerManager(api, ManagerConfig(workers=1, seed=0), now=lambda: "T")
+    mgr = ControllerManager(api, ManagerConfig(workers=1, seed=0, command_key=KEY), now=lambda: "T")
     task = asyncio.create_task(mgr.run())
     try:
         await eventually(lambda: status_of(api, "team").get("state") == "Closed")
@@ -252,7 +277,7 @@ async def test_a_command_is_applied_once_however_often_it_is_seen() -> None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     # A restart finds no Command left: the queue stays as the user left it.
-    again = ControllerManager(api, ManagerConfig(workers=1, seed=0), now=lambda: "T")
+    again = ControllerManager(api, ManagerConfig(workers=1, seed=0, command_key=KEY), now=lambda: "T")
     task = asyncio.create_task(again.run())
     try:
         await eventually(again.synced)
@@ -293,3 +318,87 @@ async def test_a_stale_read_does_not_undo_a_close(cluster: tuple[FakeApi, Contro
     await asyncio.sleep(0.05)
     assert status_of(api, "team")["state"] == "Closing"
     assert status_of(api, "team")["pending"] == 1
+
+
+# -- only admitted Commands are obeyed ----------------------------------------------------------
+
+
+async def test_a_command_the_webhook_did_not_admit_is_deleted_without_effect(
+    cluster: tuple[FakeApi, ControllerManager], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The webhook disabled or bypassed: an unmarked Command, a forged marker and a marker moved
+    to another queue all change nothing."""
+    api, mgr = cluster
+    shared = await api.create(QUEUES, q("shared"))
+    other = await api.create(QUEUES, q("other"))
+    await eventually(lambda: status_of(api, "shared").get("state") == "Open")
+    forged = vcctl_command(shared, "CloseQueue", signed=False)
+    forged["metadata"]["annotations"] = {commandmark.ANNOTATION: "v1.1767225600.abc." + "0" * 64}
+    moved = vcctl_command(other, "CloseQueue")  # admitted for "other" ...
+    moved["target"]["name"] = "shared"  # ... then pointed at "shared"
+    with caplog.at_level(logging.WARNING):
+        for cmd in (vcctl_command(shared, "CloseQueue", signed=False), forged, moved):
+            await api.create(COMMANDS, cmd, "default")
+        await eventually(lambda: commands_left(api) == [])
+    await asyncio.sleep(0.05)
+    assert status_of(api, "shared")["state"] == "Open"
+    assert status_of(api, "other")["state"] == "Open"
+    text = caplog.text
+    assert "not admitted: no hyperplace.io/command-admission annotation" in text
+    assert text.count("does not match this Command") == 2
+    assert mgr.queue_actions == {}
+
+
+async def test_a_replayed_admission_marker_is_obeyed_once() -> None:
+    api = FakeApi()
+    mgr = ControllerManager(api, ManagerConfig(workers=1, seed=0, command_key=KEY), now=lambda: "T")
+    task = asyncio.create_task(mgr.run())
+    try:
+        team = await api.create(QUEUES, q("team"))
+        await eventually(lambda: status_of(api, "team").get("state") == "Open")
+        close = vcctl_command(team, "CloseQueue")
+        await api.create(COMMANDS, close, "default")
+        await eventually(lambda: status_of(api, "team").get("state") == "Closed")
+        await api.create(COMMANDS, vcctl_command(team, "OpenQueue"), "default")
+        await eventually(lambda: status_of(api, "team").get("state") == "Open")
+        # Someone who read the first Command creates a copy of it, marker and all.
+        await api.create(COMMANDS, copy.deepcopy(close), "default")
+        await eventually(lambda: commands_left(api) == [])
+        await asyncio.sleep(0.05)
+        assert status_of(api, "team")["state"] == "Open"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_marker_issued_long_before_the_command_was_created_is_refused() -> None:
+    api = FakeApi()
+    mgr = ControllerManager(api, ManagerConfig(workers=1, seed=0, command_key=KEY), now=lambda: "T")
+    task = asyncio.create_task(mgr.run())
+    try:
+        team = await api.create(QUEUES, q("team"))
+        await eventually(lambda: status_of(api, "team").get("state") == "Open")
+        old = vcctl_command(team, "CloseQueue", signed=False)
+        await api.create(COMMANDS, admitted(old, now=FAKE_API_NOW - 3600), "default")
+        await eventually(lambda: commands_left(api) == [])
+        await asyncio.sleep(0.05)
+        assert status_of(api, "team")["state"] == "Open"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_volcanos_permissive_behaviour_is_an_explicit_choice() -> None:
+    api = FakeApi()
+    mgr = ControllerManager(
+        api, ManagerConfig(workers=1, seed=0, accept_unadmitted_commands=True), now=lambda: "T"
+    )
+    task = asyncio.create_task(mgr.run())
+    try:
+        team = await api.create(QUEUES, q("team"))
+        await eventually(lambda: status_of(api, "team").get("state") == "Open")
+        await api.create(COMMANDS, vcctl_command(team, "CloseQueue", signed=False), "default")
+        await eventually(lambda: status_of(api, "team").get("state") == "Closed")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -4,11 +4,16 @@ the scheduler writes what the queue holds (``status.allocated``), as Volcano spl
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 import pytest
+import yaml
 
+from hyperplace.pki import commandmark
+
+from .components import COMMAND_KEY
 from .kube import Kubectl, wait_for
 from .test_end_to_end import SELECT_LABEL, Running, make_topology, running
 
@@ -185,8 +190,13 @@ def test_vcctl_queue_operate_closes_and_opens_a_queue(
     )
 
     def operate(action: str) -> None:
-        text = VCCTL_COMMAND.format(queue=queue, uid=uid, action=action, lower=action.lower())
-        kubectl.run("create", "-f", "-", input=text)
+        cmd = yaml.safe_load(VCCTL_COMMAND.format(queue=queue, uid=uid, action=action, lower=action.lower()))
+        # Marked as the admission webhook marks a Command whose creator may update the queue
+        # (this module runs no webhook; test_command_admission.py does).
+        cmd["metadata"]["annotations"] = {
+            commandmark.ANNOTATION: commandmark.sign(COMMAND_KEY, cmd, "default", time.time())
+        }
+        kubectl.create([cmd])
 
     def commands_left() -> list[str]:
         names = [c["metadata"]["name"] for c in kubectl.items("commands", "-n", "default")]

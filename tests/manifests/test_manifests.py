@@ -288,6 +288,28 @@ HOOKS = {
     ),
     "mutatejobs.hyperplace.io": ("Mutating", "/jobs/mutate", "batch.volcano.sh", "jobs", ["CREATE"]),
     "mutatepods.hyperplace.io": ("Mutating", "/pods/mutate", "", "pods", ["CREATE"]),
+    "validatecommands.hyperplace.io": (
+        "Validating",
+        "/commands/validate",
+        "bus.volcano.sh",
+        "commands",
+        ["CREATE", "UPDATE"],
+    ),
+    "mutatecommands.hyperplace.io": (
+        "Mutating",
+        "/commands/mutate",
+        "bus.volcano.sh",
+        "commands",
+        ["CREATE", "UPDATE"],
+    ),
+    # The status subresource too, should the CRD ever get one.
+    "validatepodgroups.hyperplace.io": (
+        "Validating",
+        "/podgroups/validate",
+        "scheduling.volcano.sh",
+        ["podgroups", "podgroups/status"],
+        ["CREATE", "UPDATE"],
+    ),
 }
 
 
@@ -320,7 +342,8 @@ def test_webhook(name: str) -> None:
     assert "caBundle" not in client and "url" not in client
     assert client["service"] == {"name": "hyperplace-webhooks", "namespace": NS, "path": path, "port": 443}
     [rule] = hook["rules"]
-    assert rule["apiGroups"] == [group] and rule["resources"] == [resource]
+    assert rule["apiGroups"] == [group]
+    assert rule["resources"] == (resource if isinstance(resource, list) else [resource])
     assert rule["operations"] == operations
     excluded = hook["namespaceSelector"]["matchExpressions"]
     assert {
@@ -597,3 +620,18 @@ def test_certs_fit_the_manifests() -> None:
         assert changed
         for hook in injected["webhooks"]:
             assert base64.b64decode(hook["clientConfig"]["caBundle"]) == generated.ca.cert_pem
+
+
+def test_the_example_network_policy_admits_only_listed_addresses_to_the_webhook_port() -> None:
+    """The webhook port is open to the control plane's addresses only (never to every pod): each
+    ingress rule for it names its sources."""
+    [policy] = [
+        d
+        for d in _docs(MANIFESTS / "optional" / "networkpolicy.yaml")
+        if d["metadata"]["name"] == "hyperplace-webhooks-ingress"
+    ]
+    rules = policy["spec"]["ingress"]
+    assert rules
+    for rule in rules:
+        assert rule.get("from"), "a rule without `from` admits every pod"
+        assert all("ipBlock" in peer for peer in rule["from"])

@@ -15,12 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import re
+import socket
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
@@ -416,6 +419,42 @@ class _AdmissionApi:
         return await self._patch(MUTATING_CONFIGS, name, body)
 
 
+class _AuthorizationApi:
+    """kubernetes-asyncio's AuthorizationV1Api as the queue-Command check calls it, recording the
+    SubjectAccessReview create as the authorizer sees it (and allowing)."""
+
+    api: FakeApi
+
+    def __init__(self, _client: object) -> None:
+        pass
+
+    async def create_subject_access_review(self, body: Any) -> Any:
+        self.api.accesses.append(
+            Access("create", "authorization.k8s.io", "subjectaccessreviews", None, None, None)
+        )
+        status = type("Status", (), {"allowed": True, "denied": False, "reason": "test"})()
+        return type("Review", (), {"status": status})()
+
+
+def _command_review() -> bytes:
+    """An AdmissionReview of ``vcctl queue operate --name default --action close``'s Command."""
+    from tests.controller.test_queue_commands import vcctl_command
+
+    cmd = vcctl_command({"metadata": {"name": "default", "uid": "u"}}, "CloseQueue", signed=False)
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "r1",
+            "operation": "CREATE",
+            "namespace": "default",
+            "object": cmd,
+            "userInfo": {"username": "lead", "groups": ["system:authenticated"]},
+        },
+    }
+    return json.dumps(review).encode()
+
+
 async def webhooks_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeApi:
     """The webhook server starts as deployed: HyperNode cache on, caBundle self-injection."""
     import kubernetes_asyncio.client
@@ -446,9 +485,13 @@ async def webhooks_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fak
     monkeypatch.setattr(hyperplace.runtime.kube, "load_client_config", no_config)
     monkeypatch.setattr(hyperplace.runtime.kube, "KubeApiClient", lambda _raw: api)
     monkeypatch.setattr(kubernetes_asyncio.client, "AdmissionregistrationV1Api", _AdmissionApi)
-    args = _parser().parse_args(
-        ["--insecure-http", "--port", "0", "--metrics-port", "0", "--ca-file", str(tls / "ca.crt")]
-    )
+    _AuthorizationApi.api = api
+    monkeypatch.setattr(kubernetes_asyncio.client, "AuthorizationV1Api", _AuthorizationApi)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = ["--insecure-http", "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0"]
+    args = _parser().parse_args([*argv, "--ca-file", str(tls / "ca.crt")])
     task = asyncio.create_task(serve(args))
     try:
         names = [
@@ -466,9 +509,22 @@ async def webhooks_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fak
         )
         await eventually(lambda: _used(api, "watch", "hypernodes"), "the HyperNode cache")
         await eventually(lambda: _used(api, "watch", "queues"), "the Queue cache")
+        # A queue Command: its creator's permission on the Queue is asked of the apiserver.
+        await eventually(lambda: _serving(port), "the webhook port")
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"http://127.0.0.1:{port}/commands/validate", data=_command_review()) as resp,
+        ):
+            assert (await resp.json())["response"]["allowed"] is True
+        assert _used(api, "create", "subjectaccessreviews")
     finally:
         await _stop(task)
     return api
+
+
+def _serving(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 USAGE: Mapping[str, Callable[..., Awaitable[FakeApi]]] = {

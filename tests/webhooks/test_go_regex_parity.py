@@ -24,6 +24,7 @@ from hyperplace.kube.goregex import (
 )
 
 CORPUS = Path(__file__).parent / "fixtures" / "go_regex_corpus.jsonl"
+FUZZ = Path(__file__).parent / "fixtures" / "go_regex_fuzz.jsonl"
 
 
 def load_corpus() -> tuple[dict, list[tuple[str, str, str | None]]]:
@@ -68,10 +69,38 @@ def test_every_verdict_agrees_with_go_within_the_documented_limits():
     assert same_message / len(rows) > 0.99
 
 
+def test_every_refusal_carries_gos_own_text_within_the_documented_limits():
+    """Go's test tables and a seeded fuzz corpus of the constructs whose errors Go and RE2 word
+    or order differently: the same first error, the same words, the user's own text quoted."""
+    _, rows = load_corpus()
+    with FUZZ.open(encoding="utf-8") as fh:
+        header = json.loads(next(fh))
+        fuzz = [json.loads(line) for line in fh]
+    assert header["go"] == _go_unicode.GO_VERSION and len(fuzz) == header["patterns"]
+    refused = [(p, e) for p, _, e in rows if e is not None] + [(p, e) for p, e in fuzz if e is not None]
+    assert len(refused) > 12_000
+    different = [
+        (p[:60], go_error, ours)
+        for p, go_error in refused
+        if (ours := check_go_regex(p)) != go_error
+        and not beyond_documented_limits(p, ours)
+        and len(p) <= MAX_PATTERN_LENGTH
+    ]
+    assert different == []
+
+
 @pytest.mark.parametrize(
     ("pattern", "go_error"),
     [
         ("x{1001}", "invalid repeat count: `{1001}`"),
+        ("?\\p{Foo}", "missing argument to repetition operator: `?`"),  # Go's first error first
+        ("é)\\p{Foo}", "unexpected ): `é)\\p{Foo}`"),
+        ("a\\x{", "invalid escape sequence: `\\x{`"),  # not "invalid UTF-8"
+        ("\\x{110000}", "invalid escape sequence: `\\x{110000`"),
+        ("(?P<{1}", "invalid named capture: `(?P<{1}`"),  # the user's text, not our rewrite
+        ("[\\x{2}+\\pN", "missing closing ]: `[\\x{2}+\\pN`"),
+        ("[a-\\pL]", "invalid escape sequence: `\\p`"),
+        ("a(?P<", "invalid or unsupported Perl syntax: `(?P`"),
         ("x{9876543210}", "invalid repeat count: `{9876543210}`"),  # RE2 alone reads it as text
         ("x{1,9876543210}", "invalid repeat count: `{1,9876543210}`"),
         (

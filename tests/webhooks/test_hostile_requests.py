@@ -11,7 +11,7 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry
 
-from webhooks.regexcheck import RegexChecker, RegexWorker, VerdictCache
+from webhooks.regexcheck import RegexChecker, VerdictCache
 from webhooks.review import MAX_JSON_DEPTH, handle_review, json_depth
 from webhooks.server import create_app
 
@@ -64,7 +64,7 @@ def test_a_lone_surrogate_pattern_is_refused_as_invalid_utf8():
 
 async def test_patterns_beyond_the_per_request_budget_are_refused_and_not_remembered():
     checker = RegexChecker(max_new=3, max_new_bytes=1 << 20)
-    await checker.worker.start()
+    await checker.start()
     try:
         patterns = [f"^n{i}$" for i in range(5)]
         verdicts = await checker.verdicts(patterns)
@@ -81,20 +81,22 @@ async def test_patterns_beyond_the_per_request_budget_are_refused_and_not_rememb
 
 async def test_failures_are_remembered_so_a_bad_pattern_is_compiled_once():
     checker = RegexChecker()
-    await checker.worker.start()
+    await checker.start()
     try:
         first = await checker.verdicts(["(?=x)"])
         assert "invalid or unsupported Perl syntax" in str(first["(?=x)"])
-        await checker.worker.stop()
-        checker.worker = RegexWorker()  # a worker that would have to start if asked
+        restarts = [w.restarts for w in checker.workers]
+        served = [w._served for w in checker.workers]
         assert await checker.verdicts(["(?=x)"]) == first
-        assert checker.worker._proc is None
+        assert [w._served for w in checker.workers] == served  # not compiled again
+        assert [w.restarts for w in checker.workers] == restarts
     finally:
         await checker.close()
 
 
 async def test_a_compile_over_the_time_budget_kills_the_worker_and_refuses_uncached():
     checker = RegexChecker(budget_seconds=0.05)
+    await checker.start()
     try:
         costly = [rf"\pL{{300}}[{i}]" for i in range(3)]
         verdicts = await checker.verdicts(costly)
