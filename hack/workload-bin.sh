@@ -55,10 +55,18 @@ checkout() { # git-dir-or-empty, url, tag, dest
   local gitdir="$1" url="$2" tag="$3" dest="$4"
   rm -rf "$dest"
   mkdir -p "$dest"
+  # The build needs the code, not the documentation site (a snapshot may leave its large files out).
+  local g=()
   if [ -n "$gitdir" ] && git --git-dir="$gitdir" rev-parse -q --verify "refs/tags/$tag" >/dev/null 2>&1; then
-    git --git-dir="$gitdir" archive "$tag" | tar -x -C "$dest"
+    g=(git --git-dir="$gitdir")
   elif [ -n "$gitdir" ] && git -C "$gitdir" rev-parse -q --verify "refs/tags/$tag" >/dev/null 2>&1; then
-    git -C "$gitdir" archive "$tag" | tar -x -C "$dest"
+    g=(git -C "$gitdir")
+  fi
+  if [ "${#g[@]}" -gt 0 ]; then
+    local paths
+    paths="$("${g[@]}" ls-tree --name-only "$tag" | grep -vxE 'site|docs|\.github')"
+    # shellcheck disable=SC2086 # one path per top-level entry
+    "${g[@]}" archive "$tag" -- $paths | tar -x -C "$dest" || return 1
   else
     git clone -q --depth 1 --branch "$tag" "$url" "$dest.clone" 2>/dev/null || return 1
     git -C "$dest.clone" archive "$tag" | tar -x -C "$dest"
