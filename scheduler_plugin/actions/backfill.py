@@ -10,7 +10,8 @@ import numpy as np
 
 from ..framework.session import Session
 from ..framework.statement import Statement
-from .jobs import job_skip_reason
+from .jobs import job_skip_reason, within_queue
+from .placement import Group
 
 
 def backfill(ssn: Session) -> None:
@@ -23,7 +24,14 @@ def backfill(ssn: Session) -> None:
         if not pending or job_skip_reason(ssn, job) is not None:
             continue
         stmt = Statement(ssn)
+        sj_of = job.subjobs
         for t in sorted(pending, key=ssn.task_sort_key()):
+            # The queue's limit, asked as every action asks it (a best-effort pod asks for no
+            # cpu or memory, but may ask for extended resources a queue limits).
+            _, why = within_queue(ssn, job, [Group(sj_of[t.subjob], [t], atomic=True)])
+            if why is not None:
+                ssn.task_reasons.setdefault(t.key, why)
+                continue
             c = ssn.state.node_counts(snap.shapes[t.shape])
             cand = np.flatnonzero(c > 0)
             if not len(cand):
@@ -31,7 +39,7 @@ def backfill(ssn: Session) -> None:
                     t.key, f"0/{snap.num_nodes} nodes are available for a best-effort pod"
                 )
                 continue
-            sj = job.subjobs[t.subjob]
+            sj = sj_of[t.subjob]
             scores = ssn.node_scores(t, sj, cand)
             stmt.allocate([t], [int(cand[int(np.argmax(scores))])])
         stmt.commit()

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..algorithms.demand import Demand
+from ..algorithms.queue_sums import vector_of_res
 from ..algorithms.victim_units import job_victims
 from ..algorithms.victims import Outcome, Plan, plan_victims
 from ..framework.evictions import Eviction, Nomination
@@ -32,7 +33,8 @@ from ..framework.session import Session
 from ..framework.statement import Statement
 from ..model.explanation import Explanation
 from ..model.jobs import JobInfo, TaskInfo, job_preemptable
-from .jobs import gang_groups, job_skip_reason
+from ..model.resources import Res
+from .jobs import gang_groups, job_skip_reason, within_queue
 from .placement import Group, Placer, record
 
 # Exact placements tried, best plan first, before a gang gives up for this cycle.
@@ -49,9 +51,11 @@ def reclaim(ssn: Session) -> None:
     _evict_for_starving_gangs(ssn, "reclaim")
 
 
-def _plan(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[TaskInfo]) -> Outcome:
+def _plan(
+    ssn: Session, job: JobInfo, groups: list[Group], allowed: list[TaskInfo], need: Res | None = None
+) -> Outcome:
     """The victims of ``job``'s gang, in its gradient (the whole cluster for a job without hard
-    topology or partitions)."""
+    topology or partitions); ``need``: what they must give back to the gang's queue first."""
     tree = ssn.snap.tree
     if job.with_hard_topology or job.has_policies:
         levels = ssn.gradient(job.topology, ssn.job_hn.get(job.key, -1), tree.root)
@@ -59,7 +63,8 @@ def _plan(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[TaskInf
             return Outcome(why=levels)
     else:
         levels = [[tree.root]]
-    return plan_victims(ssn.snap, ssn.state, Demand.of(groups), levels, allowed, ssn.ledger.gone)
+    vec = vector_of_res(ssn.snap.resources, need) if need is not None else None
+    return plan_victims(ssn.snap, ssn.state, Demand.of(groups), levels, allowed, ssn.ledger.gone, vec)
 
 
 VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job) -> candidate?
@@ -107,6 +112,15 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
             # without it, so the gang does not preempt.
             _note(ssn, job, f"{action}: a pod of the gang has preemptionPolicy Never")
             continue
+        # The queue's limit first (the one check every action asks): reclaim takes from other
+        # queues, which cannot bring the gang's own queue back within its limit; preempt then
+        # looks for lower-priority victims inside the queue, as Volcano's preempt evicts until
+        # its queue is Allocatable again.
+        _, over_why = within_queue(ssn, job, groups)
+        need = ssn.queue_excess(job.queue, [t for g in groups for t in g.tasks]) if over_why else None
+        if reclaim and over_why is not None:
+            _note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
+            continue
         if reclaim and not ssn.preemptive(job.queue, rep):
             _note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
             continue
@@ -121,28 +135,47 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
             allowed = ssn.reclaimable(rep, candidates(ssn, job, eligible))
         else:
             allowed = ssn.preemptable(rep, candidates(ssn, job, lambda me, other: other.queue == me.queue))
-        outcome = _plan(ssn, job, groups, allowed)
+        if over_why is not None and not allowed:
+            _note(
+                ssn,
+                job,
+                f"{action}: {over_why}, and no lower-priority pod of queue {job.queue} may be evicted for it",
+            )
+            continue
+        outcome = _plan(ssn, job, groups, allowed, need)
         if not outcome.plans:
             _note(ssn, job, f"{action}: {outcome.why}")
             continue
         done = False
+        last_why: str | None = None
         for plan in outcome.plans[:MAX_EXACT_TRIES]:
             victims = plan.victims
             ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
-            res, stmt = placer.place(job, groups)
-            if res.ok and ssn.job_ready(job):
-                record(ssn, job, res)
-                if victims:
-                    _nominate(ssn, job, plan, stmt, action)
-                else:  # room without evicting anyone (allocate's exact placement missed it): bind
-                    stmt.commit()
-                    ssn.explanations.pop(job.key, None)
-                done = True
-                break
-            stmt.discard()
+            # The queue plugins see the victims leave (Volcano's deallocate event) before the
+            # gang's queue is asked again: no nomination takes a queue past its limit.
+            if victims:
+                ssn.on_deallocate(list(victims))
+            _, last_why = within_queue(ssn, job, groups)
+            if last_why is None:
+                res, stmt = placer.place(job, groups)
+                if res.ok and ssn.job_ready(job):
+                    record(ssn, job, res)
+                    if victims:
+                        _nominate(ssn, job, plan, stmt, action)
+                    else:  # room without evicting anyone (allocate's exact placement missed it): bind
+                        stmt.commit()
+                        ssn.explanations.pop(job.key, None)
+                    done = True
+                    break
+                stmt.discard()
+            if victims:
+                ssn.on_allocate(list(victims))
             ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
         if not done:
-            _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
+            if last_why is not None:
+                _note(ssn, job, f"{action}: {last_why} even after evicting its victims")
+            else:
+                _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
 
 
 def _note(ssn: Session, job: JobInfo, text: str) -> None:
@@ -156,31 +189,33 @@ def _note(ssn: Session, job: JobInfo, text: str) -> None:
             ssn.task_reasons[t.key] = f"{reason}; {text}"
 
 
+def where(ssn: Session, job: JobInfo, domain: int) -> str:
+    """A domain as the user knows it: the HyperNode's name, or for the virtual root (a job
+    without topology, or a cluster without HyperNodes) the cluster and the job's queue."""
+    tree = ssn.snap.tree
+    if domain == tree.root:
+        return f"the cluster (queue {job.queue})"
+    return tree.names[domain]
+
+
 def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: str) -> None:
     snap, tree = ssn.snap, ssn.snap.tree
     names = snap.node_names
     ledger = ssn.ledger
-    why = (
-        plan.describe(tree.names) if plan.victims else f"tier {plan.tier}: {tree.names[plan.domain]} has room"
-    )
+    place = where(ssn, job, plan.domain)
+    why = plan.describe(place) if plan.victims else f"tier {plan.tier}: {place} has room"
     verb = "preempted" if action == "preempt" else "reclaimed"
     for t in plan.victims:
         victim_job = snap.jobs[t.job]
         if action == "preempt":
             reason = (
                 f"{verb} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang in "
-                f"{tree.names[plan.domain]}"
+                f"{place}"
             )
         else:
-            reason = (
-                f"{verb} by queue {job.queue!r} for {job.key}, to place its gang in {tree.names[plan.domain]}"
-            )
+            reason = f"{verb} by queue {job.queue!r} for {job.key}, to place its gang in {place}"
         ledger.evictions.append(Eviction(t.key, names[t.node], t.job, job.key, action, reason))
         ledger.gone.add(t.key)
-    # The queue plugins see the victims leave at once (Volcano's deallocate event), so a queue
-    # brought back to its share stops being overused for the rest of the session.
-    if plan.victims:
-        ssn.on_deallocate(list(plan.victims))
     hn = ssn.job_hn.get(job.key, -1)
     domain = tree.names[hn] if hn >= 0 and job.with_topology else None
     pods = {t.key: names[n] for t, n in stmt.ops}
@@ -226,12 +261,15 @@ def explain_without_preemption(ssn: Session) -> None:
         )
         if not cands or len(cands) > WHAT_IF_MAX_CANDIDATES:
             continue
-        out = _plan(ssn, job, groups, cands)
-        if out.plans:
+        _, over_why = within_queue(ssn, job, groups)
+        need = ssn.queue_excess(job.queue, [t for g in groups for t in g.tasks]) if over_why else None
+        out = _plan(ssn, job, groups, cands, need)
+        if out.plans and out.plans[0].victims:
             p = out.plans[0]
             _note(
                 ssn,
                 job,
-                f"tier {p.tier}: {ssn.snap.tree.names[p.domain]} would fit after evicting {p.cost[3]} pods of "
-                "lower priority; preemption is not enabled (no preempt action in the scheduler configuration)",
+                f"tier {p.tier}: {where(ssn, job, p.domain)} would fit it after evicting {len(p.victims)} "
+                f"lower-priority pods of queue {job.queue}; preemption is not enabled (no preempt action in "
+                "the scheduler configuration)",
             )

@@ -43,6 +43,9 @@ OverusedFn = Callable[[str], bool]
 AllocatableFn = Callable[[str, TaskInfo], bool]
 # (queue, tasks) -> why the queue may not take these tasks together, or None when it may.
 AllocatableReasonFn = Callable[[str, list[TaskInfo]], "str | None"]
+# (queue, tasks) -> what the queue (and its ancestors) must give back before it may take these
+# tasks together, or None when it may (ours: the victims preempt must find inside the queue).
+QueueExcessFn = Callable[[str, list[TaskInfo]], "Res | None"]
 # job -> PERMIT, ABSTAIN or REJECT (Volcano's JobEnqueueable vote).
 EnqueueableFn = Callable[[JobInfo], int]
 # (preemptor or reclaimer task, candidate victims) -> the victims this plugin allows, or None
@@ -86,6 +89,7 @@ ALLOCATABLE: ExtensionPoint[AllocatableFn] = ExtensionPoint("allocatable", "enab
 ALLOCATABLE_REASON: ExtensionPoint[AllocatableReasonFn] = ExtensionPoint(
     "allocatableReason", "enabledAllocatable"
 )
+QUEUE_EXCESS: ExtensionPoint[QueueExcessFn] = ExtensionPoint("queueExcess", "enabledAllocatable")
 JOB_ENQUEUEABLE: ExtensionPoint[EnqueueableFn] = ExtensionPoint(
     "jobEnqueueable", "enableJobEnqueued", tiered=True
 )

@@ -28,7 +28,7 @@ from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, TopologyConstraint
 from ..model.memo import MemoKey
 from ..model.reservation import Reservation
-from ..model.resources import Res
+from ..model.resources import Res, res_max
 from ..model.snapshot import ClusterSnapshot
 from .evictions import EvictionLedger
 from .extension_points import (
@@ -49,6 +49,7 @@ from .extension_points import (
     OVERUSED,
     PREEMPTABLE,
     PREEMPTIVE,
+    QUEUE_EXCESS,
     QUEUE_LIMITS,
     QUEUE_ORDER,
     RECLAIMABLE,
@@ -378,6 +379,18 @@ class Session:
             if why:
                 return why
         return None
+
+    def queue_excess(self, queue: str, tasks: list[TaskInfo]) -> Res | None:
+        """What ``queue`` (and, hierarchically, its ancestors) must give back before it may take
+        ``tasks`` together: per dimension the most any queue plugin asks, or None when every
+        plugin lets it take them."""
+        out: Res | None = None
+        for fn in self.fns(QUEUE_EXCESS):
+            got = fn(queue, tasks)
+            if got is None:
+                continue
+            out = got.clone() if out is None else res_max(out, got)
+        return out
 
     def judges_sums(self) -> bool:
         """Every plugin limiting allocation can also judge a whole unit at once (each checks

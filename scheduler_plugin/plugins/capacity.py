@@ -35,6 +35,7 @@ from hyperplace.api.podgroup import Queue
 
 from ..algorithms.queue_sums import (
     OPEN,
+    excess_on,
     fmt_res,
     job_sums,
     queue_priority,
@@ -49,6 +50,7 @@ from ..framework.extension_points import (
     ALLOCATABLE_REASON,
     PERMIT,
     PREEMPTIVE,
+    QUEUE_EXCESS,
     QUEUE_LIMITS,
     QUEUE_ORDER,
     RECLAIMABLE,
@@ -293,6 +295,18 @@ class Capacity(QueueLedger):
         """Why ``tasks`` do not fit the queue's capability, or None."""
         return self._allocatable_res(queue, tasks_res(self.ssn.snap, tasks))[1]
 
+    def excess(self, queue: str, tasks: list[TaskInfo]) -> Res | None:
+        """What the queue must give back before ``tasks`` fit its real capability and every
+        ancestor's (the most any of them asks, per dimension), or None."""
+        req = tasks_res(self.ssn.snap, tasks)
+        out: Res | None = None
+        for a in self.chain(queue):
+            got = excess_on(a.allocated.clone().add(req), a.real_capability, req)
+            if got is None:
+                continue
+            out = got if out is None else res_max(out, got)
+        return out
+
     def job_enqueueable(self, job: JobInfo) -> int:
         """REJECT a job whose minResources do not fit its queue's (or an ancestor's) real capability."""
         ssn = self.ssn
@@ -358,6 +372,7 @@ def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Capacity:
     ssn.register(QUEUE_ORDER, c.queue_order)
     ssn.register(ALLOCATABLE, c.allocatable)
     ssn.register(ALLOCATABLE_REASON, c.why_not_allocatable)
+    ssn.register(QUEUE_EXCESS, c.excess)
     ssn.register(PREEMPTIVE, c.preemptive)
     ssn.register(RECLAIMABLE, c.reclaimable)
     ssn.register(QUEUE_LIMITS, c.limits)

@@ -22,6 +22,7 @@ from ..algorithms.queue_shares import enqueueable as share_enqueueable
 from ..algorithms.queue_shares import overused as share_overused
 from ..algorithms.queue_sums import (
     OPEN,
+    excess_on,
     fmt_res,
     job_sums,
     queue_priority,
@@ -37,6 +38,7 @@ from ..framework.extension_points import (
     ALLOCATABLE_REASON,
     OVERUSED,
     PERMIT,
+    QUEUE_EXCESS,
     QUEUE_LIMITS,
     QUEUE_ORDER,
     RECLAIMABLE,
@@ -130,6 +132,14 @@ class Proportion(QueueLedger):
             f"(deserved {fmt_res(a.deserved)}; allocated {fmt_res(a.allocated)})"
         )
 
+    def excess(self, queue: str, tasks: list[TaskInfo]) -> Res | None:
+        """What the queue must give back before ``tasks`` fit its deserved share, or None."""
+        a = self.attrs.get(queue)
+        if a is None:
+            return None
+        req = tasks_res(self.ssn.snap, tasks)
+        return excess_on(a.allocated.clone().add(req), a.deserved, req)
+
     # -- enqueue
     def job_enqueueable(self, job: JobInfo) -> int:
         """Volcano's vote: REJECT a job of a queue not Open, or whose minResources do not fit
@@ -181,6 +191,7 @@ def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Proportio
     ssn.register(OVERUSED, p.overused)
     ssn.register(ALLOCATABLE, p.allocatable)
     ssn.register(ALLOCATABLE_REASON, p.why_not_allocatable)
+    ssn.register(QUEUE_EXCESS, p.excess)
     ssn.register(QUEUE_LIMITS, p.limits)
     register_ledger(ssn, p)
     return p
