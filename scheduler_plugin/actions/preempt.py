@@ -11,8 +11,8 @@ For each starving gang (queue order, then job order) the victims are planned dom
 in the lowest tier of the gang's gradient where it can fit), then the gang is placed exactly
 by the same :class:`~.placement.Placer` allocate uses, on the state without its victims; if
 that fails the next domain is tried, and nothing is evicted for a gang that cannot fit.
-PodGroups annotated ``volcano.sh/preemptable: "false"`` and pods of critical priority are never
-candidates, whatever the plugins say.
+Pods marked ``volcano.sh/preemptable: "false"`` (on the pod, else on its PodGroup; annotation
+before label) and pods of critical priority are never candidates, whatever the plugins say.
 
 Evictions go to ``ssn.ledger``, and the freed room is nominated to the preemptor: its pods stay
 allocated in the session but are not bound until the victims are gone; the nomination is
@@ -32,7 +32,7 @@ from ..framework.evictions import Eviction, Nomination
 from ..framework.session import Session
 from ..framework.statement import Statement
 from ..model.explanation import Explanation
-from ..model.jobs import JobInfo, TaskInfo, job_preemptable
+from ..model.jobs import PREEMPTABLE_KEY, JobInfo, TaskInfo, task_preemptable
 from ..model.resources import Res
 from .jobs import gang_groups, job_skip_reason, within_queue
 from .placement import Group, Placer, record
@@ -70,13 +70,29 @@ def _plan(
 VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job) -> candidate?
 
 
-def candidates(ssn: Session, job: JobInfo, eligible: VictimFilter) -> list[TaskInfo]:
-    """Running pods of other jobs the action may consider, never non-preemptable or critical."""
+def victim_job_order(ssn: Session) -> list[JobInfo]:
+    """Jobs with running pods in the order their pods are offered as victims: lowest priority
+    first, then the youngest (least running time lost), then by key, so the plugins that walk
+    the candidates in order (a queue giving back down to its share) take the same pods every
+    time, whatever order the cluster state keeps its jobs in."""
+    jobs = [j for j in ssn.snap.jobs.values() if j.tasks and len(j.pending) < len(j.tasks)]
+    jobs.sort(key=lambda j: j.key)
+    jobs.sort(key=lambda j: j.creation, reverse=True)
+    jobs.sort(key=lambda j: j.priority)
+    return jobs
+
+
+def candidates(
+    ssn: Session, job: JobInfo, eligible: VictimFilter, order: list[JobInfo] | None = None
+) -> list[TaskInfo]:
+    """Running pods of other jobs the action may consider (``order``: the jobs as
+    :func:`victim_job_order` gives them): never a pod protected by ``volcano.sh/preemptable``
+    (its own mark, else its PodGroup's) nor a critical one."""
     gone = ssn.ledger.gone
     r_dim = len(ssn.snap.resources)
     out: list[TaskInfo] = []
-    for other in ssn.snap.jobs.values():
-        if other.key == job.key or not other.tasks or not eligible(job, other) or not job_preemptable(other):
+    for other in order if order is not None else victim_job_order(ssn):
+        if other.key == job.key or not other.tasks or not eligible(job, other):
             continue
         vt = job_victims(other, r_dim).tasks
         out.extend(vt if not gone else [t for t in vt if t.key not in gone])
@@ -97,6 +113,7 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
     ]
     jobs.sort(key=lambda j: (queue_key(j.queue), job_key(j)))
     placer = Placer(ssn)
+    order = victim_job_order(ssn) if jobs else []
     for job in jobs:
         if ssn.job_ready(job):
             continue
@@ -132,19 +149,24 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
                 q = snap.queues.get(other.queue)
                 return q is None or q.spec is None or q.spec.reclaimable is not False
 
-            allowed = ssn.reclaimable(rep, candidates(ssn, job, eligible))
+            allowed = ssn.reclaimable(rep, candidates(ssn, job, eligible, order))
         else:
-            allowed = ssn.preemptable(rep, candidates(ssn, job, lambda me, other: other.queue == me.queue))
+            eligible = _same_queue
+            allowed = ssn.preemptable(rep, candidates(ssn, job, eligible, order))
+        allowed, guarded = ssn.guard(rep, allowed)
         if over_why is not None and not allowed:
             _note(
                 ssn,
                 job,
-                f"{action}: {over_why}, and no lower-priority pod of queue {job.queue} may be evicted for it",
+                f"{action}: {over_why}, and no lower-priority pod of queue {job.queue} may be evicted for it"
+                + _protected(ssn, job, eligible, order, guarded, reclaim),
             )
             continue
         outcome = _plan(ssn, job, groups, allowed, need)
         if not outcome.plans:
-            _note(ssn, job, f"{action}: {outcome.why}")
+            _note(
+                ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, order, guarded, reclaim)
+            )
             continue
         done = False
         last_why: str | None = None
@@ -176,6 +198,47 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
                 _note(ssn, job, f"{action}: {last_why} even after evicting its victims")
             else:
                 _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
+
+
+def _same_queue(me: JobInfo, other: JobInfo) -> bool:
+    return other.queue == me.queue
+
+
+def _protected(
+    ssn: Session,
+    job: JobInfo,
+    eligible: VictimFilter,
+    order: list[JobInfo],
+    guarded: list[tuple[str, int]],
+    reclaim: bool,
+) -> str:
+    """What protected the pods that might otherwise have gone, for a gang that found no room:
+    pods marked ``volcano.sh/preemptable: "false"`` (of lower priority, for preempt) and what
+    each protection plugin held back; "" when nothing was protected."""
+    gone = ssn.ledger.gone
+    marked = 0
+    for other in order:
+        if other.key == job.key or not eligible(job, other):
+            continue
+        if not reclaim and other.priority >= job.priority:
+            continue
+        marked += sum(
+            1
+            for t in other.tasks
+            if t.running and t.node >= 0 and t.key not in gone and not task_preemptable(t, other)
+        )
+    parts = []
+    whose = "of another queue" if reclaim else "of lower priority"
+    if marked:
+        parts.append(
+            f"{_pods(marked)} {whose} {'is' if marked == 1 else 'are'} protected by {PREEMPTABLE_KEY}"
+        )
+    parts += [f"{_pods(n)} {whose} {'is' if n == 1 else 'are'} {what}" for what, n in guarded]
+    return ("; " + "; ".join(parts)) if parts else ""
+
+
+def _pods(n: int) -> str:
+    return f"{n} running pod" if n == 1 else f"{n} running pods"
 
 
 def _note(ssn: Session, job: JobInfo, text: str) -> None:

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from hyperplace.kube.times import parse_rfc3339
 
-from ..model.jobs import JobInfo, TaskInfo, is_critical
+from ..model.jobs import JobInfo, TaskInfo, is_critical, task_preemptable
 from ..model.memo import MemoKey
 from ..model.snapshot import ClusterSnapshot
 
@@ -49,7 +49,7 @@ class JobVictims:
     """What the eviction actions need of one job's running pods, computed once per JobInfo (a
     JobInfo never changes; the incremental state keeps it while the job does not change)."""
 
-    tasks: list[TaskInfo]  # running on a known node, not critical, in victim order
+    tasks: list[TaskInfo]  # running on a known node, not critical, preemptable, in victim order
     node: I64
     shape: I64
     req: I64  # (n, R)
@@ -69,7 +69,11 @@ def job_victims(job: JobInfo, r_dim: int) -> JobVictims:
     got = job.memo.get(VICTIMS)
     if got is not None:
         return got
-    vt = [t for t in job.tasks if t.running and t.node >= 0 and not is_critical(t)]
+    # Pods protected by volcano.sh/preemptable (theirs or their PodGroup's) and critical pods
+    # are never victims; they still count as running, so their gang never goes whole.
+    vt = [
+        t for t in job.tasks if t.running and t.node >= 0 and not is_critical(t) and task_preemptable(t, job)
+    ]
     # Victim order: lowest priority first, then the youngest (least running time lost), then the
     # job's task order. A gang's pods usually share both, and then the task order is kept as is.
     if len({t.priority for t in vt}) > 1 or len({t.creation for t in vt}) > 1:

@@ -22,7 +22,7 @@ topology; its gang actions look at a few domains and evict whole bundles. Here a
    finds the shortest prefix of that ranking after which the gang fits, then units are dropped
    again, most disruptive first, while it still fits, so only what is needed goes.
 4. *The domain with the least disruption* of the lowest tier wins: fewest gangs broken, lowest
-   victim priority, least running time lost, fewest pods. The action then places the gang
+   victim priority, fewest pods stopped, least running time lost. The action then places the gang
    exactly on the state without its victims (``actions/preempt.py``).
 """
 
@@ -134,7 +134,7 @@ class Plan:
     tier: int
     victims: list[TaskInfo]
     broken: list[str]  # victim jobs evicted whole
-    cost: tuple[int, int, float, int]  # gangs broken, highest victim priority, seconds lost, pods
+    cost: tuple[int, int, int, float]  # gangs broken, highest victim priority, pods, seconds lost
     considered: int = 0  # domains of the tier examined
 
     def describe(self, place: str) -> str:
@@ -197,7 +197,7 @@ def _domain_plan(
         return fits(freed_for(m))
 
     if fits(np.zeros((n_nodes_d, r_dim), dtype=np.int64)):
-        return Plan(d, tier, [], [], (0, -(1 << 62), 0.0, 0))
+        return Plan(d, tier, [], [], (0, -(1 << 62), 0, 0.0))
     if not len(ranks):
         return None
     n_units = len(units.broken)
@@ -225,14 +225,16 @@ def _domain_plan(
         whole_jobs = {units.job[r] for r in got if units.broken[r]}
         return [r for r in got if units.broken[r] or units.job[r] not in whole_jobs]
 
-    def cost(chosen: list[int]) -> tuple[int, int, float, int]:
+    def cost(chosen: list[int]) -> tuple[int, int, int, float]:
+        # Fewest gangs broken, lowest victim priority, then fewest pods stopped (between domains
+        # that break as many gangs, the one that stops fewer pods), then least running time lost.
         broken = {units.job[r] for r in chosen if units.broken[r]}
         prio = max((units.prio[r] for r in chosen), default=0)
         return (
             len(broken),
             prio,
-            float(sum(units.lost[r] for r in chosen)),
             sum(units.size[r] for r in chosen),
+            float(sum(units.lost[r] for r in chosen)),
         )
 
     # Two orders: disruption rank (cheapest units first), and spare pods first then whole gangs

@@ -7,6 +7,7 @@ still compute apart (accounting, layout, jobs) is what ``--verify-state`` compar
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
 
-from ..model.jobs import TaskInfo, order_keys, rank_key
+from ..model.jobs import TaskInfo, order_keys, preemptable_mark, rank_key
 from ..model.node_filters import (
     SCHEDULING_EFFECTS,
     NodeStatic,
@@ -37,6 +38,7 @@ from ..model.node_filters import (
 from ..model.snapshot import HostPort
 
 I64 = npt.NDArray[np.int64]
+log = logging.getLogger(__name__)
 # Pod slots of a Node that reports none (test fixtures often omit them; kubelet's default).
 DEFAULT_PODS = 110_000
 _META_READ = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp")
@@ -87,6 +89,8 @@ class TaskFields:
     labels: dict[str, str]
     priority_class: str | None
     preempt_never: bool
+    preemptable: bool | None  # the pod's own volcano.sh/preemptable (None: unset)
+    bad_mark: str | None  # why that mark could not be read
     priority: Any
     creation: str
     best_effort: bool
@@ -141,6 +145,9 @@ class PodRecord:
                 tindex: int | None = int(idx_raw) if idx_raw is not None else None
             except ValueError:
                 tindex = None
+            preemptable, bad = preemptable_mark(annotations, labels)
+            if bad:
+                log.warning("pod %s: %s", self.key, bad)  # Volcano logs it and reads false
             self._fields = TaskFields(
                 uid=str(meta.get("uid") or self.key),
                 role=str(annotations.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or ""),
@@ -148,6 +155,8 @@ class PodRecord:
                 labels=labels,
                 priority_class=spec.get("priorityClassName"),
                 preempt_never=spec.get("preemptionPolicy") == "Never",
+                preemptable=preemptable,
+                bad_mark=f"pod {self.key}: {bad}" if bad else None,
                 priority=spec.get("priority"),
                 creation=str(meta.get("creationTimestamp") or ""),
                 # Requests are never negative: best effort when only the pod slot is asked.
@@ -198,6 +207,8 @@ class PodRecord:
             best_effort=f.best_effort,
             priority_class=f.priority_class,
             preempt_never=f.preempt_never,
+            preemptable=f.preemptable,
+            bad_mark=f.bad_mark,
         )
         task.prio_order_key, task.order_key = order_keys(task)
         task.rank = rank_key(task)

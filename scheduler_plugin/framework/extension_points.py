@@ -51,6 +51,11 @@ EnqueueableFn = Callable[[JobInfo], int]
 # (preemptor or reclaimer task, candidate victims) -> the victims this plugin allows, or None
 # to abstain.
 VictimFn = Callable[[TaskInfo, list[TaskInfo]], "list[TaskInfo] | None"]
+# A protection (cdp's cooldown, pdb's budgets): (what protects, the filter). The filter takes
+# (preemptor or reclaimer task, candidate victims) and returns those it lets go. Unlike the
+# tiered victim functions, every guard applies, whatever the tiers decided.
+GuardFn = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+VictimGuard = tuple[str, GuardFn]
 # (queue, preemptor task) -> may this queue's task take room by preemption.
 PreemptiveFn = Callable[[str, TaskInfo], bool]
 JobFn = Callable[[JobInfo], None]
@@ -98,6 +103,7 @@ JOB_ENQUEUED: ExtensionPoint[JobFn] = ExtensionPoint("jobEnqueued", "enableJobEn
 JOB_RELEASED: ExtensionPoint[JobFn] = ExtensionPoint("jobReleased", "enableJobEnqueued")
 PREEMPTABLE: ExtensionPoint[VictimFn] = ExtensionPoint("preemptable", "enablePreemptable", tiered=True)
 RECLAIMABLE: ExtensionPoint[VictimFn] = ExtensionPoint("reclaimable", "enableReclaimable", tiered=True)
+VICTIM_GUARD: ExtensionPoint[VictimGuard] = ExtensionPoint("victimGuard", None)
 PREEMPTIVE: ExtensionPoint[PreemptiveFn] = ExtensionPoint("preemptive", "enablePreemptive")
 # Volcano's AllocateFunc / DeallocateFunc event handlers: never switched off.
 ON_ALLOCATE: ExtensionPoint[TaskEventFn] = ExtensionPoint("allocateEvent", None)

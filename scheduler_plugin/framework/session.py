@@ -56,6 +56,7 @@ from .extension_points import (
     SUBJOB_ORDER,
     SUBJOB_READY,
     TASK_ORDER,
+    VICTIM_GUARD,
     ExtensionPoint,
     VictimFn,
 )
@@ -443,48 +444,68 @@ class Session:
         return True
 
     @staticmethod
-    def _victims(tiers: list[list[VictimFn]], actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        # Volcano's Preemptable/Reclaimable: within a tier the answers of the plugins that did
-        # not abstain are intersected; the first tier with an answer decides.
-        for tier in tiers:
-            chosen: list[TaskInfo] | None = None
-            for fn in tier:
-                got = fn(actor, candidates)
-                if got is None:
-                    continue
-                if chosen is None:
-                    chosen = list(got)
-                elif len(got) < len(candidates):
-                    # An answer as long as the candidates allows them all (answers are subsets):
-                    # only a shorter one cuts.
-                    keep = {t.key for t in got}
-                    chosen = [t for t in chosen if t.key in keep]
-            if chosen is not None:
-                return chosen
-        return []
+    def _tier_answer(
+        tier: list[VictimFn], actor: TaskInfo, candidates: list[TaskInfo]
+    ) -> list[TaskInfo] | None:
+        """One tier's answer: the intersection of the answers of its plugins that did not
+        abstain (None when all abstained)."""
+        chosen: list[TaskInfo] | None = None
+        for fn in tier:
+            got = fn(actor, candidates if chosen is None else chosen)
+            if got is None:
+                continue
+            keep = {t.key for t in got}
+            chosen = [t for t in (candidates if chosen is None else chosen) if t.key in keep]
+            if not chosen:
+                return []
+        return chosen
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """The candidates the plugins allow ``preemptor`` to evict."""
-        return self._victims(self.tiers_of(PREEMPTABLE), preemptor, candidates)
+        """The candidates the plugins allow ``preemptor`` to evict (Volcano's ``Preemptable``):
+        the first tier whose plugins leave some candidate decides; a tier that leaves none (or
+        where every plugin abstains) passes the decision to the next."""
+        for tier in self.tiers_of(PREEMPTABLE):
+            got = self._tier_answer(tier, preemptor, candidates)
+            if got:
+                return got
+        return []
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """The candidates the plugins allow ``reclaimer``'s queue to take back.
 
-        Unlike preemption, every tier's answer narrows the victims: in Volcano the first tier
-        with an answer decides, so with its default tiers gang's verdict (tier 1) hides
-        proportion's and capacity's (tier 2), and reclaim can take a queue below its deserved
-        share, after which it reclaims back. Here the queue plugins' limits always hold."""
+        As Volcano's ``Reclaimable``, a tier whose plugins leave no candidate passes the
+        decision to the next (with Volcano's default tiers, gang's veto on whole gangs leaves
+        tier 1 empty and proportion in tier 2 decides). Unlike Volcano, where the first tier
+        with an answer decides alone, the later tiers still narrow that answer, and then an
+        empty answer means no victim: with gang's verdict in tier 1 Volcano never asks
+        proportion or capacity, and reclaim can take a queue below its deserved share, after
+        which it reclaims back. Here the queue plugins' limits always hold."""
         chosen: list[TaskInfo] | None = None
         for tier in self.tiers_of(RECLAIMABLE):
-            for fn in tier:
-                got = fn(reclaimer, candidates if chosen is None else chosen)
-                if got is None:
-                    continue  # abstains
-                keep = {t.key for t in got}
-                chosen = [t for t in (candidates if chosen is None else chosen) if t.key in keep]
-                if not chosen:
-                    return []
+            got = self._tier_answer(tier, reclaimer, candidates if chosen is None else chosen)
+            if got is None:
+                continue  # every plugin of the tier abstains
+            if chosen is None:
+                if got:
+                    chosen = got  # the first tier with candidates decides ...
+                continue  # ... an empty one passes the decision on
+            chosen = got  # ... and the later tiers narrow it
+            if not chosen:
+                return []
         return chosen or []
+
+    def guard(self, actor: TaskInfo, victims: list[TaskInfo]) -> tuple[list[TaskInfo], list[tuple[str, int]]]:
+        """The victims every protection plugin lets go (cdp's cooldown, pdb's budgets), and per
+        protection how many it kept: a guard holds whatever the tiers decided."""
+        held: list[tuple[str, int]] = []
+        for what, fn in self.fns(VICTIM_GUARD):
+            if not victims:
+                break
+            kept = fn(actor, victims)
+            if len(kept) < len(victims):
+                held.append((what, len(victims) - len(kept)))
+            victims = kept
+        return victims, held
 
     # ------------------------------------------------------------------ scores
     def node_scores(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> F64:

@@ -1,0 +1,164 @@
+"""A pod its owner protected is never evicted: ``volcano.sh/preemptable`` is read where Volcano
+reads it (the pod's annotation, else its label; else the PodGroup's annotation, else its label),
+with Go's ParseBool spellings, per pod, by preempt and reclaim alike. A gang's surplus pods go
+before any gang is broken, and a gang is never broken around a protected pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hyperplace.api import Queue
+from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
+from scheduler_plugin.cycle import run_session
+from scheduler_plugin.model.jobs import go_bool
+from tests.preemption.helpers import PREEMPT_CONF, PRIORITY_CLASSES, pending_gang, running_gang
+from tests.scheduler.builders import node
+
+RECLAIM_CONF = load_scheduler_config(
+    """
+actions: "enqueue, allocate, reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+"""
+)
+
+
+def one_node_cluster(cpu: int = 4) -> list[dict[str, Any]]:
+    return [node("n0", cpu=cpu)]
+
+
+def run(groups, nodes, conf=PREEMPT_CONF, queues=()):
+    snap = build_snapshot(
+        nodes=nodes,
+        pods=[p for _, ps in groups for p in ps],
+        podgroups=[pg for pg, _ in groups],
+        queues=list(queues),
+        priority_classes=PRIORITY_CLASSES,
+    )
+    return run_session(snap, conf)
+
+
+def mark(
+    pods: list[dict[str, Any]], value: str, where: str = "annotations", index: int | None = None
+) -> None:
+    for i, p in enumerate(pods):
+        if index is None or i == index:
+            p["metadata"].setdefault(where, {})["volcano.sh/preemptable"] = value
+
+
+@pytest.mark.parametrize("value", ["1", "t", "T", "TRUE", "true", "True"])
+def test_go_parsebool_true_spellings(value):
+    assert go_bool(value) is True
+
+
+@pytest.mark.parametrize("value", ["0", "f", "F", "FALSE", "false", "False"])
+def test_go_parsebool_false_spellings(value):
+    assert go_bool(value) is False
+
+
+@pytest.mark.parametrize("value", ["yes", "no", " false", "fAlse", "", "2"])
+def test_anything_else_is_not_a_go_bool(value):
+    assert go_bool(value) is None
+
+
+@pytest.mark.parametrize("where", ["annotations", "labels"])
+@pytest.mark.parametrize("value", ["false", "0", "F"])
+def test_a_lone_protected_pod_survives_preemption(where, value):
+    low = running_gang("low", ["n0"], priority="low")
+    mark(low[1], value, where)
+    high = pending_gang("high", 1, tier=None, priority="high")
+    res = run([low, high], one_node_cluster())
+    assert res.evictions == []
+    reason = res.unschedulable["default/high-t0-0"]
+    assert "1 running pod of lower priority is protected by volcano.sh/preemptable" in reason
+
+
+@pytest.mark.parametrize("where", ["annotations", "labels"])
+def test_a_lone_protected_pod_survives_reclaim(where):
+    nodes = one_node_cluster()
+    a = running_gang("a", ["n0"], priority="low", queue="qa")
+    mark(a[1], "0", where)
+    b = pending_gang("b", 1, tier=None, priority="low", queue="qb")
+    queues = [Queue.model_validate({"metadata": {"name": q}, "spec": {"weight": 1}}) for q in ("qa", "qb")]
+    res = run([a, b], nodes, RECLAIM_CONF, queues)
+    assert res.evictions == []
+
+
+def test_an_unprotected_neighbour_is_evicted_in_place_of_the_protected_one():
+    nodes = [node("n0", cpu=4), node("n1", cpu=4)]
+    keep = running_gang("keep", ["n0"], priority="low")
+    mark(keep[1], "false")
+    go = running_gang("go", ["n1"], priority="low")
+    high = pending_gang("high", 1, tier=None, priority="high")
+    res = run([keep, go, high], nodes)
+    assert [e.victim for e in res.evictions] == ["default/go-t0-0"]
+
+
+def test_the_pods_own_mark_wins_over_its_podgroups():
+    low = running_gang("low", ["n0"], priority="low", annotations={"volcano.sh/preemptable": "false"})
+    mark(low[1], "true")
+    high = pending_gang("high", 1, tier=None, priority="high")
+    res = run([low, high], one_node_cluster())
+    assert [e.victim for e in res.evictions] == ["default/low-t0-0"]
+
+
+def test_the_podgroup_mark_covers_pods_that_say_nothing():
+    low = running_gang("low", ["n0"], priority="low", annotations={"volcano.sh/preemptable": "0"})
+    high = pending_gang("high", 1, tier=None, priority="high")
+    res = run([low, high], one_node_cluster())
+    assert res.evictions == []
+
+
+def test_an_invalid_mark_protects_the_pod_and_is_shown_on_its_podgroup():
+    low = running_gang("low", ["n0"], priority="low")
+    mark(low[1], "nope")
+    high = pending_gang("high", 1, tier=None, priority="high")
+    res = run([low, high], one_node_cluster())
+    # Volcano logs the value and reads it as false: the pod is not preemptable.
+    assert res.evictions == []
+    [cond] = [c for c in res.jobs["default/low"].conditions if c["type"] == "InvalidAnnotation"]
+    assert "volcano.sh/preemptable='nope'" in cond["message"]
+    assert "default/low-t0-0" in cond["message"]
+
+
+def test_preemptable_pods_of_a_gang_go_and_the_protected_ones_stay():
+    # A 4-pod gang (minMember 2) on four 4-cpu nodes; pod 0 is protected. The 2-pod urgent
+    # gang needs two nodes: the gang's two surplus pods go, the gang keeps running.
+    nodes = [node(f"n{i}", cpu=4) for i in range(4)]
+    wide = running_gang("wide", [f"n{i}" for i in range(4)], min_member=2, priority="low")
+    mark(wide[1], "false", index=0)
+    urgent = pending_gang("urgent", 2, tier=None, priority="high")
+    res = run([wide, urgent], nodes)
+    victims = sorted(e.victim for e in res.evictions)
+    assert len(victims) == 2
+    assert "default/wide-t0-0" not in victims
+
+
+def test_a_gang_is_never_broken_around_a_protected_pod():
+    # minMember 4 leaves no surplus; with one pod protected the gang cannot go whole either.
+    nodes = [node(f"n{i}", cpu=4) for i in range(4)]
+    wide = running_gang("wide", [f"n{i}" for i in range(4)], priority="low")
+    mark(wide[1], "false", index=3)
+    urgent = pending_gang("urgent", 2, tier=None, priority="high")
+    res = run([wide, urgent], nodes)
+    assert res.evictions == []
+
+
+def test_surplus_pods_go_before_any_gang_is_broken():
+    nodes = [node(f"n{i}", cpu=4) for i in range(4)]
+    tight = running_gang("tight", ["n0", "n1"], priority="low")  # minMember 2: no surplus
+    loose = running_gang("loose", ["n2", "n3"], min_member=1, priority="low", created="2025-01-01T00:00:00Z")
+    urgent = pending_gang("urgent", 1, tier=None, priority="high")
+    res = run([tight, loose, urgent], nodes)
+    [victim] = res.evictions
+    assert victim.victim_job == "default/loose"
