@@ -125,6 +125,10 @@ CLOCK_BASE = 86_400
 CLOCK_CYCLE = 600
 
 
+# The PriorityClasses every cluster has (kube-apiserver creates them).
+BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
+
+
 class SimulationError(Exception):
     """The simulation cannot run (for example an unreadable scheduler configuration)."""
 
@@ -444,7 +448,58 @@ class Simulation:
         if not out.allowed:
             self._reject(obj, out.messages, source)
             return None
+        if obj.get("kind") == "Pod" and operation == "CREATE":
+            refused = self._priority_admission(out.object)
+            if refused:
+                self._reject(obj, [refused], source)
+                return None
         return out.object  # admit() returns a copy (the apiserver's view), never the input
+
+    def _priority_admission(self, pod: dict[str, Any]) -> str | None:
+        """The apiserver's Priority admission: a pod gets its PriorityClass's value as
+        ``spec.priority`` and its ``preemptionPolicy`` (the cluster's globalDefault class, or
+        priority 0 and PreemptLowerPriority, when it names none); a pod whose own value differs
+        from the class's is refused with the apiserver's message. A class the input does not
+        define is left unresolved with a warning (the apiserver would refuse the pod)."""
+        spec = pod.setdefault("spec", {})
+        classes = {str(pc["metadata"]["name"]): pc for pc in self.of_kind("PriorityClass")}
+        for io in self.inputs.of_kind("PriorityClass"):  # defined later in the input
+            classes.setdefault(str(io.obj["metadata"]["name"]), io.obj)
+        name = spec.get("priorityClassName")
+        policy: str | None = "PreemptLowerPriority"
+        if not name:
+            default = [pc for pc in classes.values() if pc.get("globalDefault")]
+            value = int(default[-1].get("value") or 0) if default else 0
+            if default:
+                spec["priorityClassName"] = default[-1]["metadata"]["name"]
+                policy = default[-1].get("preemptionPolicy") or policy
+        elif name in classes:
+            value = int(classes[name].get("value") or 0)
+            policy = classes[name].get("preemptionPolicy") or policy
+        elif name in BUILTIN_PRIORITY_CLASSES:
+            value = BUILTIN_PRIORITY_CLASSES[name]
+        else:
+            self._warn_once(
+                f"Pod {_ref(pod)}: no PriorityClass with name {name} was found; "
+                "a cluster's apiserver would refuse the pod"
+            )
+            return None
+        given = spec.get("priority")
+        if given is not None and int(given) != value:
+            return (
+                f"spec.priority: the integer value of priority ({given}) must not be provided in pod spec; "
+                f"priority admission controller computed {value} from the given PriorityClass name"
+            )
+        given_policy = spec.get("preemptionPolicy")
+        if given_policy is not None and given_policy != policy:
+            return (
+                f"spec.preemptionPolicy: the string value of PreemptionPolicy ({given_policy}) must not be "
+                f"provided in pod spec; priority admission controller computed {policy} from the given "
+                "PriorityClass name"
+            )
+        spec["priority"] = value
+        spec["preemptionPolicy"] = policy
+        return None
 
     def _add(self, obj: dict[str, Any], *, created: bool) -> None:
         k = key_of(obj)

@@ -127,7 +127,14 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
         if any(t.preempt_never for g in groups for t in g.tasks):
             # Volcano skips a preemptor pod whose preemptionPolicy is Never; a gang cannot start
             # without it, so the gang does not preempt.
-            _note(ssn, job, f"{action}: a pod of the gang has preemptionPolicy Never")
+            never = next(t for g in groups for t in g.tasks if t.preempt_never)
+            cls = f" (PriorityClass {never.priority_class})" if never.priority_class else ""
+            _note(
+                ssn,
+                job,
+                f"{action}: pod {never.name} has preemptionPolicy Never{cls}: the gang waits for room "
+                "without evicting anyone",
+            )
             continue
         # The queue's limit first (the one check every action asks): reclaim takes from other
         # queues, which cannot bring the gang's own queue back within its limit; preempt then
