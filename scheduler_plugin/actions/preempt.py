@@ -23,11 +23,13 @@ have room.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..algorithms.demand import Demand
 from ..algorithms.queue_sums import vector_of_res
 from ..algorithms.victim_units import job_victims
-from ..algorithms.victims import Outcome, Plan, plan_victims
+from ..algorithms.victims import MAX_DOMAINS_PER_TIER, Outcome, Plan, plan_victims
+from ..config.arguments import get_bool, get_int
 from ..framework.evictions import Eviction, Nomination
 from ..framework.session import Session
 from ..framework.statement import Statement
@@ -41,18 +43,73 @@ from .placement import Group, Placer, record
 MAX_EXACT_TRIES = 3
 
 
+@dataclass(frozen=True)
+class Mode:
+    """How one eviction action runs: its kind (``preempt`` or ``reclaim``), the name it was
+    configured under, and the domain search's bounds."""
+
+    kind: str
+    name: str
+    max_domains: int = MAX_DOMAINS_PER_TIER
+    whole_gangs: bool = True
+
+
+# Volcano v1.15's gang actions and their arguments (configurations[].arguments).
+ARG_MAX_DOMAINS = "maxDomains"
+ARG_WHOLE_BUNDLE = "allowWholeBundle"
+GANG_MAX_DOMAINS = 8
+GANG_ACTIONS = {"gangpreempt": "preempt", "gangreclaim": "reclaim"}
+
+
+def gang_mode(ssn: Session, name: str) -> Mode:
+    """The arguments of ``gangpreempt`` or ``gangreclaim``: ``maxDomains`` (default 8; an
+    invalid or non-positive value falls back to it, with a note) and ``allowWholeBundle``
+    (default true), read as Volcano reads them."""
+    args = ssn.config.action_arguments(name)
+    warnings: list[str] = []
+    most = get_int(args, ARG_MAX_DOMAINS, GANG_MAX_DOMAINS, warnings)
+    if most <= 0:
+        warnings.append(
+            f"Invalid {ARG_MAX_DOMAINS} value {most} for action {name}, falling back to default 8"
+        )
+        most = GANG_MAX_DOMAINS
+    whole = get_bool(args, ARG_WHOLE_BUNDLE, True, warnings)
+    for w in warnings:
+        note = f"configurations[{name}].arguments: {w}"
+        if note not in ssn.notes:
+            ssn.notes.append(note)
+    return Mode(GANG_ACTIONS[name], name, most, whole)
+
+
 def preempt(ssn: Session) -> None:
     """Higher-priority gangs evict lower-priority pods of the same queue."""
-    _evict_for_starving_gangs(ssn, "preempt")
+    _evict_for_starving_gangs(ssn, Mode("preempt", "preempt"))
 
 
 def reclaim(ssn: Session) -> None:
     """Gangs of queues within their share take room back from other queues."""
-    _evict_for_starving_gangs(ssn, "reclaim")
+    _evict_for_starving_gangs(ssn, Mode("reclaim", "reclaim"))
+
+
+def gangpreempt(ssn: Session) -> None:
+    """Volcano v1.15's ``gangpreempt``: our topology-first preempt, with its ``maxDomains`` and
+    ``allowWholeBundle`` arguments."""
+    _evict_for_starving_gangs(ssn, gang_mode(ssn, "gangpreempt"))
+
+
+def gangreclaim(ssn: Session) -> None:
+    """Volcano v1.15's ``gangreclaim``: our topology-first reclaim, with its ``maxDomains`` and
+    ``allowWholeBundle`` arguments."""
+    _evict_for_starving_gangs(ssn, gang_mode(ssn, "gangreclaim"))
 
 
 def _plan(
-    ssn: Session, job: JobInfo, groups: list[Group], allowed: list[TaskInfo], need: Res | None = None
+    ssn: Session,
+    job: JobInfo,
+    groups: list[Group],
+    allowed: list[TaskInfo],
+    need: Res | None = None,
+    mode: Mode | None = None,
 ) -> Outcome:
     """The victims of ``job``'s gang, in its gradient (the whole cluster for a job without hard
     topology or partitions); ``need``: what they must give back to the gang's queue first."""
@@ -64,7 +121,18 @@ def _plan(
     else:
         levels = [[tree.root]]
     vec = vector_of_res(ssn.snap.resources, need) if need is not None else None
-    return plan_victims(ssn.snap, ssn.state, Demand.of(groups), levels, allowed, ssn.ledger.gone, vec)
+    mode = mode or Mode("preempt", "preempt")
+    return plan_victims(
+        ssn.snap,
+        ssn.state,
+        Demand.of(groups),
+        levels,
+        allowed,
+        ssn.ledger.gone,
+        vec,
+        mode.max_domains,
+        mode.whole_gangs,
+    )
 
 
 VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job) -> candidate?
@@ -99,10 +167,11 @@ def candidates(
     return out
 
 
-def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
+def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
     """The ``preempt`` or ``reclaim`` action: starving gangs take room from allowed victims."""
     snap = ssn.snap
-    reclaim = action == "reclaim"
+    action = mode.name
+    reclaim = mode.kind == "reclaim"
     queue_key = ssn.queue_sort_key()
     job_key = ssn.job_sort_key()
     jobs = [
@@ -169,7 +238,7 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
                 + _protected(ssn, job, eligible, order, guarded, reclaim),
             )
             continue
-        outcome = _plan(ssn, job, groups, allowed, need)
+        outcome = _plan(ssn, job, groups, allowed, need, mode)
         if not outcome.plans:
             _note(
                 ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, order, guarded, reclaim)
@@ -190,7 +259,7 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
                 if res.ok and ssn.job_ready(job):
                     record(ssn, job, res)
                     if victims:
-                        _nominate(ssn, job, plan, stmt, action)
+                        _nominate(ssn, job, plan, stmt, mode)
                     else:  # room without evicting anyone (allocate's exact placement missed it): bind
                         stmt.commit()
                         ssn.explanations.pop(job.key, None)
@@ -268,22 +337,24 @@ def where(ssn: Session, job: JobInfo, domain: int) -> str:
     return tree.names[domain]
 
 
-def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: str) -> None:
+def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, mode: Mode) -> None:
     snap, tree = ssn.snap, ssn.snap.tree
     names = snap.node_names
     ledger = ssn.ledger
     place = where(ssn, job, plan.domain)
     why = plan.describe(place) if plan.victims else f"tier {plan.tier}: {place} has room"
+    action = mode.kind
     verb = "preempted" if action == "preempt" else "reclaimed"
+    by = f" ({mode.name})" if mode.name != mode.kind else ""
     for t in plan.victims:
         victim_job = snap.jobs[t.job]
         if action == "preempt":
             reason = (
-                f"{verb} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang in "
-                f"{place}"
+                f"{verb}{by} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang "
+                f"in {place}"
             )
         else:
-            reason = f"{verb} by queue {job.queue!r} for {job.key}, to place its gang in {place}"
+            reason = f"{verb}{by} by queue {job.queue!r} for {job.key}, to place its gang in {place}"
         ledger.evictions.append(Eviction(t.key, names[t.node], t.job, job.key, action, reason))
         ledger.gone.add(t.key)
     hn = ssn.job_hn.get(job.key, -1)
@@ -294,7 +365,7 @@ def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: s
     )
     for t, n in stmt.ops:
         ssn.task_reasons[t.key] = (
-            f"nominated to {names[n]} by {action}; waiting for {len(plan.victims)} victim pod(s) to terminate"
+            f"nominated to {names[n]} by {mode.name}; waiting for {len(plan.victims)} victim pod(s) to terminate"
         )
     stmt.closed = True  # allocated in the session state, bound once the victims are gone
 
@@ -310,7 +381,7 @@ WHAT_IF_MAX_CANDIDATES = 5000
 def explain_without_preemption(ssn: Session) -> None:
     """Tell a waiting gang that evicting lower-priority pods of its queue would make room, when
     the configuration has no ``preempt`` action (so nothing will)."""
-    if "preempt" in ssn.config.actions:
+    if "preempt" in ssn.config.actions or "gangpreempt" in ssn.config.actions:
         return
     ledger = ssn.ledger
     waiting = [

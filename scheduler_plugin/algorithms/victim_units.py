@@ -168,10 +168,13 @@ def _general_block(job: JobInfo, cand: list[TaskInfo], gone: set[str]) -> tuple[
     return spares + rest, len(spares), whole
 
 
-def build_units(snap: ClusterSnapshot, allowed: list[TaskInfo], gone: set[str]) -> VictimUnits:
+def build_units(
+    snap: ClusterSnapshot, allowed: list[TaskInfo], gone: set[str], whole_gangs: bool = True
+) -> VictimUnits:
     """Group allowed victims per job into spare-pod and whole-gang units, ranked by disruption
     (gangs broken, priority, running seconds lost, pods; then job and victim order). ``gone``:
-    pods already leaving (victims chosen earlier)."""
+    pods already leaving (victims chosen earlier); ``whole_gangs`` False: no unit breaks a gang
+    (spare pods only, as Volcano's gang actions with ``allowWholeBundle: false``)."""
     r_dim = len(snap.resources)
     by_job = group_by_job(allowed)
     tasks: list[TaskInfo] = []
@@ -198,7 +201,7 @@ def build_units(snap: ClusterSnapshot, allowed: list[TaskInfo], gone: set[str]) 
                     np.array([t.priority for t in block], dtype=np.int64),
                 )
             )
-        blocks.append((jkey, len(tasks), len(block), spare, whole))
+        blocks.append((jkey, len(tasks), len(block), spare, whole and whole_gangs))
         tasks.extend(block)
     p = len(tasks)
     if p:

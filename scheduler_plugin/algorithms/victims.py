@@ -328,18 +328,22 @@ def plan_victims(
     allowed: list[TaskInfo],
     gone: set[str],
     need: I64 | None = None,
+    max_domains: int = MAX_DOMAINS_PER_TIER,
+    whole_gangs: bool = True,
 ) -> Outcome:
     """Domains (best first, of the lowest tier where any fits) and victims for a gang asking
     ``demand``: ``levels`` are the tiers of candidate HyperNodes (its gradient), ``allowed`` the
     pods the plugins let it evict and ``gone`` the pods already leaving. ``need`` (a resource
     vector): what the victims must free in total on top of making room, as when the gang's
-    queue is at its limit and gives back from its own pods first."""
+    queue is at its limit and gives back from its own pods first. ``max_domains``: domains of a
+    tier examined in detail (Volcano's gang actions' ``maxDomains``); ``whole_gangs`` False:
+    victims are spare pods only, no gang is broken (their ``allowWholeBundle: false``)."""
     tree = snap.tree
     if need is not None and not need.any():
         need = None
     if not allowed:
         return Outcome(why="no running pod may be evicted for it")
-    units = build_units(snap, allowed, gone)
+    units = build_units(snap, allowed, gone, whole_gangs)
     fc = FitCounter(snap, state, demand)
     n = snap.num_nodes
     freed_all = np.zeros((n, units.req.shape[1]), dtype=np.int64)
@@ -357,7 +361,7 @@ def plan_victims(
         # Most room already free first: those need the fewest victims.
         sid0 = max(demand.total, key=lambda s: demand.total[s])
         now = state.dom_counts(snap.shapes[sid0])[cands]
-        cands = cands[np.lexsort((cands, -now))][:MAX_DOMAINS_PER_TIER]
+        cands = cands[np.lexsort((cands, -now))][: max(max_domains, 1)]
 
         def plan_in(d: int, prune: bool) -> Plan | None:
             nodes = tree.node_sets[d]

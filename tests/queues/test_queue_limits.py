@@ -206,6 +206,10 @@ ACTION_LISTS = [
     "allocate, preempt, reclaim",
     "preempt, reclaim",
     "enqueue, preempt, allocate",
+    "enqueue, allocate, gangpreempt",
+    "enqueue, allocate, gangreclaim",
+    "enqueue, allocate, backfill, gangpreempt, gangreclaim",
+    "gangreclaim, gangpreempt, allocate",
 ]
 
 
@@ -300,7 +304,7 @@ def _allocated(pods: list[dict[str, Any]], pgs: dict[str, PodGroup], queues: lis
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10_000),
     plugin=st.sampled_from(["proportion", "capacity", "capacity-hierarchy"]),
