@@ -11,8 +11,9 @@ tier limit: its *domain* is the largest HyperNode at or below that tier holding 
   this session) are fenced for the duration of its own try, so it lands only in a clean one.
 
 Pods of no PodGroup (DaemonSets, system pods) do not make a domain unclean; they only take
-their room. With no exclusive job in the snapshot nothing here runs. The fences live for the
-``allocate`` action (preempt and reclaim ignore them; backfill places only best-effort pods).
+their room. With no exclusive job in the snapshot nothing here runs. The fences live for one
+action: ``allocate``, and ``preempt``/``reclaim`` (and the gang actions), which never nominate a
+gang into a domain held for another job (backfill places only best-effort pods).
 """
 
 from __future__ import annotations

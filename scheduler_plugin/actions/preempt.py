@@ -36,6 +36,7 @@ from ..framework.statement import Statement
 from ..model.explanation import Explanation
 from ..model.jobs import PREEMPTABLE_KEY, JobInfo, TaskInfo, task_preemptable
 from ..model.resources import Res
+from .exclusive import Fences
 from .jobs import gang_groups, job_skip_reason, within_queue
 from .placement import Group, Placer, record
 
@@ -183,6 +184,7 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
     jobs.sort(key=lambda j: (queue_key(j.queue), job_key(j)))
     placer = Placer(ssn)
     order = victim_job_order(ssn) if jobs else []
+    fences = Fences(ssn)
     for job in jobs:
         if ssn.job_ready(job):
             continue
@@ -238,42 +240,69 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
                 + _protected(ssn, job, eligible, order, guarded, reclaim),
             )
             continue
-        outcome = _plan(ssn, job, groups, allowed, need, mode)
-        if not outcome.plans:
-            _note(
-                ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, order, guarded, reclaim)
-            )
-            continue
+        # Exclusive fences hold against eviction too: a domain held for another job is full
+        # for the victim search and the exact placement, so no gang is nominated into it.
         done = False
-        last_why: str | None = None
-        for plan in outcome.plans[:MAX_EXACT_TRIES]:
-            victims = plan.victims
-            ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
-            # The queue plugins see the victims leave (Volcano's deallocate event) before the
-            # gang's queue is asked again: no nomination takes a queue past its limit.
-            if victims:
-                ssn.on_deallocate(list(victims))
-            _, last_why = within_queue(ssn, job, groups)
-            if last_why is None:
-                res, stmt = placer.place(job, groups)
-                if res.ok and ssn.job_ready(job):
-                    record(ssn, job, res)
-                    if victims:
-                        _nominate(ssn, job, plan, stmt, mode)
-                    else:  # room without evicting anyone (allocate's exact placement missed it): bind
-                        stmt.commit()
-                        ssn.explanations.pop(job.key, None)
-                    done = True
-                    break
-                stmt.discard()
-            if victims:
-                ssn.on_allocate(list(victims))
-            ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
+        fences.before(job)
+        try:
+            done = _evict_and_place(ssn, placer, job, groups, allowed, need, mode, eligible, order, guarded)
+        finally:
+            fences.after(job, done)
         if not done:
-            if last_why is not None:
-                _note(ssn, job, f"{action}: {last_why} even after evicting its victims")
-            else:
-                _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
+            held = fences.why(job)
+            if held:
+                _note(ssn, job, f"{action}: {held}")
+    fences.finish()
+
+
+def _evict_and_place(
+    ssn: Session,
+    placer: Placer,
+    job: JobInfo,
+    groups: list[Group],
+    allowed: list[TaskInfo],
+    need: Res | None,
+    mode: Mode,
+    eligible: VictimFilter,
+    order: list[JobInfo],
+    guarded: list[tuple[str, int]],
+) -> bool:
+    """Plan the victims of ``job``'s gang and place it exactly on the state without them, best
+    plan first; the gang is nominated (or bound, when no victim was needed). False, with the
+    reason noted, when no plan places it."""
+    action, reclaim = mode.name, mode.kind == "reclaim"
+    outcome = _plan(ssn, job, groups, allowed, need, mode)
+    if not outcome.plans:
+        _note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, order, guarded, reclaim))
+        return False
+    last_why: str | None = None
+    for plan in outcome.plans[:MAX_EXACT_TRIES]:
+        victims = plan.victims
+        ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
+        # The queue plugins see the victims leave (Volcano's deallocate event) before the
+        # gang's queue is asked again: no nomination takes a queue past its limit.
+        if victims:
+            ssn.on_deallocate(list(victims))
+        _, last_why = within_queue(ssn, job, groups)
+        if last_why is None:
+            res, stmt = placer.place(job, groups)
+            if res.ok and ssn.job_ready(job):
+                record(ssn, job, res)
+                if victims:
+                    _nominate(ssn, job, plan, stmt, mode)
+                else:  # room without evicting anyone (allocate's exact placement missed it): bind
+                    stmt.commit()
+                    ssn.explanations.pop(job.key, None)
+                return True
+            stmt.discard()
+        if victims:
+            ssn.on_allocate(list(victims))
+        ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
+    if last_why is not None:
+        _note(ssn, job, f"{action}: {last_why} even after evicting its victims")
+    else:
+        _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
+    return False
 
 
 def _same_queue(me: JobInfo, other: JobInfo) -> bool:
