@@ -37,7 +37,7 @@ from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.kube.objects import namespaced_key
-from hyperplace.kube.times import parse_rfc3339
+from hyperplace.kube.times import parse_rfc3339, rfc3339
 from hyperplace.runtime.api import clone
 
 from .loader import (
@@ -835,7 +835,16 @@ class Simulation:
             if pod is None or (pod.get("spec") or {}).get("nodeName"):
                 continue
             pod.setdefault("spec", {})["nodeName"] = node
-            pod.setdefault("status", {})["phase"] = "Running"
+            status = pod.setdefault("status", {})
+            status["phase"] = "Running"
+            # As the apiserver's binding does: PodScheduled True from now (the cooldown of
+            # volcano.sh/cooldown-time counts from it), and the kubelet's start time.
+            since = rfc3339(self.scheduler_clock())
+            status["conditions"] = [
+                *(c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"),
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": since},
+            ]
+            status.setdefault("startTime", since)
             self.bindings[pod_key] = node
             self.bound_in_cycle[pod_key] = self.cycle
             self.unschedulable.pop(pod_key, None)

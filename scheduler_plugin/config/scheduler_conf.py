@@ -79,6 +79,7 @@ IMPLEMENTED_PLUGINS = frozenset(
         "capacity",
         "conformance",
         "sla",
+        "cdp",
     }
 )
 NOOP_PLUGINS: Mapping[str, str] = {}
@@ -88,7 +89,6 @@ KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())
 # warning ("not supported") than for a typo ("unknown").
 VOLCANO_ONLY_PLUGINS = frozenset(
     {
-        "cdp",
         "deviceshare",
         "extender",
         "nodegroup",

@@ -13,6 +13,7 @@ restart loses nothing.
 from __future__ import annotations
 
 import operator
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -98,6 +99,8 @@ class Session:
     # the epoch; None: nothing is reserved), the holds carried from the previous session, and
     # the holds this session keeps (job key -> Reservation).
     now: float | None = None
+    # The session's time in epoch seconds, always set (what cooldowns are measured against).
+    clock: float = field(default_factory=time.time)
     previous_reservations: dict[str, Reservation] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)
     # Outputs / working data.
@@ -146,11 +149,16 @@ class Session:
     # ------------------------------------------------------------------ open
     @classmethod
     def open(
-        cls, snap: ClusterSnapshot, config: SchedulerConfig, registry: Mapping[str, PluginBuilder]
+        cls,
+        snap: ClusterSnapshot,
+        config: SchedulerConfig,
+        registry: Mapping[str, PluginBuilder],
+        clock: float | None = None,
     ) -> Session:
         """A session with the configured plugins built from ``registry`` and the allocated
-        HyperNodes of running jobs recovered."""
+        HyperNodes of running jobs recovered (``clock``: its time, wall time when None)."""
         ssn = cls(snap=snap, config=config)
+        ssn.clock = time.time() if clock is None else clock
         ssn._build_plugins(registry)
         ssn._recover_allocated()
         return ssn

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from hyperplace.api.podgroup import NetworkTopologySpec, PodGroup, SubGroupPolicySpec
 from hyperplace.kube import SelectorError, label_selector_matches
+from hyperplace.kube.times import parse_go_duration
 
 from .memo import Memo
 
@@ -28,6 +29,7 @@ CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-c
 # kube's scheduling.SystemCriticalPriority: PriorityClasses at or above it are system-critical.
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
+COOLDOWN_KEY = "volcano.sh/cooldown-time"
 # Go's strconv.ParseBool: exactly these spellings, nothing else (" false", "yes" are invalid).
 GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -118,6 +120,11 @@ class TaskInfo:
     # PodGroup's mark (JobInfo.preemptable) decides.
     preemptable: bool | None = None
     bad_mark: str | None = None  # why the pod's volcano.sh/preemptable could not be read
+    # volcano.sh/cooldown-time on the pod (label, else annotation), seconds; None: unset. And
+    # since when the pod runs (its PodScheduled condition, else its start time), epoch seconds.
+    cooldown: float | None = None
+    scheduled_at: float | None = None
+    bad_cooldown: str | None = None
 
     @property
     def name_ordinal(self) -> int | None:
@@ -169,6 +176,8 @@ class JobInfo:
     warnings: list[str] = field(default_factory=list)
     # volcano.sh/preemptable on the PodGroup (annotation, else label); None: unset.
     preemptable: bool | None = None
+    # volcano.sh/cooldown-time on the PodGroup (label, else annotation), seconds; None: unset.
+    cooldown: float | None = None
     # Annotations and labels the scheduler read and could not use (logged as Volcano logs them,
     # kept visible on the PodGroup).
     bad_marks: list[str] = field(default_factory=list)
@@ -314,11 +323,15 @@ def build_job(
     job.preemptable, bad = preemptable_mark(meta.annotations, meta.labels)
     if bad:
         job.bad_marks.append(f"PodGroup {key}: {bad}")
+    job.cooldown, bad = cooldown_mark(meta.annotations, meta.labels)
+    if bad:
+        job.bad_marks.append(f"PodGroup {key}: {bad}")
     for p in policies:
         job.min_subjobs[f"{key}/{p.name}"] = p.min_sub_groups or 0
     if topo is not None and topo.problem:
         job.warnings.append(topo.problem)
     job.bad_marks.extend(t.bad_mark for t in tasks if t.bad_mark)
+    job.bad_marks.extend(t.bad_cooldown for t in tasks if t.bad_cooldown)
     keyed = [(*order_keys(t), t) for t in tasks]
     keyed.sort(key=lambda x: x[0])  # stable, on the key alone: the order of ``sorted`` by it
     for prio_order, order, t in keyed:
@@ -405,6 +418,35 @@ def preemptable_mark(
             )
         return got, None
     return None, None
+
+
+def cooldown_mark(
+    annotations: Mapping[str, str] | None, labels: Mapping[str, str] | None
+) -> tuple[float | None, str | None]:
+    """``volcano.sh/cooldown-time`` where Volcano's cdp plugin reads it: the label first, else
+    the annotation, a Go duration. Returns (seconds, problem): an invalid value protects
+    nothing (cdp logs it and ignores it), with the problem named."""
+    for where, src in (("label", labels), ("annotation", annotations)):
+        raw = (src or {}).get(COOLDOWN_KEY)
+        if raw is None:
+            continue
+        try:
+            return parse_go_duration(str(raw)), None
+        except ValueError:
+            return (
+                None,
+                f"{where} {COOLDOWN_KEY}={raw!r} is not a Go duration (such as 10m or 1h30m): ignored",
+            )
+    return None, None
+
+
+def cooldown_until(t: TaskInfo, job: JobInfo) -> float | None:
+    """Until when ``t`` is in its cooldown (its own ``volcano.sh/cooldown-time``, else its
+    PodGroup's, counted from when it started running), or None."""
+    cooldown = t.cooldown if t.cooldown is not None else job.cooldown
+    if cooldown is None or t.scheduled_at is None:
+        return None
+    return t.scheduled_at + cooldown
 
 
 def task_preemptable(t: TaskInfo, job: JobInfo) -> bool:

@@ -14,6 +14,7 @@ from ..framework.session import PluginBuilder
 from . import (
     binpack,
     capacity,
+    cdp,
     conformance,
     drf,
     gang,
@@ -39,4 +40,5 @@ REGISTRY: Mapping[str, PluginBuilder] = {
     "capacity": capacity.register,
     "conformance": conformance.register,
     "sla": sla.register,
+    "cdp": cdp.register,
 }

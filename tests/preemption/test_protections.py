@@ -162,3 +162,87 @@ def test_surplus_pods_go_before_any_gang_is_broken():
     res = run([tight, loose, urgent], nodes)
     [victim] = res.evictions
     assert victim.victim_job == "default/loose"
+
+
+# ------------------------------------------------------------------ cdp: cooldown protection
+CDP_CONF = load_scheduler_config(
+    """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: cdp
+- plugins:
+  - name: predicates
+"""
+)
+STARTED = "2026-03-01T12:00:00Z"
+T0 = 1772366400.0  # STARTED in epoch seconds
+
+
+def started(pods: list[dict[str, Any]], when: str = STARTED) -> None:
+    for p in pods:
+        p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": when}]
+
+
+def run_at(groups, nodes, now: float, conf=CDP_CONF):
+    snap = build_snapshot(
+        nodes=nodes,
+        pods=[p for _, ps in groups for p in ps],
+        podgroups=[pg for pg, _ in groups],
+        priority_classes=PRIORITY_CLASSES,
+    )
+    return run_session(snap, conf, now=now)
+
+
+@pytest.mark.parametrize("where", ["labels", "annotations"])
+def test_a_pod_in_its_cooldown_is_not_evicted_and_the_preemptor_says_why(where):
+    low = running_gang("low", ["n0"], priority="low")
+    started(low[1])
+    for p in low[1]:
+        p["metadata"].setdefault(where, {})["volcano.sh/cooldown-time"] = "1h"
+    high = pending_gang("high", 1, tier=None, priority="high")
+    res = run_at([low, high], one_node_cluster(), T0 + 600)
+    assert res.evictions == []
+    assert (
+        "1 running pod of lower priority is protected by cdp (volcano.sh/cooldown-time not yet over)"
+        in (res.unschedulable["default/high-t0-0"])
+    )
+    # An hour after it started, the cooldown is over.
+    later = run_at([low, high], one_node_cluster(), T0 + 3601)
+    assert [e.victim for e in later.evictions] == ["default/low-t0-0"]
+
+
+def test_the_podgroup_cooldown_covers_its_pods():
+    low = running_gang("low", ["n0"], priority="low")
+    low[0].metadata.annotations = {"volcano.sh/cooldown-time": "30m"}
+    started(low[1])
+    high = pending_gang("high", 1, tier=None, priority="high")
+    assert run_at([low, high], one_node_cluster(), T0 + 60).evictions == []
+
+
+def test_without_the_cdp_plugin_the_cooldown_protects_nothing():
+    low = running_gang("low", ["n0"], priority="low")
+    started(low[1])
+    mark(low[1], "1h", "labels")
+    for p in low[1]:
+        p["metadata"]["labels"]["volcano.sh/cooldown-time"] = p["metadata"]["labels"].pop(
+            "volcano.sh/preemptable"
+        )
+    high = pending_gang("high", 1, tier=None, priority="high")
+    res = run_at([low, high], one_node_cluster(), T0 + 60, PREEMPT_CONF)
+    assert [e.victim for e in res.evictions] == ["default/low-t0-0"]
+
+
+def test_an_invalid_cooldown_is_ignored_and_named():
+    low = running_gang("low", ["n0"], priority="low")
+    started(low[1])
+    for p in low[1]:
+        p["metadata"].setdefault("labels", {})["volcano.sh/cooldown-time"] = "an hour"
+    high = pending_gang("high", 1, tier=None, priority="high")
+    res = run_at([low, high], one_node_cluster(), T0 + 60)
+    assert [e.victim for e in res.evictions] == ["default/low-t0-0"]
+    [cond] = [c for c in res.jobs["default/low"].conditions if c["type"] == "InvalidAnnotation"]
+    assert "volcano.sh/cooldown-time='an hour' is not a Go duration" in cond["message"]
