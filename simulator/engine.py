@@ -796,11 +796,19 @@ class Simulation:
         nodes, hns = self.of_kind("Node"), [m for _, m in self.models(HyperNode)]
         pgs, queues = [m for _, m in self.models(PodGroup)], [m for _, m in self.models(Queue)]
         pcs = self.of_kind("PriorityClass")
-        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs)
+        pdbs, quotas = self.of_kind("PodDisruptionBudget"), self.of_kind("ResourceQuota")
+        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs, pdbs, quotas)
         snap = self.state.snapshot()
         if self.verify_state:
             rebuilt = build_snapshot(
-                nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, queues=queues, priority_classes=pcs
+                nodes=nodes,
+                pods=pods,
+                hypernodes=hns,
+                podgroups=pgs,
+                queues=queues,
+                priority_classes=pcs,
+                pdbs=pdbs,
+                quotas=quotas,
             )
             verify_snapshot(self.state, snap, rebuilt)
         # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).

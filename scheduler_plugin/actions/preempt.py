@@ -306,7 +306,10 @@ def _evict_and_place(
 
 
 def _same_queue(me: JobInfo, other: JobInfo) -> bool:
-    return other.queue == me.queue
+    # Lower priority only, whatever the tiers say: with Volcano's tiers a tier left without
+    # candidates hands the decision on, and drf's victim function in tier 2 would then let a
+    # job evict pods of higher priority (Volcano's gangpreempt checks the same thing itself).
+    return other.queue == me.queue and other.priority < me.priority
 
 
 def _protected(
@@ -324,8 +327,6 @@ def _protected(
     marked = 0
     for other in order:
         if other.key == job.key or not eligible(job, other):
-            continue
-        if not reclaim and other.priority >= job.priority:
             continue
         marked += sum(
             1

@@ -80,6 +80,7 @@ IMPLEMENTED_PLUGINS = frozenset(
         "conformance",
         "sla",
         "cdp",
+        "pdb",
     }
 )
 NOOP_PLUGINS: Mapping[str, str] = {}
@@ -93,7 +94,6 @@ VOLCANO_ONLY_PLUGINS = frozenset(
         "extender",
         "nodegroup",
         "numaaware",
-        "pdb",
         "rescheduling",
         "reservation",
         "resource-strategy-fit",

@@ -21,6 +21,7 @@ from . import (
     network_topology_aware,
     nodeorder,
     overcommit,
+    pdb,
     predicates,
     priority,
     proportion,
@@ -41,4 +42,5 @@ REGISTRY: Mapping[str, PluginBuilder] = {
     "conformance": conformance.register,
     "sla": sla.register,
     "cdp": cdp.register,
+    "pdb": pdb.register,
 }

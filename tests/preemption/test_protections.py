@@ -246,3 +246,110 @@ def test_an_invalid_cooldown_is_ignored_and_named():
     assert [e.victim for e in res.evictions] == ["default/low-t0-0"]
     [cond] = [c for c in res.jobs["default/low"].conditions if c["type"] == "InvalidAnnotation"]
     assert "volcano.sh/cooldown-time='an hour' is not a Go duration" in cond["message"]
+
+
+# ------------------------------------------------------------------ pdb: disruption budgets
+PDB_CONF = load_scheduler_config(
+    """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: pdb
+- plugins:
+  - name: predicates
+"""
+)
+
+
+def budget(name: str, app: str, status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
+    }
+    if status is not None:
+        out["status"] = status
+    return out
+
+
+def label(pods: list[dict[str, Any]], app: str) -> None:
+    for p in pods:
+        p["metadata"]["labels"]["app"] = app
+
+
+def run_pdb(groups, nodes, pdbs, conf=PDB_CONF):
+    snap = build_snapshot(
+        nodes=nodes,
+        pods=[p for _, ps in groups for p in ps],
+        podgroups=[pg for pg, _ in groups],
+        priority_classes=PRIORITY_CLASSES,
+        pdbs=pdbs,
+    )
+    return run_session(snap, conf)
+
+
+def three_singletons():
+    nodes = [node(f"n{i}", cpu=4) for i in range(3)]
+    web = [running_gang(f"web{i}", [f"n{i}"], priority="low") for i in range(3)]
+    for _, pods in web:
+        label(pods, "web")
+    return nodes, web
+
+
+def test_a_budget_lets_only_as_many_go_as_it_allows():
+    nodes, web = three_singletons()
+    urgent = pending_gang("urgent", 3, tier=None, priority="high")
+    # minAvailable 2 of 3 running: one may go; the 3-pod gang cannot fit on what one frees.
+    res = run_pdb([*web, urgent], nodes, [budget("web", "web", minAvailable=2)])
+    assert res.evictions == []
+    assert (
+        "2 running pods of lower priority are protected by a PodDisruptionBudget (pdb)"
+        in (res.unschedulable["default/urgent-t0-0"])
+    )
+    one = pending_gang("one", 1, tier=None, priority="high")
+    res = run_pdb([*web, one], nodes, [budget("web", "web", minAvailable=2)])
+    assert len(res.evictions) == 1
+
+
+def test_the_written_status_is_what_counts():
+    nodes, web = three_singletons()
+    urgent = pending_gang("urgent", 2, tier=None, priority="high")
+    pdb = budget("web", "web", {"disruptionsAllowed": 2}, maxUnavailable=0)
+    assert len(run_pdb([*web, urgent], nodes, [pdb]).evictions) == 2
+    pdb = budget("web", "web", {"disruptionsAllowed": 0}, maxUnavailable=3)
+    assert run_pdb([*web, urgent], nodes, [pdb]).evictions == []
+
+
+def test_max_unavailable_as_a_percentage():
+    nodes, web = three_singletons()
+    urgent = pending_gang("urgent", 2, tier=None, priority="high")
+    # 34% of 3 rounds up to 2 unavailable pods.
+    assert len(run_pdb([*web, urgent], nodes, [budget("web", "web", maxUnavailable="34%")]).evictions) == 2
+
+
+def test_two_preemptors_in_one_cycle_do_not_break_a_budget_between_them():
+    nodes, web = three_singletons()
+    a = pending_gang("a", 1, tier=None, priority="high")
+    b = pending_gang("b", 1, tier=None, priority="high")
+    res = run_pdb([*web, a, b], nodes, [budget("web", "web", minAvailable=2)])
+    assert len(res.evictions) == 1
+
+
+def test_unbudgeted_neighbours_go_instead():
+    nodes, web = three_singletons()
+    nodes.append(node("n3", cpu=4))
+    other = running_gang("other", ["n3"], priority="low")
+    urgent = pending_gang("urgent", 1, tier=None, priority="high")
+    res = run_pdb([*web, other, urgent], nodes, [budget("web", "web", minAvailable=3)])
+    assert [e.victim for e in res.evictions] == ["default/other-t0-0"]
+
+
+def test_without_the_pdb_plugin_budgets_are_not_read():
+    nodes, web = three_singletons()
+    urgent = pending_gang("urgent", 3, tier=None, priority="high")
+    res = run_pdb([*web, urgent], nodes, [budget("web", "web", minAvailable=3)], PREEMPT_CONF)
+    assert len(res.evictions) == 3
