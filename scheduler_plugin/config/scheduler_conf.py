@@ -81,6 +81,7 @@ IMPLEMENTED_PLUGINS = frozenset(
         "sla",
         "cdp",
         "pdb",
+        "resourcequota",
     }
 )
 NOOP_PLUGINS: Mapping[str, str] = {}
@@ -97,7 +98,6 @@ VOLCANO_ONLY_PLUGINS = frozenset(
         "rescheduling",
         "reservation",
         "resource-strategy-fit",
-        "resourcequota",
         "task-topology",
         "tdm",
         "usage",

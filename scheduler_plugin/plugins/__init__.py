@@ -25,6 +25,7 @@ from . import (
     predicates,
     priority,
     proportion,
+    resourcequota,
     sla,
 )
 
@@ -43,4 +44,5 @@ REGISTRY: Mapping[str, PluginBuilder] = {
     "sla": sla.register,
     "cdp": cdp.register,
     "pdb": pdb.register,
+    "resourcequota": resourcequota.register,
 }
