@@ -84,7 +84,12 @@ IMPLEMENTED_PLUGINS = frozenset(
         "resourcequota",
     }
 )
-NOOP_PLUGINS: Mapping[str, str] = {}
+NOOP_PLUGINS: Mapping[str, str] = {
+    "nodegroup": (
+        "a Queue's spec.affinity over nodes labelled volcano.sh/nodegroup-name is not enforced: pods of the "
+        "queue may land on any node group (use node selectors or affinity on the pods meanwhile)"
+    ),
+}
 KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())
 
 # Volcano plugin names that exist upstream but are not in KNOWN_PLUGINS, for a clearer
@@ -93,7 +98,6 @@ VOLCANO_ONLY_PLUGINS = frozenset(
     {
         "deviceshare",
         "extender",
-        "nodegroup",
         "numaaware",
         "rescheduling",
         "reservation",

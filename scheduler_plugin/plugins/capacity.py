@@ -369,6 +369,12 @@ def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Capacity:
     """Build the queue attributes and register capacity's callbacks."""
     # enableHierarchy is off unless written true (Volcano's *bool, nil = off).
     c = Capacity(ssn, bool(opt.explicit.get("enableHierarchy", False)))
+    level = args.get("ancestorReclaimLevel")
+    if level not in (None, 0, "0"):
+        ssn.notes.append(
+            f"plugin capacity: ancestorReclaimLevel {level} accepted without effect: reclaim between queues "
+            "that share an ancestor follows each leaf queue's own deserved share"
+        )
     ssn.register(QUEUE_ORDER, c.queue_order)
     ssn.register(ALLOCATABLE, c.allocatable)
     ssn.register(ALLOCATABLE_REASON, c.why_not_allocatable)
