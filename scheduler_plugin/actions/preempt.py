@@ -289,7 +289,8 @@ def _evict_and_place(
             if res.ok and ssn.job_ready(job):
                 record(ssn, job, res)
                 if victims:
-                    _nominate(ssn, job, plan, stmt, mode)
+                    spared = _protected(ssn, job, eligible, order, guarded, reclaim)
+                    _nominate(ssn, job, plan, stmt, mode, spared)
                 else:  # room without evicting anyone (allocate's exact placement missed it): bind
                     stmt.commit()
                     ssn.explanations.pop(job.key, None)
@@ -367,12 +368,12 @@ def where(ssn: Session, job: JobInfo, domain: int) -> str:
     return tree.names[domain]
 
 
-def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, mode: Mode) -> None:
+def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, mode: Mode, spared: str = "") -> None:
     snap, tree = ssn.snap, ssn.snap.tree
     names = snap.node_names
     ledger = ssn.ledger
     place = where(ssn, job, plan.domain)
-    why = plan.describe(place) if plan.victims else f"tier {plan.tier}: {place} has room"
+    why = (plan.describe(place) if plan.victims else f"tier {plan.tier}: {place} has room") + spared
     action = mode.kind
     verb = "preempted" if action == "preempt" else "reclaimed"
     by = f" ({mode.name})" if mode.name != mode.kind else ""
