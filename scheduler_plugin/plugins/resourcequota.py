@@ -9,7 +9,10 @@ the namespace before, must stay within ``hard``; else REJECT. Here:
   names literally, so a quota written as ``requests.cpu``, the usual form, never stops it);
   ``limits.*`` and ``count/*`` keys are not about requests and are left alone;
 * a quota without ``status.used`` yet (the quota controller has not written it, as in the
-  simulator) counts what the namespace's bound pods request.
+  simulator) counts what the namespace's bound pods request;
+* the job's own pods, which the quota admitted when they were created, are taken out of what the
+  quota has used (Volcano counts them twice, so a PodGroup of plain pods created within the quota
+  is refused: its pods' requests in ``used``, and minResources again on top).
 """
 
 from __future__ import annotations
@@ -42,13 +45,14 @@ def _milli(rl: Mapping[str, Any] | None) -> dict[str, int]:
     return out
 
 
-def _bound_usage(ssn: Session, namespace: str) -> dict[str, int]:
-    """What the namespace's bound pods request (milli), by resource name."""
+def _usage(ssn: Session, jobs: list[JobInfo], namespace: str, running_only: bool) -> dict[str, int]:
+    """What the pods of ``jobs`` in ``namespace`` request (milli), by resource name: the bound
+    ones, or every one the quota counts (``running_only`` False)."""
     snap = ssn.snap
     out: dict[str, int] = {}
-    for job in snap.jobs.values():
+    for job in jobs:
         for t in job.tasks:
-            if t.running and t.namespace == namespace:
+            if t.namespace == namespace and (t.running or not running_only):
                 for r, v in zip(snap.resources, t.requests.tolist(), strict=True):
                     if v:
                         out[r] = out.get(r, 0) + int(v)
@@ -75,13 +79,18 @@ def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> None:
             hard = _milli((q.get("spec") or {}).get("hard"))
             status = q.get("status") or {}
             used = _milli(status.get("used")) if "used" in status else None
-            bound = _bound_usage(ssn, ns) if used is None else {}
+            if used is None:
+                bound = _usage(ssn, list(ssn.snap.jobs.values()), ns, True)
+                own = _usage(ssn, [job], ns, True)
+            else:
+                bound, own = {}, _usage(ssn, [job], ns, False)
             over: list[str] = []
             for key, limit in sorted(hard.items()):
                 name = _limited_name(key)
                 if name is None or name not in want:
                     continue
                 have = used.get(key, 0) if used is not None else bound.get(name, 0)
+                have = max(have - own.get(name, 0), 0)
                 if have + pending.get(name, 0) + want[name] > limit:
                     over.append(
                         f"{key} requested {format_milli(name, want[name])}, used "

@@ -89,8 +89,15 @@ def test_within_the_quota_it_is_admitted_and_runs(tmp_path):
 
 
 def test_what_the_quota_has_used_and_what_the_session_admitted_count(tmp_path):
-    # 2 of 4 used already: a 3-cpu group is refused.
-    out = simulate(tmp_path, [quota({"cpu": "4"}, used={"cpu": "2"}), *group("mid", "3")])
+    # 2 of 4 used by others (status.used also counts mid's own pod, 3, as the quota admitted it):
+    # a 3-cpu group is refused.
+    out = simulate(tmp_path, [quota({"cpu": "4"}, used={"cpu": "5"}), *group("mid", "3")])
+    assert out["podgroups"]["team-a/mid"]["phase"] == "Pending"
+    assert "cpu requested 3, used 2, limited 4" in out["pods"]["team-a/mid-0"]["reason"]
+    # Its own pod alone in used: admitted (Volcano would count it twice and refuse).
+    out = simulate(tmp_path, [quota({"cpu": "4"}, used={"cpu": "3"}), *group("mid", "3")])
+    assert out["podgroups"]["team-a/mid"]["phase"] == "Running"
+    out = simulate(tmp_path, [quota({"cpu": "4"}, used={"cpu": "5"}), *group("mid", "3")])
     assert out["podgroups"]["team-a/mid"]["phase"] == "Pending"
     # Two 3-cpu groups against 4: the first is admitted, the second waits.
     out = simulate(tmp_path, [quota({"requests.cpu": "4"}), *group("one", "3"), *group("two", "3")])
