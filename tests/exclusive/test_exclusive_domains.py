@@ -9,6 +9,7 @@ from hyperplace.api import PodGroup
 from hyperplace.api.podgroup import NetworkTopologySpec
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import SessionResult, run_session
+from tests.preemption.helpers import PREEMPT_CONF, PRIORITY_CLASSES, pending_gang, racks, running_gang
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 from webhooks.admission import admit
 from webhooks.job import validate_job
@@ -152,8 +153,6 @@ def test_preemption_never_nominates_a_gang_into_a_domain_held_exclusively():
     """rack0 is held by an exclusive gang (two of its four nodes busy, two idle); rack1 runs a
     low-priority gang. An urgent rack-limited gang must not take rack0's idle nodes: preempt
     evicts the low-priority gang of rack1 instead."""
-    from tests.preemption.helpers import PREEMPT_CONF, PRIORITY_CLASSES, pending_gang, racks, running_gang
-
     nodes, hns = racks(n_racks=2, per_rack=4, cpu=4)
     ex = running_gang("ex", ["r0n0", "r0n1"], priority="high")
     ex[0].metadata.annotations = {"hyperplace.io/exclusive-topology": "true"}

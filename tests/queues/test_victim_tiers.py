@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from scheduler_plugin.config.scheduler_conf import PluginOption, load_scheduler_config
+from scheduler_plugin.cycle import run_session
 from scheduler_plugin.framework.extension_points import RECLAIMABLE
 from scheduler_plugin.framework.session import Session
 from simulator.cli import app
@@ -167,7 +168,5 @@ def test_between_equally_breaking_domains_the_one_stopping_fewer_pods_wins():
         podgroups=[pg for pg, _ in groups],
         priority_classes=PRIORITY_CLASSES,
     )
-    from scheduler_plugin.cycle import run_session
-
     res = run_session(snap, PREEMPT_CONF)
     assert sorted(e.victim for e in res.evictions) == ["default/old-t0-0", "default/old-t0-1"]
