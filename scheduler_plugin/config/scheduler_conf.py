@@ -82,14 +82,10 @@ IMPLEMENTED_PLUGINS = frozenset(
         "cdp",
         "pdb",
         "resourcequota",
+        "nodegroup",
     }
 )
-NOOP_PLUGINS: Mapping[str, str] = {
-    "nodegroup": (
-        "a Queue's spec.affinity over nodes labelled volcano.sh/nodegroup-name is not enforced: pods of the "
-        "queue may land on any node group (use node selectors or affinity on the pods meanwhile)"
-    ),
-}
+NOOP_PLUGINS: Mapping[str, str] = {}
 KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())
 
 # Volcano plugin names that exist upstream but are not in KNOWN_PLUGINS, for a clearer

@@ -56,6 +56,9 @@ VictimFn = Callable[[TaskInfo, list[TaskInfo]], "list[TaskInfo] | None"]
 # tiered victim functions, every guard applies, whatever the tiers decided.
 GuardFn = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
 VictimGuard = tuple[str, GuardFn]
+# job -> (nodes it may not use, why) or None: a predicate of the job's queue rather than of its
+# pods (Volcano's nodegroup), applied as a fence around each try of the job.
+NodeFenceFn = Callable[[JobInfo], "tuple[I64, str] | None"]
 # (queue, preemptor task) -> may this queue's task take room by preemption.
 PreemptiveFn = Callable[[str, TaskInfo], bool]
 JobFn = Callable[[JobInfo], None]
@@ -104,6 +107,7 @@ JOB_RELEASED: ExtensionPoint[JobFn] = ExtensionPoint("jobReleased", "enableJobEn
 PREEMPTABLE: ExtensionPoint[VictimFn] = ExtensionPoint("preemptable", "enablePreemptable", tiered=True)
 RECLAIMABLE: ExtensionPoint[VictimFn] = ExtensionPoint("reclaimable", "enableReclaimable", tiered=True)
 VICTIM_GUARD: ExtensionPoint[VictimGuard] = ExtensionPoint("victimGuard", None)
+NODE_FENCE: ExtensionPoint[NodeFenceFn] = ExtensionPoint("nodeFence", "enablePredicate")
 PREEMPTIVE: ExtensionPoint[PreemptiveFn] = ExtensionPoint("preemptive", "enablePreemptive")
 # Volcano's AllocateFunc / DeallocateFunc event handlers: never switched off.
 ON_ALLOCATE: ExtensionPoint[TaskEventFn] = ExtensionPoint("allocateEvent", None)

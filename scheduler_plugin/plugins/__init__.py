@@ -19,6 +19,7 @@ from . import (
     drf,
     gang,
     network_topology_aware,
+    nodegroup,
     nodeorder,
     overcommit,
     pdb,
@@ -45,4 +46,5 @@ REGISTRY: Mapping[str, PluginBuilder] = {
     "cdp": cdp.register,
     "pdb": pdb.register,
     "resourcequota": resourcequota.register,
+    "nodegroup": nodegroup.register,
 }
