@@ -35,6 +35,7 @@ from ..framework.session import Session
 from ..framework.statement import Statement
 from ..model.explanation import Explanation
 from ..model.jobs import PREEMPTABLE_KEY, JobInfo, TaskInfo, task_preemptable
+from ..model.memo import MemoKey
 from ..model.resources import Res
 from .exclusive import Fences
 from .jobs import gang_groups, job_skip_reason, within_queue
@@ -237,7 +238,7 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
                 ssn,
                 job,
                 f"{action}: {over_why}, and no lower-priority pod of queue {job.queue} may be evicted for it"
-                + _protected(ssn, job, eligible, order, guarded, reclaim),
+                + _protected(ssn, job, eligible, guarded, reclaim),
             )
             continue
         # Exclusive fences hold against eviction too: a domain held for another job is full
@@ -245,7 +246,7 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
         done = False
         fences.before(job)
         try:
-            done = _evict_and_place(ssn, placer, job, groups, allowed, need, mode, eligible, order, guarded)
+            done = _evict_and_place(ssn, placer, job, groups, allowed, need, mode, eligible, guarded)
         finally:
             fences.after(job, done)
         if not done:
@@ -264,7 +265,6 @@ def _evict_and_place(
     need: Res | None,
     mode: Mode,
     eligible: VictimFilter,
-    order: list[JobInfo],
     guarded: list[tuple[str, int]],
 ) -> bool:
     """Plan the victims of ``job``'s gang and place it exactly on the state without them, best
@@ -273,7 +273,7 @@ def _evict_and_place(
     action, reclaim = mode.name, mode.kind == "reclaim"
     outcome = _plan(ssn, job, groups, allowed, need, mode)
     if not outcome.plans:
-        _note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, order, guarded, reclaim))
+        _note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, guarded, reclaim))
         return False
     last_why: str | None = None
     for plan in outcome.plans[:MAX_EXACT_TRIES]:
@@ -289,7 +289,7 @@ def _evict_and_place(
             if res.ok and ssn.job_ready(job):
                 record(ssn, job, res)
                 if victims:
-                    spared = _protected(ssn, job, eligible, order, guarded, reclaim)
+                    spared = _protected(ssn, job, eligible, guarded, reclaim)
                     _nominate(ssn, job, plan, stmt, mode, spared)
                 else:  # room without evicting anyone (allocate's exact placement missed it): bind
                     stmt.commit()
@@ -317,7 +317,6 @@ def _protected(
     ssn: Session,
     job: JobInfo,
     eligible: VictimFilter,
-    order: list[JobInfo],
     guarded: list[tuple[str, int]],
     reclaim: bool,
 ) -> str:
@@ -326,14 +325,12 @@ def _protected(
     each protection plugin held back; "" when nothing was protected."""
     gone = ssn.ledger.gone
     marked = 0
-    for other in order:
+    jobs = ssn.snap.jobs
+    for jkey, tasks in ssn.snap.memo.get_or_put(MARKED, lambda: _marked(ssn)).items():
+        other = jobs[jkey]
         if other.key == job.key or not eligible(job, other):
             continue
-        marked += sum(
-            1
-            for t in other.tasks
-            if t.running and t.node >= 0 and t.key not in gone and not task_preemptable(t, other)
-        )
+        marked += sum(1 for t in tasks if t.key not in gone)
     parts = []
     whose = "of another queue" if reclaim else "of lower priority"
     if marked:
@@ -342,6 +339,19 @@ def _protected(
         )
     parts += [f"{_pods(n)} {whose} {'is' if n == 1 else 'are'} {what}" for what, n in guarded]
     return ("; " + "; ".join(parts)) if parts else ""
+
+
+# Running pods marked volcano.sh/preemptable: "false" (theirs or their PodGroup's), per job.
+MARKED: MemoKey[dict[str, list[TaskInfo]]] = MemoKey("pods protected by volcano.sh/preemptable")
+
+
+def _marked(ssn: Session) -> dict[str, list[TaskInfo]]:
+    out: dict[str, list[TaskInfo]] = {}
+    for job in ssn.snap.jobs.values():
+        got = [t for t in job.tasks if t.running and t.node >= 0 and not task_preemptable(t, job)]
+        if got:
+            out[job.key] = got
+    return out
 
 
 def _pods(n: int) -> str:
