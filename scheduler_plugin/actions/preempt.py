@@ -326,10 +326,12 @@ def _protected(
     gone = ssn.ledger.gone
     marked = 0
     jobs = ssn.snap.jobs
-    for jkey, tasks in ssn.snap.memo.get_or_put(MARKED, lambda: _marked(ssn)).items():
-        other = jobs[jkey]
+    for other in jobs.values():
         if other.key == job.key or not eligible(job, other):
             continue
+        tasks = other.memo.get(MARKED)
+        if tasks is None:
+            tasks = other.memo.put(MARKED, _marked(other))
         marked += sum(1 for t in tasks if t.key not in gone)
     parts = []
     whose = "of another queue" if reclaim else "of lower priority"
@@ -341,17 +343,13 @@ def _protected(
     return ("; " + "; ".join(parts)) if parts else ""
 
 
-# Running pods marked volcano.sh/preemptable: "false" (theirs or their PodGroup's), per job.
-MARKED: MemoKey[dict[str, list[TaskInfo]]] = MemoKey("pods protected by volcano.sh/preemptable")
+# A job's running pods marked volcano.sh/preemptable: "false" (theirs or their PodGroup's),
+# once per JobInfo (the incremental state keeps unchanged ones from cycle to cycle).
+MARKED: MemoKey[list[TaskInfo]] = MemoKey("pods protected by volcano.sh/preemptable")
 
 
-def _marked(ssn: Session) -> dict[str, list[TaskInfo]]:
-    out: dict[str, list[TaskInfo]] = {}
-    for job in ssn.snap.jobs.values():
-        got = [t for t in job.tasks if t.running and t.node >= 0 and not task_preemptable(t, job)]
-        if got:
-            out[job.key] = got
-    return out
+def _marked(job: JobInfo) -> list[TaskInfo]:
+    return [t for t in job.tasks if t.running and t.node >= 0 and not task_preemptable(t, job)]
 
 
 def _pods(n: int) -> str:

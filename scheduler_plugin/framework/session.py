@@ -459,11 +459,15 @@ class Session:
         abstain (None when all abstained)."""
         chosen: list[TaskInfo] | None = None
         for fn in tier:
-            got = fn(actor, candidates if chosen is None else chosen)
+            cur = candidates if chosen is None else chosen
+            got = fn(actor, cur)
             if got is None:
                 continue
+            if len(got) == len(cur):
+                chosen = cur  # answers are subsets: as long as the candidates allows them all
+                continue
             keep = {t.key for t in got}
-            chosen = [t for t in (candidates if chosen is None else chosen) if t.key in keep]
+            chosen = [t for t in cur if t.key in keep]
             if not chosen:
                 return []
         return chosen
