@@ -1,10 +1,20 @@
-"""``preempt`` and ``reclaim`` actions (Volcano's, domain first).
+"""``preempt`` and ``reclaim`` actions (Volcano's, domain first), and Volcano v1.15's
+``gangpreempt`` and ``gangreclaim``, which run the same way with their ``maxDomains`` and
+``allowWholeBundle`` arguments.
 
 * ``preempt``: a starving gang takes room from lower-priority pods of its own queue (victims
-  as ``ssn.preemptable`` allows: priority, gang, conformance).
-* ``reclaim``: a starving gang of a queue that is not overused takes room from pods of other
-  queues whose Queue is reclaimable (victims as ``ssn.reclaimable`` allows; the queue must be
-  ``ssn.preemptive``).
+  as ``ssn.preemptable`` allows: priority, gang, conformance; lower priority whatever the
+  tiers hand on). When its queue is at its limit, the victims must also give the queue back
+  what the gang needs of it (Volcano's preempt evicts until its queue is Allocatable again);
+  without such victims the gang waits and says so.
+* ``reclaim``: a starving gang of a queue that is not overused, and within its own limit,
+  takes room from pods of other queues whose Queue is reclaimable (victims as
+  ``ssn.reclaimable`` allows; the queue must be ``ssn.preemptive``).
+
+Every victim also passes the session's guards (cdp's cooldown, pdb's budgets), and no gang is
+nominated into a domain fenced for another job (exclusive domains, a queue's node groups). A
+gang whose pods have ``preemptionPolicy: Never`` evicts nobody (Volcano skips such pods in both
+actions).
 
 For each starving gang (queue order, then job order) the victims are planned domain first by
 :func:`~scheduler_plugin.algorithms.victims.plan_victims` (fewest and least disruptive victims
