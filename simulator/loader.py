@@ -33,6 +33,9 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     ("scheduling.k8s.io", "PriorityClass"): False,
     ("topology.volcano.sh", "HyperNode"): False,
     ("batch.volcano.sh", "Job"): True,
+    # Read by the scheduler's pdb and resourcequota plugins.
+    ("policy", "PodDisruptionBudget"): True,
+    ("", "ResourceQuota"): True,
 }
 
 # Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped

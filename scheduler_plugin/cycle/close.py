@@ -30,6 +30,8 @@ from .result import (
 )
 
 MAX_LISTED = 10  # pods named in one note
+# A PodGroup condition naming the annotations and labels its pods carry that could not be read.
+INVALID_MARK = "InvalidAnnotation"
 
 # A job with every pod bound had nothing to decide: (tree, configuration, ready, allocated
 # HyperNode name, SubJob domains), reused while the tree and the configuration are the same.
@@ -156,6 +158,16 @@ def _job_outcome(ssn: Session, job: JobInfo) -> tuple[JobOutcome, dict[str, str]
                 "status": "True",
                 "reason": "UnknownTierName",
                 "message": "; ".join(job.warnings),
+            }
+        )
+    if job.bad_marks:
+        # An annotation or label the scheduler could not read (Volcano only logs it).
+        outcome.conditions.append(
+            {
+                "type": INVALID_MARK,
+                "status": "True",
+                "reason": "InvalidPreemptable",
+                "message": "; ".join(job.bad_marks),
             }
         )
     return outcome, waiting

@@ -65,10 +65,12 @@ from hyperplace.runtime.api import (
     CONFIGMAPS,
     HYPERNODES,
     NODES,
+    PDBS,
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    RESOURCE_QUOTAS,
     ApiClient,
     Obj,
     meta,
@@ -167,6 +169,9 @@ class Scheduler:
         self.queues = Informer(api, QUEUES)
         self.hypernodes = Informer(api, HYPERNODES)
         self.priority_classes = Informer(api, PRIORITY_CLASSES)
+        # What the pdb and resourcequota plugins read.
+        self.pdbs = Informer(api, PDBS)
+        self.quotas = Informer(api, RESOURCE_QUOTAS)
         self.informers = [
             self.nodes,
             self.pods,
@@ -174,6 +179,8 @@ class Scheduler:
             self.queues,
             self.hypernodes,
             self.priority_classes,
+            self.pdbs,
+            self.quotas,
         ]
         self.configmaps: Informer | None = None
         if self.conf.source.configmap is not None:
@@ -181,7 +188,9 @@ class Scheduler:
             self.informers.append(self.configmaps)
         # PriorityClasses only order jobs; a cluster whose RBAC does not grant them must not
         # keep the scheduler from starting (as for the controller).
-        self.required_informers = [i for i in self.informers if i is not self.priority_classes]
+        # PodDisruptionBudgets and ResourceQuotas likewise only matter with their plugins.
+        optional = (self.priority_classes, self.pdbs, self.quotas)
+        self.required_informers = [i for i in self.informers if all(i is not o for o in optional)]
 
         self._pg_models = _Models(self.podgroups, PodGroup)
         self._queue_models = _Models(self.queues, Queue)
@@ -319,6 +328,8 @@ class Scheduler:
 
         self.queues.add_handler(lambda _o: wake(), queue_changed, lambda _o: wake())
         self.priority_classes.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
+        self.pdbs.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
+        self.quotas.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
 
         if self.configmaps is not None:
             self.configmaps.add_handler(
@@ -451,6 +462,7 @@ class Scheduler:
             st.replace_podgroups(podgroups)
             st.replace_queues(queues)
             st.replace_priority_classes(pcs)
+            st.replace_policies(self.pdbs.objects(), self.quotas.objects())
             snap = st.snapshot()
         rebuild: dict[str, Any] | None = None
         if snap is None or self.options.verify_state:
@@ -464,6 +476,8 @@ class Scheduler:
                 "podgroups": podgroups,
                 "queues": queues,
                 "priority_classes": pcs,
+                "pdbs": self.pdbs.objects(),
+                "quotas": self.quotas.objects(),
             }
         decided, result = await asyncio.to_thread(
             self._decide, snap, rebuild, self.config, self.evictor.held(), dict(self.reservations)
