@@ -24,6 +24,7 @@ import contextlib
 import datetime as dt
 import ipaddress
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -309,6 +310,8 @@ class ControlPlane:
                 # Keep the apiserver from writing its loopback address into the kubernetes Endpoints.
                 "--endpoint-reconciler-type=none",
                 "--v=1",
+                # Benchmarks add flags here (bench/job_stream.py: an audit log of every write).
+                *shlex.split(os.environ.get("HYPERPLACE_APISERVER_EXTRA_ARGS", "")),
             ],
             self.apiserver_log,
         )
