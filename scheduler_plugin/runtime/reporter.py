@@ -1,11 +1,23 @@
 """Reporting a session's outcome, off the scheduling path: pod ``PodScheduled`` conditions,
 PodGroup status and its allocated-HyperNode annotation, Queue ``status.allocated``, and Events.
 
-The latest desired state per object is queued (a work queue with its own workers) and written
-only when it changes: what was written is remembered with the resourceVersion the object had,
-and while the informer still shows that version it has not caught up with our write, so writing
-again would only conflict. Once it shows a newer version (our write's echo, or someone else's
-change) the patch is recomputed from it.
+What is written is what a user acts on, when it changes in kind (:mod:`.waiting`):
+
+* a waiting pod's condition and its ``FailedScheduling`` Event say the kind of reason and the
+  blocking scope, rewritten only when that changes (repeats raise the Event's count);
+* the numbers (per tier, the best domain and what it lacks) go to the PodGroup's condition and
+  its ``Unschedulable`` Event series, written at once when the PodGroup's phase or a
+  condition's status or reason changes, and otherwise at most once per ``podgroup_interval``;
+* the transition to Running waits up to ``settle`` seconds (default :data:`SETTLE`) for the kubelets to report the
+  gang's pods running, so the phase and the pod counts go in one write.
+
+The latest desired state per object is queued in one rate-limited, coalescing queue
+(:mod:`.write_queue`) apart from binds, and written only when it changes: what was written is
+remembered with the resourceVersion the object had, and while the informer still shows that
+version it has not caught up with our write, so writing again would only conflict. Once it
+shows a newer version (our write's echo, or someone else's change) the patch is recomputed
+from it. With ``status_writes`` off (``--no-status-writes``: a benchmark's floor) nothing but
+binds is written.
 """
 
 from __future__ import annotations
@@ -23,7 +35,6 @@ from hyperplace.kube.objects import podgroup_key_of
 from hyperplace.runtime.api import PODGROUPS, PODS, QUEUES, ApiClient, ApiError, Obj, meta
 from hyperplace.runtime.informer import Informer
 from hyperplace.runtime.status_writer import StatusWriter
-from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, WorkQueue
 from scheduler_plugin.cache.records import owned_by
 from scheduler_plugin.cycle import JobOutcome, SessionResult
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -38,11 +49,19 @@ from .status import (
     UNSCHEDULABLE,
     GangFormation,
     allocated_hypernode_patch,
+    pod_counts,
     pod_unschedulable_patch,
     podgroup_status_patch,
+    status_kind,
 )
+from .waiting import pod_wait_message
+from .write_queue import StatusWriteQueue
 
 log = logging.getLogger(__name__)
+
+# Seconds a PodGroup that just went Running waits for its pods to be reported running, so its
+# phase and pod counts are one write (the kubelets answer within a second or two of the binds).
+SETTLE = 5.0
 
 
 class Reporter:
@@ -62,25 +81,37 @@ class Reporter:
         scheduler_names: tuple[str, ...],
         gang_creation_grace: float,
         now: Callable[[], str],
+        status_writes: bool = True,
+        podgroup_interval: float = 60.0,
+        settle: float = SETTLE,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``throttle``: the rate status writes keep to (apart from the binds');
+        ``podgroup_interval``: seconds between PodGroup status writes in which only numbers
+        moved; ``status_writes`` False: write nothing (binds only)."""
         self.api = api
         self.status_writer = StatusWriter(api)
         self.pods, self.podgroups, self.queues = pods, podgroups, queues
         self.assumed, self.events, self.metrics = assumed, events, metrics
-        self._throttle = throttle
         self.names = scheduler_names
         self._now = now
+        self._clock = clock
+        self.status_writes = status_writes
+        self.podgroup_interval = podgroup_interval
+        self.settle = settle
         self._notes_logged: set[str] = set()
         # The latest desired state per key, written by status workers.
-        self.status_queue: WorkQueue[tuple[str, str]] = WorkQueue(
-            RateLimiter(ItemExponentialBackoff(0.05, 60.0)), name="scheduler-status"
-        )
+        self.status_queue = StatusWriteQueue(throttle, metrics)
+        metrics.status_queue_depth.set_function(self.status_queue.__len__)
         self._pod_wanted: dict[str, str] = {}  # pod key -> unschedulable message
         self._pg_wanted: dict[str, JobOutcome] = {}
         self._queue_wanted: dict[str, dict[str, str]] = {}  # queue -> status.allocated
         # What we wrote, with the resourceVersion the object had when we wrote it.
         self._pod_sent: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, rv, message)
         self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
+        # pg key -> (uid, kind of the status written, when): the per-PodGroup interval.
+        self._pg_written: dict[str, tuple[str, str, float]] = {}
+        self._pg_settling: dict[str, float] = {}  # pg key -> when it was first wanted Running
         self._formation = GangFormation(gang_creation_grace, time.monotonic)
         self._settled: dict[str, tuple[Any, JobOutcome]] = {}  # Running jobs reported last cycle
 
@@ -97,6 +128,8 @@ class Reporter:
         """A PodGroup was deleted."""
         self._pg_wanted.pop(key, None)
         self._pg_sent.pop(key, None)
+        self._pg_written.pop(key, None)
+        self._pg_settling.pop(key, None)
 
     def _group_size(self, jkey: str) -> int:
         """Pods of a PodGroup in the informer's cache."""
@@ -119,6 +152,11 @@ class Reporter:
             if self._formation.forming(jkey, outcome, functools.partial(self._group_size, jkey))
         }
         self._formation.forget(result.jobs)
+        if not self.status_writes:
+            # The floor: binds only. The gauges still say what waits.
+            self.metrics.unschedulable.set(len(result.unschedulable))
+            self.metrics.pending_jobs.set(sum(1 for o in result.jobs.values() if o.phase != "Running"))
+            return
         unschedulable = 0
         for pkey, reason in result.unschedulable.items():
             pod = self.pods.get(pkey)
@@ -127,10 +165,15 @@ class Reporter:
             if forming and podgroup_key_of(pod) in forming:
                 continue
             unschedulable += 1
+            group = podgroup_key_of(pod)
+            outcome = result.jobs.get(group) if group else None
+            message = pod_wait_message(pod, reason, outcome, snap.jobs.get(group) if group else None)
             if not spec_of(pod).get("schedulingGates"):  # gated pods wait by design: no warning
-                self.events.record(pod, "Warning", "FailedScheduling", reason)
-            self._pod_wanted[pkey] = reason
-            self.status_queue.add(("pod", pkey))  # a no-op write is skipped by the worker
+                # One Event per pod and kind of reason; each cycle's repeat raises its count.
+                self.events.record(pod, "Warning", "FailedScheduling", message)
+            if self._pod_wanted.get(pkey) != message:
+                self._pod_wanted[pkey] = message
+                self.status_queue.add(("pod", pkey))
         self.metrics.unschedulable.set(unschedulable)
         pending = 0
         settled: dict[str, tuple[Any, JobOutcome]] = {}
@@ -151,7 +194,10 @@ class Reporter:
             if outcome.phase != "Running":
                 pending += 1
                 if outcome.explanation is not None:
-                    self.events.record(pg, "Warning", "Unschedulable", outcome.explanation.message())
+                    # Gang-level news on the PodGroup: one series per kind of reason, carrying
+                    # the latest numbers when its count is next written.
+                    expl = outcome.explanation
+                    self.events.record(pg, "Warning", "Unschedulable", expl.message(), series=expl.reason)
             self._pg_wanted[jkey] = outcome
             self.status_queue.add(("pg", jkey))
         self._settled = settled
@@ -168,7 +214,7 @@ class Reporter:
             queue, allocated = self.queues.get(key), self._queue_wanted.get(key)
             patch = queue_allocated_patch(queue, allocated) if queue and allocated is not None else None
             if patch is not None:
-                await self._throttle()
+                await self.status_queue.throttle()
                 await self.status_writer.patch_status(QUEUES, key, patch, None)
                 self.metrics.writes.labels("queues/status", "ok").inc()
             return
@@ -177,6 +223,7 @@ class Reporter:
             pod = self.pods.get(key)
             message = self._pod_wanted.get(key)
             if pod is None or message is None or not pending_ours(pod, self.names) or key in self.assumed:
+                self.status_queue.dropped(item)  # gone, bound or decided meanwhile
                 return
             uid, rv = str(meta(pod).get("uid") or ""), str(meta(pod).get("resourceVersion") or "")
             if self._pod_sent.get(key) == (uid, rv, message):
@@ -184,7 +231,7 @@ class Reporter:
             why = SCHEDULING_GATED if spec_of(pod).get("schedulingGates") else UNSCHEDULABLE
             patch = pod_unschedulable_patch(pod, message, self._now(), why)
             if patch is not None:
-                await self._throttle()
+                await self.status_queue.throttle()
                 await self.api.patch(PODS, name, patch, ns, subresource="status")
                 self.metrics.writes.labels("pods/status", "ok").inc()
                 self._pod_sent[key] = (uid, rv, message)
@@ -192,22 +239,60 @@ class Reporter:
         pg = self.podgroups.get(key)
         outcome = self._pg_wanted.get(key)
         if pg is None or outcome is None:
+            self.status_queue.dropped(item)
             return
         uid, rv = str(meta(pg).get("uid") or ""), str(meta(pg).get("resourceVersion") or "")
-        patch = podgroup_status_patch(pg, outcome, self.pods.by_index("group", key), self._now())
+        ann = allocated_hypernode_patch(pg, JOB_ALLOCATED_HYPERNODE_ANNOTATION, outcome.allocated_hypernode)
+        if ann is not None:
+            await self.status_queue.throttle()
+            await self.api.patch(PODGROUPS, name, ann, ns)
+            self.metrics.writes.labels("podgroups", "ok").inc()
+        pods = self.pods.by_index("group", key)
+        patch = podgroup_status_patch(pg, outcome, pods, self._now())
+        if patch is not None and self._pg_wait(key, uid, pg, patch, pods):
+            return
         if patch is not None:
             sent = (uid, rv, json.dumps(_timeless(patch), sort_keys=True))
             if self._pg_sent.get(key) != sent:
-                await self._throttle()
+                await self.status_queue.throttle()
                 # Through podgroups/status, or the object on Volcano's CRD (no subresource).
                 await self.status_writer.patch_status(PODGROUPS, name, patch, ns)
                 self.metrics.writes.labels("podgroups/status", "ok").inc()
                 self._pg_sent[key] = sent
-        ann = allocated_hypernode_patch(pg, JOB_ALLOCATED_HYPERNODE_ANNOTATION, outcome.allocated_hypernode)
-        if ann is not None:
-            await self._throttle()
-            await self.api.patch(PODGROUPS, name, ann, ns)
-            self.metrics.writes.labels("podgroups", "ok").inc()
+                self._pg_written[key] = (uid, status_kind(patch["status"]), self._clock())
+                self._pg_settling.pop(key, None)
+
+    def _pg_wait(self, key: str, uid: str, pg: Obj, patch: Obj, pods: list[Obj]) -> bool:
+        """Whether the PodGroup's write is put off (and re-queued for later): only numbers
+        moved within ``podgroup_interval`` of the last write, or it just went Running and its
+        pods are not reported running yet (for at most ``settle`` seconds)."""
+        now = self._clock()
+        status = patch["status"]
+        kind = status_kind(status)
+        last = self._pg_written.get(key)
+        if last is None and uid:
+            # Nothing written by this process yet: what the object says counts as written
+            # (a restart does not rewrite every PodGroup's numbers at once).
+            old = pg.get("status") or {}
+            if old.get("phase") and status_kind(old) == kind:
+                last = (uid, kind, now)
+                self._pg_written[key] = last
+        if last is not None and last[0] == uid and last[1] == kind:
+            wait = last[2] + self.podgroup_interval - now
+            if wait > 0:
+                self.metrics.status_deferred.inc()
+                self.status_queue.add_after(("pg", key), wait)
+                return True
+            return False
+        if status.get("phase") == "Running":
+            counts = pod_counts(pods)
+            started = counts["running"] + counts["succeeded"] + counts["failed"]
+            need = int((pg.get("spec") or {}).get("minMember") or 0)
+            since = self._pg_settling.setdefault(key, now)
+            if started < need and now - since < self.settle:
+                self.status_queue.add_after(("pg", key), min(1.0, self.settle - (now - since)))
+                return True
+        return False
 
     async def worker(self) -> None:
         """Write queued reports until the queue shuts down."""
