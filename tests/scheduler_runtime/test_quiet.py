@@ -12,6 +12,7 @@ on changes, not one per cycle.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -116,17 +117,15 @@ def test_the_kinds_of_a_predicate_summary_do_not_depend_on_its_counts() -> None:
 def explain_json(api: ClusterApi, tmp_path: Path, job: str) -> dict[str, Any]:
     """``hyperplace explain`` over what the fake API server holds (as a live cluster would)."""
     docs: list[dict[str, Any]] = []
-    for res in (NODES, HYPERNODES, QUEUES, PODGROUPS, PODS):
-        for obj in api.objects.get(res.plural, {}).values():
-            o = {k: v for k, v in obj.items() if k != "status" or res in (NODES, PODS)}
-            o.setdefault("apiVersion", res.api_version)
-            o.setdefault("kind", res.kind)
+    for kind in (NODES, HYPERNODES, QUEUES, PODGROUPS, PODS):
+        for obj in api.objects.get(kind.plural, {}).values():
+            o = {k: v for k, v in obj.items() if k != "status" or kind in (NODES, PODS)}
+            o.setdefault("apiVersion", kind.api_version)
+            o.setdefault("kind", kind.kind)
             docs.append(o)
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(docs))
     res = CliRunner().invoke(app, ["explain", job, str(tmp_path / "cluster.yaml"), "--output", "json"])
     assert res.exit_code == 0, res.output
-    import json  # lazy: only this helper reads JSON
-
     out: dict[str, Any] = json.loads(res.stdout)
     return out
 
@@ -159,11 +158,12 @@ async def test_a_pending_pods_condition_stays_while_only_the_numbers_move(tmp_pa
         await cycles_pass(sched, 5)
         await sched.events.flush()
     for k in keys:
-        assert condition(pod(api, k), "PodScheduled") == before[k]
+        first = before[k]
+        assert first is not None and condition(pod(api, k), "PodScheduled") == first
         assert writes(api, "patch/status", "pods", k.split("/")[1]) == 1
         # One FailedScheduling per pod and kind of reason; repeats raised its count.
         (event,) = events_for(api, k.split("/")[1], "FailedScheduling")
-        assert event["message"] == before[k]["message"] and event["count"] > 1
+        assert event["message"] == first["message"] and event["count"] > 1
     # The PodGroup's Event series is one object carrying the latest numbers.
     (pg_event,) = events_for(api, "big", "Unschedulable")
     assert "fits 2 of 4 pods" in pg_event["message"] and pg_event["count"] > 1
@@ -218,6 +218,7 @@ async def test_a_newer_status_for_a_queued_object_rides_on_its_entry() -> None:
     assert len(q) == 2
     assert metrics.status_coalesced.labels("pod")._value.get() == 1
     item = await asyncio.wait_for(q.get(), 1)
+    assert item is not None
     q.dropped(item)
     q.done(item)
     assert metrics.status_dropped.labels("pod")._value.get() == 1
