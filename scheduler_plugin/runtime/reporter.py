@@ -243,14 +243,22 @@ class Reporter:
             return
         uid, rv = str(meta(pg).get("uid") or ""), str(meta(pg).get("resourceVersion") or "")
         ann = allocated_hypernode_patch(pg, JOB_ALLOCATED_HYPERNODE_ANNOTATION, outcome.allocated_hypernode)
-        if ann is not None:
-            await self.status_queue.throttle()
-            await self.api.patch(PODGROUPS, name, ann, ns)
-            self.metrics.writes.labels("podgroups", "ok").inc()
         pods = self.pods.by_index("group", key)
         patch = podgroup_status_patch(pg, outcome, pods, self._now())
+        # On Volcano's CRD (no status subresource) status goes through the object: the
+        # annotation rides on the same write.
+        rides = ann is not None and patch is not None
+        if rides and await self.status_writer.has_status_subresource(PODGROUPS):
+            rides = False
         if patch is not None and self._pg_wait(key, uid, pg, patch, pods):
+            if ann is not None and not (rides and key in self._pg_settling):
+                await self._annotate(name, ns, ann)
             return
+        if rides and patch is not None and ann is not None:
+            patch = {**patch, "metadata": {**(patch.get("metadata") or {}), **ann["metadata"]}}
+            ann = None
+        elif ann is not None:
+            await self._annotate(name, ns, ann)
         if patch is not None:
             sent = (uid, rv, json.dumps(_timeless(patch), sort_keys=True))
             if self._pg_sent.get(key) != sent:
@@ -261,6 +269,11 @@ class Reporter:
                 self._pg_sent[key] = sent
                 self._pg_written[key] = (uid, status_kind(patch["status"]), self._clock())
                 self._pg_settling.pop(key, None)
+
+    async def _annotate(self, name: str, ns: str, ann: Obj) -> None:
+        await self.status_queue.throttle()
+        await self.api.patch(PODGROUPS, name, ann, ns)
+        self.metrics.writes.labels("podgroups", "ok").inc()
 
     def _pg_wait(self, key: str, uid: str, pg: Obj, patch: Obj, pods: list[Obj]) -> bool:
         """Whether the PodGroup's write is put off (and re-queued for later): only numbers
