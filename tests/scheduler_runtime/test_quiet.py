@@ -222,3 +222,24 @@ async def test_a_newer_status_for_a_queued_object_rides_on_its_entry() -> None:
     q.dropped(item)
     q.done(item)
     assert metrics.status_dropped.labels("pod")._value.get() == 1
+
+
+async def test_a_started_gang_is_written_once_with_its_pods_running() -> None:
+    """The PodGroup goes Running once its pods are reported running (within the settle), so the
+    phase and the pod counts are one write, not one per kubelet report."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    keys = seed_gang(api, "fits", 4, cpu=4, tier=1)
+    async with running(api, podgroup_settle=3.0) as (sched, _):
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        for k in keys:  # the kubelets report the containers running, one by one
+            await cycles_pass(sched, 1)
+            await api.patch(PODS, k.split("/")[1], {"status": {"phase": "Running"}}, NS, subresource="status")
+        await eventually(
+            lambda: (api.peek(PODGROUPS, f"{NS}/fits") or {}).get("status", {}).get("phase") == "Running",
+            what="Running written",
+        )
+        await cycles_pass(sched, 3)
+    pg = api.peek(PODGROUPS, f"{NS}/fits")
+    assert pg is not None and pg["status"]["running"] == 4
+    assert writes(api, "patch/status", "podgroups", "fits") == 1
