@@ -39,10 +39,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import math
-import os
 import random
 import statistics
 import sys
@@ -56,6 +54,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import audit
 from bench.e2e_bind import cpu_seconds, create_all, restart, running, samples, wait_leader, wait_ready
 from bench.quality.generators import topology_policy
 from hyperplace.api.constants import TOPOLOGY_GROUP, TOPOLOGY_VERSION
@@ -76,22 +75,6 @@ SIZES = (1, 2, 4, 8, 16, 32, 64)
 # Share of jobs per size (whole-node pods): most are small, a tail of large gangs holds most GPUs.
 WEIGHTS = (0.34, 0.2, 0.16, 0.14, 0.08, 0.05, 0.03)
 VARIANTS = {"ours": [], "floor": ["--no-status-writes"]}
-AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived, ResponseStarted]
-rules:
-- level: None
-  verbs: [get, list, watch]
-- level: None
-  resources: [{group: coordination.k8s.io, resources: [leases]}]
-- level: Metadata
-"""
-COMPONENTS = {
-    "system:serviceaccount:hyperplace-system:hyperplace-scheduler": "scheduler",
-    "system:serviceaccount:hyperplace-system:hyperplace-controller": "controller",
-    "system:serviceaccount:hyperplace-system:hyperplace-webhooks": "webhooks",
-    "system:kube-controller-manager": "kube-controller-manager",
-}
 
 
 def say(msg: str) -> None:
@@ -234,11 +217,7 @@ class Result:
     scheduler_metrics: dict[str, float] = field(default_factory=dict)
 
     def component(self, who: str) -> Counter[str]:
-        out: Counter[str] = Counter()
-        for (c, res, verb), n in self.writes.items():
-            if c == who:
-                out[f"{res} {verb}"] += n
-        return out
+        return audit.by_component(self.writes).get(who, Counter())
 
     def ratios(self) -> dict[str, float]:
         s = self.component("scheduler")
@@ -278,32 +257,6 @@ def scheduler_metrics(port: int) -> dict[str, float]:
                     "{" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())) + "}" if labels else ""
                 )
                 out[key] = value
-    return out
-
-
-def count_writes(audit: Path, offset: int, t_from: float, t_to: float) -> Counter[tuple[str, str, str]]:
-    """Writes in the audit log from byte ``offset`` whose stage time lies in [t_from, t_to)
-    (epoch seconds), by (component, resource[/subresource], verb)."""
-    out: Counter[tuple[str, str, str]] = Counter()
-    with audit.open("rb") as fh:
-        fh.seek(offset)
-        for raw in fh:
-            try:
-                ev = json.loads(raw)
-            except ValueError:
-                continue
-            ts = ev.get("stageTimestamp") or ev.get("requestReceivedTimestamp") or ""
-            try:
-                when = dt.datetime.fromisoformat(ts).timestamp()
-            except ValueError:
-                continue
-            if not (t_from <= when < t_to):
-                continue
-            user = (ev.get("user") or {}).get("username", "")
-            who = COMPONENTS.get(user) or ("admin (bench, fake kubelet)" if user == "admin" else user)
-            ref = ev.get("objectRef") or {}
-            res = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-            out[(who, res, ev.get("verb", "?"))] += 1
     return out
 
 
@@ -421,14 +374,7 @@ async def play(kubeconfig: Path, jobs: list[TraceJob], nodes: int, result: Resul
 
 def run_variant(name: str, flags: list[str], args: argparse.Namespace, jobs: list[TraceJob]) -> Result:
     root = Path(tempfile.mkdtemp(prefix=f"hyperplace-job-stream-{name}-"))
-    policy = root / "audit-policy.yaml"
-    audit = root / "audit.log"
-    root.mkdir(parents=True, exist_ok=True)
-    policy.write_text(AUDIT_POLICY)
-    os.environ["HYPERPLACE_APISERVER_EXTRA_ARGS"] = (
-        f"--audit-policy-file={policy} --audit-log-path={audit} --audit-log-format=json "
-        "--audit-log-mode=batch --audit-log-maxsize=0"
-    )
+    log = audit.enable(root)
     state_args = ["--state-dir", str(root)]
     result = Result(name, args.minutes)
     say(f"{name}: starting the local control plane in {root}")
@@ -453,7 +399,7 @@ def run_variant(name: str, flags: list[str], args: argparse.Namespace, jobs: lis
         time.sleep(3.0)
         pids = running(state)
         before = {n: cpu_seconds(p) for n, p in pids.items()}
-        offset = audit.stat().st_size if audit.exists() else 0
+        offset = log.stat().st_size if log.exists() else 0
         t_from = time.time()
         say(f"{name}: playing {len(jobs)} jobs over {args.minutes:g} min")
         asyncio.run(play(Path(state.kubeconfig), jobs, args.nodes, result))
@@ -462,7 +408,7 @@ def run_variant(name: str, flags: list[str], args: argparse.Namespace, jobs: lis
         result.scheduler_rss_mib = vm_hwm_mib(spid)
         result.scheduler_metrics = scheduler_metrics(state.ports["scheduler-metrics"])
         time.sleep(2.0)  # the batched audit backend flushes
-        result.writes = count_writes(audit, offset, t_from, t_to)
+        result.writes = audit.count_writes(log, t_from, t_to, offset)
     finally:
         localup.down(localup.parse_args([*state_args, "down"]))
     return result
@@ -507,10 +453,7 @@ def report(results: list[Result]) -> str:
     out += ["", "writes by component, resource and verb:"]
     for r in results:
         out.append(f"  {r.variant}:")
-        comps = sorted({c for c, _, _ in r.writes})
-        for c in comps:
-            items = ", ".join(f"{k} {n}" for k, n in sorted(r.component(c).items(), key=lambda kv: -kv[1]))
-            out.append(f"    {c}: {items}")
+        out += audit.lines(r.writes, "    ")
         out.append(
             "    CPU s: "
             + ", ".join(
