@@ -67,7 +67,7 @@ def _kind(reason: str, summary: str, job: JobInfo | None) -> str:
         return "the HyperNode tree is not ready"
     topo = job.topology if job is not None else None
     if topo is not None and topo.mode == "hard" and topo.limit is not None:
-        scope = f"no domain within tier {topo.limit} has room (hard network topology)"
+        scope = f"no domain within tier <= {topo.limit} has room (hard network topology)"
     else:
         scope = "no room in the cluster"
     return scope if reason == "NotEnoughResources" else f"{reason}: {scope}"

@@ -117,7 +117,7 @@ async def test_a_placed_gang_with_waiting_pods_says_why_on_the_podgroup() -> Non
         assert pod_cond is not None and pod_cond["status"] == "False"
         # The pod says the kind and the scope; the PodGroup has the numbers.
         assert pod_cond["message"].startswith(
-            "gang minimum placed; this pod waits beyond it: no domain within tier 1 has room"
+            "gang minimum placed; this pod waits beyond it: no domain within tier <= 1 has room"
         ), pod_cond["message"]
         assert "hyperplace explain default/g" in pod_cond["message"]
     assert "best rack0 fits 0 of 2 pods" in cond["message"]
