@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from typer.testing import CliRunner
 
 from hyperplace.runtime.api import EVENTS, HYPERNODES, NODES, PODGROUPS, PODS, QUEUES
+from scheduler_plugin.runtime.events import EventRecorder
 from scheduler_plugin.runtime.metrics import Metrics, Throttle
 from scheduler_plugin.runtime.waiting import pod_reason_kind, predicate_kinds
 from scheduler_plugin.runtime.write_queue import StatusWriteQueue
@@ -245,3 +246,26 @@ async def test_a_started_gang_is_written_once_with_its_pods_running() -> None:
     pg = api.peek(PODGROUPS, f"{NS}/fits")
     assert pg is not None and pg["status"]["running"] == 4
     assert writes(api, "patch/status", "podgroups", "fits") == 1
+
+
+async def test_an_event_series_carries_its_latest_message_and_a_burst_waits_its_turn() -> None:
+    api = ClusterApi()
+    pg = api.seed(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": NS, "uid": "u-g"},
+        },
+    )
+    rec = EventRecorder(api, "s", "i", min_interval=0, qps=50, burst=1)
+    rec.record(pg, "Warning", "Unschedulable", "tier 1: best rack0 fits 3 of 4", series="NotEnoughResources")
+    await rec.flush()
+    rec.record(pg, "Warning", "Unschedulable", "tier 1: best rack1 fits 2 of 4", series="NotEnoughResources")
+    rec.record(pg, "Warning", "Unschedulable", "queue q is overused", series="QueueOverused")
+    await rec.flush()
+    events = sorted(api.objects[EVENTS.plural].values(), key=lambda e: e["message"])
+    assert [(e["message"], e["count"]) for e in events] == [
+        ("queue q is overused", 1),
+        ("tier 1: best rack1 fits 2 of 4", 2),  # one object: the latest numbers, count 2
+    ]
