@@ -35,8 +35,8 @@ class SchedulerOptions:
     # changes; when only numbers moved (pod counts, what the best domain lacks), at most once
     # per this many seconds.
     podgroup_status_interval: float = 60.0
-    # Seconds a PodGroup that went Running waits for its pods to be reported running, so the
-    # phase and the pod counts go in one write.
+    # Seconds a PodGroup's change of phase or condition is held (a gang placed meanwhile is
+    # written once, Running; one that went Running waits for its pods to be reported running).
     podgroup_settle: float = 5.0
     # False: write no status and no Event, only binds (a benchmark's floor; --no-status-writes).
     status_writes: bool = True

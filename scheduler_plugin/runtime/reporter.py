@@ -8,8 +8,9 @@ What is written is what a user acts on, when it changes in kind (:mod:`.waiting`
 * the numbers (per tier, the best domain and what it lacks) go to the PodGroup's condition and
   its ``Unschedulable`` Event series, written at once when the PodGroup's phase or a
   condition's status or reason changes, and otherwise at most once per ``podgroup_interval``;
-* the transition to Running waits up to ``settle`` seconds (default :data:`SETTLE`) for the kubelets to report the
-  gang's pods running, so the phase and the pod counts go in one write.
+* a change of kind is held up to ``settle`` seconds (default :data:`SETTLE`): a gang that waits
+  only a moment is written once, Running, and a gang that went Running is written once the
+  kubelets report its pods running, so the phase and the pod counts go in one write.
 
 The latest desired state per object is queued in one rate-limited, coalescing queue
 (:mod:`.write_queue`) apart from binds, and written only when it changes: what was written is
@@ -59,8 +60,9 @@ from .write_queue import StatusWriteQueue
 
 log = logging.getLogger(__name__)
 
-# Seconds a PodGroup that just went Running waits for its pods to be reported running, so its
-# phase and pod counts are one write (the kubelets answer within a second or two of the binds).
+# Seconds a PodGroup's change of kind is held: a gang placed within it is written once (Running),
+# and one that went Running waits for its pods to be reported running (the kubelets answer
+# within a second or two of the binds), so its phase and pod counts are one write.
 SETTLE = 5.0
 
 
@@ -277,8 +279,9 @@ class Reporter:
 
     def _pg_wait(self, key: str, uid: str, pg: Obj, patch: Obj, pods: list[Obj]) -> bool:
         """Whether the PodGroup's write is put off (and re-queued for later): only numbers
-        moved within ``podgroup_interval`` of the last write, or it just went Running and its
-        pods are not reported running yet (for at most ``settle`` seconds)."""
+        moved within ``podgroup_interval`` of the last write; or a change of kind is held for at
+        most ``settle`` seconds, so a gang that waits only a moment is written once, Running,
+        and a gang that went Running is written once its pods are reported running."""
         now = self._clock()
         status = patch["status"]
         kind = status_kind(status)
@@ -297,15 +300,22 @@ class Reporter:
                 self.status_queue.add_after(("pg", key), wait)
                 return True
             return False
-        if status.get("phase") == "Running":
+        phase = status.get("phase")
+        if phase not in ("Running", "Pending", "Inqueue"):
+            return False  # Completed: final, written at once
+        since = self._pg_settling.setdefault(key, now)
+        if now - since >= self.settle:
+            return False
+        if phase == "Running":
             counts = pod_counts(pods)
             started = counts["running"] + counts["succeeded"] + counts["failed"]
             need = int((pg.get("spec") or {}).get("minMember") or 0)
-            since = self._pg_settling.setdefault(key, now)
-            if started < need and now - since < self.settle:
-                self.status_queue.add_after(("pg", key), min(1.0, self.settle - (now - since)))
-                return True
-        return False
+            if started >= need:
+                return False
+        # A gang that waits only a moment, or whose pods are not reported running yet: the
+        # newer state (Running, with its pods' counts) replaces this one if it comes in time.
+        self.status_queue.add_after(("pg", key), min(1.0, self.settle - (now - since)))
+        return True
 
     async def worker(self) -> None:
         """Write queued reports until the queue shuts down."""

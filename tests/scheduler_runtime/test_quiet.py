@@ -269,3 +269,19 @@ async def test_an_event_series_carries_its_latest_message_and_a_burst_waits_its_
         ("queue q is overused", 1),
         ("tier 1: best rack1 fits 2 of 4", 2),  # one object: the latest numbers, count 2
     ]
+
+
+async def test_a_gang_that_waits_only_a_moment_is_written_once_running() -> None:
+    api = ClusterApi()
+    seed_racks_in_order(api, [0])
+    api.seed(PODS, busy(api, "old0", "n0-0"))
+    keys = seed_gang(api, "quick", 4, cpu=4, tier=1)
+    async with running(api, podgroup_settle=3.0) as (sched, _):
+        await cycles_pass(sched, 3)
+        await api.delete(PODS, "old0", NS)  # room comes within the settle
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        await eventually(
+            lambda: (api.peek(PODGROUPS, f"{NS}/quick") or {}).get("status", {}).get("phase") == "Running",
+            what="Running written",
+        )
+    assert writes(api, "patch/status", "podgroups", "quick") == 1
