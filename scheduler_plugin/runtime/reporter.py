@@ -4,7 +4,8 @@ PodGroup status and its allocated-HyperNode annotation, Queue ``status.allocated
 What is written is what a user acts on, when it changes in kind (:mod:`.waiting`):
 
 * a waiting pod's condition and its ``FailedScheduling`` Event say the kind of reason and the
-  blocking scope, rewritten only when that changes (repeats raise the Event's count);
+  blocking scope, rewritten only when that changes (repeats raise the Event's count); a pod
+  placed within ``settle`` seconds of its first miss gets neither (it was never news);
 * the numbers (per tier, the best domain and what it lacks) go to the PodGroup's condition and
   its ``Unschedulable`` Event series, written at once when the PodGroup's phase or a
   condition's status or reason changes, and otherwise at most once per ``podgroup_interval``;
@@ -106,6 +107,7 @@ class Reporter:
         self.status_queue = StatusWriteQueue(throttle, metrics)
         metrics.status_queue_depth.set_function(self.status_queue.__len__)
         self._pod_wanted: dict[str, str] = {}  # pod key -> unschedulable message
+        self._pod_first_seen: dict[str, float] = {}  # pod key -> when first found waiting
         self._pg_wanted: dict[str, JobOutcome] = {}
         self._queue_wanted: dict[str, dict[str, str]] = {}  # queue -> status.allocated
         # What we wrote, with the resourceVersion the object had when we wrote it.
@@ -160,6 +162,8 @@ class Reporter:
             self.metrics.pending_jobs.set(sum(1 for o in result.jobs.values() if o.phase != "Running"))
             return
         unschedulable = 0
+        now = self._clock()
+        first_seen, self._pod_first_seen = self._pod_first_seen, {}
         for pkey, reason in result.unschedulable.items():
             pod = self.pods.get(pkey)
             if pod is None or not pending_ours(pod, self.names) or pkey in self.assumed:
@@ -167,6 +171,10 @@ class Reporter:
             if forming and podgroup_key_of(pod) in forming:
                 continue
             unschedulable += 1
+            # A pod placed within the settle of its first miss was never news: nothing is said.
+            since = self._pod_first_seen[pkey] = first_seen.get(pkey, now)
+            if now - since < self.settle and pkey not in self._pod_wanted:
+                continue
             group = podgroup_key_of(pod)
             outcome = result.jobs.get(group) if group else None
             message = pod_wait_message(pod, reason, outcome, snap.jobs.get(group) if group else None)
