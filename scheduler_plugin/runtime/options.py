@@ -38,6 +38,8 @@ class SchedulerOptions:
     # Seconds a PodGroup's change of phase or condition is held (a gang placed meanwhile is
     # written once, Running; one that went Running waits for its pods to be reported running).
     podgroup_settle: float = 5.0
+    # A Queue's status.allocated (sums that move with every bind) at most once per interval.
+    queue_status_interval: float = 10.0
     # False: write no status and no Event, only binds (a benchmark's floor; --no-status-writes).
     status_writes: bool = True
     # Binds in flight when the loop stops (SIGTERM, lost Lease) may finish within this.

@@ -9,6 +9,7 @@ What is written is what a user acts on, when it changes in kind (:mod:`.waiting`
 * the numbers (per tier, the best domain and what it lacks) go to the PodGroup's condition and
   its ``Unschedulable`` Event series, written at once when the PodGroup's phase or a
   condition's status or reason changes, and otherwise at most once per ``podgroup_interval``;
+* a Queue's ``status.allocated`` at most once per ``queue_interval`` seconds;
 * a change of kind is held up to ``settle`` seconds (default :data:`SETTLE`): a gang that waits
   only a moment is written once, Running, and a gang that went Running is written once the
   kubelets report its pods running, so the phase and the pod counts go in one write.
@@ -28,6 +29,7 @@ import asyncio
 import functools
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -87,6 +89,7 @@ class Reporter:
         status_writes: bool = True,
         podgroup_interval: float = 60.0,
         settle: float = SETTLE,
+        queue_interval: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``throttle``: the rate status writes keep to (apart from the binds');
@@ -102,6 +105,7 @@ class Reporter:
         self.status_writes = status_writes
         self.podgroup_interval = podgroup_interval
         self.settle = settle
+        self.queue_interval = queue_interval
         self._notes_logged: set[str] = set()
         # The latest desired state per key, written by status workers.
         self.status_queue = StatusWriteQueue(throttle, metrics)
@@ -110,6 +114,7 @@ class Reporter:
         self._pod_first_seen: dict[str, float] = {}  # pod key -> when first found waiting
         self._pg_wanted: dict[str, JobOutcome] = {}
         self._queue_wanted: dict[str, dict[str, str]] = {}  # queue -> status.allocated
+        self._queue_written: dict[str, float] = {}  # queue -> when status.allocated was written
         # What we wrote, with the resourceVersion the object had when we wrote it.
         self._pod_sent: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, rv, message)
         self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
@@ -224,9 +229,17 @@ class Reporter:
             queue, allocated = self.queues.get(key), self._queue_wanted.get(key)
             patch = queue_allocated_patch(queue, allocated) if queue and allocated is not None else None
             if patch is not None:
+                # Sums that move with every bind and every pod that ends: at most one write
+                # per queue_interval, carrying the latest sums.
+                wait = self._queue_written.get(key, -math.inf) + self.queue_interval - self._clock()
+                if wait > 0:
+                    self.metrics.status_deferred.inc()
+                    self.status_queue.add_after(item, wait)
+                    return
                 await self.status_queue.throttle()
                 await self.status_writer.patch_status(QUEUES, key, patch, None)
                 self.metrics.writes.labels("queues/status", "ok").inc()
+                self._queue_written[key] = self._clock()
             return
         ns, name = key.split("/", 1)
         if kind == "pod":

@@ -241,6 +241,7 @@ class Scheduler:
             status_writes=opts.status_writes,
             podgroup_interval=opts.podgroup_status_interval,
             settle=opts.podgroup_settle,
+            queue_interval=opts.queue_status_interval,
         )
         self.cycles = 0
         self.last_result: SessionResult | None = None

@@ -289,3 +289,27 @@ async def test_a_gang_that_waits_only_a_moment_is_written_once_running_and_its_p
     # Its pods were placed within the settle of their first miss: nothing was said about them.
     assert not [c for c in api.calls if c[0] == "patch/status" and c[1] == "pods"]
     assert not [e for e in api.objects.get(EVENTS.plural, {}).values() if e["reason"] == "FailedScheduling"]
+
+
+async def test_a_queues_allocated_sums_are_written_at_most_once_per_interval() -> None:
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+
+    def allocated_cpu() -> str | None:
+        return ((api.peek(QUEUES, "default") or {}).get("status") or {}).get("allocated", {}).get("cpu")
+
+    async with running(api, queue_status_interval=1.0) as (sched, _):
+        seed_gang(api, "a", 1, cpu=4, tier=None)
+        await eventually(lambda: allocated_cpu() == "4", what="first sums")
+        for name in ("b", "c", "d"):  # three more jobs start within the interval
+            pg = {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"minMember": 1},
+            }
+            await api.create(PODGROUPS, pg, NS)
+            await api.create(PODS, make_pod(f"{name}-0", name, cpu=4), NS)
+        await eventually(lambda: allocated_cpu() == "16", what="the latest sums")
+        await cycles_pass(sched, 3)
+    assert writes(api, "patch/status", "queues", "default") == 2
