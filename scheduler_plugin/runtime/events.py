@@ -107,17 +107,27 @@ class EventRecorder:
         return f"{str(m.get('name', 'object'))[:200]}.{digest}"
 
     def record(
-        self, obj: Mapping[str, Any], etype: str, reason: str, message: str, *, series: str | None = None
+        self,
+        obj: Mapping[str, Any],
+        etype: str,
+        reason: str,
+        message: str,
+        *,
+        series: str | None = None,
+        repeats: bool = True,
     ) -> None:
         """Note one occurrence; it reaches the API at the next :meth:`flush`. Occurrences with
         the same ``series`` key (default: the message) are one Event whose message is the
-        latest one's."""
+        latest one's. ``repeats`` False: only the first occurrence is written (another object
+        carries the count, as a PodGroup's series does for the pods of its gang)."""
         if not self.enabled:
             return
         message = truncate(message, MAX_MESSAGE)
         series = message if series is None else series
         key = (str(meta(obj).get("uid") or ""), etype, reason, series)
         rec = self._records.get(key)
+        if rec is not None and not repeats:
+            return
         if rec is None:
             if len(self._records) >= self._max:
                 self._records.pop(next(iter(self._records)))  # oldest first: dicts keep order

@@ -4,7 +4,8 @@ PodGroup status and its allocated-HyperNode annotation, Queue ``status.allocated
 What is written is what a user acts on, when it changes in kind (:mod:`.waiting`):
 
 * a waiting pod's condition and its ``FailedScheduling`` Event say the kind of reason and the
-  blocking scope, rewritten only when that changes (repeats raise the Event's count); a pod
+  blocking scope, rewritten only when that changes (a pod on its own counts repeats on its
+  Event, a gang's pods leave that to the PodGroup's ``Unschedulable`` series); a pod
   placed within ``settle`` seconds of its first miss gets neither (it was never news);
 * the numbers (per tier, the best domain and what it lacks) go to the PodGroup's condition and
   its ``Unschedulable`` Event series, written at once when the PodGroup's phase or a
@@ -184,8 +185,9 @@ class Reporter:
             outcome = result.jobs.get(group) if group else None
             message = pod_wait_message(pod, reason, outcome, snap.jobs.get(group) if group else None)
             if not spec_of(pod).get("schedulingGates"):  # gated pods wait by design: no warning
-                # One Event per pod and kind of reason; each cycle's repeat raises its count.
-                self.events.record(pod, "Warning", "FailedScheduling", message)
+                # One Event per pod and kind of reason. A pod on its own counts its repeats, as
+                # kube-scheduler's do; a gang's pods do not: its PodGroup's series counts them.
+                self.events.record(pod, "Warning", "FailedScheduling", message, repeats=outcome is None)
             if self._pod_wanted.get(pkey) != message:
                 self._pod_wanted[pkey] = message
                 self.status_queue.add(("pod", pkey))

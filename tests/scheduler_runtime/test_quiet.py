@@ -164,9 +164,13 @@ async def test_a_pending_pods_condition_stays_while_only_the_numbers_move(tmp_pa
         first = before[k]
         assert first is not None and condition(pod(api, k), "PodScheduled") == first
         assert writes(api, "patch/status", "pods", k.split("/")[1]) == 1
-        # One FailedScheduling per pod and kind of reason; repeats raised its count.
+        # One FailedScheduling per pod and kind of reason, written once: the PodGroup's
+        # series counts the gang's repeats.
         (event,) = events_for(api, k.split("/")[1], "FailedScheduling")
-        assert event["message"] == first["message"] and event["count"] > 1
+        assert event["message"] == first["message"] and event["count"] == 1
+        assert [c[0] for c in api.calls if c[1] == EVENTS.plural and c[2] == event["metadata"]["name"]] == [
+            "create"
+        ]
     # The PodGroup's Event series is one object carrying the latest numbers.
     (pg_event,) = events_for(api, "big", "Unschedulable")
     assert "fits 2 of 4 pods" in pg_event["message"] and pg_event["count"] > 1
