@@ -29,7 +29,7 @@ class SchedulerOptions:
     # At most one count update per Event per interval (client-go's spam filter refills one
     # write per 5 minutes per object), and Event writes at most event_qps (burst event_burst).
     event_interval: float = 300.0
-    event_qps: float = 10.0
+    event_qps: float = 50.0
     event_burst: int = 100
     # A PodGroup's status is written at once when its phase or a condition's status or reason
     # changes; when only numbers moved (pod counts, what the best domain lacks), at most once
