@@ -23,7 +23,9 @@ from typer.testing import CliRunner
 from hyperplace.runtime.api import EVENTS, HYPERNODES, NODES, PODGROUPS, PODS, QUEUES
 from scheduler_plugin.runtime.events import EventRecorder
 from scheduler_plugin.runtime.metrics import Metrics, Throttle
-from scheduler_plugin.runtime.waiting import pod_reason_kind, predicate_kinds
+from scheduler_plugin.cycle import JobOutcome
+from scheduler_plugin.model.explanation import Explanation
+from scheduler_plugin.runtime.waiting import gang_wait_kind, pod_reason_kind, predicate_kinds
 from scheduler_plugin.runtime.write_queue import StatusWriteQueue
 from simulator.cli import app
 from tests.scheduler.builders import hypernode, node
@@ -317,3 +319,19 @@ async def test_a_queues_allocated_sums_are_written_at_most_once_per_interval() -
         await eventually(lambda: allocated_cpu() == "16", what="the latest sums")
         await cycles_pass(sched, 3)
     assert writes(api, "patch/status", "queues", "default") == 2
+
+
+def test_each_kind_of_wait_reads_without_numbers() -> None:
+    def kind(reason: str, summary: str = "x") -> str | None:
+        return gang_wait_kind(JobOutcome("Pending", None, explanation=Explanation(summary, reason)), None)
+
+    assert kind("NotEnoughPods", "not enough valid tasks: 2 pods, minMember 4") == (
+        "gang incomplete: fewer valid pods than the PodGroup's minMember"
+    )
+    assert kind("QueueOverused") == "queue ? is at its limit"
+    assert kind("NotEnqueued", "PodGroup is Pending, not admitted to Inqueue: 3 cpu short") == (
+        "not admitted to queue ? yet (PodGroup Pending)"
+    )
+    assert kind("QueueNotFound", "queue 'q' not found") == "queue 'q' not found"
+    assert kind("NotEnoughResources", "cannot place 7 pods") == "no room in the cluster"
+    assert gang_wait_kind(JobOutcome("Running", None), None) is None
