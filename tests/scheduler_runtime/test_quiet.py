@@ -21,10 +21,10 @@ from prometheus_client import CollectorRegistry
 from typer.testing import CliRunner
 
 from hyperplace.runtime.api import EVENTS, HYPERNODES, NODES, PODGROUPS, PODS, QUEUES
-from scheduler_plugin.runtime.events import EventRecorder
-from scheduler_plugin.runtime.metrics import Metrics, Throttle
 from scheduler_plugin.cycle import JobOutcome
 from scheduler_plugin.model.explanation import Explanation
+from scheduler_plugin.runtime.events import EventRecorder
+from scheduler_plugin.runtime.metrics import Metrics, Throttle
 from scheduler_plugin.runtime.waiting import gang_wait_kind, pod_reason_kind, predicate_kinds
 from scheduler_plugin.runtime.write_queue import StatusWriteQueue
 from simulator.cli import app
