@@ -6,7 +6,8 @@ What is written is what a user acts on, when it changes in kind (:mod:`.waiting`
 * a waiting pod's condition and its ``FailedScheduling`` Event say the kind of reason and the
   blocking scope, rewritten only when that changes (a pod on its own counts repeats on its
   Event, a gang's pods leave that to the PodGroup's ``Unschedulable`` series); a pod
-  placed within ``settle`` seconds of its first miss gets neither (it was never news);
+  placed within ``settle`` seconds of its first miss gets neither (it was never news), nor does
+  a pod of a gang its queue has not admitted yet (the PodGroup says that for all of them);
 * the numbers (per tier, the best domain and what it lacks) go to the PodGroup's condition and
   its ``Unschedulable`` Event series, written at once when the PodGroup's phase or a
   condition's status or reason changes, and otherwise at most once per ``podgroup_interval``;
@@ -59,7 +60,7 @@ from .status import (
     podgroup_status_patch,
     status_kind,
 )
-from .waiting import pod_wait_message
+from .waiting import not_admitted, pod_wait_message
 from .write_queue import StatusWriteQueue
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,11 @@ class Reporter:
                 continue
             group = podgroup_key_of(pod)
             outcome = result.jobs.get(group) if group else None
+            if not_admitted(outcome) and pkey not in self._pod_wanted:
+                # A gang its queue has not admitted: the PodGroup (Pending, its Unschedulable
+                # condition and Event) says so once for all its pods, which under Volcano's
+                # Job controller would not even exist yet.
+                continue
             message = pod_wait_message(pod, reason, outcome, snap.jobs.get(group) if group else None)
             if not spec_of(pod).get("schedulingGates"):  # gated pods wait by design: no warning
                 # One Event per pod and kind of reason. A pod on its own counts its repeats, as

@@ -73,6 +73,15 @@ def _kind(reason: str, summary: str, job: JobInfo | None) -> str:
     return scope if reason == "NotEnoughResources" else f"{reason}: {scope}"
 
 
+def not_admitted(outcome: JobOutcome | None) -> bool:
+    """Whether the gang waits for its queue to admit it (enqueue), not for room."""
+    return (
+        outcome is not None
+        and outcome.explanation is not None
+        and outcome.explanation.reason == "NotEnqueued"
+    )
+
+
 def gang_wait_kind(outcome: JobOutcome, job: JobInfo | None) -> str | None:
     """The kind and scope of a waiting gang, or None when the gang minimum is placed."""
     expl = outcome.explanation

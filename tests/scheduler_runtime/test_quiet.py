@@ -335,3 +335,44 @@ def test_each_kind_of_wait_reads_without_numbers() -> None:
     assert kind("QueueNotFound", "queue 'q' not found") == "queue 'q' not found"
     assert kind("NotEnoughResources", "cannot place 7 pods") == "no room in the cluster"
     assert gang_wait_kind(JobOutcome("Running", None), None) is None
+
+
+async def test_a_gang_its_queue_has_not_admitted_is_reported_on_its_podgroup_only() -> None:
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    api.seed(
+        QUEUES,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "team"},
+            "spec": {"weight": 1, "capability": {"cpu": "8"}},
+            "status": {"state": "Open"},
+        },
+    )
+    names = []
+    for name in ("first", "second"):
+        pg = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"minMember": 2, "queue": "team", "minResources": {"cpu": "8"}},
+        }
+        api.seed(PODGROUPS, pg)
+        for i in range(2):
+            api.seed(PODS, make_pod(f"{name}-{i}", name, cpu=4))
+            names.append(f"{name}-{i}")
+    async with running(api) as (sched, _):
+        await eventually(
+            lambda: condition(api.peek(PODGROUPS, f"{NS}/second") or {}, "Unschedulable"),
+            what="PodGroup says",
+        )
+        await cycles_pass(sched, 5)
+        await sched.events.flush()
+    second = api.peek(PODGROUPS, f"{NS}/second")
+    assert second is not None and second["status"]["phase"] == "Pending"
+    assert (condition(second, "Unschedulable") or {}).get("reason") == "NotEnqueued"
+    assert events_for(api, "second", "Unschedulable")
+    for name in ("second-0", "second-1"):
+        assert condition(pod(api, f"{NS}/{name}"), "PodScheduled") is None
+        assert not events_for(api, name, "FailedScheduling")
