@@ -12,9 +12,11 @@ What is written is what a user acts on, when it changes in kind (:mod:`.waiting`
   its ``Unschedulable`` Event series, written at once when the PodGroup's phase or a
   condition's status or reason changes, and otherwise at most once per ``podgroup_interval``;
 * a Queue's ``status.allocated`` at most once per ``queue_interval`` seconds;
-* a change of kind is held up to ``settle`` seconds (default :data:`SETTLE`): a gang that waits
-  only a moment is written once, Running, and a gang that went Running is written once the
-  kubelets report its pods running, so the phase and the pod counts go in one write.
+* a new condition on an unchanged phase is held up to ``settle`` seconds (default
+  :data:`SETTLE`), so a gang that waits only a moment is written once, Running; a gang that
+  went Running is written once the kubelets report its pods running (at most ``settle``
+  later), so the phase and the pod counts go in one write; Inqueue (enqueue's decision, read
+  back by later sessions) and Completed are written at once.
 
 The latest desired state per object is queued in one rate-limited, coalescing queue
 (:mod:`.write_queue`) apart from binds, and written only when it changes: what was written is
@@ -308,9 +310,9 @@ class Reporter:
 
     def _pg_wait(self, key: str, uid: str, pg: Obj, patch: Obj, pods: list[Obj]) -> bool:
         """Whether the PodGroup's write is put off (and re-queued for later): only numbers
-        moved within ``podgroup_interval`` of the last write; or a change of kind is held for at
-        most ``settle`` seconds, so a gang that waits only a moment is written once, Running,
-        and a gang that went Running is written once its pods are reported running."""
+        moved within ``podgroup_interval`` of the last write; or, for at most ``settle``
+        seconds, a new condition on an unchanged phase (a gang placed meanwhile is written once,
+        Running) or a gang that went Running and whose pods are not reported running yet."""
         now = self._clock()
         status = patch["status"]
         kind = status_kind(status)
@@ -330,8 +332,12 @@ class Reporter:
                 return True
             return False
         phase = status.get("phase")
-        if phase not in ("Running", "Pending", "Inqueue"):
-            return False  # Completed: final, written at once
+        written = (pg.get("status") or {}).get("phase") or "Pending"
+        if phase != "Running" and phase != written:
+            # Inqueue is enqueue's decision, which later sessions read back from the object
+            # (as Volcano's do); Completed is final: a change of phase other than to Running
+            # is written at once.
+            return False
         since = self._pg_settling.setdefault(key, now)
         if now - since >= self.settle:
             return False
