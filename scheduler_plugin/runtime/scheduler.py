@@ -200,10 +200,21 @@ class Scheduler:
         self.metrics.assumed.set_function(self.assumed.__len__)
         # The cluster as the next session sees it, kept from informer events and assumptions.
         self.state = ClusterState(self.options.scheduler_names)
+        opts = self.options
         self.events = EventRecorder(
-            api, COMPONENT, self.options.identity, min_interval=self.options.event_interval
+            api,
+            COMPONENT,
+            opts.identity,
+            min_interval=opts.event_interval,
+            qps=opts.event_qps,
+            burst=opts.event_burst,
+            metrics=self.metrics,
         )
-        throttle = Throttle(self.options.api_qps, self.options.api_burst)
+        self.events.enabled = opts.status_writes
+        throttle = Throttle(opts.api_qps, opts.api_burst)
+        # Status writes keep to their own, lower rate: they never make a bind wait.
+        status_qps = min(opts.status_qps, opts.api_qps) if opts.api_qps > 0 else opts.status_qps
+        status_throttle = Throttle(status_qps, min(opts.status_burst, max(opts.api_burst, 1)))
         # preempt/reclaim: evictions sent, nominations held across cycles.
         self.evictor = Evictor(api, self.events, COMPONENT, now=now)
         # Head-of-queue reservations, carried from one session to the next (a restart starts
@@ -232,10 +243,14 @@ class Scheduler:
             self.assumed,
             self.events,
             self.metrics,
-            throttle,
+            status_throttle,
             scheduler_names=self.options.scheduler_names,
             gang_creation_grace=self.options.gang_creation_grace,
             now=now,
+            status_writes=opts.status_writes,
+            podgroup_interval=opts.podgroup_status_interval,
+            settle=opts.podgroup_settle,
+            queue_interval=opts.queue_status_interval,
         )
         self.cycles = 0
         self.last_result: SessionResult | None = None

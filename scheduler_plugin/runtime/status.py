@@ -210,3 +210,14 @@ class GangFormation:
         alive = set(keep)
         for job in [j for j in self._seen if j not in alive]:
             del self._seen[job]
+
+
+def status_kind(status: Mapping[str, Any]) -> str:
+    """What a PodGroup status says in kind: its phase and each condition's type, status and
+    reason, without messages or pod counts (the numbers, written at most once per interval)."""
+    conds = sorted(
+        (str(c.get("type")), str(c.get("status")), str(c.get("reason")))
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping)
+    )
+    return repr((status.get("phase"), conds))
