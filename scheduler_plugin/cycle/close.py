@@ -21,6 +21,7 @@ from ..model.reservation import RESERVED_CONDITION, RESERVED_REASON
 from ..model.resources import Res
 from .relaxation import Relaxation, record_relaxations
 from .result import (
+    INVALID_MARK,
     NETWORK_TOPOLOGY_WARNING,
     PODS_PENDING,
     JobOutcome,
@@ -30,8 +31,6 @@ from .result import (
 )
 
 MAX_LISTED = 10  # pods named in one note
-# A PodGroup condition naming the annotations and labels its pods carry that could not be read.
-INVALID_MARK = "InvalidAnnotation"
 
 # A job with every pod bound had nothing to decide: (tree, configuration, ready, allocated
 # HyperNode name, SubJob domains), reused while the tree and the configuration are the same.
