@@ -18,12 +18,14 @@ then for each variant:
 * watches the namespace's pods and reports: apply -> first pod seen, pod creation (first to last
   pod seen: the controller), binding (first to last pod seen bound: the scheduler) with binds/s,
   and apply -> last pod bound; plus CPU seconds each process spent meanwhile (where the time
-  goes: the scheduler, the apiserver, etcd, ...).
+  goes: the scheduler, the apiserver, etcd, ...), and every write each component made, by
+  resource and verb (the apiserver's audit log, ``bench/audit.py``).
 
 Variants: ``ours`` (the defaults), then the baseline (``--baseline``): ``full-rebuild`` (the
 scheduler rebuilds its snapshot every cycle, the path before the incremental state), ``serial``
 (one pod create and one bind in flight at a time: the controller's ``--pod-concurrency=1``, the
-scheduler's ``--bind-concurrency=1``), or ``none``. Every variant's Job goes to its own namespace
+scheduler's ``--bind-concurrency=1``), ``floor`` (the scheduler's ``--no-status-writes``: binds
+only, what the binds themselves cost), or ``none``. Every variant's Job goes to its own namespace
 on spare nodes (P pods of 1 GPU fill P/8 nodes), so the runs do not wait for each other's deletion.
 
 Latest figures (2-core machine, load 2-4, everything niced): 1,000 nodes / 1,000 pods: ours all
@@ -72,6 +74,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import audit
 from hyperplace.api.constants import TOPOLOGY_GROUP, TOPOLOGY_VERSION
 from hyperplace.localup import __main__ as localup
 from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
@@ -90,6 +93,8 @@ POD_CONCURRENCY = 64  # the controller's default (its Deployment passes none)
 BASELINES = {
     "full-rebuild": ([f"--pod-concurrency={POD_CONCURRENCY}"], ["--full-rebuild"]),
     "serial": (["--pod-concurrency=1"], ["--bind-concurrency=1"]),
+    # Binds only: no pod conditions, PodGroup/Queue status or Events (what the binds cost).
+    "floor": ([f"--pod-concurrency={POD_CONCURRENCY}"], ["--no-status-writes"]),
 }
 
 
@@ -474,6 +479,7 @@ class Run:
     ok: bool = False
     profile: str = ""
     latency: str = ""
+    writes: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
 
 async def watch_job(
@@ -552,7 +558,10 @@ def run_variant(
     before = {n: cpu_seconds(p) for n, p in pids.items()}
     api_before, sch_before = apiserver_stats(kubectl), scheduler_stats(sport)
     prof = Profiler(spid, state.root / f"profile-{name}.txt") if profile else None
+    t_from = time.time()
     run = asyncio.run(watch_job(Path(state.kubeconfig), kubectl, f"e2e-{name}", pods, timeout, manifest_of))
+    time.sleep(2.0)  # the writes that follow the last bind (Events, PodGroup status) and the audit batch
+    run.writes = audit.count_writes(state.root / "audit.log", t_from, time.time())
     run.variant = name
     run.cpu = {n: cpu_seconds(p) - before.get(n, 0.0) for n, p in pids.items()}
     api_after, sch_after = apiserver_stats(kubectl), scheduler_stats(sport)
@@ -596,6 +605,11 @@ def table(runs: list[Run], load: str) -> str:
     out.append("mean request latencies during the run:")
     for r in runs:
         out.append(f"  {r.variant:<12} {r.latency}")
+    out.append("")
+    out.append("writes from apply to 2 s after the last bind (apiserver audit log):")
+    for r in runs:
+        out.append(f"  {r.variant}:")
+        out += audit.lines(r.writes, "    ")
     out.append(f"load average at the end: {load}")
     return "\n".join(out)
 
@@ -634,6 +648,7 @@ def main() -> int:
         )
 
     root = Path(tempfile.mkdtemp(prefix="hyperplace-e2e-bind-"))
+    audit.enable(root)
     state_args = ["--state-dir", str(root)]
     up_args = localup.parse_args([*state_args, "up", f"--bin-dir={kube_bin_dir()}", "--nodes=0"])
     say(f"starting the local control plane in {root}")

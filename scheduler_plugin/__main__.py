@@ -142,6 +142,41 @@ def _add_scheduling_flags(p: argparse.ArgumentParser) -> list[str]:
         "--kube-api-burst", metavar="N", type=int, default=2000, help="writes allowed above the rate"
     )
     p.add_argument(
+        "--status-qps",
+        metavar="QPS",
+        type=float,
+        default=SchedulerOptions.status_qps,
+        help="rate of status writes (pod conditions, PodGroup and Queue status), apart from binds "
+        "and never above --kube-api-qps",
+    )
+    p.add_argument(
+        "--event-qps",
+        metavar="QPS",
+        type=float,
+        default=SchedulerOptions.event_qps,
+        help="rate of Event writes",
+    )
+    p.add_argument(
+        "--event-interval",
+        metavar="SECONDS",
+        type=float,
+        default=SchedulerOptions.event_interval,
+        help="at most one count update per Event per interval (repeats are folded)",
+    )
+    p.add_argument(
+        "--podgroup-status-interval",
+        metavar="SECONDS",
+        type=float,
+        default=SchedulerOptions.podgroup_status_interval,
+        help="a PodGroup's status is rewritten at most this often when only its numbers moved "
+        "(a change of phase, or of a condition's status or reason, is written at once)",
+    )
+    p.add_argument(
+        "--no-status-writes",
+        action="store_true",
+        help="benchmarks: write no status and no Event, only binds (the floor a run is measured against)",
+    )
+    p.add_argument(
         "--gang-creation-grace",
         metavar="SECONDS",
         type=float,
@@ -235,6 +270,11 @@ async def run(
             api_qps=args.kube_api_qps,
             api_burst=args.kube_api_burst,
             gang_creation_grace=args.gang_creation_grace,
+            status_qps=args.status_qps,
+            event_qps=args.event_qps,
+            event_interval=args.event_interval,
+            podgroup_status_interval=args.podgroup_status_interval,
+            status_writes=not args.no_status_writes,
             identity=identity,
             incremental_state=not args.full_rebuild,
             verify_state=args.verify_state,

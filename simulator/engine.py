@@ -42,7 +42,7 @@ from hyperplace.api.constants import (
 )
 from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.kube.objects import namespaced_key
-from hyperplace.kube.times import parse_rfc3339
+from hyperplace.kube.times import parse_rfc3339, rfc3339
 from hyperplace.runtime.api import clone
 
 from .loader import (
@@ -129,6 +129,10 @@ MAX_CONTROLLER_ROUNDS = 25
 # The simulated clock: cycle c, controller round r happen at BASE + c*CYCLE + r seconds.
 CLOCK_BASE = 86_400
 CLOCK_CYCLE = 600
+
+
+# The PriorityClasses every cluster has (kube-apiserver creates them).
+BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
 
 class SimulationError(Exception):
@@ -450,7 +454,58 @@ class Simulation:
         if not out.allowed:
             self._reject(obj, out.messages, source)
             return None
+        if obj.get("kind") == "Pod" and operation == "CREATE":
+            refused = self._priority_admission(out.object)
+            if refused:
+                self._reject(obj, [refused], source)
+                return None
         return out.object  # admit() returns a copy (the apiserver's view), never the input
+
+    def _priority_admission(self, pod: dict[str, Any]) -> str | None:
+        """The apiserver's Priority admission: a pod gets its PriorityClass's value as
+        ``spec.priority`` and its ``preemptionPolicy`` (the cluster's globalDefault class, or
+        priority 0 and PreemptLowerPriority, when it names none); a pod whose own value differs
+        from the class's is refused with the apiserver's message. A class the input does not
+        define is left unresolved with a warning (the apiserver would refuse the pod)."""
+        spec = pod.setdefault("spec", {})
+        classes = {str(pc["metadata"]["name"]): pc for pc in self.of_kind("PriorityClass")}
+        for io in self.inputs.of_kind("PriorityClass"):  # defined later in the input
+            classes.setdefault(str(io.obj["metadata"]["name"]), io.obj)
+        name = spec.get("priorityClassName")
+        policy: str | None = "PreemptLowerPriority"
+        if not name:
+            default = [pc for pc in classes.values() if pc.get("globalDefault")]
+            value = int(default[-1].get("value") or 0) if default else 0
+            if default:
+                spec["priorityClassName"] = default[-1]["metadata"]["name"]
+                policy = default[-1].get("preemptionPolicy") or policy
+        elif name in classes:
+            value = int(classes[name].get("value") or 0)
+            policy = classes[name].get("preemptionPolicy") or policy
+        elif name in BUILTIN_PRIORITY_CLASSES:
+            value = BUILTIN_PRIORITY_CLASSES[name]
+        else:
+            self._warn_once(
+                f"Pod {_ref(pod)}: no PriorityClass with name {name} was found; "
+                "a cluster's apiserver would refuse the pod"
+            )
+            return None
+        given = spec.get("priority")
+        if given is not None and int(given) != value:
+            return (
+                f"spec.priority: the integer value of priority ({given}) must not be provided in pod spec; "
+                f"priority admission controller computed {value} from the given PriorityClass name"
+            )
+        given_policy = spec.get("preemptionPolicy")
+        if given_policy is not None and given_policy != policy:
+            return (
+                f"spec.preemptionPolicy: the string value of PreemptionPolicy ({given_policy}) must not be "
+                f"provided in pod spec; priority admission controller computed {policy} from the given "
+                "PriorityClass name"
+            )
+        spec["priority"] = value
+        spec["preemptionPolicy"] = policy
+        return None
 
     def _add(self, obj: dict[str, Any], *, created: bool) -> None:
         k = key_of(obj)
@@ -944,11 +999,19 @@ class Simulation:
         nodes, hns = self.of_kind("Node"), [m for _, m in self.models(HyperNode)]
         pgs, queues = [m for _, m in self.models(PodGroup)], [m for _, m in self.models(Queue)]
         pcs = self.of_kind("PriorityClass")
-        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs)
+        pdbs, quotas = self.of_kind("PodDisruptionBudget"), self.of_kind("ResourceQuota")
+        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs, pdbs, quotas)
         snap = self.state.snapshot()
         if self.verify_state:
             rebuilt = build_snapshot(
-                nodes=nodes, pods=pods, hypernodes=hns, podgroups=pgs, queues=queues, priority_classes=pcs
+                nodes=nodes,
+                pods=pods,
+                hypernodes=hns,
+                podgroups=pgs,
+                queues=queues,
+                priority_classes=pcs,
+                pdbs=pdbs,
+                quotas=quotas,
             )
             verify_snapshot(self.state, snap, rebuilt)
         # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).
@@ -983,7 +1046,16 @@ class Simulation:
             if pod is None or (pod.get("spec") or {}).get("nodeName"):
                 continue
             pod.setdefault("spec", {})["nodeName"] = node
-            pod.setdefault("status", {})["phase"] = "Running"
+            status = pod.setdefault("status", {})
+            status["phase"] = "Running"
+            # As the apiserver's binding does: PodScheduled True from now (the cooldown of
+            # volcano.sh/cooldown-time counts from it), and the kubelet's start time.
+            since = rfc3339(self.scheduler_clock())
+            status["conditions"] = [
+                *(c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"),
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": since},
+            ]
+            status.setdefault("startTime", since)
             self.bindings[pod_key] = node
             self.bound_in_cycle[pod_key] = self.cycle
             self.unschedulable.pop(pod_key, None)

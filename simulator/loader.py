@@ -33,6 +33,9 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     ("scheduling.k8s.io", "PriorityClass"): False,
     ("topology.volcano.sh", "HyperNode"): False,
     ("batch.volcano.sh", "Job"): True,
+    # Read by the scheduler's pdb and resourcequota plugins.
+    ("policy", "PodDisruptionBudget"): True,
+    ("", "ResourceQuota"): True,
     # Workloads whose pods the simulated Kubernetes controllers create (simulator.workloads).
     ("batch", "Job"): True,
     ("apps", "StatefulSet"): True,

@@ -24,6 +24,7 @@ import contextlib
 import datetime as dt
 import ipaddress
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -312,6 +313,8 @@ class ControlPlane:
                 "--endpoint-reconciler-type=none",
                 "--v=1",
                 *self.apiserver_args,
+                # Benchmarks add flags here (bench/job_stream.py: an audit log of every write).
+                *shlex.split(os.environ.get("HYPERPLACE_APISERVER_EXTRA_ARGS", "")),
             ],
             self.apiserver_log,
         )

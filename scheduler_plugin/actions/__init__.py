@@ -1,6 +1,6 @@
 """Every action the scheduler runs, in one registry; a session runs those its configuration
 lists, in the configuration's order (``enqueue``, ``allocate``, ``backfill``, ``preempt``,
-``reclaim``)."""
+``reclaim``, and Volcano v1.15's ``gangpreempt`` and ``gangreclaim``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..framework.session import Session
 from .allocate import allocate
 from .backfill import backfill
 from .enqueue import enqueue
-from .preempt import preempt, reclaim
+from .preempt import gangpreempt, gangreclaim, preempt, reclaim
 
 ACTIONS: Mapping[str, Callable[[Session], None]] = {
     "enqueue": enqueue,
@@ -18,4 +18,6 @@ ACTIONS: Mapping[str, Callable[[Session], None]] = {
     "backfill": backfill,
     "preempt": preempt,
     "reclaim": reclaim,
+    "gangpreempt": gangpreempt,
+    "gangreclaim": gangreclaim,
 }

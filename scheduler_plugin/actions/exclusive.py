@@ -11,8 +11,9 @@ tier limit: its *domain* is the largest HyperNode at or below that tier holding 
   this session) are fenced for the duration of its own try, so it lands only in a clean one.
 
 Pods of no PodGroup (DaemonSets, system pods) do not make a domain unclean; they only take
-their room. With no exclusive job in the snapshot nothing here runs. The fences live for the
-``allocate`` action (preempt and reclaim ignore them; backfill places only best-effort pods).
+their room. With no exclusive job in the snapshot nothing here runs. The fences live for one
+action: ``allocate``, and ``preempt``/``reclaim`` (and the gang actions), which never nominate a
+gang into a domain held for another job (backfill places only best-effort pods).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from hyperplace.api.exclusive import is_exclusive
 
+from ..framework.extension_points import NODE_FENCE
 from ..framework.session import Session
 from ..model.jobs import JobInfo
 from ..model.memo import MemoKey
@@ -57,6 +59,10 @@ class Fences:
         self.held: dict[int, str] = {}  # domain -> owner job key
         self._filled: dict[int, np.ndarray] = {}  # domain -> nodes filled for it
         self._trial: list[np.ndarray] = []
+        # Nodes a plugin keeps a job's queue off (nodegroup), filled around each try of the job.
+        self._queue_fns = ssn.fns(NODE_FENCE)
+        self._queue_fence: np.ndarray | None = None
+        self._queue_why: dict[str, str] = {}
         if not self.exclusive:
             return
         for key in sorted(self.exclusive):
@@ -112,8 +118,23 @@ class Fences:
         return out
 
     # ------------------------------------------------------------------ around a job's try
+    def _fence_queue(self, job: JobInfo) -> None:
+        fenced: list[np.ndarray] = []
+        for fn in self._queue_fns:
+            got = fn(job)
+            if got is not None and len(got[0]):
+                fenced.append(got[0])
+                self._queue_why[job.key] = got[1]
+        if fenced:
+            nodes = np.unique(np.concatenate(fenced))
+            self.ssn.state.fill(nodes, +1)
+            self._queue_fence = nodes
+
     def before(self, job: JobInfo) -> None:
-        """Lift the job's own fences; for an exclusive job, fence the unclean domains of its tier."""
+        """Lift the job's own fences; for an exclusive job, fence the unclean domains of its tier;
+        fence the nodes a plugin keeps the job's queue off."""
+        if self._queue_fns:
+            self._fence_queue(job)
         if not self.exclusive:
             return
         for d, owner in self.held.items():
@@ -133,6 +154,11 @@ class Fences:
 
     def after(self, job: JobInfo, placed: bool) -> None:
         """Undo the trial fences, restore the job's own, and hold the domain it now occupies."""
+        if self._queue_fence is not None:
+            self.ssn.state.fill(self._queue_fence, -1)
+            self._queue_fence = None
+        if placed:
+            self._queue_why.pop(job.key, None)
         if not self.exclusive:
             return
         for members in self._trial:
@@ -165,17 +191,17 @@ class Fences:
                 self.ssn.state.fill(members, +1)
 
     def why(self, job: JobInfo) -> str | None:
-        """A line for the explanation of a job kept out of, or waiting for, exclusive domains."""
-        if not self.exclusive:
-            return None
+        """A line for the explanation of a job kept out of, or waiting for, exclusive domains
+        (or kept off some nodes by its queue)."""
+        lines = [self._queue_why.get(job.key) or ""]
         if job.key in self.exclusive:
             limit = job.topology.limit if job.topology is not None else None
-            return f"exclusive: needs a tier-{limit} HyperNode free of other jobs' pods"
-        if self.held:
+            lines.append(f"exclusive: needs a tier-{limit} HyperNode free of other jobs' pods")
+        elif self.held:
             tree = self.ssn.snap.tree
             names = ", ".join(f"{tree.names[d]} by {owner}" for d, owner in sorted(self.held.items()))
-            return f"held exclusively: {names}"
-        return None
+            lines.append(f"held exclusively: {names}")
+        return "; ".join(x for x in lines if x) or None
 
 
 __all__ = ["Fences", "exclusive_jobs"]

@@ -4,6 +4,7 @@ beyond that minimum. allocate, backfill, preempt and reclaim all ask here."""
 
 from __future__ import annotations
 
+from ..framework.extension_points import ALLOCATABLE
 from ..framework.session import Session
 from ..model.explanation import Explanation
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
@@ -157,3 +158,48 @@ def extension_units(ssn: Session, job: JobInfo) -> list[list[Group]]:
         if pend:
             units.append([Group(sj, pend, atomic=False)])
     return units
+
+
+def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[Group], str | None]:
+    """The groups trimmed to what the job's queue may take (Volcano's per-task ``Allocatable``,
+    each task counted before the next is asked); an atomic group that does not fit whole fails
+    the unit, with the reason.
+
+    The one answer to "does this queue stay within its limit": allocate, backfill, preempt and
+    reclaim (and gangpreempt, gangreclaim) all ask it before a pod is placed or nominated, so
+    no action can take a queue past its ``capability`` (proportion: its deserved share;
+    capacity: its real capability and every ancestor's)."""
+    if not ssn.fns(ALLOCATABLE):
+        return groups, None
+    # Fast path: every plugin that limits the queue can judge the whole unit at once, and it fits.
+    if ssn.judges_sums() and ssn.why_not_allocatable(job.queue, [t for g in groups for t in g.tasks]) is None:
+        return groups, None
+    accepted: list[TaskInfo] = []
+    out: list[Group] = []
+    refused: TaskInfo | None = None
+    try:
+        for g in groups:
+            keep: list[TaskInfo] = []
+            for t in g.tasks:
+                if not ssn.allocatable(job.queue, t):
+                    refused = t
+                    break
+                ssn.on_allocate([t])
+                accepted.append(t)
+                keep.append(t)
+            if refused is not None:
+                if g.atomic:
+                    out = []
+                elif keep:
+                    out.append(Group(g.subjob, keep, g.atomic))
+                break
+            out.append(g)
+    finally:
+        if accepted:
+            ssn.on_deallocate(accepted)
+    if refused is None:
+        return out, None
+    # Asked with the queue as it was: the tasks accepted so far and the one refused.
+    tasks = [*accepted, refused]
+    why = ssn.why_not_allocatable(job.queue, tasks)
+    return out, why or f"queue {job.queue} may not take {len(tasks)} more pods"

@@ -1,18 +1,28 @@
-"""``preempt`` and ``reclaim`` actions (Volcano's, domain first).
+"""``preempt`` and ``reclaim`` actions (Volcano's, domain first), and Volcano v1.15's
+``gangpreempt`` and ``gangreclaim``, which run the same way with their ``maxDomains`` and
+``allowWholeBundle`` arguments.
 
 * ``preempt``: a starving gang takes room from lower-priority pods of its own queue (victims
-  as ``ssn.preemptable`` allows: priority, gang, conformance).
-* ``reclaim``: a starving gang of a queue that is not overused takes room from pods of other
-  queues whose Queue is reclaimable (victims as ``ssn.reclaimable`` allows; the queue must be
-  ``ssn.preemptive``).
+  as ``ssn.preemptable`` allows: priority, gang, conformance; lower priority whatever the
+  tiers hand on). When its queue is at its limit, the victims must also give the queue back
+  what the gang needs of it (Volcano's preempt evicts until its queue is Allocatable again);
+  without such victims the gang waits and says so.
+* ``reclaim``: a starving gang of a queue that is not overused, and within its own limit,
+  takes room from pods of other queues whose Queue is reclaimable (victims as
+  ``ssn.reclaimable`` allows; the queue must be ``ssn.preemptive``).
+
+Every victim also passes the session's guards (cdp's cooldown, pdb's budgets), and no gang is
+nominated into a domain fenced for another job (exclusive domains, a queue's node groups). A
+gang whose pods have ``preemptionPolicy: Never`` evicts nobody (Volcano skips such pods in both
+actions).
 
 For each starving gang (queue order, then job order) the victims are planned domain first by
 :func:`~scheduler_plugin.algorithms.victims.plan_victims` (fewest and least disruptive victims
 in the lowest tier of the gang's gradient where it can fit), then the gang is placed exactly
 by the same :class:`~.placement.Placer` allocate uses, on the state without its victims; if
 that fails the next domain is tried, and nothing is evicted for a gang that cannot fit.
-PodGroups annotated ``volcano.sh/preemptable: "false"`` and pods of critical priority are never
-candidates, whatever the plugins say.
+Pods marked ``volcano.sh/preemptable: "false"`` (on the pod, else on its PodGroup; annotation
+before label) and pods of critical priority are never candidates, whatever the plugins say.
 
 Evictions go to ``ssn.ledger``, and the freed room is nominated to the preemptor: its pods stay
 allocated in the session but are not bound until the victims are gone; the nomination is
@@ -23,35 +33,98 @@ have room.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..algorithms.demand import Demand
+from ..algorithms.queue_sums import vector_of_res
 from ..algorithms.victim_units import job_victims
-from ..algorithms.victims import Outcome, Plan, plan_victims
+from ..algorithms.victims import MAX_DOMAINS_PER_TIER, Outcome, Plan, plan_victims
+from ..config.arguments import get_bool, get_int
 from ..framework.evictions import Eviction, Nomination
 from ..framework.session import Session
 from ..framework.statement import Statement
 from ..model.explanation import Explanation
-from ..model.jobs import JobInfo, TaskInfo, job_preemptable
-from .jobs import gang_groups, job_skip_reason
+from ..model.jobs import PREEMPTABLE_KEY, JobInfo, TaskInfo, task_preemptable
+from ..model.memo import MemoKey
+from ..model.resources import Res
+from .exclusive import Fences
+from .jobs import gang_groups, job_skip_reason, within_queue
 from .placement import Group, Placer, record
 
 # Exact placements tried, best plan first, before a gang gives up for this cycle.
 MAX_EXACT_TRIES = 3
 
 
+@dataclass(frozen=True)
+class Mode:
+    """How one eviction action runs: its kind (``preempt`` or ``reclaim``), the name it was
+    configured under, and the domain search's bounds."""
+
+    kind: str
+    name: str
+    max_domains: int = MAX_DOMAINS_PER_TIER
+    whole_gangs: bool = True
+
+
+# Volcano v1.15's gang actions and their arguments (configurations[].arguments).
+ARG_MAX_DOMAINS = "maxDomains"
+ARG_WHOLE_BUNDLE = "allowWholeBundle"
+GANG_MAX_DOMAINS = 8
+GANG_ACTIONS = {"gangpreempt": "preempt", "gangreclaim": "reclaim"}
+
+
+def gang_mode(ssn: Session, name: str) -> Mode:
+    """The arguments of ``gangpreempt`` or ``gangreclaim``: ``maxDomains`` (default 8; an
+    invalid or non-positive value falls back to it, with a note) and ``allowWholeBundle``
+    (default true), read as Volcano reads them."""
+    args = ssn.config.action_arguments(name)
+    warnings: list[str] = []
+    most = get_int(args, ARG_MAX_DOMAINS, GANG_MAX_DOMAINS, warnings)
+    if most <= 0:
+        warnings.append(
+            f"Invalid {ARG_MAX_DOMAINS} value {most} for action {name}, falling back to default 8"
+        )
+        most = GANG_MAX_DOMAINS
+    whole = get_bool(args, ARG_WHOLE_BUNDLE, True, warnings)
+    for w in warnings:
+        note = f"configurations[{name}].arguments: {w}"
+        if note not in ssn.notes:
+            ssn.notes.append(note)
+    return Mode(GANG_ACTIONS[name], name, most, whole)
+
+
 def preempt(ssn: Session) -> None:
     """Higher-priority gangs evict lower-priority pods of the same queue."""
-    _evict_for_starving_gangs(ssn, "preempt")
+    _evict_for_starving_gangs(ssn, Mode("preempt", "preempt"))
 
 
 def reclaim(ssn: Session) -> None:
     """Gangs of queues within their share take room back from other queues."""
-    _evict_for_starving_gangs(ssn, "reclaim")
+    _evict_for_starving_gangs(ssn, Mode("reclaim", "reclaim"))
 
 
-def _plan(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[TaskInfo]) -> Outcome:
+def gangpreempt(ssn: Session) -> None:
+    """Volcano v1.15's ``gangpreempt``: our topology-first preempt, with its ``maxDomains`` and
+    ``allowWholeBundle`` arguments."""
+    _evict_for_starving_gangs(ssn, gang_mode(ssn, "gangpreempt"))
+
+
+def gangreclaim(ssn: Session) -> None:
+    """Volcano v1.15's ``gangreclaim``: our topology-first reclaim, with its ``maxDomains`` and
+    ``allowWholeBundle`` arguments."""
+    _evict_for_starving_gangs(ssn, gang_mode(ssn, "gangreclaim"))
+
+
+def _plan(
+    ssn: Session,
+    job: JobInfo,
+    groups: list[Group],
+    allowed: list[TaskInfo],
+    need: Res | None = None,
+    mode: Mode | None = None,
+) -> Outcome:
     """The victims of ``job``'s gang, in its gradient (the whole cluster for a job without hard
-    topology or partitions)."""
+    topology or partitions); ``need``: what they must give back to the gang's queue first."""
     tree = ssn.snap.tree
     if job.with_hard_topology or job.has_policies:
         levels = ssn.gradient(job.topology, ssn.job_hn.get(job.key, -1), tree.root)
@@ -59,29 +132,58 @@ def _plan(ssn: Session, job: JobInfo, groups: list[Group], allowed: list[TaskInf
             return Outcome(why=levels)
     else:
         levels = [[tree.root]]
-    return plan_victims(ssn.snap, ssn.state, Demand.of(groups), levels, allowed, ssn.ledger.gone)
+    vec = vector_of_res(ssn.snap.resources, need) if need is not None else None
+    mode = mode or Mode("preempt", "preempt")
+    return plan_victims(
+        ssn.snap,
+        ssn.state,
+        Demand.of(groups),
+        levels,
+        allowed,
+        ssn.ledger.gone,
+        vec,
+        mode.max_domains,
+        mode.whole_gangs,
+    )
 
 
 VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job) -> candidate?
 
 
-def candidates(ssn: Session, job: JobInfo, eligible: VictimFilter) -> list[TaskInfo]:
-    """Running pods of other jobs the action may consider, never non-preemptable or critical."""
+def victim_job_order(ssn: Session) -> list[JobInfo]:
+    """Jobs with running pods in the order their pods are offered as victims: lowest priority
+    first, then the youngest (least running time lost), then by key, so the plugins that walk
+    the candidates in order (a queue giving back down to its share) take the same pods every
+    time, whatever order the cluster state keeps its jobs in."""
+    jobs = [j for j in ssn.snap.jobs.values() if j.tasks and len(j.pending) < len(j.tasks)]
+    jobs.sort(key=lambda j: j.key)
+    jobs.sort(key=lambda j: j.creation, reverse=True)
+    jobs.sort(key=lambda j: j.priority)
+    return jobs
+
+
+def candidates(
+    ssn: Session, job: JobInfo, eligible: VictimFilter, order: list[JobInfo] | None = None
+) -> list[TaskInfo]:
+    """Running pods of other jobs the action may consider (``order``: the jobs as
+    :func:`victim_job_order` gives them): never a pod protected by ``volcano.sh/preemptable``
+    (its own mark, else its PodGroup's) nor a critical one."""
     gone = ssn.ledger.gone
     r_dim = len(ssn.snap.resources)
     out: list[TaskInfo] = []
-    for other in ssn.snap.jobs.values():
-        if other.key == job.key or not other.tasks or not eligible(job, other) or not job_preemptable(other):
+    for other in order if order is not None else victim_job_order(ssn):
+        if other.key == job.key or not other.tasks or not eligible(job, other):
             continue
         vt = job_victims(other, r_dim).tasks
         out.extend(vt if not gone else [t for t in vt if t.key not in gone])
     return out
 
 
-def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
+def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
     """The ``preempt`` or ``reclaim`` action: starving gangs take room from allowed victims."""
     snap = ssn.snap
-    reclaim = action == "reclaim"
+    action = mode.name
+    reclaim = mode.kind == "reclaim"
     queue_key = ssn.queue_sort_key()
     job_key = ssn.job_sort_key()
     jobs = [
@@ -92,6 +194,8 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
     ]
     jobs.sort(key=lambda j: (queue_key(j.queue), job_key(j)))
     placer = Placer(ssn)
+    order = victim_job_order(ssn) if jobs else []
+    fences = Fences(ssn)
     for job in jobs:
         if ssn.job_ready(job):
             continue
@@ -105,7 +209,23 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
         if any(t.preempt_never for g in groups for t in g.tasks):
             # Volcano skips a preemptor pod whose preemptionPolicy is Never; a gang cannot start
             # without it, so the gang does not preempt.
-            _note(ssn, job, f"{action}: a pod of the gang has preemptionPolicy Never")
+            never = next(t for g in groups for t in g.tasks if t.preempt_never)
+            cls = f" (PriorityClass {never.priority_class})" if never.priority_class else ""
+            _note(
+                ssn,
+                job,
+                f"{action}: pod {never.name} has preemptionPolicy Never{cls}: the gang waits for room "
+                "without evicting anyone",
+            )
+            continue
+        # The queue's limit first (the one check every action asks): reclaim takes from other
+        # queues, which cannot bring the gang's own queue back within its limit; preempt then
+        # looks for lower-priority victims inside the queue, as Volcano's preempt evicts until
+        # its queue is Allocatable again.
+        _, over_why = within_queue(ssn, job, groups)
+        need = ssn.queue_excess(job.queue, [t for g in groups for t in g.tasks]) if over_why else None
+        if reclaim and over_why is not None:
+            _note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
             continue
         if reclaim and not ssn.preemptive(job.queue, rep):
             _note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
@@ -118,31 +238,132 @@ def _evict_for_starving_gangs(ssn: Session, action: str) -> None:
                 q = snap.queues.get(other.queue)
                 return q is None or q.spec is None or q.spec.reclaimable is not False
 
-            allowed = ssn.reclaimable(rep, candidates(ssn, job, eligible))
+            allowed = ssn.reclaimable(rep, candidates(ssn, job, eligible, order))
         else:
-            allowed = ssn.preemptable(rep, candidates(ssn, job, lambda me, other: other.queue == me.queue))
-        outcome = _plan(ssn, job, groups, allowed)
-        if not outcome.plans:
-            _note(ssn, job, f"{action}: {outcome.why}")
+            eligible = _same_queue
+            allowed = ssn.preemptable(rep, candidates(ssn, job, eligible, order))
+        allowed, guarded = ssn.guard(rep, allowed)
+        if over_why is not None and not allowed:
+            _note(
+                ssn,
+                job,
+                f"{action}: {over_why}, and no lower-priority pod of queue {job.queue} may be evicted for it"
+                + _protected(ssn, job, eligible, guarded, reclaim),
+            )
             continue
+        # Exclusive fences hold against eviction too: a domain held for another job is full
+        # for the victim search and the exact placement, so no gang is nominated into it.
         done = False
-        for plan in outcome.plans[:MAX_EXACT_TRIES]:
-            victims = plan.victims
-            ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
+        fences.before(job)
+        try:
+            done = _evict_and_place(ssn, placer, job, groups, allowed, need, mode, eligible, guarded)
+        finally:
+            fences.after(job, done)
+        if not done:
+            held = fences.why(job)
+            if held:
+                _note(ssn, job, f"{action}: {held}")
+    fences.finish()
+
+
+def _evict_and_place(
+    ssn: Session,
+    placer: Placer,
+    job: JobInfo,
+    groups: list[Group],
+    allowed: list[TaskInfo],
+    need: Res | None,
+    mode: Mode,
+    eligible: VictimFilter,
+    guarded: list[tuple[str, int]],
+) -> bool:
+    """Plan the victims of ``job``'s gang and place it exactly on the state without them, best
+    plan first; the gang is nominated (or bound, when no victim was needed). False, with the
+    reason noted, when no plan places it."""
+    action, reclaim = mode.name, mode.kind == "reclaim"
+    outcome = _plan(ssn, job, groups, allowed, need, mode)
+    if not outcome.plans:
+        _note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, guarded, reclaim))
+        return False
+    last_why: str | None = None
+    for plan in outcome.plans[:MAX_EXACT_TRIES]:
+        victims = plan.victims
+        ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
+        # The queue plugins see the victims leave (Volcano's deallocate event) before the
+        # gang's queue is asked again: no nomination takes a queue past its limit.
+        if victims:
+            ssn.on_deallocate(list(victims))
+        _, last_why = within_queue(ssn, job, groups)
+        if last_why is None:
             res, stmt = placer.place(job, groups)
             if res.ok and ssn.job_ready(job):
                 record(ssn, job, res)
                 if victims:
-                    _nominate(ssn, job, plan, stmt, action)
+                    spared = _protected(ssn, job, eligible, guarded, reclaim)
+                    _nominate(ssn, job, plan, stmt, mode, spared)
                 else:  # room without evicting anyone (allocate's exact placement missed it): bind
                     stmt.commit()
                     ssn.explanations.pop(job.key, None)
-                done = True
-                break
+                return True
             stmt.discard()
-            ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
-        if not done:
-            _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
+        if victims:
+            ssn.on_allocate(list(victims))
+        ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
+    if last_why is not None:
+        _note(ssn, job, f"{action}: {last_why} even after evicting its victims")
+    else:
+        _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
+    return False
+
+
+def _same_queue(me: JobInfo, other: JobInfo) -> bool:
+    # Lower priority only, whatever the tiers say: with Volcano's tiers a tier left without
+    # candidates hands the decision on, and drf's victim function in tier 2 would then let a
+    # job evict pods of higher priority (Volcano's gangpreempt checks the same thing itself).
+    return other.queue == me.queue and other.priority < me.priority
+
+
+def _protected(
+    ssn: Session,
+    job: JobInfo,
+    eligible: VictimFilter,
+    guarded: list[tuple[str, int]],
+    reclaim: bool,
+) -> str:
+    """What protected the pods that might otherwise have gone, for a gang that found no room:
+    pods marked ``volcano.sh/preemptable: "false"`` (of lower priority, for preempt) and what
+    each protection plugin held back; "" when nothing was protected."""
+    gone = ssn.ledger.gone
+    marked = 0
+    jobs = ssn.snap.jobs
+    for other in jobs.values():
+        if other.key == job.key or not eligible(job, other):
+            continue
+        tasks = other.memo.get(MARKED)
+        if tasks is None:
+            tasks = other.memo.put(MARKED, _marked(other))
+        marked += sum(1 for t in tasks if t.key not in gone)
+    parts = []
+    whose = "of another queue" if reclaim else "of lower priority"
+    if marked:
+        parts.append(
+            f"{_pods(marked)} {whose} {'is' if marked == 1 else 'are'} protected by {PREEMPTABLE_KEY}"
+        )
+    parts += [f"{_pods(n)} {whose} {'is' if n == 1 else 'are'} {what}" for what, n in guarded]
+    return ("; " + "; ".join(parts)) if parts else ""
+
+
+# A job's running pods marked volcano.sh/preemptable: "false" (theirs or their PodGroup's),
+# once per JobInfo (the incremental state keeps unchanged ones from cycle to cycle).
+MARKED: MemoKey[list[TaskInfo]] = MemoKey("pods protected by volcano.sh/preemptable")
+
+
+def _marked(job: JobInfo) -> list[TaskInfo]:
+    return [t for t in job.tasks if t.running and t.node >= 0 and not task_preemptable(t, job)]
+
+
+def _pods(n: int) -> str:
+    return f"{n} running pod" if n == 1 else f"{n} running pods"
 
 
 def _note(ssn: Session, job: JobInfo, text: str) -> None:
@@ -156,31 +377,35 @@ def _note(ssn: Session, job: JobInfo, text: str) -> None:
             ssn.task_reasons[t.key] = f"{reason}; {text}"
 
 
-def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: str) -> None:
+def where(ssn: Session, job: JobInfo, domain: int) -> str:
+    """A domain as the user knows it: the HyperNode's name, or for the virtual root (a job
+    without topology, or a cluster without HyperNodes) the cluster and the job's queue."""
+    tree = ssn.snap.tree
+    if domain == tree.root:
+        return f"the cluster (queue {job.queue})"
+    return tree.names[domain]
+
+
+def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, mode: Mode, spared: str = "") -> None:
     snap, tree = ssn.snap, ssn.snap.tree
     names = snap.node_names
     ledger = ssn.ledger
-    why = (
-        plan.describe(tree.names) if plan.victims else f"tier {plan.tier}: {tree.names[plan.domain]} has room"
-    )
+    place = where(ssn, job, plan.domain)
+    why = (plan.describe(place) if plan.victims else f"tier {plan.tier}: {place} has room") + spared
+    action = mode.kind
     verb = "preempted" if action == "preempt" else "reclaimed"
+    by = f" ({mode.name})" if mode.name != mode.kind else ""
     for t in plan.victims:
         victim_job = snap.jobs[t.job]
         if action == "preempt":
             reason = (
-                f"{verb} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang in "
-                f"{tree.names[plan.domain]}"
+                f"{verb}{by} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang "
+                f"in {place}"
             )
         else:
-            reason = (
-                f"{verb} by queue {job.queue!r} for {job.key}, to place its gang in {tree.names[plan.domain]}"
-            )
+            reason = f"{verb}{by} by queue {job.queue!r} for {job.key}, to place its gang in {place}"
         ledger.evictions.append(Eviction(t.key, names[t.node], t.job, job.key, action, reason))
         ledger.gone.add(t.key)
-    # The queue plugins see the victims leave at once (Volcano's deallocate event), so a queue
-    # brought back to its share stops being overused for the rest of the session.
-    if plan.victims:
-        ssn.on_deallocate(list(plan.victims))
     hn = ssn.job_hn.get(job.key, -1)
     domain = tree.names[hn] if hn >= 0 and job.with_topology else None
     pods = {t.key: names[n] for t, n in stmt.ops}
@@ -189,7 +414,7 @@ def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, action: s
     )
     for t, n in stmt.ops:
         ssn.task_reasons[t.key] = (
-            f"nominated to {names[n]} by {action}; waiting for {len(plan.victims)} victim pod(s) to terminate"
+            f"nominated to {names[n]} by {mode.name}; waiting for {len(plan.victims)} victim pod(s) to terminate"
         )
     stmt.closed = True  # allocated in the session state, bound once the victims are gone
 
@@ -205,7 +430,7 @@ WHAT_IF_MAX_CANDIDATES = 5000
 def explain_without_preemption(ssn: Session) -> None:
     """Tell a waiting gang that evicting lower-priority pods of its queue would make room, when
     the configuration has no ``preempt`` action (so nothing will)."""
-    if "preempt" in ssn.config.actions:
+    if "preempt" in ssn.config.actions or "gangpreempt" in ssn.config.actions:
         return
     ledger = ssn.ledger
     waiting = [
@@ -226,12 +451,15 @@ def explain_without_preemption(ssn: Session) -> None:
         )
         if not cands or len(cands) > WHAT_IF_MAX_CANDIDATES:
             continue
-        out = _plan(ssn, job, groups, cands)
-        if out.plans:
+        _, over_why = within_queue(ssn, job, groups)
+        need = ssn.queue_excess(job.queue, [t for g in groups for t in g.tasks]) if over_why else None
+        out = _plan(ssn, job, groups, cands, need)
+        if out.plans and out.plans[0].victims:
             p = out.plans[0]
             _note(
                 ssn,
                 job,
-                f"tier {p.tier}: {ssn.snap.tree.names[p.domain]} would fit after evicting {p.cost[3]} pods of "
-                "lower priority; preemption is not enabled (no preempt action in the scheduler configuration)",
+                f"tier {p.tier}: {where(ssn, job, p.domain)} would fit it after evicting {len(p.victims)} "
+                f"lower-priority pods of queue {job.queue}; preemption is not enabled (no preempt action in "
+                "the scheduler configuration)",
             )

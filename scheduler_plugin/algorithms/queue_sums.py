@@ -63,6 +63,40 @@ def res_of_vector(resources: list[str], vec: np.ndarray) -> Res:
     )
 
 
+def excess_on(future: Res, limit: Res | None, req: Res) -> Res | None:
+    """What of ``future`` is above ``limit`` on the dimensions ``req`` asks for (the same
+    dimensions and tolerance :meth:`Res.less_equal_on` judges), or None when nothing is: how
+    much a queue must give back before ``req`` fits it. ``limit`` None limits nothing."""
+    if limit is None:
+        return None
+    out = Res()
+    if req.cpu > 0 and future.cpu > limit.cpu:
+        out.cpu = future.cpu - limit.cpu
+    if req.memory > 0 and future.memory > limit.memory:
+        out.memory = future.memory - limit.memory
+    if future.scalars is not None:
+        for n, q in (req.scalars or {}).items():
+            if n == "pods" or q <= 0:
+                continue
+            over = future.scalars.get(n, 0.0) - (limit.scalars or {}).get(n, 0.0)
+            if over > 0:
+                out.add_scalar(n, over)
+    return None if out.is_empty() else out
+
+
+def vector_of_res(resources: list[str], r: Res) -> np.ndarray:
+    """A Resource as a snapshot resource vector (milli-units, memory included), rounded up:
+    the inverse of :func:`res_of_vector`."""
+    out = np.zeros(len(resources), dtype=np.int64)
+    for i, name in enumerate(resources):
+        if name == "pods":
+            continue
+        v = r.memory * 1000 if name == "memory" else r.get(name)
+        if v > 0:
+            out[i] = math.ceil(v - 1e-9)
+    return out
+
+
 def total_resource(snap: ClusterSnapshot) -> Res:
     """Allocatable of the ready nodes (Volcano's ``ssn.TotalResource``), once per snapshot."""
     return snap.memo.get_or_put(TOTAL, lambda: _total_resource(snap)).clone()

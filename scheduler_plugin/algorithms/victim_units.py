@@ -4,7 +4,7 @@ that never leave a victim gang below its minimum, and ranked by disruption (pure
 A unit is either one *spare* pod, which its job can lose while keeping its minMember (and each
 partition its size, each task its minTaskMember), or the *whole gang* (every running pod),
 which breaks it. Units are ranked: spare pods before whole gangs, then victim priority, then
-running time lost, then size.
+size (fewest pods stopped), then running time lost.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from hyperplace.kube.times import parse_rfc3339
 
-from ..model.jobs import JobInfo, TaskInfo, is_critical
+from ..model.jobs import JobInfo, TaskInfo, is_critical, task_preemptable
 from ..model.memo import MemoKey
 from ..model.snapshot import ClusterSnapshot
 
@@ -49,7 +49,7 @@ class JobVictims:
     """What the eviction actions need of one job's running pods, computed once per JobInfo (a
     JobInfo never changes; the incremental state keeps it while the job does not change)."""
 
-    tasks: list[TaskInfo]  # running on a known node, not critical, in victim order
+    tasks: list[TaskInfo]  # running on a known node, not critical, preemptable, in victim order
     node: I64
     shape: I64
     req: I64  # (n, R)
@@ -69,7 +69,11 @@ def job_victims(job: JobInfo, r_dim: int) -> JobVictims:
     got = job.memo.get(VICTIMS)
     if got is not None:
         return got
-    vt = [t for t in job.tasks if t.running and t.node >= 0 and not is_critical(t)]
+    # Pods protected by volcano.sh/preemptable (theirs or their PodGroup's) and critical pods
+    # are never victims; they still count as running, so their gang never goes whole.
+    vt = [
+        t for t in job.tasks if t.running and t.node >= 0 and not is_critical(t) and task_preemptable(t, job)
+    ]
     # Victim order: lowest priority first, then the youngest (least running time lost), then the
     # job's task order. A gang's pods usually share both, and then the task order is kept as is.
     if len({t.priority for t in vt}) > 1 or len({t.creation for t in vt}) > 1:
@@ -164,10 +168,13 @@ def _general_block(job: JobInfo, cand: list[TaskInfo], gone: set[str]) -> tuple[
     return spares + rest, len(spares), whole
 
 
-def build_units(snap: ClusterSnapshot, allowed: list[TaskInfo], gone: set[str]) -> VictimUnits:
+def build_units(
+    snap: ClusterSnapshot, allowed: list[TaskInfo], gone: set[str], whole_gangs: bool = True
+) -> VictimUnits:
     """Group allowed victims per job into spare-pod and whole-gang units, ranked by disruption
-    (gangs broken, priority, running seconds lost, pods; then job and victim order). ``gone``:
-    pods already leaving (victims chosen earlier)."""
+    (gangs broken, priority, pods, running seconds lost; then job and victim order). ``gone``:
+    pods already leaving (victims chosen earlier); ``whole_gangs`` False: no unit breaks a gang
+    (spare pods only, as Volcano's gang actions with ``allowWholeBundle: false``)."""
     r_dim = len(snap.resources)
     by_job = group_by_job(allowed)
     tasks: list[TaskInfo] = []
@@ -194,7 +201,7 @@ def build_units(snap: ClusterSnapshot, allowed: list[TaskInfo], gone: set[str]) 
                     np.array([t.priority for t in block], dtype=np.int64),
                 )
             )
-        blocks.append((jkey, len(tasks), len(block), spare, whole))
+        blocks.append((jkey, len(tasks), len(block), spare, whole and whole_gangs))
         tasks.extend(block)
     p = len(tasks)
     if p:
@@ -238,7 +245,7 @@ def build_units(snap: ClusterSnapshot, allowed: list[TaskInfo], gone: set[str]) 
             u_prio[i] = int(prio[sl].max())
             u_lost[i] = float(lost[sl].sum())
             u_n[i] = int(b_size[b])
-    order = np.lexsort((up, np.array(u_job, dtype=np.int64), u_n, u_lost, u_prio, broken))
+    order = np.lexsort((up, np.array(u_job, dtype=np.int64), u_lost, u_n, u_prio, broken))
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     spare_rank = np.full(p, -1, dtype=np.int64)

@@ -22,7 +22,7 @@ topology; its gang actions look at a few domains and evict whole bundles. Here a
    finds the shortest prefix of that ranking after which the gang fits, then units are dropped
    again, most disruptive first, while it still fits, so only what is needed goes.
 4. *The domain with the least disruption* of the lowest tier wins: fewest gangs broken, lowest
-   victim priority, least running time lost, fewest pods. The action then places the gang
+   victim priority, fewest pods stopped, least running time lost. The action then places the gang
    exactly on the state without its victims (``actions/preempt.py``).
 """
 
@@ -134,14 +134,15 @@ class Plan:
     tier: int
     victims: list[TaskInfo]
     broken: list[str]  # victim jobs evicted whole
-    cost: tuple[int, int, float, int]  # gangs broken, highest victim priority, seconds lost, pods
+    cost: tuple[int, int, int, float]  # gangs broken, highest victim priority, pods, seconds lost
     considered: int = 0  # domains of the tier examined
 
-    def describe(self, names: list[str]) -> str:
-        """One line: where, how many victims, and why this domain."""
+    def describe(self, place: str) -> str:
+        """One line: where (``place``: the domain as the user knows it), how many victims, and
+        why this domain."""
         jobs = len({t.job for t in self.victims})
         return (
-            f"tier {self.tier}: {names[self.domain]} fits the gang after evicting {len(self.victims)} pods of "
+            f"tier {self.tier}: {place} fits the gang after evicting {len(self.victims)} pods of "
             f"{jobs} job(s), {len(self.broken)} gang(s) broken, highest victim priority {self.cost[1]} "
             f"(least disruption of {self.considered} domain(s) that could fit at this tier)"
         )
@@ -156,12 +157,21 @@ class Outcome:
 
 
 def _domain_plan(
-    fc: FitCounter, units: VictimUnits, d: int, tier: int, pod_local: I64, n_nodes_d: int, prune: bool = True
+    fc: FitCounter,
+    units: VictimUnits,
+    d: int,
+    tier: int,
+    pod_local: I64,
+    n_nodes_d: int,
+    prune: bool = True,
+    need: I64 | None = None,
 ) -> Plan | None:
     """Fewest-disruption victims inside domain ``d`` (None when even all of them do not do).
 
     ``prune=False`` stops after the binary search (the shortest fitting prefix of the ranking):
-    a cheap estimate used to pick the domains worth pruning.
+    a cheap estimate used to pick the domains worth pruning. ``need``: what the victims must
+    free in total besides the room (the preemptor's queue at its limit gives that much back
+    first), None for nothing.
     """
     nodes = fc.tree.node_sets[d]
     r_dim = units.req.shape[1]
@@ -177,12 +187,17 @@ def _domain_plan(
             np.add.at(out, loc[mask], req[mask])
         return out
 
+    def fits(freed: I64) -> bool:
+        if need is not None and not bool((freed.sum(axis=0) >= need).all()):
+            return False
+        return fc.fits_in(d, nodes, freed)
+
     def fits_set(chosen: I64) -> bool:
         m = np.isin(sr, chosen) | np.isin(wr, chosen)
-        return fc.fits_in(d, nodes, freed_for(m))
+        return fits(freed_for(m))
 
-    if fc.fits_in(d, nodes, np.zeros((n_nodes_d, r_dim), dtype=np.int64)):
-        return Plan(d, tier, [], [], (0, -(1 << 62), 0.0, 0))
+    if fits(np.zeros((n_nodes_d, r_dim), dtype=np.int64)):
+        return Plan(d, tier, [], [], (0, -(1 << 62), 0, 0.0))
     if not len(ranks):
         return None
     n_units = len(units.broken)
@@ -194,7 +209,7 @@ def _domain_plan(
         psr, pwr = pos[sr], pos[wr]
 
         def fits_j(j: int) -> bool:
-            return fc.fits_in(d, nodes, freed_for((psr <= j) | (pwr <= j)))
+            return fits(freed_for((psr <= j) | (pwr <= j)))
 
         if not fits_j(len(perm) - 1):
             return None
@@ -210,14 +225,16 @@ def _domain_plan(
         whole_jobs = {units.job[r] for r in got if units.broken[r]}
         return [r for r in got if units.broken[r] or units.job[r] not in whole_jobs]
 
-    def cost(chosen: list[int]) -> tuple[int, int, float, int]:
+    def cost(chosen: list[int]) -> tuple[int, int, int, float]:
+        # Fewest gangs broken, lowest victim priority, then fewest pods stopped (between domains
+        # that break as many gangs, the one that stops fewer pods), then least running time lost.
         broken = {units.job[r] for r in chosen if units.broken[r]}
         prio = max((units.prio[r] for r in chosen), default=0)
         return (
             len(broken),
             prio,
-            float(sum(units.lost[r] for r in chosen)),
             sum(units.size[r] for r in chosen),
+            float(sum(units.lost[r] for r in chosen)),
         )
 
     # Two orders: disruption rank (cheapest units first), and spare pods first then whole gangs
@@ -238,7 +255,7 @@ def _domain_plan(
     # A class whose tier limit the domain meets is implied by the per-shape totals.
     if not prune:
         pass
-    elif any(limit < fc.tree.tiers[d] for (_, limit, _) in fc.demand.classes):
+    elif need is not None or any(limit < fc.tree.tiers[d] for (_, limit, _) in fc.demand.classes):
         for r in sorted(chosen, reverse=True)[:MAX_PRUNE_TRIALS]:
             rest = np.array([x for x in chosen if x != r], dtype=np.int64)
             if fits_set(rest):
@@ -310,14 +327,23 @@ def plan_victims(
     levels: list[list[int]],
     allowed: list[TaskInfo],
     gone: set[str],
+    need: I64 | None = None,
+    max_domains: int = MAX_DOMAINS_PER_TIER,
+    whole_gangs: bool = True,
 ) -> Outcome:
     """Domains (best first, of the lowest tier where any fits) and victims for a gang asking
     ``demand``: ``levels`` are the tiers of candidate HyperNodes (its gradient), ``allowed`` the
-    pods the plugins let it evict and ``gone`` the pods already leaving."""
+    pods the plugins let it evict and ``gone`` the pods already leaving. ``need`` (a resource
+    vector): what the victims must free in total on top of making room, as when the gang's
+    queue is at its limit and gives back from its own pods first. ``max_domains``: domains of a
+    tier examined in detail (Volcano's gang actions' ``maxDomains``); ``whole_gangs`` False:
+    victims are spare pods only, no gang is broken (their ``allowWholeBundle: false``)."""
     tree = snap.tree
+    if need is not None and not need.any():
+        need = None
     if not allowed:
         return Outcome(why="no running pod may be evicted for it")
-    units = build_units(snap, allowed, gone)
+    units = build_units(snap, allowed, gone, whole_gangs)
     fc = FitCounter(snap, state, demand)
     n = snap.num_nodes
     freed_all = np.zeros((n, units.req.shape[1]), dtype=np.int64)
@@ -335,13 +361,15 @@ def plan_victims(
         # Most room already free first: those need the fewest victims.
         sid0 = max(demand.total, key=lambda s: demand.total[s])
         now = state.dom_counts(snap.shapes[sid0])[cands]
-        cands = cands[np.lexsort((cands, -now))][:MAX_DOMAINS_PER_TIER]
+        cands = cands[np.lexsort((cands, -now))][: max(max_domains, 1)]
 
         def plan_in(d: int, prune: bool) -> Plan | None:
             nodes = tree.node_sets[d]
             local[nodes] = np.arange(len(nodes))
             try:
-                return _domain_plan(fc, units, d, int(tree.tiers[d]), local[units.node], len(nodes), prune)
+                return _domain_plan(
+                    fc, units, d, int(tree.tiers[d]), local[units.node], len(nodes), prune, need
+                )
             finally:
                 local[nodes] = -1
 
@@ -354,6 +382,11 @@ def plan_victims(
             for p in plans:
                 p.considered = len(rough)
             return Outcome(plans=plans)
+    if need is not None:
+        return Outcome(
+            why=f"the gang's {n_pods} pods do not fit, with its queue back within its limit, in any allowed "
+            f"domain even if all {len(allowed)} evictable pods left"
+        )
     return Outcome(
         why=f"the gang's {n_pods} pods do not fit in any allowed domain even if all {len(allowed)} "
         "evictable pods left"

@@ -107,6 +107,7 @@ class ClusterState:
         self._pods: dict[str, PodRecord] = {}
         self._podgroups: dict[str, PodGroup] = {}
         self._queues: dict[str, Queue] = {}
+        self._policies: tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]] = ((), ())
         self._prios = Priorities()
         self._hns: dict[str, HyperNode] = {}
         self._job_pods: dict[str, dict[str, None]] = {}  # job key -> pod keys, in arrival order
@@ -364,6 +365,8 @@ class ClusterState:
         podgroups: Iterable[PodGroup] = (),
         queues: Iterable[Queue] = (),
         priority_classes: Iterable[dict[str, Any]] = (),
+        pdbs: Iterable[dict[str, Any]] = (),
+        quotas: Iterable[dict[str, Any]] = (),
     ) -> None:
         """Bring the whole state to these listings (first sync, or a relist)."""
         self.replace_nodes(nodes)
@@ -372,6 +375,15 @@ class ClusterState:
         self.replace_podgroups(podgroups)
         self.replace_queues(queues)
         self.replace_priority_classes(priority_classes)
+        self.replace_policies(pdbs, quotas)
+
+    def replace_policies(self, pdbs: Iterable[dict[str, Any]], quotas: Iterable[dict[str, Any]]) -> None:
+        """The PodDisruptionBudgets and ResourceQuotas become exactly these (the pdb and
+        resourcequota plugins read them; a session reads the listing as it was)."""
+        fresh = (tuple(pdbs), tuple(quotas))
+        if fresh != self._policies:
+            self._policies = fresh
+            self.changes += 1
 
     # ================================================================== listings
     def pods(self) -> list[dict[str, Any]]:
@@ -545,6 +557,8 @@ class ClusterState:
             orphan_pods=orphans,
             standalone=sorted(standalone),
             missing_node_pods=missing_node,
+            pdbs=self._policies[0],
+            quotas=self._policies[1],
             plain_mask=table.plain,
             # Static masks depend on node facts only: shared while no node changed.
             _sig_masks=self._sig_masks,

@@ -48,6 +48,8 @@ def build_snapshot(
     priority_classes: Sequence[dict[str, Any]] = (),
     scheduler_names: Sequence[str] = (DEFAULT_SCHEDULER_NAME,),
     members: MemberIndex | None = None,
+    pdbs: Sequence[dict[str, Any]] = (),
+    quotas: Sequence[dict[str, Any]] = (),
 ) -> ClusterSnapshot:
     """Index nodes, account running pods, group pending pods into jobs and resolve the tree.
 
@@ -89,6 +91,8 @@ def build_snapshot(
         standalone=sorted(jobs.standalone_pgs),
         missing_node_pods=jobs.missing_node,
         plain_mask=table.plain,
+        pdbs=tuple(pdbs),
+        quotas=tuple(quotas),
     )
     snap.build_seconds = time.perf_counter() - t0
     return snap

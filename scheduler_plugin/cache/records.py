@@ -7,6 +7,7 @@ still compute apart (accounting, layout, jobs) is what ``--verify-state`` compar
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +24,10 @@ from hyperplace.api.constants import (
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
+from hyperplace.kube.times import parse_rfc3339
 from hyperplace.kube.workloads import controlled_podgroup_name, rank_index
 
-from ..model.jobs import TaskInfo, order_keys, rank_key
+from ..model.jobs import TaskInfo, cooldown_mark, order_keys, preemptable_mark, rank_key
 from ..model.node_filters import (
     SCHEDULING_EFFECTS,
     NodeStatic,
@@ -37,6 +39,7 @@ from ..model.node_filters import (
 from ..model.snapshot import HostPort
 
 I64 = npt.NDArray[np.int64]
+log = logging.getLogger(__name__)
 # Pod slots of a Node that reports none (test fixtures often omit them; kubelet's default).
 DEFAULT_PODS = 110_000
 _META_READ = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp")
@@ -87,6 +90,11 @@ class TaskFields:
     labels: dict[str, str]
     priority_class: str | None
     preempt_never: bool
+    preemptable: bool | None  # the pod's own volcano.sh/preemptable (None: unset)
+    bad_mark: str | None  # why that mark could not be read
+    cooldown: float | None  # the pod's volcano.sh/cooldown-time, seconds
+    bad_cooldown: str | None
+    scheduled_at: float | None  # PodScheduled True since, else status.startTime
     priority: Any
     creation: str
     best_effort: bool
@@ -137,6 +145,12 @@ class PodRecord:
             labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
             annotations = meta.get("annotations") or {}
             tindex = rank_index(labels, annotations)  # the index the pod's workload stamped
+            preemptable, bad = preemptable_mark(annotations, labels)
+            if bad:
+                log.warning("pod %s: %s", self.key, bad)  # Volcano logs it and reads false
+            cooldown, bad_cooldown = cooldown_mark(annotations, labels)
+            if bad_cooldown:
+                log.warning("pod %s: %s", self.key, bad_cooldown)  # cdp logs it and ignores it
             self._fields = TaskFields(
                 uid=str(meta.get("uid") or self.key),
                 role=str(annotations.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or ""),
@@ -144,6 +158,11 @@ class PodRecord:
                 labels=labels,
                 priority_class=spec.get("priorityClassName"),
                 preempt_never=spec.get("preemptionPolicy") == "Never",
+                preemptable=preemptable,
+                bad_mark=f"pod {self.key}: {bad}" if bad else None,
+                cooldown=cooldown,
+                bad_cooldown=f"pod {self.key}: {bad_cooldown}" if bad_cooldown else None,
+                scheduled_at=running_since(self.obj),
                 priority=spec.get("priority"),
                 creation=str(meta.get("creationTimestamp") or ""),
                 # Requests are never negative: best effort when only the pod slot is asked.
@@ -194,10 +213,31 @@ class PodRecord:
             best_effort=f.best_effort,
             priority_class=f.priority_class,
             preempt_never=f.preempt_never,
+            preemptable=f.preemptable,
+            bad_mark=f.bad_mark,
+            cooldown=f.cooldown,
+            scheduled_at=f.scheduled_at,
+            bad_cooldown=f.bad_cooldown,
         )
         task.prio_order_key, task.order_key = order_keys(task)
         task.rank = rank_key(task)
         return task
+
+
+def running_since(pod: Mapping[str, Any]) -> float | None:
+    """Since when a pod runs, as Volcano's cdp plugin counts it: the last transition of its
+    ``PodScheduled`` condition when True (the apiserver sets it on binding), else
+    ``status.startTime``; None while it is not Running."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return None
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "True":
+            got = parse_rfc3339(c.get("lastTransitionTime"))
+            if got is not None:
+                return got
+            break
+    return parse_rfc3339(status.get("startTime"))
 
 
 def owned_by(pod: Mapping[str, Any], scheduler_names: Sequence[str]) -> bool:
@@ -274,12 +314,14 @@ def pod_host_ports_of(rec: PodRecord) -> frozenset[HostPort]:
 
 def same_for_scheduling(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """True when ``new`` differs from ``old`` only where the cache does not look (it reads the
-    spec, the phase and a few metadata fields). An object changed in place (the same dict)
+    spec, the phase, since when a running pod runs and a few metadata fields). An object changed in place (the same dict)
     cannot be compared and counts as changed."""
     if old is new or old.get("spec") != new.get("spec"):
         return False
     if (old.get("status") or {}).get("phase") != (new.get("status") or {}).get("phase"):
         return False
+    if running_since(old) != running_since(new):
+        return False  # the cooldown (cdp) counts from it
     mo, mn = old.get("metadata") or {}, new.get("metadata") or {}
     return all(mo.get(k) == mn.get(k) for k in _META_READ)
 

@@ -50,7 +50,13 @@ CONFIGMAP_KEYS = ("volcano-scheduler.conf", "scheduler.conf")
 
 # Actions hyperplace runs, and Volcano actions it accepts but does not run. Listing them
 # lets Volcano's own configurations (the e2e CI file has reclaim and preempt) load as-is.
-IMPLEMENTED_ACTIONS = frozenset({"enqueue", "allocate", "backfill", "preempt", "reclaim"})
+IMPLEMENTED_ACTIONS = frozenset(
+    {"enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim"}
+)
+# Volcano v1.15's gang-aware eviction actions replace the legacy ones: its design has them
+# never configured together with preempt or reclaim in one action list.
+LEGACY_EVICTION_ACTIONS = ("preempt", "reclaim")
+GANG_EVICTION_ACTIONS = ("gangpreempt", "gangreclaim")
 NOOP_ACTIONS: Mapping[str, str] = {
     "shuffle": "evicts pods to rebalance; not run by hyperplace",
 }
@@ -73,6 +79,10 @@ IMPLEMENTED_PLUGINS = frozenset(
         "capacity",
         "conformance",
         "sla",
+        "cdp",
+        "pdb",
+        "resourcequota",
+        "nodegroup",
     }
 )
 NOOP_PLUGINS: Mapping[str, str] = {}
@@ -82,16 +92,12 @@ KNOWN_PLUGINS = frozenset(IMPLEMENTED_PLUGINS | NOOP_PLUGINS.keys())
 # warning ("not supported") than for a typo ("unknown").
 VOLCANO_ONLY_PLUGINS = frozenset(
     {
-        "cdp",
         "deviceshare",
         "extender",
-        "nodegroup",
         "numaaware",
-        "pdb",
         "rescheduling",
         "reservation",
         "resource-strategy-fit",
-        "resourcequota",
         "task-topology",
         "tdm",
         "usage",
@@ -399,6 +405,15 @@ def _parse_conf(doc: Any, lines: _Lines) -> SchedulerConfig:
         raise ConfigError(
             f"{lines.where(('actions',))}: {what}; Volcano refuses the configuration "
             f"(failed to find Action {part}); known actions: {known}"
+        )
+
+    legacy = [a for a in actions if a in LEGACY_EVICTION_ACTIONS]
+    gang = [a for a in actions if a in GANG_EVICTION_ACTIONS]
+    if legacy and gang:
+        raise ConfigError(
+            f"{lines.where(('actions',))}: {', '.join(gang)} cannot be combined with {', '.join(legacy)} in one "
+            "action list: Volcano's gang-aware eviction actions replace the legacy preempt and reclaim "
+            '(use e.g. "enqueue, allocate, backfill, gangpreempt, gangreclaim")'
         )
 
     tiers_raw = doc.get("tiers") or []

@@ -21,6 +21,7 @@ from ..model.reservation import RESERVED_CONDITION, RESERVED_REASON
 from ..model.resources import Res
 from .relaxation import Relaxation, record_relaxations
 from .result import (
+    INVALID_MARK,
     NETWORK_TOPOLOGY_WARNING,
     PODS_PENDING,
     JobOutcome,
@@ -156,6 +157,16 @@ def _job_outcome(ssn: Session, job: JobInfo) -> tuple[JobOutcome, dict[str, str]
                 "status": "True",
                 "reason": "UnknownTierName",
                 "message": "; ".join(job.warnings),
+            }
+        )
+    if job.bad_marks:
+        # An annotation or label the scheduler could not read (Volcano only logs it).
+        outcome.conditions.append(
+            {
+                "type": INVALID_MARK,
+                "status": "True",
+                "reason": "InvalidPreemptable",
+                "message": "; ".join(job.bad_marks),
             }
         )
     return outcome, waiting

@@ -19,6 +19,8 @@ NETWORK_TOPOLOGY_WARNING = "NetworkTopologyWarning"
 
 # PodGroup condition of a job whose gang minimum is placed while some of its pods still wait.
 PODS_PENDING = "PodsPending"
+# A PodGroup condition naming the annotations and labels its pods carry that could not be read.
+INVALID_MARK = "InvalidAnnotation"
 
 
 def reason_parts(reasons: Iterable[str]) -> list[str]:

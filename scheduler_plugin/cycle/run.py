@@ -50,9 +50,12 @@ from .result import SessionResult
 SETTLED: MemoKey[bool] = MemoKey("settled")
 
 
-def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig = DEFAULT_CONFIG) -> Session:
-    """A session on ``snapshot`` with the configured plugins of the scheduler's registry."""
-    return Session.open(snapshot, config, REGISTRY)
+def open_session(
+    snapshot: ClusterSnapshot, config: SchedulerConfig = DEFAULT_CONFIG, clock: float | None = None
+) -> Session:
+    """A session on ``snapshot`` with the configured plugins of the scheduler's registry
+    (``clock``: the session's time in epoch seconds, wall time when None)."""
+    return Session.open(snapshot, config, REGISTRY, clock)
 
 
 def run_session(
@@ -79,8 +82,9 @@ def run_session(
     ``reservations``.
     """
     t0 = time.perf_counter()
-    snapshot, relaxed = relax_snapshot(snapshot, time.time() if now is None else now)
-    ssn = open_session(snapshot, config)
+    clock = time.time() if now is None else now
+    snapshot, relaxed = relax_snapshot(snapshot, clock)
+    ssn = open_session(snapshot, config, clock)
     ssn.record_candidates = record_candidates
     ssn.now = now if reserve else None
     ssn.previous_reservations = dict(reservations or {})

@@ -43,11 +43,22 @@ OverusedFn = Callable[[str], bool]
 AllocatableFn = Callable[[str, TaskInfo], bool]
 # (queue, tasks) -> why the queue may not take these tasks together, or None when it may.
 AllocatableReasonFn = Callable[[str, list[TaskInfo]], "str | None"]
+# (queue, tasks) -> what the queue (and its ancestors) must give back before it may take these
+# tasks together, or None when it may (ours: the victims preempt must find inside the queue).
+QueueExcessFn = Callable[[str, list[TaskInfo]], "Res | None"]
 # job -> PERMIT, ABSTAIN or REJECT (Volcano's JobEnqueueable vote).
 EnqueueableFn = Callable[[JobInfo], int]
 # (preemptor or reclaimer task, candidate victims) -> the victims this plugin allows, or None
 # to abstain.
 VictimFn = Callable[[TaskInfo, list[TaskInfo]], "list[TaskInfo] | None"]
+# A protection (cdp's cooldown, pdb's budgets): (what protects, the filter). The filter takes
+# (preemptor or reclaimer task, candidate victims) and returns those it lets go. Unlike the
+# tiered victim functions, every guard applies, whatever the tiers decided.
+GuardFn = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+VictimGuard = tuple[str, GuardFn]
+# job -> (nodes it may not use, why) or None: a predicate of the job's queue rather than of its
+# pods (Volcano's nodegroup), applied as a fence around each try of the job.
+NodeFenceFn = Callable[[JobInfo], "tuple[I64, str] | None"]
 # (queue, preemptor task) -> may this queue's task take room by preemption.
 PreemptiveFn = Callable[[str, TaskInfo], bool]
 JobFn = Callable[[JobInfo], None]
@@ -86,6 +97,7 @@ ALLOCATABLE: ExtensionPoint[AllocatableFn] = ExtensionPoint("allocatable", "enab
 ALLOCATABLE_REASON: ExtensionPoint[AllocatableReasonFn] = ExtensionPoint(
     "allocatableReason", "enabledAllocatable"
 )
+QUEUE_EXCESS: ExtensionPoint[QueueExcessFn] = ExtensionPoint("queueExcess", "enabledAllocatable")
 JOB_ENQUEUEABLE: ExtensionPoint[EnqueueableFn] = ExtensionPoint(
     "jobEnqueueable", "enableJobEnqueued", tiered=True
 )
@@ -94,6 +106,8 @@ JOB_ENQUEUED: ExtensionPoint[JobFn] = ExtensionPoint("jobEnqueued", "enableJobEn
 JOB_RELEASED: ExtensionPoint[JobFn] = ExtensionPoint("jobReleased", "enableJobEnqueued")
 PREEMPTABLE: ExtensionPoint[VictimFn] = ExtensionPoint("preemptable", "enablePreemptable", tiered=True)
 RECLAIMABLE: ExtensionPoint[VictimFn] = ExtensionPoint("reclaimable", "enableReclaimable", tiered=True)
+VICTIM_GUARD: ExtensionPoint[VictimGuard] = ExtensionPoint("victimGuard", None)
+NODE_FENCE: ExtensionPoint[NodeFenceFn] = ExtensionPoint("nodeFence", "enablePredicate")
 PREEMPTIVE: ExtensionPoint[PreemptiveFn] = ExtensionPoint("preemptive", "enablePreemptive")
 # Volcano's AllocateFunc / DeallocateFunc event handlers: never switched off.
 ON_ALLOCATE: ExtensionPoint[TaskEventFn] = ExtensionPoint("allocateEvent", None)

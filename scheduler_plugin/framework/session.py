@@ -13,6 +13,7 @@ restart loses nothing.
 from __future__ import annotations
 
 import operator
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, TopologyConstraint
 from ..model.memo import MemoKey
 from ..model.reservation import Reservation
-from ..model.resources import Res
+from ..model.resources import Res, res_max
 from ..model.snapshot import ClusterSnapshot
 from .evictions import EvictionLedger
 from .extension_points import (
@@ -49,12 +50,14 @@ from .extension_points import (
     OVERUSED,
     PREEMPTABLE,
     PREEMPTIVE,
+    QUEUE_EXCESS,
     QUEUE_LIMITS,
     QUEUE_ORDER,
     RECLAIMABLE,
     SUBJOB_ORDER,
     SUBJOB_READY,
     TASK_ORDER,
+    VICTIM_GUARD,
     ExtensionPoint,
     VictimFn,
 )
@@ -96,6 +99,8 @@ class Session:
     # the epoch; None: nothing is reserved), the holds carried from the previous session, and
     # the holds this session keeps (job key -> Reservation).
     now: float | None = None
+    # The session's time in epoch seconds, always set (what cooldowns are measured against).
+    clock: float = field(default_factory=time.time)
     previous_reservations: dict[str, Reservation] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)
     # Outputs / working data.
@@ -144,11 +149,16 @@ class Session:
     # ------------------------------------------------------------------ open
     @classmethod
     def open(
-        cls, snap: ClusterSnapshot, config: SchedulerConfig, registry: Mapping[str, PluginBuilder]
+        cls,
+        snap: ClusterSnapshot,
+        config: SchedulerConfig,
+        registry: Mapping[str, PluginBuilder],
+        clock: float | None = None,
     ) -> Session:
         """A session with the configured plugins built from ``registry`` and the allocated
-        HyperNodes of running jobs recovered."""
+        HyperNodes of running jobs recovered (``clock``: its time, wall time when None)."""
         ssn = cls(snap=snap, config=config)
+        ssn.clock = time.time() if clock is None else clock
         ssn._build_plugins(registry)
         ssn._recover_allocated()
         return ssn
@@ -379,6 +389,18 @@ class Session:
                 return why
         return None
 
+    def queue_excess(self, queue: str, tasks: list[TaskInfo]) -> Res | None:
+        """What ``queue`` (and, hierarchically, its ancestors) must give back before it may take
+        ``tasks`` together: per dimension the most any queue plugin asks, or None when every
+        plugin lets it take them."""
+        out: Res | None = None
+        for fn in self.fns(QUEUE_EXCESS):
+            got = fn(queue, tasks)
+            if got is None:
+                continue
+            out = got.clone() if out is None else res_max(out, got)
+        return out
+
     def judges_sums(self) -> bool:
         """Every plugin limiting allocation can also judge a whole unit at once (each checks
         "allocated + request <= limit" on the request's dimensions, so when the sum fits, every
@@ -430,48 +452,72 @@ class Session:
         return True
 
     @staticmethod
-    def _victims(tiers: list[list[VictimFn]], actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        # Volcano's Preemptable/Reclaimable: within a tier the answers of the plugins that did
-        # not abstain are intersected; the first tier with an answer decides.
-        for tier in tiers:
-            chosen: list[TaskInfo] | None = None
-            for fn in tier:
-                got = fn(actor, candidates)
-                if got is None:
-                    continue
-                if chosen is None:
-                    chosen = list(got)
-                elif len(got) < len(candidates):
-                    # An answer as long as the candidates allows them all (answers are subsets):
-                    # only a shorter one cuts.
-                    keep = {t.key for t in got}
-                    chosen = [t for t in chosen if t.key in keep]
-            if chosen is not None:
-                return chosen
-        return []
+    def _tier_answer(
+        tier: list[VictimFn], actor: TaskInfo, candidates: list[TaskInfo]
+    ) -> list[TaskInfo] | None:
+        """One tier's answer: the intersection of the answers of its plugins that did not
+        abstain (None when all abstained)."""
+        chosen: list[TaskInfo] | None = None
+        for fn in tier:
+            cur = candidates if chosen is None else chosen
+            got = fn(actor, cur)
+            if got is None:
+                continue
+            if len(got) == len(cur):
+                chosen = cur  # answers are subsets: as long as the candidates allows them all
+                continue
+            keep = {t.key for t in got}
+            chosen = [t for t in cur if t.key in keep]
+            if not chosen:
+                return []
+        return chosen
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """The candidates the plugins allow ``preemptor`` to evict."""
-        return self._victims(self.tiers_of(PREEMPTABLE), preemptor, candidates)
+        """The candidates the plugins allow ``preemptor`` to evict (Volcano's ``Preemptable``):
+        the first tier whose plugins leave some candidate decides; a tier that leaves none (or
+        where every plugin abstains) passes the decision to the next."""
+        for tier in self.tiers_of(PREEMPTABLE):
+            got = self._tier_answer(tier, preemptor, candidates)
+            if got:
+                return got
+        return []
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """The candidates the plugins allow ``reclaimer``'s queue to take back.
 
-        Unlike preemption, every tier's answer narrows the victims: in Volcano the first tier
-        with an answer decides, so with its default tiers gang's verdict (tier 1) hides
-        proportion's and capacity's (tier 2), and reclaim can take a queue below its deserved
-        share, after which it reclaims back. Here the queue plugins' limits always hold."""
+        As Volcano's ``Reclaimable``, a tier whose plugins leave no candidate passes the
+        decision to the next (with Volcano's default tiers, gang's veto on whole gangs leaves
+        tier 1 empty and proportion in tier 2 decides). Unlike Volcano, where the first tier
+        with an answer decides alone, the later tiers still narrow that answer, and then an
+        empty answer means no victim: with gang's verdict in tier 1 Volcano never asks
+        proportion or capacity, and reclaim can take a queue below its deserved share, after
+        which it reclaims back. Here the queue plugins' limits always hold."""
         chosen: list[TaskInfo] | None = None
         for tier in self.tiers_of(RECLAIMABLE):
-            for fn in tier:
-                got = fn(reclaimer, candidates if chosen is None else chosen)
-                if got is None:
-                    continue  # abstains
-                keep = {t.key for t in got}
-                chosen = [t for t in (candidates if chosen is None else chosen) if t.key in keep]
-                if not chosen:
-                    return []
+            got = self._tier_answer(tier, reclaimer, candidates if chosen is None else chosen)
+            if got is None:
+                continue  # every plugin of the tier abstains
+            if chosen is None:
+                if got:
+                    chosen = got  # the first tier with candidates decides ...
+                continue  # ... an empty one passes the decision on
+            chosen = got  # ... and the later tiers narrow it
+            if not chosen:
+                return []
         return chosen or []
+
+    def guard(self, actor: TaskInfo, victims: list[TaskInfo]) -> tuple[list[TaskInfo], list[tuple[str, int]]]:
+        """The victims every protection plugin lets go (cdp's cooldown, pdb's budgets), and per
+        protection how many it kept: a guard holds whatever the tiers decided."""
+        held: list[tuple[str, int]] = []
+        for what, fn in self.fns(VICTIM_GUARD):
+            if not victims:
+                break
+            kept = fn(actor, victims)
+            if len(kept) < len(victims):
+                held.append((what, len(victims) - len(kept)))
+            victims = kept
+        return victims, held
 
     # ------------------------------------------------------------------ scores
     def node_scores(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> F64:

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from hyperplace.api.podgroup import NetworkTopologySpec, PodGroup, SubGroupPolicySpec
 from hyperplace.kube import SelectorError, label_selector_matches
+from hyperplace.kube.times import parse_go_duration
 
 from .memo import Memo
 
@@ -28,6 +29,10 @@ CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-c
 # kube's scheduling.SystemCriticalPriority: PriorityClasses at or above it are system-critical.
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
+COOLDOWN_KEY = "volcano.sh/cooldown-time"
+# Go's strconv.ParseBool: exactly these spellings, nothing else (" false", "yes" are invalid).
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 # k8s.io/apimachinery/pkg/util/rand.SafeEncodeString alphabet (no vowels, no confusable digits).
 _SAFE_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -111,6 +116,15 @@ class TaskInfo:
     rank: tuple[Any, ...] = ()  # placement rank order (see rank_key)
     priority_class: str | None = None  # spec.priorityClassName (critical pods are never victims)
     preempt_never: bool = False  # spec.preemptionPolicy Never: this pod never preempts or reclaims
+    # volcano.sh/preemptable on the pod (annotation, else label); None: the pod does not say, its
+    # PodGroup's mark (JobInfo.preemptable) decides.
+    preemptable: bool | None = None
+    bad_mark: str | None = None  # why the pod's volcano.sh/preemptable could not be read
+    # volcano.sh/cooldown-time on the pod (label, else annotation), seconds; None: unset. And
+    # since when the pod runs (its PodScheduled condition, else its start time), epoch seconds.
+    cooldown: float | None = None
+    scheduled_at: float | None = None
+    bad_cooldown: str | None = None
 
     @property
     def name_ordinal(self) -> int | None:
@@ -160,6 +174,13 @@ class JobInfo:
     # Placed anyway, but worth telling the user (an unknown highestTierName: Volcano's session
     # skips the translation with a warning, and the job is then not tier-limited).
     warnings: list[str] = field(default_factory=list)
+    # volcano.sh/preemptable on the PodGroup (annotation, else label); None: unset.
+    preemptable: bool | None = None
+    # volcano.sh/cooldown-time on the PodGroup (label, else annotation), seconds; None: unset.
+    cooldown: float | None = None
+    # Annotations and labels the scheduler read and could not use (logged as Volcano logs them,
+    # kept visible on the PodGroup).
+    bad_marks: list[str] = field(default_factory=list)
     # Results sessions derive from this job alone (and the tree / configuration they name),
     # kept for the next session that sees the same JobInfo. Not part of equality.
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)
@@ -298,10 +319,19 @@ def build_job(
         topology=topo,
         has_policies=bool(policies),
     )
+    meta = pg.metadata
+    job.preemptable, bad = preemptable_mark(meta.annotations, meta.labels)
+    if bad:
+        job.bad_marks.append(f"PodGroup {key}: {bad}")
+    job.cooldown, bad = cooldown_mark(meta.annotations, meta.labels)
+    if bad:
+        job.bad_marks.append(f"PodGroup {key}: {bad}")
     for p in policies:
         job.min_subjobs[f"{key}/{p.name}"] = p.min_sub_groups or 0
     if topo is not None and topo.problem:
         job.warnings.append(topo.problem)
+    job.bad_marks.extend(t.bad_mark for t in tasks if t.bad_mark)
+    job.bad_marks.extend(t.bad_cooldown for t in tasks if t.bad_cooldown)
     keyed = [(*order_keys(t), t) for t in tasks]
     keyed.sort(key=lambda x: x[0])  # stable, on the key alone: the order of ``sorted`` by it
     for prio_order, order, t in keyed:
@@ -360,14 +390,71 @@ def is_critical(t: TaskInfo) -> bool:
     return t.priority_class in CRITICAL_PRIORITY_CLASSES or t.priority >= SYSTEM_CRITICAL_PRIORITY
 
 
-def job_preemptable(job: JobInfo) -> bool:
-    """False for a PodGroup annotated (or labelled) ``volcano.sh/preemptable: "false"``."""
-    meta = job.podgroup.metadata
-    for src in (meta.annotations or {}, meta.labels or {}):
-        v = src.get(PREEMPTABLE_KEY)
-        if v is not None:
-            return v.strip().lower() != "false"
-    return True
+def go_bool(value: str) -> bool | None:
+    """Go's ``strconv.ParseBool``; None for anything it refuses."""
+    if value in GO_TRUE:
+        return True
+    if value in GO_FALSE:
+        return False
+    return None
+
+
+def preemptable_mark(
+    annotations: Mapping[str, str] | None, labels: Mapping[str, str] | None
+) -> tuple[bool | None, str | None]:
+    """``volcano.sh/preemptable`` where Volcano reads it (``GetPodPreemptable``,
+    ``extractPreemptable``): the annotation first, else the label. Returns (value, problem):
+    None when neither is set; an invalid value reads as False (not preemptable), as Volcano
+    reads it, with the problem named so it can be logged and shown."""
+    for where, src in (("annotation", annotations), ("label", labels)):
+        raw = (src or {}).get(PREEMPTABLE_KEY)
+        if raw is None:
+            continue
+        got = go_bool(str(raw))
+        if got is None:
+            return False, (
+                f"{where} {PREEMPTABLE_KEY}={raw!r} is not a boolean Go's ParseBool reads "
+                "(1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False): read as false, not preemptable"
+            )
+        return got, None
+    return None, None
+
+
+def cooldown_mark(
+    annotations: Mapping[str, str] | None, labels: Mapping[str, str] | None
+) -> tuple[float | None, str | None]:
+    """``volcano.sh/cooldown-time`` where Volcano's cdp plugin reads it: the label first, else
+    the annotation, a Go duration. Returns (seconds, problem): an invalid value protects
+    nothing (cdp logs it and ignores it), with the problem named."""
+    for where, src in (("label", labels), ("annotation", annotations)):
+        raw = (src or {}).get(COOLDOWN_KEY)
+        if raw is None:
+            continue
+        try:
+            return parse_go_duration(str(raw)), None
+        except ValueError:
+            return (
+                None,
+                f"{where} {COOLDOWN_KEY}={raw!r} is not a Go duration (such as 10m or 1h30m): ignored",
+            )
+    return None, None
+
+
+def cooldown_until(t: TaskInfo, job: JobInfo) -> float | None:
+    """Until when ``t`` is in its cooldown (its own ``volcano.sh/cooldown-time``, else its
+    PodGroup's, counted from when it started running), or None."""
+    cooldown = t.cooldown if t.cooldown is not None else job.cooldown
+    if cooldown is None or t.scheduled_at is None:
+        return None
+    return t.scheduled_at + cooldown
+
+
+def task_preemptable(t: TaskInfo, job: JobInfo) -> bool:
+    """May ``t`` be evicted at all: its own ``volcano.sh/preemptable`` mark, else its PodGroup's,
+    else yes."""
+    if t.preemptable is not None:
+        return t.preemptable
+    return job.preemptable is not False
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(JobInfo))

@@ -56,6 +56,9 @@ class ClusterSnapshot:
     standalone: list[str] = field(default_factory=list)  # job keys synthesised for group-less pods
     # Gang pods bound to a node with no Node object: counted as running (as Volcano does), not placed.
     missing_node_pods: dict[str, str] = field(default_factory=dict)  # pod key -> node name
+    # PodDisruptionBudgets and ResourceQuotas as listed (the pdb and resourcequota plugins).
+    pdbs: tuple[dict[str, Any], ...] = ()
+    quotas: tuple[dict[str, Any], ...] = ()
     build_seconds: float = 0.0
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)

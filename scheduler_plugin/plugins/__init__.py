@@ -14,15 +14,19 @@ from ..framework.session import PluginBuilder
 from . import (
     binpack,
     capacity,
+    cdp,
     conformance,
     drf,
     gang,
     network_topology_aware,
+    nodegroup,
     nodeorder,
     overcommit,
+    pdb,
     predicates,
     priority,
     proportion,
+    resourcequota,
     sla,
 )
 
@@ -39,4 +43,8 @@ REGISTRY: Mapping[str, PluginBuilder] = {
     "capacity": capacity.register,
     "conformance": conformance.register,
     "sla": sla.register,
+    "cdp": cdp.register,
+    "pdb": pdb.register,
+    "resourcequota": resourcequota.register,
+    "nodegroup": nodegroup.register,
 }

@@ -28,6 +28,7 @@ a queue whose parent chain is broken or cyclic.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from hyperplace.api.podgroup import Queue
 
 from ..algorithms.queue_sums import (
     OPEN,
+    excess_on,
     fmt_res,
     job_sums,
     queue_priority,
@@ -43,12 +45,14 @@ from ..algorithms.queue_sums import (
     tasks_res,
     total_resource,
 )
+from ..config.arguments import get_int
 from ..config.scheduler_conf import PluginOption
 from ..framework.extension_points import (
     ALLOCATABLE,
     ALLOCATABLE_REASON,
     PERMIT,
     PREEMPTIVE,
+    QUEUE_EXCESS,
     QUEUE_LIMITS,
     QUEUE_ORDER,
     RECLAIMABLE,
@@ -107,6 +111,8 @@ class Capacity(QueueLedger):
     def __init__(self, ssn: Session, hierarchy: bool) -> None:
         self.ssn = ssn
         self.hierarchy = hierarchy
+        # Volcano's ancestorReclaimLevel (with hierarchy): ancestors a victim's queue must be over too.
+        self.ancestor_level = 0
         self.total = total_resource(ssn.snap)
         self.attrs: dict[str, CapacityAttr] = {}
         self.broken: dict[str, str] = {}  # queue -> why its jobs are refused
@@ -293,6 +299,18 @@ class Capacity(QueueLedger):
         """Why ``tasks`` do not fit the queue's capability, or None."""
         return self._allocatable_res(queue, tasks_res(self.ssn.snap, tasks))[1]
 
+    def excess(self, queue: str, tasks: list[TaskInfo]) -> Res | None:
+        """What the queue must give back before ``tasks`` fit its real capability and every
+        ancestor's (the most any of them asks, per dimension), or None."""
+        req = tasks_res(self.ssn.snap, tasks)
+        out: Res | None = None
+        for a in self.chain(queue):
+            got = excess_on(a.allocated.clone().add(req), a.real_capability, req)
+            if got is None:
+                continue
+            out = got if out is None else res_max(out, got)
+        return out
+
     def job_enqueueable(self, job: JobInfo) -> int:
         """REJECT a job whose minResources do not fit its queue's (or an ancestor's) real capability."""
         ssn = self.ssn
@@ -348,16 +366,95 @@ class Capacity(QueueLedger):
                 allocated.get(n) > a.deserved.get(n) for n in have if n in deserved_dims
             )
 
-        return reclaim_walk(self.ssn, self.attrs, reclaimees, may_take)
+        if not self.hierarchy or self.ancestor_level <= 0:
+            return reclaim_walk(self.ssn, self.attrs, reclaimees, may_take)
+        return self._reclaim_with_ancestors(reclaimer, reclaimees, may_take)
+
+    def _ancestor(self, a: CapacityAttr | None, level: int) -> str | None:
+        """``a``'s ancestor ``level`` steps up (1: its parent), or None."""
+        if a is None or level > len(a.ancestors):
+            return None
+        return a.ancestors[len(a.ancestors) - level]
+
+    def _reclaim_with_ancestors(
+        self,
+        reclaimer: TaskInfo,
+        reclaimees: list[TaskInfo],
+        may_take: Callable[[CapacityAttr, Res, Res], bool],
+    ) -> list[TaskInfo]:
+        """Volcano's ``ancestorReclaimLevel``: a victim must also come from ancestors (up to
+        that many levels, root and the ancestors the reclaimer shares left out) that hold more
+        than they deserve on a dimension it uses, so a queue under a parent within its own share
+        is not reclaimed from just because its leaf is over; and a leaf with no deserved for what
+        it uses is not reclaimed from by a sibling with none either."""
+        snap, level = self.ssn.snap, self.ancestor_level
+        me_job = snap.jobs.get(reclaimer.job)
+        me = self.attrs.get(me_job.queue) if me_job is not None else None
+        want = _dims(task_res(snap, reclaimer))
+        mine = {self._ancestor(me, lv) for lv in range(1, level + 1)} - {None, ROOT}
+        allocations: dict[str, Res] = {}
+        out: list[TaskInfo] = []
+        for t in reclaimees:
+            job = snap.jobs.get(t.job)
+            a = self.attrs.get(job.queue) if job is not None else None
+            q = snap.queues.get(job.queue) if job is not None else None
+            if a is None or (q is not None and q.spec.reclaimable is False):
+                continue
+            req = task_res(snap, t)
+            allocated = allocations.setdefault(a.name, a.allocated.clone())
+            if not may_take(a, allocated, req):
+                continue
+            have = _dims(req)
+            theirs = {self._ancestor(a, lv) for lv in range(1, level + 1)} - {None, ROOT}
+            if (
+                not (have & _dims(a.deserved))
+                and mine & theirs
+                and me is not None
+                and not (want & _dims(me.deserved))
+            ):
+                continue  # no real contention under a shared ancestor
+            checked: list[Res] = []
+            ok = True
+            for lv in range(1, level + 1):
+                anc = self._ancestor(a, lv)
+                if anc is None or anc == ROOT or anc == self._ancestor(me, lv):
+                    continue
+                aa = self.attrs.get(anc)
+                if aa is None:
+                    ok = False
+                    break
+                anc_alloc = allocations.setdefault(anc, aa.allocated.clone())
+                checked.append(anc_alloc)
+                dims = have & _dims(aa.deserved)
+                if dims and not any(anc_alloc.get(n) > aa.deserved.get(n) for n in dims):
+                    ok = False
+                    break
+            if not ok:
+                continue
+            allocated.sub(req)
+            for x in checked:
+                x.sub(req)
+            out.append(t)
+        return out
 
 
 def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Capacity:
     """Build the queue attributes and register capacity's callbacks."""
     # enableHierarchy is off unless written true (Volcano's *bool, nil = off).
     c = Capacity(ssn, bool(opt.explicit.get("enableHierarchy", False)))
+    warnings: list[str] = []
+    level = get_int(args, "ancestorReclaimLevel", 0, warnings)
+    if level < 0:
+        warnings.append(f"ancestorReclaimLevel should be non-negative, got {level}. Falling back to 0.")
+        level = 0
+    c.ancestor_level = level
+    for w in warnings:
+        if f"plugin capacity: {w}" not in ssn.notes:
+            ssn.notes.append(f"plugin capacity: {w}")
     ssn.register(QUEUE_ORDER, c.queue_order)
     ssn.register(ALLOCATABLE, c.allocatable)
     ssn.register(ALLOCATABLE_REASON, c.why_not_allocatable)
+    ssn.register(QUEUE_EXCESS, c.excess)
     ssn.register(PREEMPTIVE, c.preemptive)
     ssn.register(RECLAIMABLE, c.reclaimable)
     ssn.register(QUEUE_LIMITS, c.limits)

@@ -22,6 +22,7 @@ from ..algorithms.queue_shares import enqueueable as share_enqueueable
 from ..algorithms.queue_shares import overused as share_overused
 from ..algorithms.queue_sums import (
     OPEN,
+    excess_on,
     fmt_res,
     job_sums,
     queue_priority,
@@ -37,6 +38,7 @@ from ..framework.extension_points import (
     ALLOCATABLE_REASON,
     OVERUSED,
     PERMIT,
+    QUEUE_EXCESS,
     QUEUE_LIMITS,
     QUEUE_ORDER,
     RECLAIMABLE,
@@ -45,7 +47,7 @@ from ..framework.extension_points import (
 from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
 from ..model.memo import MemoKey
-from ..model.resources import MIN_RESOURCE, Res
+from ..model.resources import MIN_RESOURCE, Missing, Res
 from .queue_ledger import QueueLedger, job_inqueue, reclaim_walk, register_ledger
 
 # The deserved shares of the queues at open, once per snapshot (sessions move copies).
@@ -130,6 +132,14 @@ class Proportion(QueueLedger):
             f"(deserved {fmt_res(a.deserved)}; allocated {fmt_res(a.allocated)})"
         )
 
+    def excess(self, queue: str, tasks: list[TaskInfo]) -> Res | None:
+        """What the queue must give back before ``tasks`` fit its deserved share, or None."""
+        a = self.attrs.get(queue)
+        if a is None:
+            return None
+        req = tasks_res(self.ssn.snap, tasks)
+        return excess_on(a.allocated.clone().add(req), a.deserved, req)
+
     # -- enqueue
     def job_enqueueable(self, job: JobInfo) -> int:
         """Volcano's vote: REJECT a job of a queue not Open, or whose minResources do not fit
@@ -149,17 +159,25 @@ class Proportion(QueueLedger):
 
     # -- reclaim
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
-        """Tasks of queues above their deserved share, in the order given, while the queue
-        still holds at least its deserved share once the task has left (on the dimensions the
-        task uses), and never of a queue with ``reclaimable: false``.
+        """Tasks of queues above their deserved share, in the order given, and never of a queue
+        with ``reclaimable: false``. A task goes while its queue is above deserved on some
+        dimension (Volcano's ``!allocated.LessEqual(deserved)``), and only while the queue keeps
+        its deserved share on every dimension it is above it once the task has left.
 
         Volcano takes a victim while its queue is above deserved *before* it leaves, so the
         last victim may take the queue below deserved, and the queue then reclaims back: here a
-        queue is never taken below its deserved share."""
+        queue is never taken below its deserved share on the dimensions it holds too much of.
+        A dimension it holds less than deserved of (cpu a GPU queue barely uses) does not stop
+        the reclaim, as it does not in Volcano."""
 
         def may_take(a: QueueShare, allocated: Res, req: Res) -> bool:
+            if allocated.less_equal(a.deserved, Missing.ZERO):
+                return False
             after = allocated.clone().sub(req)
-            return all(after.get(n) >= a.deserved.get(n) - MIN_RESOURCE for n in req.names() if n != "pods")
+            over = [
+                n for n in req.names() if n != "pods" and allocated.get(n) > a.deserved.get(n) + MIN_RESOURCE
+            ]
+            return all(after.get(n) >= a.deserved.get(n) - MIN_RESOURCE for n in over)
 
         return reclaim_walk(self.ssn, self.attrs, reclaimees, may_take)
 
@@ -181,6 +199,7 @@ def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Proportio
     ssn.register(OVERUSED, p.overused)
     ssn.register(ALLOCATABLE, p.allocatable)
     ssn.register(ALLOCATABLE_REASON, p.why_not_allocatable)
+    ssn.register(QUEUE_EXCESS, p.excess)
     ssn.register(QUEUE_LIMITS, p.limits)
     register_ledger(ssn, p)
     return p

@@ -72,6 +72,40 @@ class Metrics:
             ["result"],
             registry=registry,
         )
+        # The status write queue and the event recorder (issue 22: quiet on the control plane).
+        self.status_queue_depth = Gauge(
+            "hyperplace_scheduler_status_queue_depth",
+            "Status writes queued (one per object: newer states replace queued ones)",
+            registry=registry,
+        )
+        self.status_coalesced = Counter(
+            "hyperplace_scheduler_status_writes_coalesced_total",
+            "Status writes folded into one already queued for the same object",
+            ["kind"],
+            registry=registry,
+        )
+        self.status_dropped = Counter(
+            "hyperplace_scheduler_status_writes_dropped_total",
+            "Queued status writes not sent: the object was gone or no longer needed it",
+            ["kind"],
+            registry=registry,
+        )
+        self.status_deferred = Counter(
+            "hyperplace_scheduler_status_writes_deferred_total",
+            "PodGroup status writes put off by the per-PodGroup interval (only numbers moved)",
+            registry=registry,
+        )
+        self.folded = Counter(
+            "hyperplace_scheduler_events_folded_total",
+            "Event occurrences folded into a write already pending for the same Event",
+            registry=registry,
+        )
+        self.event_writes = Counter(
+            "hyperplace_scheduler_event_writes_total",
+            "Event writes by verb (create, patch: a series' count and lastTimestamp)",
+            ["verb"],
+            registry=registry,
+        )
 
 
 class Throttle:

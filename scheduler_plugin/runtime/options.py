@@ -22,7 +22,26 @@ class SchedulerOptions:
     api_qps: float = 2000.0  # Volcano's --kube-api-qps / --kube-api-burst defaults
     api_burst: int = 2000
     status_workers: int = 16
-    event_interval: float = 60.0  # at most one count update per Event per interval
+    # Status writes (pod conditions, PodGroup and Queue status) keep to their own rate, below
+    # api_qps and apart from the binds' (the lower of the two is used).
+    status_qps: float = 50.0
+    status_burst: int = 100
+    # At most one count update per Event per interval (client-go's spam filter refills one
+    # write per 5 minutes per object), and Event writes at most event_qps (burst event_burst).
+    event_interval: float = 300.0
+    event_qps: float = 50.0
+    event_burst: int = 100
+    # A PodGroup's status is written at once when its phase or a condition's status or reason
+    # changes; when only numbers moved (pod counts, what the best domain lacks), at most once
+    # per this many seconds.
+    podgroup_status_interval: float = 60.0
+    # Seconds a PodGroup's change of phase or condition is held (a gang placed meanwhile is
+    # written once, Running; one that went Running waits for its pods to be reported running).
+    podgroup_settle: float = 5.0
+    # A Queue's status.allocated (sums that move with every bind) at most once per interval.
+    queue_status_interval: float = 10.0
+    # False: write no status and no Event, only binds (a benchmark's floor; --no-status-writes).
+    status_writes: bool = True
     # Binds in flight when the loop stops (SIGTERM, lost Lease) may finish within this.
     # Below lease_duration - renew_deadline (15 s - 10 s), so a successor cannot be
     # deciding while our last binds land.

@@ -1,11 +1,30 @@
 """Reporting a session's outcome, off the scheduling path: pod ``PodScheduled`` conditions,
 PodGroup status and its allocated-HyperNode annotation, Queue ``status.allocated``, and Events.
 
-The latest desired state per object is queued (a work queue with its own workers) and written
-only when it changes: what was written is remembered with the resourceVersion the object had,
-and while the informer still shows that version it has not caught up with our write, so writing
-again would only conflict. Once it shows a newer version (our write's echo, or someone else's
-change) the patch is recomputed from it.
+What is written is what a user acts on, when it changes in kind (:mod:`.waiting`):
+
+* a waiting pod's condition and its ``FailedScheduling`` Event say the kind of reason and the
+  blocking scope, rewritten only when that changes (a pod on its own counts repeats on its
+  Event, a gang's pods leave that to the PodGroup's ``Unschedulable`` series); a pod
+  placed within ``settle`` seconds of its first miss gets neither (it was never news), nor does
+  a pod of a gang its queue has not admitted yet (the PodGroup says that for all of them);
+* the numbers (per tier, the best domain and what it lacks) go to the PodGroup's condition and
+  its ``Unschedulable`` Event series, written at once when the PodGroup's phase or a
+  condition's status or reason changes, and otherwise at most once per ``podgroup_interval``;
+* a Queue's ``status.allocated`` at most once per ``queue_interval`` seconds;
+* a new condition on an unchanged phase is held up to ``settle`` seconds (default
+  :data:`SETTLE`), so a gang that waits only a moment is written once, Running; a gang that
+  went Running is written once the kubelets report its pods running (at most ``settle``
+  later), so the phase and the pod counts go in one write; Inqueue (enqueue's decision, read
+  back by later sessions) and Completed are written at once.
+
+The latest desired state per object is queued in one rate-limited, coalescing queue
+(:mod:`.write_queue`) apart from binds, and written only when it changes: what was written is
+remembered with the resourceVersion the object had, and while the informer still shows that
+version it has not caught up with our write, so writing again would only conflict. Once it
+shows a newer version (our write's echo, or someone else's change) the patch is recomputed
+from it. With ``status_writes`` off (``--no-status-writes``: a benchmark's floor) nothing but
+binds is written.
 """
 
 from __future__ import annotations
@@ -14,6 +33,7 @@ import asyncio
 import functools
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +43,6 @@ from hyperplace.kube.objects import podgroup_key_of
 from hyperplace.runtime.api import PODGROUPS, PODS, QUEUES, ApiClient, ApiError, Obj, meta
 from hyperplace.runtime.informer import Informer
 from hyperplace.runtime.status_writer import StatusWriter
-from hyperplace.runtime.workqueue import ItemExponentialBackoff, RateLimiter, WorkQueue
 from scheduler_plugin.cache.records import owned_by
 from scheduler_plugin.cycle import JobOutcome, SessionResult
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -38,11 +57,20 @@ from .status import (
     UNSCHEDULABLE,
     GangFormation,
     allocated_hypernode_patch,
+    pod_counts,
     pod_unschedulable_patch,
     podgroup_status_patch,
+    status_kind,
 )
+from .waiting import not_admitted, pod_wait_message
+from .write_queue import StatusWriteQueue
 
 log = logging.getLogger(__name__)
+
+# Seconds a PodGroup's change of kind is held: a gang placed within it is written once (Running),
+# and one that went Running waits for its pods to be reported running (the kubelets answer
+# within a second or two of the binds), so its phase and pod counts are one write.
+SETTLE = 5.0
 
 
 class Reporter:
@@ -62,25 +90,41 @@ class Reporter:
         scheduler_names: tuple[str, ...],
         gang_creation_grace: float,
         now: Callable[[], str],
+        status_writes: bool = True,
+        podgroup_interval: float = 60.0,
+        settle: float = SETTLE,
+        queue_interval: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``throttle``: the rate status writes keep to (apart from the binds');
+        ``podgroup_interval``: seconds between PodGroup status writes in which only numbers
+        moved; ``status_writes`` False: write nothing (binds only)."""
         self.api = api
         self.status_writer = StatusWriter(api)
         self.pods, self.podgroups, self.queues = pods, podgroups, queues
         self.assumed, self.events, self.metrics = assumed, events, metrics
-        self._throttle = throttle
         self.names = scheduler_names
         self._now = now
+        self._clock = clock
+        self.status_writes = status_writes
+        self.podgroup_interval = podgroup_interval
+        self.settle = settle
+        self.queue_interval = queue_interval
         self._notes_logged: set[str] = set()
         # The latest desired state per key, written by status workers.
-        self.status_queue: WorkQueue[tuple[str, str]] = WorkQueue(
-            RateLimiter(ItemExponentialBackoff(0.05, 60.0)), name="scheduler-status"
-        )
+        self.status_queue = StatusWriteQueue(throttle, metrics)
+        metrics.status_queue_depth.set_function(self.status_queue.__len__)
         self._pod_wanted: dict[str, str] = {}  # pod key -> unschedulable message
+        self._pod_first_seen: dict[str, float] = {}  # pod key -> when first found waiting
         self._pg_wanted: dict[str, JobOutcome] = {}
         self._queue_wanted: dict[str, dict[str, str]] = {}  # queue -> status.allocated
+        self._queue_written: dict[str, float] = {}  # queue -> when status.allocated was written
         # What we wrote, with the resourceVersion the object had when we wrote it.
         self._pod_sent: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, rv, message)
         self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
+        # pg key -> (uid, kind of the status written, when): the per-PodGroup interval.
+        self._pg_written: dict[str, tuple[str, str, float]] = {}
+        self._pg_settling: dict[str, float] = {}  # pg key -> when it was first wanted Running
         self._formation = GangFormation(gang_creation_grace, time.monotonic)
         self._settled: dict[str, tuple[Any, JobOutcome]] = {}  # Running jobs reported last cycle
 
@@ -97,6 +141,8 @@ class Reporter:
         """A PodGroup was deleted."""
         self._pg_wanted.pop(key, None)
         self._pg_sent.pop(key, None)
+        self._pg_written.pop(key, None)
+        self._pg_settling.pop(key, None)
 
     def _group_size(self, jkey: str) -> int:
         """Pods of a PodGroup in the informer's cache."""
@@ -119,7 +165,14 @@ class Reporter:
             if self._formation.forming(jkey, outcome, functools.partial(self._group_size, jkey))
         }
         self._formation.forget(result.jobs)
+        if not self.status_writes:
+            # The floor: binds only. The gauges still say what waits.
+            self.metrics.unschedulable.set(len(result.unschedulable))
+            self.metrics.pending_jobs.set(sum(1 for o in result.jobs.values() if o.phase != "Running"))
+            return
         unschedulable = 0
+        now = self._clock()
+        first_seen, self._pod_first_seen = self._pod_first_seen, {}
         for pkey, reason in result.unschedulable.items():
             pod = self.pods.get(pkey)
             if pod is None or not pending_ours(pod, self.names) or pkey in self.assumed:
@@ -127,10 +180,25 @@ class Reporter:
             if forming and podgroup_key_of(pod) in forming:
                 continue
             unschedulable += 1
+            # A pod placed within the settle of its first miss was never news: nothing is said.
+            since = self._pod_first_seen[pkey] = first_seen.get(pkey, now)
+            if now - since < self.settle and pkey not in self._pod_wanted:
+                continue
+            group = podgroup_key_of(pod)
+            outcome = result.jobs.get(group) if group else None
+            if not_admitted(outcome) and pkey not in self._pod_wanted:
+                # A gang its queue has not admitted: the PodGroup (Pending, its Unschedulable
+                # condition and Event) says so once for all its pods, which under Volcano's
+                # Job controller would not even exist yet.
+                continue
+            message = pod_wait_message(pod, reason, outcome, snap.jobs.get(group) if group else None)
             if not spec_of(pod).get("schedulingGates"):  # gated pods wait by design: no warning
-                self.events.record(pod, "Warning", "FailedScheduling", reason)
-            self._pod_wanted[pkey] = reason
-            self.status_queue.add(("pod", pkey))  # a no-op write is skipped by the worker
+                # One Event per pod and kind of reason. A pod on its own counts its repeats, as
+                # kube-scheduler's do; a gang's pods do not: its PodGroup's series counts them.
+                self.events.record(pod, "Warning", "FailedScheduling", message, repeats=outcome is None)
+            if self._pod_wanted.get(pkey) != message:
+                self._pod_wanted[pkey] = message
+                self.status_queue.add(("pod", pkey))
         self.metrics.unschedulable.set(unschedulable)
         pending = 0
         settled: dict[str, tuple[Any, JobOutcome]] = {}
@@ -154,7 +222,10 @@ class Reporter:
             if outcome.phase != "Running":
                 pending += 1
                 if outcome.explanation is not None:
-                    self.events.record(pg, "Warning", "Unschedulable", outcome.explanation.message())
+                    # Gang-level news on the PodGroup: one series per kind of reason, carrying
+                    # the latest numbers when its count is next written.
+                    expl = outcome.explanation
+                    self.events.record(pg, "Warning", "Unschedulable", expl.message(), series=expl.reason)
             self._pg_wanted[jkey] = outcome
             self.status_queue.add(("pg", jkey))
         self._settled = settled
@@ -171,15 +242,24 @@ class Reporter:
             queue, allocated = self.queues.get(key), self._queue_wanted.get(key)
             patch = queue_allocated_patch(queue, allocated) if queue and allocated is not None else None
             if patch is not None:
-                await self._throttle()
+                # Sums that move with every bind and every pod that ends: at most one write
+                # per queue_interval, carrying the latest sums.
+                wait = self._queue_written.get(key, -math.inf) + self.queue_interval - self._clock()
+                if wait > 0:
+                    self.metrics.status_deferred.inc()
+                    self.status_queue.add_after(item, wait)
+                    return
+                await self.status_queue.throttle()
                 await self.status_writer.patch_status(QUEUES, key, patch, None)
                 self.metrics.writes.labels("queues/status", "ok").inc()
+                self._queue_written[key] = self._clock()
             return
         ns, name = key.split("/", 1)
         if kind == "pod":
             pod = self.pods.get(key)
             message = self._pod_wanted.get(key)
             if pod is None or message is None or not pending_ours(pod, self.names) or key in self.assumed:
+                self.status_queue.dropped(item)  # gone, bound or decided meanwhile
                 return
             uid, rv = str(meta(pod).get("uid") or ""), str(meta(pod).get("resourceVersion") or "")
             if self._pod_sent.get(key) == (uid, rv, message):
@@ -187,7 +267,7 @@ class Reporter:
             why = SCHEDULING_GATED if spec_of(pod).get("schedulingGates") else UNSCHEDULABLE
             patch = pod_unschedulable_patch(pod, message, self._now(), why)
             if patch is not None:
-                await self._throttle()
+                await self.status_queue.throttle()
                 await self.api.patch(PODS, name, patch, ns, subresource="status")
                 self.metrics.writes.labels("pods/status", "ok").inc()
                 self._pod_sent[key] = (uid, rv, message)
@@ -195,22 +275,85 @@ class Reporter:
         pg = self.podgroups.get(key)
         outcome = self._pg_wanted.get(key)
         if pg is None or outcome is None:
+            self.status_queue.dropped(item)
             return
         uid, rv = str(meta(pg).get("uid") or ""), str(meta(pg).get("resourceVersion") or "")
-        patch = podgroup_status_patch(pg, outcome, self.pods.by_index("group", key), self._now())
+        ann = allocated_hypernode_patch(pg, JOB_ALLOCATED_HYPERNODE_ANNOTATION, outcome.allocated_hypernode)
+        pods = self.pods.by_index("group", key)
+        patch = podgroup_status_patch(pg, outcome, pods, self._now())
+        # On Volcano's CRD (no status subresource) status goes through the object: the
+        # annotation rides on the same write.
+        rides = ann is not None and patch is not None
+        if rides and await self.status_writer.has_status_subresource(PODGROUPS):
+            rides = False
+        if patch is not None and self._pg_wait(key, uid, pg, patch, pods):
+            if ann is not None and not (rides and key in self._pg_settling):
+                await self._annotate(name, ns, ann)
+            return
+        if rides and patch is not None and ann is not None:
+            patch = {**patch, "metadata": {**(patch.get("metadata") or {}), **ann["metadata"]}}
+            ann = None
+        elif ann is not None:
+            await self._annotate(name, ns, ann)
         if patch is not None:
             sent = (uid, rv, json.dumps(_timeless(patch), sort_keys=True))
             if self._pg_sent.get(key) != sent:
-                await self._throttle()
+                await self.status_queue.throttle()
                 # Through podgroups/status, or the object on Volcano's CRD (no subresource).
                 await self.status_writer.patch_status(PODGROUPS, name, patch, ns)
                 self.metrics.writes.labels("podgroups/status", "ok").inc()
                 self._pg_sent[key] = sent
-        ann = allocated_hypernode_patch(pg, JOB_ALLOCATED_HYPERNODE_ANNOTATION, outcome.allocated_hypernode)
-        if ann is not None:
-            await self._throttle()
-            await self.api.patch(PODGROUPS, name, ann, ns)
-            self.metrics.writes.labels("podgroups", "ok").inc()
+                self._pg_written[key] = (uid, status_kind(patch["status"]), self._clock())
+                self._pg_settling.pop(key, None)
+
+    async def _annotate(self, name: str, ns: str, ann: Obj) -> None:
+        await self.status_queue.throttle()
+        await self.api.patch(PODGROUPS, name, ann, ns)
+        self.metrics.writes.labels("podgroups", "ok").inc()
+
+    def _pg_wait(self, key: str, uid: str, pg: Obj, patch: Obj, pods: list[Obj]) -> bool:
+        """Whether the PodGroup's write is put off (and re-queued for later): only numbers
+        moved within ``podgroup_interval`` of the last write; or, for at most ``settle``
+        seconds, a new condition on an unchanged phase (a gang placed meanwhile is written once,
+        Running) or a gang that went Running and whose pods are not reported running yet."""
+        now = self._clock()
+        status = patch["status"]
+        kind = status_kind(status)
+        last = self._pg_written.get(key)
+        if last is None and uid:
+            # Nothing written by this process yet: what the object says counts as written
+            # (a restart does not rewrite every PodGroup's numbers at once).
+            old = pg.get("status") or {}
+            if old.get("phase") and status_kind(old) == kind:
+                last = (uid, kind, now)
+                self._pg_written[key] = last
+        if last is not None and last[0] == uid and last[1] == kind:
+            wait = last[2] + self.podgroup_interval - now
+            if wait > 0:
+                self.metrics.status_deferred.inc()
+                self.status_queue.add_after(("pg", key), wait)
+                return True
+            return False
+        phase = status.get("phase")
+        written = (pg.get("status") or {}).get("phase") or "Pending"
+        if phase != "Running" and phase != written:
+            # Inqueue is enqueue's decision, which later sessions read back from the object
+            # (as Volcano's do); Completed is final: a change of phase other than to Running
+            # is written at once.
+            return False
+        since = self._pg_settling.setdefault(key, now)
+        if now - since >= self.settle:
+            return False
+        if phase == "Running":
+            counts = pod_counts(pods)
+            started = counts["running"] + counts["succeeded"] + counts["failed"]
+            need = int((pg.get("spec") or {}).get("minMember") or 0)
+            if started >= need:
+                return False
+        # A gang that waits only a moment, or whose pods are not reported running yet: the
+        # newer state (Running, with its pods' counts) replaces this one if it comes in time.
+        self.status_queue.add_after(("pg", key), min(1.0, self.settle - (now - since)))
+        return True
 
     async def worker(self) -> None:
         """Write queued reports until the queue shuts down."""

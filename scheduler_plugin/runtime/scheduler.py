@@ -65,10 +65,12 @@ from hyperplace.runtime.api import (
     CONFIGMAPS,
     HYPERNODES,
     NODES,
+    PDBS,
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    RESOURCE_QUOTAS,
     ApiClient,
     Obj,
     meta,
@@ -167,6 +169,9 @@ class Scheduler:
         self.queues = Informer(api, QUEUES)
         self.hypernodes = Informer(api, HYPERNODES)
         self.priority_classes = Informer(api, PRIORITY_CLASSES)
+        # What the pdb and resourcequota plugins read.
+        self.pdbs = Informer(api, PDBS)
+        self.quotas = Informer(api, RESOURCE_QUOTAS)
         self.informers = [
             self.nodes,
             self.pods,
@@ -174,6 +179,8 @@ class Scheduler:
             self.queues,
             self.hypernodes,
             self.priority_classes,
+            self.pdbs,
+            self.quotas,
         ]
         self.configmaps: Informer | None = None
         if self.conf.source.configmap is not None:
@@ -181,7 +188,9 @@ class Scheduler:
             self.informers.append(self.configmaps)
         # PriorityClasses only order jobs; a cluster whose RBAC does not grant them must not
         # keep the scheduler from starting (as for the controller).
-        self.required_informers = [i for i in self.informers if i is not self.priority_classes]
+        # PodDisruptionBudgets and ResourceQuotas likewise only matter with their plugins.
+        optional = (self.priority_classes, self.pdbs, self.quotas)
+        self.required_informers = [i for i in self.informers if all(i is not o for o in optional)]
 
         self._pg_models = _Models(self.podgroups, PodGroup)
         self._queue_models = _Models(self.queues, Queue)
@@ -191,10 +200,21 @@ class Scheduler:
         self.metrics.assumed.set_function(self.assumed.__len__)
         # The cluster as the next session sees it, kept from informer events and assumptions.
         self.state = ClusterState(self.options.scheduler_names)
+        opts = self.options
         self.events = EventRecorder(
-            api, COMPONENT, self.options.identity, min_interval=self.options.event_interval
+            api,
+            COMPONENT,
+            opts.identity,
+            min_interval=opts.event_interval,
+            qps=opts.event_qps,
+            burst=opts.event_burst,
+            metrics=self.metrics,
         )
-        throttle = Throttle(self.options.api_qps, self.options.api_burst)
+        self.events.enabled = opts.status_writes
+        throttle = Throttle(opts.api_qps, opts.api_burst)
+        # Status writes keep to their own, lower rate: they never make a bind wait.
+        status_qps = min(opts.status_qps, opts.api_qps) if opts.api_qps > 0 else opts.status_qps
+        status_throttle = Throttle(status_qps, min(opts.status_burst, max(opts.api_burst, 1)))
         # preempt/reclaim: evictions sent, nominations held across cycles.
         self.evictor = Evictor(api, self.events, COMPONENT, now=now)
         # Head-of-queue reservations, carried from one session to the next (a restart starts
@@ -223,10 +243,14 @@ class Scheduler:
             self.assumed,
             self.events,
             self.metrics,
-            throttle,
+            status_throttle,
             scheduler_names=self.options.scheduler_names,
             gang_creation_grace=self.options.gang_creation_grace,
             now=now,
+            status_writes=opts.status_writes,
+            podgroup_interval=opts.podgroup_status_interval,
+            settle=opts.podgroup_settle,
+            queue_interval=opts.queue_status_interval,
         )
         self.cycles = 0
         self.last_result: SessionResult | None = None
@@ -319,6 +343,8 @@ class Scheduler:
 
         self.queues.add_handler(lambda _o: wake(), queue_changed, lambda _o: wake())
         self.priority_classes.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
+        self.pdbs.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
+        self.quotas.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
 
         if self.configmaps is not None:
             self.configmaps.add_handler(
@@ -451,6 +477,7 @@ class Scheduler:
             st.replace_podgroups(podgroups)
             st.replace_queues(queues)
             st.replace_priority_classes(pcs)
+            st.replace_policies(self.pdbs.objects(), self.quotas.objects())
             snap = st.snapshot()
         rebuild: dict[str, Any] | None = None
         if snap is None or self.options.verify_state:
@@ -464,6 +491,8 @@ class Scheduler:
                 "podgroups": podgroups,
                 "queues": queues,
                 "priority_classes": pcs,
+                "pdbs": self.pdbs.objects(),
+                "quotas": self.quotas.objects(),
             }
         decided, result = await asyncio.to_thread(
             self._decide, snap, rebuild, self.config, self.evictor.held(), dict(self.reservations)

@@ -20,7 +20,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hyperplace.runtime.api import Obj, meta
-from scheduler_plugin.cycle.result import NETWORK_TOPOLOGY_WARNING, PODS_PENDING, JobOutcome
+from scheduler_plugin.cycle.result import (
+    INVALID_MARK,
+    NETWORK_TOPOLOGY_WARNING,
+    PODS_PENDING,
+    JobOutcome,
+)
 from scheduler_plugin.model.reservation import RESERVED_CONDITION
 
 from .events import truncate
@@ -135,6 +140,8 @@ def podgroup_status_patch(
         dropped.add(PODS_PENDING)  # every pod placed (or the gang itself waits): nothing to say
     if NETWORK_TOPOLOGY_WARNING not in wanted:
         dropped.add(NETWORK_TOPOLOGY_WARNING)  # the tier name resolves now
+    if INVALID_MARK not in wanted:
+        dropped.add(INVALID_MARK)  # the annotation was fixed (or its pods are gone)
     if RESERVED_CONDITION not in wanted:
         dropped.add(RESERVED_CONDITION)  # the gang started, or its hold was given up
     new_conds: list[dict[str, Any]] = []
@@ -210,3 +217,14 @@ class GangFormation:
         alive = set(keep)
         for job in [j for j in self._seen if j not in alive]:
             del self._seen[job]
+
+
+def status_kind(status: Mapping[str, Any]) -> str:
+    """What a PodGroup status says in kind: its phase and each condition's type, status and
+    reason, without messages or pod counts (the numbers, written at most once per interval)."""
+    conds = sorted(
+        (str(c.get("type")), str(c.get("status")), str(c.get("reason")))
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping)
+    )
+    return repr((status.get("phase"), conds))

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import PodGroup
+from hyperplace.api.podgroup import NetworkTopologySpec
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import SessionResult, run_session
+from tests.preemption.helpers import PREEMPT_CONF, PRIORITY_CLASSES, pending_gang, racks, running_gang
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 from webhooks.admission import admit
 from webhooks.job import validate_job
@@ -144,3 +146,30 @@ def test_the_webhook_refuses_a_bad_value_and_an_exclusive_job_without_a_hard_tie
     out = validate_job(annotated(job(), "true"))
     assert any(m.startswith(FIELD) and "needs spec.networkTopology with mode hard" in m for m in out.messages)
     assert admit(annotated(job(), "false")).allowed
+
+
+# ------------------------------------------------------------------ against eviction
+def test_preemption_never_nominates_a_gang_into_a_domain_held_exclusively():
+    """rack0 is held by an exclusive gang (two of its four nodes busy, two idle); rack1 runs a
+    low-priority gang. An urgent rack-limited gang must not take rack0's idle nodes: preempt
+    evicts the low-priority gang of rack1 instead."""
+    nodes, hns = racks(n_racks=2, per_rack=4, cpu=4)
+    ex = running_gang("ex", ["r0n0", "r0n1"], priority="high")
+    ex[0].metadata.annotations = {"hyperplace.io/exclusive-topology": "true"}
+    ex[0].spec.network_topology = NetworkTopologySpec.model_validate(
+        {"mode": "hard", "highestTierAllowed": 1}
+    )
+    lo = running_gang("lo", [f"r1n{i}" for i in range(4)], priority="low")
+    urgent = pending_gang("urgent", 2, tier=1, priority="high")
+    groups = [ex, lo, urgent]
+    snap = build_snapshot(
+        nodes=nodes,
+        pods=[p for _, ps in groups for p in ps],
+        hypernodes=hns,
+        podgroups=[pg for pg, _ in groups],
+        priority_classes=PRIORITY_CLASSES,
+    )
+    res = run_session(snap, PREEMPT_CONF)
+    assert {e.victim_job for e in res.evictions} == {"default/lo"}
+    nominated = set(res.nominations["default/urgent"].pods.values())
+    assert nominated <= {f"r1n{i}" for i in range(4)}

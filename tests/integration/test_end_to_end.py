@@ -313,17 +313,20 @@ def test_hard_tier1_job_runs_half_and_explains_why_the_rest_wait(
     assert pending["status"] == "True" and pending["message"].startswith("4 of 8 pods wait: ")
 
     def pods_agree() -> str | None:
-        # A pod's condition is from the cycle that last changed it: while the controller was
-        # still creating the 8th pod it said "cannot place 3 pods"; the next cycle rewrites it.
+        # A pod says the kind of reason and where it blocks; the numbers are the PodGroup's
+        # (and `hyperplace explain`'s), so the pod is not rewritten as they move.
         for p in pods_of(kubectl, namespace):
             if pod_node(p):
                 continue
             (c,) = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
-            if c["message"].split("; ")[0] not in pending["message"]:
+            if not c["message"].startswith(
+                "gang minimum placed; this pod waits beyond it: no domain within tier <= 1"
+            ):
                 return None
         return "agree"
 
-    wait_for(pods_agree, "every waiting pod saying what the PodGroup's PodsPending says")
+    wait_for(pods_agree, "every waiting pod saying why in kind, the PodGroup with the numbers")
+    assert "fits" in pending["message"], pending["message"]
     # While the Job controller created the 8 pods one by one, nothing said "not enough pods".
     assert not [
         e for e in kubectl.items("events", "-n", namespace) if "not enough valid tasks" in e["message"]

@@ -173,7 +173,10 @@ def test_without_the_preempt_action_nothing_is_evicted():
     assert res.evictions == []
     # ...but the waiting gang is told what preemption would do.
     reason = res.unschedulable["default/urgent-t0-0"]
-    assert "would fit after evicting 4 pods of lower priority; preemption is not enabled" in reason
+    assert (
+        "rack0 would fit it after evicting 4 lower-priority pods of queue default; preemption is not enabled"
+        in reason
+    )
 
 
 def test_a_partitioned_gang_takes_whole_racks_for_its_partitions():

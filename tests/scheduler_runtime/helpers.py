@@ -173,6 +173,8 @@ def options(**kw: Any) -> SchedulerOptions:
     """Fast cycles for tests; everything else as in production unless given."""
     kw.setdefault("schedule_period", 0.02)
     kw.setdefault("identity", "test-scheduler")
+    # No kubelet marks pods running here: a PodGroup's Running is written without waiting.
+    kw.setdefault("podgroup_settle", 0.0)
     return SchedulerOptions(**kw)
 
 

@@ -96,7 +96,7 @@ async def test_an_unplaceable_job_is_reported_once_per_pod_across_cycles() -> No
         cond = condition(pod(api, k), "PodScheduled")
         assert cond is not None
         assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
-        assert "tier 1" in cond["message"], cond["message"]  # the explanation, per tier
+        assert "within tier <= 1" in cond["message"], cond["message"]  # the kind and the scope
         events = events_for(api, name)
         assert [(e["type"], e["reason"]) for e in events] == [("Warning", "FailedScheduling")]
         assert events[0]["message"] == cond["message"][: len(events[0]["message"])]

@@ -130,6 +130,27 @@ def test_podgroup_status_follows_the_outcome_and_stays_quiet_when_unchanged() ->
     assert [c["type"] for c in patch["status"]["conditions"]] == ["Scheduled"]
 
 
+def test_an_invalid_annotation_condition_goes_once_the_annotation_is_fixed() -> None:
+    marked = JobOutcome(
+        phase="Pending",
+        allocated_hypernode=None,
+        conditions=[
+            {
+                "type": "InvalidAnnotation",
+                "status": "True",
+                "reason": "InvalidPreemptable",
+                "message": 'pod default/a: volcano.sh/preemptable "maybe" is not a boolean',
+            }
+        ],
+    )
+    pods = [pod("a", "g"), pod("b", "g")]
+    pg = merge_patch(_pg(), podgroup_status_patch(_pg(), marked, pods, "T1") or {})
+    assert [c["type"] for c in pg["status"]["conditions"]] == ["InvalidAnnotation"]
+    fixed = JobOutcome(phase="Pending", allocated_hypernode=None, conditions=[])
+    patch = podgroup_status_patch(pg, fixed, pods, "T2")
+    assert patch is not None and patch["status"]["conditions"] == []
+
+
 async def test_the_binding_goes_to_the_subresource_and_its_status_answer_is_accepted() -> None:
     seen: list[tuple[str, dict[str, Any]]] = []
 

@@ -115,8 +115,12 @@ async def test_a_placed_gang_with_waiting_pods_says_why_on_the_podgroup() -> Non
     for k in waiting:
         pod_cond = condition(pod(api, k), "PodScheduled")
         assert pod_cond is not None and pod_cond["status"] == "False"
-        # The PodGroup repeats what the pods say.
-        assert pod_cond["message"].split("; ")[0] in cond["message"]
+        # The pod says the kind and the scope; the PodGroup has the numbers.
+        assert pod_cond["message"].startswith(
+            "gang minimum placed; this pod waits beyond it: no domain within tier <= 1 has room"
+        ), pod_cond["message"]
+        assert "hyperplace explain default/g" in pod_cond["message"]
+    assert "best rack0 fits 0 of 2 pods" in cond["message"]
     pg = api.peek(PODGROUPS, f"{NS}/g")
     assert pg is not None and pg["status"]["phase"] == "Running"
     assert condition(pg, "Scheduled") is not None

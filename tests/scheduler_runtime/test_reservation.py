@@ -62,5 +62,6 @@ async def test_a_long_waiting_gang_holds_its_rack_and_starts_when_it_drains() ->
             lambda: condition(api.peek(PODGROUPS, f"{NS}/big") or {}, "HyperNodeReserved") is None,
             what="reservation condition removed",
         )
-        assert not sched.reservations
+        # (s2, left waiting since long ago, may now hold a domain of its own.)
+        assert f"{NS}/big" not in sched.reservations
     assert not api.violations

@@ -1,0 +1,381 @@
+"""Quiet on the control plane: a waiting gang costs the apiserver a write when what a user acts
+on changes, not one per cycle.
+
+* A frozen cluster: however many cycles, each waiting pod's condition is written once, its
+  FailedScheduling Event created once, the PodGroup's status written once, and the explanation
+  names the same "best" rack every cycle (ties broken by name, whatever order the objects came in).
+* Numbers move (other jobs start): the pod's condition does not change; the PodGroup's condition
+  and ``hyperplace explain`` carry the new numbers, the PodGroup at most once per interval.
+* ``--no-status-writes`` (a benchmark's floor) writes binds only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client import CollectorRegistry
+from typer.testing import CliRunner
+
+from hyperplace.runtime.api import EVENTS, HYPERNODES, NODES, PODGROUPS, PODS, QUEUES
+from scheduler_plugin.cycle import JobOutcome
+from scheduler_plugin.model.explanation import Explanation
+from scheduler_plugin.runtime.events import EventRecorder
+from scheduler_plugin.runtime.metrics import Metrics, Throttle
+from scheduler_plugin.runtime.waiting import gang_wait_kind, pod_reason_kind, predicate_kinds
+from scheduler_plugin.runtime.write_queue import StatusWriteQueue
+from simulator.cli import app
+from tests.scheduler.builders import hypernode, node
+from tests.scheduler.builders import pod as make_pod
+
+from .helpers import (
+    NS,
+    ClusterApi,
+    condition,
+    cycles_pass,
+    events_for,
+    eventually,
+    node_of,
+    pod,
+    running,
+    seed_gang,
+)
+
+
+def seed_racks_in_order(api: ClusterApi, racks: list[int], per_rack: int = 4) -> None:
+    """Racks rack<r> of ``per_rack`` 4-cpu nodes under one root, seeded in the order given."""
+    for r in racks:
+        members = [f"n{r}-{i}" for i in range(per_rack)]
+        for m in reversed(members):
+            api.seed(NODES, node(m, cpu=4))
+        api.seed(HYPERNODES, hypernode(f"rack{r}", 1, nodes=members).to_dict())
+    api.seed(HYPERNODES, hypernode("root", 2, children=[f"rack{r}" for r in sorted(racks)]).to_dict())
+    api.seed(
+        QUEUES,
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}},
+    )
+
+
+def writes(api: ClusterApi, verb: str, resource: str, name: str) -> int:
+    return sum(1 for c in api.calls if c == (verb, resource, name))
+
+
+def busy(api: ClusterApi, name: str, node_name: str) -> dict[str, Any]:
+    """A one-pod job of a whole node, running there."""
+    return make_pod(name, None, cpu=4, node_name=node_name)
+
+
+async def frozen_run(racks: list[int], cycles: int) -> tuple[ClusterApi, list[str], set[str]]:
+    api = ClusterApi()
+    seed_racks_in_order(api, racks)
+    keys = seed_gang(api, "big", 5, cpu=4, tier=1)  # 5 whole nodes: no rack of 4 holds it
+    seen: set[str] = set()
+    async with running(api) as (sched, _):
+        await eventually(
+            lambda: all(condition(pod(api, k), "PodScheduled") for k in keys), what="conditions written"
+        )
+        for _ in range(cycles):
+            await cycles_pass(sched, 1)
+            assert sched.last_result is not None
+            expl = sched.last_result.jobs[f"{NS}/big"].explanation
+            assert expl is not None
+            seen.add(expl.message())
+        await sched.events.flush()
+    return api, keys, seen
+
+
+async def test_a_frozen_cluster_is_written_once_and_explained_the_same_way_every_cycle() -> None:
+    api, keys, seen = await frozen_run([0, 1, 2, 3], cycles=40)
+    # Four equally empty racks: the "best" one is the first by name, every cycle.
+    (message,) = seen
+    assert "best rack0 fits 4 of 5 pods" in message, message
+    for k in keys:
+        name = k.split("/")[1]
+        assert writes(api, "patch/status", "pods", name) == 1
+        (event,) = events_for(api, name, "FailedScheduling")
+        assert event["count"] >= 1
+    assert [c[0] for c in api.calls if c[1] == EVENTS.plural and c[2].startswith("big.")].count("create") == 1
+    assert writes(api, "patch/status", "podgroups", "big") == 1
+    # The same cluster listed in another order says the same thing.
+    _, _, seen_reversed = await frozen_run([3, 1, 0, 2], cycles=5)
+    assert seen_reversed == seen
+
+
+def test_the_kinds_of_a_predicate_summary_do_not_depend_on_its_counts() -> None:
+    a = "0/8 nodes are available: 5 Insufficient cpu, 3 node(s) were unschedulable."
+    b = "0/8 nodes are available: 6 node(s) were unschedulable, 2 Insufficient cpu."
+    assert (
+        predicate_kinds(a)
+        == predicate_kinds(b)
+        == ("no node fits the pod: Insufficient cpu, node(s) were unschedulable")
+    )
+    assert pod_reason_kind("nominated to n1 by preempt; waiting for 3 victim pod(s) to terminate") == (
+        pod_reason_kind("nominated to n2 by reclaim; waiting for 1 victim pod(s) to terminate")
+    )
+
+
+def explain_json(api: ClusterApi, tmp_path: Path, job: str) -> dict[str, Any]:
+    """``hyperplace explain`` over what the fake API server holds (as a live cluster would)."""
+    docs: list[dict[str, Any]] = []
+    for kind in (NODES, HYPERNODES, QUEUES, PODGROUPS, PODS):
+        for obj in api.objects.get(kind.plural, {}).values():
+            o = {k: v for k, v in obj.items() if k != "status" or kind in (NODES, PODS)}
+            o.setdefault("apiVersion", kind.api_version)
+            o.setdefault("kind", kind.kind)
+            docs.append(o)
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(docs))
+    res = CliRunner().invoke(app, ["explain", job, str(tmp_path / "cluster.yaml"), "--output", "json"])
+    assert res.exit_code == 0, res.output
+    out: dict[str, Any] = json.loads(res.stdout)
+    return out
+
+
+async def test_a_pending_pods_condition_stays_while_only_the_numbers_move(tmp_path: Path) -> None:
+    """The user story: other jobs start around a waiting gang. Its pods' condition says the
+    same thing throughout (written once); the PodGroup's condition and ``hyperplace explain``
+    follow the numbers, the PodGroup at most once per interval."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    api.seed(PODS, busy(api, "old0", "n0-0"))
+    api.seed(PODS, busy(api, "old1", "n0-1"))
+    api.seed(PODS, busy(api, "old2", "n1-0"))
+    keys = seed_gang(api, "big", 4, cpu=4, tier=1)  # needs a whole empty rack
+
+    def pg_message() -> str:
+        cond = condition(api.peek(PODGROUPS, f"{NS}/big") or {}, "Unschedulable")
+        return str(cond["message"]) if cond else ""
+
+    async with running(api, podgroup_status_interval=0.5, event_interval=0.0) as (sched, _):
+        await eventually(lambda: "best rack1 fits 3 of 4 pods" in pg_message(), what="first numbers")
+        before = {k: condition(pod(api, k), "PodScheduled") for k in keys}
+        for c in before.values():
+            assert c is not None and c["reason"] == "Unschedulable"
+            assert c["message"].startswith("gang of 4 pods: no domain within tier <= 1 has room"), c[
+                "message"
+            ]
+            assert "hyperplace explain default/big" in c["message"]
+        # Another job starts in rack1: the best rack now fits 2 of 4.
+        await api.create(PODS, busy(api, "new1", "n1-1"), NS)
+        await eventually(lambda: "fits 2 of 4 pods" in pg_message(), what="the PodGroup's numbers to move")
+        await cycles_pass(sched, 5)
+        await sched.events.flush()
+    for k in keys:
+        first = before[k]
+        assert first is not None and condition(pod(api, k), "PodScheduled") == first
+        assert writes(api, "patch/status", "pods", k.split("/")[1]) == 1
+        # One FailedScheduling per pod and kind of reason, written once: the PodGroup's
+        # series counts the gang's repeats.
+        (event,) = events_for(api, k.split("/")[1], "FailedScheduling")
+        assert event["message"] == first["message"] and event["count"] == 1
+        assert [c[0] for c in api.calls if c[1] == EVENTS.plural and c[2] == event["metadata"]["name"]] == [
+            "create"
+        ]
+    # The PodGroup's Event series is one object carrying the latest numbers.
+    (pg_event,) = events_for(api, "big", "Unschedulable")
+    assert "fits 2 of 4 pods" in pg_event["message"] and pg_event["count"] > 1
+    assert writes(api, "patch/status", "podgroups", "big") >= 2
+    doc = explain_json(api, tmp_path, "default/big")
+    assert any("fits 2 of 4 pods" in str(c.get("reason")) for c in doc["candidates"]), doc["candidates"]
+
+
+async def test_a_podgroup_is_rewritten_at_once_for_a_change_of_kind_but_not_for_numbers() -> None:
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    api.seed(PODS, busy(api, "old0", "n0-0"))
+    api.seed(PODS, busy(api, "old1", "n1-0"))
+    keys = seed_gang(api, "big", 4, cpu=4, tier=1)
+    async with running(api, podgroup_status_interval=3600.0) as (sched, _):
+        await eventually(lambda: writes(api, "patch/status", "podgroups", "big") == 1, what="first write")
+        # Only numbers move: the best rack fits 2 of 4 instead of 3.
+        await api.create(PODS, busy(api, "new0", "n0-1"), NS)
+        await api.create(PODS, busy(api, "new1", "n1-1"), NS)
+        await cycles_pass(sched, 10)
+        assert writes(api, "patch/status", "podgroups", "big") == 1
+        assert sched.metrics.status_deferred._value.get() > 0
+        for name in ("old0", "new0"):  # rack0 drains: the gang starts, a change of kind
+            await api.delete(PODS, name, NS)
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        await eventually(
+            lambda: (api.peek(PODGROUPS, f"{NS}/big") or {}).get("status", {}).get("phase") == "Running",
+            what="Running written at once",
+        )
+    assert writes(api, "patch/status", "podgroups", "big") == 2
+
+
+async def test_the_floor_writes_binds_only() -> None:
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    placed = seed_gang(api, "fits", 4, cpu=4, tier=1)
+    waiting = seed_gang(api, "big", 5, cpu=4, tier=1)
+    async with running(api, status_writes=False) as (sched, _):
+        await eventually(lambda: all(node_of(api, k) for k in placed), what="gang bound")
+        await cycles_pass(sched, 5)
+        await sched.events.flush()
+    assert not any(node_of(api, k) for k in waiting)
+    assert {c[0] for c in api.calls if c[0] not in ("list", "watch", "get")} == {"create/binding"}
+
+
+async def test_a_newer_status_for_a_queued_object_rides_on_its_entry() -> None:
+    metrics = Metrics(CollectorRegistry())
+    q = StatusWriteQueue(Throttle(0, 1), metrics)
+    q.add(("pod", "ns/a"))
+    q.add(("pod", "ns/a"))
+    q.add(("pg", "ns/g"))
+    assert len(q) == 2
+    assert metrics.status_coalesced.labels("pod")._value.get() == 1
+    item = await asyncio.wait_for(q.get(), 1)
+    assert item is not None
+    q.dropped(item)
+    q.done(item)
+    assert metrics.status_dropped.labels("pod")._value.get() == 1
+
+
+async def test_a_started_gang_is_written_once_with_its_pods_running() -> None:
+    """The PodGroup goes Running once its pods are reported running (within the settle), so the
+    phase and the pod counts are one write, not one per kubelet report."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    keys = seed_gang(api, "fits", 4, cpu=4, tier=1)
+    async with running(api, podgroup_settle=3.0) as (sched, _):
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        for k in keys:  # the kubelets report the containers running, one by one
+            await cycles_pass(sched, 1)
+            await api.patch(PODS, k.split("/")[1], {"status": {"phase": "Running"}}, NS, subresource="status")
+        await eventually(
+            lambda: (api.peek(PODGROUPS, f"{NS}/fits") or {}).get("status", {}).get("phase") == "Running",
+            what="Running written",
+        )
+        await cycles_pass(sched, 3)
+    pg = api.peek(PODGROUPS, f"{NS}/fits")
+    assert pg is not None and pg["status"]["running"] == 4
+    assert writes(api, "patch/status", "podgroups", "fits") == 1
+
+
+async def test_an_event_series_carries_its_latest_message_and_a_burst_waits_its_turn() -> None:
+    api = ClusterApi()
+    pg = api.seed(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": NS, "uid": "u-g"},
+        },
+    )
+    rec = EventRecorder(api, "s", "i", min_interval=0, qps=50, burst=1)
+    rec.record(pg, "Warning", "Unschedulable", "tier 1: best rack0 fits 3 of 4", series="NotEnoughResources")
+    await rec.flush()
+    rec.record(pg, "Warning", "Unschedulable", "tier 1: best rack1 fits 2 of 4", series="NotEnoughResources")
+    rec.record(pg, "Warning", "Unschedulable", "queue q is overused", series="QueueOverused")
+    await rec.flush()
+    events = sorted(api.objects[EVENTS.plural].values(), key=lambda e: e["message"])
+    assert [(e["message"], e["count"]) for e in events] == [
+        ("queue q is overused", 1),
+        ("tier 1: best rack1 fits 2 of 4", 2),  # one object: the latest numbers, count 2
+    ]
+
+
+async def test_a_gang_that_waits_only_a_moment_is_written_admitted_then_running_and_its_pods_not_at_all() -> (
+    None
+):
+    api = ClusterApi()
+    seed_racks_in_order(api, [0])
+    api.seed(PODS, busy(api, "old0", "n0-0"))
+    keys = seed_gang(api, "quick", 4, cpu=4, tier=1)
+    async with running(api, podgroup_settle=3.0) as (sched, _):
+        await cycles_pass(sched, 3)
+        await api.delete(PODS, "old0", NS)  # room comes within the settle
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        await eventually(
+            lambda: (api.peek(PODGROUPS, f"{NS}/quick") or {}).get("status", {}).get("phase") == "Running",
+            what="Running written",
+        )
+        await sched.events.flush()
+    # Inqueue (enqueue's decision, which later sessions read back) at once, then Running.
+    assert writes(api, "patch/status", "podgroups", "quick") == 2
+    # Its pods were placed within the settle of their first miss: nothing was said about them.
+    assert not [c for c in api.calls if c[0] == "patch/status" and c[1] == "pods"]
+    assert not [e for e in api.objects.get(EVENTS.plural, {}).values() if e["reason"] == "FailedScheduling"]
+
+
+async def test_a_queues_allocated_sums_are_written_at_most_once_per_interval() -> None:
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+
+    def allocated_cpu() -> str | None:
+        return ((api.peek(QUEUES, "default") or {}).get("status") or {}).get("allocated", {}).get("cpu")
+
+    async with running(api, queue_status_interval=1.0) as (sched, _):
+        seed_gang(api, "a", 1, cpu=4, tier=None)
+        await eventually(lambda: allocated_cpu() == "4", what="first sums")
+        for name in ("b", "c", "d"):  # three more jobs start within the interval
+            pg = {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"minMember": 1},
+            }
+            await api.create(PODGROUPS, pg, NS)
+            await api.create(PODS, make_pod(f"{name}-0", name, cpu=4), NS)
+        await eventually(lambda: allocated_cpu() == "16", what="the latest sums")
+        await cycles_pass(sched, 3)
+    assert writes(api, "patch/status", "queues", "default") == 2
+
+
+def test_each_kind_of_wait_reads_without_numbers() -> None:
+    def kind(reason: str, summary: str = "x") -> str | None:
+        return gang_wait_kind(JobOutcome("Pending", None, explanation=Explanation(summary, reason)), None)
+
+    assert kind("NotEnoughPods", "not enough valid tasks: 2 pods, minMember 4") == (
+        "gang incomplete: fewer valid pods than the PodGroup's minMember"
+    )
+    assert kind("QueueOverused") == "queue ? is at its limit"
+    assert kind("NotEnqueued", "PodGroup is Pending, not admitted to Inqueue: 3 cpu short") == (
+        "not admitted to queue ? yet (PodGroup Pending)"
+    )
+    assert kind("QueueNotFound", "queue 'q' not found") == "queue 'q' not found"
+    assert kind("NotEnoughResources", "cannot place 7 pods") == "no room in the cluster"
+    assert gang_wait_kind(JobOutcome("Running", None), None) is None
+
+
+async def test_a_gang_its_queue_has_not_admitted_is_reported_on_its_podgroup_only() -> None:
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    api.seed(
+        QUEUES,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "team"},
+            "spec": {"weight": 1, "capability": {"cpu": "8"}},
+            "status": {"state": "Open"},
+        },
+    )
+    names = []
+    for name in ("first", "second"):
+        pg = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"minMember": 2, "queue": "team", "minResources": {"cpu": "8"}},
+        }
+        api.seed(PODGROUPS, pg)
+        for i in range(2):
+            api.seed(PODS, make_pod(f"{name}-{i}", name, cpu=4))
+            names.append(f"{name}-{i}")
+    async with running(api) as (sched, _):
+        await eventually(
+            lambda: condition(api.peek(PODGROUPS, f"{NS}/second") or {}, "Unschedulable"),
+            what="PodGroup says",
+        )
+        await cycles_pass(sched, 5)
+        await sched.events.flush()
+    second = api.peek(PODGROUPS, f"{NS}/second")
+    assert second is not None and second["status"]["phase"] == "Pending"
+    assert (condition(second, "Unschedulable") or {}).get("reason") == "NotEnqueued"
+    assert events_for(api, "second", "Unschedulable")
+    for name in ("second-0", "second-1"):
+        assert condition(pod(api, f"{NS}/{name}"), "PodScheduled") is None
+        assert not events_for(api, name, "FailedScheduling")
