@@ -3,11 +3,13 @@ in the discovery configuration. Each test starts from the labels the provider do
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.hypernode.discovery import (
     DiscoveryConfigError,
@@ -16,7 +18,11 @@ from controller.hypernode.discovery import (
     parse_discovery_config,
 )
 from controller.hypernode.presets import PRESETS, hypernode_name
+from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.api import HyperNode
+from hyperplace.runtime.api import CONFIGMAPS, HYPERNODES, NODES
+from tests.controller.test_manager import eventually
+from tests.fakeapi import FakeApi
 
 SOURCE = "volcano.sh/network-topology-source"
 AWS = "topology.k8s.aws/network-node-layer-"
@@ -230,3 +236,41 @@ def test_presets_sit_beside_volcano_rules():
     assert got["nvl-u.1"] == (1, CLIQUE, ["a"])
     [rack] = [n for n in got if n.startswith("hypernode-rack-tier1-")]
     assert got[rack] == (1, "example.com/rack", ["b"])
+
+
+async def test_the_controller_keeps_a_preset_tree_and_keeps_it_through_a_bad_configmap() -> None:
+    api = FakeApi()
+    mgr = ControllerManager(
+        api, ManagerConfig(workers=2, config_namespace="volcano-system", seed=0), now=lambda: "T"
+    )
+    task = asyncio.create_task(mgr.run())
+    try:
+        top = {AWS + "1": "nn-top"}
+        await api.create(NODES, node("p5-a", **top, **{AWS + "2": "nn-agg3", AWS + "3": "nn-leaf3"}))
+        await api.create(
+            NODES,
+            node("b300-a", **top, **{AWS + "2": "nn-agg4", AWS + "3": "nn-mid4", AWS + "4": "nn-leaf4"}),
+        )
+
+        def configmap(presets: Any) -> dict[str, Any]:
+            return {
+                "metadata": {"name": "volcano-controller-configmap", "namespace": "volcano-system"},
+                "data": {"volcano-controller.conf": yaml.safe_dump(config(presets))},
+            }
+
+        await api.create(CONFIGMAPS, configmap(["aws"]), "volcano-system")
+        await eventually(lambda: len(api.objects.get("hypernodes", {})) == 6)
+        hns = {h["metadata"]["name"]: h for h in api.objects["hypernodes"].values()}
+        assert hns["aws-layer1-nn-top"]["spec"]["tier"] == 4
+        await eventually(
+            lambda: (api.peek(HYPERNODES, "aws-layer1-nn-top") or {}).get("status", {}).get("nodeCount") == 2
+        )
+        # A typo in the preset list: the ConfigMap is refused whole and nothing is deleted.
+        cm = api.peek(CONFIGMAPS, "volcano-system/volcano-controller-configmap")
+        assert cm is not None
+        await api.replace(CONFIGMAPS, {**cm, "data": configmap(["awz"])["data"]}, "volcano-system")
+        await asyncio.sleep(0.2)
+        assert len(api.objects["hypernodes"]) == 6
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
