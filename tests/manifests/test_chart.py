@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import difflib
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,7 @@ def test_chart_crds_are_the_generated_ones():
         assert (CHART / "crds" / path.name).read_text() == path.read_text(), path.name
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            ["python", str(REPO / "hack" / "gen_crds.py"), "--volcano-compatible", "--out-dir", tmp],
+            [sys.executable, str(REPO / "hack" / "gen_crds.py"), "--volcano-compatible", "--out-dir", tmp],
             check=True,
             capture_output=True,
             cwd=REPO,
