@@ -150,6 +150,7 @@ def nominal_tier_names(presets: Sequence[Preset]) -> dict[str, int]:
 
 
 _INVALID = re.compile(r"[^a-z0-9.-]+")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def hypernode_name(preset: Preset, level: Level, value: str) -> str:
@@ -157,6 +158,10 @@ def hypernode_name(preset: Preset, level: Level, value: str) -> str:
     shortened, gets a hash of the original so that two values never share a name."""
     base = f"{preset.prefix}-{level.name}-" if len(preset.levels) > 1 else f"{preset.prefix}-"
     clean = _INVALID.sub("-", value.lower()).strip("-.")
+    if not _SUBDOMAIN.fullmatch(
+        clean
+    ):  # e.g. "a.-b": each dot-separated part must be alphanumeric at its ends
+        clean = re.sub(r"-+", "-", clean.replace(".", "-")).strip("-")
     name = base + clean
     if clean != value or len(name) > MAX_NAME_LENGTH:
         digest = hashlib.sha256(value.encode()).hexdigest()[:8]

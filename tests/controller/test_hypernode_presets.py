@@ -189,9 +189,11 @@ def test_names_are_dns_subdomains_and_never_shared():
     assert hypernode_name(preset, level, "Leaf_A") != hypernode_name(preset, level, "leaf-a")
     long = hypernode_name(preset, level, "x" * 200)
     assert len(long) <= 63 and long.startswith("topograph-leaf-x")
-    for value in ("Leaf_A", "-edge-", "a.b", "x" * 200):
+    subdomain = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+    for value in ("Leaf_A", "-edge-", "a.b", "a.-b", "x" * 200, "nn-e50490a237cb0f01a"):
         name = hypernode_name(preset, level, value)
-        assert name == name.lower() and name[0].isalnum() and name[-1].isalnum() and "--" not in name
+        assert subdomain.fullmatch(name) and len(name) <= 63, name
+    assert hypernode_name(preset, level, "a.-b") != hypernode_name(preset, level, "a-b")
 
 
 @pytest.mark.parametrize(
