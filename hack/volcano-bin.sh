@@ -4,6 +4,9 @@
 #
 #   hack/volcano-bin.sh            # prints the path of vc-scheduler
 #
+# Volcano's own CRDs of the same release are copied beside it (crds/), for the ones a cluster with
+# only hyperplace's CRDs lacks but vc-scheduler watches (nodeinfo.volcano.sh numatopologies).
+#
 # The Go module proxy does not serve volcano.sh/volcano, so the source is a snapshot of the
 # volcano-sh/volcano repository at a release tag: $HYPERPLACE_VOLCANO_SRC (a git directory holding
 # the tag, or a source tree of that release), else the snapshot the search tool's `fetch
@@ -17,7 +20,9 @@ CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/hyperplace/volcano-bin"
 OUT="$CACHE/$VOLCANO_VERSION"
 SRC="${HYPERPLACE_VOLCANO_SRC:-/work/.mirror/volcano-sh+volcano/repo}"
 
-if [ ! -x "$OUT/vc-scheduler" ]; then
+missing() { [ ! -x "$OUT/vc-scheduler" ] || [ ! -d "$OUT/crds" ]; }
+
+if missing; then
   command -v go >/dev/null 2>&1 || { echo "volcano-bin: go not found on PATH" >&2; exit 1; }
   export GOTOOLCHAIN=local GOFLAGS="-mod=mod" CGO_ENABLED=0
   mkdir -p "$OUT"
@@ -28,7 +33,7 @@ if [ ! -x "$OUT/vc-scheduler" ]; then
   fi
 fi
 
-if [ ! -x "$OUT/vc-scheduler" ]; then
+if missing; then
   tree="$CACHE/src-$VOLCANO_VERSION"
   if [ ! -f "$tree/go.mod" ]; then
     rm -rf "$tree"
@@ -43,6 +48,14 @@ if [ ! -x "$OUT/vc-scheduler" ]; then
       exit 1
     fi
   fi
+  if [ ! -d "$OUT/crds" ]; then
+    mkdir -p "$OUT/.crds.tmp"
+    cp "$tree"/config/crd/volcano/bases/*.yaml "$OUT/.crds.tmp/"
+    mv "$OUT/.crds.tmp" "$OUT/crds"
+  fi
+fi
+
+if [ ! -x "$OUT/vc-scheduler" ]; then
   (
     cd "$tree"
     echo "volcano-bin: building vc-scheduler $VOLCANO_VERSION" >&2
