@@ -2,6 +2,7 @@
 # A real control plane with hyperplace on it, on this machine, with no container runtime.
 #
 #   hack/local-up.sh [--nodes 16] [--gpus-per-node 8] [--topology leaf-spine|none]   # start
+#   hack/local-up.sh --helm ...                                                       # install through charts/hyperplace
 #   hack/local-up.sh status                                                           # what runs
 #   hack/local-up.sh down                                                             # stop, clean up
 #
@@ -18,6 +19,8 @@
 # State, logs and process ids live in ${XDG_STATE_HOME:-~/.local/state}/hyperplace/local-up
 # (or $HYPERPLACE_LOCAL_UP_DIR); `down` stops exactly the processes `up` started and removes it.
 # Needs kubectl on PATH; the first run builds the Kubernetes binaries (needs Go; about 8.5 min on 2 idle cores).
+# With --helm the CRDs, Queue, RBAC, ConfigMaps and webhook configurations come from `helm install`
+# of charts/hyperplace (helm built by hack/helm-bin.sh) instead of kubectl apply of manifests/.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 cd "$HERE/.."
@@ -25,7 +28,7 @@ cd "$HERE/.."
 cmd=up
 case "${1:-}" in
   up | down | status) cmd="$1"; shift ;;
-  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 state_args=()
 if [ -n "${HYPERPLACE_LOCAL_UP_DIR:-}" ]; then state_args=(--state-dir "$HYPERPLACE_LOCAL_UP_DIR"); fi
@@ -41,6 +44,20 @@ fi
 if [ "$cmd" != up ]; then
   exec "$VIRTUAL_ENV/bin/python" -m hyperplace.localup "${state_args[@]}" "$cmd" "$@"
 fi
+args=()
+for a in "$@"; do
+  if [ "$a" = --helm ]; then
+    helm="${HYPERPLACE_HELM:-}"
+    if [ -z "$helm" ]; then
+      echo "local-up: looking for helm (hack/helm-bin.sh; the first build takes about 3 min)" >&2
+      helm="$(bash hack/helm-bin.sh | tail -1)"
+    fi
+    args+=(--helm "$helm")
+  else
+    args+=("$a")
+  fi
+done
+set -- "${args[@]+"${args[@]}"}"
 bin_dir="${HYPERPLACE_KUBE_BIN:-}"
 if [ -z "$bin_dir" ]; then
   echo "local-up: looking for the Kubernetes binaries (hack/kube-bin.sh; the first build takes about 8.5 min)" >&2
