@@ -3,6 +3,7 @@
 #
 #   hack/local-up.sh [--nodes 16] [--gpus-per-node 8] [--topology leaf-spine|none]   # start
 #   hack/local-up.sh --with jobset,lws,training-operator   # also the real workload controllers
+#   hack/local-up.sh --helm ...                                                       # install through charts/hyperplace
 #   hack/local-up.sh status                                                           # what runs
 #   hack/local-up.sh down                                                             # stop, clean up
 #
@@ -19,6 +20,8 @@
 # State, logs and process ids live in ${XDG_STATE_HOME:-~/.local/state}/hyperplace/local-up
 # (or $HYPERPLACE_LOCAL_UP_DIR); `down` stops exactly the processes `up` started and removes it.
 # Needs kubectl on PATH; the first run builds the Kubernetes binaries (needs Go; about 8.5 min on 2 idle cores).
+# With --helm the CRDs, Queue, RBAC, ConfigMaps and webhook configurations come from `helm install`
+# of charts/hyperplace (helm built by hack/helm-bin.sh) instead of kubectl apply of manifests/.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 cd "$HERE/.."
@@ -26,7 +29,7 @@ cd "$HERE/.."
 cmd=up
 case "${1:-}" in
   up | down | status) cmd="$1"; shift ;;
-  -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 state_args=()
 if [ -n "${HYPERPLACE_LOCAL_UP_DIR:-}" ]; then state_args=(--state-dir "$HYPERPLACE_LOCAL_UP_DIR"); fi
@@ -42,6 +45,20 @@ fi
 if [ "$cmd" != up ]; then
   exec "$VIRTUAL_ENV/bin/python" -m hyperplace.localup "${state_args[@]}" "$cmd" "$@"
 fi
+args=()
+for a in "$@"; do
+  if [ "$a" = --helm ]; then
+    helm="${HYPERPLACE_HELM:-}"
+    if [ -z "$helm" ]; then
+      echo "local-up: looking for helm (hack/helm-bin.sh; the first build takes about 3 min)" >&2
+      helm="$(bash hack/helm-bin.sh | tail -1)"
+    fi
+    args+=(--helm "$helm")
+  else
+    args+=("$a")
+  fi
+done
+set -- "${args[@]+"${args[@]}"}"
 bin_dir="${HYPERPLACE_KUBE_BIN:-}"
 if [ -z "$bin_dir" ]; then
   echo "local-up: looking for the Kubernetes binaries (hack/kube-bin.sh; the first build takes about 8.5 min)" >&2
@@ -63,4 +80,4 @@ for a in "$@"; do
   fi
   prev="$a"
 done
-exec "$VIRTUAL_ENV/bin/python" -m hyperplace.localup "${state_args[@]}" up --bin-dir "$bin_dir" "${workload_args[@]}" "$@"
+exec "$VIRTUAL_ENV/bin/python" -m hyperplace.localup "${state_args[@]}" up --bin-dir "$bin_dir" ${workload_args[@]+"${workload_args[@]}"} "$@"

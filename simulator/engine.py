@@ -425,7 +425,11 @@ class Simulation:
         if not cms:
             return None
         # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
-        from controller.hypernode.discovery import DiscoveryConfigError, label_tiers, parse_discovery_config
+        from controller.hypernode.discovery import (
+            DiscoveryConfigError,
+            discovered_tier_names,
+            parse_discovery_config,
+        )
 
         try:
             source = parse_discovery_config(cms[0]).enabled("label")
@@ -433,8 +437,7 @@ class Simulation:
             return None
         if source is None:
             return None
-        types, _ = label_tiers(source.config)
-        return {key: tier for keys in types.values() for tier, key in enumerate(keys, start=1)}
+        return discovered_tier_names(source.config)
 
     def _admit(
         self,

@@ -35,6 +35,10 @@ Rules (``pkg/controllers/hypernode/discovery/label/label.go``):
 
 Go's map iteration and lister order are random; we walk types and nodes sorted by name so
 that one ``rng`` seed always yields the same names.
+
+Besides Volcano's rules, a label source may name ``presets`` (``aws``, ``gke``,
+``nvidia-clique``, ``topograph``): the labels clouds and NVIDIA write, turned into HyperNodes
+by :mod:`controller.hypernode.presets`; both kinds are reconciled together.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from hyperplace.api import ExactMatch, HyperNode, HyperNodeSpec, MemberSelector,
 from hyperplace.api.constants import NETWORK_TOPOLOGY_SOURCE_LABEL
 from hyperplace.kube.times import parse_go_duration
 
+from .presets import PresetConfigError, build_preset_hypernodes, nominal_tier_names, selected_presets
 from .ufm import UFM_SOURCE, UfmError, UfmPort, parse_ports, read_file_answer, ufm_settings
 from .ufm import build_hypernodes as build_ufm_hypernodes
 
@@ -162,7 +167,25 @@ def parse_discovery_config(configmap_or_yaml: Mapping[str, Any] | str) -> Discov
                 config=dict(cfg) if isinstance(cfg, Mapping) else {},
             )
         )
+        if sources[-1].source == LABEL_SOURCE:
+            try:
+                selected_presets(sources[-1].config)
+            except PresetConfigError as exc:
+                # Refused whole, like any unusable ConfigMap: the HyperNodes stay as they are.
+                raise DiscoveryConfigError(f"label source: {exc}") from None
     return DiscoveryConfig(sources=sources)
+
+
+def discovered_tier_names(source_config: Mapping[str, Any]) -> dict[str, int]:
+    """tierName -> tier that label discovery of this source's ``config`` will create: the label
+    keys of the ``networkTopologyTypes`` rules and of the selected presets."""
+    types, _ = label_tiers(source_config)
+    try:
+        out = nominal_tier_names(selected_presets(source_config))
+    except PresetConfigError:
+        out = {}
+    out.update({key: tier for keys in types.values() for tier, key in enumerate(keys, start=1)})
+    return out
 
 
 def label_tiers(source_config: Mapping[str, Any]) -> tuple[dict[str, list[str]], list[str]]:
@@ -310,6 +333,18 @@ def discover_from_labels(
         )
         for name, info in sorted(infos.items())
     ]
+
+    try:
+        presets = selected_presets(source_config)
+    except PresetConfigError as exc:  # parse_discovery_config refuses it before this
+        raise DiscoveryError(f"label source: {exc}") from None
+    if presets:
+        from_presets, preset_warnings = build_preset_hypernodes(presets, nodes)
+        clash = {h.name for h in desired} & {h.name for h in from_presets}
+        if clash:
+            raise DiscoveryError(f"presets and networkTopologyTypes both name HyperNodes {sorted(clash)}")
+        desired = [*desired, *from_presets]  # presets' come lowest tier first: children before parents
+        warnings.extend(preset_warnings)
 
     result = source_diff(desired, existing, LABEL_SOURCE)
     result.warnings[:0] = warnings

@@ -404,8 +404,49 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
             if not p.alive():
                 raise LocalUpError(f"{p.name} exited\n{p.tail(30)}")
 
-    _say("applying namespace, CRDs, default Queue, RBAC, ConfigMaps")
-    kubectl.run("apply", "-f", str(MANIFESTS / "namespace.yaml"), "-f", str(MANIFESTS / "crds"))
+    ports = {
+        name: free_port()
+        for name in (
+            "webhooks",
+            "webhooks-health",
+            "controller-health",
+            "controller-metrics",
+            "scheduler-health",
+            "scheduler-metrics",
+        )
+    }
+    if args.helm:
+        # The chart installs CRDs, the default Queue, RBAC, ConfigMaps and the webhook
+        # configurations (calling the local webhook server by URL); its Deployments get no
+        # replicas, since the components run here as processes under their ServiceAccounts.
+        _say(f"installing charts/hyperplace with {args.helm}")
+        helm = subprocess.run(
+            [
+                str(args.helm),
+                "install",
+                "hyperplace",
+                str(components.REPO / "charts" / "hyperplace"),
+                "--namespace",
+                SYSTEM_NAMESPACE,
+                "--create-namespace",
+                "--kubeconfig",
+                str(admin),
+                "--set",
+                f"webhooks.url=https://127.0.0.1:{ports['webhooks']}",
+                "--set",
+                "webhooks.replicas=0,controller.replicas=0,scheduler.replicas=0",
+                "--set",
+                "webhooks.podDisruptionBudget.enabled=false",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if helm.returncode != 0:
+            raise LocalUpError(f"helm install failed:\n{helm.stderr}")
+    else:
+        _say("applying namespace, CRDs, default Queue, RBAC, ConfigMaps")
+        kubectl.run("apply", "-f", str(MANIFESTS / "namespace.yaml"), "-f", str(MANIFESTS / "crds"))
     wait_for(lambda: _established(kubectl), "the CRDs to be Established", timeout, cp.logs)
     # Discovery catches up a moment after Established.
     wait_for(
@@ -424,35 +465,25 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         cp.start_controller_manager(timeout)
     finally:
         record()
-    kubectl.run(
-        "apply",
-        "-f",
-        str(MANIFESTS / "default-queue.yaml"),
-        *[
-            a
-            for part in ("webhooks", "controller", "scheduler")
-            for a in ("-f", str(MANIFESTS / part / "rbac.yaml"))
-        ],
-        "-f",
-        str(MANIFESTS / "controller" / "configmap.yaml"),
-        "-f",
-        str(MANIFESTS / "scheduler" / "configmap.yaml"),
-    )
+    if not args.helm:
+        kubectl.run(
+            "apply",
+            "-f",
+            str(MANIFESTS / "default-queue.yaml"),
+            *[
+                a
+                for part in ("webhooks", "controller", "scheduler")
+                for a in ("-f", str(MANIFESTS / part / "rbac.yaml"))
+            ],
+            "-f",
+            str(MANIFESTS / "controller" / "configmap.yaml"),
+            "-f",
+            str(MANIFESTS / "scheduler" / "configmap.yaml"),
+        )
 
     sa = {
         name: _sa_kubeconfig(kubectl, cp.server, cp.ca_file, name, root / f"{name}.kubeconfig")
         for name in ("hyperplace-webhooks", "hyperplace-controller", "hyperplace-scheduler")
-    }
-    ports = {
-        name: free_port()
-        for name in (
-            "webhooks",
-            "webhooks-health",
-            "controller-health",
-            "controller-metrics",
-            "scheduler-health",
-            "scheduler-metrics",
-        )
     }
     state.ports.update(ports)
     state.save()
@@ -471,7 +502,8 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         ),
         sa["hyperplace-webhooks"],
     )
-    kubectl.apply_objects(components.webhook_configurations(ports["webhooks"]))
+    if not args.helm:  # the chart's configurations already call it by URL
+        kubectl.apply_objects(components.webhook_configurations(ports["webhooks"]))
 
     def answering() -> bool:
         alive_or_fail()
@@ -502,7 +534,14 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
     )
     # As the Deployment mounts it: the scheduler reads its configuration from a file (its RBAC
     # grants no ConfigMap access); editing that file changes the running scheduler.
-    conf_cm = yaml.safe_load((MANIFESTS / "scheduler" / "configmap.yaml").read_text())
+    if args.helm:
+        conf_cm = json.loads(
+            kubectl.run(
+                "get", "configmap", "hyperplace-scheduler-configmap", "-n", SYSTEM_NAMESPACE, "-o", "json"
+            ).stdout
+        )
+    else:
+        conf_cm = yaml.safe_load((MANIFESTS / "scheduler" / "configmap.yaml").read_text())
     conf_file = root / "volcano-scheduler.conf"
     conf_file.write_text(conf_cm["data"]["volcano-scheduler.conf"])
     sch = _spawn(
@@ -686,6 +725,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="the webhooks require the kube-apiserver's client certificate (hyperplace-certs client)",
+    )
+    u.add_argument(
+        "--helm",
+        metavar="HELM",
+        type=Path,
+        default=None,
+        help="install through charts/hyperplace with this helm binary (hack/local-up.sh --helm builds it)",
     )
     u.add_argument(
         "--timeout",

@@ -101,6 +101,9 @@ class SessionResult:
     unschedulable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     decision_seconds: float = 0.0
+    # Time to open the session and to run each action (Volcano's session metrics).
+    open_seconds: float = 0.0
+    action_seconds: dict[str, float] = field(default_factory=dict)
     queues: dict[str, QueueOutcome] = field(default_factory=dict)
     # Victims the preempt/reclaim actions chose (to evict), and the room held for each preemptor
     # gang (job key -> nomination) until its victims are gone; pass ``nominations`` back to the

@@ -91,16 +91,22 @@ def run_session(
     ssn.notes.extend(config.warnings)
     if nominations:
         hold_nominations(ssn, nominations)
+    opened = time.perf_counter()
+    action_seconds: dict[str, float] = {}
     for action in config.actions:
         fn = ACTIONS.get(action)
         if fn is None:
             why = NOOP_ACTIONS.get(action, "not implemented")
             ssn.notes.append(f"action {action!r} not run: {why}")
             continue
+        started = time.perf_counter()
         fn(ssn)
+        action_seconds[action] = action_seconds.get(action, 0.0) + time.perf_counter() - started
     explain_without_preemption(ssn)
     result = close_session(ssn, relaxed)
     result.decision_seconds = time.perf_counter() - t0
+    result.open_seconds = opened - t0
+    result.action_seconds = action_seconds
     return result
 
 

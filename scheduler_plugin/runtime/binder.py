@@ -85,7 +85,8 @@ class Binder:
                 }
                 sent = time.perf_counter()
                 await self.api.create(PODS, body, ns, subresource="binding")
-                self.metrics.bind_latency.observe(time.perf_counter() - sent)
+                took = time.perf_counter() - sent
+                self.metrics.bind_latency.observe(took)
         except asyncio.CancelledError:
             # Cancelled mid-request: the bind may or may not have landed; the informer will
             # tell. Keep the assumption until it does (or the process ends).
@@ -95,6 +96,7 @@ class Binder:
             return
         self.assumed.mark_bound(a.key)
         self.metrics.binds.labels("ok").inc()
+        self.metrics.volcano.task_bound((pod.get("metadata") or {}).get("creationTimestamp"), took)
         self._backoff.forget(gang.job)
         self.events.record(pod, "Normal", "Scheduled", f"Successfully assigned {a.key} to {a.node}")
 
@@ -102,6 +104,7 @@ class Binder:
         self.assumed.forget(a.key)
         self._sync_pod(a.key)
         self.metrics.binds.labels("failed").inc()
+        self.metrics.volcano.bind_failed()
         gang.failed = True  # the gang's binds not yet sent are dropped, not sent
         log.warning("bind %s to %s failed (job %s): %s", a.key, a.node, gang.job, exc)
         if not (isinstance(exc, ApiError) and exc.not_found):

@@ -8,6 +8,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hyperplace.runtime.workqueue import TokenBucket
 
+from .volcano_metrics import VolcanoMetrics
+
 # Seconds, for the cycle and the session: 5 ms (nothing changed) to 30 s (a cold 10k-node start).
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -106,6 +108,8 @@ class Metrics:
             ["verb"],
             registry=registry,
         )
+        # Volcano's own series, so its users' dashboards and alerts keep working.
+        self.volcano = VolcanoMetrics(registry)
 
 
 class Throttle:

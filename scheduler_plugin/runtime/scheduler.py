@@ -172,6 +172,9 @@ class Scheduler:
         # What the pdb and resourcequota plugins read.
         self.pdbs = Informer(api, PDBS)
         self.quotas = Informer(api, RESOURCE_QUOTAS)
+        self.metrics.volcano.podgroups = self.podgroups.objects
+        if now is not rfc3339:  # a given clock (tests, simulations): durations follow it
+            self.metrics.volcano.clock = lambda: parse_rfc3339(now()) or time.time()
         self.informers = [
             self.nodes,
             self.pods,
@@ -499,11 +502,15 @@ class Scheduler:
         )
         self.metrics.session.observe(time.perf_counter() - t0)
         self.cycles += 1
+        ran = result is not self.last_result
         self.last_result = result
         self._apply(decided, result)
         # The gauges are not on the binding path: the binds above are under way meanwhile.
         await asyncio.to_thread(self.fragmentation.observe, decided, result.bindings)
-        self.metrics.cycle.observe(time.perf_counter() - t0)
+        cycle_seconds = time.perf_counter() - t0
+        self.metrics.cycle.observe(cycle_seconds)
+        open_seconds = decided.build_seconds + result.open_seconds
+        self.metrics.volcano.observe_cycle(cycle_seconds, open_seconds, decided, result, ran)
         return result
 
     def _apply(self, snap: ClusterSnapshot, result: SessionResult) -> None:
@@ -538,6 +545,7 @@ class Scheduler:
                     assumed = self.assumed.assume(pkey, uid_of[pkey], node, jkey)
                     self._sync_pod(pkey)
                     self.metrics.decisions.inc()
+                    self.metrics.volcano.task_assumed(meta(pod).get("creationTimestamp"))
                     self.binder.start(assumed, pod, gang)
         self.reporter.queue_reports(result, snap)
         self._report_reservations(result)

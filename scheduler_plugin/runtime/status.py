@@ -151,7 +151,10 @@ def podgroup_status_patch(
             continue
         if t in wanted:
             w = wanted.pop(t)
-            if _same_condition(c, w):
+            # A Scheduled=True another scheduler wrote (Volcano's, next to us: "tasks in gang are
+            # ready to be scheduled") says what ours says; rewriting its wording would make the
+            # two schedulers overwrite each other every cycle.
+            if _same_condition(c, w) or (t == PG_SCHEDULED and c.get("status") == w.get("status") == "True"):
                 new_conds.append(c)
             else:
                 since = c.get("lastTransitionTime") if c.get("status") == w.get("status") else now
