@@ -3,6 +3,7 @@
     python bench/e2e_bind.py                      # 1,000 nodes, a 1,000-pod Job
     python bench/e2e_bind.py --large              # 10,000 nodes, a 5,000-pod Job (target <= 30 s)
     python bench/e2e_bind.py --nodes 200 --pods 200 --baseline none   # a quick look
+    python bench/e2e_bind.py --workload indexed-job   # + the same gang as an indexed batch Job
 
 Starts ``hyperplace.localup`` (etcd, kube-apiserver, kube-controller-manager, the webhooks, the
 fake kubelet, hyperplace-controller and hyperplace-scheduler as separate processes, each as its
@@ -35,6 +36,14 @@ scheduler 27, controller 27, fake kubelet 8, etcd 7). 10k nodes are created in 2
 HyperNodes in 24 s. Earlier runs of every variant had created pods one at a time: local-up starts
 the controller with ``--pod-concurrency=1`` (so live placements equal the simulator's preview),
 and "ours" inherited it (250 s for ``--large``); "ours" now passes the controller's default, 64.
+
+``--workload indexed-job`` (issue 23) adds the same 1,000-pod gang as an indexed batch/v1 Job after
+the Volcano Job: kube-controller-manager's Job controller creates its pods, hyperplace-controller
+its PodGroup (``podgroup-<job uid>``, minMember 1,000 from ``scheduling.volcano.sh/group-min-member``)
+and names it on each pod. Same run, 1,000 nodes (load 3-5): Volcano Job all bound 6.3 s after
+apply; indexed Job 54.0 s, of which 49.6 s is kube-controller-manager creating the pods at 20/s
+(its default client QPS), then the whole gang bound in 3.6 s (first bind only once every pod
+existed: no partial start).
 
 ``--profile`` samples the scheduler with py-spy (when installed) while ``ours`` runs and prints
 where its CPU went. Everything the benchmark started is stopped at the end (``local-up down``),
@@ -159,6 +168,50 @@ def job_manifest(namespace: str, pods: int) -> list[Obj]:
         },
     }
     return [ns, job]
+
+
+def indexed_job_manifest(namespace: str, pods: int) -> list[Obj]:
+    """``--workload indexed-job``: the same gang as an indexed batch/v1 Job (kube-controller-manager's
+    Job controller makes its pods; hyperplace-controller its PodGroup, from the annotations)."""
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    res = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "gang",
+            "namespace": namespace,
+            "annotations": {"scheduling.volcano.sh/group-min-member": str(pods)},
+        },
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": pods,
+            "parallelism": pods,
+            "template": {
+                "metadata": {
+                    "annotations": {
+                        "volcano.sh/network-topology-mode": "hard",
+                        "volcano.sh/network-topology-highest-tier": str(highest_tier(pods)),
+                    }
+                },
+                "spec": {
+                    "schedulerName": "volcano",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "w",
+                            "image": "example.com/worker:latest",
+                            "resources": {"requests": res, "limits": res},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    return [ns, job]
+
+
+WORKLOADS = {"indexed-job": indexed_job_manifest}
 
 
 async def create_all(api: Any, res: Any, objs: list[Obj], limit: int = CREATE_CONCURRENCY) -> None:
@@ -430,7 +483,12 @@ class Run:
 
 
 async def watch_job(
-    kubeconfig: Path, kubectl: localup.Kubectl, namespace: str, pods: int, timeout: float
+    kubeconfig: Path,
+    kubectl: localup.Kubectl,
+    namespace: str,
+    pods: int,
+    timeout: float,
+    manifest_of: Any = job_manifest,
 ) -> Run:
     """Apply the Job and time its pods; timestamps are seconds after ``kubectl apply`` began."""
     api, raw = await connect(str(kubeconfig))
@@ -455,7 +513,7 @@ async def watch_job(
     run = Run(namespace, pods)
     try:
         await inf.synced.wait()
-        manifest = yaml.safe_dump_all(job_manifest(namespace, pods)[1:])
+        manifest = yaml.safe_dump_all(manifest_of(namespace, pods)[1:])
         t0 = time.perf_counter()
         await asyncio.to_thread(kubectl.run, "apply", "-f", "-", input=manifest)
         run.apply_s = time.perf_counter() - t0
@@ -484,6 +542,7 @@ def run_variant(
     pods: int,
     timeout: float,
     profile: bool,
+    manifest_of: Any = job_manifest,
 ) -> Run:
     ctl_extra, sch_extra = flags
     identity = f"e2e-{name}"
@@ -500,7 +559,7 @@ def run_variant(
     api_before, sch_before = apiserver_stats(kubectl), scheduler_stats(sport)
     prof = Profiler(spid, state.root / f"profile-{name}.txt") if profile else None
     t_from = time.time()
-    run = asyncio.run(watch_job(Path(state.kubeconfig), kubectl, f"e2e-{name}", pods, timeout))
+    run = asyncio.run(watch_job(Path(state.kubeconfig), kubectl, f"e2e-{name}", pods, timeout, manifest_of))
     time.sleep(2.0)  # the writes that follow the last bind (Events, PodGroup status) and the audit batch
     run.writes = audit.count_writes(state.root / "audit.log", t_from, time.time())
     run.variant = name
@@ -572,10 +631,17 @@ def main() -> int:
     ap.add_argument(
         "--keep", action="store_true", help="leave the control plane running (local-up down stops it)"
     )
+    ap.add_argument(
+        "--workload",
+        choices=sorted(WORKLOADS),
+        action="append",
+        default=[],
+        help="after the Volcano Job variants, the same gang as this workload (e.g. an indexed batch Job)",
+    )
     args = ap.parse_args()
     if args.large:
         args.nodes, args.pods = 10000, 5000
-    variants = 1 + (args.baseline != "none")
+    variants = 1 + (args.baseline != "none") + len(args.workload)
     if args.pods * variants > args.nodes * GPUS_PER_NODE:
         ap.error(
             f"{variants} Jobs of {args.pods} one-GPU pods do not fit {args.nodes} nodes of {GPUS_PER_NODE}"
@@ -621,6 +687,20 @@ def main() -> int:
                 )
             )
             say(f"{name}: all bound {runs[-1].last_bind:.1f}s after apply")
+        for w in args.workload:
+            runs.append(
+                run_variant(
+                    state,
+                    kubectl,
+                    w,
+                    ([f"--pod-concurrency={POD_CONCURRENCY}"], []),
+                    args.pods,
+                    args.timeout,
+                    False,
+                    WORKLOADS[w],
+                )
+            )
+            say(f"{w}: all bound {runs[-1].last_bind:.1f}s after apply")
     finally:
         if args.keep:
             say(f"left running; stop with: python -m hyperplace.localup --state-dir {root} down")

@@ -19,6 +19,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.pki.commandmark import load_key
 from hyperplace.runtime import flags
 from hyperplace.runtime.api import ApiClient
@@ -45,10 +46,11 @@ log = logging.getLogger("hyperplace.controller")
 
 DESCRIPTION = """hyperplace-controller: the Job and HyperNode controllers as one process.
 
-Turns Volcano Jobs into PodGroups and pods, keeps HyperNode status, and discovers HyperNodes from
-node labels. Serves /healthz and /readyz on --health-port (plain HTTP) and /metrics on
---metrics-bind-address (127.0.0.1 unless given a serving certificate, then HTTPS). Flags default
-from the environment the Deployment sets (manifests/controller)."""
+Turns Volcano Jobs into PodGroups and pods, gives pods of any other owner the PodGroup Volcano's
+podgroup controller would, keeps HyperNode status, and discovers HyperNodes from node labels.
+Serves /healthz and /readyz on --health-port (plain HTTP) and /metrics on --metrics-bind-address
+(127.0.0.1 unless given a serving certificate, then HTTPS). Flags default from the environment the
+Deployment sets (manifests/controller)."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -77,6 +79,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="name of that ConfigMap (env HYPERPLACE_CONTROLLER_CONFIGMAP)",
     )
     p.add_argument("--workers", metavar="N", type=int, default=4, help="reconciles run in parallel")
+    p.add_argument(
+        "--scheduler-name",
+        dest="scheduler_names",
+        action="append",
+        metavar="NAME",
+        help="pods naming this scheduler get a PodGroup when they have none (repeatable; default volcano)",
+    )
+    p.add_argument(
+        "--inherit-owner-annotations",
+        dest="inherit_owner_annotations",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="read group-min-member from, and copy volcano.sh/ annotations of, a pod's owner (Volcano's default)",
+    )
     p.add_argument(
         "--pod-concurrency",
         metavar="N",
@@ -164,6 +180,8 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
             config_namespace=args.config_namespace,
             config_map=args.config_map,
             pod_concurrency=max(1, args.pod_concurrency),
+            scheduler_names=tuple(args.scheduler_names or (DEFAULT_SCHEDULER_NAME,)),
+            inherit_owner_annotations=args.inherit_owner_annotations,
             command_key=_command_key(args),
             accept_unadmitted_commands=args.accept_unadmitted_commands,
         ),

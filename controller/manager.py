@@ -64,6 +64,7 @@ from controller.hypernode.discovery import (
     DiscoverySource,
     discover_from_labels,
     discover_from_ufm,
+    label_tiers,
     parse_discovery_config,
     source_of,
 )
@@ -77,10 +78,11 @@ from controller.hypernode.ufm import (
     ufm_settings,
 )
 from controller.job.reconcile import find_podgroup, reconcile_job
+from controller.podgroup.sync import PodGroupController
 from controller.queue.command import judge
 from controller.queue.status import owned_part, podgroup_queue, queue_status
 from hyperplace.api import Command, Condition, HyperNode, Job, PodGroup
-from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
+from hyperplace.api.constants import BATCH_GROUP, DEFAULT_SCHEDULER_NAME, JOB_NAME_KEY
 from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.kube.times import rfc3339
 from hyperplace.pki import commandmark
@@ -124,6 +126,10 @@ class ManagerConfig:
     config_map: str = CONFIGMAP_NAME
     # Seeds discovery's random HyperNode name suffixes (None: from the OS).
     seed: int | None = None
+    # Pods naming one of these get a PodGroup when they have none (Volcano: --scheduler-name).
+    scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
+    # Copy the owner's volcano.sh/ annotations and read its group-min-member (Volcano's default).
+    inherit_owner_annotations: bool = True
     # Queue Commands are obeyed only with a valid admission marker made with this key
     # (hyperplace.pki.commandmark); without a key none is, unless unadmitted ones are accepted
     # (Volcano's behaviour).
@@ -244,7 +250,21 @@ class ControllerManager:
         # PriorityClasses only refine minResources' task order; a cluster whose RBAC does
         # not grant them must not keep the controllers from starting. Nor must a cluster whose
         # Command CRD is not installed yet: queue Commands are then served once it is.
-        optional = (self.priority_classes, self.commands)
+        # PodGroups for pods of any owner (controller.podgroup); its owner informers are
+        # optional too: without them (RBAC) PodGroups are still made, with minMember 1.
+        self.podgroup_ctl = PodGroupController(
+            api,
+            self.pods,
+            self.podgroups,
+            self.status_writer,
+            scheduler_names=self.config.scheduler_names,
+            inherit_owner_annotations=self.config.inherit_owner_annotations,
+            now=now,
+            on_write=lambda res, verb: self.metrics.writes.labels(res, verb).inc(),
+            tier_of_label=self._tier_of_label,
+        )
+        self.informers += self.podgroup_ctl.informers
+        optional = (self.priority_classes, self.commands, *self.podgroup_ctl.informers)
         self.required_informers = [i for i in self.informers if i not in optional]
 
         self.job_queue: WorkQueue[str] = WorkQueue(name="jobs")
@@ -258,6 +278,7 @@ class ControllerManager:
             self.discovery_queue,
             self.queue_queue,
             self.command_queue,
+            self.podgroup_ctl.queue,
         ]
         for q in self.queues:
             self.metrics.depth.labels(q.name).set_function(q.__len__)
@@ -375,6 +396,14 @@ class ControllerManager:
                 self._ufm_wake.set()
 
         self.configmaps.add_handler(cm_event, lambda _old, new: cm_event(new), cm_deleted)
+
+    def _tier_of_label(self, key: str) -> int | None:
+        """The HyperNode tier label discovery builds from the node label ``key`` (None: none)."""
+        source = self.discovery.enabled(LABEL_SOURCE)
+        if source is None:
+            return None
+        types, _ = label_tiers(source.config)
+        return next((t for keys in types.values() for t, k in enumerate(keys, start=1) if k == key), None)
 
     def _all_hypernodes(self) -> None:
         self._topology = None  # called on every change that can alter counts or readiness
@@ -787,6 +816,11 @@ class ControllerManager:
                 )
                 workers.append(
                     asyncio.create_task(self._worker(self.queue_queue, "queue", self.reconcile_queue))
+                )
+                workers.append(
+                    asyncio.create_task(
+                        self._worker(self.podgroup_ctl.queue, "podgroup", self.podgroup_ctl.reconcile)
+                    )
                 )
                 if i == 0:  # one discovery at a time; Commands in the order they came
                     workers.append(

@@ -2,6 +2,7 @@
 # A real control plane with hyperplace on it, on this machine, with no container runtime.
 #
 #   hack/local-up.sh [--nodes 16] [--gpus-per-node 8] [--topology leaf-spine|none]   # start
+#   hack/local-up.sh --with jobset,lws,training-operator   # also the real workload controllers
 #   hack/local-up.sh --helm ...                                                       # install through charts/hyperplace
 #   hack/local-up.sh status                                                           # what runs
 #   hack/local-up.sh down                                                             # stop, clean up
@@ -28,7 +29,7 @@ cd "$HERE/.."
 cmd=up
 case "${1:-}" in
   up | down | status) cmd="$1"; shift ;;
-  -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 state_args=()
 if [ -n "${HYPERPLACE_LOCAL_UP_DIR:-}" ]; then state_args=(--state-dir "$HYPERPLACE_LOCAL_UP_DIR"); fi
@@ -63,4 +64,20 @@ if [ -z "$bin_dir" ]; then
   echo "local-up: looking for the Kubernetes binaries (hack/kube-bin.sh; the first build takes about 8.5 min)" >&2
   bin_dir="$(bash hack/kube-bin.sh | tail -1)"
 fi
-exec "$VIRTUAL_ENV/bin/python" -m hyperplace.localup "${state_args[@]}" up --bin-dir "$bin_dir" "$@"
+# --with NAMES: the real workload controllers, built (or found cached) by hack/workload-bin.sh.
+workload_args=()
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "--with" ] || [[ "$a" == --with=* ]]; then
+    names="${a#--with=}"
+    wl_dir="${HYPERPLACE_WORKLOAD_BIN:-}"
+    if [ -z "$wl_dir" ]; then
+      echo "local-up: building or finding ${names//,/ } (hack/workload-bin.sh)" >&2
+      # shellcheck disable=SC2046 # one argument per controller
+      wl_dir="$(bash hack/workload-bin.sh $(echo "$names" | tr ',' ' ') | tail -1)"
+    fi
+    workload_args=(--workload-bin-dir "$wl_dir")
+  fi
+  prev="$a"
+done
+exec "$VIRTUAL_ENV/bin/python" -m hyperplace.localup "${state_args[@]}" up --bin-dir "$bin_dir" ${workload_args[@]+"${workload_args[@]}"} "$@"

@@ -46,6 +46,29 @@ else
   echo "WARNING: hack/helm-bin.sh could not build helm; the chart tests will be SKIPPED: $HYPERPLACE_HELM_ERROR" >&2
 fi
 rm -f "$helm_log"
+# The real workload controllers (Kubeflow training operator, JobSet, LeaderWorkerSet) for
+# tests/integration/test_workload_controllers.py, built like the control plane and cached under
+# ~/.cache/hyperplace/workload-bin (cold: see README "Tests against a real control plane"). A controller
+# that cannot be built is skipped by its tests with the reason; this says so loudly here too.
+workload_log="$(mktemp)"
+echo "hack/test.sh: training operator, JobSet, LeaderWorkerSet via hack/workload-bin.sh (cached, or a cold build)" >&2
+if workload_bin="$(bash hack/workload-bin.sh 2>"$workload_log")"; then
+  export HYPERPLACE_WORKLOAD_BIN="${workload_bin##*$'\n'}"
+  unset HYPERPLACE_WORKLOAD_BIN_ERROR
+else
+  export HYPERPLACE_WORKLOAD_BIN_ERROR="$(tail -n 3 "$workload_log" | tr '\n' ' ')"
+  unset HYPERPLACE_WORKLOAD_BIN
+fi
+if grep -q "unavailable" "$workload_log" || [ -n "${HYPERPLACE_WORKLOAD_BIN_ERROR:-}" ]; then
+  {
+    echo "################################################################################"
+    echo "WARNING: some workload controllers could not be built; their tests will be SKIPPED:"
+    grep "unavailable\|failed" "$workload_log" || true
+    echo "################################################################################"
+  } >&2
+fi
+grep "workload-bin: .* done in" "$workload_log" >&2 || true
+rm -f "$workload_log"
 set +e
 python -m pytest "$@"
 rc=$?

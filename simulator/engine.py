@@ -34,7 +34,12 @@ from typing import Any, Protocol, TypeVar, cast
 from pydantic import ValidationError
 
 from hyperplace.api import HyperNode, Job, PodGroup, Queue, TypedObject, format_validation_error
-from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION, JOB_NAME_KEY
+from hyperplace.api.constants import (
+    DEFAULT_SCHEDULER_NAME,
+    GROUP_NAME_ANNOTATION,
+    JOB_ALLOCATED_HYPERNODE_ANNOTATION,
+    JOB_NAME_KEY,
+)
 from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.kube.objects import namespaced_key
 from hyperplace.kube.times import parse_rfc3339, rfc3339
@@ -46,6 +51,7 @@ from .loader import (
     InputObject,
     Inputs,
     deterministic_uid,
+    kind_key,
     normalize,
     scheduler_conf_from_configmaps,
     sim_time,
@@ -206,7 +212,7 @@ class SimResult:
 def key_of(obj: dict[str, Any]) -> Key:
     """``(kind, namespace or "", name)`` of a wire object."""
     meta = obj.get("metadata") or {}
-    return (str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
+    return (kind_key(obj), str(meta.get("namespace") or ""), str(meta.get("name", "")))
 
 
 def _strip_times(value: Any) -> Any:
@@ -735,6 +741,201 @@ class Simulation:
                 changed = True
         return changed
 
+    def _create_pod(self, pod: dict[str, Any], source: str) -> bool:
+        """A pod a controller creates, through the pod webhooks as on an API server."""
+        pod = normalize(pod, namespaced=True)
+        pod["metadata"].setdefault("creationTimestamp", self.now)
+        admitted = self._admit(pod, source, self._admission_context())
+        if admitted is None:
+            return False
+        admitted.setdefault("status", {}).setdefault("phase", "Pending")
+        self._add(admitted, created=True)
+        return True
+
+    def _workloads(self) -> bool:
+        """Kubernetes' Job and StatefulSet controllers: the pods they would create (the
+        PodGroup controller then groups them)."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from .workloads import (
+            BATCH_JOB,
+            JOBSET,
+            LEADERWORKERSET,
+            PYTORCHJOB,
+            STATEFULSET,
+            job_pods,
+            jobset_jobs,
+            lws_pods,
+            pytorchjob_objects,
+            statefulset_pods,
+            statefulset_revision,
+        )
+
+        changed = False
+        for js in self.of_kind(JOBSET):
+            for job in jobset_jobs(js):
+                if key_of(job) not in self.objects:
+                    job = normalize(job, namespaced=True)
+                    job["metadata"].setdefault("creationTimestamp", self.now)
+                    self._add(job, created=True)
+                    changed = True
+        for lws in self.of_kind(LEADERWORKERSET):
+            for pod in lws_pods(lws):
+                if key_of(pod) not in self.objects:
+                    changed = self._create_pod(pod, f"LeaderWorkerSet {_ref(lws)}") or changed
+        for ptj in self.of_kind(PYTORCHJOB):
+            pg, pods = pytorchjob_objects(ptj)
+            if key_of(pg) not in self.objects:
+                body = normalize(pg, namespaced=True)
+                body["metadata"].setdefault("creationTimestamp", self.now)
+                admitted = self._admit(body, f"PyTorchJob {_ref(ptj)}", self._admission_context())
+                if admitted is not None:
+                    self._add(admitted, created=True)
+                    changed = True
+            for pod in pods:
+                if key_of(pod) not in self.objects:
+                    changed = self._create_pod(pod, f"PyTorchJob {_ref(ptj)}") or changed
+        for job in self.of_kind(BATCH_JOB):
+            for pod in job_pods(job):
+                ns = pod["metadata"]["namespace"]
+                if ("Pod", ns, pod["metadata"]["name"]) not in self.objects:
+                    changed = self._create_pod(pod, f"Job {_ref(job)}") or changed
+        for sts in self.of_kind(STATEFULSET):
+            ns = sts["metadata"].get("namespace") or "default"
+            status = sts.setdefault("status", {})
+            if status.get("updateRevision") != (rev := statefulset_revision(sts)):
+                status["updateRevision"] = rev
+                changed = True
+            bound = {}
+            for i in range(int((sts.get("spec") or {}).get("replicas", 1) or 0)):
+                p = self.objects.get(("Pod", ns, f"{sts['metadata']['name']}-{i}"))
+                bound[i] = bool(p and (p.get("spec") or {}).get("nodeName"))
+            for pod in statefulset_pods(sts, bound):
+                if ("Pod", ns, pod["metadata"]["name"]) not in self.objects:
+                    changed = self._create_pod(pod, f"StatefulSet {_ref(sts)}") or changed
+        return changed
+
+    def _podgroups(self) -> bool:
+        """The PodGroup controller for pods of any controlling owner (controller.podgroup): one
+        PodGroup per owner, per JobSet or per LeaderWorkerSet group, the pods annotated with it;
+        a training operator's PodGroup gets its networkTopology from its annotations. A bare pod
+        keeps the scheduler's one-pod gang, as without the controller."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from controller.podgroup.build import (
+            LwsInfo,
+            Owner,
+            controller_ref,
+            desired_podgroup,
+            jobset_podgroup,
+            lws_podgroup,
+            operator_topology,
+        )
+        from hyperplace.kube.workloads import JOBSET_UID, controlled_podgroup_name, lws_group
+
+        from .workloads import BATCH_JOB, LEADERWORKERSET, STATEFULSET
+
+        changed = False
+        for pg in self.of_kind("PodGroup"):
+            # A training operator's PodGroup reads its topology annotations as its networkTopology
+            # (hyperplace.api.topology_annotations); what could not be used is said here.
+            _, problems = operator_topology(pg)
+            for problem in problems:
+                self._warn_once(f"PodGroup {_ref(pg)}: {problem.message}")
+        tiers = self._discovery_tier_names() or {}
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for p in self.of_kind("Pod"):
+            meta = p["metadata"]
+            if (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION) or controller_ref(p) is None:
+                continue
+            if (p.get("spec") or {}).get("schedulerName", DEFAULT_SCHEDULER_NAME) != DEFAULT_SCHEDULER_NAME:
+                continue
+            groups.setdefault(
+                (meta.get("namespace") or "default", str(controlled_podgroup_name(p))), []
+            ).append(p)
+        kinds = {"Job": BATCH_JOB, "StatefulSet": STATEFULSET}
+        for (ns, name), pods in groups.items():
+            pod = max(
+                pods, key=lambda p: (str(p["metadata"].get("creationTimestamp") or ""), p["metadata"]["name"])
+            )
+            labels = pod["metadata"].get("labels") or {}
+            lws_of = lws_group(labels)
+            if labels.get(JOBSET_UID):
+                uid = labels[JOBSET_UID]
+                jobs = [
+                    j
+                    for j in self.of_kind(BATCH_JOB)
+                    if (j["metadata"].get("labels") or {}).get(JOBSET_UID) == uid
+                ]
+                special = jobset_podgroup(pod, jobs)
+                if special is not None:
+                    changed = self._store_podgroup(ns, special, pods, f"JobSet {ns}/{name}") or changed
+                continue
+            if lws_of is not None:
+                lws_obj = self.objects.get((LEADERWORKERSET, ns, lws_of[0]))
+                if lws_obj is not None:
+                    lm = lws_obj["metadata"]
+                    info = LwsInfo(
+                        lws_of[0],
+                        str(lm.get("uid")),
+                        {str(k): str(v) for k, v in (lm.get("annotations") or {}).items()},
+                        (lws_obj.get("spec") or {}).get("startupPolicy"),
+                    )
+                    special = lws_podgroup(pods, info, tiers.get)
+                    if special is not None:
+                        changed = (
+                            self._store_podgroup(ns, special, pods, f"LeaderWorkerSet {ns}/{lws_of[0]}")
+                            or changed
+                        )
+                continue
+            ref = controller_ref(pod) or {}
+            kind = (
+                kinds.get(str(ref.get("kind")))
+                if str(ref.get("apiVersion", "")).split("/")[0] in ("batch", "apps")
+                else None
+            )
+            owner_obj = self.objects.get((kind, ns, str(ref.get("name")))) if kind else None
+            owner = Owner(str(ref.get("kind")), str(ref.get("name")), str(ref.get("uid")))
+            if owner_obj is not None:
+                spec = owner_obj.get("spec") or {}
+                if kind == BATCH_JOB:
+                    n = 1 if spec.get("parallelism") is None else int(spec["parallelism"])
+                    replicas = n if spec.get("completions") is None else min(n, int(spec["completions"]))
+                else:
+                    replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
+                ann = {
+                    str(k): str(v)
+                    for k, v in ((owner_obj.get("metadata") or {}).get("annotations") or {}).items()
+                }
+                owner = Owner(owner.kind, owner.name, owner.uid, ann, replicas)
+            want = desired_podgroup(pod, owner)
+            changed = self._store_podgroup(ns, want, pods, f"{owner.kind} {ns}/{owner.name}") or changed
+        return changed
+
+    def _store_podgroup(self, ns: str, want: Any, pods: list[dict[str, Any]], source: str) -> bool:
+        """Create or update the PodGroup the PodGroup controller wants and name it on its pods;
+        an annotation it could not use is a warning and the PodGroup's InvalidAnnotation condition."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from controller.podgroup.build import invalid_condition, needs_update, updated, with_condition
+
+        for problem in want.problems:
+            self._warn_once(f"Pod {ns}/{pods[0]['metadata']['name']}: {problem.message}")
+        cond = invalid_condition(want.problems, self.now)
+        existing = self.objects.get(("PodGroup", ns, want.name))
+        if existing is None:
+            body = normalize({**want.podgroup, "status": with_condition(None, cond)}, namespaced=True)
+            body["metadata"].setdefault("creationTimestamp", self.now)
+            admitted = self._admit(body, source, self._admission_context())
+            if admitted is None:
+                return False
+            admitted.setdefault("status", with_condition(None, cond))
+            self._add(admitted, created=True)
+        elif needs_update(existing, want):
+            new = updated(existing, want)
+            new["status"] = with_condition(existing.get("status"), cond)
+            self.objects[key_of(new)] = new
+        for p in pods:
+            p["metadata"].setdefault("annotations", {})[GROUP_NAME_ANNOTATION] = want.name
+        return True
+
     def _queues(self) -> bool:
         """The queue controller: state and PodGroup counts of every Queue."""
         # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
@@ -763,6 +964,8 @@ class Simulation:
             changed = self._discovery()
             changed = self._hypernode_status() or changed
             changed = self._jobs() or changed
+            changed = self._workloads() or changed
+            changed = self._podgroups() or changed
             changed = self._queues() or changed
             self.progress.advance()
             if not changed:
@@ -881,7 +1084,10 @@ class Simulation:
             if outcome.pg_phase or outcome.phase:
                 status["phase"] = outcome.pg_phase or outcome.phase
             if outcome.conditions is not None:
-                status["conditions"] = self._freeze_times(copy.deepcopy(list(outcome.conditions))) or None
+                # The PodGroup controller's condition stays (the reporter keeps it too).
+                kept = [c for c in status.get("conditions") or [] if c.get("type") == "InvalidAnnotation"]
+                conds = self._freeze_times(copy.deepcopy(list(outcome.conditions)))
+                status["conditions"] = [*kept, *conds] or None
                 if status["conditions"] is None:
                     del status["conditions"]
             if outcome.allocated_hypernode:

@@ -36,6 +36,12 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     # Read by the scheduler's pdb and resourcequota plugins.
     ("policy", "PodDisruptionBudget"): True,
     ("", "ResourceQuota"): True,
+    # Workloads whose pods the simulated Kubernetes controllers create (simulator.workloads).
+    ("batch", "Job"): True,
+    ("apps", "StatefulSet"): True,
+    ("jobset.x-k8s.io", "JobSet"): True,
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): True,
+    ("kubeflow.org", "PyTorchJob"): True,
 }
 
 # Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped
@@ -88,7 +94,7 @@ class InputObject:
 
     @property
     def kind(self) -> str:
-        return str(self.obj.get("kind", ""))
+        return kind_key(self.obj)
 
     @property
     def namespace(self) -> str | None:
@@ -117,6 +123,15 @@ class Inputs:
 
     def of_kind(self, kind: str) -> list[InputObject]:
         return [o for o in self.objects if o.kind == kind]
+
+
+def kind_key(obj: dict[str, Any]) -> str:
+    """The kind objects are keyed and listed by: the ``kind``, except ``Job.batch`` for a
+    batch/v1 Job, which would otherwise share ``Job`` with Volcano's."""
+    kind = str(obj.get("kind", ""))
+    if kind == "Job" and group_of(str(obj.get("apiVersion", ""))) == "batch":
+        return "Job.batch"
+    return kind
 
 
 def group_of(api_version: str) -> str:
@@ -232,7 +247,7 @@ def normalize(obj: dict[str, Any], namespaced: bool) -> dict[str, Any]:
     else:
         meta.pop("namespace", None)
     if not meta.get("uid"):
-        meta["uid"] = deterministic_uid(kind, meta.get("namespace"), meta["name"])
+        meta["uid"] = deterministic_uid(kind_key(obj), meta.get("namespace"), meta["name"])
     if kind == "Node":
         status = obj.setdefault("status", {})
         if not status.get("conditions"):

@@ -11,8 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperplace.api.constants import PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY
+from hyperplace.api.constants import PARTITION_ID_KEY, TASK_SPEC_KEY
+from hyperplace.api.topology_annotations import operator_podgroup_topology
 from hyperplace.kube.objects import namespaced_key, podgroup_key_of
+from hyperplace.kube.workloads import rank_index
 
 from .engine import SimResult
 from .topology import TopologyView, natural_key, natural_order
@@ -61,13 +63,6 @@ class JobView:
         )
 
 
-def _int(v: Any) -> int | None:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
 def pod_view(pod: dict[str, Any], result: SimResult, topo: TopologyView | None) -> PodView:
     """The PodView of a pod dict."""
     meta = pod.get("metadata") or {}
@@ -80,13 +75,29 @@ def pod_view(pod: dict[str, Any], result: SimResult, topo: TopologyView | None) 
         key=key,
         name=str(meta.get("name")),
         task=task,
-        index=_int(labels.get(TASK_INDEX_KEY) or ann.get(TASK_INDEX_KEY)),
+        index=rank_index(labels, ann),
         partition=labels.get(PARTITION_ID_KEY),
         node=node,
         phase=str((pod.get("status") or {}).get("phase") or "Pending"),
         reason=None if node else result.unschedulable.get(key),
         leaf=topo.leaf_of(node) if (topo is not None and node) else None,
     )
+
+
+def _workload_owner(meta: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, ``ns/name``) a PodGroup made for a workload is shown under, as a Volcano Job's is:
+    the owner's name for one the PodGroup controller named after its owner's uid
+    (``podgroup-<uid>``), else the PodGroup's own (one per LeaderWorkerSet group, a training
+    operator's); a batch/v1 Job is ``Job.batch``, apart from Volcano's ``Job``."""
+    name = str(meta.get("name", ""))
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") != "Pod":
+            kind = str(ref.get("kind"))
+            if kind == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
+                kind = "Job.batch"
+            shown = ref.get("name") if name.startswith("podgroup-") else name
+            return kind, f"{meta.get('namespace') or 'default'}/{shown}"
+    return None
 
 
 def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobView]:
@@ -103,6 +114,7 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
         meta = pg.get("metadata") or {}
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
         job = jobs_by_uid.get(owner.get("uid")) if owner else None
+        workload = _workload_owner(meta) if job is None else None
         outcome = result.outcomes.get(pg_key)
         status = pg.get("status") or {}
         pods = [pod_view(p, result, topo) for p in pods_by_group.get(pg_key, [])]
@@ -115,9 +127,9 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
                     partitions[t.get("name") or f"default{i}"] = t["partitionPolicy"]
         out.append(
             JobView(
-                key=namespaced_key(job) if job is not None else pg_key,
+                key=namespaced_key(job) if job is not None else (workload[1] if workload else pg_key),
                 podgroup=pg_key,
-                kind="Job" if job is not None else "PodGroup",
+                kind="Job" if job is not None else (workload[0] if workload else "PodGroup"),
                 phase=str(status.get("phase") or getattr(outcome, "phase", None) or "Pending"),
                 min_member=int(spec.get("minMember") or 0),
                 pods=pods,
@@ -125,7 +137,8 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
                 subgroups=dict(getattr(outcome, "subgroups", None) or {}),
                 conditions=list(status.get("conditions") or []),
                 outcome=outcome,
-                topology_spec=spec.get("networkTopology"),
+                # As the scheduler reads it (a training operator's from its annotations).
+                topology_spec=spec.get("networkTopology") or operator_podgroup_topology(pg)[0],
                 partitions=partitions,
             )
         )

@@ -162,7 +162,7 @@ class FakeApi:
         return self._store_new(res, clone(dict(obj)))
 
     def peek(self, res: Resource, key: str) -> Obj | None:
-        return self.objects.get(res.plural, {}).get(key)
+        return self.objects.get(store_name(res), {}).get(key)
 
     def connect(
         self,
@@ -184,12 +184,12 @@ class FakeApi:
             raise faults.pop(0)
 
     def _bucket(self, res: Resource) -> dict[str, Obj]:
-        return self.objects.setdefault(res.plural, {})
+        return self.objects.setdefault(store_name(res), {})
 
     def _emit(self, res: Resource, etype: str, obj: Obj) -> None:
-        self.history.append((self.rv, res.plural, etype, clone(obj)))
+        self.history.append((self.rv, store_name(res), etype, clone(obj)))
         for w in self._watchers:
-            if w.res.plural == res.plural and _in_namespace(obj, w.namespace):
+            if store_name(w.res) == store_name(res) and _in_namespace(obj, w.namespace):
                 w.queue.put_nowait({"type": etype, "object": clone(obj)})
 
     def _bump(self, obj: Obj) -> None:
@@ -258,7 +258,7 @@ class FakeApi:
             return
         w = _Watcher(res, namespace)
         for rv, plural, etype, obj in self.history:
-            if rv > since and plural == res.plural and _in_namespace(obj, namespace):
+            if rv > since and plural == store_name(res) and _in_namespace(obj, namespace):
                 w.queue.put_nowait({"type": etype, "object": clone(obj)})
         self._watchers.append(w)
         loop = asyncio.get_running_loop()
@@ -652,6 +652,12 @@ class Connection:
             access_of("delete", res, namespace, name),
             lambda: self.server.delete(res, name, namespace, uid=uid),
         )
+
+
+def store_name(res: Resource) -> str:
+    """Where the fake keeps a resource's objects: the plural, qualified by the group for the
+    built-in groups whose plurals Volcano's reuse (batch/v1 ``jobs`` beside Volcano's Jobs)."""
+    return f"{res.plural}.{res.group}" if res.group in ("batch", "apps") else res.plural
 
 
 def _has_status_subresource(res: Resource) -> bool:

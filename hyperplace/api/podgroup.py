@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .common import KubeModel, LabelSelector, Quantity, TypedObject
 from .constants import SCHEDULING_GROUP, SCHEDULING_VERSION
+from .topology_annotations import operator_podgroup_topology
 
 NetworkTopologyMode = Literal["hard", "soft"]
 
@@ -69,6 +70,17 @@ class PodGroup(TypedObject):
     kind: str = "PodGroup"
     spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
     status: PodGroupStatus | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _operator_topology(cls, data: Any) -> Any:
+        """A training operator's PodGroup reads its job's topology annotations as its
+        ``networkTopology`` (hyperplace.api.topology_annotations says why)."""
+        if isinstance(data, dict):
+            nt, _ = operator_podgroup_topology(data)
+            if nt is not None:
+                data = {**data, "spec": {**(data.get("spec") or {}), "networkTopology": nt}}
+        return data
 
 
 class QueueCluster(KubeModel):

@@ -40,7 +40,7 @@ import yaml
 from hyperplace.runtime import flags
 from hyperplace.runtime.flags import SYSTEM_NAMESPACE
 
-from . import components
+from . import components, workloads
 from .cluster import cluster_objects
 from .components import MANIFESTS, Process
 from .controlplane import ControlPlane, ControlPlaneError, free_port
@@ -595,7 +595,30 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
             f"http://127.0.0.1:{ports[f'{name}-metrics']}/metrics",
         ):
             wait_for(partial(_http_ok, url), f"{name} {url.rsplit('/', 1)[1]}", timeout, describe)
+    for name in args.with_controllers:
+        _start_workload_controller(name, args, state, procs, kubectl, admin)
     return admin
+
+
+def _start_workload_controller(
+    name: str, args: argparse.Namespace, state: State, procs: list[Process], kubectl: Kubectl, admin: Path
+) -> None:
+    """``--with``: a real workload controller (hack/workload-bin.sh), its CRDs and webhooks."""
+    if args.workload_bin_dir is None:
+        raise LocalUpError(f"--with {name} needs --workload-bin-dir (hack/local-up.sh passes it)")
+    try:
+        plan = workloads.prepare(name, args.workload_bin_dir, admin, state.root / "workloads")
+    except workloads.Unavailable as exc:
+        raise LocalUpError(str(exc)) from None
+    _say(f"starting {name} (CRDs {', '.join(workloads.crd_names(plan))})")
+    for crd in plan.crds:
+        kubectl.run("apply", "--server-side", "-f", str(crd))
+    if plan.objects:
+        kubectl.apply_objects(plan.objects)
+    p = Process(name, plan.argv, state.root / f"{name}.log", env=plan.env, detached=True)
+    procs.append(p)
+    state.add(name, p.pid, p.argv, p.log)
+    wait_for(partial(_http_ok, plan.health), f"{name} to be ready", args.timeout, p.tail)
 
 
 def _http_ok(url: str) -> bool:
@@ -687,6 +710,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     u.add_argument("--nodes-per-leaf", metavar="N", type=int, default=4, help="nodes under each leaf")
     u.add_argument("--leaves-per-spine", metavar="N", type=int, default=2, help="leaves under each spine")
     u.add_argument(
+        "--with",
+        dest="with_controllers",
+        metavar="NAMES",
+        type=lambda v: [n for n in v.split(",") if n],
+        default=[],
+        help=f"also run these real workload controllers (comma-separated: {', '.join(workloads.NAMES)})",
+    )
+    u.add_argument(
+        "--workload-bin-dir", metavar="DIR", type=Path, default=None, help="output of hack/workload-bin.sh"
+    )
+    u.add_argument(
         "--webhook-mtls",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -714,6 +748,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("name a command: up, status or down")
     if args.command == "up" and (args.nodes < 0 or args.gpus_per_node < 0):
         p.error("--nodes and --gpus-per-node must be >= 0")
+    unknown = [n for n in getattr(args, "with_controllers", []) if n not in workloads.NAMES]
+    if unknown:
+        p.error(f"--with: unknown controller(s) {', '.join(unknown)} (known: {', '.join(workloads.NAMES)})")
     return args
 
 

@@ -74,6 +74,11 @@ PODGROUPS = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "podgroups", "PodGrou
 QUEUES = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "queues", "Queue", False)
 HYPERNODES = Resource(TOPOLOGY_GROUP, TOPOLOGY_VERSION, "hypernodes", "HyperNode", False)
 COMMANDS = Resource(BUS_GROUP, BUS_VERSION, "commands", "Command", True)
+# Workload owners the PodGroup controller reads (annotations, replicas, templates).
+BATCH_JOBS = Resource("batch", "v1", "jobs", "Job", True)
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
+LEADERWORKERSETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True)
 
 
 class ApiError(Exception):

@@ -19,13 +19,13 @@ from hyperplace.api.constants import (
     DEFAULT_QUEUE,
     DEFAULT_SCHEDULER_NAME,
     GROUP_NAME_ANNOTATION,
-    TASK_INDEX_KEY,
     TASK_SPEC_KEY,
 )
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
 from hyperplace.kube.times import parse_rfc3339
+from hyperplace.kube.workloads import controlled_podgroup_name, rank_index
 
 from ..model.jobs import TaskInfo, cooldown_mark, order_keys, preemptable_mark, rank_key
 from ..model.node_filters import (
@@ -144,11 +144,7 @@ class PodRecord:
             cons = self.cons
             labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
             annotations = meta.get("annotations") or {}
-            idx_raw = labels.get(TASK_INDEX_KEY) or annotations.get(TASK_INDEX_KEY)
-            try:
-                tindex: int | None = int(idx_raw) if idx_raw is not None else None
-            except ValueError:
-                tindex = None
+            tindex = rank_index(labels, annotations)  # the index the pod's workload stamped
             preemptable, bad = preemptable_mark(annotations, labels)
             if bad:
                 log.warning("pod %s: %s", self.key, bad)  # Volcano logs it and reads false
@@ -269,6 +265,11 @@ def parse_pod(obj: dict[str, Any], scheduler_names: Sequence[str]) -> PodRecord:
     rec = PodRecord(obj, key, ns, name, node, terminal, owned, group, rq, bad, None, frozenset())
     if terminal or rq is None:
         return rec
+    if group is None and owned:
+        # A pod of a controlling owner belongs to the PodGroup the podgroup controller makes
+        # for that owner, and waits for it as Volcano's does: a one-pod shadow gang would start
+        # an indexed Job or a StatefulSet a pod at a time before its PodGroup exists.
+        group = rec.group = controlled_podgroup_name(obj)
     if group is not None:
         rec.job = f"{ns}/{group}"
     elif not node and owned:

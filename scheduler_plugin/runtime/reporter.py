@@ -212,8 +212,11 @@ class Reporter:
                 if last is not None and last[0] is job and last[1] == outcome:
                     continue
             pg = self.podgroups.get(jkey)
-            if pg is None or not any(owned_by(p, self.names) for p in self.pods.by_index("group", jkey)):
-                continue  # not ours to report on: no pod of this PodGroup names our scheduler
+            members = self.pods.by_index("group", jkey)
+            # Not ours to report on: no pod of this PodGroup names our scheduler. A PodGroup of no
+            # pod yet is reported (Inqueue): a training operator creates the pods only then.
+            if pg is None or (members and not any(owned_by(p, self.names) for p in members)):
+                continue
             if jkey in forming:
                 continue
             if outcome.phase != "Running":

@@ -428,6 +428,13 @@ MUST = [
             ("scheduling.volcano.sh", "queues", ["list", "watch", "get"]),
             ("scheduling.volcano.sh", "queues/status", ["patch"]),
             ("bus.volcano.sh", "commands", ["list", "watch", "delete"]),
+            # PodGroups for pods of any owner (controller.podgroup), as Volcano's controller.
+            ("batch", "jobs", ["list", "watch"]),
+            ("apps", "statefulsets", ["list", "watch"]),
+            ("apps", "replicasets", ["list", "watch"]),
+            ("", "pods", ["patch"]),
+            ("scheduling.volcano.sh", "podgroups", ["delete"]),
+            ("", "events", ["create"]),
         ]
         for verb in verbs
     ),
@@ -475,16 +482,16 @@ MUST_NOT = [
     (WEBHOOKS_SA, "delete", ADM, "validatingwebhookconfigurations", None, VWC),
     (WEBHOOKS_SA, "create", ADM, "validatingwebhookconfigurations", None, None),
     (WEBHOOKS_SA, "create", "", "pods", None, None),
-    # Controller: never binds, never edits pods or Job specs, no Secret but the UFM credentials,
-    # no Events; leases only in its namespace and only its own.
+    # Controller: never binds, never edits pod specs (its pod patch only names the PodGroup) or
+    # Job specs, no Secret but the UFM credentials; leases only in its namespace and its own.
     (CONTROLLER_SA, "create", "", "pods/binding", None, None),
-    (CONTROLLER_SA, "patch", "", "pods", None, None),
+    (CONTROLLER_SA, "update", "", "pods", None, None),
     (CONTROLLER_SA, "update", "batch.volcano.sh", "jobs", None, None),
     (CONTROLLER_SA, "patch", "batch.volcano.sh", "jobs", None, None),
-    (CONTROLLER_SA, "delete", "scheduling.volcano.sh", "podgroups", None, None),
+    (CONTROLLER_SA, "update", "batch", "jobs", None, None),
+    (CONTROLLER_SA, "update", "apps", "statefulsets", None, None),
     (CONTROLLER_SA, "get", "", "secrets", NS, None),
     (CONTROLLER_SA, "get", "", "secrets", NS, "hyperplace-webhooks-tls"),
-    (CONTROLLER_SA, "create", "", "events", None, None),
     # Queue Commands are served (deleted), never issued or edited by the controller.
     (CONTROLLER_SA, "create", "bus.volcano.sh", "commands", None, None),
     (CONTROLLER_SA, "patch", "bus.volcano.sh", "commands", None, None),

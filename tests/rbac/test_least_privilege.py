@@ -23,6 +23,11 @@ NEEDED_BY_THE_SERVER = {
     # OwnerReferencesPermissionEnforcement admission plugin on, setting that needs update on the
     # owner's finalizers subresource.
     ("controller", "batch.volcano.sh", "jobs/finalizers", "update"),
+    # The PodGroups of pods of any owner carry the pod's ownerReferences (or one to the pod).
+    ("controller", "batch", "jobs/finalizers", "update"),
+    ("controller", "apps", "statefulsets/finalizers", "update"),
+    ("controller", "apps", "replicasets/finalizers", "update"),
+    ("controller", "", "pods/finalizers", "update"),
 }
 
 NAMED_VERBS = ("get", "update", "patch", "delete")

@@ -289,10 +289,35 @@ async def controller_usage(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
         await eventually(lambda: _used(api, "update", "podgroups"), "the PodGroup update")
         await _queue_commands(api)
         await _discovery(api, config_ns)
+        await _podgroups_of_any_owner(api)
     finally:
         await _stop(task)
     assert _used(api, "update", "leases", lease), "the Lease is renewed and released"
     return api
+
+
+async def _podgroups_of_any_owner(api: FakeApi) -> None:
+    """A StatefulSet with a bad group-min-member: its pods get a PodGroup (with the
+    InvalidAnnotation condition) and the group-name annotation, each pod a Warning Event; scaled
+    to zero, its PodGroup is deleted."""
+    # lazy: as the other stories here, the test helpers load only when this story runs
+    from hyperplace.runtime.api import STATEFULSETS
+
+    # lazy: as above
+    from tests.controller.test_podgroup_controller import owner_ref, pod, statefulset
+
+    sts = statefulset("db", 2, {"scheduling.volcano.sh/group-min-member": "many"})
+    sts["metadata"]["namespace"] = "default"
+    sts = await as_user(api, api.create(STATEFULSETS, sts, "default"))
+    for i in range(2):
+        p = pod(f"db-{i}", owner_ref("StatefulSet", sts, "apps/v1"))
+        p["metadata"]["namespace"] = "default"
+        await as_user(api, api.create(PODS, p, "default"))
+    await eventually(lambda: _used(api, "patch", "pods"), "the pods named their PodGroup")
+    await eventually(lambda: _used(api, "create", "events"), "the Warning Event")
+    await eventually(lambda: _used(api, "patch", "podgroups/status"), "the InvalidAnnotation condition")
+    await as_user(api, api.patch(STATEFULSETS, "db", {"spec": {"replicas": 0}}, "default"))
+    await eventually(lambda: _used(api, "delete", "podgroups"), "the scaled-to-zero PodGroup deleted")
 
 
 async def _queue_commands(api: FakeApi) -> None:

@@ -1,0 +1,1 @@
+"""PodGroups for pods of any owner (Volcano's podgroup controller)."""

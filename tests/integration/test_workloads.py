@@ -1,0 +1,316 @@
+"""Workloads other than Volcano Jobs on a real control plane: Kubernetes' own Job and StatefulSet
+controllers (kube-controller-manager) make the pods, hyperplace-controller gives them the PodGroup
+Volcano's podgroup controller would, and hyperplace-scheduler starts each whole, inside its tier,
+in index order. The garbage collector removes the PodGroup with its owner.
+
+A fake kubelet keeps the Nodes Ready (their Leases renewed, so the node lifecycle controller does
+not taint them) and marks bound pods Running; there are no containers. This module runs its own
+control plane: kube-controller-manager must not run beside the session's, whose tests play the
+kubelet themselves.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pytest
+
+from hyperplace.localup import components as lc
+from hyperplace.localup import controlplane
+
+from ..kube_bin import kube_bin_dir
+from . import components
+from .kube import REPO, Kubectl, exact, hypernode, node, pod_node, wait_for
+
+pytestmark = pytest.mark.apiserver
+
+LEASE_NAMESPACE = "hyperplace-system"
+SELECT = "hyperplace.io/workload-test"
+
+
+@dataclass
+class Plane:
+    kubectl: Kubectl
+    procs: list[components.Component]
+    cp: Any
+
+    def describe(self) -> str:
+        return "\n".join(p.tail(30) for p in self.procs) + "\n" + str(self.cp.logs())
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    bin_dir = kube_bin_dir()
+    try:
+        cm = controlplane.control_plane(bin_dir, controller_manager=True)
+        cp = cm.__enter__()
+    except controlplane.ControlPlaneError as exc:
+        pytest.fail(f"the control plane did not start:\n{exc}")
+    procs: list[components.Component] = []
+    try:
+        kubectl = Kubectl(cp.kubeconfig)
+        kubectl.run("apply", "-f", str(REPO / "manifests" / "crds"))
+        wait_for(
+            lambda: kubectl.run("get", "podgroups,hypernodes,queues", "-A", check=False).returncode == 0,
+            "the CRDs to be served",
+        )
+        kubectl.run("apply", "-f", str(REPO / "manifests" / "default-queue.yaml"))
+        kubectl.run("create", "namespace", LEASE_NAMESPACE)
+        logs = tmp_path_factory.mktemp("workload-components")
+        env = {"KUBECONFIG": str(cp.kubeconfig)}
+        procs.append(
+            components.Component(
+                "fake-kubelet", lc.fake_kubelet_argv(cp.kubeconfig), logs / "fake-kubelet.log", env=env
+            )
+        )
+        procs.append(components.controller(cp.kubeconfig, logs / "controller.log", LEASE_NAMESPACE))
+        procs.append(components.scheduler(cp.kubeconfig, logs / "scheduler.log", LEASE_NAMESPACE))
+        yield Plane(kubectl, procs, cp)
+    except BaseException:
+        print(cp.logs(), file=sys.stderr)
+        raise
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        cm.__exit__(None, None, None)
+
+
+@dataclass
+class Racks:
+    label: str
+    racks: dict[str, list[str]]
+
+    def rack_of(self, node_name: str | None) -> str | None:
+        return next((r for r, ns in self.racks.items() if node_name in ns), None)
+
+
+def two_racks(kubectl: Kubectl, per_rack: int = 4) -> Racks:
+    """Two tier-1 HyperNodes of ``per_rack`` 4-CPU nodes under a tier-2 one, labelled for this
+    test alone."""
+    label = f"w{uuid.uuid4().hex[:6]}"
+    racks = {f"{label}-rack{r}": [f"{label}-r{r}-n{i}" for i in range(per_rack)] for r in range(2)}
+    objs: list[dict[str, Any]] = [node(n, {SELECT: label}, cpu="4") for ns in racks.values() for n in ns]
+    objs += [hypernode(r, 1, [exact("Node", n) for n in ns]) for r, ns in racks.items()]
+    objs.append(hypernode(f"{label}-spine", 2, [exact("HyperNode", r) for r in racks]))
+    kubectl.create(objs)
+    return Racks(label, racks)
+
+
+def template(racks: Racks, cpu: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": racks.label}, "annotations": annotations or {}},
+        "spec": {
+            "schedulerName": "volcano",
+            "nodeSelector": {SELECT: racks.label},
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+
+
+TOPOLOGY = {"volcano.sh/network-topology-mode": "hard", "volcano.sh/network-topology-highest-tier": "1"}
+
+
+@pytest.fixture
+def namespace(plane: Plane) -> Iterator[str]:
+    name = f"w-{uuid.uuid4().hex[:8]}"
+    plane.kubectl.run("create", "namespace", name)
+    yield name
+    plane.kubectl.run("delete", "jobs.batch,statefulsets", "--all", "-n", name, "--wait=false", check=False)
+
+
+def pods(kubectl: Kubectl, ns: str) -> list[dict[str, Any]]:
+    return kubectl.items("pods", "-n", ns)
+
+
+def all_bound(kubectl: Kubectl, ns: str, count: int) -> list[dict[str, Any]] | None:
+    got = pods(kubectl, ns)
+    return got if len(got) == count and all(pod_node(p) for p in got) else None
+
+
+def indexed_job(ns: str, racks: Racks, n: int, cpu: str = "4") -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "allreduce",
+            "namespace": ns,
+            "annotations": {"scheduling.volcano.sh/group-min-member": str(n)},
+        },
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": n,
+            "parallelism": n,
+            "template": {
+                **template(racks, cpu, TOPOLOGY),
+                "spec": {**template(racks, cpu)["spec"], "restartPolicy": "Never"},
+            },
+        },
+    }
+
+
+def test_an_indexed_job_starts_whole_in_one_rack_in_completion_index_order(
+    plane: Plane, namespace: str
+) -> None:
+    kubectl = plane.kubectl
+    racks = two_racks(kubectl)
+    # Rack 0 loses a node to a running pod: only rack 1 can take the whole gang of 4.
+    blocker = racks.racks[f"{racks.label}-rack0"][0]
+    kubectl.create(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "blocker", "namespace": namespace},
+                "spec": {
+                    "nodeName": blocker,
+                    "containers": [
+                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
+                    ],
+                },
+            }
+        ]
+    )
+    job = kubectl.create([indexed_job(namespace, racks, 4)])
+    assert job.returncode == 0
+    uid = kubectl.get("jobs.batch", "-n", namespace, "allreduce")["metadata"]["uid"]
+    got = wait_for(
+        partial(all_bound, kubectl, namespace, 5), "the Job's 4 pods bound", describe=plane.describe
+    )
+    workers = [p for p in got if p["metadata"]["name"] != "blocker"]
+    by_index = {
+        int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]): pod_node(p) for p in workers
+    }
+    rack1 = racks.racks[f"{racks.label}-rack1"]
+    assert sorted(by_index) == [0, 1, 2, 3]
+    assert {racks.rack_of(n) for n in by_index.values()} == {f"{racks.label}-rack1"}
+    assert [by_index[i] for i in range(4)] == rack1  # rank i on the rack's node i
+    pg = kubectl.get("podgroups", "-n", namespace, f"podgroup-{uid}")
+    assert pg["spec"]["minMember"] == 4
+    assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    assert pg["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert all(
+        p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == f"podgroup-{uid}" for p in workers
+    )
+
+    # Deleting the Job takes its PodGroup with it (the garbage collector, by ownerReferences).
+    kubectl.run("delete", "jobs.batch", "-n", namespace, "allreduce", "--wait=false")
+    wait_for(
+        lambda: (
+            kubectl.run("get", "podgroups", "-n", namespace, f"podgroup-{uid}", check=False).returncode != 0
+        ),
+        "the PodGroup to go with its Job",
+        describe=plane.describe,
+    )
+
+
+def test_a_gang_no_rack_can_hold_starts_no_pod_at_all(plane: Plane, namespace: str) -> None:
+    kubectl = plane.kubectl
+    racks = two_racks(kubectl)
+    kubectl.create([indexed_job(namespace, racks, 5)])
+    uid = kubectl.get("jobs.batch", "-n", namespace, "allreduce")["metadata"]["uid"]
+
+    def waiting() -> dict[str, Any] | None:
+        pg = kubectl.run("get", "podgroups", "-n", namespace, f"podgroup-{uid}", "-o", "json", check=False)
+        if pg.returncode != 0:
+            return None
+        got = pods(kubectl, namespace)
+        conds = [
+            c.get("type")
+            for c in (kubectl.get("podgroups", "-n", namespace, f"podgroup-{uid}").get("status") or {}).get(
+                "conditions"
+            )
+            or []
+        ]
+        return {"pods": got} if len(got) == 5 and "Unschedulable" in conds else None
+
+    state = wait_for(waiting, "the gang of 5 to be judged unschedulable", describe=plane.describe)
+    assert not any(pod_node(p) for p in state["pods"])  # never a partial start
+
+
+def test_a_statefulset_starts_whole_in_one_rack_in_ordinal_order(plane: Plane, namespace: str) -> None:
+    kubectl = plane.kubectl
+    racks = two_racks(kubectl)
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": "shard",
+            "namespace": namespace,
+            "annotations": {"scheduling.volcano.sh/group-min-member": "3", **TOPOLOGY},
+        },
+        "spec": {
+            "replicas": 3,
+            "podManagementPolicy": "Parallel",
+            "serviceName": "shard",
+            "selector": {"matchLabels": {"app": racks.label}},
+            "template": template(racks, "3"),
+        },
+    }
+    kubectl.create([sts])
+    uid = kubectl.get("statefulsets", "-n", namespace, "shard")["metadata"]["uid"]
+    got = wait_for(
+        partial(all_bound, kubectl, namespace, 3), "the StatefulSet's 3 pods bound", describe=plane.describe
+    )
+    by_ordinal = {int(p["metadata"]["labels"]["apps.kubernetes.io/pod-index"]): pod_node(p) for p in got}
+    assert len({racks.rack_of(n) for n in by_ordinal.values()}) == 1
+    assert [by_ordinal[i] for i in range(3)] == sorted(by_ordinal.values(), key=lambda n: str(n))
+    pg = kubectl.get("podgroups", "-n", namespace, f"podgroup-{uid}")
+    assert pg["spec"]["minMember"] == 3 and pg["spec"]["networkTopology"]["highestTierAllowed"] == 1
+
+    # Scaled to zero, the StatefulSet's PodGroup goes (Volcano deletes it).
+    kubectl.run("scale", "statefulset", "-n", namespace, "shard", "--replicas=0")
+    wait_for(
+        lambda: (
+            kubectl.run("get", "podgroups", "-n", namespace, f"podgroup-{uid}", check=False).returncode != 0
+        ),
+        "the scaled-to-zero StatefulSet's PodGroup to go",
+        describe=plane.describe,
+    )
+
+
+def test_pods_of_another_scheduler_get_no_podgroup(plane: Plane, namespace: str) -> None:
+    kubectl = plane.kubectl
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "theirs", "namespace": namespace},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {SELECT: "nowhere"},
+                    "containers": [{"name": "c", "image": "busybox"}],
+                }
+            }
+        },
+    }
+    kubectl.create([job])
+    wait_for(lambda: len(pods(kubectl, namespace)) == 1, "the Job's pod", describe=plane.describe)
+    # The controller had time to see the pod (a pod of ours gets its PodGroup in well under this).
+    ours = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": namespace},
+        "spec": {
+            "schedulerName": "volcano",
+            "nodeSelector": {SELECT: "nowhere"},
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }
+    kubectl.create([ours])
+    wait_for(
+        lambda: (
+            "scheduling.k8s.io/group-name"
+            in (kubectl.get("pods", "-n", namespace, "probe")["metadata"].get("annotations") or {})
+        ),
+        "the probe pod (ours) to get its PodGroup",
+        describe=plane.describe,
+    )
+    theirs = next(p for p in pods(kubectl, namespace) if p["metadata"]["name"] != "probe")
+    assert "scheduling.k8s.io/group-name" not in (theirs["metadata"].get("annotations") or {})
+    assert len(kubectl.items("podgroups", "-n", namespace)) == 1
