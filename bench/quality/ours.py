@@ -122,7 +122,7 @@ class HyperplaceScheduler(Scheduler):
         self._running[job.name] = _Running(
             job,
             placement,
-            pod_dicts(job, created, placement, state.topo),
+            pod_dicts(job, created, placement, state.topo, started=self._now),
             podgroup(job, created, running=True),
         )
 

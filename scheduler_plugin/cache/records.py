@@ -95,6 +95,7 @@ class TaskFields:
     cooldown: float | None  # the pod's volcano.sh/cooldown-time, seconds
     bad_cooldown: str | None
     scheduled_at: float | None  # PodScheduled True since, else status.startTime
+    deadline: float | None  # spec.activeDeadlineSeconds (None: unset or not a positive number)
     priority: Any
     creation: str
     best_effort: bool
@@ -167,6 +168,7 @@ class PodRecord:
                 cooldown=cooldown,
                 bad_cooldown=f"pod {self.key}: {bad_cooldown}" if bad_cooldown else None,
                 scheduled_at=running_since(self.obj),
+                deadline=active_deadline(spec),
                 priority=spec.get("priority"),
                 creation=str(meta.get("creationTimestamp") or ""),
                 # Requests are never negative: best effort when only the pod slot is asked.
@@ -222,6 +224,7 @@ class PodRecord:
             cooldown=f.cooldown,
             scheduled_at=f.scheduled_at,
             bad_cooldown=f.bad_cooldown,
+            deadline=f.deadline,
         )
         task.prio_order_key, task.order_key = order_keys(task)
         task.rank = rank_key(task)
@@ -242,6 +245,15 @@ def running_since(pod: Mapping[str, Any]) -> float | None:
                 return got
             break
     return parse_rfc3339(status.get("startTime"))
+
+
+def active_deadline(spec: Mapping[str, Any]) -> float | None:
+    """A pod's ``spec.activeDeadlineSeconds`` (the API server accepts only a positive
+    integer); None when unset or unreadable."""
+    raw = spec.get("activeDeadlineSeconds")
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw <= 0:
+        return None
+    return float(raw)
 
 
 def owned_by(pod: Mapping[str, Any], scheduler_names: Sequence[str]) -> bool:

@@ -1,0 +1,84 @@
+"""Time limits of pods (``spec.activeDeadlineSeconds``) as bounds on when room frees up.
+
+The kubelet ends a pod ``activeDeadlineSeconds`` after its start, so a running pod with a limit
+is gone by ``start + limit``; a pod without one may run for ever. From these bounds a held
+domain's earliest start for the gang waiting on it is known, and a job may run in the held room
+only when its own limit ends before that start (Slurm's EASY backfill). Pure functions over a
+snapshot: no I/O, no clock of their own (``now`` is the session's).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+from .jobs import TaskInfo
+from .snapshot import ClusterSnapshot
+
+UNBOUNDED = math.inf
+
+
+def task_end(t: TaskInfo, now: float) -> float:
+    """When a bound pod is gone at the latest: its start plus its limit (a pod bound but not yet
+    started counts from ``now``; one past its limit ends ``now``); ``UNBOUNDED`` without a limit."""
+    if t.deadline is None:
+        return UNBOUNDED
+    start = t.scheduled_at if t.scheduled_at is not None else now
+    return max(now, start + t.deadline)
+
+
+def node_free_at(snap: ClusterSnapshot, now: float) -> npt.NDArray[np.float64]:
+    """Per node, when every pod bound there is gone at the latest: ``now`` for an empty node,
+    the latest end of its pods when each has a limit, ``UNBOUNDED`` when any has none (pods
+    of no job, which the scheduler does not model, count as unbounded: only the room our
+    bounded pods explain is trusted)."""
+    n = snap.num_nodes
+    free = np.full(n, now, dtype=np.float64)
+    bounded_use = np.zeros_like(snap.used)
+    for job in snap.jobs.values():
+        for t in job.tasks:
+            if not t.running or t.node < 0:
+                continue
+            end = task_end(t, now)
+            if end > free[t.node]:
+                free[t.node] = end
+            bounded_use[t.node] += t.requests
+    # Room used by something we cannot bound (a pod of no job) keeps the node busy for ever.
+    unexplained = (snap.used > bounded_use).any(axis=1)
+    free[unexplained] = UNBOUNDED
+    return free
+
+
+def has_limits(free_at: npt.NDArray[np.float64], now: float) -> bool:
+    """True when some node frees up at a known time after ``now`` (some running pod has a limit)."""
+    return bool(((free_at > now) & np.isfinite(free_at)).any())
+
+
+def held_start(free_at: npt.NDArray[np.float64], nodes: Iterable[int], now: float) -> float | None:
+    """The earliest start of a gang held on ``nodes`` (the nodes its pods are charged to): when
+    the last of them frees up; None when any of them may stay busy for ever."""
+    idx = np.fromiter(nodes, dtype=np.int64)
+    if not len(idx):
+        return now
+    latest = float(free_at[idx].max())
+    return None if math.isinf(latest) else max(latest, now)
+
+
+def job_limit(tasks: Iterable[TaskInfo]) -> float | None:
+    """The longest limit of ``tasks`` (how long they may run once started), or None when any of
+    them has none."""
+    longest = 0.0
+    for t in tasks:
+        if t.deadline is None:
+            return None
+        longest = max(longest, t.deadline)
+    return longest
+
+
+def fits_before(now: float, limit: float | None, start: float | None) -> bool:
+    """May pods with ``limit`` start at ``now`` in room held for a gang starting at ``start``:
+    only when both are known and the pods are gone by then."""
+    return limit is not None and start is not None and now + limit <= start
