@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench.quality.exact import run_exact
-from bench.quality.generators import clos_cluster, trace_jobs
+from bench.quality.generators import clos_cluster, trace_jobs, with_limits
+from bench.quality.ours import HyperplaceScheduler
 from bench.quality.report import exact_table, plot_scale, plot_sim, scale_table, sim_table
 from bench.quality.scale import run_scale
 from bench.quality.schedulers import BlindScheduler, VolcanoScheduler
@@ -108,3 +109,12 @@ def test_seed_table_gives_mean_and_spread() -> None:
     assert "| GPU-hours spent queueing | 2,000 ± 500 |" in table
     assert "| last job started at | 1.0 ± 1.0 h |" in table
     assert "| jobs >= 256 GPUs started, per seed | 3, 5 |" in table
+
+
+def test_sim_with_time_limits_drains_with_ours_and_no_partial_gang() -> None:
+    state = clos_cluster(4, 2, 2)
+    trace = with_limits(5, trace_jobs(5, 40, state, max_job_fraction=0.25))
+    assert any("limit_s" in tj.spec.meta for tj in trace)
+    res = simulate(HyperplaceScheduler(), state, trace, tick=60.0)
+    assert summarize(res)["started"] == len(trace)
+    assert not res.anomalies
