@@ -273,13 +273,13 @@ class Holder:
         if free is None:
             order = np.lexsort((nodes, busy, group, leaf_busy[group]))  # emptiest leaf, then node
         else:
-            # With time limits, the leaves and nodes that free up soonest first (empty ones now),
-            # so the gang's estimated start is as early as the limits allow.
+            # With time limits, within a leaf the nodes that free up soonest first (empty ones
+            # now), so the gang's estimated start is as early as the limits allow. The leaves
+            # stay in the order above: a busy leaf whose pods all declare limits drains by a
+            # known time but, limits being over-estimates, usually later than an emptier leaf.
             now = float(self.ssn.now or 0.0)
             node_free = np.where(busy == 0, now, free[nodes])
-            leaf_free = np.full(int(group.max()) + 1 if len(group) else 0, -np.inf)
-            np.maximum.at(leaf_free, group, node_free)
-            order = np.lexsort((nodes, busy, node_free, group, leaf_busy[group], leaf_free[group]))
+            order = np.lexsort((nodes, busy, node_free, group, leaf_busy[group]))
         mask = {
             sid: self.ssn.snap.static_mask(self.ssn.snap.shapes[sid])[nodes]
             for sid in {t.shape for t in tasks}

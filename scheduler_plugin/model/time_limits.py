@@ -37,18 +37,23 @@ def node_free_at(snap: ClusterSnapshot, now: float) -> npt.NDArray[np.float64]:
     bounded pods explain is trusted)."""
     n = snap.num_nodes
     free = np.full(n, now, dtype=np.float64)
-    bounded_use = np.zeros_like(snap.used)
-    for job in snap.jobs.values():
-        for t in job.tasks:
-            if not t.running or t.node < 0:
-                continue
-            end = task_end(t, now)
-            if end > free[t.node]:
-                free[t.node] = end
-            bounded_use[t.node] += t.requests
+    bound = [
+        t
+        for job in snap.jobs.values()
+        for sj in job.subjobs.values()
+        for t in sj.tasks
+        if t.running and t.node >= 0
+    ]
+    if bound:
+        where = np.fromiter((t.node for t in bound), dtype=np.int64, count=len(bound))
+        ends = np.fromiter((task_end(t, now) for t in bound), dtype=np.float64, count=len(bound))
+        np.maximum.at(free, where, ends)
+        explained = np.zeros_like(snap.used)
+        np.add.at(explained, where, np.stack([t.requests for t in bound]))
+    else:
+        explained = np.zeros_like(snap.used)
     # Room used by something we cannot bound (a pod of no job) keeps the node busy for ever.
-    unexplained = (snap.used > bounded_use).any(axis=1)
-    free[unexplained] = UNBOUNDED
+    free[(snap.used > explained).any(axis=1)] = UNBOUNDED
     return free
 
 
