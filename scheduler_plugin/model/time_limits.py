@@ -15,7 +15,8 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
-from .jobs import TaskInfo
+from .jobs import JobInfo, TaskInfo
+from .memo import MemoKey
 from .snapshot import ClusterSnapshot
 
 UNBOUNDED = math.inf
@@ -37,24 +38,49 @@ def node_free_at(snap: ClusterSnapshot, now: float) -> npt.NDArray[np.float64]:
     bounded pods explain is trusted)."""
     n = snap.num_nodes
     free = np.full(n, now, dtype=np.float64)
-    bound = [
-        t
-        for job in snap.jobs.values()
-        for sj in job.subjobs.values()
-        for t in sj.tasks
-        if t.running and t.node >= 0
-    ]
-    if bound:
-        where = np.fromiter((t.node for t in bound), dtype=np.int64, count=len(bound))
-        ends = np.fromiter((task_end(t, now) for t in bound), dtype=np.float64, count=len(bound))
+    explained = np.zeros_like(snap.used)
+    parts = [b for job in snap.jobs.values() if len((b := _bound_pods(job))[0])]
+    if parts:
+        where = np.concatenate([p[0] for p in parts])
+        start = np.concatenate([p[1] for p in parts])
+        limit = np.concatenate([p[2] for p in parts])
+        # Not started yet: counted from now; past its limit: ends now; no limit: never.
+        ends = np.maximum(now, np.where(np.isnan(start), now, start) + limit)
         np.maximum.at(free, where, ends)
-        explained = np.zeros_like(snap.used)
-        np.add.at(explained, where, np.stack([t.requests for t in bound]))
-    else:
-        explained = np.zeros_like(snap.used)
+        np.add.at(explained, where, np.concatenate([p[3] for p in parts]))
     # Room used by something we cannot bound (a pod of no job) keeps the node busy for ever.
     free[(snap.used > explained).any(axis=1)] = UNBOUNDED
     return free
+
+
+_BOUND: MemoKey[
+    tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64]]
+] = MemoKey("time_limits.bound_pods")
+
+
+def _bound_pods(
+    job: JobInfo,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """A job's pods bound to a node: node rows, start (NaN: not started), limit (inf: none) and
+    requests; derived once per job version (a scheduler cycle only pays for jobs that changed)."""
+
+    def make() -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64]
+    ]:
+        ts = [t for sj in job.subjobs.values() for t in sj.tasks if t.running and t.node >= 0]
+        where = np.fromiter((t.node for t in ts), dtype=np.int64, count=len(ts))
+        start = np.fromiter(
+            (math.nan if t.scheduled_at is None else t.scheduled_at for t in ts),
+            dtype=np.float64,
+            count=len(ts),
+        )
+        limit = np.fromiter(
+            (UNBOUNDED if t.deadline is None else t.deadline for t in ts), dtype=np.float64, count=len(ts)
+        )
+        req = np.stack([t.requests for t in ts]) if ts else np.zeros((0, 0), dtype=np.int64)
+        return where, start, limit, req
+
+    return job.memo.get_or_put(_BOUND, make)
 
 
 def has_limits(free_at: npt.NDArray[np.float64], now: float) -> bool:
