@@ -109,6 +109,13 @@ def test_a_short_job_backfills_into_the_held_rack_and_a_long_one_does_not(
         where = wait_for(short_node, "the short job to backfill into the held rack", describe=sch.tail)
         assert where in rack0
 
+        def short_told() -> str | None:
+            c = _conditions(kubectl, ns, "short").get("Scheduled")
+            return str(c["message"]) if c and "backfilled" in str(c.get("message")) else None
+
+        said = wait_for(short_told, "the short job's PodGroup to say it was backfilled", describe=sch.tail)
+        assert f"backfilled into HyperNode {tag}-rack0, held for {ns}/train" in said, said
+
         def long_told() -> str | None:
             c = _conditions(kubectl, ns, "long").get("Unschedulable")
             return str(c["message"]) if c else None

@@ -94,6 +94,9 @@ def test_a_short_job_backfills_into_the_held_leaf_and_is_told_it_ends_before_the
     line = result.reservations["default/big"].backfill_line("default/s0")
     assert line is not None
     assert "ends by 2026-01-01T00:41:00Z" in line and "estimated start 2026-01-01T01:00:00Z" in line
+    # Its PodGroup's Scheduled condition says so too.
+    cond = next(c for c in result.jobs["default/s0"].conditions if c["type"] == "Scheduled")
+    assert cond["message"] == f"gang minimum is placed; {line}"
 
 
 def test_a_job_whose_limit_is_too_long_or_unset_stays_out_of_the_held_leaf() -> None:
