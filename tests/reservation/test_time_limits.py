@@ -179,3 +179,25 @@ def test_held_start_and_fits_before() -> None:
 def test_reservation_message_without_an_estimate_is_unchanged() -> None:
     r = Reservation("default/big", "leaf0", T0, "it has waited 11m (threshold 10m)")
     assert r.message().endswith("other jobs are placed there only in room the gang will not need")
+
+
+def test_within_the_held_leaf_the_gang_is_charged_to_the_nodes_that_free_up_soonest() -> None:
+    # leaf0: n00-n02 run pods without a limit, n03-n05 pods that end by 01:00 (n05 by 02:00),
+    # n06-n07 are empty. A 4-node gang held there waits for the two empty nodes and the two
+    # that free up first, not for nodes that may stay busy for ever: its start is known.
+    pods: list[dict[str, Any]] = []
+    pgs: list[Any] = []
+    limits = {0: None, 1: None, 2: None, 3: 3600, 4: 3600, 5: 7200}
+    for i, limit in limits.items():
+        p = pod(f"old{i}-t0-0", f"old{i}", cpu=8, gpu=8, index=0, node_name=f"n{i:02d}")
+        pods.append(limited(p, limit, T0))
+        pgs.append(podgroup(f"old{i}", 1))
+    for i in range(8, 16):
+        pods.append(pod(f"full{i}-t0-0", f"full{i}", cpu=8, gpu=8, index=0, node_name=f"n{i:02d}"))
+        pgs.append(podgroup(f"full{i}", 1))
+    pods += job_pods("big", 4, cpu=8, gpu=8, created=T0)
+    pgs.append(podgroup("big", 4, topology=LEAF, created=T0))
+    result = session(pods, pgs)
+    held = result.reservations["default/big"]
+    assert held.hypernode == "leaf0"
+    assert held.estimated_start == "2026-01-01T01:00:00Z"
