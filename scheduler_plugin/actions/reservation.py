@@ -389,8 +389,16 @@ class Holder:
         others = [r for k, r in sorted(self.held.items()) if k != job.key]
         if not others:
             return None
-        held = ", ".join(f"{r.hypernode} for {r.job} since {r.since}" for r in others)
-        return f"held for the head of the queue: {held} (only room those gangs will not need is offered)"
+        held = ", ".join(
+            f"{r.hypernode} for {r.job} since {r.since}"
+            + (f" (estimated start {r.estimated_start})" if r.estimated_start else "")
+            for r in others
+        )
+        line = f"held for the head of the queue: {held} (only room those gangs will not need is offered)"
+        if any(r.estimated_start for r in others):
+            # What the user can do about it: declare a limit that ends before that start.
+            line += "; a job whose pods all set activeDeadlineSeconds ending before a held gang's start may use its room"
+        return line
 
     def finish(self) -> None:
         """Remove every phantom pod (later actions see the real usage) and publish the holds."""

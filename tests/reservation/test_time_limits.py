@@ -106,6 +106,8 @@ def test_a_job_whose_limit_is_too_long_or_unset_stays_out_of_the_held_leaf() -> 
         assert f"{job}-t0-0" not in result.bindings
         cond = next(c for c in result.jobs[job].conditions if c["type"] == "Unschedulable")
         assert "held for the head of the queue: leaf0 for default/big" in cond["message"]
+        assert "(estimated start 2026-01-01T01:00:00Z)" in cond["message"]
+        assert "activeDeadlineSeconds ending before a held gang's start may use its room" in cond["message"]
         assert result.reservations["default/big"].backfill_line(job) is None
 
 
