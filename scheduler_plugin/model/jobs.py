@@ -128,6 +128,7 @@ class TaskInfo:
     # spec.activeDeadlineSeconds: the kubelet ends the pod this long after its start, so a
     # running pod's end is bounded (None: no limit, the pod may run for ever).
     deadline: float | None = None
+    started_at: float | None = None  # status.startTime, epoch seconds: the limit counts from it
 
     @property
     def name_ordinal(self) -> int | None:

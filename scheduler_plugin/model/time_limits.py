@@ -23,11 +23,12 @@ UNBOUNDED = math.inf
 
 
 def task_end(t: TaskInfo, now: float) -> float:
-    """When a bound pod is gone at the latest: its start plus its limit (a pod bound but not yet
-    started counts from ``now``; one past its limit ends ``now``); ``UNBOUNDED`` without a limit."""
+    """When a bound pod is gone at the latest: its ``status.startTime`` plus its limit, as the
+    kubelet counts it (a pod the kubelet has not started yet counts from ``now``; one past its
+    limit ends ``now``); ``UNBOUNDED`` without a limit."""
     if t.deadline is None:
         return UNBOUNDED
-    start = t.scheduled_at if t.scheduled_at is not None else now
+    start = t.started_at if t.started_at is not None else now
     return max(now, start + t.deadline)
 
 
@@ -70,7 +71,7 @@ def _bound_pods(
         ts = [t for sj in job.subjobs.values() for t in sj.tasks if t.running and t.node >= 0]
         where = np.fromiter((t.node for t in ts), dtype=np.int64, count=len(ts))
         start = np.fromiter(
-            (math.nan if t.scheduled_at is None else t.scheduled_at for t in ts),
+            (math.nan if t.started_at is None else t.started_at for t in ts),
             dtype=np.float64,
             count=len(ts),
         )

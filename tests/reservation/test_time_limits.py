@@ -11,6 +11,7 @@ import numpy as np
 
 from hyperplace.kube.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.cache.records import same_for_scheduling
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.reservation import RESERVED_CONDITION, Reservation
@@ -203,3 +204,21 @@ def test_within_the_held_leaf_the_gang_is_charged_to_the_nodes_that_free_up_soon
     held = result.reservations["default/big"]
     assert held.hypernode == "leaf0"
     assert held.estimated_start == "2026-01-01T01:00:00Z"
+
+
+def test_the_limit_counts_from_the_kubelets_start_time_not_from_binding() -> None:
+    # Bound at 00:00 (PodScheduled), started by the kubelet at 00:05 after pulling its image:
+    # activeDeadlineSeconds counts from 00:05, so the pod is gone by 01:05, not 01:00.
+    pods, pgs = world(stream=())
+    for p in pods:
+        if p["metadata"]["name"].startswith("old"):
+            p["status"]["startTime"] = "2026-01-01T00:05:00Z"
+            p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": T0}]
+    result = session(pods, pgs)
+    assert result.reservations["default/big"].estimated_start == "2026-01-01T01:05:00Z"
+
+
+def test_the_cache_sees_a_start_time_arrive_on_a_pod_still_pending() -> None:
+    old = pod("p-0", "p", cpu=1, index=0, node_name="n00", phase="Pending")
+    new = {**old, "status": {"phase": "Pending", "startTime": NOW}}
+    assert not same_for_scheduling(old, new)
