@@ -177,15 +177,19 @@ def main(argv: list[str] | None = None) -> int:
 
             per_seed = []
             results: list[Any] = []
+            holds: dict[str, dict[str, int]] = {}
             for seed in seeds:
-                runs = [
-                    simulate(s, state, trace_of(seed), tick=sizes.sim_tick_s)
-                    for s in _fresh(scheds, args.seed)
-                ]
+                fresh = _fresh(scheds, args.seed)
+                runs = [simulate(s, state, trace_of(seed), tick=sizes.sim_tick_s) for s in fresh]
                 results = results or runs
                 per_seed.append({r.scheduler: summarize(r) for r in runs})
+                for s in fresh:
+                    if isinstance(s, HyperplaceScheduler):
+                        got = holds.setdefault(s.name, dict.fromkeys(s.holds, 0))
+                        for k, v in s.holds.items():
+                            got[k] += v
             key = "sim" if kind == traces[0] else f"sim_{kind}"
-            summary[key] = {"trace": kind, "seeds": seeds, "per_seed": per_seed}
+            summary[key] = {"trace": kind, "seeds": seeds, "per_seed": per_seed, "holds": holds}
             if kind == traces[0]:
                 plots += plot_sim(results, args.out)
             anomalies = [a for r in results for a in r.anomalies]
@@ -219,6 +223,14 @@ def main(argv: list[str] | None = None) -> int:
                 "count given.",
                 "",
                 seeds_table(per_seed),
+                "",
+                "Holds of ours over all seeds (cycles with a domain held; of those, with the held gang's "
+                "estimated start known; jobs backfilled into held room): "
+                + "; ".join(
+                    f"{name}: {h['held']} held, {h['estimated']} with an estimate, {h['backfilled']} backfilled"
+                    for name, h in holds.items()
+                )
+                + ".",
             ]
             if kind == traces[0]:
                 sections += [

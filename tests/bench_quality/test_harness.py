@@ -118,3 +118,26 @@ def test_sim_with_time_limits_drains_with_ours_and_no_partial_gang() -> None:
     res = simulate(HyperplaceScheduler(), state, trace, tick=60.0)
     assert summarize(res)["started"] == len(trace)
     assert not res.anomalies
+
+
+def test_main_runs_the_trace_with_and_without_time_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dataclasses
+    import json
+
+    import bench.quality.__main__ as cli
+
+    tiny = dataclasses.replace(cli.QUICK, sim_fanout=(4, 2, 2), sim_jobs=30, sim_tick_s=60.0)
+    monkeypatch.setattr(cli, "QUICK", tiny)
+    assert cli.main(["--quick", "--parts", "sim", "--sim-seeds", "1", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "results.md").read_text()
+    assert "## 2. Trace-driven simulation, with time limits" in text
+    assert "## 2b. Trace-driven simulation, without time limits" in text
+    assert text.count("Holds of ours over all seeds") == 2
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["sim"]["trace"] == "limits" and summary["sim_plain"]["trace"] == "plain"
+    assert set(summary["sim"]["holds"]) == {"hyperplace", "hyperplace+gpu-binpack"}
+    with pytest.raises(SystemExit):
+        cli.main(["--quick", "--parts", "sim", "--sim-traces", "none", "--out", str(tmp_path)])
+    capsys.readouterr()
