@@ -132,12 +132,23 @@ def explain_dict(view: JobView, result: SimResult, topo: TopologyView) -> dict[s
 
 
 def _reservation(view: JobView, result: SimResult) -> dict[str, Any]:
-    """``reservation``: the HyperNode held for this gang and since when (only while held)."""
+    """``reservation``: the HyperNode held for this gang, since when and (when the pods it waits
+    for have time limits) its estimated start, only while held; ``backfill``: for a job placed
+    inside room held for another gang because its time limit ends before that gang's start."""
     held = getattr(result.session, "reservations", None) or {}
+    out: dict[str, Any] = {}
     res = held.get(view.podgroup)
-    if res is None:
-        return {}
-    return {"reservation": {"hyperNode": res.hypernode, "since": res.since, "reason": res.reason}}
+    if res is not None:
+        out["reservation"] = {
+            "hyperNode": res.hypernode,
+            "since": res.since,
+            "reason": res.reason,
+            "estimatedStart": res.estimated_start,
+        }
+    lines = [line for r in held.values() if (line := r.backfill_line(view.podgroup)) is not None]
+    if lines:
+        out["backfill"] = lines
+    return out
 
 
 def _preemption(view: JobView, result: SimResult) -> dict[str, Any]:
@@ -214,6 +225,15 @@ def render_explain(console: Console, view: JobView, result: SimResult, topo: Top
         console.print(f"  {pre['why']}")
         for v in pre["victims"]:
             console.print(f"  evicted {v['pod']} on {v['node']} ({v['job']})")
+    held = _reservation(view, result)
+    if "reservation" in held:
+        r = held["reservation"]
+        console.print(Text("Reservation", style="bold"))
+        start = r["estimatedStart"] or "unknown (a pod it waits for has no activeDeadlineSeconds)"
+        console.print(f"  {r['hyperNode']} held since {r['since']}: {r['reason']}; estimated start {start}")
+    for line in held.get("backfill", []):
+        console.print(Text("Backfill", style="bold"))
+        console.print(f"  {line}")
     lines = waiting_lines(view) if view.waiting else []
     if lines:
         console.print(

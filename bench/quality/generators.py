@@ -298,3 +298,30 @@ def trace_jobs(
         spec = JobSpec(f"job-{i:05d}", (task,), jt, meta={"gpus": float(g)})
         out.append(TraceJob(float(arrivals[i]), float(durations[i]), spec))
     return out
+
+
+# Time limits as users declare them (item 4 of issue 24): a share of jobs sets one, a
+# multiple of its true run time (users over-estimate; Slurm traces show requested limits
+# several times the run time), so no job is ever cut short by its limit.
+LIMIT_SHARE = 0.7
+LIMIT_FACTOR = (1.2, 4.0)
+
+
+def with_limits(
+    seed: int, trace: list[TraceJob], share: float = LIMIT_SHARE, factor: tuple[float, float] = LIMIT_FACTOR
+) -> list[TraceJob]:
+    """``trace`` with a time limit (``meta["limit_s"]``, the pods' ``activeDeadlineSeconds``) on
+    about ``share`` of the jobs, ``factor[0]``-``factor[1]`` times the job's run time, drawn from
+    ``seed`` (a stream of its own: the jobs, sizes and arrivals are those of the plain trace)."""
+    rng = np.random.default_rng([seed, 24])
+    has = rng.random(len(trace)) < share
+    mult = rng.uniform(factor[0], factor[1], size=len(trace))
+    out = []
+    for tj, h, m in zip(trace, has.tolist(), mult.tolist(), strict=True):
+        if not h:
+            out.append(tj)
+            continue
+        limit = float(math.ceil(tj.duration * m))
+        spec = JobSpec(tj.spec.name, tj.spec.tasks, tj.spec.topology, meta={**tj.spec.meta, "limit_s": limit})
+        out.append(TraceJob(tj.arrival, tj.duration, spec))
+    return out

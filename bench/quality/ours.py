@@ -110,6 +110,9 @@ class HyperplaceScheduler(Scheduler):
     reserves: bool = True
     _now: float | None = None
     _reservations: dict[str, Any] = field(default_factory=dict)
+    # What the holds did over the run: cycles with a held domain, those whose gang had an
+    # estimated start (the pods it waits for all have time limits), jobs backfilled into it.
+    holds: dict[str, int] = field(default_factory=lambda: {"held": 0, "estimated": 0, "backfilled": 0})
 
     # ---- simulation hooks ------------------------------------------------------------
 
@@ -122,7 +125,7 @@ class HyperplaceScheduler(Scheduler):
         self._running[job.name] = _Running(
             job,
             placement,
-            pod_dicts(job, created, placement, state.topo),
+            pod_dicts(job, created, placement, state.topo, started=self._now),
             podgroup(job, created, running=True),
         )
 
@@ -262,6 +265,10 @@ class HyperplaceScheduler(Scheduler):
             reservations=self._reservations,
         )
         self._reservations = dict(result.reservations)
+        for r in self._reservations.values():
+            self.holds["held"] += 1
+            self.holds["estimated"] += r.estimated_start is not None
+            self.holds["backfilled"] += len(r.backfilled)
         t2 = time.process_time()
         self.timing = CycleTiming(t1 - t0, t2 - t1)
 

@@ -10,6 +10,7 @@ controller builds them: PodGroup ``minMember``/``minTaskMember``/
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Any
 
 import numpy as np
@@ -140,9 +141,16 @@ def pod_name(job: JobSpec, i: int) -> str:
 
 
 def pod_dicts(
-    job: JobSpec, created: float = 0.0, placement: IntArray | None = None, topo: Topology | None = None
+    job: JobSpec,
+    created: float = 0.0,
+    placement: IntArray | None = None,
+    topo: Topology | None = None,
+    started: float | None = None,
 ) -> list[dict[str, Any]]:
-    """The job's pods; pending, or running on ``placement`` (node indexes into ``topo``)."""
+    """The job's pods; pending, or running on ``placement`` (node indexes into ``topo``) since
+    ``started``. A job whose ``meta`` has ``limit_s`` (the time limit its user declared) gives
+    every pod ``activeDeadlineSeconds``, as a Volcano Job's task template passes it through."""
+    limit = job.meta.get("limit_s")
     out = []
     for i in range(job.n_pods):
         task = job.tasks[int(job.pod_task[i])]
@@ -170,10 +178,14 @@ def pod_dicts(
                 }
             ],
         }
+        if limit is not None:
+            spec["activeDeadlineSeconds"] = max(1, math.ceil(limit))
         status = {"phase": "Pending"}
         if placement is not None and topo is not None:
             spec["nodeName"] = topo.node_names[int(placement[i])]
             status = {"phase": "Running"}
+            if started is not None:
+                status["startTime"] = timestamp(started)
         out.append(
             {
                 "apiVersion": "v1",

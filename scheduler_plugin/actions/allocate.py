@@ -135,15 +135,24 @@ def _place_gang(
     _, why = within_queue(ssn, job, groups)
     holds = holder is not None and holder.before(job)  # a gang holding a domain is tried without its own hold
     fences.before(job)
-    res, stmt = placer.place(job, groups)
+    tasks = [t for g in groups for t in g.tasks]
+    if holder is not None and not holds:
+        # EASY backfill: held room whose gang starts after this job's time limit is open to it.
+        with holder.backfill(job, tasks) as opened:
+            res, stmt = placer.place(job, groups)
+    else:
+        opened, (res, stmt) = [], placer.place(job, groups)
     placed = why is None and res.ok and ssn.job_ready(job)
     if holds:
         assert holder is not None
-        holder.after(job, placed, [t for g in groups for t in g.tasks])
+        holder.after(job, placed, tasks)
     fences.after(job, placed)
     if placed:
         stmt.commit()
         record(ssn, job, res)
+        if opened:
+            assert holder is not None
+            holder.backfilled(job, opened, tasks)
         ssn.explanations.pop(job.key, None)
         return True
     stmt.discard()

@@ -21,6 +21,13 @@ how many gangs may hold a domain at once, default 1), and per queue the annotati
 PodGroup's creation time; the session needs ``now`` (``run_session(now=...)``), without which
 nothing is reserved.
 
+Time limits (EASY backfill): a pod's ``activeDeadlineSeconds`` bounds when it ends
+(``model/time_limits.py``). When every pod on the nodes a gang's phantom pods are charged to has
+a limit, the hold knows the gang's estimated start (said in its condition), the nodes that free
+up soonest are charged first, and a job whose own pods all have limits ending before that start
+may use the held room: it is gone before the gang needs it, so the gang is never delayed. A job
+or pod without a limit never enters held room (today's behaviour for pods without limits).
+
 State across cycles: the result's ``reservations`` go back into the next ``run_session`` (as
 nominations do); after a restart the PodGroup's ``HyperNodeReserved`` condition gives the held
 HyperNode and since when, and a gang without either simply gets a domain chosen again.
@@ -40,6 +47,7 @@ from ..config.scheduler_conf import SchedulerConfig
 from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
 from ..model.reservation import Reservation, from_condition
+from ..model.time_limits import fits_before, has_limits, held_start, job_limit, node_free_at
 
 QUEUE_ANNOTATION = "hyperplace.io/reservation-wait"
 ARG_WAIT = "reservationWait"
@@ -110,6 +118,34 @@ class Holder:
         self.previous = previous
         self.held: dict[str, Reservation] = {}
         self._phantom: dict[str, tuple[list[int], list[int]]] = {}  # job -> (shapes, nodes) charged
+        self._start: dict[str, float] = {}  # held gang -> its estimated start (epoch seconds)
+        self._free: np.ndarray | None = None  # per node, when its bound pods are gone at the latest
+        self._backfilled: dict[str, list[tuple[str, str]]] = {}  # held gang -> (job, line)
+
+    def _free_at(self) -> np.ndarray | None:
+        """When each node frees up (from the pods' time limits), or None when no running pod has
+        a limit (then nothing differs from a hold without time limits)."""
+        now = self.ssn.now
+        if now is None:
+            return None
+        if self._free is None:
+            self._free = node_free_at(self.ssn.snap, now)
+        return self._free if has_limits(self._free, now) else None
+
+    def _estimate(self, job: str) -> None:
+        """The held gang's estimated start from the nodes its phantom pods are charged to."""
+        self._start.pop(job, None)
+        free = self._free_at()
+        got = self._phantom.get(job)
+        res = self.held.get(job)
+        if free is None or got is None or res is None or self.ssn.now is None:
+            return
+        start = held_start(free, got[1], self.ssn.now)
+        if start is not None:
+            self._start[job] = start
+        text = rfc3339(start) if start is not None else None
+        if res.estimated_start != text:
+            self.held[job] = Reservation(res.job, res.hypernode, res.since, res.reason, text)
 
     # ------------------------------------------------------------------ choice
     def _wait_for(self, job: JobInfo, default: float | None) -> float | None:
@@ -160,6 +196,7 @@ class Holder:
             why = f"it has waited {_fmt_wait(now - created)} (threshold {_fmt_wait(wait)})"
             self.held[job.key] = Reservation(job.key, name, since, why)
             self._charge(job.key, tasks, h)
+            self._estimate(job.key)
 
     def _candidates(self, job: JobInfo) -> list[int]:
         tree = self.ssn.snap.tree
@@ -232,7 +269,17 @@ class Holder:
         key = np.where(leaf >= 0, leaf, len(tree) + np.arange(len(nodes)))
         _, group = np.unique(key, return_inverse=True)
         leaf_busy = np.bincount(group, weights=busy.astype(np.float64))
-        order = np.lexsort((nodes, busy, group, leaf_busy[group]))  # emptiest leaf, then node
+        free = self._free_at()
+        if free is None:
+            order = np.lexsort((nodes, busy, group, leaf_busy[group]))  # emptiest leaf, then node
+        else:
+            # With time limits, within a leaf the nodes that free up soonest first (empty ones
+            # now), so the gang's estimated start is as early as the limits allow. The leaves
+            # stay in the order above: a busy leaf whose pods all declare limits drains by a
+            # known time but, limits being over-estimates, usually later than an emptier leaf.
+            now = float(self.ssn.now or 0.0)
+            node_free = np.where(busy == 0, now, free[nodes])
+            order = np.lexsort((nodes, busy, node_free, group, leaf_busy[group]))
         mask = {
             sid: self.ssn.snap.static_mask(self.ssn.snap.shapes[sid])[nodes]
             for sid in {t.shape for t in tasks}
@@ -277,6 +324,49 @@ class Holder:
         h = self.ssn.snap.tree.id_of(res.hypernode)
         if h is not None:
             self._charge(job.key, tasks, h)
+            self._estimate(job.key)
+
+    @contextmanager
+    def backfill(self, job: JobInfo, tasks: list[TaskInfo]) -> Iterator[list[str]]:
+        """For the block, lift the phantom pods of every hold whose gang starts only after
+        ``tasks`` (all with a time limit) would be gone if started now; yields those gangs.
+        The same phantom pods are charged back after, so the held room stays held."""
+        now = self.ssn.now
+        limit = job_limit(tasks) if tasks and now is not None else None
+        opened: list[str] = []
+        if limit is not None and now is not None and job.key not in self.held:
+            for gang, start in sorted(self._start.items()):
+                if gang != job.key and gang in self._phantom and fits_before(now, limit, start):
+                    opened.append(gang)
+        saved = {g: self._phantom[g] for g in opened}
+        for g in opened:
+            self._lift(g)
+        try:
+            yield opened
+        finally:
+            for g, (shapes, where) in saved.items():
+                self.ssn.state.apply(shapes, where, 1)
+                self._phantom[g] = (shapes, where)
+
+    def backfilled(self, job: JobInfo, opened: list[str], tasks: list[TaskInfo]) -> None:
+        """Record ``job`` (just placed with the holds of ``opened`` lifted) as backfilled into
+        every held room it took: its pods on nodes charged to that gang."""
+        now = self.ssn.now
+        limit = job_limit(tasks)
+        if now is None or limit is None:
+            return
+        nodes = {self.ssn.placed.get(t.key, -1) for t in tasks}
+        for gang in opened:
+            got = self._phantom.get(gang)
+            res = self.held.get(gang)
+            if got is None or res is None or nodes.isdisjoint(got[1]):
+                continue
+            line = (
+                f"backfilled into HyperNode {res.hypernode}, held for {gang}: its time limit "
+                f"(activeDeadlineSeconds {limit:.0f}s) ends by {rfc3339(now + limit)}, before that "
+                f"gang's estimated start {res.estimated_start}"
+            )
+            self._backfilled.setdefault(gang, []).append((job.key, line))
 
     @contextmanager
     def lifted(self) -> Iterator[None]:
@@ -299,14 +389,29 @@ class Holder:
         others = [r for k, r in sorted(self.held.items()) if k != job.key]
         if not others:
             return None
-        held = ", ".join(f"{r.hypernode} for {r.job} since {r.since}" for r in others)
-        return f"held for the head of the queue: {held} (only room those gangs will not need is offered)"
+        held = ", ".join(
+            f"{r.hypernode} for {r.job} since {r.since}"
+            + (f" (estimated start {r.estimated_start})" if r.estimated_start else "")
+            for r in others
+        )
+        line = f"held for the head of the queue: {held} (only room those gangs will not need is offered)"
+        if any(r.estimated_start for r in others):
+            # What the user can do about it: declare a limit that ends before that start.
+            line += "; a job whose pods all set activeDeadlineSeconds ending before a held gang's start may use its room"
+        return line
 
     def finish(self) -> None:
         """Remove every phantom pod (later actions see the real usage) and publish the holds."""
         for job in list(self._phantom):
             self._lift(job)
-        self.ssn.reservations = dict(self.held)
+        self.ssn.reservations = {
+            k: Reservation(
+                r.job, r.hypernode, r.since, r.reason, r.estimated_start, tuple(self._backfilled[k])
+            )
+            if self._backfilled.get(k)
+            else r
+            for k, r in self.held.items()
+        }
 
 
 def _fmt_wait(s: float) -> str:

@@ -95,6 +95,8 @@ class TaskFields:
     cooldown: float | None  # the pod's volcano.sh/cooldown-time, seconds
     bad_cooldown: str | None
     scheduled_at: float | None  # PodScheduled True since, else status.startTime
+    deadline: float | None  # spec.activeDeadlineSeconds (None: unset or not a positive number)
+    started_at: float | None  # status.startTime (the kubelet counts the deadline from it)
     priority: Any
     creation: str
     best_effort: bool
@@ -163,6 +165,8 @@ class PodRecord:
                 cooldown=cooldown,
                 bad_cooldown=f"pod {self.key}: {bad_cooldown}" if bad_cooldown else None,
                 scheduled_at=running_since(self.obj),
+                deadline=active_deadline(spec),
+                started_at=parse_rfc3339((self.obj.get("status") or {}).get("startTime")),
                 priority=spec.get("priority"),
                 creation=str(meta.get("creationTimestamp") or ""),
                 # Requests are never negative: best effort when only the pod slot is asked.
@@ -218,6 +222,8 @@ class PodRecord:
             cooldown=f.cooldown,
             scheduled_at=f.scheduled_at,
             bad_cooldown=f.bad_cooldown,
+            deadline=f.deadline,
+            started_at=f.started_at,
         )
         task.prio_order_key, task.order_key = order_keys(task)
         task.rank = rank_key(task)
@@ -238,6 +244,15 @@ def running_since(pod: Mapping[str, Any]) -> float | None:
                 return got
             break
     return parse_rfc3339(status.get("startTime"))
+
+
+def active_deadline(spec: Mapping[str, Any]) -> float | None:
+    """A pod's ``spec.activeDeadlineSeconds`` (the API server accepts only a positive
+    integer); None when unset or unreadable."""
+    raw = spec.get("activeDeadlineSeconds")
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw <= 0:
+        return None
+    return float(raw)
 
 
 def owned_by(pod: Mapping[str, Any], scheduler_names: Sequence[str]) -> bool:
@@ -314,7 +329,7 @@ def pod_host_ports_of(rec: PodRecord) -> frozenset[HostPort]:
 
 def same_for_scheduling(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """True when ``new`` differs from ``old`` only where the cache does not look (it reads the
-    spec, the phase, since when a running pod runs and a few metadata fields). An object changed in place (the same dict)
+    spec, the phase, since when a running pod runs, its start time and a few metadata fields). An object changed in place (the same dict)
     cannot be compared and counts as changed."""
     if old is new or old.get("spec") != new.get("spec"):
         return False
@@ -322,6 +337,8 @@ def same_for_scheduling(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         return False
     if running_since(old) != running_since(new):
         return False  # the cooldown (cdp) counts from it
+    if (old.get("status") or {}).get("startTime") != (new.get("status") or {}).get("startTime"):
+        return False  # a time limit (activeDeadlineSeconds) counts from it
     mo, mn = old.get("metadata") or {}, new.get("metadata") or {}
     return all(mo.get(k) == mn.get(k) for k in _META_READ)
 

@@ -234,8 +234,15 @@ def _close_nominations(ssn: Session, out: SessionResult) -> None:
 
 def _close_reservations(ssn: Session, out: SessionResult) -> None:
     """Held domains into the result and onto their PodGroups (condition ``HyperNodeReserved``,
-    its transition time the start of the hold)."""
+    its transition time the start of the hold); a job backfilled into held room has its
+    ``Scheduled`` condition say so (its time limit ends before the held gang's estimated start)."""
     out.reservations = dict(ssn.reservations)
+    for res in out.reservations.values():
+        for job, line in res.backfilled:
+            placed = out.jobs.get(job)
+            for c in placed.conditions if placed is not None else []:
+                if c.get("type") == "Scheduled" and c.get("status") == "True":
+                    c["message"] = f"{c.get('message') or ''}; {line}"
     for key, res in out.reservations.items():
         outcome = out.jobs.get(key)
         if outcome is None:

@@ -125,6 +125,10 @@ class TaskInfo:
     cooldown: float | None = None
     scheduled_at: float | None = None
     bad_cooldown: str | None = None
+    # spec.activeDeadlineSeconds: the kubelet ends the pod this long after its start, so a
+    # running pod's end is bounded (None: no limit, the pod may run for ever).
+    deadline: float | None = None
+    started_at: float | None = None  # status.startTime, epoch seconds: the limit counts from it
 
     @property
     def name_ordinal(self) -> int | None:

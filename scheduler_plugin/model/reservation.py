@@ -22,13 +22,30 @@ class Reservation:
     hypernode: str
     since: str
     reason: str = ""
+    # When the gang can start there at the latest (RFC 3339): the pods its room waits for all
+    # have a time limit (activeDeadlineSeconds). None: some may run for ever.
+    estimated_start: str | None = None
+    # Jobs that run inside the held room because their own limit ends before that start:
+    # (job key, the line that says so).
+    backfilled: tuple[tuple[str, str], ...] = ()
 
     def message(self) -> str:
         """The PodGroup condition's message (parsed back after a restart)."""
-        return (
-            f"HyperNode {self.hypernode} is held for this gang since {self.since}: {self.reason}; "
-            "other jobs are placed there only in room the gang will not need"
+        text = f"HyperNode {self.hypernode} is held for this gang since {self.since}: {self.reason}; "
+        if self.estimated_start is None:
+            return text + "other jobs are placed there only in room the gang will not need"
+        return text + (
+            f"estimated start {self.estimated_start} (the pods it waits for end by their "
+            "activeDeadlineSeconds); other jobs are placed there only in room the gang will not "
+            "need, or when their own limit ends before that start"
         )
+
+    def backfill_line(self, job: str) -> str | None:
+        """What a job backfilled into this held room is told (None: it was not)."""
+        for key, line in self.backfilled:
+            if key == job:
+                return line
+        return None
 
 
 def held_hypernode(message: str) -> str | None:

@@ -7,11 +7,14 @@ import numpy as np
 from bench.quality.generators import (
     GPU_BUCKETS,
     GPU_WEIGHTS,
+    LIMIT_FACTOR,
+    LIMIT_SHARE,
     clos_cluster,
     small_case,
     tiny_case,
     topology_policy,
     trace_jobs,
+    with_limits,
 )
 
 
@@ -73,3 +76,22 @@ def test_topology_policy() -> None:
     assert psize == 8 and pt is not None and pt.highest_tier == 1
     job, _, _ = topology_policy(256, 16, 128)
     assert job is not None and job.mode == "soft"
+
+
+def test_limit_trace_gives_most_jobs_a_limit_above_their_run_time() -> None:
+    state = clos_cluster(16, 8, 2)
+    plain = trace_jobs(3, 1000, state)
+    limited = with_limits(3, plain)
+    # The same jobs, arrivals and run times: only the declared limit differs.
+    assert [(j.arrival, j.duration, j.spec) for j in limited] == [
+        (j.arrival, j.duration, j.spec) for j in plain
+    ]
+    limits = [(j.spec.meta.get("limit_s"), j.duration) for j in limited]
+    share = sum(lim is not None for lim, _ in limits) / len(limits)
+    assert abs(share - LIMIT_SHARE) < 0.05
+    ratios = np.asarray([lim / d for lim, d in limits if lim is not None])
+    assert ratios.min() >= LIMIT_FACTOR[0] and ratios.max() <= LIMIT_FACTOR[1] + 0.01
+    assert all("limit_s" not in j.spec.meta for j in plain)  # the plain trace is untouched
+    # Drawn per seed.
+    other = with_limits(4, plain)
+    assert [j.spec.meta.get("limit_s") for j in other] != [j.spec.meta.get("limit_s") for j in limited]

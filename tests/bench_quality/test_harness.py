@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench.quality.exact import run_exact
-from bench.quality.generators import clos_cluster, trace_jobs
+from bench.quality.generators import clos_cluster, trace_jobs, with_limits
+from bench.quality.ours import HyperplaceScheduler
 from bench.quality.report import exact_table, plot_scale, plot_sim, scale_table, sim_table
 from bench.quality.scale import run_scale
 from bench.quality.schedulers import BlindScheduler, VolcanoScheduler
@@ -108,3 +109,35 @@ def test_seed_table_gives_mean_and_spread() -> None:
     assert "| GPU-hours spent queueing | 2,000 ± 500 |" in table
     assert "| last job started at | 1.0 ± 1.0 h |" in table
     assert "| jobs >= 256 GPUs started, per seed | 3, 5 |" in table
+
+
+def test_sim_with_time_limits_drains_with_ours_and_no_partial_gang() -> None:
+    state = clos_cluster(4, 2, 2)
+    trace = with_limits(5, trace_jobs(5, 40, state, max_job_fraction=0.25))
+    assert any("limit_s" in tj.spec.meta for tj in trace)
+    res = simulate(HyperplaceScheduler(), state, trace, tick=60.0)
+    assert summarize(res)["started"] == len(trace)
+    assert not res.anomalies
+
+
+def test_main_runs_the_trace_with_and_without_time_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dataclasses
+    import json
+
+    import bench.quality.__main__ as cli
+
+    tiny = dataclasses.replace(cli.QUICK, sim_fanout=(4, 2, 2), sim_jobs=30, sim_tick_s=60.0)
+    monkeypatch.setattr(cli, "QUICK", tiny)
+    assert cli.main(["--quick", "--parts", "sim", "--sim-seeds", "1", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "results.md").read_text()
+    assert "## 2. Trace-driven simulation, with time limits" in text
+    assert "## 2b. Trace-driven simulation, without time limits" in text
+    assert text.count("Holds of ours over all seeds") == 2
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["sim"]["trace"] == "limits" and summary["sim_plain"]["trace"] == "plain"
+    assert set(summary["sim"]["holds"]) == {"hyperplace", "hyperplace+gpu-binpack"}
+    with pytest.raises(SystemExit):
+        cli.main(["--quick", "--parts", "sim", "--sim-traces", "none", "--out", str(tmp_path)])
+    capsys.readouterr()

@@ -75,3 +75,12 @@ def test_tree_and_nodes() -> None:
     (bg,) = background_pods(topo, used)
     assert bg["spec"]["nodeName"] == "node-3"
     assert bg["spec"]["containers"][0]["resources"]["requests"] == quantities(used[3])
+
+
+def test_a_declared_limit_becomes_the_pods_active_deadline_and_a_running_pod_its_start() -> None:
+    topo = uniform_tree([2, 2])
+    job = JobSpec("short", (Task("worker", (8_000, 1024, 1), 2),), meta={"limit_s": 599.5})
+    assert all(p["spec"]["activeDeadlineSeconds"] == 600 for p in pod_dicts(job))
+    running = pod_dicts(job, 0.0, np.asarray([0, 1]), topo, started=120.0)
+    assert running[0]["status"] == {"phase": "Running", "startTime": "2026-01-01T00:02:00Z"}
+    assert "activeDeadlineSeconds" not in pod_dicts(_job())[0]["spec"]

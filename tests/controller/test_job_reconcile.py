@@ -510,3 +510,15 @@ def test_the_legacy_podgroup_is_found_unless_another_object_controls_it() -> Non
         }
     }
     assert find_podgroup(job, {job.name: foreign}.get) is None
+
+
+def test_a_task_templates_time_limit_reaches_its_pods() -> None:
+    # activeDeadlineSeconds in a task template is the time limit the scheduler backfills with.
+    raw = yaml.safe_load(DESIGN_DOC_JOB)
+    raw["spec"]["tasks"][0]["template"]["spec"]["activeDeadlineSeconds"] = 3600
+    out = reconcile_job(Job.model_validate(raw), None, [])
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for p in out.create_pods:
+        by_task.setdefault(p["metadata"]["labels"]["volcano.sh/task-spec"], []).append(p)
+    assert all(p["spec"]["activeDeadlineSeconds"] == 3600 for p in by_task["task0"])
+    assert all("activeDeadlineSeconds" not in p["spec"] for p in by_task["task1"])
