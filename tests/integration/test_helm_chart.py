@@ -38,7 +38,12 @@ def rendered(*args: str) -> str:
     "values",
     [
         ("--set", "webhooks.certs.mode=helm"),
-        ("--set", "metrics.https.enabled=true,metrics.networkPolicy.enabled=true"),
+        (
+            "--set",
+            "metrics.https.enabled=true,metrics.networkPolicy.enabled=true",
+            "--set",
+            "metrics.networkPolicy.apiserverCIDRs={10.0.0.10/32}",
+        ),
         ("-f", str(CHART / "values-next-to-volcano.yaml")),
         ("--skip-crds", "--set", "crds.volcanoShaped=true"),
     ],
