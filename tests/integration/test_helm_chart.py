@@ -46,8 +46,14 @@ def rendered(*args: str) -> str:
         ),
         ("-f", str(CHART / "values-next-to-volcano.yaml")),
         ("--skip-crds", "--set", "crds.volcanoShaped=true"),
+        (
+            "--set",
+            "commands.authorization=false,webhooks.clientCA.enabled=true,webhooks.clientCA.secretName=client-ca",
+            "--set",
+            "webhooks.clientCA.names={hyperplace-webhook-client,prometheus},webhooks.podGroupStatusWriters={alice}",
+        ),
     ],
-    ids=["generated-certs", "metrics", "next-to-volcano", "volcano-shaped-crds"],
+    ids=["generated-certs", "metrics", "next-to-volcano", "volcano-shaped-crds", "commands-and-mtls"],
 )
 def test_every_rendered_object_is_accepted_by_the_apiserver(
     cluster: Cluster, values: tuple[str, ...]
@@ -138,3 +144,27 @@ def test_helm_installed_suite_places_the_user_guide_as_the_simulator(
     pods = wait_for(settled, "every pod Running or Unschedulable", timeout=120)
     got = {key: pod["spec"].get("nodeName") for key, pod in pods.items()}
     assert got == want, f"after {time.monotonic() - started:.0f}s"
+
+
+def test_the_command_key_survives_an_upgrade(helm_local_up: tuple[Kubectl, dict[str, str]]) -> None:
+    kubectl, env = helm_local_up
+    key = kubectl.get("secret", "hyperplace-command-key", "-n", NAMESPACE)["data"]["key"]
+    out = subprocess.run(
+        [
+            env["HYPERPLACE_HELM"],
+            "upgrade",
+            "hyperplace",
+            str(CHART),
+            "-n",
+            NAMESPACE,
+            "--kubeconfig",
+            str(kubectl.kubeconfig),
+            "--reuse-values",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    # A new key would orphan every Command the webhooks marked with the old one.
+    assert kubectl.get("secret", "hyperplace-command-key", "-n", NAMESPACE)["data"]["key"] == key
