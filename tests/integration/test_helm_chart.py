@@ -38,11 +38,22 @@ def rendered(*args: str) -> str:
     "values",
     [
         ("--set", "webhooks.certs.mode=helm"),
-        ("--set", "metrics.https.enabled=true,metrics.networkPolicy.enabled=true"),
+        (
+            "--set",
+            "metrics.https.enabled=true,metrics.networkPolicy.enabled=true",
+            "--set",
+            "metrics.networkPolicy.apiserverCIDRs={10.0.0.10/32}",
+        ),
         ("-f", str(CHART / "values-next-to-volcano.yaml")),
         ("--skip-crds", "--set", "crds.volcanoShaped=true"),
+        (
+            "--set",
+            "commands.authorization=false,webhooks.clientCA.enabled=true,webhooks.clientCA.secretName=client-ca",
+            "--set",
+            "webhooks.clientCA.names={hyperplace-webhook-client,prometheus},webhooks.podGroupStatusWriters={alice}",
+        ),
     ],
-    ids=["generated-certs", "metrics", "next-to-volcano", "volcano-shaped-crds"],
+    ids=["generated-certs", "metrics", "next-to-volcano", "volcano-shaped-crds", "commands-and-mtls"],
 )
 def test_every_rendered_object_is_accepted_by_the_apiserver(
     cluster: Cluster, values: tuple[str, ...]
@@ -133,3 +144,43 @@ def test_helm_installed_suite_places_the_user_guide_as_the_simulator(
     pods = wait_for(settled, "every pod Running or Unschedulable", timeout=120)
     got = {key: pod["spec"].get("nodeName") for key, pod in pods.items()}
     assert got == want, f"after {time.monotonic() - started:.0f}s"
+
+
+def _upgrade(kubectl: Kubectl, env: dict[str, str], *values: str) -> None:
+    out = subprocess.run(
+        [
+            env["HYPERPLACE_HELM"],
+            *("upgrade", "hyperplace", str(CHART), "-n", NAMESPACE),
+            *("--kubeconfig", str(kubectl.kubeconfig), "--reuse-values", *values),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_command_key_survives_an_upgrade(helm_local_up: tuple[Kubectl, dict[str, str]]) -> None:
+    kubectl, env = helm_local_up
+    key = kubectl.get("secret", "hyperplace-command-key", "-n", NAMESPACE)["data"]["key"]
+    _upgrade(kubectl, env)
+    # A new key would orphan every Command the webhooks marked with the old one.
+    assert kubectl.get("secret", "hyperplace-command-key", "-n", NAMESPACE)["data"]["key"] == key
+
+
+def test_a_command_key_made_with_kubectl_is_used_as_it_is(
+    helm_local_up: tuple[Kubectl, dict[str, str]],
+) -> None:
+    kubectl, env = helm_local_up
+    kubectl.run("-n", NAMESPACE, "create", "secret", "generic", "own-key", "--from-literal=key=" + "k" * 32)
+    try:
+        # No ownership conflict: the chart does not render a Secret it did not make.
+        _upgrade(kubectl, env, "--set", "commands.keySecret.name=own-key")
+        secret = kubectl.get("secret", "own-key", "-n", NAMESPACE)
+        assert "meta.helm.sh/release-name" not in (secret["metadata"].get("annotations") or {})
+        dep = kubectl.get("deployment", "hyperplace-controller", "-n", NAMESPACE)
+        vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+        assert vols["command-key"]["secret"]["secretName"] == "own-key"
+    finally:
+        _upgrade(kubectl, env, "--set", "commands.keySecret.name=hyperplace-command-key")
+        kubectl.run("-n", NAMESPACE, "delete", "secret", "own-key")

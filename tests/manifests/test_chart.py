@@ -37,6 +37,10 @@ ALLOWED_DIFFERENCES: dict[Key, str] = {
         "Helm creates the release namespace (`helm install -n hyperplace-system --create-namespace`) "
         "and does not own it; label it pod-security.kubernetes.io/enforce=restricted as manifests/namespace.yaml does"
     ),
+    ("Secret", NAMESPACE, "hyperplace-command-key"): (
+        "the chart generates the queue-Command key (commands.keySecret.create) that manifests/README.md's "
+        "install makes with kubectl create secret; the Deployments mount it under the same name either way"
+    ),
 }
 HELM_LABELS = (
     "helm.sh/chart",
@@ -124,7 +128,14 @@ def test_default_render_matches_manifests():
 
 
 def test_network_policy_matches_the_optional_manifest():
-    chart = [o for o in render("--set", "metrics.networkPolicy.enabled=true") if o["kind"] == "NetworkPolicy"]
+    cidrs = "{192.0.2.10/32,192.0.2.11/32,192.0.2.12/32}"  # the manifest's example addresses
+    objs = render(
+        "--set",
+        "metrics.networkPolicy.enabled=true",
+        "--set",
+        f"metrics.networkPolicy.apiserverCIDRs={cidrs}",
+    )
+    chart = [o for o in objs if o["kind"] == "NetworkPolicy"]
     assert compare(chart, manifest_objects(MANIFESTS / "optional" / "networkpolicy.yaml")) == []
 
 
@@ -254,7 +265,7 @@ def test_bad_values_are_refused_with_a_message():
 
 def test_generated_certificates_cover_the_webhook_service():
     objs = render("--set", "webhooks.certs.mode=helm")
-    [secret] = [o for o in objs if o["kind"] == "Secret"]
+    [secret] = [o for o in objs if o["kind"] == "Secret" and o["type"] == "kubernetes.io/tls"]
     cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
         x509.DNSName
@@ -283,3 +294,112 @@ def test_cert_manager_issues_and_injects():
 @pytest.mark.parametrize("values", sorted(p.name for p in CHART.glob("values*.yaml")))
 def test_every_values_file_renders(values: str):
     assert render("-f", str(CHART / values))
+
+
+def _deployments(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objs if o["kind"] == "Deployment"}
+
+
+def _env(pod: dict[str, Any]) -> dict[str, str | None]:
+    return {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+
+
+def _secret_volume(pod: dict[str, Any], name: str) -> str:
+    [vol] = [v for v in pod["volumes"] if v["name"] == name]
+    return str(vol["secret"]["secretName"])
+
+
+def test_the_chart_makes_the_command_key_both_components_mount():
+    objs = render()
+    [secret] = [
+        o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"] == "hyperplace-command-key"
+    ]
+    key = base64.b64decode(secret["data"]["key"])
+    assert len(key) == 64 and key.isalnum()
+    from hyperplace.pki.commandmark import load_key
+
+    assert load_key(key) == key
+    # helm template has no cluster to look up, so each render draws a new key (upgrades keep it).
+    [again] = [
+        o for o in render() if o["kind"] == "Secret" and o["metadata"]["name"] == "hyperplace-command-key"
+    ]
+    assert again["data"]["key"] != secret["data"]["key"]
+    pods = _deployments(objs)
+    for name in ("hyperplace-webhooks", "hyperplace-controller"):
+        assert _secret_volume(pods[name], "command-key") == "hyperplace-command-key"
+        assert _env(pods[name])["HYPERPLACE_COMMAND_KEY_FILE"] == "/etc/hyperplace/command-key/key"
+
+
+def test_an_existing_command_key_secret_is_used_and_not_made():
+    objs = render("--set", "commands.keySecret.create=false,commands.keySecret.name=my-command-key")
+    assert not [o for o in objs if o["kind"] == "Secret"]
+    pods = _deployments(objs)
+    for name in ("hyperplace-webhooks", "hyperplace-controller"):
+        assert _secret_volume(pods[name], "command-key") == "my-command-key"
+
+
+def test_volcanos_command_behaviour_is_an_explicit_choice():
+    objs = render("--set", "commands.authorization=false")
+    pods = _deployments(objs)
+    assert pods["hyperplace-webhooks"]["containers"][0]["args"] == ["--no-command-authorization"]
+    assert _env(pods["hyperplace-controller"])["HYPERPLACE_ACCEPT_UNADMITTED_COMMANDS"] == "true"
+    # No SubjectAccessReviews are asked for, so the webhooks may not create them.
+    [role] = [
+        o for o in objs if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "hyperplace-webhooks"
+    ]
+    assert not [r for r in role["rules"] if "subjectaccessreviews" in r["resources"]]
+    # The binaries parse what the chart passes.
+    from controller.__main__ import parse_args as controller_args
+    from webhooks.__main__ import _parser
+
+    assert (
+        _parser().parse_args(pods["hyperplace-webhooks"]["containers"][0]["args"]).command_authorization
+        is False
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HYPERPLACE_ACCEPT_UNADMITTED_COMMANDS", "true")
+        assert controller_args([]).accept_unadmitted_commands is True
+    default = _deployments(render())
+    assert "args" not in default["hyperplace-webhooks"]["containers"][0]
+    assert "HYPERPLACE_ACCEPT_UNADMITTED_COMMANDS" not in _env(default["hyperplace-controller"])
+
+
+def test_mtls_takes_the_serving_ca_or_a_client_ca_secret():
+    pod = _deployments(render("--set", "webhooks.clientCA.enabled=true"))["hyperplace-webhooks"]
+    env = _env(pod)
+    assert env["HYPERPLACE_WEBHOOK_CLIENT_CA_FILE"] == "/etc/hyperplace/tls/ca.crt"
+    assert "HYPERPLACE_WEBHOOK_CLIENT_NAMES" not in env  # the server's default CN
+    pod = _deployments(
+        render(
+            "--set", "webhooks.clientCA.enabled=true,webhooks.clientCA.secretName=apiserver-client-ca",
+            "--set", "webhooks.clientCA.names={hyperplace-webhook-client,prometheus}",
+        )
+    )["hyperplace-webhooks"]  # fmt: skip
+    env = _env(pod)
+    assert env["HYPERPLACE_WEBHOOK_CLIENT_CA_FILE"] == "/etc/hyperplace/client-ca/ca.crt"
+    assert env["HYPERPLACE_WEBHOOK_CLIENT_NAMES"] == "hyperplace-webhook-client,prometheus"
+    assert _secret_volume(pod, "client-ca") == "apiserver-client-ca"
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "client-ca"]
+    assert mount["mountPath"] == "/etc/hyperplace/client-ca"
+
+
+def test_extra_podgroup_status_writers_keep_ours():
+    from webhooks.__main__ import _parser, _status_writers
+
+    volcano = "system:serviceaccount:volcano-system:volcano-scheduler"
+    objs = render("-n", "batch-system", "--set", f"webhooks.podGroupStatusWriters={{{volcano}}}")
+    env = _env(_deployments(objs)["hyperplace-webhooks"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HYPERPLACE_PODGROUP_STATUS_WRITERS", str(env["HYPERPLACE_PODGROUP_STATUS_WRITERS"]))
+        assert _status_writers(_parser().parse_args([])) == {
+            "system:serviceaccount:batch-system:hyperplace-scheduler",
+            "system:serviceaccount:batch-system:hyperplace-controller",
+            volcano,
+        }
+    # Without extra writers the server's default (ours, in POD_NAMESPACE) applies.
+    assert "HYPERPLACE_PODGROUP_STATUS_WRITERS" not in _env(_deployments(render())["hyperplace-webhooks"])
+
+
+def test_a_network_policy_needs_the_apiservers_addresses():
+    out = helm("template", "x", str(CHART), "--set", "metrics.networkPolicy.enabled=true", check=False)
+    assert out.returncode != 0 and "metrics.networkPolicy.apiserverCIDRs" in out.stderr
