@@ -404,6 +404,7 @@ class Holder:
         """Remove every phantom pod (later actions see the real usage) and publish the holds."""
         for job in list(self._phantom):
             self._lift(job)
+        self._keep_backfilled()
         self.ssn.reservations = {
             k: Reservation(
                 r.job, r.hypernode, r.since, r.reason, r.estimated_start, tuple(self._backfilled[k])
@@ -412,6 +413,21 @@ class Holder:
             else r
             for k, r in self.held.items()
         }
+
+    def _keep_backfilled(self) -> None:
+        """A job backfilled in an earlier session keeps its line while it still runs in the
+        room held for the same gang: what it is told stays the same from cycle to cycle (a
+        status written a few seconds later, or coalesced with the next cycle's, still says it)."""
+        jobs = self.ssn.snap.jobs
+        for gang, prev in sorted(self.previous.items()):
+            if gang not in self.held or not prev.backfilled:
+                continue
+            mine = self._backfilled.setdefault(gang, [])
+            have = {j for j, _ in mine}
+            for key, line in prev.backfilled:
+                job = jobs.get(key)
+                if key not in have and job is not None and len(job.pending) < len(job.tasks):
+                    mine.append((key, line))
 
 
 def _fmt_wait(s: float) -> str:

@@ -142,6 +142,27 @@ def test_backfilled_jobs_never_delay_the_gang_across_cycles() -> None:
     assert {late.bindings[f"default/big-t0-{i}"] for i in range(8)} == {f"n{i:02d}" for i in range(8)}
 
 
+def test_a_backfilled_job_is_still_told_so_in_the_cycles_after_it_started() -> None:
+    # The status of a job placed now may be written a few seconds later, from a later cycle's
+    # outcome: its backfill line must not be a one-cycle event.
+    pods, pgs = world()
+    first = session(pods, pgs)
+    line = first.reservations["default/big"].backfill_line("default/s0")
+    assert line is not None
+    for p in pods:
+        if p["metadata"]["name"] == "s0-t0-0":
+            p["spec"]["nodeName"] = first.bindings["default/s0-t0-0"]
+            p["status"] = {"phase": "Running", "startTime": NOW}
+    again = session(pods, pgs, at="2026-01-01T00:12:00Z", previous=first.reservations)
+    assert again.reservations["default/big"].backfill_line("default/s0") == line
+    cond = next(c for c in again.jobs["default/s0"].conditions if c["type"] == "Scheduled")
+    assert cond["message"] == f"gang minimum is placed; {line}"
+    # Once it is gone, nothing is carried for it.
+    gone = [p for p in pods if p["metadata"]["name"] != "s0-t0-0"]
+    later = session(gone, pgs, at="2026-01-01T00:13:00Z", previous=again.reservations)
+    assert later.reservations["default/big"].backfill_line("default/s0") is None
+
+
 def test_a_gang_whose_own_pods_lack_a_limit_is_not_backfilled() -> None:
     pods, pgs = world(stream=())
     two = job_pods("pair", 2, cpu=8, gpu=8, created="2026-01-01T00:05:00Z")
