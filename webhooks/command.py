@@ -15,7 +15,8 @@ by the server beforehand (``webhooks.server``) and its answer handed in through 
   PodGroup may write its status (phase, running counts) too. Here a change of ``status`` (on
   UPDATE; a status other than empty or ``phase: Pending`` on CREATE) is admitted only from the
   identities in ``AdmissionContext.status_writers`` (the scheduler's and the controller's
-  ServiceAccounts by default).
+  ServiceAccounts by default). An update whose status restates the stored one, even without
+  fields the client's API type lacks, changes nothing a user could forge and is admitted.
 """
 
 from __future__ import annotations
@@ -77,6 +78,17 @@ def _status(obj: Mapping[str, Any] | None) -> dict[str, Any]:
     return as_dict((obj or {}).get("status"))
 
 
+def _restates(new: Any, old: Any) -> bool:
+    """Whether ``new`` only restates ``old``, possibly without fields ``old`` has: a client that
+    read the PodGroup through an older Volcano API type (the Kubeflow training operator's) sends
+    its status back without the fields that type lacks, on every update of the spec."""
+    if isinstance(new, Mapping) and isinstance(old, Mapping):
+        return all(k in old and _restates(v, old[k]) for k, v in new.items())
+    if isinstance(new, list) and isinstance(old, list):
+        return len(new) == len(old) and all(_restates(a, b) for a, b in zip(new, old, strict=True))
+    return bool(new == old)
+
+
 def validate_podgroup_status(
     obj: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None, user: str, ctx: AdmissionContext
 ) -> Verdict:
@@ -88,7 +100,7 @@ def validate_podgroup_status(
     if operation == "CREATE":
         if not status or status == {"phase": "Pending"}:
             return Verdict()
-    elif status == _status(old):
+    elif _restates(status, _status(old)):
         return Verdict()
     who = ", ".join(sorted(writers)) or "nobody"
     return Verdict(
