@@ -4,6 +4,7 @@
     python bench/e2e_bind.py --large              # 10,000 nodes, a 5,000-pod Job (target <= 30 s)
     python bench/e2e_bind.py --nodes 200 --pods 200 --baseline none   # a quick look
     python bench/e2e_bind.py --workload indexed-job   # + the same gang as an indexed batch Job
+    python bench/e2e_bind.py --baseline none --workload jobset   # + as a JobSet (real controller)
 
 Starts ``hyperplace.localup`` (etcd, kube-apiserver, kube-controller-manager, the webhooks, the
 fake kubelet, hyperplace-controller and hyperplace-scheduler as separate processes, each as its
@@ -45,6 +46,30 @@ apply; indexed Job 54.0 s, of which 49.6 s is kube-controller-manager creating t
 (its default client QPS), then the whole gang bound in 3.6 s (first bind only once every pod
 existed: no partial start).
 
+``--workload jobset`` (issue 23) adds the same gang as a JobSet (jobset.x-k8s.io/v1alpha2: one
+replicatedJob of P/8 indexed Jobs of 8 pods, a node's worth each), run by the real JobSet v0.12.0
+controller that ``hack/workload-bin.sh`` builds and caches under ~/.cache/hyperplace (started by
+local-up ``--with jobset``: its CRD, its webhooks by URL on 127.0.0.1, its own manager process).
+The JobSet controller creates the Jobs (restarted with ``--kube-api-qps=500 --kube-api-burst=500``,
+its defaults, said explicitly), kube-controller-manager's Job controller their pods (its client:
+QPS 20, burst 30, unless ``--kcm-qps N`` restarts it with ``--kube-api-qps/--kube-api-burst N``),
+hyperplace-controller one PodGroup over all of them. The split (pod creation vs binding) says
+which of them the figure is. Same run, 1,000 nodes, 1,000 pods (load 2-4, ``--baseline none
+--workload jobset --workload indexed-job``): Volcano Job all bound 6.3 s after apply (created at
+290/s, bound at 410/s); JobSet 64.7 s, of which 60.7 s is pod creation at 16/s (kube-controller-
+manager's client, 20/s shared with the 125 Jobs' status updates and Events), then the gang bound
+in 3.2 s (314/s, first bind once every pod existed); indexed Job 54.4 s (50.9 s creation at
+20/s, 3.0 s binding at 334/s).
+
+``--workload pytorchjob`` adds it as a Kubeflow PyTorchJob (1 Master, P-1 Workers) run by the real
+training operator v1.8.1 (``--gang-scheduler-name=volcano``; it has no client-rate flags, so
+controller-runtime's QPS 20 / burst 30 apply, and it creates every pod itself). It does not finish
+today: the operator creates no pod until its PodGroup is Inqueue, and once the scheduler has set
+that, the operator's next PodGroup update (a full object, carrying the status it last read) is
+refused by hyperplace-webhooks ("a PodGroup's status is written only by the scheduler and the
+controller"; the PodGroup CRD, as Volcano's, has no status subresource), so it retries forever
+with no pods; the variant reports NOT all bound.
+
 ``--profile`` samples the scheduler with py-spy (when installed) while ``ours`` runs and prints
 where its CPU went. Everything the benchmark started is stopped at the end (``local-up down``),
 also on failure or Ctrl-C. Run it niced on a shared machine; the load average is printed with
@@ -59,6 +84,7 @@ import contextlib
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -77,6 +103,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import audit
 from hyperplace.api.constants import TOPOLOGY_GROUP, TOPOLOGY_VERSION
 from hyperplace.localup import __main__ as localup
+from hyperplace.localup import workloads
 from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
 from hyperplace.localup.controlplane import free_port, kube_bin_dir
 from hyperplace.localup.fakekubelet import node_ready_status
@@ -85,6 +112,7 @@ from hyperplace.runtime.informer import Informer
 from hyperplace.runtime.kube import connect
 from hyperplace.runtime.parallel import run_bounded
 
+REPO = Path(__file__).resolve().parents[1]
 GPUS_PER_NODE = 8
 NODES_PER_LEAF = 16
 LEAVES_PER_SPINE = 16
@@ -211,7 +239,95 @@ def indexed_job_manifest(namespace: str, pods: int) -> list[Obj]:
     return [ns, job]
 
 
-WORKLOADS = {"indexed-job": indexed_job_manifest}
+def _worker_pod_spec(pods: int) -> tuple[Obj, Obj]:
+    """The worker pod template's metadata and spec: the same pod as the Volcano Job's, with the
+    networkTopology as the pod annotations hyperplace-controller reads for a PodGroup of any owner."""
+    res = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    metadata = {
+        "annotations": {
+            "volcano.sh/network-topology-mode": "hard",
+            "volcano.sh/network-topology-highest-tier": str(highest_tier(pods)),
+        }
+    }
+    spec = {
+        "schedulerName": "volcano",
+        "restartPolicy": "Never",
+        "containers": [
+            {"name": "w", "image": "example.com/worker:latest", "resources": {"requests": res, "limits": res}}
+        ],
+    }
+    return metadata, spec
+
+
+def jobset_manifest(namespace: str, pods: int) -> list[Obj]:
+    """``--workload jobset``: the same gang as a JobSet (v1alpha2) of indexed Jobs of GPUS_PER_NODE
+    pods each (one Job per node's worth, as JobSet users slice a pod set), or one Job when the
+    gang does not divide. The JobSet controller creates the Jobs, kube-controller-manager's Job
+    controller their pods, hyperplace-controller one PodGroup over all of them
+    (``podgroup-<jobset uid>``, minMember = every pod)."""
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    per_job = GPUS_PER_NODE if pods % GPUS_PER_NODE == 0 else pods
+    metadata, spec = _worker_pod_spec(pods)
+    js = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "gang", "namespace": namespace},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": pods // per_job,
+                    "template": {
+                        "spec": {
+                            "completionMode": "Indexed",
+                            "completions": per_job,
+                            "parallelism": per_job,
+                            "backoffLimit": 0,
+                            "template": {"metadata": metadata, "spec": spec},
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    return [ns, js]
+
+
+def pytorchjob_manifest(namespace: str, pods: int) -> list[Obj]:
+    """``--workload pytorchjob``: the same gang as a Kubeflow PyTorchJob (1 Master, pods-1
+    Workers). The training operator (``--gang-scheduler-name=volcano``) creates the PodGroup
+    (minMember = every pod; its networkTopology from the Job's annotations) and the pods."""
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    metadata, spec = _worker_pod_spec(pods)
+    spec = {**spec, "containers": [{**spec["containers"][0], "name": "pytorch"}]}
+    tpl = {"metadata": metadata, "spec": spec}
+    replicas: dict[str, Obj] = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": tpl}}
+    if pods > 1:
+        replicas["Worker"] = {"replicas": pods - 1, "restartPolicy": "Never", "template": tpl}
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "gang", "namespace": namespace, "annotations": metadata["annotations"]},
+        "spec": {"pytorchReplicaSpecs": replicas},
+    }
+    return [ns, job]
+
+
+WORKLOADS = {
+    "indexed-job": indexed_job_manifest,
+    "jobset": jobset_manifest,
+    "pytorchjob": pytorchjob_manifest,
+}
+# The real controller each workload needs (hyperplace.localup --with; hack/workload-bin.sh builds it).
+WORKLOAD_CONTROLLERS = {"jobset": "jobset", "pytorchjob": "training-operator"}
+# Client rate limits of the controllers that make the workload's objects, passed explicitly where
+# the controller has flags for them. JobSet v0.12.0: --kube-api-qps/--kube-api-burst (its defaults,
+# 500/500, passed so the figure says what it ran with); it creates only the Jobs, their pods come
+# from kube-controller-manager's Job controller (client QPS 20, burst 30 unless --kcm-qps). The
+# training operator v1.8.1 has no such flags: its client runs at controller-runtime's defaults
+# (QPS 20, burst 30) and it creates every pod (and its Services) itself, one worker thread
+# by default (--controller-threads).
+CONTROLLER_FLAGS = {"jobset": ["--kube-api-qps=500", "--kube-api-burst=500"]}
 
 
 async def create_all(api: Any, res: Any, objs: list[Obj], limit: int = CREATE_CONCURRENCY) -> None:
@@ -296,6 +412,58 @@ def restart(state: localup.State, name: str, extra: list[str]) -> tuple[int, int
     kubeconfig = state.root / f"{name}.kubeconfig"
     p = localup._spawn(state, [], name, argv, kubeconfig)
     return p.pid, port
+
+
+def restart_with(state: localup.State, name: str, extra: list[str]) -> localup.State:
+    """Stop a recorded process that takes no health-port flag (kube-controller-manager, a workload
+    controller) and start it again with its argv plus ``extra`` (Go flags: the last value wins),
+    its environment as local-up gave it; wait until it answers its health endpoint again."""
+    (entry,) = [e for e in state.processes if e["name"] == name and localup.is_ours(e)]
+    localup.stop_processes(localup.State(state.root, [entry]))
+    argv = [*entry["argv"], *extra]
+    env = {"KUBECONFIG": str(state.kubeconfig)}
+    if name == "training-operator":
+        env["MY_POD_NAMESPACE"] = workloads.TRAINING_NAMESPACE
+    p = localup.Process(name, argv, Path(str(entry["log"])), env=env, detached=True)
+    state.add(name, p.pid, p.argv, p.log)
+    url, ctx = health_url(argv)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if p.proc.poll() is not None:
+            raise RuntimeError(f"{name} exited after a restart with {extra}: see {entry['log']}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+            if resp.status == 200:
+                return state
+        time.sleep(0.3)
+    raise RuntimeError(f"{name} not healthy within 180s of a restart with {extra}")
+
+
+def health_url(argv: list[str]) -> tuple[str, ssl.SSLContext | None]:
+    """Where a restarted process answers: kube-controller-manager's /healthz on its secure port
+    (self-signed), a workload controller's readiness probe address (its flag or its config file)."""
+    opts = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+    if "secure-port" in opts:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        return f"https://127.0.0.1:{opts['secure-port']}/healthz", ctx
+    if "health-probe-bind-address" in opts:
+        return f"http://{opts['health-probe-bind-address']}/readyz", None
+    config = yaml.safe_load(Path(opts["config"]).read_text())
+    return f"http://{config['health']['healthProbeBindAddress']}/readyz", None
+
+
+def workload_bin_dir(names: list[str]) -> Path:
+    """``$HYPERPLACE_WORKLOAD_BIN``, else hack/workload-bin.sh's cache (it builds what is missing)."""
+    env = os.environ.get("HYPERPLACE_WORKLOAD_BIN")
+    if env:
+        return Path(env)
+    say(f"finding or building {', '.join(names)} (hack/workload-bin.sh)")
+    out = subprocess.run(
+        ["bash", str(REPO / "hack" / "workload-bin.sh"), *names], capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"hack/workload-bin.sh failed: {out.stderr.strip()[-400:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
 
 
 def wait_ready(port: int, pid: int, what: str, timeout: float = 300.0) -> None:
@@ -614,7 +782,8 @@ def table(runs: list[Run], load: str) -> str:
     return "\n".join(out)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """The benchmark's command line."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=1000, help="fake nodes (default 1,000)")
     ap.add_argument("--pods", type=int, default=1000, help="pods of the Job (default 1,000)")
@@ -636,8 +805,23 @@ def main() -> int:
         choices=sorted(WORKLOADS),
         action="append",
         default=[],
-        help="after the Volcano Job variants, the same gang as this workload (e.g. an indexed batch Job)",
+        help="after the Volcano Job variants, the same gang as this workload: an indexed batch Job, "
+        "a JobSet (the real JobSet v0.12.0 controller) or a PyTorchJob (the real training operator "
+        "v1.8.1), both built and cached by hack/workload-bin.sh; repeatable",
     )
+    ap.add_argument(
+        "--kcm-qps",
+        type=int,
+        default=0,
+        help="restart kube-controller-manager with --kube-api-qps and --kube-api-burst of this "
+        "(default: its own, 20 and 30): the rate its Job controller creates the pods of an indexed "
+        "Job or a JobSet",
+    )
+    return ap
+
+
+def main() -> int:
+    ap = parser()
     args = ap.parse_args()
     if args.large:
         args.nodes, args.pods = 10000, 5000
@@ -650,7 +834,13 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="hyperplace-e2e-bind-"))
     audit.enable(root)
     state_args = ["--state-dir", str(root)]
-    up_args = localup.parse_args([*state_args, "up", f"--bin-dir={kube_bin_dir()}", "--nodes=0"])
+    controllers = sorted({WORKLOAD_CONTROLLERS[w] for w in args.workload if w in WORKLOAD_CONTROLLERS})
+    with_args = (
+        [f"--with={','.join(controllers)}", f"--workload-bin-dir={workload_bin_dir(controllers)}"]
+        if controllers
+        else []
+    )
+    up_args = localup.parse_args([*state_args, "up", f"--bin-dir={kube_bin_dir()}", "--nodes=0", *with_args])
     say(f"starting the local control plane in {root}")
     runs: list[Run] = []
     try:
@@ -661,6 +851,14 @@ def main() -> int:
         state = localup.State.load(root)
         assert state is not None
         kubectl = localup.Kubectl(Path(state.kubeconfig))
+        for name in controllers:
+            if CONTROLLER_FLAGS.get(name):
+                say(f"restarting {name} with {' '.join(CONTROLLER_FLAGS[name])}")
+                restart_with(state, name, CONTROLLER_FLAGS[name])
+        if args.kcm_qps:
+            kcm_flags = [f"--kube-api-qps={args.kcm_qps}", f"--kube-api-burst={args.kcm_qps}"]
+            say(f"restarting kube-controller-manager with {' '.join(kcm_flags)}")
+            restart_with(state, "kube-controller-manager", kcm_flags)
         t_nodes, t_hn = asyncio.run(create_cluster(Path(state.kubeconfig), args.nodes))
         say(
             f"{args.nodes} nodes created in {t_nodes:.1f}s ({args.nodes / t_nodes:.0f}/s), "
