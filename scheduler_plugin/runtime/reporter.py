@@ -16,7 +16,12 @@ What is written is what a user acts on, when it changes in kind (:mod:`.waiting`
   :data:`SETTLE`), so a gang that waits only a moment is written once, Running; a gang that
   went Running is written once the kubelets report its pods running (at most ``settle``
   later), so the phase and the pod counts go in one write; Inqueue (enqueue's decision, read
-  back by later sessions) and Completed are written at once.
+  back by later sessions) and Completed are written at once;
+* a started gang stays Running while its pods end (Completed once none runs or waits, and
+  after they are deleted), without the conditions or Events of a waiting gang; its pods'
+  counts moving are not written on their own (kubectl shows the pods): they ride on the
+  Completed write, and a failed pod is written at once. So a job that never waits costs two
+  writes, Running and Completed.
 
 The latest desired state per object is queued in one rate-limited, coalescing queue
 (:mod:`.write_queue`) apart from binds, and written only when it changes: what was written is
@@ -57,6 +62,7 @@ from .status import (
     UNSCHEDULABLE,
     GangFormation,
     allocated_hypernode_patch,
+    gang_finishing,
     pod_counts,
     pod_unschedulable_patch,
     podgroup_status_patch,
@@ -219,7 +225,9 @@ class Reporter:
                 continue
             if jkey in forming:
                 continue
-            if outcome.phase != "Running":
+            # A gang whose pods are ending is not waiting (its status follows its pods: Running,
+            # then Completed), though a session no longer finds it ready.
+            if outcome.phase != "Running" and not gang_finishing(pg, outcome, members):
                 pending += 1
                 if outcome.explanation is not None:
                     # Gang-level news on the PodGroup: one series per kind of reason, carrying
@@ -313,7 +321,9 @@ class Reporter:
 
     def _pg_wait(self, key: str, uid: str, pg: Obj, patch: Obj, pods: list[Obj]) -> bool:
         """Whether the PodGroup's write is put off (and re-queued for later): only numbers
-        moved within ``podgroup_interval`` of the last write; or, for at most ``settle``
+        moved within ``podgroup_interval`` of the last write (on a Running PodGroup, only
+        numbers moved: not re-queued, they ride on its next change of kind, unless a pod
+        failed); or, for at most ``settle``
         seconds, a new condition on an unchanged phase (a gang placed meanwhile is written once,
         Running) or a gang that went Running and whose pods are not reported running yet."""
         now = self._clock()
@@ -328,6 +338,13 @@ class Reporter:
                 last = (uid, kind, now)
                 self._pg_written[key] = last
         if last is not None and last[0] == uid and last[1] == kind:
+            old_failed = int((pg.get("status") or {}).get("failed") or 0)
+            if status.get("phase") == "Running" and int(status.get("failed") or 0) <= old_failed:
+                # A started gang whose phase and conditions stand: its pods' counts move as
+                # they start and end, which kubectl shows on the pods; the counts ride on its
+                # next change of kind (Completed). A pod that failed is news: written below.
+                self.metrics.status_deferred.inc()
+                return True
             wait = last[2] + self.podgroup_interval - now
             if wait > 0:
                 self.metrics.status_deferred.inc()

@@ -379,3 +379,78 @@ async def test_a_gang_its_queue_has_not_admitted_is_reported_on_its_podgroup_onl
     for name in ("second-0", "second-1"):
         assert condition(pod(api, f"{NS}/{name}"), "PodScheduled") is None
         assert not events_for(api, name, "FailedScheduling")
+
+
+def pg_status(api: ClusterApi, name: str) -> dict[str, Any]:
+    return (api.peek(PODGROUPS, f"{NS}/{name}") or {}).get("status") or {}
+
+
+def record_pg_writes(api: ClusterApi) -> list[tuple[str, dict[str, Any]]]:
+    """Every PodGroup status body written from now on, as (name, status), in order."""
+    sent: list[tuple[str, dict[str, Any]]] = []
+    patch = api.patch
+
+    async def recording(res: Any, name: str, body: Any, *args: Any, **kw: Any) -> Any:
+        if res is PODGROUPS and isinstance(body, dict) and "status" in body:
+            sent.append((name, body["status"]))
+        return await patch(res, name, body, *args, **kw)
+
+    api.patch = recording  # type: ignore[method-assign,assignment]
+    return sent
+
+
+async def set_phase(api: ClusterApi, key: str, phase: str) -> None:
+    await api.patch(PODS, key.split("/")[1], {"status": {"phase": phase}}, NS, subresource="status")
+
+
+async def test_a_gang_that_ends_pod_by_pod_is_written_running_then_completed_and_nothing_between() -> None:
+    """A started gang whose pods end one by one is not waiting again: its PodGroup is not sent
+    back to Pending or Inqueue, gets no Unschedulable condition or Event for having too few pods
+    left, and stays Completed when the ended pods are deleted: two writes in all, Running and
+    Completed (which carries the final counts)."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    keys = seed_gang(api, "done", 4, cpu=4, tier=1)
+    sent = record_pg_writes(api)
+    async with running(api, podgroup_status_interval=0.0, podgroup_settle=5.0) as (sched, _):
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        for k in keys:
+            await set_phase(api, k, "Running")
+        await eventually(lambda: pg_status(api, "done").get("running") == 4, what="Running written")
+        for k in keys:  # the pods end one by one; sessions meanwhile find the gang incomplete
+            await set_phase(api, k, "Succeeded")
+            await cycles_pass(sched, 3)
+        await eventually(lambda: pg_status(api, "done").get("phase") == "Completed", what="Completed")
+        for k in keys:  # the Job controller cleans the ended pods up
+            await api.delete(PODS, k.split("/")[1], NS)
+        await cycles_pass(sched, 5)
+        await sched.events.flush()
+    status = pg_status(api, "done")
+    assert status["phase"] == "Completed" and status["succeeded"] == 4
+    assert not [c for c in status["conditions"] if c["type"] == "Unschedulable"]
+    assert [st["phase"] for name, st in sent if name == "done"] == ["Running", "Completed"]
+    assert not [e for e in api.objects.get(EVENTS.plural, {}).values() if e["reason"] == "Unschedulable"]
+
+
+async def test_a_running_gangs_moving_counts_are_not_written_but_a_failed_pod_is() -> None:
+    """Once the gang started, pods coming and going change only numbers (kubectl shows them on
+    the pods), even long after the last write: not written. A pod that failed is news."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    keys = seed_gang(api, "elastic", 4, cpu=4, min_member=2, tier=1)
+    sent = record_pg_writes(api)
+    async with running(api, podgroup_status_interval=0.0, podgroup_settle=5.0) as (sched, _):
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        for k in keys[:2]:
+            await set_phase(api, k, "Running")
+        await eventually(lambda: pg_status(api, "elastic").get("phase") == "Running", what="Running written")
+        first = len(sent)
+        for k in keys[2:]:  # more pods report running: numbers only
+            await set_phase(api, k, "Running")
+            await cycles_pass(sched, 3)
+        await cycles_pass(sched, 5)
+        assert len(sent) == first
+        await set_phase(api, keys[3], "Failed")
+        await eventually(lambda: pg_status(api, "elastic").get("failed") == 1, what="failed written")
+    assert pg_status(api, "elastic")["running"] == 3
+    assert len(sent) == first + 1
