@@ -28,7 +28,7 @@ from scheduler_plugin.runtime.metrics import Metrics, Throttle
 from scheduler_plugin.runtime.waiting import gang_wait_kind, pod_reason_kind, predicate_kinds
 from scheduler_plugin.runtime.write_queue import StatusWriteQueue
 from simulator.cli import app
-from tests.scheduler.builders import hypernode, node
+from tests.scheduler.builders import hypernode, node, podgroup
 from tests.scheduler.builders import pod as make_pod
 
 from .helpers import (
@@ -42,6 +42,7 @@ from .helpers import (
     pod,
     running,
     seed_gang,
+    seed_racks,
 )
 
 
@@ -277,9 +278,7 @@ async def test_an_event_series_carries_its_latest_message_and_a_burst_waits_its_
     ]
 
 
-async def test_a_gang_that_waits_only_a_moment_is_written_admitted_then_running_and_its_pods_not_at_all() -> (
-    None
-):
+async def test_a_gang_that_waits_only_a_moment_is_written_once_running_and_its_pods_not_at_all() -> None:
     api = ClusterApi()
     seed_racks_in_order(api, [0])
     api.seed(PODS, busy(api, "old0", "n0-0"))
@@ -293,8 +292,8 @@ async def test_a_gang_that_waits_only_a_moment_is_written_admitted_then_running_
             what="Running written",
         )
         await sched.events.flush()
-    # Inqueue (enqueue's decision, which later sessions read back) at once, then Running.
-    assert writes(api, "patch/status", "podgroups", "quick") == 2
+    # Admitted, then placed within the settle: one write, Running (no Inqueue before it).
+    assert writes(api, "patch/status", "podgroups", "quick") == 1
     # Its pods were placed within the settle of their first miss: nothing was said about them.
     assert not [c for c in api.calls if c[0] == "patch/status" and c[1] == "pods"]
     assert not [e for e in api.objects.get(EVENTS.plural, {}).values() if e["reason"] == "FailedScheduling"]
@@ -454,3 +453,43 @@ async def test_a_running_gangs_moving_counts_are_not_written_but_a_failed_pod_is
         await eventually(lambda: pg_status(api, "elastic").get("failed") == 1, what="failed written")
     assert pg_status(api, "elastic")["running"] == 3
     assert len(sent) == first + 1
+
+
+async def test_an_admitted_gang_is_kept_inqueue_in_process_and_written_inqueue_if_it_still_waits() -> None:
+    """Enqueue's decision is not lost while its write is held: later sessions read the gang
+    Inqueue (so its queue counts it admitted), and a gang still waiting when the settle ends
+    is written Inqueue, then Running when it starts."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0])
+    api.seed(PODS, busy(api, "old0", "n0-0"))
+    keys = seed_gang(api, "slow", 4, cpu=4, tier=1)
+    sent = record_pg_writes(api)
+    async with running(api, podgroup_settle=2.0) as (sched, _):
+        await cycles_pass(sched, 3)
+        assert pg_status(api, "slow").get("phase") in (None, "Pending")  # held, not written yet
+        assert sched.last_result is not None and sched.last_result.jobs[f"{NS}/slow"].pg_phase == "Inqueue"
+        await eventually(lambda: pg_status(api, "slow").get("phase") == "Inqueue", what="Inqueue written")
+        await api.delete(PODS, "old0", NS)
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        await eventually(lambda: pg_status(api, "slow").get("phase") == "Running", what="Running written")
+    assert [st["phase"] for name, st in sent if name == "slow"] == ["Inqueue", "Running"]
+
+
+async def test_a_podgroup_of_no_pod_yet_is_written_inqueue_at_once() -> None:
+    """A training operator creates the pods once the PodGroup is Inqueue: nothing is held."""
+    api = ClusterApi()
+    seed_racks(api)
+    pg = podgroup("early", 2).to_dict()
+    pg["spec"]["minResources"] = {"cpu": "8"}
+    pg["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "name": "early",
+            "uid": "u1",
+            "controller": True,
+        }
+    ]
+    api.seed(PODGROUPS, pg)
+    async with running(api, podgroup_settle=60.0):
+        await eventually(lambda: pg_status(api, "early").get("phase") == "Inqueue", what="Inqueue")
