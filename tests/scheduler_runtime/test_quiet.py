@@ -7,6 +7,10 @@ on changes, not one per cycle.
 * Numbers move (other jobs start): the pod's condition does not change; the PodGroup's condition
   and ``hyperplace explain`` carry the new numbers, the PodGroup at most once per interval.
 * ``--no-status-writes`` (a benchmark's floor) writes binds only.
+* A job that never waits costs two PodGroup writes, Running and Completed: its pods ending one
+  by one do not send it back to Pending or Inqueue, its moving counts are not written (a
+  failed pod is), and an admission placed within the settle is never written Inqueue (kept
+  in process meanwhile; a PodGroup of no pod yet is written Inqueue at once).
 """
 
 from __future__ import annotations
@@ -468,6 +472,9 @@ async def test_an_admitted_gang_is_kept_inqueue_in_process_and_written_inqueue_i
         await cycles_pass(sched, 3)
         assert pg_status(api, "slow").get("phase") in (None, "Pending")  # held, not written yet
         assert sched.last_result is not None and sched.last_result.jobs[f"{NS}/slow"].pg_phase == "Inqueue"
+        # What the next session reads: the admission, though the object still says Pending.
+        held = sched.state.snapshot().jobs[f"{NS}/slow"].podgroup.status
+        assert held is not None and held.phase == "Inqueue"
         await eventually(lambda: pg_status(api, "slow").get("phase") == "Inqueue", what="Inqueue written")
         await api.delete(PODS, "old0", NS)
         await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
