@@ -168,8 +168,9 @@ def _add_scheduling_flags(p: argparse.ArgumentParser) -> list[str]:
         metavar="SECONDS",
         type=float,
         default=SchedulerOptions.podgroup_status_interval,
-        help="a PodGroup's status is rewritten at most this often when only its numbers moved "
-        "(a change of phase, or of a condition's status or reason, is written at once)",
+        help="a waiting PodGroup's status is rewritten at most this often when only its numbers moved "
+        "(a change of phase, or of a condition's status or reason, is written at once; a Running "
+        "one's moving counts ride on its Completed write)",
     )
     p.add_argument(
         "--no-status-writes",

@@ -15,8 +15,16 @@ What is written is what a user acts on, when it changes in kind (:mod:`.waiting`
 * a new condition on an unchanged phase is held up to ``settle`` seconds (default
   :data:`SETTLE`), so a gang that waits only a moment is written once, Running; a gang that
   went Running is written once the kubelets report its pods running (at most ``settle``
-  later), so the phase and the pod counts go in one write; Inqueue (enqueue's decision, read
-  back by later sessions) and Completed are written at once.
+  later), so the phase and the pod counts go in one write. Inqueue (enqueue's decision, read
+  back by later sessions) is held the same way, kept in this process meanwhile
+  (:meth:`Reporter.with_admissions`), so a gang admitted and placed within the settle is
+  written once, Running; a PodGroup of no pod yet (an operator waits for its Inqueue to
+  create them) and Completed are written at once;
+* a started gang stays Running while its pods end (Completed once none runs or waits, and
+  after they are deleted), without the conditions or Events of a waiting gang; its pods'
+  counts moving are not written on their own (kubectl shows the pods): they ride on the
+  Completed write, and a failed pod is written at once. So a job that never waits costs two
+  writes, Running and Completed.
 
 The latest desired state per object is queued in one rate-limited, coalescing queue
 (:mod:`.write_queue`) apart from binds, and written only when it changes: what was written is
@@ -38,6 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from hyperplace.api import PodGroup, PodGroupStatus
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION
 from hyperplace.kube.objects import podgroup_key_of
 from hyperplace.runtime.api import PODGROUPS, PODS, QUEUES, ApiClient, ApiError, Obj, meta
@@ -57,6 +66,7 @@ from .status import (
     UNSCHEDULABLE,
     GangFormation,
     allocated_hypernode_patch,
+    gang_finishing,
     pod_counts,
     pod_unschedulable_patch,
     podgroup_status_patch,
@@ -135,6 +145,9 @@ class Reporter:
         # pg key -> (uid, kind of the status written, when): the per-PodGroup interval.
         self._pg_written: dict[str, tuple[str, str, float]] = {}
         self._pg_settling: dict[str, float] = {}  # pg key -> when it was first wanted Running
+        # pg key -> uid: admitted (Inqueue) by a session, the write held within the settle.
+        self._admitting: dict[str, str] = {}
+        self._admitted_models: dict[str, tuple[PodGroup, PodGroup]] = {}  # key -> (object, read Inqueue)
         self._formation = GangFormation(gang_creation_grace, time.monotonic)
         self._settled: dict[str, tuple[Any, JobOutcome]] = {}  # Running jobs reported last cycle
 
@@ -153,6 +166,33 @@ class Reporter:
         self._pg_sent.pop(key, None)
         self._pg_written.pop(key, None)
         self._pg_settling.pop(key, None)
+        self._admitting.pop(key, None)
+
+    def with_admissions(self, podgroups: list[PodGroup]) -> list[PodGroup]:
+        """``podgroups`` with those a session admitted to Inqueue, whose write is held within
+        the settle, read Inqueue, as if written: enqueue's decision is kept in this process,
+        as a bind is assumed before the informer shows it. (A restart within the settle loses
+        it: the next session decides again, in the same job order.)"""
+        if not self._admitting:
+            self._admitted_models.clear()
+            return podgroups
+        out: list[PodGroup] = []
+        models: dict[str, tuple[PodGroup, PodGroup]] = {}
+        for pg in podgroups:
+            key = f"{pg.metadata.namespace}/{pg.metadata.name}"
+            phase = pg.status.phase if pg.status is not None else None
+            if self._admitting.get(key) != (pg.metadata.uid or "") or phase not in (None, "Pending"):
+                out.append(pg)
+                continue
+            # The same copy while the object stands, so the state does not rebuild the job.
+            seen = self._admitted_models.get(key)
+            if seen is None or seen[0] is not pg:
+                status = (pg.status or PodGroupStatus()).model_copy(update={"phase": "Inqueue"})
+                seen = (pg, pg.model_copy(update={"status": status}))
+            models[key] = seen
+            out.append(seen[1])
+        self._admitted_models = models
+        return out
 
     def _group_size(self, jkey: str) -> int:
         """Pods of a PodGroup in the informer's cache."""
@@ -229,7 +269,9 @@ class Reporter:
                 continue
             if jkey in forming:
                 continue
-            if outcome.phase != "Running":
+            # A gang whose pods are ending is not waiting (its status follows its pods: Running,
+            # then Completed), though a session no longer finds it ready.
+            if outcome.phase != "Running" and not gang_finishing(pg, outcome, members):
                 pending += 1
                 if outcome.explanation is not None:
                     # Gang-level news on the PodGroup: one series per kind of reason, carrying
@@ -315,6 +357,9 @@ class Reporter:
                 self._pg_sent[key] = sent
                 self._pg_written[key] = (uid, status_kind(patch["status"]), self._clock())
                 self._pg_settling.pop(key, None)
+                self._admitting.pop(key, None)
+        else:
+            self._admitting.pop(key, None)  # the object says what is wanted: nothing held
 
     async def _annotate(self, name: str, ns: str, ann: Obj) -> None:
         await self.status_queue.throttle()
@@ -323,7 +368,9 @@ class Reporter:
 
     def _pg_wait(self, key: str, uid: str, pg: Obj, patch: Obj, pods: list[Obj]) -> bool:
         """Whether the PodGroup's write is put off (and re-queued for later): only numbers
-        moved within ``podgroup_interval`` of the last write; or, for at most ``settle``
+        moved within ``podgroup_interval`` of the last write (on a Running PodGroup, only
+        numbers moved: not re-queued, they ride on its next change of kind, unless a pod
+        failed); or, for at most ``settle``
         seconds, a new condition on an unchanged phase (a gang placed meanwhile is written once,
         Running) or a gang that went Running and whose pods are not reported running yet."""
         now = self._clock()
@@ -338,6 +385,13 @@ class Reporter:
                 last = (uid, kind, now)
                 self._pg_written[key] = last
         if last is not None and last[0] == uid and last[1] == kind:
+            old_failed = int((pg.get("status") or {}).get("failed") or 0)
+            if status.get("phase") == "Running" and int(status.get("failed") or 0) <= old_failed:
+                # A started gang whose phase and conditions stand: its pods' counts move as
+                # they start and end, which kubectl shows on the pods; the counts ride on its
+                # next change of kind (Completed). A pod that failed is news: written below.
+                self.metrics.status_deferred.inc()
+                return True
             wait = last[2] + self.podgroup_interval - now
             if wait > 0:
                 self.metrics.status_deferred.inc()
@@ -346,14 +400,20 @@ class Reporter:
             return False
         phase = status.get("phase")
         written = (pg.get("status") or {}).get("phase") or "Pending"
-        if phase != "Running" and phase != written:
-            # Inqueue is enqueue's decision, which later sessions read back from the object
-            # (as Volcano's do); Completed is final: a change of phase other than to Running
-            # is written at once.
+        # Inqueue is enqueue's decision, which later sessions read back. A gang admitted and
+        # placed within the settle is written once, Running: meanwhile this process keeps the
+        # admission (:meth:`with_admissions`: sessions read it Inqueue). A PodGroup of no pod yet is
+        # written Inqueue at once: a training operator waits for it to create the pods.
+        holds_admission = phase == "Inqueue" and written == "Pending" and bool(pods) and bool(uid)
+        if phase != "Running" and phase != written and not holds_admission:
+            # Completed is final, Pending (a hold given up) news: written at once.
+            self._admitting.pop(key, None)
             return False
         since = self._pg_settling.setdefault(key, now)
         if now - since >= self.settle:
             return False
+        if holds_admission:
+            self._admitting[key] = uid
         if phase == "Running":
             counts = pod_counts(pods)
             started = counts["running"] + counts["succeeded"] + counts["failed"]

@@ -464,7 +464,7 @@ class Scheduler:
             self.metrics.config_loads.labels("ok").inc()
         elif self.conf.source.path is not None:
             self._config_outcome(False, None)
-        podgroups = self._pg_models.parse()
+        podgroups = self.reporter.with_admissions(self._pg_models.parse())
         queues = self._queue_models.parse()
         hypernodes = self._hn_models.parse()
         pcs = self.priority_classes.objects()

@@ -98,11 +98,21 @@ def pod_counts(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return out
 
 
-def podgroup_phase(outcome: JobOutcome, counts: Mapping[str, int], min_member: int) -> str:
-    """Volcano's PodGroup phase from this session's outcome and the pods' phases."""
-    if counts["running"] == 0 and counts["pending"] == 0 and counts["succeeded"] >= max(min_member, 1):
+def gang_started(counts: Mapping[str, int], min_member: int) -> bool:
+    """Whether the gang has started: at least ``minMember`` of its pods ran (running, or ended
+    successfully), as Volcano's ``getPodGroupPhase`` counts its scheduled tasks."""
+    return counts["running"] + counts["succeeded"] >= max(min_member, 1)
+
+
+def podgroup_phase(outcome: JobOutcome, counts: Mapping[str, int], min_member: int, written: str = "") -> str:
+    """Volcano's PodGroup phase from this session's outcome and the pods' phases. A gang that
+    started stays Running while some of its pods end (a session no longer finds it ready, but
+    it is not waiting again), and Completed once none runs or waits; ``written``, the phase the
+    object carries, keeps a Completed PodGroup Completed when its ended pods are deleted."""
+    idle = counts["running"] == 0 and counts["pending"] == 0
+    if idle and (counts["succeeded"] >= max(min_member, 1) or written == "Completed"):
         return "Completed"
-    if outcome.phase == "Running":
+    if outcome.phase == "Running" or gang_started(counts, min_member):
         return "Running"
     if outcome.pg_phase:
         # With enqueue configured the session knows: Inqueue once admitted, Pending until then.
@@ -110,6 +120,18 @@ def podgroup_phase(outcome: JobOutcome, counts: Mapping[str, int], min_member: i
     if outcome.explanation is not None and outcome.explanation.reason in NOT_ENQUEUED_REASONS:
         return "Pending"
     return "Inqueue"
+
+
+def gang_finishing(pg: Mapping[str, Any], outcome: JobOutcome, pods: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a gang this session did not find ready has in fact started and its pods are
+    ending (or all ended): it is not waiting, so nothing the session says about it (too few
+    pods left to be a gang) is news to write or to send as an Event."""
+    if outcome.phase == "Running":
+        return False
+    counts = pod_counts(pods)
+    min_member = int((pg.get("spec") or {}).get("minMember") or 0)
+    written = str((pg.get("status") or {}).get("phase") or "")
+    return podgroup_phase(outcome, counts, min_member, written) in ("Running", "Completed")
 
 
 def _same_condition(a: Mapping[str, Any] | None, b: Mapping[str, Any]) -> bool:
@@ -125,11 +147,13 @@ def podgroup_status_patch(
     status = dict(pg.get("status") or {})
     counts = pod_counts(pods)
     min_member = int((pg.get("spec") or {}).get("minMember") or 0)
-    phase = podgroup_phase(outcome, counts, min_member)
+    phase = podgroup_phase(outcome, counts, min_member, str(status.get("phase") or ""))
     conds = _conditions(pg)
     wanted: dict[str, dict[str, Any]] = {}
     dropped: set[str] = set()
-    for c in outcome.conditions:
+    # What a session finds wanting in a finishing gang is no news: its conditions stay.
+    finishing = outcome.phase != "Running" and phase in ("Running", "Completed")
+    for c in () if finishing else outcome.conditions:
         c = {**c, "message": truncate(str(c.get("message") or ""), MAX_CONDITION_MESSAGE)}
         wanted[str(c["type"])] = c
     if PG_SCHEDULED in wanted:
@@ -163,6 +187,8 @@ def podgroup_status_patch(
             new_conds.append(c)
     for w in wanted.values():
         new_conds.append({**w, "lastTransitionTime": now})
+    if finishing:
+        new_conds = conds
     desired = {
         "phase": phase,
         "conditions": new_conds,

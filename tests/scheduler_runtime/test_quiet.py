@@ -7,6 +7,10 @@ on changes, not one per cycle.
 * Numbers move (other jobs start): the pod's condition does not change; the PodGroup's condition
   and ``hyperplace explain`` carry the new numbers, the PodGroup at most once per interval.
 * ``--no-status-writes`` (a benchmark's floor) writes binds only.
+* A job that never waits costs two PodGroup writes, Running and Completed: its pods ending one
+  by one do not send it back to Pending or Inqueue, its moving counts are not written (a
+  failed pod is), and an admission placed within the settle is never written Inqueue (kept
+  in process meanwhile; a PodGroup of no pod yet is written Inqueue at once).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from scheduler_plugin.runtime.metrics import Metrics, Throttle
 from scheduler_plugin.runtime.waiting import gang_wait_kind, pod_reason_kind, predicate_kinds
 from scheduler_plugin.runtime.write_queue import StatusWriteQueue
 from simulator.cli import app
-from tests.scheduler.builders import hypernode, node
+from tests.scheduler.builders import hypernode, node, podgroup
 from tests.scheduler.builders import pod as make_pod
 
 from .helpers import (
@@ -42,6 +46,7 @@ from .helpers import (
     pod,
     running,
     seed_gang,
+    seed_racks,
 )
 
 
@@ -277,9 +282,7 @@ async def test_an_event_series_carries_its_latest_message_and_a_burst_waits_its_
     ]
 
 
-async def test_a_gang_that_waits_only_a_moment_is_written_admitted_then_running_and_its_pods_not_at_all() -> (
-    None
-):
+async def test_a_gang_that_waits_only_a_moment_is_written_once_running_and_its_pods_not_at_all() -> None:
     api = ClusterApi()
     seed_racks_in_order(api, [0])
     api.seed(PODS, busy(api, "old0", "n0-0"))
@@ -293,8 +296,8 @@ async def test_a_gang_that_waits_only_a_moment_is_written_admitted_then_running_
             what="Running written",
         )
         await sched.events.flush()
-    # Inqueue (enqueue's decision, which later sessions read back) at once, then Running.
-    assert writes(api, "patch/status", "podgroups", "quick") == 2
+    # Admitted, then placed within the settle: one write, Running (no Inqueue before it).
+    assert writes(api, "patch/status", "podgroups", "quick") == 1
     # Its pods were placed within the settle of their first miss: nothing was said about them.
     assert not [c for c in api.calls if c[0] == "patch/status" and c[1] == "pods"]
     assert not [e for e in api.objects.get(EVENTS.plural, {}).values() if e["reason"] == "FailedScheduling"]
@@ -379,3 +382,121 @@ async def test_a_gang_its_queue_has_not_admitted_is_reported_on_its_podgroup_onl
     for name in ("second-0", "second-1"):
         assert condition(pod(api, f"{NS}/{name}"), "PodScheduled") is None
         assert not events_for(api, name, "FailedScheduling")
+
+
+def pg_status(api: ClusterApi, name: str) -> dict[str, Any]:
+    return (api.peek(PODGROUPS, f"{NS}/{name}") or {}).get("status") or {}
+
+
+def record_pg_writes(api: ClusterApi) -> list[tuple[str, dict[str, Any]]]:
+    """Every PodGroup status body written from now on, as (name, status), in order."""
+    sent: list[tuple[str, dict[str, Any]]] = []
+    patch = api.patch
+
+    async def recording(res: Any, name: str, body: Any, *args: Any, **kw: Any) -> Any:
+        if res is PODGROUPS and isinstance(body, dict) and "status" in body:
+            sent.append((name, body["status"]))
+        return await patch(res, name, body, *args, **kw)
+
+    api.patch = recording  # type: ignore[method-assign,assignment]
+    return sent
+
+
+async def set_phase(api: ClusterApi, key: str, phase: str) -> None:
+    await api.patch(PODS, key.split("/")[1], {"status": {"phase": phase}}, NS, subresource="status")
+
+
+async def test_a_gang_that_ends_pod_by_pod_is_written_running_then_completed_and_nothing_between() -> None:
+    """A started gang whose pods end one by one is not waiting again: its PodGroup is not sent
+    back to Pending or Inqueue, gets no Unschedulable condition or Event for having too few pods
+    left, and stays Completed when the ended pods are deleted: two writes in all, Running and
+    Completed (which carries the final counts)."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    keys = seed_gang(api, "done", 4, cpu=4, tier=1)
+    sent = record_pg_writes(api)
+    async with running(api, podgroup_status_interval=0.0, podgroup_settle=5.0) as (sched, _):
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        for k in keys:
+            await set_phase(api, k, "Running")
+        await eventually(lambda: pg_status(api, "done").get("running") == 4, what="Running written")
+        for k in keys:  # the pods end one by one; sessions meanwhile find the gang incomplete
+            await set_phase(api, k, "Succeeded")
+            await cycles_pass(sched, 3)
+        await eventually(lambda: pg_status(api, "done").get("phase") == "Completed", what="Completed")
+        for k in keys:  # the Job controller cleans the ended pods up
+            await api.delete(PODS, k.split("/")[1], NS)
+        await cycles_pass(sched, 5)
+        await sched.events.flush()
+    status = pg_status(api, "done")
+    assert status["phase"] == "Completed" and status["succeeded"] == 4
+    assert not [c for c in status["conditions"] if c["type"] == "Unschedulable"]
+    assert [st["phase"] for name, st in sent if name == "done"] == ["Running", "Completed"]
+    assert not [e for e in api.objects.get(EVENTS.plural, {}).values() if e["reason"] == "Unschedulable"]
+
+
+async def test_a_running_gangs_moving_counts_are_not_written_but_a_failed_pod_is() -> None:
+    """Once the gang started, pods coming and going change only numbers (kubectl shows them on
+    the pods), even long after the last write: not written. A pod that failed is news."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    keys = seed_gang(api, "elastic", 4, cpu=4, min_member=2, tier=1)
+    sent = record_pg_writes(api)
+    async with running(api, podgroup_status_interval=0.0, podgroup_settle=5.0) as (sched, _):
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        for k in keys[:2]:
+            await set_phase(api, k, "Running")
+        await eventually(lambda: pg_status(api, "elastic").get("phase") == "Running", what="Running written")
+        first = len(sent)
+        for k in keys[2:]:  # more pods report running: numbers only
+            await set_phase(api, k, "Running")
+            await cycles_pass(sched, 3)
+        await cycles_pass(sched, 5)
+        assert len(sent) == first
+        await set_phase(api, keys[3], "Failed")
+        await eventually(lambda: pg_status(api, "elastic").get("failed") == 1, what="failed written")
+    assert pg_status(api, "elastic")["running"] == 3
+    assert len(sent) == first + 1
+
+
+async def test_an_admitted_gang_is_kept_inqueue_in_process_and_written_inqueue_if_it_still_waits() -> None:
+    """Enqueue's decision is not lost while its write is held: later sessions read the gang
+    Inqueue (so its queue counts it admitted), and a gang still waiting when the settle ends
+    is written Inqueue, then Running when it starts."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0])
+    api.seed(PODS, busy(api, "old0", "n0-0"))
+    keys = seed_gang(api, "slow", 4, cpu=4, tier=1)
+    sent = record_pg_writes(api)
+    async with running(api, podgroup_settle=2.0) as (sched, _):
+        await cycles_pass(sched, 3)
+        assert pg_status(api, "slow").get("phase") in (None, "Pending")  # held, not written yet
+        assert sched.last_result is not None and sched.last_result.jobs[f"{NS}/slow"].pg_phase == "Inqueue"
+        # What the next session reads: the admission, though the object still says Pending.
+        held = sched.state.snapshot().jobs[f"{NS}/slow"].podgroup.status
+        assert held is not None and held.phase == "Inqueue"
+        await eventually(lambda: pg_status(api, "slow").get("phase") == "Inqueue", what="Inqueue written")
+        await api.delete(PODS, "old0", NS)
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        await eventually(lambda: pg_status(api, "slow").get("phase") == "Running", what="Running written")
+    assert [st["phase"] for name, st in sent if name == "slow"] == ["Inqueue", "Running"]
+
+
+async def test_a_podgroup_of_no_pod_yet_is_written_inqueue_at_once() -> None:
+    """A training operator creates the pods once the PodGroup is Inqueue: nothing is held."""
+    api = ClusterApi()
+    seed_racks(api)
+    pg = podgroup("early", 2).to_dict()
+    pg["spec"]["minResources"] = {"cpu": "8"}
+    pg["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "name": "early",
+            "uid": "u1",
+            "controller": True,
+        }
+    ]
+    api.seed(PODGROUPS, pg)
+    async with running(api, podgroup_settle=60.0):
+        await eventually(lambda: pg_status(api, "early").get("phase") == "Inqueue", what="Inqueue")
