@@ -19,7 +19,7 @@ import yaml
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.api import HyperNode, PodGroup
 from hyperplace.kube.workloads import lws_exclusive_affinity_key
-from hyperplace.runtime.api import CONFIGMAPS, HYPERNODES, NODES, PODGROUPS, PODS
+from hyperplace.runtime.api import CONFIGMAPS, NODES, PODS
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import SessionResult, run_session
 from tests.fakeapi import FakeApi
@@ -235,10 +235,12 @@ def test_only_the_exact_lws_shape_is_recognised() -> None:
         edit(p)
         return p
 
-    aff = lambda p: p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]  # noqa: E731
-    anti = lambda p: p["spec"]["affinity"]["podAntiAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ]  # noqa: E731
+    def aff(p: dict[str, Any]) -> list[dict[str, Any]]:
+        return p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+
+    def anti(p: dict[str, Any]) -> list[dict[str, Any]]:
+        return p["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+
     others = [
         changed(lambda p: p["metadata"]["labels"].update({GROUP_KEY: "other"})),  # not its own group
         changed(lambda p: aff(p)[0].update({"namespaces": ["a", "b"]})),
