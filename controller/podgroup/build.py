@@ -486,7 +486,11 @@ def lws_podgroup(
                     )
                 )
     spec = {
-        "minMember": 1 if lws.startup_policy == "LeaderReady" else size,
+        # LWS creates an exclusive group's workers only once its leader is bound (they follow
+        # it by node selector), so that gang is its leader, as with LeaderReady.
+        "minMember": 1
+        if lws.startup_policy == "LeaderReady" or lws.annotations.get(LWS_EXCLUSIVE_TOPOLOGY)
+        else size,
         "minResources": {k: format_quantity(k, Fraction(v, 1000)) for k, v in sorted(need.items())},
         **spec,
     }
