@@ -34,7 +34,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from controller.job.reconcile import format_quantity
-from hyperplace.api.exclusive import EXCLUSIVE_TOPOLOGY_ANNOTATION
+from hyperplace.api.exclusive import EXCLUSIVE_LABEL_KEY_ANNOTATION, EXCLUSIVE_TOPOLOGY_ANNOTATION
 from hyperplace.api.topology_annotations import (
     TOPOLOGY_MODE_ANNOTATION,
     TOPOLOGY_TIER_ANNOTATION,
@@ -468,12 +468,29 @@ def lws_podgroup(
             ann[EXCLUSIVE_TOPOLOGY_ANNOTATION] = "true"
             nt = spec.get("networkTopology") or {}
             limit = nt.get("highestTierAllowed")
-            spec["networkTopology"] = {
-                "mode": "hard",
-                "highestTierAllowed": tier if limit is None else min(tier, int(limit)),
-            }
+            domain = tier if limit is None else min(tier, int(limit))
+            spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": domain}
+            if domain == tier:
+                # Label discovery makes one HyperNode of this tier per value of the label, so
+                # the exclusive domains are the label's domains: the pod affinity and
+                # anti-affinity LWS's webhook injects for this key hold by placement.
+                ann[EXCLUSIVE_LABEL_KEY_ANNOTATION] = str(exclusive)
+            else:
+                problems.append(
+                    Problem(
+                        LWS_EXCLUSIVE_TOPOLOGY,
+                        f"annotation {LWS_EXCLUSIVE_TOPOLOGY}={exclusive!r}: the label's tier is {tier} but "
+                        f"the highest tier allowed is {domain}; exclusive domains of tier {domain} do not "
+                        "keep other groups out of the label's domain, so the pods' injected required pod "
+                        "anti-affinity is not honoured and they stay unscheduled",
+                    )
+                )
     spec = {
-        "minMember": 1 if lws.startup_policy == "LeaderReady" else size,
+        # LWS creates an exclusive group's workers only once its leader is bound (they follow
+        # it by node selector), so that gang is its leader, as with LeaderReady.
+        "minMember": 1
+        if lws.startup_policy == "LeaderReady" or lws.annotations.get(LWS_EXCLUSIVE_TOPOLOGY)
+        else size,
         "minResources": {k: format_quantity(k, Fraction(v, 1000)) for k, v in sorted(need.items())},
         **spec,
     }

@@ -14,6 +14,11 @@ from typing import Any
 
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "hyperplace.io/exclusive-topology"
 EXCLUSIVE_FIELD = f"metadata.annotations[{EXCLUSIVE_TOPOLOGY_ANNOTATION}]"
+# Set by the PodGroup controller on an exclusive PodGroup whose domain tier is the one label
+# discovery builds from this node label key (one HyperNode per value of the label): its
+# exclusive domains are then exactly the label's domains, so required pod affinity and
+# anti-affinity of the LeaderWorkerSet exclusive shape with that topologyKey hold by placement.
+EXCLUSIVE_LABEL_KEY_ANNOTATION = "hyperplace.io/exclusive-topology-key"
 
 
 class ExclusiveError(ValueError):
@@ -60,10 +65,21 @@ def is_exclusive(annotations: Mapping[str, Any] | None) -> bool:
         return False
 
 
+def exclusive_label_key(annotations: Mapping[str, Any] | None) -> str | None:
+    """The node label key whose domains an exclusive PodGroup's domains are (None: not
+    exclusive, or no such key recorded)."""
+    if not is_exclusive(annotations):
+        return None
+    key = (annotations or {}).get(EXCLUSIVE_LABEL_KEY_ANNOTATION)
+    return str(key) if key else None
+
+
 __all__ = [
     "EXCLUSIVE_FIELD",
+    "EXCLUSIVE_LABEL_KEY_ANNOTATION",
     "EXCLUSIVE_TOPOLOGY_ANNOTATION",
     "ExclusiveError",
+    "exclusive_label_key",
     "exclusive_problems",
     "is_exclusive",
     "parse_exclusive",

@@ -46,6 +46,7 @@ LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_EXCLUSIVE_TOPOLOGY: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 LWS_SIZE: Final = "leaderworkerset.sigs.k8s.io/size"
+LWS_GROUP_KEY: Final = "leaderworkerset.sigs.k8s.io/group-key"
 
 # Replica types whose pod is rank 0 of its job (the master, the launcher, the chief).
 _FIRST_REPLICA_TYPES: Final = frozenset({"master", "launcher", "chief", "driver", "leader"})
@@ -133,6 +134,41 @@ def pod_rank_index(pod: Mapping[str, Any]) -> int | None:
     return rank_index(meta.get("labels"), meta.get("annotations"))
 
 
+def lws_exclusive_affinity_key(pod: Mapping[str, Any]) -> str | None:
+    """The node label key of the required pod affinity and anti-affinity LeaderWorkerSet's pod
+    webhook injects for ``leaderworkerset.sigs.k8s.io/exclusive-topology`` (v0.10.0,
+    ``SetExclusiveAffinities``), when those are exactly the pod's required inter-pod terms:
+    affinity to pods whose ``group-key`` label is In [the pod's own group key], anti-affinity to
+    pods where it Exists and is NotIn [that key], both with that ``topologyKey`` and no namespace
+    fields. None for any other shape (the pod's terms are then not an LWS exclusive placement)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    own = labels.get(LWS_GROUP_KEY)
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    aff = (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
+    anti = (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
+    if not isinstance(own, str) or not own or len(aff) != 1 or len(anti) != 1:
+        return None
+    a, b = aff[0], anti[0]
+    key = a.get("topologyKey")
+    if not isinstance(key, str) or not key or b.get("topologyKey") != key:
+        return None
+    want_aff = [{"key": LWS_GROUP_KEY, "operator": "In", "values": [own]}]
+    want_anti = [
+        {"key": LWS_GROUP_KEY, "operator": "Exists"},
+        {"key": LWS_GROUP_KEY, "operator": "NotIn", "values": [own]},
+    ]
+    for term, want in ((a, want_aff), (b, want_anti)):
+        if set(term) - {"labelSelector", "topologyKey"}:
+            return None  # namespaces, namespaceSelector, matchLabelKeys...: another shape
+        sel = term.get("labelSelector") or {}
+        if set(sel) - {"matchExpressions"} or sel.get("matchLabels"):
+            return None
+        got = [{k: v for k, v in e.items() if v not in (None, [])} for e in sel.get("matchExpressions") or []]
+        if got != want:
+            return None
+    return key
+
+
 __all__ = [
     "JOBSET_GLOBAL_INDEX",
     "JOBSET_GLOBAL_REPLICAS",
@@ -144,6 +180,7 @@ __all__ = [
     "JOB_COMPLETION_INDEX",
     "LWS_EXCLUSIVE_TOPOLOGY",
     "LWS_GROUP_INDEX",
+    "LWS_GROUP_KEY",
     "LWS_NAME",
     "LWS_SIZE",
     "LWS_WORKER_INDEX",
@@ -153,6 +190,7 @@ __all__ = [
     "TRAINING_REPLICA_INDEX",
     "TRAINING_REPLICA_TYPE",
     "controlled_podgroup_name",
+    "lws_exclusive_affinity_key",
     "lws_group",
     "pod_rank_index",
     "rank_index",

@@ -452,7 +452,7 @@ class ClusterState:
             assert rec.requests is not None
             if rec.group is None and (rec.node or rec.owned):
                 standalone_pg = rec.standalone_podgroup()
-            joins, why = job_task_verdict(rec, pg is not None)
+            joins, why = job_task_verdict(rec, pg)
             if not joins:
                 if why is not None:
                     orphans[pkey] = why

@@ -134,7 +134,7 @@ class _Jobs:
             # Volcano gives a group-less pod its own one-member PodGroup.
             self.standalone_pgs[rec.job] = rec.standalone_podgroup()
             self.tasks.setdefault(rec.job, [])
-        joins, why = job_task_verdict(rec, rec.job in self.pg_map)
+        joins, why = job_task_verdict(rec, self.pg_map.get(rec.job))
         if not joins:
             if why is not None:
                 self.orphans[rec.key] = why

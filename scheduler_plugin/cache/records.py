@@ -21,11 +21,12 @@ from hyperplace.api.constants import (
     GROUP_NAME_ANNOTATION,
     TASK_SPEC_KEY,
 )
+from hyperplace.api.exclusive import exclusive_label_key
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
 from hyperplace.kube.times import parse_rfc3339
-from hyperplace.kube.workloads import controlled_podgroup_name, rank_index
+from hyperplace.kube.workloads import controlled_podgroup_name, lws_exclusive_affinity_key, rank_index
 
 from ..model.jobs import TaskInfo, cooldown_mark, order_keys, preemptable_mark, rank_key
 from ..model.node_filters import (
@@ -175,13 +176,23 @@ class PodRecord:
             )
         return self._fields
 
-    def refusal(self) -> str | None:
+    def refusal(self, exclusive_key: str | None = None) -> str | None:
         """Why a pending pod of ours is not placed whatever the room: scheduling gates, or a
-        constraint the predicates do not evaluate (placing it could violate that)."""
+        constraint the predicates do not evaluate (placing it could violate that).
+        ``exclusive_key``: the node label key whose domains its PodGroup takes exclusively;
+        the required pod affinity and anti-affinity LeaderWorkerSet injects for that key are
+        then kept by the placement itself (one group per domain, all of it in one)."""
         if self.cons.gated:
             return "pod has scheduling gates"
-        if self.cons.unsupported:
-            return "unsupported constraints: " + ", ".join(self.cons.unsupported)
+        unsupported = self.cons.unsupported
+        if (
+            exclusive_key is not None
+            and "podAffinity" in unsupported
+            and lws_exclusive_affinity_key(self.obj) == exclusive_key
+        ):
+            unsupported = tuple(u for u in unsupported if u not in ("podAffinity", "podAntiAffinity"))
+        if unsupported:
+            return "unsupported constraints: " + ", ".join(unsupported)
         return None
 
     def standalone_podgroup(self) -> PodGroup:
@@ -296,17 +307,20 @@ def parse_pod(obj: dict[str, Any], scheduler_names: Sequence[str]) -> PodRecord:
     return rec
 
 
-def job_task_verdict(rec: PodRecord, podgroup_known: bool) -> tuple[bool, str | None]:
+def job_task_verdict(rec: PodRecord, podgroup: PodGroup | None) -> tuple[bool, str | None]:
     """Whether a pod of a job (``rec.job`` set, valid requests) becomes one of its tasks, and
     else why it waits (None: the pod is not this scheduler's to report). The one rule of the
     from-scratch build and the incremental state; a group-less pod's one-member PodGroup is
-    the caller's to make (``podgroup_known`` does not apply to it)."""
+    the caller's to make (``podgroup``, the job's PodGroup object, does not apply to it)."""
     if not rec.node and not rec.owned:
         return False, None  # another scheduler's pod
-    if rec.group is not None and not podgroup_known:
+    if rec.group is not None and podgroup is None:
         return False, None if rec.node else f"PodGroup {rec.job} not found"
     if not rec.node:
-        refusal = rec.refusal()
+        key = (
+            exclusive_label_key(podgroup.metadata.annotations) if rec.group is not None and podgroup else None
+        )
+        refusal = rec.refusal(key)
         if refusal is not None:
             return False, refusal
     return True, None

@@ -247,7 +247,8 @@ async def test_each_leaderworkerset_group_is_one_gang_in_one_exclusive_domain(
         assert pg["metadata"]["ownerReferences"][0]["uid"] == lws["metadata"]["uid"]
         assert pg["metadata"]["annotations"]["hyperplace.io/exclusive-topology"] == "true"
         assert pg["spec"] == {
-            "minMember": 3,  # leader and workers start together
+            # LWS creates an exclusive group's workers once its leader is bound: the leader is the gang.
+            "minMember": 1,
             "minResources": {"cpu": "6", "memory": "3Gi"},
             "queue": "serving",
             "networkTopology": {"mode": "hard", "highestTierAllowed": 1},

@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from hyperplace.api import NetworkTopologySpec, PodGroup
 from hyperplace.localup import workloads
 
 from . import components
-from .kube import REPO, Kubectl, pod_node, wait_for
-from .test_workloads import SELECT, TOPOLOGY, Plane, Racks, plane, two_racks
+from .kube import REPO, Kubectl, node, pod_node, wait_for
+from .test_workloads import LEASE_NAMESPACE, SELECT, TOPOLOGY, Plane, Racks, plane, two_racks
 
 pytestmark = pytest.mark.apiserver
 __all__ = ["plane"]  # the module's control plane (a fixture)
@@ -222,9 +223,7 @@ def test_a_jobset_starts_whole_in_one_rack_as_one_gang(
 def test_leaderworkerset_groups_each_start_whole_inside_one_rack(
     plane: Plane, started: dict[str, str], namespace: str
 ) -> None:
-    """Each group (leader + workers) is one gang inside one rack. (Not exclusive-topology here:
-    LWS's pod webhook turns it into required pod (anti-)affinity, which the scheduler refuses
-    as unsupported; see manifests/README.md.)"""
+    """Each group (leader + workers) is one gang inside one rack (exclusive-topology: the next test)."""
     need(started, "lws")
     kubectl = plane.kubectl
     racks = two_racks(kubectl)
@@ -261,3 +260,119 @@ def test_leaderworkerset_groups_each_start_whole_inside_one_rack(
     pgs = {pg["metadata"]["name"]: pg for pg in kubectl.items("podgroups", "-n", namespace)}
     assert set(pgs) == {"llm-0", "llm-1"}
     assert all(pg["spec"]["minMember"] == 3 for pg in pgs.values())
+
+
+def test_an_exclusive_topology_leaderworkerset_takes_one_rack_per_group_live(
+    plane: Plane, started: dict[str, str], namespace: str
+) -> None:
+    """``leaderworkerset.sigs.k8s.io/exclusive-topology: <rack label>``: LWS's own pod webhook
+    injects required pod affinity to the group and anti-affinity to other groups, by the rack
+    label; label discovery builds the racks from that label and the PodGroup controller makes
+    each group's PodGroup exclusive at that tier, so the scheduler keeps those terms by
+    placement. Three racks, four groups that would all fit in one: three start, one rack each,
+    and the fourth waits."""
+    need(started, "lws")
+    kubectl = plane.kubectl
+    prefix = f"x{uuid.uuid4().hex[:6]}"
+    rack_key = f"{prefix}.hyperplace.io/rack"
+    names = [f"{prefix}-n{i}" for i in range(6)]
+    kubectl.create([node(n, {SELECT: prefix, rack_key: f"r{i // 2}"}) for i, n in enumerate(names)])
+    conf = {
+        "networkTopologyDiscovery": [
+            {
+                "source": "label",
+                "enabled": True,
+                "interval": "10m",
+                "config": {
+                    "networkTopologyTypes": {
+                        prefix: [{"nodeLabel": rack_key}, {"nodeLabel": "kubernetes.io/hostname"}]
+                    }
+                },
+            }
+        ]
+    }
+    kubectl.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "volcano-controller-configmap", "namespace": LEASE_NAMESPACE},
+                "data": {"volcano-controller.conf": yaml.safe_dump(conf)},
+            }
+        ]
+    )
+
+    def racks() -> dict[str, frozenset[str]] | None:
+        got = {
+            h["metadata"]["labels"][rack_key]: frozenset(
+                m["selector"]["exactMatch"]["name"] for m in h["spec"]["members"]
+            )
+            for h in kubectl.items("hypernodes")
+            if rack_key in (h["metadata"].get("labels") or {})
+        }
+        return got if len(got) == 3 and sum(len(v) for v in got.values()) == 6 else None
+
+    # The controller has read the discovery config once the racks exist.
+    rack_nodes = wait_for(racks, "the three racks discovered from the label", describe=plane.describe)
+    rack_of = {n: r for r, ns in rack_nodes.items() for n in ns}
+    spec = {
+        "schedulerName": "volcano",
+        "nodeSelector": {SELECT: prefix},
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+    }
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": "excl",
+            "namespace": namespace,
+            "annotations": {"leaderworkerset.sigs.k8s.io/exclusive-topology": rack_key},
+        },
+        "spec": {
+            "replicas": 4,
+            "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": spec}},
+        },
+    }
+    kubectl.create([lws])
+
+    def three_groups_bound() -> list[dict[str, Any]] | None:
+        got = kubectl.items("pods", "-n", namespace)
+        bound = [p for p in got if pod_node(p)]
+        return got if len(got) == 8 and len(bound) == 6 else None
+
+    def describe() -> str:
+        pgs = [
+            (pg["metadata"]["name"], pg["metadata"].get("annotations"), pg.get("spec"), pg.get("status"))
+            for pg in kubectl.items("podgroups", "-n", namespace)
+        ]
+        conds = [
+            (p["metadata"]["name"], pod_node(p), (p.get("status") or {}).get("conditions"))
+            for p in kubectl.items("pods", "-n", namespace)
+        ]
+        return f"{pgs}\n{conds}\n{plane.describe()}"
+
+    pods = wait_for(three_groups_bound, "three of the four LWS groups bound", describe=describe)
+    # The pods carry what LWS's webhook injects (else this test proves nothing).
+    affinity = pods[0]["spec"]["affinity"]
+    assert (
+        affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
+        == rack_key
+    )
+    assert (
+        affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
+        == rack_key
+    )
+    groups: dict[str, set[str]] = {}
+    for p in pods:
+        if pod_node(p):
+            group = p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
+            groups.setdefault(group, set()).add(rack_of[str(pod_node(p))])
+    assert len(groups) == 3 and all(len(r) == 1 for r in groups.values()), groups  # each group in one rack
+    assert len(set().union(*groups.values())) == 3, groups  # no two groups share a rack
+    pgs = {pg["metadata"]["name"]: pg for pg in kubectl.items("podgroups", "-n", namespace)}
+    assert set(pgs) == {f"excl-{g}" for g in range(4)}
+    for pg in pgs.values():
+        assert pg["metadata"]["annotations"]["hyperplace.io/exclusive-topology-key"] == rack_key
+        assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    waiting = next(p for p in pods if not pod_node(p))
+    assert waiting["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"] not in groups
