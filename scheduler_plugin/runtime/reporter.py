@@ -83,14 +83,6 @@ log = logging.getLogger(__name__)
 SETTLE = 5.0
 
 
-def _loop_time() -> float:
-    """The running event loop's time, else the monotonic clock."""
-    try:
-        return asyncio.get_running_loop().time()
-    except RuntimeError:
-        return time.monotonic()
-
-
 class Reporter:
     """The status reports of the scheduler process; see the module docstring."""
 
@@ -112,7 +104,7 @@ class Reporter:
         podgroup_interval: float = 60.0,
         settle: float = SETTLE,
         queue_interval: float = 10.0,
-        clock: Callable[[], float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``throttle``: the rate status writes keep to (apart from the binds');
         ``podgroup_interval``: seconds between PodGroup status writes in which only numbers
@@ -123,9 +115,7 @@ class Reporter:
         self.assumed, self.events, self.metrics = assumed, events, metrics
         self.names = scheduler_names
         self._now = now
-        # The event loop's clock, which the write queue's timers follow (monotonic in a real
-        # process; a virtual-time test loop advances it without wall time passing).
-        self._clock = clock or _loop_time
+        self._clock = clock
         self.status_writes = status_writes
         self.podgroup_interval = podgroup_interval
         self.settle = settle

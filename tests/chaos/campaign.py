@@ -492,7 +492,10 @@ class World:
             options = SchedulerOptions(
                 schedule_period=1.0,
                 bind_concurrency=self.bind_concurrency,
-                api_qps=0,  # the client-side limiter reads the wall clock
+                api_qps=0,  # the client-side limiters read the wall clock
+                status_qps=0,
+                event_qps=0,
+                podgroup_settle=0.0,  # so does the reporter's settle: write each change at once
                 identity=f"chaos-{self.events['scheduler-start']}",
             )
             if self.settings.verify_state is not None:
