@@ -127,43 +127,9 @@ def generate_serving_cert(
     signed by ``ca``. The first DNS name is also the subject CN, for older tooling."""
     if not dns_names:
         raise ValueError("a serving certificate needs at least one DNS name")
-    key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = ca.certificate
-    ca_key = ca.private_key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dict.fromkeys(dns_names)]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in dict.fromkeys(ip_addresses)]
-    now = _now()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+    return _leaf(ca, dns_names[0], ExtendedKeyUsageOID.SERVER_AUTH, days, sans)
 
 
 CLIENT_NAME = "hyperplace-webhook-client"
@@ -174,11 +140,23 @@ def generate_client_cert(ca: KeyPair, common_name: str = CLIENT_NAME, days: int 
     by ``ca``: what the kube-apiserver presents to a webhook that requires client
     certificates (``hyperplace-webhooks --client-ca-file``). It cannot serve TLS, and the
     serving certificate (serverAuth only) cannot authenticate a client."""
+    return _leaf(ca, common_name, ExtendedKeyUsageOID.CLIENT_AUTH, days, None)
+
+
+def _leaf(
+    ca: KeyPair,
+    common_name: str,
+    usage: x509.ObjectIdentifier,
+    days: int,
+    sans: list[x509.GeneralName] | None,
+) -> KeyPair:
+    """A certificate signed by ``ca`` for one extended key usage (serverAuth or clientAuth),
+    valid no longer than the CA itself; ``sans``: its subject alternative names, if any."""
     key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = ca.certificate
     ca_key = ca.private_key()
     now = _now()
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
         .issuer_name(ca_cert.subject)
@@ -201,12 +179,13 @@ def generate_client_cert(ca: KeyPair, common_name: str = CLIENT_NAME, days: int 
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
+    if sans is not None:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+    ).sign(ca_key, hashes.SHA256())
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
