@@ -224,10 +224,36 @@ class FakeApi:
     def _write(self, res: Resource, key: str, old: Obj, new: Obj) -> Obj:
         if res.custom and old.get("spec") != new.get("spec"):
             new["metadata"]["generation"] = int(meta(old).get("generation") or 1) + 1
+        # deletionTimestamp is the apiserver's to set (by a delete), never a client's to change.
+        if meta(old).get("deletionTimestamp"):
+            new["metadata"]["deletionTimestamp"] = meta(old)["deletionTimestamp"]
+        else:
+            new["metadata"].pop("deletionTimestamp", None)
         self._bump(new)
+        if meta(new).get("deletionTimestamp") and not meta(new).get("finalizers"):
+            # The last finalizer of an object being deleted is gone: the object goes.
+            del self._bucket(res)[key]
+            self._emit(res, "DELETED", new)
+            return clone(new)
         self._bucket(res)[key] = new
         self._emit(res, "MODIFIED", new)
         return clone(new)
+
+    def _mark_deleting(self, res: Resource, key: str, cur: Obj, grace: int) -> None:
+        if meta(cur).get("deletionTimestamp"):
+            return
+        new = clone(cur)
+        new["metadata"]["deletionTimestamp"] = self.clock()
+        new["metadata"]["deletionGracePeriodSeconds"] = grace
+        self._bump(new)
+        self._bucket(res)[key] = new
+        self._emit(res, "MODIFIED", new)
+
+    def begin_graceful_delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
+        """What a delete with a grace period does to a pod on a node: it is marked and stays
+        until its kubelet deletes it (grace 0) once its containers stopped."""
+        key, cur = self._existing(res, name, namespace)
+        self._mark_deleting(res, key, cur, 30)
 
     # -- the ApiClient protocol -----------------------------------------------------------------
 
@@ -474,6 +500,10 @@ class FakeApi:
                 "Conflict",
                 f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta(cur).get('uid')}",
             )
+        if meta(cur).get("finalizers"):
+            # Finalizers hold the object: it is marked (once) and stays until they are removed.
+            self._mark_deleting(res, key, cur, 0)
+            return
         del self._bucket(res)[key]
         self._bump(cur)
         self._emit(res, "DELETED", cur)

@@ -109,7 +109,7 @@ async def test_a_bound_pod_being_deleted_is_removed_as_its_containers_stop(k: Ku
     await k.api.create(PODS, pod("old", "node-1"), "team")
     await eventually(lambda: (k.api.peek(PODS, "team/old") or {})["status"]["phase"] == "Running")
     uid = (k.api.peek(PODS, "team/old") or {})["metadata"]["uid"]
-    await k.api.patch(PODS, "old", {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}, "team")
+    k.api.begin_graceful_delete(PODS, "old", "team")
     await eventually(lambda: k.api.peek(PODS, "team/old") is None)
     assert k.deleted == [("team", "old", uid)]
 
