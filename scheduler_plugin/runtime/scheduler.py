@@ -358,16 +358,14 @@ class Scheduler:
         """Show the state the pod as a session should see it: bound where it is assumed, and
         gone when it is terminating without a node (Volcano: Releasing)."""
         pod = self.pods.get(key)
-        if pod is not None:
+        if pod is not None and not spec_of(pod).get("nodeName"):
             a = self.assumed.get(key)
-            if (
-                a is not None
-                and not spec_of(pod).get("nodeName")
-                and str(meta(pod).get("uid") or "") == a.uid
-            ):
-                pod = {**pod, "spec": {**spec_of(pod), "nodeName": a.node}}
-            elif not spec_of(pod).get("nodeName") and meta(pod).get("deletionTimestamp"):
+            if meta(pod).get("deletionTimestamp"):
+                # Even when assumed: the apiserver refuses to bind a pod being deleted, so its
+                # room is free now (as in the from-scratch listing, :meth:`_listing`).
                 pod = None
+            elif a is not None and str(meta(pod).get("uid") or "") == a.uid:
+                pod = {**pod, "spec": {**spec_of(pod), "nodeName": a.node}}
         if pod is None:
             self.state.remove_pod(key)
         else:
