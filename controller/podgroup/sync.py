@@ -270,6 +270,10 @@ class PodGroupController:
         existing = self.podgroups.get(key)
         if not pods:
             return  # nothing to serve; a PodGroup left goes with its owner (ownerReferences)
+        if all(meta(p).get("deletionTimestamp") for p in pods):
+            # Every pod is leaving (its owner deleted, a finalizer holding it a while): a
+            # PodGroup made now would start them again, a pod at a time.
+            return
         pod = self.representative(pods, None)
         assert pod is not None
         workload = await self._workload(key, pods, pod)
@@ -289,6 +293,11 @@ class PodGroupController:
             self.queue.add_after(key, 1.0)
             return
         owner, owner_obj = self.owner_of(pod)
+        if owner_obj is None and inf is not None and inf.synced.is_set():
+            # The owner is gone and its pods go with it (the garbage collector): without its
+            # annotations the PodGroup would be a gang of one. An owner only late in its
+            # informer queues this key again when it arrives (owner_event).
+            return
         if owner_obj is not None and owner is not None and owner.kind in ("StatefulSet", "ReplicaSet"):
             if _replicas(owner_obj) == 0:
                 await self._delete(ns, name, existing)  # Volcano: a scaled-to-zero owner has none

@@ -245,6 +245,53 @@ async def test_a_podgroup_deleted_while_its_pods_wait_is_made_again(
     assert second["metadata"]["uid"] != first["metadata"]["uid"]
 
 
+async def test_a_deleted_job_does_not_get_its_podgroup_back_as_a_gang_of_one(
+    cluster: tuple[FakeApi, ControllerManager],
+) -> None:
+    # The garbage collector removes a deleted Job's PodGroup and pods in no set order, and the
+    # Job controller's finalizer keeps each pod a while, marked. A PodGroup made again then
+    # (minMember 1: the Job and its annotation are gone) would start the leaving pods one by one.
+    api, _ = cluster
+    job = await api.create(
+        BATCH_JOBS, indexed_job("gone", 4, {"scheduling.volcano.sh/group-min-member": "4"}), NS
+    )
+    ref = owner_ref("Job", job, "batch/v1")
+    for i in range(4):
+        p = pod(f"gone-{i}", ref)
+        p["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+        await api.create(PODS, p, NS)
+    name = f"podgroup-{job['metadata']['uid']}"
+    await eventually(lambda: podgroup(api, name))
+    await api.delete(BATCH_JOBS, "gone", NS)
+    await api.delete(PODGROUPS, name, NS)  # the PodGroup first, its pods not marked yet
+    await asyncio.sleep(0.5)
+    assert podgroup(api, name) is None
+    for i in range(4):
+        await api.delete(PODS, f"gone-{i}", NS)
+    await eventually(
+        lambda: all(pod_obj(api, f"gone-{i}")["metadata"].get("deletionTimestamp") for i in range(4))
+    )
+    await asyncio.sleep(0.5)
+    assert podgroup(api, name) is None
+
+
+async def test_pods_all_leaving_get_no_podgroup(cluster: tuple[FakeApi, ControllerManager]) -> None:
+    api, _ = cluster
+    job = await api.create(BATCH_JOBS, indexed_job("late", 2), NS)
+    ref = owner_ref("Job", job, "batch/v1")
+    for i in range(2):
+        p = pod(f"late-{i}", ref)
+        p["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+        await api.create(PODS, p, NS)
+    name = f"podgroup-{job['metadata']['uid']}"
+    await eventually(lambda: podgroup(api, name))
+    for i in range(2):
+        await api.delete(PODS, f"late-{i}", NS)
+    await api.delete(PODGROUPS, name, NS)  # deleted by hand while every pod is leaving
+    await asyncio.sleep(0.5)
+    assert podgroup(api, name) is None
+
+
 @pytest.mark.parametrize(
     ("value", "words", "min_member"),
     [
