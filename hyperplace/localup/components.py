@@ -190,8 +190,16 @@ class Process:
         return self.proc.poll() is None
 
     def tail(self, lines: int = 40) -> str:
-        state = "running" if self.alive() else f"exited {self.proc.returncode}"
-        return f"--- {self.name} ({state}), last {lines} log lines ---\n" + log_tail(self.log, lines)
+        """The last ``lines`` of the log; for a process that exited, its ERROR lines and
+        tracebacks first, so why it exited survives a report that keeps only the ends."""
+        if self.alive():
+            return f"--- {self.name} (running), last {lines} log lines ---\n" + log_tail(self.log, lines)
+        return (
+            f"--- {self.name} (exited {self.proc.returncode}), its errors ---\n"
+            + log_errors(self.log)
+            + f"\n--- {self.name} (exited {self.proc.returncode}), last {lines} log lines ---\n"
+            + log_tail(self.log, lines)
+        )
 
     def kill(self) -> None:
         """SIGKILL: no shutdown path runs (a Lease is not released)."""
@@ -207,6 +215,25 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def log_errors(path: Path, limit: int = 60) -> str:
+    """The ERROR/CRITICAL lines of a log with the traceback lines that follow each, at most
+    ``limit`` lines (the last ones)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"<{path}: {exc}>"
+    kept: list[str] = []
+    inside = False
+    for line in text:
+        if " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback"):
+            inside = True
+        elif line[:4].isdigit():  # the next timestamped record ends a traceback
+            inside = False
+        if inside:
+            kept.append(line)
+    return "\n".join(kept[-limit:]) or "<no ERROR lines>"
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

@@ -40,7 +40,10 @@ class Plane:
     cp: Any
 
     def describe(self) -> str:
-        return "\n".join(p.tail(30) for p in self.procs) + "\n" + str(self.cp.logs())
+        # The control plane's logs first and the exited processes last: a report that keeps
+        # only the ends of a long message still shows why a component stopped.
+        procs = sorted(self.procs, key=lambda p: not p.alive())
+        return str(self.cp.logs()) + "\n" + "\n".join(p.tail(30) for p in procs)
 
 
 @pytest.fixture(scope="module")
