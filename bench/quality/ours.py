@@ -38,16 +38,18 @@ def contract() -> tuple[Any, Any, Any]:
     return build_snapshot, run_session, DEFAULT_CONFIG
 
 
-# Arguments a GPU cluster operator adds so that both bin-pack scores count GPUs (Volcano's
-# defaults weigh only CPU and memory).
+# The bin-pack arguments of our default that Volcano's defaults lack: with them both bin-pack
+# scores count GPUs (Volcano's weigh only CPU and memory).
 GPU_BINPACK_ARGS = {
     "binpack": {"binpack.resources": "nvidia.com/gpu"},
     "network-topology-aware": {"hypernode.binpack.resources": "nvidia.com/gpu"},
 }
 
 
-def gpu_binpack_config() -> Any:
-    """Our default configuration with ``nvidia.com/gpu`` in both bin-pack resource lists."""
+def cpu_memory_binpack_config() -> Any:
+    """Our default configuration with Volcano's default bin-pack arguments (CPU and memory
+    only): the configuration our default replaced, kept as a column to show what GPU packing
+    buys."""
     import yaml
 
     from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG_TEXT, load_scheduler_config
@@ -56,12 +58,17 @@ def gpu_binpack_config() -> Any:
     found = set()
     for tier in doc["tiers"]:
         for plugin in tier["plugins"]:
-            if plugin["name"] in GPU_BINPACK_ARGS:
-                plugin["arguments"] = dict(GPU_BINPACK_ARGS[plugin["name"]])
+            if (
+                plugin["name"] in GPU_BINPACK_ARGS
+                and plugin.get("arguments") == GPU_BINPACK_ARGS[plugin["name"]]
+            ):
+                del plugin["arguments"]
                 found.add(plugin["name"])
     if found != set(GPU_BINPACK_ARGS):
-        raise ValueError(f"default configuration lacks {set(GPU_BINPACK_ARGS) - found}")
-    return load_scheduler_config(yaml.safe_dump(doc), source="<gpu-binpack>")
+        raise ValueError(
+            f"default configuration lacks the GPU bin-pack arguments of {set(GPU_BINPACK_ARGS) - found}"
+        )
+    return load_scheduler_config(yaml.safe_dump(doc), source="<cpu-memory-binpack>")
 
 
 @functools.cache

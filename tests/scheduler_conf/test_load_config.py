@@ -94,8 +94,15 @@ def test_user_guide_config_is_the_default_config_apart_from_arguments() -> None:
     conf = load_scheduler_config(USER_GUIDE_CONFIGMAP)
     assert conf.actions == DEFAULT_CONFIG.actions
     assert names(conf.tiers) == names(DEFAULT_CONFIG.tiers)
+    # Our default differs only in counting GPUs in both bin-pack scores (bench/quality).
     default_nta = DEFAULT_CONFIG.plugin("network-topology-aware")
-    assert default_nta is not None and default_nta.arguments == {}
+    assert default_nta is not None and default_nta.arguments == {
+        "hypernode.binpack.resources": "nvidia.com/gpu"
+    }
+    default_binpack = DEFAULT_CONFIG.plugin("binpack")
+    assert default_binpack is not None and default_binpack.arguments == {
+        "binpack.resources": "nvidia.com/gpu"
+    }
 
 
 def test_e2e_ci_config_parses_with_eviction_actions_accepted() -> None:

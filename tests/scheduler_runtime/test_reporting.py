@@ -193,7 +193,7 @@ def test_a_configuration_file_caught_half_written_is_never_used(tmp_path: Path) 
     # enqueue-only scheduler), but the next read sees the rest, so it is never taken.
     conf.write_text('actions: "enqueue"\n')
     assert holder.poll_file() is False
-    conf.write_text(DEFAULT_CONFIG_TEXT.replace("binpack", "gang\n  - name: binpack"))
+    conf.write_text(DEFAULT_CONFIG_TEXT.replace("- name: binpack\n", "- name: gang\n  - name: binpack\n"))
     assert holder.poll_file() is False  # changed again since the last read: wait
     assert holder.config.actions == ["enqueue", "allocate", "backfill"] and holder.generation == 1
     assert holder.poll_file() is True  # two reads agree
