@@ -166,14 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind in traces:
 
             def trace_of(seed: int, kind: str = kind) -> list[Any]:
-                plain = trace_jobs(
-                    seed,
-                    sizes.sim_jobs,
-                    state,
-                    load=sizes.sim_load,
-                    max_job_fraction=sizes.sim_max_job_fraction,
-                )
-                return with_limits(seed, plain) if kind == "limits" else plain
+                return sim_trace(sizes, state, seed, kind)
 
             per_seed = []
             results: list[Any] = []
@@ -300,6 +293,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"\nwrote {args.out / 'results.md'}, summary.json and {len(plots)} plots", file=sys.stderr)
     return 0
+
+
+def sim_trace(sizes: Sizes, state: Any, seed: int, kind: str) -> list[Any]:
+    """The simulation's trace of ``seed`` on ``state``: ``plain`` (no time limits) or ``limits``
+    (the same jobs, a share of them declaring a time limit)."""
+    plain = trace_jobs(
+        seed, sizes.sim_jobs, state, load=sizes.sim_load, max_job_fraction=sizes.sim_max_job_fraction
+    )
+    return with_limits(seed, plain) if kind == "limits" else plain
 
 
 def _fresh(scheds: list[Any], seed: int) -> list[Any]:

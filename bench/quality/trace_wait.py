@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .__main__ import FULL, QUICK
-from .generators import clos_cluster, trace_jobs, with_limits
+from .__main__ import FULL, QUICK, sim_trace
+from .generators import clos_cluster
 from .ours import HyperplaceScheduler
 from .schedulers import VolcanoScheduler
 from .sim import JobRecord, simulate
@@ -51,11 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     state = clos_cluster(*sizes.sim_fanout)
-    trace = trace_jobs(
-        args.seed, sizes.sim_jobs, state, load=sizes.sim_load, max_job_fraction=sizes.sim_max_job_fraction
-    )
-    if args.trace == "limits":
-        trace = with_limits(args.seed, trace)
+    trace = sim_trace(sizes, state, args.seed, args.trace)
     ours, volcano = HyperplaceScheduler(seed=0), VolcanoScheduler(seed=0)
     runs = {
         s.name: {j.name: j for j in simulate(s, state, trace, tick=sizes.sim_tick_s).jobs}
