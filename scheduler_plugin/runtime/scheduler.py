@@ -142,6 +142,12 @@ def _ready_status(node: Mapping[str, Any]) -> Any:
     return None
 
 
+def releasing(pod: Obj) -> bool:
+    """A pod being deleted before it was bound: never placed, and holding no room (Volcano:
+    Releasing). One with a node holds its room until it is gone."""
+    return not spec_of(pod).get("nodeName") and bool(meta(pod).get("deletionTimestamp"))
+
+
 class Scheduler:
     """Informers, the cycle loop, the binder and the status reporter; see the module docstring."""
 
@@ -358,13 +364,13 @@ class Scheduler:
         """Show the state the pod as a session should see it: bound where it is assumed, and
         gone when it is terminating without a node (Volcano: Releasing)."""
         pod = self.pods.get(key)
-        if pod is not None and not spec_of(pod).get("nodeName"):
+        if pod is not None and releasing(pod):
+            # Even when assumed: the apiserver refuses to bind a pod being deleted, so its room
+            # is free now (as in the from-scratch listing, :meth:`_listing`).
+            pod = None
+        elif pod is not None and not spec_of(pod).get("nodeName"):
             a = self.assumed.get(key)
-            if meta(pod).get("deletionTimestamp"):
-                # Even when assumed: the apiserver refuses to bind a pod being deleted, so its
-                # room is free now (as in the from-scratch listing, :meth:`_listing`).
-                pod = None
-            elif a is not None and str(meta(pod).get("uid") or "") == a.uid:
+            if a is not None and str(meta(pod).get("uid") or "") == a.uid:
                 pod = {**pod, "spec": {**spec_of(pod), "nodeName": a.node}}
         if pod is None:
             self.state.remove_pod(key)
@@ -422,11 +428,7 @@ class Scheduler:
 
     def _listing(self) -> list[Obj]:
         """Informer pods with assumptions overlaid (the from-scratch path's input)."""
-        return self.assumed.overlay(
-            p
-            for p in self.pods.objects()
-            if spec_of(p).get("nodeName") or not meta(p).get("deletionTimestamp")
-        )
+        return self.assumed.overlay(p for p in self.pods.objects() if not releasing(p))
 
     def _decide(
         self,

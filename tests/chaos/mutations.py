@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from hyperplace.runtime.api import Obj
 from scheduler_plugin.framework.session import Session
 from scheduler_plugin.runtime.assume import AssumeCache, Assumed
-from scheduler_plugin.runtime.scheduler import Scheduler
+from scheduler_plugin.runtime.scheduler import Scheduler, releasing
 
 
 @contextlib.contextmanager
@@ -42,8 +42,7 @@ def inflight_binds_not_counted() -> Iterator[None]:
     def sync_pod(self: Scheduler, key: str) -> None:
         # The state shows the pod as the informer has it: pending until its bind's echo.
         pod = self.pods.get(key)
-        spec, m = (pod or {}).get("spec") or {}, (pod or {}).get("metadata") or {}
-        if not spec.get("nodeName") and m.get("deletionTimestamp"):
+        if pod is not None and releasing(pod):
             pod = None  # terminating without a node: gone, as in the real _sync_pod
         if pod is None:
             self.state.remove_pod(key)
