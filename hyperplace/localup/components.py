@@ -220,10 +220,9 @@ class Process:
 def log_errors(path: Path, limit: int = 60) -> str:
     """The ERROR/CRITICAL lines of a log with the traceback lines that follow each, at most
     ``limit`` lines (the last ones)."""
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError as exc:
-        return f"<{path}: {exc}>"
+    text = _log_lines(path)
+    if isinstance(text, str):
+        return text
     kept: list[str] = []
     inside = False
     for line in text:
@@ -237,8 +236,13 @@ def log_errors(path: Path, limit: int = 60) -> str:
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
+    text = _log_lines(path)
+    return text if isinstance(text, str) else "\n".join(text[-lines:])
+
+
+def _log_lines(path: Path) -> list[str] | str:
+    """The log's lines, or a one-line note saying why it could not be read."""
     try:
-        text = path.read_text(errors="replace").splitlines()
+        return path.read_text(errors="replace").splitlines()
     except OSError as exc:
         return f"<{path}: {exc}>"
-    return "\n".join(text[-lines:])
