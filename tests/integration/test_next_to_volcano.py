@@ -13,7 +13,6 @@ dashboard query for its end-to-end latency has data.
 
 from __future__ import annotations
 
-import subprocess
 import time
 import urllib.request
 import uuid
@@ -29,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hyperplace.localup import components as localup
 from hyperplace.localup.controlplane import free_port
 
-from ..kube_bin import REPO
+from ..go_bin import go_built
 from . import components
 from .conftest import Cluster
 from .kube import Kubectl, node, pod_node, wait_for
@@ -57,16 +56,7 @@ tiers:
 
 def volcano_scheduler_bin() -> Path:
     """vc-scheduler, or a loud skip saying why it cannot be built here."""
-    try:
-        out = subprocess.run(
-            ["bash", str(REPO / "hack" / "volcano-bin.sh")], capture_output=True, text=True, timeout=3600
-        )
-    except subprocess.TimeoutExpired:
-        pytest.skip("SKIPPED: Volcano's scheduler could not be built: hack/volcano-bin.sh took over an hour")
-    if out.returncode != 0:
-        last = "\n".join(out.stderr.strip().splitlines()[-5:])
-        pytest.skip(f"SKIPPED: Volcano's scheduler could not be built (hack/volcano-bin.sh): {last}")
-    return Path(out.stdout.strip().splitlines()[-1])
+    return go_built("volcano-bin.sh", "SKIPPED: Volcano's scheduler could not be built")
 
 
 @dataclass

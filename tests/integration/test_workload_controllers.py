@@ -9,8 +9,6 @@ A controller that could not be built is skipped with hack/workload-bin.sh's reas
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import urllib.request
 import uuid
@@ -25,8 +23,9 @@ import yaml
 from hyperplace.api import NetworkTopologySpec, PodGroup
 from hyperplace.localup import workloads
 
+from ..go_bin import go_built
 from . import components
-from .kube import REPO, Kubectl, node, pod_node, wait_for
+from .kube import Kubectl, node, pod_node, wait_for
 from .test_workloads import LEASE_NAMESPACE, SELECT, TOPOLOGY, Plane, Racks, plane, two_racks
 
 pytestmark = pytest.mark.apiserver
@@ -35,18 +34,7 @@ __all__ = ["plane"]  # the module's control plane (a fixture)
 
 def workload_bin() -> Path:
     """``$HYPERPLACE_WORKLOAD_BIN`` (hack/test.sh exports it), else what hack/workload-bin.sh prints."""
-    reason = os.environ.get("HYPERPLACE_WORKLOAD_BIN_ERROR")
-    if reason:
-        pytest.skip(f"WORKLOAD CONTROLLERS NOT BUILT: hack/workload-bin.sh failed: {reason}")
-    env = os.environ.get("HYPERPLACE_WORKLOAD_BIN")
-    if env:
-        return Path(env)
-    out = subprocess.run(
-        ["bash", str(REPO / "hack" / "workload-bin.sh")], capture_output=True, text=True, timeout=3600
-    )
-    if out.returncode != 0:
-        pytest.skip(f"WORKLOAD CONTROLLERS NOT BUILT: hack/workload-bin.sh: {out.stderr.strip()[-400:]}")
-    return Path(out.stdout.strip().splitlines()[-1])
+    return go_built("workload-bin.sh", "WORKLOAD CONTROLLERS NOT BUILT", "HYPERPLACE_WORKLOAD_BIN")
 
 
 def _served(kubectl: Kubectl, names: list[str]) -> bool:
