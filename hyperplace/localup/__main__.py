@@ -200,7 +200,7 @@ class Kubectl:
         return proc
 
     def apply_objects(self, objs: list[dict[str, Any]]) -> None:
-        self.run("apply", "-f", "-", input=yaml.safe_dump_all(objs))
+        self.run("apply", "-f", "-", input=components.manifest_stream(objs))
 
 
 def wait_for(probe: Callable[[], T | None], what: str, timeout: float, describe: Callable[[], str]) -> T:

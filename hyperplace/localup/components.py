@@ -11,11 +11,12 @@ Service (envtest does the same). The caBundle stays out; the webhook server inje
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +216,12 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def manifest_stream(objs: Iterable[Mapping[str, Any]]) -> str:
+    """Objects as one ``kubectl -f -`` stream: a JSON document each, so every string stays a
+    string (PyYAML leaves ``80e156`` unquoted, and kubectl's YAML 1.2 reads it as a number)."""
+    return "".join(f"---\n{json.dumps(o)}\n" for o in objs)
 
 
 def log_errors(path: Path, limit: int = 60) -> str:

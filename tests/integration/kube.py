@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from hyperplace.localup.components import manifest_stream
+
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
@@ -49,13 +51,13 @@ class Kubectl:
     def apply(
         self, objs: Iterable[dict[str, Any]], *, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        """``kubectl apply -f -`` of the given objects (one multi-document YAML stream)."""
-        return self.run("apply", "-f", "-", input=yaml.safe_dump_all(list(objs)), check=check)
+        """``kubectl apply -f -`` of the given objects (one multi-document stream)."""
+        return self.run("apply", "-f", "-", input=manifest_stream(objs), check=check)
 
     def create(
         self, objs: Iterable[dict[str, Any]], *, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        return self.run("create", "-f", "-", input=yaml.safe_dump_all(list(objs)), check=check)
+        return self.run("create", "-f", "-", input=manifest_stream(objs), check=check)
 
     def get(self, *args: str) -> Any:
         """``kubectl get ... -o json``, parsed."""
