@@ -992,6 +992,7 @@ class Simulation:
         from scheduler_plugin.cache.rebuild import build_snapshot
         from scheduler_plugin.cache.verify import verify_snapshot
         from scheduler_plugin.cycle import run_session
+        from scheduler_plugin.cycle.carried import verify_carried
 
         if self.config is None:
             self.config = self._load_config()
@@ -1017,6 +1018,7 @@ class Simulation:
                 quotas=quotas,
             )
             verify_snapshot(self.state, snap, rebuilt)
+            verify_carried(snap)
         # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).
         result = run_session(
             snap,

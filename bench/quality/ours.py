@@ -263,8 +263,10 @@ class HyperplaceScheduler(Scheduler):
         t1 = time.process_time()
         if self.incremental and os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
             from scheduler_plugin.cache.verify import verify_snapshot
+            from scheduler_plugin.cycle.carried import verify_carried
 
             verify_snapshot(self._state, snap, rebuild())
+            verify_carried(snap)
         result = run_session(
             snap,
             config=self.config or default_config,

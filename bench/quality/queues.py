@@ -207,6 +207,7 @@ class OursDriver:
         snap = self.state.snapshot()
         if os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
             from scheduler_plugin.cache.verify import verify_snapshot
+            from scheduler_plugin.cycle.carried import verify_carried
 
             rebuilt = build_snapshot(
                 nodes=self.nodes,
@@ -217,6 +218,7 @@ class OursDriver:
                 priority_classes=self.pcs,
             )
             verify_snapshot(self.state, snap, rebuilt)
+            verify_carried(snap)
         result = run_session(
             snap,
             self.config,

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from hyperplace.api.podgroup import Queue
 
-from ..model.jobs import JobInfo, TaskInfo
-from ..model.memo import MemoKey
+from ..model.jobs import JobInfo, TaskInfo, written_phase
+from ..model.memo import MemoKey, changed_entries
 from ..model.resources import Res, exceeded_part
 from ..model.snapshot import ClusterSnapshot
 
@@ -216,6 +216,112 @@ def inqueue_resource(job: JobInfo, min_res: Res, allocated: Res) -> Res:
             out.memory = left
         else:
             out.add_scalar(name, left)
+    return out
+
+
+def inqueue_at_open(snap: ClusterSnapshot, job: JobInfo) -> Res | None:
+    """What an admitted job keeps reserved before a session decides anything: the unallocated
+    part of minResources of a Running job that has reached minMember (Volcano's rule; see
+    :func:`~scheduler_plugin.plugins.queue_ledger.job_inqueue`)."""
+    sums = job_sums(snap, job)
+    if sums.min_resources is None:
+        return None
+    if written_phase(job) == "Running" and sums.n_allocated >= job.min_member:
+        return inqueue_resource(job, sums.min_resources, sums.allocated)
+    return None
+
+
+@dataclass
+class QueueJobSums:
+    """What one queue's jobs hold and ask for at session open (the sums Volcano's proportion
+    and the queue status add up job by job)."""
+
+    allocated: Res = field(default_factory=Res)
+    request: Res = field(default_factory=Res)
+    inqueue: Res = field(default_factory=Res)
+    elastic: Res = field(default_factory=Res)
+    jobs: int = 0
+
+    def clone(self) -> QueueJobSums:
+        return QueueJobSums(
+            self.allocated.clone(),
+            self.request.clone(),
+            self.inqueue.clone(),
+            self.elastic.clone(),
+            self.jobs,
+        )
+
+    def move(self, sums: JobSums, inqueue: Res | None, sign: int) -> None:
+        """Count one job in (``sign`` 1) or out (-1)."""
+        op = Res.add if sign > 0 else Res.sub
+        op(self.allocated, sums.allocated)
+        op(self.request, sums.request)
+        if inqueue is not None:
+            op(self.inqueue, inqueue)
+        op(self.elastic, sums.elastic)
+        self.jobs += sign
+
+
+@dataclass
+class _QueueFold:
+    """The per-queue sums of one snapshot's jobs and what they were made from."""
+
+    jobs: Mapping[str, JobInfo]
+    queues: Mapping[str, Queue]
+    resources: tuple[str, ...]
+    parts: dict[str, tuple[str, JobSums, Res | None]]  # job key -> (queue, sums, inqueue)
+    totals: dict[str, QueueJobSums]
+
+
+# Per snapshot (what its sessions read) and carried between snapshots (patched by the jobs
+# that changed since).
+QUEUE_JOB_SUMS: MemoKey[dict[str, QueueJobSums]] = MemoKey("queue job sums")
+_QUEUE_FOLD: MemoKey[_QueueFold] = MemoKey("queue job sums, carried")
+
+
+def queue_job_sums(snap: ClusterSnapshot, *, carried: bool = True) -> dict[str, QueueJobSums]:
+    """Per queue of the snapshot that has jobs, the sums of its jobs at session open (read
+    only). Jobs of a queue the snapshot does not know are left out, as Volcano's cache drops
+    them. The sums are integers in Volcano's units, so patching them job by job (``carried``:
+    from the previous snapshot of the same cache, for the jobs that changed) gives exactly what
+    adding them up afresh gives; ``carried=False`` adds them up afresh (what ``--verify-state``
+    holds the carried sums against)."""
+    if carried:
+        got = snap.memo.get(QUEUE_JOB_SUMS)
+        if got is not None:
+            return got
+    key = tuple(snap.resources)
+    fold = snap.carry.get(_QUEUE_FOLD) if carried else None
+    if fold is None or fold.queues is not snap.queues or fold.resources != key:
+        fold = _QueueFold({}, snap.queues, key, {}, {})
+    changed, gone = changed_entries(fold.jobs, snap.jobs)
+    parts = dict(fold.parts)
+    totals = dict(fold.totals)
+    copied: set[str] = set()
+
+    def total(queue: str) -> QueueJobSums:
+        if queue not in copied:  # the earlier snapshot keeps its own
+            copied.add(queue)
+            old = totals.get(queue)
+            totals[queue] = old.clone() if old is not None else QueueJobSums()
+        return totals[queue]
+
+    for jkey in gone + [k for k, _ in changed]:
+        part = parts.pop(jkey, None)
+        if part is not None:
+            total(part[0]).move(part[1], part[2], -1)
+    for jkey, job in changed:
+        if job.queue not in snap.queues:
+            continue
+        part = parts[jkey] = (job.queue, job_sums(snap, job), inqueue_at_open(snap, job))
+        total(job.queue).move(part[1], part[2], +1)
+    for queue in copied:
+        if totals[queue].jobs == 0:
+            del totals[queue]
+    out = dict(sorted(totals.items()))
+    if carried:
+        snap.carry.put(_QUEUE_FOLD, _QueueFold(snap.jobs, snap.queues, key, parts, totals))
+        snap.memo.put(QUEUE_JOB_SUMS, out)
     return out
 
 

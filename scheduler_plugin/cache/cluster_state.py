@@ -52,6 +52,7 @@ from hyperplace.runtime.gcpause import no_cyclic_gc
 
 from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, TaskInfo, build_job, remap_nodes
+from ..model.memo import Memo
 from ..model.node_filters import PodConstraints
 from ..model.snapshot import ClusterSnapshot, HostPort, Shape
 from .node_table import NodeTable
@@ -125,6 +126,8 @@ class ClusterState:
         self._nodeset_gen = 0  # moves when the node order changes (the tree depends on it)
         self._node_gen = 0  # moves when any node's static facts change (masks depend on them)
         self._sig_masks: dict[Any, npt.NDArray[np.bool_]] = {}
+        # Sums over all jobs carried from snapshot to snapshot (each checks what it was made from).
+        self._carry = Memo()
         self._sig_masks_gen = -1
         # Shapes: stable ids while the layout holds.
         self._shape_idx: dict[Any, int] = {}
@@ -562,6 +565,7 @@ class ClusterState:
             plain_mask=table.plain,
             # Static masks depend on node facts only: shared while no node changed.
             _sig_masks=self._sig_masks,
+            carry=self._carry,
         )
         table.shared = True
         self._last = snap

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..algorithms.queue_sums import job_sums, queue_state, tasks_res
+from ..algorithms.queue_sums import queue_job_sums, queue_state, tasks_res
 from ..framework.session import Session
 from ..model.explanation import Explanation
 from ..model.hypernode_tree import HyperNodeTree
@@ -37,8 +37,6 @@ MAX_LISTED = 10  # pods named in one note
 SETTLED_OUTCOME: MemoKey[tuple[HyperNodeTree, Any, bool, str | None, dict[str, str]]] = MemoKey(
     "settled outcome"
 )
-# What the snapshot's running pods hold per queue: once per snapshot, not per session.
-QUEUE_ALLOCATED: MemoKey[dict[str, Res]] = MemoKey("queue allocated")
 
 
 def close_session(ssn: Session, relaxed: Mapping[str, Relaxation]) -> SessionResult:
@@ -172,23 +170,14 @@ def _job_outcome(ssn: Session, job: JobInfo) -> tuple[JobOutcome, dict[str, str]
     return outcome, waiting
 
 
-def _base_queue_allocated(ssn: Session) -> dict[str, Res]:
-    snap = ssn.snap
-    base = {name: Res() for name in snap.queues}
-    for job in snap.jobs.values():
-        acc = base.get(job.queue)
-        if acc is not None and (job.tasks and len(job.pending) < len(job.tasks)):
-            acc.add(job_sums(snap, job).allocated)
-    return base
-
-
 def _queue_outcomes(ssn: Session) -> dict[str, QueueOutcome]:
-    """Per queue: allocated (O(jobs): per-job sums are memoised) plus what this session bound,
-    and the deserved share and capability of the queue plugin that computed them."""
+    """Per queue: allocated (carried between snapshots, patched by the jobs that changed) plus
+    what this session bound, and the deserved share and capability of the queue plugin that
+    computed them."""
     snap = ssn.snap
-    base_alloc = snap.memo.get_or_put(QUEUE_ALLOCATED, lambda: _base_queue_allocated(ssn))
+    held = queue_job_sums(snap)
     out = {
-        name: QueueOutcome(base_alloc[name].clone(), state=queue_state(q))
+        name: QueueOutcome(held[name].allocated.clone() if name in held else Res(), state=queue_state(q))
         for name, q in sorted(snap.queues.items())
     }
     if ssn.bindings:

@@ -26,7 +26,7 @@ from ..algorithms.fit_counts import AllocState
 from ..config.scheduler_conf import NOOP_PLUGINS, PluginOption, SchedulerConfig
 from ..model.explanation import CandidateReport, Explanation
 from ..model.hypernode_tree import HyperNodeTree
-from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, TopologyConstraint
+from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, TopologyConstraint, written_phase
 from ..model.memo import MemoKey
 from ..model.reservation import Reservation
 from ..model.resources import Res, res_max
@@ -264,8 +264,7 @@ class Session:
         phase the PodGroup carries ("" read as Pending, as Volcano's ``IsPending`` does)."""
         if job.key in self.enqueued:
             return "Inqueue"
-        st = job.podgroup.status
-        return (st.phase if st is not None else None) or "Pending"
+        return written_phase(job)
 
     def job_enqueued(self, job: JobInfo) -> None:
         """Mark ``job`` Inqueue and tell the plugins (Volcano's ``JobEnqueued``)."""

@@ -252,6 +252,12 @@ class JobInfo:
         return hard(self.topology) or any(hard(sj.topology) for sj in self.subjobs.values())
 
 
+def written_phase(job: JobInfo) -> str:
+    """The phase the job's PodGroup carries, "" read as Pending (Volcano's ``IsPending``)."""
+    st = job.podgroup.status
+    return (st.phase if st is not None else None) or "Pending"
+
+
 def task_order_key(t: TaskInfo) -> tuple[Any, ...]:
     """Volcano's default TaskOrder: the pod-name ordinal, then creation time, then uid."""
     ordinal = t.name_ordinal

@@ -4,15 +4,20 @@ kube-scheduler's ``CycleState`` in miniature. A value is stored under a :class:`
 the module computing it owns and exports, so a reader names the key (and gets its type), never
 a string another module happens to write. A snapshot's :attr:`~.snapshot.ClusterSnapshot.memo`
 holds what depends on the snapshot alone; a job's :attr:`~.jobs.JobInfo.memo` what depends on
-the job alone (and on the tree or configuration the value records).
+the job alone (and on the tree or configuration the value records). A snapshot's
+:attr:`~.snapshot.ClusterSnapshot.carry`, shared by the snapshots of one incremental cache, holds
+what a session derives from *every* job (per-queue sums, per-job shares): carried from one
+snapshot to the next and patched for the jobs that changed (:func:`changed_entries`), so that
+work follows the changes, not the number of jobs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 class MemoKey(Generic[T]):
@@ -63,3 +68,14 @@ class Memo:
         out = Memo()
         out._values = {k: v for k, v in self._values.items() if k.node_free}
         return out
+
+
+def changed_entries(before: Mapping[str, V], now: Mapping[str, V]) -> tuple[list[tuple[str, V]], list[str]]:
+    """``(entries of now that are new or another object than in before, keys of before gone
+    from now)``. Values are compared by identity: the cache hands an unchanged job to the next
+    snapshot as the same object, and a snapshot never changes one."""
+    changed = [(k, v) for k, v in now.items() if before.get(k) is not v]
+    new = sum(1 for k, _ in changed if k not in before)
+    if len(before) == len(now) - new:
+        return changed, []  # every key of before is still there
+    return changed, [k for k in before if k not in now]

@@ -64,6 +64,9 @@ class ClusterSnapshot:
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)
     # What sessions derive from this snapshot alone, computed by the first and reused.
     memo: Memo = field(default_factory=Memo)
+    # What sessions derive from all the jobs, carried to the next snapshot of the same cache and
+    # patched for the jobs that changed (a rebuilt snapshot starts empty).
+    carry: Memo = field(default_factory=Memo)
 
     @property
     def num_nodes(self) -> int:

@@ -11,6 +11,8 @@ drf also orders queues and allows reclaim by hierarchical DRF over the queues'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..algorithms.hdrf import HIERARCHY_ANNOTATION, WEIGHTS_ANNOTATION, Hierarchy, QueueRank, parse_path
@@ -26,12 +28,64 @@ from ..framework.extension_points import (
 )
 from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
-from ..model.memo import MemoKey
+from ..model.memo import MemoKey, changed_entries
 from ..model.resources import Res, share
+from ..model.snapshot import ClusterSnapshot
 
 SHARE_DELTA = 0.000001
-# Per-job dominant shares and allocations at open (without hierarchy), once per snapshot.
+# Per-job dominant shares and allocations at open (without hierarchy): per snapshot, and
+# carried between snapshots (patched by the jobs that changed since).
 DRF_BASE: MemoKey[tuple[dict[str, float], dict[str, Res]]] = MemoKey("drf shares")
+
+
+@dataclass
+class _ShareFold:
+    jobs: Mapping[str, JobInfo]
+    resources: tuple[str, ...]
+    total: Res
+    shares: dict[str, float]
+    allocated: dict[str, Res]
+
+
+_SHARE_FOLD: MemoKey[_ShareFold] = MemoKey("drf shares, carried")
+
+
+def dominant_share(allocated: Res, total: Res, names: list[str]) -> float:
+    """The largest, over ``names``, of ``allocated`` against ``total``."""
+    return max((share(allocated.get(n), total.get(n)) for n in names), default=0.0)
+
+
+def job_shares(snap: ClusterSnapshot, *, carried: bool = True) -> tuple[dict[str, float], dict[str, Res]]:
+    """Every job's dominant share at open, and what it holds (jobs holding something), read
+    only. ``carried``: the previous snapshot's, patched for the jobs that changed since (a job's
+    values depend on the job and the cluster total alone); else computed afresh, which
+    ``--verify-state`` holds the carried ones against."""
+    if carried:
+        got = snap.memo.get(DRF_BASE)
+        if got is not None:
+            return got
+    total = total_resource(snap)
+    names = total.names()
+    columns = tuple(snap.resources)
+    fold = snap.carry.get(_SHARE_FOLD) if carried else None
+    if fold is None or fold.total != total or fold.resources != columns:
+        fold = _ShareFold({}, columns, total, {}, {})
+    changed, gone = changed_entries(fold.jobs, snap.jobs)
+    shares, allocated = dict(fold.shares), dict(fold.allocated)
+    for key in gone:
+        shares.pop(key, None)
+        allocated.pop(key, None)
+    for key, job in changed:
+        a = job_sums(snap, job).allocated
+        shares[key] = dominant_share(a, total, names)
+        if a.is_empty():
+            allocated.pop(key, None)
+        else:
+            allocated[key] = a  # shared: sessions clone on first change
+    if carried:
+        snap.carry.put(_SHARE_FOLD, _ShareFold(snap.jobs, columns, total, shares, allocated))
+        snap.memo.put(DRF_BASE, (shares, allocated))
+    return shares, allocated
 
 
 class Drf:
@@ -44,11 +98,11 @@ class Drf:
         self.allocated: dict[str, Res] = {}
         self.shares: dict[str, float] = {}
         self.hierarchy = Hierarchy(self.total) if hierarchy else None
-        base = ssn.snap.memo.get(DRF_BASE) if not hierarchy else None
-        if base is not None:
-            # Same snapshot as an earlier session (nothing changed): its per-job sums stand.
-            self.shares, self.allocated = dict(base[0]), dict(base[1])
+        if not hierarchy:
+            shares, allocated = job_shares(ssn.snap)
+            self.shares, self.allocated = dict(shares), dict(allocated)
             return
+        assert self.hierarchy is not None
         queues = ssn.snap.queues
         for job in ssn.snap.jobs.values():
             sums = job_sums(ssn.snap, job)
@@ -57,14 +111,11 @@ class Drf:
             if not a.is_empty():
                 self.allocated[job.key] = a  # shared: cloned on first change
             q = queues.get(job.queue)
-            if self.hierarchy is not None and q is not None:
+            if q is not None:
                 ann = q.metadata.annotations or {}
                 path = parse_path(ann.get(HIERARCHY_ANNOTATION, ""), ann.get(WEIGHTS_ANNOTATION, ""))
                 self.hierarchy.add_job(job.key, job.queue, path, a, sums.request)
-        if self.hierarchy is not None:
-            self.hierarchy.update()
-        else:
-            ssn.snap.memo.put(DRF_BASE, (dict(self.shares), dict(self.allocated)))
+        self.hierarchy.update()
 
     def queue_order(self, queue: str) -> QueueRank:
         """Hierarchical DRF: the queue whose path stands lower goes first."""
@@ -88,7 +139,7 @@ class Drf:
 
     def share_of(self, allocated: Res) -> float:
         """Dominant share of ``allocated`` against the cluster total."""
-        return max((share(allocated.get(n), self.total.get(n)) for n in self.names), default=0.0)
+        return dominant_share(allocated, self.total, self.names)
 
     def job_order(self, job: JobInfo) -> float:
         """The smaller dominant share first."""

@@ -25,6 +25,7 @@ from ..algorithms.queue_sums import (
     excess_on,
     fmt_res,
     job_sums,
+    queue_job_sums,
     queue_priority,
     queue_state,
     queue_weight,
@@ -48,7 +49,7 @@ from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
 from ..model.memo import MemoKey
 from ..model.resources import MIN_RESOURCE, Missing, Res
-from .queue_ledger import QueueLedger, job_inqueue, reclaim_walk, register_ledger
+from .queue_ledger import QueueLedger, reclaim_walk, register_ledger
 
 # The deserved shares of the queues at open, once per snapshot (sessions move copies).
 SHARES: MemoKey[dict[str, QueueShare]] = MemoKey("proportion shares")
@@ -67,36 +68,33 @@ class Proportion(QueueLedger):
         self.attrs: dict[str, QueueShare] = copy.deepcopy(cached)
 
     def _shares(self) -> dict[str, QueueShare]:
-        ssn, snap = self.ssn, self.ssn.snap
+        snap = self.ssn.snap
         total_guarantee = Res()
         for queue in snap.queues.values():
             g = (queue.spec.guarantee or {}).get("resource")
             if g:
                 total_guarantee.add(Res.from_list(g))
-        demands: dict[str, QueueDemand] = {}
-        for job in snap.jobs.values():
-            q = snap.queues.get(job.queue)
-            if q is None:
-                continue  # Volcano's cache drops jobs of unknown queues
-            d = demands.get(job.queue)
-            if d is None:
-                g = (q.spec.guarantee or {}).get("resource")
-                d = demands[job.queue] = QueueDemand(
-                    name=job.queue,
+        demands: list[QueueDemand] = []
+        # Per queue, its jobs' sums at open: carried from the previous snapshot and patched by
+        # the jobs that changed, so opening a session costs what changed, not every job.
+        for name, sums in queue_job_sums(snap).items():
+            q = snap.queues[name]
+            g = (q.spec.guarantee or {}).get("resource")
+            demands.append(
+                QueueDemand(
+                    name=name,
                     weight=queue_weight(q),
                     priority=queue_priority(q),
                     state=queue_state(q),
                     capability=Res.from_list(q.spec.capability) if q.spec.capability else None,
                     guarantee=Res.from_list(g) if g else None,
+                    allocated=sums.allocated.clone(),
+                    request=sums.request.clone(),
+                    inqueue=sums.inqueue.clone(),
+                    elastic=sums.elastic.clone(),
                 )
-            sums = job_sums(snap, job)
-            d.allocated.add(sums.allocated)
-            d.request.add(sums.request)
-            inq = job_inqueue(ssn, job)
-            if inq is not None:
-                d.inqueue.add(inq)
-            d.elastic.add(sums.elastic)
-        return compute_shares(self.total, demands.values(), total_guarantee)
+            )
+        return compute_shares(self.total, demands, total_guarantee)
 
     # -- queue order / overused / allocatable
     def queue_order(self, queue: str) -> tuple[int, float]:

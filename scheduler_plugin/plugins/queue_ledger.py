@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from ..algorithms.queue_sums import inqueue_resource, job_sums, sums_by, task_res
+from ..algorithms.queue_sums import inqueue_at_open, job_sums, sums_by, task_res
 from ..framework.extension_points import (
     JOB_ENQUEUEABLE,
     JOB_ENQUEUED,
@@ -28,12 +28,9 @@ def job_inqueue(ssn: Session, job: JobInfo) -> Res | None:
     admission for its whole queue, and jobs that would fit wait behind it for ever. Here such a
     job stays Inqueue and keeps its place in job order, but what each session admits is
     reserved within that session only (the ``job_enqueued`` callbacks), not carried over."""
-    sums = job_sums(ssn.snap, job)
-    if sums.min_resources is None:
-        return None
-    if ssn.job_phase(job) == "Running" and sums.n_allocated >= job.min_member:
-        return inqueue_resource(job, sums.min_resources, sums.allocated)
-    return None
+    if job.key in ssn.enqueued:
+        return None  # Inqueue as of this session, not Running
+    return inqueue_at_open(ssn.snap, job)
 
 
 class QueueSums(Protocol):

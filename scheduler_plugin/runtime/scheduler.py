@@ -81,6 +81,7 @@ from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cache.verify import StateDriftError, verify_snapshot
 from scheduler_plugin.config.scheduler_conf import SchedulerConfig
 from scheduler_plugin.cycle import LastSession, SessionResult, run_session_reusing
+from scheduler_plugin.cycle.carried import verify_carried
 from scheduler_plugin.framework.evictions import Nomination
 from scheduler_plugin.model.reservation import Reservation
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -446,6 +447,7 @@ class Scheduler:
                 snap = rebuilt
             else:
                 verify_snapshot(self.state, snap, rebuilt)
+                verify_carried(snap)
         assert snap is not None
         result = run_session_reusing(
             self._last_session,

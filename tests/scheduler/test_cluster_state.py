@@ -19,6 +19,7 @@ from scheduler_plugin.cache.cluster_state import ClusterState
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cache.verify import StateDriftError, snapshot_differences, verify_snapshot
 from scheduler_plugin.cycle import run_session
+from scheduler_plugin.cycle.carried import carried_differences
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .builders import hypernode, node, pod, podgroup
@@ -105,15 +106,21 @@ class World:
             self.pods.pop(f"default/{ev[1]}", None)
             st_.remove_pod(f"default/{ev[1]}")
         elif kind == "pg":
-            _, name, minimum, mode = ev
+            _, name, minimum, mode, *rest = ev
+            queue, min_cpu, phase = rest if rest else (None, None, None)
             topo = {
                 None: None,
                 "hard": {"mode": "hard", "highestTierAllowed": 1},
                 "soft": {"mode": "soft"},
                 "named": {"mode": "hard", "highestTierName": "spine"},
             }[mode]
-            self.pgs[f"default/{name}"] = podgroup(name, minimum, topology=topo)
-            st_.set_podgroup(self.pgs[f"default/{name}"])
+            pg = podgroup(name, minimum, topology=topo, queue=queue)
+            if min_cpu is not None:
+                pg.spec.min_resources = {"cpu": str(min_cpu)}
+            if phase is not None:
+                pg = PodGroup.model_validate({**pg.to_dict(), "status": {"phase": phase}})
+            self.pgs[f"default/{name}"] = pg
+            st_.set_podgroup(pg)
         elif kind == "rm-pg":
             self.pgs.pop(f"default/{ev[1]}", None)
             st_.remove_podgroup(f"default/{ev[1]}")
@@ -151,6 +158,11 @@ events = st.one_of(
     st.tuples(st.just("rm-pod"), st.sampled_from(PODS)),
     st.tuples(st.just("touch"), st.sampled_from(PODS)),
     st.tuples(st.just("pg"), st.sampled_from(GROUPS), st.integers(1, 3), st.sampled_from([None, "hard", "soft", "named"])),
+    # A queue the cluster has or not, minResources, the phase the controller wrote: what the
+    # queue sums carried between snapshots depend on.
+    st.tuples(st.just("pg"), st.sampled_from(GROUPS), st.integers(1, 3), st.just(None),
+              st.sampled_from([None, "default", "nowhere"]), st.sampled_from([None, 1, 3]),
+              st.sampled_from([None, "Inqueue", "Running"])),
     st.tuples(st.just("rm-pg"), st.sampled_from(GROUPS)),
     st.tuples(st.just("hn"), st.sampled_from(["h0", "h1", "h2"]), st.sampled_from(["regex", "label", "exact", "spine"])),
     st.tuples(st.just("rm-hn"), st.sampled_from(["h0", "h1", "h2"])),
@@ -179,6 +191,9 @@ def test_random_event_sequences_keep_the_incremental_state_equal_to_a_rebuild(ev
         snap = world.state.snapshot()
         rebuilt = world.rebuild()
         assert snapshot_differences(snap, rebuilt) == []
+        # The per-queue and per-job sums carried from the previous snapshot, patched by the
+        # jobs that changed, are what adding them up afresh gives.
+        assert carried_differences(snap) == []
         assert decisions(snap) == decisions(rebuilt)
         snaps.append((snap, copy.deepcopy(snap.used), list(snap.node_names), task_nodes(snap)))
     # A snapshot handed out earlier never changed under later events (copy-on-write), nor
