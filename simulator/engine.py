@@ -265,6 +265,7 @@ class Simulation:
         self.preemption_reasons: dict[str, str] = {}  # preemptor job key -> why that domain
         self.nominations: dict[str, Any] = {}  # held for the next session, as the scheduler does
         self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
+        self.history: Any = None  # run times of finished gangs (made on first use)
         self._clock_shift: float | None = None  # None: the scheduler runs without a clock
         if now is not None:
             t = parse_rfc3339(now)
@@ -305,6 +306,16 @@ class Simulation:
         t = sim_time(CLOCK_BASE + self.cycle * CLOCK_CYCLE + self.round)
         self.known_times.add(t)
         return t
+
+    def _runtime_history(self) -> Any:
+        """The run times of finished gangs the scheduler learns, kept across cycles as its
+        process keeps them."""
+        if self.history is None:
+            # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+            from scheduler_plugin.model.runtime_history import RuntimeHistory
+
+            self.history = RuntimeHistory()
+        return self.history
 
     def scheduler_clock(self) -> float:
         """The session's time in epoch seconds: the simulated now, shifted by ``--now`` and
@@ -1028,6 +1039,7 @@ class Simulation:
             now=self.scheduler_clock(),
             reserve=self._clock_shift is not None,
             reservations=self.reservations,
+            history=self._runtime_history(),
         )
         self.reservations = dict(result.reservations)
         self.snapshot, self.session, self.scheduler_ran = snap, result, True

@@ -72,8 +72,14 @@ def cpu_memory_binpack_config() -> Any:
 
 
 @functools.cache
-def _default_queue(queue_cls: Any) -> Any:
-    return queue_cls.model_validate({"metadata": {"name": "default"}, "spec": {"weight": 1}})
+def _default_queue(queue_cls: Any, learns: bool = False) -> Any:
+    """The one queue of the trace; ``learns``: it opts in to learned run times."""
+    from scheduler_plugin.model.runtime_history import ANNOTATION, HISTORY
+
+    meta: dict[str, Any] = {"name": "default"}
+    if learns:
+        meta["annotations"] = {ANNOTATION: HISTORY}
+    return queue_cls.model_validate({"metadata": meta, "spec": {"weight": 1}})
 
 
 @dataclass
@@ -120,6 +126,13 @@ class HyperplaceScheduler(Scheduler):
     # What the holds did over the run: cycles with a held domain, those whose gang had an
     # estimated start (the pods it waits for all have time limits), jobs backfilled into it.
     holds: dict[str, int] = field(default_factory=lambda: {"held": 0, "estimated": 0, "backfilled": 0})
+    # The queue opts in to learned run times (``hyperplace.io/runtime-estimate: history``): the
+    # scheduler learns from the gangs it sees end which domain a hold should take.
+    learns_runtimes: bool = False
+    _history: Any = None
+    # Jobs that ended since the last decision: their PodGroups stay one more cycle without pods,
+    # as a finished job's PodGroup stays in a cluster (how the scheduler sees a gang end).
+    _ended: dict[str, Any] = field(default_factory=dict)
 
     # ---- simulation hooks ------------------------------------------------------------
 
@@ -137,7 +150,9 @@ class HyperplaceScheduler(Scheduler):
         )
 
     def on_finish(self, job: JobSpec) -> None:
-        self._running.pop(job.name, None)
+        run = self._running.pop(job.name, None)
+        if run is not None:
+            self._ended[job.name] = run.group
 
     def set_now(self, when: float) -> None:
         self._now = when
@@ -237,12 +252,19 @@ class HyperplaceScheduler(Scheduler):
         for name, run in self._running.items():
             np.subtract.at(background, run.placement, run.job.req)
             held[name] = (run.pods, run.group)
+        for name, group in self._ended.items():
+            held[name] = ([], group)
+        self._ended = {}
         waiting = set(jobs)
         self._pending = {job: objs for job, objs in self._pending.items() if job in waiting}
         for job in jobs:
             held[job.name] = self._pending_objects(job)
         bg = background_pods(topo, background)
-        queue = _default_queue(Queue)
+        queue = _default_queue(Queue, self.learns_runtimes)
+        if self._history is None and self.reserves:
+            from scheduler_plugin.model.runtime_history import RuntimeHistory
+
+            self._history = RuntimeHistory()
 
         def rebuild() -> Any:
             return build_snapshot(
@@ -272,6 +294,7 @@ class HyperplaceScheduler(Scheduler):
             config=self.config or default_config,
             now=None if self._now is None else EPOCH.timestamp() + self._now,
             reservations=self._reservations,
+            history=self._history,
         )
         self._reservations = dict(result.reservations)
         for r in self._reservations.values():

@@ -4,8 +4,10 @@ Without it, a 64-GPU gang waits forever behind a stream of 8-GPU jobs: every tim
 up, a small job takes it. When the highest-priority pending gang (queue order, then job order,
 as allocate sorts them) has waited longer than a threshold and still cannot be placed, the
 session picks the domain where it would fit soonest - a HyperNode at the job's allowed tier
-(the whole cluster for a job without topology) with the smallest shortfall of the per-shape fit
-counts, then the least running work in it - and holds it: other jobs may still place pods there,
+(the whole cluster for a job without topology) where its pods fit earliest as the running pods
+end (their time limits; learned run times, ``model/runtime_history.py``, for the queues that opt
+in), then with the smallest shortfall of the per-shape fit counts, then the least running work in
+it - and holds it: other jobs may still place pods there,
 but only in room the gang will not need once the domain drains.
 
 How the hold works: the gang's pods are charged to the held domain as phantom pods (on the
@@ -47,7 +49,8 @@ from ..config.scheduler_conf import SchedulerConfig
 from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
 from ..model.reservation import Reservation, from_condition
-from ..model.time_limits import fits_before, has_limits, held_start, job_limit, node_free_at
+from ..model.runtime_history import RuntimeHistory, opted_in
+from ..model.time_limits import fits_before, has_limits, held_start, job_limit, node_free_at, room_at
 
 QUEUE_ANNOTATION = "hyperplace.io/reservation-wait"
 ARG_WAIT = "reservationWait"
@@ -121,6 +124,8 @@ class Holder:
         self._start: dict[str, float] = {}  # held gang -> its estimated start (epoch seconds)
         self._free: np.ndarray | None = None  # per node, when its bound pods are gone at the latest
         self._backfilled: dict[str, list[tuple[str, str]]] = {}  # held gang -> (job, line)
+        # Expected free times with learned run times, and whether any were learned (per action).
+        self._expected: tuple[np.ndarray | None, bool] | None = None
 
     def _free_at(self) -> np.ndarray | None:
         """When each node frees up (from the pods' time limits), or None when no running pod has
@@ -131,6 +136,46 @@ class Holder:
         if self._free is None:
             self._free = node_free_at(self.ssn.snap, now)
         return self._free if has_limits(self._free, now) else None
+
+    def _expected_free(self) -> np.ndarray | None:
+        """When each node is expected to free up, to order the domains a hold may take: the
+        time limits' bounds, and for the running gangs of queues that learn run times
+        (``hyperplace.io/runtime-estimate: history``) their pods without a limit as ending when
+        runs like theirs ended. None when neither says when anything ends."""
+        now, history = self.ssn.now, self.ssn.history
+        if now is None or history is None:
+            return self._free_at()
+        if self._expected is None:
+            remaining = self._learned(history, now)
+            free = node_free_at(self.ssn.snap, now, remaining) if remaining else None
+            self._expected = (free if free is not None and has_limits(free, now) else None, bool(remaining))
+        return self._expected[0] if self._expected[0] is not None else self._free_at()
+
+    def _learned(self, history: RuntimeHistory, now: float) -> dict[str, float]:
+        """Expected remaining run time of each running gang without limits in a queue that opts
+        in (an annotation value not understood is named in the session notes)."""
+        snap = self.ssn.snap
+        learns: dict[str, bool] = {}
+        out: dict[str, float] = {}
+        for key, job in snap.jobs.items():
+            if job.queue not in learns:
+                q = snap.queues.get(job.queue)
+                learns[job.queue], bad = opted_in(q.metadata.annotations if q is not None else None)
+                if bad is not None:
+                    note = f"Queue {job.queue}: {bad}"
+                    if note not in self.ssn.notes:
+                        self.ssn.notes.append(note)
+            if not learns[job.queue]:
+                continue
+            unbounded = [t for t in job.tasks if t.running and t.deadline is None]
+            if not unbounded:
+                continue
+            starts = [t.started_at for t in unbounded if t.started_at is not None]
+            elapsed = now - min(starts) if starts else 0.0
+            rem = history.remaining(job.queue, len(job.tasks), elapsed)
+            if rem is not None:
+                out[key] = rem
+        return out
 
     def _estimate(self, job: str) -> None:
         """The held gang's estimated start from the nodes its phantom pods are charged to."""
@@ -194,6 +239,8 @@ class Holder:
             name = ssn.snap.tree.names[h]
             since = prev.since if prev is not None and prev.hypernode == name and prev.since else rfc3339(now)
             why = f"it has waited {_fmt_wait(now - created)} (threshold {_fmt_wait(wait)})"
+            if self._expected is not None and self._expected[1]:
+                why += "; of the domains it fits, the one expected to free soonest (learned run times)"
             self.held[job.key] = Reservation(job.key, name, since, why)
             self._charge(job.key, tasks, h)
             self._estimate(job.key)
@@ -211,8 +258,8 @@ class Holder:
             if tiers[h] <= topo.limit and (tree.parent[h] == -1 or tiers[tree.parent[h]] > topo.limit)
         ]
 
-    def _drained_dom(self, tasks: list[TaskInfo]) -> dict[int, np.ndarray]:
-        """Per shape, how many pods each HyperNode takes once its running pods are gone."""
+    def _drained(self, tasks: list[TaskInfo]) -> dict[int, np.ndarray]:
+        """Per shape, how many pods each node takes once its running pods are gone."""
         snap = self.ssn.snap
         out: dict[int, np.ndarray] = {}
         for sid in {t.shape for t in tasks}:
@@ -221,33 +268,50 @@ class Holder:
             pos = np.flatnonzero(req > 0)
             n = snap.num_nodes
             c = (snap.allocatable[:, pos] // req[pos]).min(axis=1) if len(pos) else np.full(n, 1 << 20)
-            c = np.where(snap.static_mask(shape), np.maximum(c, 0), 0).astype(np.int64)
-            out[sid] = snap.tree.domain_sums(c)
+            out[sid] = np.where(snap.static_mask(shape), np.maximum(c, 0), 0).astype(np.int64)
         return out
 
     def _choose(self, job: JobInfo, tasks: list[TaskInfo], prev: Reservation | None) -> int | None:
-        """The domain where the gang fits soonest: smallest shortfall of today's fit counts, then
-        least work running there, then name. A domain held before is kept while it can ever fit."""
+        """The domain where the gang fits soonest: the earliest time its pods fit there as the
+        running pods end (by their time limits, and by learned run times where a queue opts in;
+        :meth:`_expected_free`), then the smallest shortfall of today's fit counts, then least
+        work running there, then name. A domain held before is kept while it can ever fit."""
         snap, state = self.ssn.snap, self.ssn.state
         tree = snap.tree
         need: dict[int, int] = {}
         for t in tasks:
             need[t.shape] = need.get(t.shape, 0) + 1
         taken = {tree.id_of(r.hypernode) for r in self.held.values()}
-        drained = self._drained_dom(tasks)
+        drained_node = self._drained(tasks)
+        drained = {s: tree.domain_sums(c) for s, c in drained_node.items()}
+        candidates = [
+            h
+            for h in self._candidates(job)
+            if h not in taken
+            and len(tree.node_sets[h])
+            and all(int(drained[s][h]) >= n for s, n in need.items())  # fits here once empty
+        ]
+        if prev is not None:
+            kept = tree.id_of(prev.hypernode)
+            if kept in candidates:
+                return kept
         now = {s: state.dom_counts(snap.shapes[s]) for s in need}
-        best: tuple[tuple[float, float, str], int] | None = None
-        for h in self._candidates(job):
-            if h in taken or not len(tree.node_sets[h]):
-                continue
-            if any(int(drained[s][h]) < n for s, n in need.items()):
-                continue  # never fits here, even empty
-            if prev is not None and tree.names[h] == prev.hypernode:
-                return h
+        now_node = {s: state.node_counts(snap.shapes[s]) for s in need}
+        free = self._expected_free()
+        clock = float(self.ssn.now or 0.0)
+        best: tuple[tuple[float, float, float, str], int] | None = None
+        for h in candidates:
             shortfall = sum(max(n - int(now[s][h]), 0) for s, n in need.items())
+            soonest = 0.0
+            if free is not None:
+                nodes = tree.node_sets[h]
+                soonest = max(
+                    room_at(free[nodes], now_node[s][nodes], drained_node[s][nodes], n, clock)
+                    for s, n in need.items()
+                )
             alloc, used = state.hn_alloc[h], state.hn_used[h]
             busy = float(np.max(np.divide(used, alloc, out=np.zeros_like(used), where=alloc > 0)))
-            key = (float(shortfall), busy, tree.names[h])
+            key = (soonest, float(shortfall), busy, tree.names[h])
             if best is None or key < best[0]:
                 best = (key, h)
         return None if best is None else best[1]

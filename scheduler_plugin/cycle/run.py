@@ -39,6 +39,7 @@ from ..framework.evictions import Nomination
 from ..framework.session import Session
 from ..model.memo import MemoKey
 from ..model.reservation import Reservation
+from ..model.runtime_history import RuntimeHistory
 from ..model.snapshot import ClusterSnapshot
 from ..plugins import REGISTRY
 from .close import close_session
@@ -67,6 +68,7 @@ def run_session(
     now: float | None = None,
     reservations: Mapping[str, Reservation] | None = None,
     reserve: bool = True,
+    history: RuntimeHistory | None = None,
 ) -> SessionResult:
     """Open a session, run the configured actions, and report bindings and reasons.
 
@@ -80,6 +82,10 @@ def run_session(
     threshold gets a domain held (``actions/reservation.py``); nothing is reserved when
     ``now`` is None or ``reserve`` is False. ``reservations``: the previous session's
     ``reservations``.
+    ``history``: run times of finished gangs, kept by the caller from session to session; the
+    session records the gangs it sees ended (at ``now``) and a hold for the head of a queue
+    that opts in picks the domain its running gangs are expected to leave soonest
+    (``model/runtime_history.py``).
     """
     t0 = time.perf_counter()
     clock = time.time() if now is None else now
@@ -88,6 +94,9 @@ def run_session(
     ssn.record_candidates = record_candidates
     ssn.now = now if reserve else None
     ssn.previous_reservations = dict(reservations or {})
+    if history is not None and now is not None:
+        history.observe(snapshot, now)
+        ssn.history = history
     ssn.notes.extend(config.warnings)
     if nominations:
         hold_nominations(ssn, nominations)
@@ -133,6 +142,7 @@ def run_session_reusing(
     *,
     now: float | None = None,
     reservations: Mapping[str, Reservation] | None = None,
+    history: RuntimeHistory | None = None,
 ) -> SessionResult:
     """:func:`run_session`, or the last session's result when this one cannot differ, as
     kube-scheduler does nothing while its queue is empty: the same view (no event since),
@@ -150,6 +160,8 @@ def run_session_reusing(
         and settled(snapshot)
     ):
         return prev
-    result = run_session(snapshot, config=config, nominations=nominations, now=now, reservations=reservations)
+    result = run_session(
+        snapshot, config=config, nominations=nominations, now=now, reservations=reservations, history=history
+    )
     last.snapshot, last.config, last.result = snapshot, config, result
     return result

@@ -30,6 +30,7 @@ from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, TopologyConstraint, writ
 from ..model.memo import MemoKey
 from ..model.reservation import Reservation
 from ..model.resources import Res, res_max
+from ..model.runtime_history import RuntimeHistory
 from ..model.snapshot import ClusterSnapshot
 from .evictions import EvictionLedger
 from .extension_points import (
@@ -103,6 +104,9 @@ class Session:
     clock: float = field(default_factory=time.time)
     previous_reservations: dict[str, Reservation] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    # Run times of finished gangs, learned across sessions (model/runtime_history.py): which
+    # domain a hold takes, for queues that opt in. None: nothing learned.
+    history: RuntimeHistory | None = None
     # Outputs / working data.
     placed: dict[str, int] = field(default_factory=dict)  # task key -> node, tentative included
     bindings: dict[str, int] = field(default_factory=dict)  # committed

@@ -10,7 +10,7 @@ snapshot: no I/O, no clock of their own (``now`` is the session's).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -32,21 +32,31 @@ def task_end(t: TaskInfo, now: float) -> float:
     return max(now, start + t.deadline)
 
 
-def node_free_at(snap: ClusterSnapshot, now: float) -> npt.NDArray[np.float64]:
+def node_free_at(
+    snap: ClusterSnapshot, now: float, remaining: Mapping[str, float] | None = None
+) -> npt.NDArray[np.float64]:
     """Per node, when every pod bound there is gone at the latest: ``now`` for an empty node,
     the latest end of its pods when each has a limit, ``UNBOUNDED`` when any has none (pods
     of no job, which the scheduler does not model, count as unbounded: only the room our
-    bounded pods explain is trusted)."""
+    bounded pods explain is trusted).
+
+    ``remaining``: for some jobs, how much longer they are expected to run (learned run
+    times): their pods without a limit count as ending then. What comes out is then an
+    expectation, not a bound, fit to order domains and nothing else."""
     n = snap.num_nodes
     free = np.full(n, now, dtype=np.float64)
     explained = np.zeros_like(snap.used)
-    parts = [b for job in snap.jobs.values() if len((b := _bound_pods(job))[0])]
+    jobs = [(job.key, b) for job in snap.jobs.values() if len((b := _bound_pods(job))[0])]
+    parts = [b for _, b in jobs]
     if parts:
         where = np.concatenate([p[0] for p in parts])
         start = np.concatenate([p[1] for p in parts])
         limit = np.concatenate([p[2] for p in parts])
         # Not started yet: counted from now; past its limit: ends now; no limit: never.
         ends = np.maximum(now, np.where(np.isnan(start), now, start) + limit)
+        if remaining:
+            expect = np.concatenate([np.full(len(b[0]), now + remaining.get(k, UNBOUNDED)) for k, b in jobs])
+            ends = np.where(np.isinf(ends), expect, ends)
         np.maximum.at(free, where, ends)
         np.add.at(explained, where, np.concatenate([p[3] for p in parts]))
     # Room used by something we cannot bound (a pod of no job) keeps the node busy for ever.
@@ -82,6 +92,27 @@ def _bound_pods(
         return where, start, limit, req
 
     return job.memo.get_or_put(_BOUND, make)
+
+
+def room_at(
+    free_at: npt.NDArray[np.float64],
+    now_fit: npt.NDArray[np.int64],
+    drained_fit: npt.NDArray[np.int64],
+    need: int,
+    now: float,
+) -> float:
+    """When ``need`` pods fit on these nodes, if each node takes ``now_fit`` pods now and
+    ``drained_fit`` once it frees up (``free_at``): the earliest such time (``now`` when they
+    fit now), ``UNBOUNDED`` when the nodes that free up at a known time never make room enough."""
+    have = int(now_fit.sum())
+    if have >= need:
+        return now
+    order = np.argsort(free_at, kind="stable")
+    gained = np.cumsum((drained_fit - now_fit)[order])
+    enough = np.flatnonzero(have + gained >= need)
+    if not len(enough):
+        return UNBOUNDED
+    return float(free_at[order[enough[0]]])
 
 
 def has_limits(free_at: npt.NDArray[np.float64], now: float) -> bool:

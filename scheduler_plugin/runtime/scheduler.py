@@ -84,6 +84,7 @@ from scheduler_plugin.cycle import LastSession, SessionResult, run_session_reusi
 from scheduler_plugin.cycle.carried import verify_carried
 from scheduler_plugin.framework.evictions import Nomination
 from scheduler_plugin.model.reservation import Reservation
+from scheduler_plugin.model.runtime_history import RuntimeHistory
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .assume import AssumeCache
@@ -232,6 +233,8 @@ class Scheduler:
         self.reservations: dict[str, Reservation] = {}
         # The last session, reused while nothing changes and nothing waits (run_session_reusing).
         self._last_session = LastSession()
+        # Run times of finished gangs, for queues that learn them (kept in memory only).
+        self._history = RuntimeHistory()
         self._reported_error: str | None = None
         self.wake = asyncio.Event()
         self.binder = Binder(
@@ -456,6 +459,7 @@ class Scheduler:
             nominations,
             now=parse_rfc3339(self._now()),
             reservations=reservations,
+            history=self._history,
         )
         return snap, result
 

@@ -137,7 +137,11 @@ def test_main_runs_the_trace_with_and_without_time_limits(
     assert text.count("Holds of ours over all seeds") == 2
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["sim"]["trace"] == "limits" and summary["sim_plain"]["trace"] == "plain"
-    assert set(summary["sim"]["holds"]) == {"hyperplace", "hyperplace-cpu-mem-binpack"}
+    assert set(summary["sim"]["holds"]) == {
+        "hyperplace",
+        "hyperplace-cpu-mem-binpack",
+        "hyperplace-learned-runtimes",
+    }
     with pytest.raises(SystemExit):
         cli.main(["--quick", "--parts", "sim", "--sim-traces", "none", "--out", str(tmp_path)])
     capsys.readouterr()

@@ -1,0 +1,114 @@
+"""Learned run times: how long a queue's gangs ran, to guess when running pods without a time
+limit end (opt-in per queue, annotation ``hyperplace.io/runtime-estimate: history``).
+
+A pod with ``activeDeadlineSeconds`` is gone by its start plus the limit (``time_limits.py``); a
+pod without one may run for ever, and a held domain full of such pods has no known start. Many
+teams submit similar jobs again and again, so the run times of a queue's finished gangs, by gang
+size, say roughly when its running gangs will end. The estimate only orders which domain to hold
+for the head of the queue (the one expected to free soonest); it never lets a job into held room
+and never becomes a held gang's estimated start, because a guess must not delay a gang.
+
+How a run time is observed: a gang seen running (its first pod's ``status.startTime``) whose
+PodGroup is later seen with no pod running or waiting has ended; the time between is recorded
+under its queue and size. A PodGroup that disappears (deleted, not finished) records nothing.
+Failed runs count: what matters is when the room freed. The history lives in the scheduler's
+memory (a restart starts it empty) and keeps the latest runs per queue and size.
+
+Pure: no I/O, no clock of its own (the session's ``now`` is passed in).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .jobs import JobInfo
+from .snapshot import ClusterSnapshot
+
+ANNOTATION = "hyperplace.io/runtime-estimate"
+HISTORY = "history"
+KEPT = 64  # latest runs kept per queue and gang size
+KEPT_QUEUE = 256  # latest runs kept per queue, all sizes
+MIN_RUNS = 3  # runs needed before an estimate is given
+
+
+def size_class(pods: int) -> int:
+    """Gang sizes are compared by power of two: 1, 2, 3-4, 5-8, 9-16, ..."""
+    return max(0, math.ceil(math.log2(max(pods, 1))))
+
+
+def opted_in(queue_annotations: Mapping[str, str] | None) -> tuple[bool, str | None]:
+    """Whether a queue's annotations ask for learned run times, and a message naming the
+    annotation when its value is not understood."""
+    value = (queue_annotations or {}).get(ANNOTATION)
+    if value is None:
+        return False, None
+    if value.strip().lower() == HISTORY:
+        return True, None
+    return (
+        False,
+        f"annotation {ANNOTATION}: unknown value {value!r} (use {HISTORY!r}); no run times are learned",
+    )
+
+
+@dataclass
+class _Seen:
+    queue: str
+    pods: int
+    started: float
+
+
+@dataclass
+class RuntimeHistory:
+    """Run times of finished gangs per queue and gang size, observed across sessions."""
+
+    runs: dict[tuple[str, int], deque[float]] = field(default_factory=dict)
+    by_queue: dict[str, deque[float]] = field(default_factory=dict)
+    _running: dict[str, _Seen] = field(default_factory=dict)
+
+    def record(self, queue: str, pods: int, seconds: float) -> None:
+        """One finished run of a gang of ``pods`` pods in ``queue``."""
+        if seconds < 0 or not math.isfinite(seconds):
+            return
+        self.runs.setdefault((queue, size_class(pods)), deque(maxlen=KEPT)).append(seconds)
+        self.by_queue.setdefault(queue, deque(maxlen=KEPT_QUEUE)).append(seconds)
+
+    def observe(self, snap: ClusterSnapshot, now: float) -> None:
+        """Record the gangs seen running before that ``snap`` shows ended, and remember the ones
+        running now. Observing the same snapshot again records nothing more."""
+        running: dict[str, _Seen] = {}
+        for key, job in snap.jobs.items():
+            seen = self._running.get(key)
+            started = _started(job)
+            if started is not None:
+                running[key] = (
+                    seen
+                    if seen is not None and seen.started == started
+                    else _Seen(job.queue, len(job.tasks), started)
+                )
+            elif seen is not None and not job.tasks:
+                # Every pod ended (ended pods leave the scheduler's view) and its PodGroup stays.
+                self.record(seen.queue, seen.pods, now - seen.started)
+        self._running = running
+
+    def remaining(self, queue: str, pods: int, elapsed: float) -> float | None:
+        """How much longer a gang of ``pods`` pods of ``queue`` that has run ``elapsed`` seconds
+        is expected to run: the median of what runs of its size (else of its queue) that lasted
+        longer had left at that age; as long again as it has run when it outlived them all.
+        None without ``MIN_RUNS`` runs to go by."""
+        runs = self.runs.get((queue, size_class(pods)))
+        if runs is None or len(runs) < MIN_RUNS:
+            runs = self.by_queue.get(queue)
+        if runs is None or len(runs) < MIN_RUNS:
+            return None
+        longer = [d - elapsed for d in runs if d > elapsed]
+        return statistics.median(longer) if longer else max(elapsed, 0.0)
+
+
+def _started(job: JobInfo) -> float | None:
+    """When the job's earliest running pod started, or None when none runs with a start time."""
+    starts = [t.started_at for t in job.tasks if t.running and t.started_at is not None]
+    return min(starts) if starts else None
