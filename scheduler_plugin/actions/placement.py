@@ -11,7 +11,7 @@ counts and their per-HyperNode sums, so:
    these counts are exact, so no dry run is wasted.
 2. *Pick the lowest feasible tier* (gradient order) and, inside it, the domain with the best
    HyperNode bin-packing score (Volcano's HyperNodeOrderFn; ties: SubJob tasks already there,
-   then name).
+   then name). Identical partitions go to the fewest domains of their tier (``place_batch``).
 3. *Place exactly* on the chosen domain: real per-pod assignment updating free resources; if it
    fails (multi-resource or heterogeneous interactions), fall back to the next candidate.
 
@@ -258,13 +258,14 @@ class Placer:
         return partition_class(group)
 
     def place_batch(self, stmt: Statement, groups: Sequence[Group], job_domain: int) -> dict[str, int] | None:
-        """Place identical partitions as Volcano's sequential greedy would, one domain at a time.
+        """Place identical partitions in the fewest domains of the lowest tier that fits them.
 
-        Each partition takes the lowest tier with a domain that fits it and, there, the domain
-        with the best HyperNode bin-packing score. Placing a partition only raises its domain's
-        score and leaves the other domains of that tier untouched, so the sequential choice is
-        "fill the best-scoring domain with as many partitions as it fits, then the next": done
-        here with one count lookup per domain instead of a search per partition.
+        Each partition takes the lowest tier with a domain that fits it (as Volcano's sequential
+        greedy does). There, the domains are filled fewest first: the best-scoring domain
+        (HyperNode bin-packing, then name) that takes every partition left, else the one that
+        takes the most, and so on. Volcano fills the best-scoring domain first, then the next:
+        bin-packing then sends a job's partitions into the fullest leaves, a few per leaf, and a
+        job that two empty leaves would hold spans five (the trace benchmark's 64-pod jobs).
         """
         ssn = self.ssn
         g0 = groups[0]
@@ -289,14 +290,19 @@ class Placer:
                 continue
             cands = ids[ok]
             scores = ssn.hypernode_scores(g0.subjob, req_one, cands) if len(cands) > 1 else np.zeros(1)
-            for j in np.lexsort((cands, -scores)).tolist():
-                if not remaining:
+            by_score = np.lexsort((cands, -scores))
+            cands, scores = cands[by_score], scores[by_score]
+            while remaining:
+                # Counts drop as partitions land (and for overlapping domains): re-read them.
+                fit = self.state.dom_counts(shape)[cands] // k
+                if not (fit > 0).any():
                     break
+                # Fewest domains: the best-scoring domain that takes every partition left, else
+                # the one that takes the most (best score among equals), and so on.
+                whole = np.flatnonzero(fit >= len(remaining))
+                j = int(whole[0]) if len(whole) else int(np.argmax(fit))
                 d = int(cands[j])
-                # Counts may have dropped if domains of this tier overlap (regex members): re-read.
-                m = min(int(self.state.dom_counts(shape)[d]) // k, len(remaining))
-                if m <= 0:
-                    continue
+                m = min(int(fit[j]), len(remaining))
                 chunk, remaining = remaining[:m], remaining[m:]
                 tasks = [t for g in chunk for t in sorted(g.tasks, key=_RANK)]
                 nodes_d = self.tree.node_sets[d]

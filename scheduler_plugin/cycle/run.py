@@ -18,7 +18,8 @@ Deliberate differences, for speed and placement quality: feasibility comes from 
 counts instead of dry runs; a partitioned job picks its job-level domain by the bin-packing
 score of the whole unit (Volcano sums the SubJob scores of a dry run per candidate); inside a
 chosen domain pods go to the fewest leaves (best fit) in rank order instead of one node-score
-argmax per pod.
+argmax per pod, and a job's identical partitions fill the fewest domains of their tier (Volcano
+fills the best bin-packing score first, which spreads them over the fullest leaves).
 
 Determinism: the result depends only on the snapshot, the configuration and the session's
 clock. Every tie (equal HyperNode or node scores) is broken by name (HyperNode name, node name),

@@ -87,3 +87,24 @@ def test_among_job_domains_of_one_tier_the_one_needing_fewer_leaves_wins() -> No
     result, _ = schedule(nodes, [*busy, *pods], tree, [pg])
     assert result.jobs["default/j"].allocated_hypernode == "spine-0"
     assert set(result.bindings.values()) == {"n0", "n1", "n2", "n3"}
+
+
+def test_partitions_take_the_fewest_leaves_not_the_fullest_ones() -> None:
+    # One spine of four 4-node leaves. leaf0 and leaf1 are empty; leaf2 and leaf3 have two busy
+    # nodes each, so bin-packing scores them higher. Four 2-pod partitions (hard at the leaf)
+    # fit in the two empty leaves; filling the fuller leaves first spread the job over all four
+    # (the trace bench's 64-pod jobs on 3-5 leaves where 2 were free).
+    nodes = [gpu_node(f"n{i}") for i in range(16)]
+    busy = [pod(f"busy{i}", None, cpu=64, gpu=8, memory="256Gi", node_name=f"n{i}") for i in (8, 9, 12, 13)]
+    leaves = [hypernode(f"leaf{j}", 1, nodes=[f"n{4 * j + i}" for i in range(4)]) for j in range(4)]
+    tree = [*leaves, hypernode("spine", 2, children=[f"leaf{j}" for j in range(4)])]
+    pods = job_pods("j", 8, cpu=32, gpu=8, memory="128Gi", task="w", partition_size=2)
+    pg = podgroup(
+        "j",
+        8,
+        topology={"mode": "hard", "highestTierAllowed": 2},
+        sub_groups=[partition_policy("w", 2, tier=1)],
+    )
+    result, _ = schedule(nodes, [*busy, *pods], tree, [pg])
+    assert len(result.bindings) == 8
+    assert sorted(set(result.jobs["default/j"].subgroups.values())) == ["leaf0", "leaf1"]
