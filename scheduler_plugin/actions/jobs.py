@@ -4,10 +4,12 @@ beyond that minimum. allocate, backfill, preempt and reclaim all ask here."""
 
 from __future__ import annotations
 
+from ..config.scheduler_conf import SchedulerConfig
 from ..framework.extension_points import ALLOCATABLE
 from ..framework.session import Session
 from ..model.explanation import Explanation
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
+from ..model.memo import MemoKey
 from .placement import Group
 
 NOT_ENQUEUED = "NotEnqueued"
@@ -44,8 +46,24 @@ def not_enqueued_explanation(ssn: Session, job: JobInfo) -> Explanation:
     return Explanation(summary=f"PodGroup is Pending, not admitted to Inqueue: {why}", reason=NOT_ENQUEUED)
 
 
+# The gang minimum of a job none of whose pods is ready, with the configuration it was chosen
+# under: it then depends on the job and the configured orders alone (every readiness the choice
+# reads is zero), so a gang waiting cycle after cycle is not chosen again each time.
+GANG_GROUPS: MemoKey[tuple[SchedulerConfig, list[Group] | str]] = MemoKey("gang groups, nothing ready")
+
+
 def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
     """The smallest set of pending pods that makes the job ready (two-level gang)."""
+    if ssn.job_ready_count(job):
+        return _gang_groups(ssn, job)
+    cached = job.memo.get(GANG_GROUPS)
+    if cached is None or cached[0] is not ssn.config:
+        cached = job.memo.put(GANG_GROUPS, (ssn.config, _gang_groups(ssn, job)))
+    got = cached[1]
+    return got if isinstance(got, str) else list(got)  # groups are never changed; the list may be
+
+
+def _gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
     subjobs = sorted(job.subjobs.values(), key=ssn.subjob_sort_key())
     chosen: dict[str, list[TaskInfo]] = {}
     chosen_keys: set[str] = set()

@@ -37,6 +37,7 @@ HyperNode and since when, and a gang without either simply gets a domain chosen 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -348,19 +349,11 @@ class Holder:
             sid: self.ssn.snap.static_mask(self.ssn.snap.shapes[sid])[nodes]
             for sid in {t.shape for t in tasks}
         }
-        shapes: list[int] = []
-        where: list[int] = []
-        k = 0
-        for t in tasks:
-            req = self.ssn.snap.shapes[t.shape].requests
-            while k < len(order):
-                i = order[k]
-                if mask[t.shape][i] and (room[i] >= req).all():
-                    room[i] -= req
-                    shapes.append(t.shape)
-                    where.append(int(nodes[i]))
-                    break
-                k += 1
+        snap = self.ssn.snap
+        shapes, rows = fill_in_order(
+            room, order, [t.shape for t in tasks], {sid: snap.shapes[sid].requests for sid in mask}, mask
+        )
+        where = nodes[np.asarray(rows, dtype=np.int64)].tolist()
         if where:
             state.apply(shapes, where, 1)
             self._phantom[job] = (shapes, where)
@@ -492,6 +485,46 @@ class Holder:
                 job = jobs.get(key)
                 if key not in have and job is not None and len(job.pending) < len(job.tasks):
                     mine.append((key, line))
+
+
+def fill_in_order(
+    room: np.ndarray,
+    order: np.ndarray,
+    pods: Sequence[int],
+    requests: Mapping[int, np.ndarray],
+    masks: Mapping[int, np.ndarray],
+) -> tuple[list[int], list[int]]:
+    """Charge ``pods`` (their shape ids, in order) to the rows of ``room`` taken in ``order``: each
+    pod goes to the first row, from the one the previous pod went to, that its shape's mask allows
+    and that has room for it; a pod that finds none is left out, and so are all after it.
+    Returns the shapes and rows charged; ``room`` is reduced by them."""
+    shapes: list[int] = []
+    rows_out: list[int] = []
+    k = 0  # the position in ``order`` the next pod is tried at first
+    for sid, run in itertools.groupby(pods):
+        # Pods of one shape in a row fill the rows in order, each to what it holds.
+        n = sum(1 for _ in run)
+        req = requests[sid]
+        rows = order[k:]
+        sub = room[rows]
+        pos = req > 0
+        cap = (sub[:, pos] // req[pos]).min(axis=1) if pos.any() else np.full(len(rows), n)
+        ok = masks[sid][rows] & (sub[:, ~pos] >= 0).all(axis=1)
+        cap = np.where(ok, np.maximum(cap, 0), 0)
+        full = np.cumsum(cap)
+        last = int(np.searchsorted(full, n))  # where the n-th pod lands
+        take = cap.copy()
+        if last < len(cap):
+            take[last] = n - (int(full[last - 1]) if last else 0)
+            take[last + 1 :] = 0
+            k += last
+        else:
+            k = len(order)
+        used = np.flatnonzero(take)
+        room[rows[used]] -= take[used, None] * req
+        shapes += [sid] * int(take.sum())
+        rows_out += np.repeat(rows[used], take[used]).tolist()
+    return shapes, rows_out
 
 
 def _fmt_wait(s: float) -> str:

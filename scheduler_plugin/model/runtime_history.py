@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .jobs import JobInfo
+from .memo import MemoKey
 from .snapshot import ClusterSnapshot
 
 ANNOTATION = "hyperplace.io/runtime-estimate"
@@ -108,7 +109,15 @@ class RuntimeHistory:
         return statistics.median(longer) if longer else max(elapsed, 0.0)
 
 
+# When a job's earliest running pod started (None: none runs with a start time), per JobInfo.
+_STARTED: MemoKey[tuple[float | None]] = MemoKey("runtime_history.started", node_free=True)
+
+
 def _started(job: JobInfo) -> float | None:
     """When the job's earliest running pod started, or None when none runs with a start time."""
-    starts = [t.started_at for t in job.tasks if t.running and t.started_at is not None]
-    return min(starts) if starts else None
+
+    def make() -> tuple[float | None]:
+        starts = [t.started_at for t in job.tasks if t.running and t.started_at is not None]
+        return (min(starts) if starts else None,)
+
+    return job.memo.get_or_put(_STARTED, make)[0]

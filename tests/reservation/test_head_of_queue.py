@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hyperplace.kube.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
@@ -261,3 +264,42 @@ def test_a_spine_hold_takes_whole_leaves_and_leaves_the_others_whole() -> None:
     assert result.reservations["default/big"].hypernode == "spine"
     pair = {k: n for k, n in result.bindings.items() if k.startswith("default/pair")}
     assert len(pair) == 2 and set(pair.values()) <= {"m4", "m7"}  # in leaf-b, outside the held room
+
+
+def _fill_pod_by_pod(room, order, pods, requests, masks):  # type: ignore[no-untyped-def]
+    """The charging rule said plainly: each pod tries the nodes in order from where the last one
+    went, and takes the first with room."""
+    shapes, rows, k = [], [], 0
+    for sid in pods:
+        while k < len(order):
+            i = order[k]
+            if masks[sid][i] and (room[i] >= requests[sid]).all():
+                room[i] -= requests[sid]
+                shapes.append(sid)
+                rows.append(int(i))
+                break
+            k += 1
+    return shapes, rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_held_gang_is_charged_to_the_nodes_exactly_as_pod_by_pod(data: st.DataObject) -> None:
+    import numpy as np
+
+    from scheduler_plugin.actions.reservation import fill_in_order
+
+    n = data.draw(st.integers(1, 12))
+    room = np.array(
+        data.draw(st.lists(st.lists(st.integers(-1, 9), min_size=3, max_size=3), min_size=n, max_size=n))
+    )
+    order = np.array(data.draw(st.permutations(list(range(n)))), dtype=np.int64)
+    requests = {
+        sid: np.array(data.draw(st.lists(st.integers(0, 4), min_size=3, max_size=3))) for sid in range(3)
+    }
+    masks = {sid: np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n))) for sid in range(3)}
+    pods = data.draw(st.lists(st.integers(0, 2), max_size=30))
+    want_room = room.copy()
+    want = _fill_pod_by_pod(want_room, order, pods, requests, masks)
+    got = fill_in_order(room, order, pods, requests, masks)
+    assert got == want and (room == want_room).all()
