@@ -58,6 +58,8 @@ ARG_WAIT = "reservationWait"
 ARG_MAX = "maxReservations"
 DEFAULT_WAIT = 600.0
 DEFAULT_MAX = 1
+# Why a hold took its domain, when learned run times took part in the choice.
+LEARNED_CHOICE = "of the domains it fits, the one expected to free soonest (learned run times)"
 
 
 def parse_wait(text: object, field: str) -> float | None:
@@ -240,8 +242,9 @@ class Holder:
             name = ssn.snap.tree.names[h]
             since = prev.since if prev is not None and prev.hypernode == name and prev.since else rfc3339(now)
             why = f"it has waited {_fmt_wait(now - created)} (threshold {_fmt_wait(wait)})"
-            if self._expected is not None and self._expected[1]:
-                why += "; of the domains it fits, the one expected to free soonest (learned run times)"
+            learned = self._expected is not None and self._expected[1]
+            if learned or (prev is not None and prev.hypernode == name and LEARNED_CHOICE in prev.reason):
+                why += f"; {LEARNED_CHOICE}"  # said for as long as the hold stands
             self.held[job.key] = Reservation(job.key, name, since, why)
             self._charge(job.key, tasks, h)
             self._estimate(job.key)

@@ -10,6 +10,7 @@ before the gang starts), while one with a two-hour limit stays out. When rack 0'
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
@@ -137,5 +138,87 @@ def test_a_short_job_backfills_into_the_held_rack_and_a_long_one_does_not(
         assert set(wait_for(gang_bound, "the gang to be bound in the held rack", describe=sch.tail)) == set(
             rack0
         )
+    finally:
+        sch.stop()
+
+
+def _queue(kubectl: Kubectl, name: str, **annotations: str) -> None:
+    kubectl.create(
+        [
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name, "annotations": annotations},
+                "spec": {"weight": 1},
+            }
+        ]
+    )
+
+
+def _phase(kubectl: Kubectl, ns: str, name: str) -> str:
+    pgs = {g["metadata"]["name"]: g for g in kubectl.items("podgroups", "-n", ns)}
+    return str((pgs.get(name, {}).get("status") or {}).get("phase") or "")
+
+
+def test_a_queue_that_learns_run_times_gets_the_rack_its_short_jobs_run_in_held(
+    cluster: Cluster, kubectl: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    """Each rack runs one pod without a limit, so either is one pod short for a four-pod gang
+    and neither has an estimated start. Rack 1's pod is of a queue whose one-pod jobs the
+    scheduler has seen finish in seconds (``hyperplace.io/runtime-estimate: history``); rack 0's
+    of a queue that learns nothing. The gang's hold takes rack 1, not rack 0 (which name order
+    would give), and says why."""
+    tag = f"r{uuid.uuid4().hex[:6]}"
+    sched, learns, plain = f"learn-{tag}", f"q-{tag}", f"plain-{tag}"
+    racks, prio = two_racks(kubectl, tag)
+    rack0, rack1 = list(racks.values())
+    _queue(
+        kubectl,
+        learns,
+        **{"hyperplace.io/reservation-wait": "1s", "hyperplace.io/runtime-estimate": "history"},
+    )
+    _queue(kubectl, plain)
+    ns = namespace
+    sch = components.scheduler(
+        cluster.kubeconfig, tmp_path / "scheduler.log", "default", f"--scheduler-name={sched}",
+        f"--lease-name=learn-{tag}", name=f"learn-scheduler-{tag}",
+    )  # fmt: skip
+    try:
+        # Three short runs of the learning queue: each seen running (its PodGroup Running, so a
+        # cycle saw its pod started), then ended (Completed, so a cycle saw it end).
+        for i in range(3):
+            name = f"quick{i}"
+            _job(kubectl, name, ns, prio, sched, tag, learns, node=rack1[1])
+            wait_for(
+                lambda n=name: _phase(kubectl, ns, n) == "Running" or None,
+                f"{name} to run",
+                describe=sch.tail,
+            )
+            done = {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False"}]}
+            kubectl.run(
+                "patch", "pod", "-n", ns, f"{name}-0", "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": done}),
+            )  # fmt: skip
+            wait_for(
+                lambda n=name: _phase(kubectl, ns, n) == "Completed" or None,
+                f"{name} to end",
+                describe=sch.tail,
+            )
+
+        _job(kubectl, "other", ns, prio, sched, tag, plain, node=rack0[0])
+        _job(kubectl, "next", ns, prio, sched, tag, learns, node=rack1[0])
+        train = [pod(f"train-{i}", ns, "train", prio, sched, tag, None) for i in range(4)]
+        pg = podgroup("train", ns, 4, prio, {"mode": "hard", "highestTierAllowed": 1})
+        pg["spec"]["queue"] = learns
+        kubectl.create([pg, *train])
+
+        def held() -> str | None:
+            c = _conditions(kubectl, ns, "train").get("HyperNodeReserved")
+            return str(c["message"]) if c and c.get("status") == "True" else None
+
+        message = wait_for(held, "the waiting gang to get a rack held", describe=sch.tail)
+        assert f"HyperNode {tag}-rack1 is held" in message, message
+        assert "expected to free soonest (learned run times)" in message, message
+        assert "estimated start" not in message  # a guess is not a bound
     finally:
         sch.stop()

@@ -89,6 +89,14 @@ def test_learned_run_times_pick_the_rack_whose_gangs_usually_end_soon() -> None:
     assert "expected to free soonest (learned run times)" in held.reason
     # A guess is not a bound: no estimated start, so nothing may use the held room on it.
     assert held.estimated_start is None and not held.backfilled
+    # The next cycle keeps the rack, and says why for as long as it holds it.
+    nodes, tree = cluster()
+    snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs, queues=qs)
+    later = run_session(
+        snap, DEFAULT_CONFIG, now=parse_rfc3339(NOW) + 10, history=history, reservations=result.reservations
+    )
+    again = later.reservations["default/big"]
+    assert again.hypernode == "leaf1" and "(learned run times)" in again.reason
 
 
 def test_without_history_or_opt_in_the_choice_is_what_it_was() -> None:
