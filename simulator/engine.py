@@ -1085,9 +1085,12 @@ class Simulation:
             earlier = prev.candidates if prev is not None and prev.phase == "Running" else None
             if outcome.candidates is not None:
                 # More pods of a running job: the search that chose its domain came earlier.
-                outcome.candidates = outcome.candidates.after(earlier)
+                found = outcome.candidates
+                outcome = result.own_job(pg_key)
+                outcome.candidates = found.after(earlier)
             elif outcome.phase == "Running":
                 # Settled since: the domain search that placed it was an earlier cycle's.
+                outcome = result.own_job(pg_key)
                 outcome.candidates = earlier
             self.outcomes[pg_key] = outcome
             ns, _, name = pg_key.partition("/")

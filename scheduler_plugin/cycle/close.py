@@ -32,11 +32,10 @@ from .result import (
 
 MAX_LISTED = 10  # pods named in one note
 
-# A job with every pod bound had nothing to decide: (tree, configuration, ready, allocated
-# HyperNode name, SubJob domains), reused while the tree and the configuration are the same.
-SETTLED_OUTCOME: MemoKey[tuple[HyperNodeTree, Any, bool, str | None, dict[str, str]]] = MemoKey(
-    "settled outcome"
-)
+# A job with every pod bound and its gang ready had nothing to decide: (tree, configuration,
+# its outcome), shared by the results of later sessions while the tree and the configuration
+# are the same (SessionResult.own_job copies one before it is changed).
+SETTLED_OUTCOME: MemoKey[tuple[HyperNodeTree, Any, JobOutcome]] = MemoKey("settled outcome")
 
 
 def close_session(ssn: Session, relaxed: Mapping[str, Relaxation]) -> SessionResult:
@@ -71,12 +70,6 @@ def close_session(ssn: Session, relaxed: Mapping[str, Relaxation]) -> SessionRes
 def _placement(ssn: Session, job: JobInfo) -> tuple[bool, str | None, dict[str, str]]:
     """(gang ready, allocated HyperNode, SubJob domains) of ``job`` after the session."""
     tree = ssn.snap.tree
-    # A job whose every pod is bound had nothing to decide: its outcome depends on the job,
-    # the tree and the configuration only, so it is computed once and reused.
-    settled = bool(job.tasks) and not job.pending and job.key not in ssn.explanations
-    cached = job.memo.get(SETTLED_OUTCOME) if settled else None
-    if cached is not None and cached[0] is tree and cached[1] is ssn.config:
-        return cached[2], cached[3], cached[4]
     ready = ssn.job_ready(job) and ssn.job_valid(job) is None and bool(job.tasks)
     hn = ssn.job_hn.get(job.key, -1)
     hn_name = tree.names[hn] if hn >= 0 and job.with_topology else None
@@ -85,8 +78,6 @@ def _placement(ssn: Session, job: JobInfo) -> tuple[bool, str | None, dict[str, 
         sh = ssn.subjob_hn.get(sid, -1)
         if sh >= 0 and sid != job.key:
             subgroups[sid] = tree.names[sh]
-    if settled:
-        job.memo.put(SETTLED_OUTCOME, (tree, ssn.config, ready, hn_name, subgroups))
     return ready, hn_name, subgroups
 
 
@@ -108,6 +99,25 @@ def _waiting(ssn: Session, job: JobInfo, expl: Explanation | None) -> dict[str, 
 
 def _job_outcome(ssn: Session, job: JobInfo) -> tuple[JobOutcome, dict[str, str]]:
     """The PodGroup's outcome and the reasons of its waiting pods."""
+    # A job whose every pod is bound had nothing to decide: its outcome depends on the job,
+    # the tree and the configuration only, so it is made once and shared while they stand.
+    settled = (
+        bool(job.tasks)
+        and not job.pending
+        and job.key not in ssn.explanations
+        and job.key not in ssn.candidates
+    )
+    if settled:
+        cached = job.memo.get(SETTLED_OUTCOME)
+        if cached is not None and cached[0] is ssn.snap.tree and cached[1] is ssn.config:
+            return cached[2], {}
+    outcome, waiting = _made_outcome(ssn, job)
+    if settled and outcome.phase == "Running" and not waiting:
+        job.memo.put(SETTLED_OUTCOME, (ssn.snap.tree, ssn.config, outcome))
+    return outcome, waiting
+
+
+def _made_outcome(ssn: Session, job: JobInfo) -> tuple[JobOutcome, dict[str, str]]:
     ready, hn_name, subgroups = _placement(ssn, job)
     expl = ssn.explanations.get(job.key)
     outcome = JobOutcome(
@@ -202,9 +212,9 @@ def _close_nominations(ssn: Session, out: SessionResult) -> None:
     out.evictions = list(ssn.ledger.evictions)
     out.nominations = dict(ssn.ledger.nominations)
     for key, nom in out.nominations.items():
-        outcome = out.jobs.get(key)
-        if outcome is None:
+        if key not in out.jobs:
             continue
+        outcome = out.own_job(key)
         outcome.phase = "Pending"
         waiting = [v for v in nom.victims if v in ssn.ledger.gone]
         outcome.conditions = [
@@ -228,14 +238,14 @@ def _close_reservations(ssn: Session, out: SessionResult) -> None:
     out.reservations = dict(ssn.reservations)
     for res in out.reservations.values():
         for job, line in res.backfilled:
-            placed = out.jobs.get(job)
+            placed = out.own_job(job) if job in out.jobs else None
             for c in placed.conditions if placed is not None else []:
                 if c.get("type") == "Scheduled" and c.get("status") == "True":
                     c["message"] = f"{c.get('message') or ''}; {line}"
     for key, res in out.reservations.items():
-        outcome = out.jobs.get(key)
-        if outcome is None:
+        if key not in out.jobs:
             continue
+        outcome = out.own_job(key)
         outcome.conditions.append(
             {
                 "type": RESERVED_CONDITION,

@@ -118,9 +118,9 @@ def relaxation_condition(rel: Relaxation, ceiling: int | None) -> dict[str, Any]
 def record_relaxations(relaxed: Mapping[str, Relaxation], result: SessionResult) -> None:
     """Add the relaxation condition (and an explanation line) to each relaxed job's outcome."""
     for key, rel in relaxed.items():
-        outcome = result.jobs.get(key)
-        if outcome is None:
+        if key not in result.jobs:
             continue
+        outcome = result.own_job(key)
         ceiling = rel.ceiling
         outcome.conditions = [c for c in outcome.conditions if c.get("type") != RELAXATION_CONDITION]
         outcome.conditions.append(relaxation_condition(rel, ceiling))

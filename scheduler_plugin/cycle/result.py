@@ -4,6 +4,7 @@ pending, evictions, nominations and reservations."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -97,6 +98,9 @@ class SessionResult:
     """Bindings, per-job outcomes and reasons for every pod left pending."""
 
     bindings: dict[str, str] = field(default_factory=dict)
+    # The outcome of a job with nothing to decide (every pod bound, its gang ready) is made once
+    # and shared by the results of later sessions: to change an entry, take it with
+    # :meth:`own_job` (a copy of its own), never change the object in place.
     jobs: dict[str, JobOutcome] = field(default_factory=dict)
     unschedulable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -113,3 +117,16 @@ class SessionResult:
     # Domains held for head-of-queue gangs that waited too long (job key -> Reservation); pass
     # ``reservations`` back to the next ``run_session``, as nominations.
     reservations: dict[str, Reservation] = field(default_factory=dict)
+
+    def own_job(self, key: str) -> JobOutcome:
+        """The outcome of job ``key`` as this result's own copy, safe to change (outcomes of
+        settled jobs are shared between results)."""
+        o = self.jobs[key]
+        mine = dataclasses.replace(
+            o,
+            subgroups=dict(o.subgroups),
+            conditions=[dict(c) for c in o.conditions],
+            relaxation=dict(o.relaxation) if o.relaxation is not None else None,
+        )
+        self.jobs[key] = mine
+        return mine

@@ -78,3 +78,21 @@ def test_a_rebuilt_snapshot_sums_afresh_and_agrees() -> None:
     incremental, rebuilt = world.state.snapshot(), world.rebuild()
     assert queue_sums.queue_job_sums(incremental).keys() == queue_sums.queue_job_sums(rebuilt).keys()
     assert drf.job_shares(incremental) == drf.job_shares(rebuilt)
+
+
+def test_a_settled_jobs_outcome_is_made_once_and_a_result_changes_only_its_own_copy() -> None:
+    world = busy_world(3)
+    first = run_session(world.state.snapshot())
+    world.apply(("pod", "late-0", "late", 1, 0, False, False))  # something else changes
+    world.apply(("pg", "late", 1, None))
+    second = run_session(world.state.snapshot())
+    # g0 had nothing to decide: both results hold the outcome made once.
+    assert second.jobs["default/g0"] is first.jobs["default/g0"]
+    mine = second.own_job("default/g0")
+    mine.conditions.append({"type": "Note", "status": "True"})
+    mine.phase = "Pending"
+    assert first.jobs["default/g0"].phase == "Running"
+    assert [c["type"] for c in first.jobs["default/g0"].conditions] == ["Scheduled"]
+    third = run_session(world.state.snapshot())
+    assert third.jobs["default/g0"].phase == "Running"
+    assert [c["type"] for c in third.jobs["default/g0"].conditions] == ["Scheduled"]
