@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .jobs import JobInfo
-from .memo import MemoKey
+from .memo import MemoKey, changed_entries
 from .snapshot import ClusterSnapshot
 
 ANNOTATION = "hyperplace.io/runtime-estimate"
@@ -69,6 +69,7 @@ class RuntimeHistory:
     runs: dict[tuple[str, int], deque[float]] = field(default_factory=dict)
     by_queue: dict[str, deque[float]] = field(default_factory=dict)
     _running: dict[str, _Seen] = field(default_factory=dict)
+    _jobs: Mapping[str, JobInfo] = field(default_factory=dict)  # the jobs last observed
 
     def record(self, queue: str, pods: int, seconds: float) -> None:
         """One finished run of a gang of ``pods`` pods in ``queue``."""
@@ -79,21 +80,24 @@ class RuntimeHistory:
 
     def observe(self, snap: ClusterSnapshot, now: float) -> None:
         """Record the gangs seen running before that ``snap`` shows ended, and remember the ones
-        running now. Observing the same snapshot again records nothing more."""
-        running: dict[str, _Seen] = {}
-        for key, job in snap.jobs.items():
-            seen = self._running.get(key)
+        running now. Only the jobs that changed since the last snapshot observed are looked at
+        (an unchanged job is the same object); observing the same snapshot again records
+        nothing more."""
+        changed, gone = changed_entries(self._jobs, snap.jobs)
+        for key in gone:
+            self._running.pop(key, None)  # deleted, not seen to end: nothing learned
+        for key, job in changed:
+            seen = self._running.pop(key, None)
             started = _started(job)
             if started is not None:
-                running[key] = (
-                    seen
-                    if seen is not None and seen.started == started
-                    else _Seen(job.queue, len(job.tasks), started)
+                same = seen is not None and seen.started == started
+                self._running[key] = (
+                    seen if same and seen is not None else _Seen(job.queue, len(job.tasks), started)
                 )
             elif seen is not None and not job.tasks:
                 # Every pod ended (ended pods leave the scheduler's view) and its PodGroup stays.
                 self.record(seen.queue, seen.pods, now - seen.started)
-        self._running = running
+        self._jobs = snap.jobs
 
     def remaining(self, queue: str, pods: int, elapsed: float) -> float | None:
         """How much longer a gang of ``pods`` pods of ``queue`` that has run ``elapsed`` seconds
