@@ -87,9 +87,7 @@ def gang_mode(ssn: Session, name: str) -> Mode:
         most = GANG_MAX_DOMAINS
     whole = get_bool(args, ARG_WHOLE_BUNDLE, True, warnings)
     for w in warnings:
-        note = f"configurations[{name}].arguments: {w}"
-        if note not in ssn.notes:
-            ssn.notes.append(note)
+        ssn.note(f"configurations[{name}].arguments: {w}")
     return Mode(GANG_ACTIONS[name], name, most, whole)
 
 

@@ -165,9 +165,7 @@ class Holder:
                 q = snap.queues.get(job.queue)
                 learns[job.queue], bad = opted_in(q.metadata.annotations if q is not None else None)
                 if bad is not None:
-                    note = f"Queue {job.queue}: {bad}"
-                    if note not in self.ssn.notes:
-                        self.ssn.notes.append(note)
+                    self.ssn.note(f"Queue {job.queue}: {bad}")
             if not learns[job.queue]:
                 continue
             unbounded = [t for t in job.tasks if t.running and t.deadline is None]
@@ -203,8 +201,7 @@ class Holder:
             try:
                 return parse_wait(ann[QUEUE_ANNOTATION], f"Queue {job.queue} annotation {QUEUE_ANNOTATION}")
             except ValueError as exc:
-                if str(exc) not in self.ssn.notes:
-                    self.ssn.notes.append(str(exc))
+                self.ssn.note(str(exc))
         return default
 
     def _threshold(self, job: JobInfo, default: float | None) -> float | None:
@@ -225,8 +222,7 @@ class Holder:
         conf = settings(ssn.config)
         default, most = conf.wait, conf.most
         for w in conf.warnings:
-            if w not in ssn.notes:
-                ssn.notes.append(w)
+            ssn.note(w)
         if now is None or most == 0 or not ssn.snap.tree.ready:
             return
         for job in ordered[:most]:

@@ -263,6 +263,12 @@ class Session:
         for fn in self.fns(ON_DEALLOCATE):
             fn(tasks)
 
+    def note(self, text: str) -> None:
+        """Add ``text`` to the session notes unless it is there already: a warning about a
+        setting or an annotation is said once per session, however many jobs meet it."""
+        if text not in self.notes:
+            self.notes.append(text)
+
     def job_phase(self, job: JobInfo) -> str:
         """The PodGroup phase as this session sees it: Inqueue once enqueued here, else the
         phase the PodGroup carries ("" read as Pending, as Volcano's ``IsPending`` does)."""

@@ -449,8 +449,7 @@ def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Capacity:
         level = 0
     c.ancestor_level = level
     for w in warnings:
-        if f"plugin capacity: {w}" not in ssn.notes:
-            ssn.notes.append(f"plugin capacity: {w}")
+        ssn.note(f"plugin capacity: {w}")
     ssn.register(QUEUE_ORDER, c.queue_order)
     ssn.register(ALLOCATABLE, c.allocatable)
     ssn.register(ALLOCATABLE_REASON, c.why_not_allocatable)

@@ -67,8 +67,8 @@ class Sla:
                 v, why = _positive_duration(ann[key], f"PodGroup {job.key} annotation {key}")
                 if v is not None:
                     return v
-                if why and why not in self.ssn.notes:
-                    self.ssn.notes.append(f"{why}; ignored")
+                if why:
+                    self.ssn.note(f"{why}; ignored")
         return self.default
 
     def deadline(self, job: JobInfo) -> float | None:
