@@ -50,7 +50,7 @@ from ..config.scheduler_conf import SchedulerConfig
 from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
 from ..model.reservation import Reservation, from_condition
-from ..model.runtime_history import RuntimeHistory, opted_in
+from ..model.runtime_history import RuntimeHistory, job_started, opted_in
 from ..model.time_limits import fits_before, has_limits, held_start, job_limit, node_free_at, room_at
 
 QUEUE_ANNOTATION = "hyperplace.io/reservation-wait"
@@ -168,11 +168,11 @@ class Holder:
                     self.ssn.note(f"Queue {job.queue}: {bad}")
             if not learns[job.queue]:
                 continue
-            unbounded = [t for t in job.tasks if t.running and t.deadline is None]
-            if not unbounded:
+            if not any(t.running and t.deadline is None for t in job.tasks):
                 continue
-            starts = [t.started_at for t in unbounded if t.started_at is not None]
-            elapsed = now - min(starts) if starts else 0.0
+            # Its age as the history measures runs: from its first pod's start.
+            started = job_started(job)
+            elapsed = now - started if started is not None else 0.0
             rem = history.remaining(job.queue, len(job.tasks), elapsed)
             if rem is not None:
                 out[key] = rem

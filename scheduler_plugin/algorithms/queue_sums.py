@@ -56,11 +56,10 @@ def queue_priority(q: Queue | None) -> int:
     return (q.spec.priority or 0) if q is not None else 0
 
 
-def res_of_vector(resources: list[str], vec: np.ndarray) -> Res:
+def res_of_vector(resources: list[str], vec: np.ndarray | list[int]) -> Res:
     """A snapshot resource vector (milli-units, memory included) as Volcano's Resource, without ``pods``."""
-    return Res.from_milli(
-        {r: int(v) for r, v in zip(resources, vec.tolist(), strict=True) if v and r != "pods"}
-    )
+    values = vec.tolist() if isinstance(vec, np.ndarray) else vec
+    return Res.from_milli({r: int(v) for r, v in zip(resources, values, strict=True) if v and r != "pods"})
 
 
 def excess_on(future: Res, limit: Res | None, req: Res) -> Res | None:
@@ -117,8 +116,9 @@ def _total_resource(snap: ClusterSnapshot) -> Res:
 
 def used_resource(snap: ClusterSnapshot) -> Res:
     """What the bound pods of the cluster use (Volcano sums ``node.Used``), without ``pods``."""
-    sums = column_sums(snap.used) if snap.num_nodes else [0] * len(snap.resources)
-    return Res.from_milli({r: v for r, v in zip(snap.resources, sums, strict=True) if v and r != "pods"})
+    return res_of_vector(
+        snap.resources, column_sums(snap.used) if snap.num_nodes else [0] * len(snap.resources)
+    )
 
 
 def task_res(snap: ClusterSnapshot, t: TaskInfo) -> Res:

@@ -88,7 +88,7 @@ class RuntimeHistory:
             self._running.pop(key, None)  # deleted, not seen to end: nothing learned
         for key, job in changed:
             seen = self._running.pop(key, None)
-            started = _started(job)
+            started = job_started(job)
             if started is not None:
                 same = seen is not None and seen.started == started
                 self._running[key] = (
@@ -117,8 +117,9 @@ class RuntimeHistory:
 _STARTED: MemoKey[tuple[float | None]] = MemoKey("runtime_history.started", node_free=True)
 
 
-def _started(job: JobInfo) -> float | None:
-    """When the job's earliest running pod started, or None when none runs with a start time."""
+def job_started(job: JobInfo) -> float | None:
+    """When the job's earliest running pod started, or None when none runs with a start time
+    (what a run is measured from, and a running gang's age)."""
 
     def make() -> tuple[float | None]:
         starts = [t.started_at for t in job.tasks if t.running and t.started_at is not None]
