@@ -1001,9 +1001,8 @@ class Simulation:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
         # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from scheduler_plugin.cache.rebuild import build_snapshot
-        from scheduler_plugin.cache.verify import verify_snapshot
         from scheduler_plugin.cycle import run_session
-        from scheduler_plugin.cycle.carried import verify_carried
+        from scheduler_plugin.cycle.carried import verify_state
 
         if self.config is None:
             self.config = self._load_config()
@@ -1028,8 +1027,7 @@ class Simulation:
                 pdbs=pdbs,
                 quotas=quotas,
             )
-            verify_snapshot(self.state, snap, rebuilt)
-            verify_carried(snap)
+            verify_state(self.state, snap, rebuilt)
         # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).
         result = run_session(
             snap,

@@ -284,11 +284,9 @@ class HyperplaceScheduler(Scheduler):
             snap = rebuild()
         t1 = time.process_time()
         if self.incremental and os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
-            from scheduler_plugin.cache.verify import verify_snapshot
-            from scheduler_plugin.cycle.carried import verify_carried
+            from scheduler_plugin.cycle.carried import verify_state
 
-            verify_snapshot(self._state, snap, rebuild())
-            verify_carried(snap)
+            verify_state(self._state, snap, rebuild())
         result = run_session(
             snap,
             config=self.config or default_config,

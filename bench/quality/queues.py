@@ -206,8 +206,7 @@ class OursDriver:
         self.state.replace_all(self.nodes, pods, self.hns, groups, self.queues, self.pcs)
         snap = self.state.snapshot()
         if os.environ.get("HYPERPLACE_VERIFY_STATE") == "1":
-            from scheduler_plugin.cache.verify import verify_snapshot
-            from scheduler_plugin.cycle.carried import verify_carried
+            from scheduler_plugin.cycle.carried import verify_state
 
             rebuilt = build_snapshot(
                 nodes=self.nodes,
@@ -217,8 +216,7 @@ class OursDriver:
                 queues=self.queues,
                 priority_classes=self.pcs,
             )
-            verify_snapshot(self.state, snap, rebuilt)
-            verify_carried(snap)
+            verify_state(self.state, snap, rebuilt)
         result = run_session(
             snap,
             self.config,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..algorithms.queue_sums import QueueJobSums, queue_job_sums
-from ..cache.verify import StateDriftError
+from ..cache.cluster_state import ClusterState
+from ..cache.verify import StateDriftError, verify_snapshot
 from ..model.resources import Res
 from ..model.snapshot import ClusterSnapshot
 from ..plugins.drf import job_shares
@@ -55,3 +56,11 @@ def verify_carried(snap: ClusterSnapshot) -> None:
             f"sums carried between snapshots drifted from a fresh sum ({len(diffs)} differences):\n  "
             + "\n  ".join(diffs)
         )
+
+
+def verify_state(state: ClusterState, snap: ClusterSnapshot, rebuilt: ClusterSnapshot) -> None:
+    """Everything ``--verify-state`` checks of an incremental snapshot ``snap`` of ``state``:
+    the snapshot against ``rebuilt`` (the same objects built from scratch), then the sums
+    carried into it against fresh ones. Raises :class:`StateDriftError` on any difference."""
+    verify_snapshot(state, snap, rebuilt)
+    verify_carried(snap)

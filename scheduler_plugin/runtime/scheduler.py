@@ -78,10 +78,10 @@ from hyperplace.runtime.api import (
 from hyperplace.runtime.informer import Informer, wait_for_sync
 from scheduler_plugin.cache.cluster_state import ClusterState
 from scheduler_plugin.cache.rebuild import build_snapshot
-from scheduler_plugin.cache.verify import StateDriftError, verify_snapshot
+from scheduler_plugin.cache.verify import StateDriftError
 from scheduler_plugin.config.scheduler_conf import SchedulerConfig
 from scheduler_plugin.cycle import LastSession, SessionResult, run_session_reusing
-from scheduler_plugin.cycle.carried import verify_carried
+from scheduler_plugin.cycle.carried import verify_state
 from scheduler_plugin.framework.evictions import Nomination
 from scheduler_plugin.model.reservation import Reservation
 from scheduler_plugin.model.runtime_history import RuntimeHistory
@@ -449,8 +449,7 @@ class Scheduler:
             if snap is None:
                 snap = rebuilt
             else:
-                verify_snapshot(self.state, snap, rebuilt)
-                verify_carried(snap)
+                verify_state(self.state, snap, rebuilt)
         assert snap is not None
         result = run_session_reusing(
             self._last_session,
