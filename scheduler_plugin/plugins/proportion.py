@@ -88,10 +88,11 @@ class Proportion(QueueLedger):
                     state=queue_state(q),
                     capability=Res.from_list(q.spec.capability) if q.spec.capability else None,
                     guarantee=Res.from_list(g) if g else None,
-                    allocated=sums.allocated.clone(),
-                    request=sums.request.clone(),
-                    inqueue=sums.inqueue.clone(),
-                    elastic=sums.elastic.clone(),
+                    # Read only here: compute_shares copies what it keeps.
+                    allocated=sums.allocated,
+                    request=sums.request,
+                    inqueue=sums.inqueue,
+                    elastic=sums.elastic,
                 )
             )
         return compute_shares(self.total, demands, total_guarantee)
