@@ -90,10 +90,9 @@ class RuntimeHistory:
             seen = self._running.pop(key, None)
             started = job_started(job)
             if started is not None:
-                same = seen is not None and seen.started == started
-                self._running[key] = (
-                    seen if same and seen is not None else _Seen(job.queue, len(job.tasks), started)
-                )
+                if seen is None or seen.started != started:
+                    seen = _Seen(job.queue, len(job.tasks), started)
+                self._running[key] = seen
             elif seen is not None and not job.tasks:
                 # Every pod ended (ended pods leave the scheduler's view) and its PodGroup stays.
                 self.record(seen.queue, seen.pods, now - seen.started)
