@@ -25,8 +25,12 @@ rules:
   resources: [{group: coordination.k8s.io, resources: [leases]}]
 - level: Metadata
 """
+SYSTEM_NAMESPACE = "hyperplace-system"
+# The account bench/job_stream.py runs Volcano's own scheduler as: its writes are the scheduler's.
+VOLCANO_ACCOUNT = "volcano-scheduler"
 COMPONENTS = {
     "system:serviceaccount:hyperplace-system:hyperplace-scheduler": "scheduler",
+    f"system:serviceaccount:{SYSTEM_NAMESPACE}:{VOLCANO_ACCOUNT}": "scheduler",
     "system:serviceaccount:hyperplace-system:hyperplace-controller": "controller",
     "system:serviceaccount:hyperplace-system:hyperplace-webhooks": "webhooks",
     "system:kube-controller-manager": "kube-controller-manager",

@@ -16,8 +16,16 @@ leaf, hard at tier 2 up to a spine, partitions of 8 pods hard at tier 1 from 16 
 no kubelet: the fake kubelet marks bound pods Running, and the benchmark ends a job's pods (phase
 ``Succeeded``) once its run time has passed since its last pod was bound.
 
-Variants: ``ours`` (the scheduler's defaults) and ``floor`` (``--no-status-writes``: binds only,
-no pod conditions, PodGroup or Queue status, or Events; the cost of the binds themselves).
+Variants: ``ours`` (the scheduler's defaults), ``floor`` (``--no-status-writes``: binds only,
+no pod conditions, PodGroup or Queue status, or Events; the cost of the binds themselves) and
+``volcano``: Volcano's own scheduler (vc-scheduler v1.15.1, built from a snapshot of
+volcano-sh/volcano at its release tag by ``hack/volcano-bin.sh``) in place of hyperplace-scheduler,
+with the very configuration ours runs (``manifests/scheduler/configmap.yaml``: Volcano's
+network-topology setup with GPU bin-packing) and Volcano's default one-second schedule period; the
+rest of the control plane (our controller makes the PodGroups from the Volcano Jobs, as Volcano's
+would) stays. It runs as ServiceAccount ``hyperplace-system/volcano-scheduler`` (bound to
+cluster-admin: Volcano's chart grants it about as much), so the audit log counts its writes as the
+scheduler's.
 
 Reported per variant, over the arrival window:
 
@@ -43,6 +51,7 @@ import json
 import math
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,6 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import audit
@@ -59,8 +70,9 @@ from bench.e2e_bind import cpu_seconds, create_all, restart, running, samples, w
 from bench.quality.generators import topology_policy
 from hyperplace.api.constants import TOPOLOGY_GROUP, TOPOLOGY_VERSION
 from hyperplace.localup import __main__ as localup
+from hyperplace.localup import components
 from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
-from hyperplace.localup.controlplane import kube_bin_dir
+from hyperplace.localup.controlplane import free_port, kube_bin_dir
 from hyperplace.localup.fakekubelet import node_ready_status
 from hyperplace.runtime.api import HYPERNODES, JOBS, NODES, PODS, ApiError, Obj, meta
 from hyperplace.runtime.informer import Informer
@@ -74,7 +86,9 @@ NAMESPACE = "stream"
 SIZES = (1, 2, 4, 8, 16, 32, 64)
 # Share of jobs per size (whole-node pods): most are small, a tail of large gangs holds most GPUs.
 WEIGHTS = (0.34, 0.2, 0.16, 0.14, 0.08, 0.05, 0.03)
-VARIANTS = {"ours": [], "floor": ["--no-status-writes"]}
+VARIANTS = {"ours": [], "floor": ["--no-status-writes"], "volcano": []}
+REPO = Path(__file__).resolve().parents[1]
+VOLCANO = "vc-scheduler"
 
 
 def say(msg: str) -> None:
@@ -193,6 +207,107 @@ async def create_cluster(kubeconfig: Path, nodes: int) -> None:
         await create_all(api, NODES, objs)
     finally:
         await raw.close()
+
+
+# ---------------------------------------------------------------------------- Volcano's scheduler
+
+
+def volcano_bin() -> Path:
+    """vc-scheduler from hack/volcano-bin.sh's cache (it builds it when missing)."""
+    say("finding or building vc-scheduler (hack/volcano-bin.sh)")
+    out = subprocess.run(["bash", str(REPO / "hack" / "volcano-bin.sh")], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"hack/volcano-bin.sh failed: {out.stderr.strip()[-400:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def token_kubeconfig(kubectl: localup.Kubectl, admin: Path, account: str, out: Path) -> Path:
+    """The admin kubeconfig's cluster, authenticated as ServiceAccount hyperplace-system/``account``
+    (cluster-admin), so the audit log names the component."""
+    ns = audit.SYSTEM_NAMESPACE
+    kubectl.run("create", "serviceaccount", account, "-n", ns)
+    kubectl.run(
+        "create",
+        "clusterrolebinding",
+        account,
+        "--clusterrole=cluster-admin",
+        f"--serviceaccount={ns}:{account}",
+    )
+    token = kubectl.run("create", "token", account, "-n", ns, "--duration=24h").stdout.strip()
+    doc = yaml.safe_load(admin.read_text())
+    doc["users"] = [{"name": account, "user": {"token": token}}]
+    for ctx in doc["contexts"]:
+        ctx["context"]["user"] = account
+    out.write_text(yaml.safe_dump(doc))
+    out.chmod(0o600)
+    return out
+
+
+def start_volcano(state: localup.State, kubectl: localup.Kubectl) -> int:
+    """Stop hyperplace-scheduler and start vc-scheduler under the scheduler name ``volcano`` with
+    our default configuration; returns its pid once it answers /healthz."""
+    vc = volcano_bin()
+    have = {
+        c["metadata"]["name"] for c in json.loads(kubectl.run("get", "crd", "-o", "json").stdout)["items"]
+    }
+    for path in sorted((vc.parent / "crds").glob("*.yaml")):
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        if name not in have:  # Volcano's CRDs ours do not ship but vc-scheduler watches
+            kubectl.run("apply", "--server-side", "-f", str(path))
+            localup.wait_for(
+                lambda n=name: (
+                    kubectl.run(  # type: ignore[misc]
+                        "wait", "--for=condition=Established", f"crd/{n}", "--timeout=5s", check=False
+                    ).returncode
+                    == 0
+                ),
+                f"CRD {name} Established",
+                60,
+                lambda: "",
+            )
+    (entry,) = [e for e in state.processes if e["name"] == "hyperplace-scheduler" and localup.is_ours(e)]
+    localup.stop_processes(localup.State(state.root, [entry]))
+    kubeconfig = token_kubeconfig(
+        kubectl, Path(state.kubeconfig), audit.VOLCANO_ACCOUNT, state.root / f"{VOLCANO}.kubeconfig"
+    )
+    # In a directory of its own: vc-scheduler reloads on any change in the configuration's directory.
+    conf_dir = state.root / "vc-conf"
+    conf_dir.mkdir(exist_ok=True)
+    configmap = yaml.safe_load((REPO / "manifests" / "scheduler" / "configmap.yaml").read_text())
+    (conf_dir / "volcano-scheduler.conf").write_text(configmap["data"]["volcano-scheduler.conf"])
+    health = free_port()
+    argv = [
+        str(vc),
+        f"--kubeconfig={kubeconfig}",
+        "--scheduler-name=volcano",
+        f"--scheduler-conf={conf_dir / 'volcano-scheduler.conf'}",
+        "--leader-elect=false",
+        f"--listen-address=127.0.0.1:{free_port()}",
+        "--enable-healthz",
+        f"--healthz-address=127.0.0.1:{health}",
+        "--logtostderr",
+        "-v=1",
+    ]
+    p = components.Process(VOLCANO, argv, state.root / f"{VOLCANO}.log", detached=True)
+    state.add(VOLCANO, p.proc.pid, argv, p.log)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if p.proc.poll() is not None:
+            raise RuntimeError(f"vc-scheduler exited:\n{_tail(p.log)}")
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2) as r,
+        ):
+            if r.status == 200:
+                return p.proc.pid
+        time.sleep(0.3)
+    raise RuntimeError(f"vc-scheduler not healthy within 120 s:\n{_tail(p.log)}")
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    return "(no log)"
 
 
 # ---------------------------------------------------------------------------- one variant
@@ -391,11 +506,15 @@ def run_variant(name: str, flags: list[str], args: argparse.Namespace, jobs: lis
         kubectl.run("create", "namespace", NAMESPACE)
         identity = f"stream-{name}"
         cpid, cport = restart(state, "hyperplace-controller", ["--pod-concurrency=64"])
-        spid, sport = restart(state, "hyperplace-scheduler", [f"--identity={identity}", *flags])
+        if name == "volcano":
+            spid = start_volcano(state, kubectl)
+        else:
+            spid, sport = restart(state, "hyperplace-scheduler", [f"--identity={identity}", *flags])
         wait_ready(cport, cpid, "hyperplace-controller")
         wait_leader(kubectl, "hyperplace-controller", f"_{cpid}")
-        wait_leader(kubectl, "hyperplace-scheduler", identity)
-        wait_ready(sport, spid, "hyperplace-scheduler")
+        if name != "volcano":
+            wait_leader(kubectl, "hyperplace-scheduler", identity)
+            wait_ready(sport, spid, "hyperplace-scheduler")
         time.sleep(3.0)
         pids = running(state)
         before = {n: cpu_seconds(p) for n, p in pids.items()}
@@ -406,7 +525,8 @@ def run_variant(name: str, flags: list[str], args: argparse.Namespace, jobs: lis
         t_to = time.time()
         result.cpu = {n: cpu_seconds(p) - before.get(n, 0.0) for n, p in pids.items()}
         result.scheduler_rss_mib = vm_hwm_mib(spid)
-        result.scheduler_metrics = scheduler_metrics(state.ports["scheduler-metrics"])
+        if name != "volcano":
+            result.scheduler_metrics = scheduler_metrics(state.ports["scheduler-metrics"])
         time.sleep(2.0)  # the batched audit backend flushes
         result.writes = audit.count_writes(log, t_from, t_to, offset)
     finally:
@@ -447,7 +567,7 @@ def report(results: list[Result]) -> str:
         out.append(
             f"{r.variant:<8} {x['binds']:>6.0f} {x['pod_status_per_bound_pod']:>16.2f} {x['events_per_bound_pod']:>12.2f} "
             f"{x['podgroup_writes']:>9.0f} {x['podgroup_budget']:>9.0f} "
-            f"{x['control_plane_cpu']:>7.1f}s{ratio:<12} {r.cpu.get('hyperplace-scheduler', 0):>8.1f}s "
+            f"{x['control_plane_cpu']:>7.1f}s{ratio:<12} {r.cpu.get('hyperplace-scheduler', r.cpu.get(VOLCANO, 0)):>8.1f}s "
             f"{r.scheduler_rss_mib:>6.0f}MiB {r.cpu.get('hyperplace-controller', 0):>7.1f}s"
         )
     out += ["", "writes by component, resource and verb:"]
