@@ -200,6 +200,13 @@ def _add_scheduling_flags(p: argparse.ArgumentParser) -> list[str]:
     p.add_argument(
         "--full-rebuild", action="store_true", help="rebuild the snapshot every cycle (no incremental state)"
     )
+    p.add_argument(
+        "--runtime-history-configmap",
+        metavar="NAME",
+        default=SchedulerOptions.runtime_history_configmap,
+        help="ConfigMap in the Lease's namespace keeping the run times learned for queues annotated "
+        "hyperplace.io/runtime-estimate: history, across restarts and leaders ('' keeps them in memory only)",
+    )
     return env_names
 
 
@@ -280,6 +287,8 @@ async def run(
             incremental_state=not args.full_rebuild,
             verify_state=args.verify_state,
             fragmentation=args.fragmentation,
+            runtime_history_configmap=args.runtime_history_configmap or None,
+            runtime_history_namespace=args.lease_namespace,
         ),
         args.config_source,
     )

@@ -11,8 +11,10 @@ and never becomes a held gang's estimated start, because a guess must not delay 
 How a run time is observed: a gang seen running (its first pod's ``status.startTime``) whose
 PodGroup is later seen with no pod running or waiting has ended; the time between is recorded
 under its queue and size. A PodGroup that disappears (deleted, not finished) records nothing.
-Failed runs count: what matters is when the room freed. The history lives in the scheduler's
-memory (a restart starts it empty) and keeps the latest runs per queue and size.
+Failed runs count: what matters is when the room freed. The history keeps the latest runs per
+queue and size; the scheduler keeps the opted-in queues' part in a ConfigMap
+(``runtime/history_store.py``), so a restart or a new leader goes on from it (:meth:`document`,
+:meth:`load`).
 
 Pure: no I/O, no clock of its own (the session's ``now`` is passed in).
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from .jobs import JobInfo
@@ -33,6 +35,7 @@ ANNOTATION = "hyperplace.io/runtime-estimate"
 HISTORY = "history"
 KEPT = 64  # latest runs kept per queue and gang size
 KEPT_QUEUE = 256  # latest runs kept per queue, all sizes
+DOCUMENT_VERSION = 1
 MIN_RUNS = 3  # runs needed before an estimate is given
 
 
@@ -70,13 +73,69 @@ class RuntimeHistory:
     by_queue: dict[str, deque[float]] = field(default_factory=dict)
     _running: dict[str, _Seen] = field(default_factory=dict)
     _jobs: Mapping[str, JobInfo] = field(default_factory=dict)  # the jobs last observed
+    changes: int = 0  # runs recorded so far (a store writes when this moved)
 
     def record(self, queue: str, pods: int, seconds: float) -> None:
         """One finished run of a gang of ``pods`` pods in ``queue``."""
         if seconds < 0 or not math.isfinite(seconds):
             return
-        self.runs.setdefault((queue, size_class(pods)), deque(maxlen=KEPT)).append(seconds)
+        self._add(queue, size_class(pods), seconds)
+        self.changes += 1
+
+    def _add(self, queue: str, cls: int, seconds: float) -> None:
+        self.runs.setdefault((queue, cls), deque(maxlen=KEPT)).append(seconds)
         self.by_queue.setdefault(queue, deque(maxlen=KEPT_QUEUE)).append(seconds)
+
+    def document(self, queues: Collection[str]) -> dict[str, object]:
+        """The runs of ``queues`` as a JSON-able document (oldest first, per size class),
+        what :meth:`load` reads back."""
+        out: dict[str, dict[str, list[float]]] = {}
+        for (queue, cls), runs in sorted(self.runs.items()):
+            if queue in queues and runs:
+                out.setdefault(queue, {})[str(cls)] = [round(d, 1) for d in runs]
+        return {"version": DOCUMENT_VERSION, "queues": out}
+
+    def load(self, doc: object) -> list[str]:
+        """Take the runs of a :meth:`document` in place of the ones kept now (the document is
+        what the last leader knew). Returns what was skipped, each naming its field; a document
+        that is not understood at all changes nothing."""
+        if not isinstance(doc, Mapping) or doc.get("version") != DOCUMENT_VERSION:
+            version = doc.get("version") if isinstance(doc, Mapping) else None
+            return [f"version: expected {DOCUMENT_VERSION}, got {version!r}; nothing loaded"]
+        queues = doc.get("queues")
+        if not isinstance(queues, Mapping):
+            return ["queues: expected an object of queue name to runs; nothing loaded"]
+        problems: list[str] = []
+        loaded: list[tuple[str, int, list[float]]] = []
+        for queue, sizes in queues.items():
+            if not isinstance(sizes, Mapping):
+                problems.append(f"queues.{queue}: expected an object of size class to run times")
+                continue
+            for cls, runs in sizes.items():
+                where = f"queues.{queue}.{cls}"
+                if not (isinstance(cls, str) and cls.isdigit()):
+                    problems.append(f"{where}: a size class is a whole number")
+                    continue
+                if not isinstance(runs, list):
+                    problems.append(f"{where}: expected a list of seconds")
+                    continue
+                good = [
+                    float(d)
+                    for d in runs
+                    if isinstance(d, int | float) and not isinstance(d, bool) and math.isfinite(d) and d >= 0
+                ]
+                if len(good) != len(runs):
+                    problems.append(f"{where}: {len(runs) - len(good)} entries are not seconds >= 0; skipped")
+                loaded.append((str(queue), int(cls), good))
+        self.runs.clear()
+        self.by_queue.clear()
+        # Interleaved by position so each queue's all-sizes window keeps runs of every size.
+        longest = max((len(r) for _, _, r in loaded), default=0)
+        for i in range(longest):
+            for queue, cls, runs in loaded:
+                if i < len(runs):
+                    self._add(queue, cls, runs[i])
+        return problems
 
     def observe(self, snap: ClusterSnapshot, now: float) -> None:
         """Record the gangs seen running before that ``snap`` shows ended, and remember the ones

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
+from hyperplace.runtime.flags import SYSTEM_NAMESPACE
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 
 COMPONENT = "hyperplace-scheduler"
@@ -56,5 +57,9 @@ class SchedulerOptions:
     # Debug: after every snapshot, rebuild one from scratch and fail the cycle loudly on a
     # difference (HYPERPLACE_VERIFY_STATE=1 turns it on; the test suite does).
     verify_state: bool = field(default_factory=lambda: os.environ.get("HYPERPLACE_VERIFY_STATE") == "1")
+    # The ConfigMap (in this namespace) that keeps the learned run times of the queues that opt
+    # in across restarts and leaders; None: memory only (--runtime-history-configmap "").
+    runtime_history_configmap: str | None = "hyperplace-scheduler-runtime-history"
+    runtime_history_namespace: str = SYSTEM_NAMESPACE
     # Pod shapes of the fragmentation gauges (--fragmentation-shapes and friends).
     fragmentation: FragmentationConfig = field(default_factory=FragmentationConfig)

@@ -84,7 +84,7 @@ from scheduler_plugin.cycle import LastSession, SessionResult, run_session_reusi
 from scheduler_plugin.cycle.carried import verify_state
 from scheduler_plugin.framework.evictions import Nomination
 from scheduler_plugin.model.reservation import Reservation
-from scheduler_plugin.model.runtime_history import RuntimeHistory
+from scheduler_plugin.model.runtime_history import RuntimeHistory, opted_in
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .assume import AssumeCache
@@ -93,6 +93,7 @@ from .config_source import ConfigHolder, ConfigSource
 from .events import EventRecorder, own_pod_reference
 from .evictor import Evictor
 from .fragmentation_metrics import FragmentationMetrics
+from .history_store import HistoryStore
 from .metrics import Metrics, Throttle
 from .options import COMPONENT, SchedulerOptions
 from .pods import pending_ours, spec_of
@@ -233,8 +234,14 @@ class Scheduler:
         self.reservations: dict[str, Reservation] = {}
         # The last session, reused while nothing changes and nothing waits (run_session_reusing).
         self._last_session = LastSession()
-        # Run times of finished gangs, for queues that learn them (kept in memory only).
+        # Run times of finished gangs, for queues that learn them; the leader keeps the part of
+        # the queues that opt in in a ConfigMap (history_store.py).
         self._history = RuntimeHistory()
+        self.history_store: HistoryStore | None = None
+        if opts.runtime_history_configmap and opts.status_writes:
+            self.history_store = HistoryStore(
+                api, opts.runtime_history_namespace, opts.runtime_history_configmap, self.events
+            )
         self._reported_error: str | None = None
         self.wake = asyncio.Event()
         self.binder = Binder(
@@ -588,6 +595,8 @@ class Scheduler:
                     log.warning(
                         "scheduler ConfigMap %s/%s not found; using %s", ref[0], ref[1], "the default"
                     )
+            if self.history_store is not None:
+                await self.history_store.load(self._history)
             log.info(
                 "scheduler %s: caches synced, scheduling pods of %s every %.3gs",
                 self.options.identity,
@@ -607,6 +616,8 @@ class Scheduler:
                     raise  # a drifted state (--verify-state) is a bug: stop, loudly
                 except Exception:
                     log.exception("scheduling cycle failed")
+                if self.history_store is not None and self.history_store.due(self._history):
+                    await self.history_store.save(self._history, self._learning_queues())
         finally:
             self.binder.stopping = True
             if not await self.binder.drain(self.options.bind_drain_timeout):
@@ -619,11 +630,26 @@ class Scheduler:
             for w in workers:
                 w.cancel()
             await asyncio.gather(flusher, *workers, return_exceptions=True)
+            if self.history_store is not None:
+                try:  # what was learned since the last write, for whoever leads next
+                    async with asyncio.timeout(2.0):
+                        await self.history_store.save(self._history, self._learning_queues())
+                except Exception as exc:  # best effort on the way out
+                    log.info("final runtime history write: %s", exc)
             try:
                 async with asyncio.timeout(2.0):
                     await self.events.flush()
             except Exception as exc:  # best effort on the way out
                 log.info("final event flush: %s", exc)
+
+    def _learning_queues(self) -> set[str]:
+        """The queues whose run times are kept: the ones annotated to learn them."""
+        out = set()
+        for q in self.queues.objects():
+            md = q.get("metadata") or {}
+            if opted_in(md.get("annotations"))[0]:
+                out.add(str(md.get("name")))
+        return out
 
     async def run(self) -> None:
         """Informers plus :meth:`schedule`, until cancelled (no leader election)."""

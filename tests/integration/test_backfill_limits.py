@@ -167,7 +167,8 @@ def test_a_queue_that_learns_run_times_gets_the_rack_its_short_jobs_run_in_held(
     and neither has an estimated start. Rack 1's pod is of a queue whose one-pod jobs the
     scheduler has seen finish in seconds (``hyperplace.io/runtime-estimate: history``); rack 0's
     of a queue that learns nothing. The gang's hold takes rack 1, not rack 0 (which name order
-    would give), and says why."""
+    would give), and says why, also after the scheduler that learned the runs has restarted: it
+    kept them in its ConfigMap."""
     tag = f"r{uuid.uuid4().hex[:6]}"
     sched, learns, plain = f"learn-{tag}", f"q-{tag}", f"plain-{tag}"
     racks, prio = two_racks(kubectl, tag)
@@ -179,10 +180,15 @@ def test_a_queue_that_learns_run_times_gets_the_rack_its_short_jobs_run_in_held(
     )
     _queue(kubectl, plain)
     ns = namespace
-    sch = components.scheduler(
-        cluster.kubeconfig, tmp_path / "scheduler.log", "default", f"--scheduler-name={sched}",
-        f"--lease-name=learn-{tag}", name=f"learn-scheduler-{tag}",
-    )  # fmt: skip
+    kept = f"history-{tag}"
+
+    def start() -> components.Component:
+        return components.scheduler(
+            cluster.kubeconfig, tmp_path / "scheduler.log", "default", f"--scheduler-name={sched}",
+            f"--lease-name=learn-{tag}", f"--runtime-history-configmap={kept}", name=f"learn-scheduler-{tag}",
+        )  # fmt: skip
+
+    sch = start()
     try:
         # Three short runs of the learning queue: each seen running (its PodGroup Running, so a
         # cycle saw its pod started), then ended (Completed, so a cycle saw it end).
@@ -205,6 +211,13 @@ def test_a_queue_that_learns_run_times_gets_the_rack_its_short_jobs_run_in_held(
                 describe=sch.tail,
             )
 
+        # A restart (an upgrade, a new leader): the runs were written on the way out and are
+        # read back by the next scheduler.
+        sch.stop()
+        doc = json.loads(kubectl.get("configmap", kept, "-n", "default")["data"]["history.json"])
+        assert sum(len(r) for r in doc["queues"][learns].values()) == 3, doc
+        assert plain not in doc["queues"]  # a queue that does not learn is not kept
+        sch = start()
         _job(kubectl, "other", ns, prio, sched, tag, plain, node=rack0[0])
         _job(kubectl, "next", ns, prio, sched, tag, learns, node=rack1[0])
         train = [pod(f"train-{i}", ns, "train", prio, sched, tag, None) for i in range(4)]

@@ -216,6 +216,10 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
 
     api = FakeApi()
     _cluster(api)
+    # The default Queue learns run times: the leader keeps them in its ConfigMap.
+    api.objects["queues"]["default"]["metadata"]["annotations"] = {
+        "hyperplace.io/runtime-estimate": "history"
+    }
     topology = {"mode": "hard", "highestTierAllowed": 1}
     api.seed(PODGROUPS, podgroup("fits", 4, topology=topology).to_dict())
     for p in job_pods("fits", 4, cpu=2):
@@ -230,7 +234,7 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
     api.seed(PODGROUPS, podgroup("lowrun", 4, priority_class="low").to_dict())
     for p, n in zip(job_pods("lowrun", 4, cpu=4), ["n0-0", "n0-1", "n1-0", "n1-1"], strict=True):
         p["spec"].update(nodeName=n, priorityClassName="low")
-        p["status"]["phase"] = "Running"
+        p["status"].update(phase="Running", startTime="2026-01-01T00:00:00Z")
         api.seed(PODS, p)
     api.seed(PODGROUPS, podgroup("urgent", 2, topology=topology, priority_class="high").to_dict())
     for p in job_pods("urgent", 2, cpu=4):
@@ -251,10 +255,29 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
             await eventually(lambda: _used(api, "create", "events"), "Events")
         else:
             await eventually(lambda: _used(api, "patch", "events"), "counting on the predecessor's Events")
+            # The preemptor's gang runs and ends: a run the next leader should know.
+            await _run_and_end(api, "urgent")
         stop.set()
         await asyncio.wait_for(task, 20)
+        # The evicted gang (first leader), the urgent one (second): each run is written.
+        verb = "create" if incarnation == 0 else "update"
+        assert _used(api, verb, "configmaps"), f"the learned run times are kept ({verb})"
         assert _used(api, "update", "leases", lease), "the Lease is renewed and released"
     return api
+
+
+async def _run_and_end(api: FakeApi, group: str) -> None:
+    """The kubelet runs a bound gang's pods, then they succeed (requests of the test)."""
+    pods = [p for p in api.objects["pods"].values() if p["metadata"]["name"].startswith(f"{group}-")]
+    assert pods and all(p["spec"].get("nodeName") for p in pods), f"{group} is bound"
+    for phase in ("Running", "Succeeded"):
+        for p in pods:
+            status = {"phase": phase, "startTime": "2026-01-01T00:00:00Z"}
+            await as_user(
+                api,
+                api.patch(PODS, p["metadata"]["name"], {"status": status}, "default", subresource="status"),
+            )
+        await asyncio.sleep(0.3)  # a few cycles see it
 
 
 async def controller_usage(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
