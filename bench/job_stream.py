@@ -4,6 +4,7 @@ apiserver and etcd, write by write.
     python bench/job_stream.py                          # 256 nodes, 8 minutes, ours then the floor
     python bench/job_stream.py --minutes 2 --variants ours   # a quick look
     python bench/job_stream.py --variants ours,floor --json /tmp/js.json
+    python bench/job_stream.py --variants ours,volcano       # against Volcano's own scheduler
 
 For each variant a fresh ``hyperplace.localup`` (etcd, kube-apiserver with an audit log of every
 write, kube-controller-manager, the webhooks, the fake kubelet, hyperplace-controller and
@@ -324,6 +325,7 @@ class Result:
     waiting_minutes: float = 0.0  # sum over jobs of minutes waited within the window
     alloc_share: float = 0.0  # time-averaged share of GPUs held by bound, unfinished pods
     min_leaves: int = 0  # multi-pod started jobs on the fewest leaves possible
+    spread: Counter[int] = field(default_factory=Counter)  # pods of the multi-pod jobs above it
     multi: int = 0
     leaves: list[int] = field(default_factory=list)
     writes: Counter[tuple[str, str, str]] = field(default_factory=Counter)
@@ -484,7 +486,10 @@ async def play(kubeconfig: Path, jobs: list[TraceJob], nodes: int, result: Resul
         leaves = {int(node_of[k].split("-")[1]) // NODES_PER_LEAF for k in bound_at[j]}
         result.multi += 1
         result.leaves.append(len(leaves))
-        result.min_leaves += len(leaves) == math.ceil(n / NODES_PER_LEAF)
+        if len(leaves) == math.ceil(n / NODES_PER_LEAF):
+            result.min_leaves += 1
+        else:
+            result.spread[n] += 1
 
 
 def run_variant(name: str, flags: list[str], args: argparse.Namespace, jobs: list[TraceJob]) -> Result:
@@ -555,6 +560,10 @@ def report(results: list[Result]) -> str:
             f"{(w[-1] if w else float('nan')):>5.0f}s {r.min_leaves:>5}/{r.multi:<5} "
             f"{statistics.fmean(r.leaves) if r.leaves else float('nan'):>10.2f}"
         )
+    for r in results:
+        if r.spread:
+            sizes = ", ".join(f"{n} of {p} pods" for p, n in sorted(r.spread.items()))
+            out.append(f"  {r.variant}: multi-pod jobs above the fewest leaves, by size: {sizes}")
     out += ["", "control-plane cost:", ""]
     head = f"{'variant':<8} {'binds':>6} {'pod status/bound':>16} {'events/bound':>12} {'PG writes':>9} {'PG budget':>9} {'apiserver+etcd CPU':>18} {'sched CPU':>9} {'sched RSS':>9} {'ctl CPU':>8}"
     out += [head, "-" * len(head)]
@@ -629,6 +638,7 @@ def main() -> int:
                         "waits": r.waits,
                         "alloc_share": r.alloc_share,
                         "min_leaves": [r.min_leaves, r.multi],
+                        "above_min_leaves_by_pods": dict(r.spread),
                         "ratios": r.ratios(),
                         "cpu": r.cpu,
                         "scheduler_rss_mib": r.scheduler_rss_mib,
