@@ -42,6 +42,7 @@ from hyperplace.runtime.serving import (
 
 from .algorithms.fragmentation import DEFAULT_ACCELERATOR, DEFAULT_SHAPES, DEFAULT_SHARE, FragmentationConfig
 from .runtime.config_source import ConfigSource
+from .runtime.history_store import configmap_name
 from .runtime.scheduler import Scheduler, SchedulerOptions
 
 log = logging.getLogger("hyperplace.scheduler")
@@ -203,9 +204,10 @@ def _add_scheduling_flags(p: argparse.ArgumentParser) -> list[str]:
     p.add_argument(
         "--runtime-history-configmap",
         metavar="NAME",
-        default=SchedulerOptions.runtime_history_configmap,
+        default=None,
         help="ConfigMap in the Lease's namespace keeping the run times learned for queues annotated "
-        "hyperplace.io/runtime-estimate: history, across restarts and leaders ('' keeps them in memory only)",
+        "hyperplace.io/runtime-estimate: history, across restarts and leaders (default: <lease name>-runtime-history; "
+        "'' keeps them in memory only)",
     )
     return env_names
 
@@ -231,6 +233,14 @@ def _add_fragmentation_flags(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_SHARE,
         help="share (0-1) of an accelerator's cpu and memory a shape asks along with it",
     )
+
+
+def history_configmap(args: argparse.Namespace) -> str | None:
+    """The ConfigMap the learned run times are kept in: the flag's, else named after the Lease;
+    None (memory only) for an empty flag."""
+    if args.runtime_history_configmap is None:
+        return configmap_name(args.lease_name)
+    return str(args.runtime_history_configmap) or None
 
 
 def health_app(scheduler: Scheduler, elector: LeaderElector | None) -> web.Application:
@@ -287,7 +297,7 @@ async def run(
             incremental_state=not args.full_rebuild,
             verify_state=args.verify_state,
             fragmentation=args.fragmentation,
-            runtime_history_configmap=args.runtime_history_configmap or None,
+            runtime_history_configmap=history_configmap(args),
             runtime_history_namespace=args.lease_namespace,
         ),
         args.config_source,

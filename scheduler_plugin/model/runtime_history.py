@@ -86,13 +86,13 @@ class RuntimeHistory:
         self.runs.setdefault((queue, cls), deque(maxlen=KEPT)).append(seconds)
         self.by_queue.setdefault(queue, deque(maxlen=KEPT_QUEUE)).append(seconds)
 
-    def document(self, queues: Collection[str]) -> dict[str, object]:
-        """The runs of ``queues`` as a JSON-able document (oldest first, per size class),
-        what :meth:`load` reads back."""
+    def document(self, queues: Collection[str], keep: int = KEPT) -> dict[str, object]:
+        """The runs of ``queues`` as a JSON-able document (oldest first, per size class, the
+        latest ``keep`` of each), what :meth:`load` reads back."""
         out: dict[str, dict[str, list[float]]] = {}
         for (queue, cls), runs in sorted(self.runs.items()):
-            if queue in queues and runs:
-                out.setdefault(queue, {})[str(cls)] = [round(d, 1) for d in runs]
+            if queue in queues and runs and keep > 0:
+                out.setdefault(queue, {})[str(cls)] = [round(d, 1) for d in list(runs)[-keep:]]
         return {"version": DOCUMENT_VERSION, "queues": out}
 
     def load(self, doc: object) -> list[str]:

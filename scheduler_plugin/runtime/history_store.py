@@ -1,13 +1,15 @@
 """Learned run times kept in a ConfigMap, so a restarted scheduler or a new leader goes on from
 what the last leader learned instead of from nothing (``model/runtime_history.py``).
 
-The leader reads the ConfigMap (``--runtime-history-configmap``, in the Lease's namespace) once
-when it starts scheduling, and writes it when runs were recorded since its last write, at most
+The leader reads the ConfigMap (``--runtime-history-configmap``, by default named after its Lease,
+``<lease>-runtime-history``, in the Lease's namespace, so two schedulers with Leases of their own
+keep apart) once when it starts scheduling, and writes it when runs were recorded since its last write, at most
 once per ``interval`` and once more when it stops leading. Only the queues that opt in
 (``hyperplace.io/runtime-estimate: history``) are written, so a cluster where none does never
 gets the ConfigMap. A ConfigMap that cannot be read as a history is reported (a log line and a
 Warning Event on it naming the field) and then overwritten by the next write; scheduling goes on
-either way, with what memory holds.
+either way, with what memory holds. A document that would outgrow a ConfigMap (about 1 MiB; many
+queues that learn) keeps fewer of the latest runs per queue and size until it fits.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable, Collection
 
 from hyperplace.runtime.api import CONFIGMAPS, ApiClient, ApiError, Obj
-from scheduler_plugin.model.runtime_history import RuntimeHistory
+from scheduler_plugin.model.runtime_history import KEPT, RuntimeHistory
 
 from .events import EventRecorder
 from .options import COMPONENT
@@ -26,8 +28,17 @@ from .options import COMPONENT
 log = logging.getLogger(__name__)
 
 KEY = "history.json"
-DEFAULT_NAME = "hyperplace-scheduler-runtime-history"
 DEFAULT_INTERVAL = 60.0
+# Under the apiserver's 1 MiB object limit, with room for the metadata.
+MAX_BYTES = 900_000
+
+
+def configmap_name(lease: str) -> str:
+    """The ConfigMap a scheduler leading Lease ``lease`` keeps its learned run times in."""
+    return f"{lease}-runtime-history"
+
+
+DEFAULT_NAME = configmap_name(COMPONENT)
 
 
 class HistoryStore:
@@ -96,7 +107,13 @@ class HistoryStore:
         if not doc["queues"] and self._resource_version is None:
             self._written_changes = changes  # nothing any queue asked to keep
             return
-        data = {KEY: json.dumps(doc, separators=(",", ":"), sort_keys=True)}
+        text, keep = json.dumps(doc, separators=(",", ":"), sort_keys=True), KEPT
+        while len(text) > MAX_BYTES and keep > 1:
+            keep //= 2
+            text = json.dumps(history.document(queues, keep), separators=(",", ":"), sort_keys=True)
+        if keep < KEPT:
+            log.warning("runtime history: only the latest %d runs per queue and size fit the ConfigMap", keep)
+        data = {KEY: text}
         body: Obj = {
             "apiVersion": "v1",
             "kind": "ConfigMap",

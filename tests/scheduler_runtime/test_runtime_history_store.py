@@ -11,7 +11,7 @@ from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import CONFIGMAPS, PODGROUPS, PODS
 from scheduler_plugin.model.runtime_history import ANNOTATION, RuntimeHistory, size_class
 from scheduler_plugin.runtime.events import EventRecorder
-from scheduler_plugin.runtime.history_store import DEFAULT_NAME, KEY, HistoryStore
+from scheduler_plugin.runtime.history_store import DEFAULT_NAME, KEY, MAX_BYTES, HistoryStore
 from tests.fakeapi import FakeApi
 from tests.scheduler.builders import job_pods, podgroup
 
@@ -141,3 +141,30 @@ def test_a_history_document_reads_back_what_it_kept_and_names_what_it_cannot() -
         "queues.q.x: a size class is a whole number",
         "queues.r: expected an object of size class to run times",
     ]
+
+
+def test_two_schedulers_with_leases_of_their_own_keep_their_run_times_apart() -> None:
+    from scheduler_plugin.__main__ import history_configmap, parse_args
+
+    assert history_configmap(parse_args([])) == DEFAULT_NAME == "hyperplace-scheduler-runtime-history"
+    assert history_configmap(parse_args(["--lease-name", "team-a"])) == "team-a-runtime-history"
+    assert history_configmap(parse_args(["--runtime-history-configmap", "mine"])) == "mine"
+    assert history_configmap(parse_args(["--runtime-history-configmap", ""])) is None  # memory only
+
+
+async def test_many_learning_queues_keep_fewer_runs_each_rather_than_outgrow_the_configmap() -> None:
+    api = FakeApi()
+    store = HistoryStore(api, SYSTEM, DEFAULT_NAME, EventRecorder(api, "hyperplace-scheduler", "test"))
+    history = RuntimeHistory()
+    queues = {f"team-{i:03d}" for i in range(300)}
+    for q in sorted(queues):
+        for cls in range(10):
+            for k in range(64):
+                history.record(q, 2**cls, 1000.0 + k)
+    await store.save(history, queues)
+    cm = api.peek(CONFIGMAPS, f"{SYSTEM}/{DEFAULT_NAME}")
+    assert cm is not None and len(cm["data"][KEY]) <= MAX_BYTES
+    doc = json.loads(cm["data"][KEY])
+    assert len(doc["queues"]) == 300  # every queue keeps some runs
+    runs = doc["queues"]["team-000"]["0"]
+    assert 1 <= len(runs) < 64 and runs[-1] == 1063.0  # the latest ones
