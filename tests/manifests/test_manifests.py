@@ -462,6 +462,10 @@ MUST = [
     (WEBHOOKS_SA, "list", "scheduling.volcano.sh", "queues", None, None),
     (WEBHOOKS_SA, "watch", "scheduling.volcano.sh", "queues", None, None),
     (SCHEDULER_SA, "update", "coordination.k8s.io", "leases", NS, "hyperplace-scheduler"),
+    # Learned run times, kept in one ConfigMap named after the Lease.
+    (SCHEDULER_SA, "create", "", "configmaps", NS, None),
+    (SCHEDULER_SA, "get", "", "configmaps", NS, "hyperplace-scheduler-runtime-history"),
+    (SCHEDULER_SA, "update", "", "configmaps", NS, "hyperplace-scheduler-runtime-history"),
 ]
 
 MUST_NOT = [
@@ -498,6 +502,12 @@ MUST_NOT = [
     (CONTROLLER_SA, "update", "coordination.k8s.io", "leases", "kube-system", None),
     (CONTROLLER_SA, "update", "coordination.k8s.io", "leases", NS, "hyperplace-scheduler"),
     (CONTROLLER_SA, "get", "", "configmaps", "default", None),
+    # Scheduler: no ConfigMap but its run-time history (not its configuration's, not elsewhere).
+    (SCHEDULER_SA, "update", "", "configmaps", NS, "hyperplace-scheduler-configmap"),
+    (SCHEDULER_SA, "get", "", "configmaps", NS, "hyperplace-controller-configmap"),
+    (SCHEDULER_SA, "list", "", "configmaps", NS, None),
+    (SCHEDULER_SA, "create", "", "configmaps", "default", None),
+    (SCHEDULER_SA, "update", "", "configmaps", "default", "hyperplace-scheduler-runtime-history"),
     # Scheduler: never creates, deletes or patches pods (only pods/status and pods/binding),
     # never edits specs of jobs or HyperNodes.
     (SCHEDULER_SA, "patch", "", "pods", None, None),
