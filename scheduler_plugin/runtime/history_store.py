@@ -66,13 +66,13 @@ class HistoryStore:
 
     async def load(self, history: RuntimeHistory) -> None:
         """Replace ``history``'s runs with the ConfigMap's; nothing when it does not exist or
-        cannot be read (said in the log)."""
+        cannot be read (said in the log). Never raises: scheduling starts either way."""
+        self._written_changes = history.changes  # loading records no run
         try:
             cm = await self.api.get(CONFIGMAPS, self.name, self.namespace)
-        except ApiError as exc:
-            if not exc.not_found:
+        except Exception as exc:  # a refusal or connection trouble: start from what memory holds
+            if not (isinstance(exc, ApiError) and exc.not_found):
                 log.warning("runtime history ConfigMap %s/%s not read: %s", self.namespace, self.name, exc)
-            self._written_changes = history.changes
             return
         self._resource_version = (cm.get("metadata") or {}).get("resourceVersion")
         text = (cm.get("data") or {}).get(KEY)
@@ -83,7 +83,6 @@ class HistoryStore:
             problems = [f"data.{KEY}: not JSON ({exc}); nothing loaded"]
         else:
             problems = history.load(doc) if doc is not None else [f"data.{KEY}: missing; nothing loaded"]
-        self._written_changes = history.changes
         runs = sum(len(r) for r in history.runs.values())
         log.info("runtime history: %d runs loaded from ConfigMap %s/%s", runs, self.namespace, self.name)
         for p in problems:
@@ -99,7 +98,8 @@ class HistoryStore:
 
     async def save(self, history: RuntimeHistory, queues: Collection[str]) -> None:
         """Write the runs of ``queues`` (the ones that opt in); nothing when no run was recorded
-        since the last write. A failed write is logged and tried again at the next one."""
+        since the last write. A failed write is logged and tried again at the next one; it
+        never raises, so it cannot stop the scheduling loop it runs in."""
         changes = history.changes
         if changes == self._written_changes:
             return
@@ -113,7 +113,6 @@ class HistoryStore:
             text = json.dumps(history.document(queues, keep), separators=(",", ":"), sort_keys=True)
         if keep < KEPT:
             log.warning("runtime history: only the latest %d runs per queue and size fit the ConfigMap", keep)
-        data = {KEY: text}
         body: Obj = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -122,7 +121,7 @@ class HistoryStore:
                 "namespace": self.namespace,
                 "labels": {"app.kubernetes.io/managed-by": COMPONENT},
             },
-            "data": data,
+            "data": {KEY: text},
         }
         try:
             if self._resource_version is None:
@@ -136,9 +135,9 @@ class HistoryStore:
                     out = await self._replace(body)
             else:
                 out = await self._replace(body)
-        except ApiError as exc:
+        except Exception as exc:  # a refusal or connection trouble: the next write tries again
             log.warning("runtime history ConfigMap %s/%s not written: %s", self.namespace, self.name, exc)
-            if exc.conflict:
+            if isinstance(exc, ApiError) and exc.conflict:
                 self._resource_version = None  # re-read at the next write
             return
         self._resource_version = (out.get("metadata") or {}).get("resourceVersion")

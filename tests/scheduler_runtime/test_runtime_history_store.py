@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import time
 
+import aiohttp
+import pytest
+
 from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import CONFIGMAPS, PODGROUPS, PODS
 from scheduler_plugin.model.runtime_history import ANNOTATION, RuntimeHistory, size_class
@@ -168,3 +171,26 @@ async def test_many_learning_queues_keep_fewer_runs_each_rather_than_outgrow_the
     assert len(doc["queues"]) == 300  # every queue keeps some runs
     runs = doc["queues"]["team-000"]["0"]
     assert 1 <= len(runs) < 64 and runs[-1] == 1063.0  # the latest ones
+
+
+async def test_a_connection_lost_while_reading_or_writing_never_stops_the_scheduler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = FakeApi()
+    store = HistoryStore(api, SYSTEM, DEFAULT_NAME, EventRecorder(api, "hyperplace-scheduler", "test"))
+
+    async def unreachable(*_: object, **__: object) -> object:
+        raise aiohttp.ClientConnectionError("connection refused")
+
+    history = RuntimeHistory()
+    history.record("default", 1, 60.0)
+    with monkeypatch.context() as m:
+        m.setattr(api, "get", unreachable)
+        m.setattr(api, "create", unreachable)
+        await store.load(history)  # starts from what memory holds
+        assert list(history.runs[("default", size_class(1))]) == [60.0]
+        history.record("default", 1, 90.0)
+        await store.save(history, {"default"})  # logged; still due
+        assert store.due(history)
+    await store.save(history, {"default"})
+    assert stored(api) == {"version": 1, "queues": {"default": {"0": [60.0, 90.0]}}}
