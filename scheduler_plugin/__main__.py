@@ -42,7 +42,7 @@ from hyperplace.runtime.serving import (
 
 from .algorithms.fragmentation import DEFAULT_ACCELERATOR, DEFAULT_SHAPES, DEFAULT_SHARE, FragmentationConfig
 from .runtime.config_source import ConfigSource
-from .runtime.history_store import configmap_name
+from .runtime.options import configmap_name
 from .runtime.scheduler import Scheduler, SchedulerOptions
 
 log = logging.getLogger("hyperplace.scheduler")

@@ -2,9 +2,9 @@
 what the last leader learned instead of from nothing (``model/runtime_history.py``).
 
 The leader reads the ConfigMap (``--runtime-history-configmap``, by default named after its Lease,
-``<lease>-runtime-history``, in the Lease's namespace, so two schedulers with Leases of their own
-keep apart) once when it starts scheduling, and writes it when runs were recorded since its last write, at most
-once per ``interval`` and once more when it stops leading. Only the queues that opt in
+``options.configmap_name``, in the Lease's namespace) once when it starts scheduling, and writes
+it when runs were recorded since its last write, at most once per ``interval`` and once more when
+it stops leading. Only the queues that opt in
 (``hyperplace.io/runtime-estimate: history``) are written, so a cluster where none does never
 gets the ConfigMap. A ConfigMap that cannot be read as a history is reported (a log line and a
 Warning Event on it naming the field) and then overwritten by the next write; scheduling goes on
@@ -31,14 +31,6 @@ KEY = "history.json"
 DEFAULT_INTERVAL = 60.0
 # Under the apiserver's 1 MiB object limit, with room for the metadata.
 MAX_BYTES = 900_000
-
-
-def configmap_name(lease: str) -> str:
-    """The ConfigMap a scheduler leading Lease ``lease`` keeps its learned run times in."""
-    return f"{lease}-runtime-history"
-
-
-DEFAULT_NAME = configmap_name(COMPONENT)
 
 
 class HistoryStore:

@@ -13,6 +13,16 @@ from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 COMPONENT = "hyperplace-scheduler"
 
 
+def configmap_name(lease: str) -> str:
+    """The ConfigMap a scheduler leading Lease ``lease`` keeps its learned run times in
+    (``history_store.py``): named after the Lease, so schedulers with Leases of their own keep
+    apart."""
+    return f"{lease}-runtime-history"
+
+
+DEFAULT_HISTORY_CONFIGMAP = configmap_name(COMPONENT)  # the default Lease's
+
+
 @dataclass
 class SchedulerOptions:
     """Process settings (flags); the scheduling policy itself is the configuration file."""
@@ -59,7 +69,7 @@ class SchedulerOptions:
     verify_state: bool = field(default_factory=lambda: os.environ.get("HYPERPLACE_VERIFY_STATE") == "1")
     # The ConfigMap (in this namespace) that keeps the learned run times of the queues that opt
     # in across restarts and leaders; None: memory only (--runtime-history-configmap "").
-    runtime_history_configmap: str | None = "hyperplace-scheduler-runtime-history"
+    runtime_history_configmap: str | None = DEFAULT_HISTORY_CONFIGMAP
     runtime_history_namespace: str = SYSTEM_NAMESPACE
     # Pod shapes of the fragmentation gauges (--fragmentation-shapes and friends).
     fragmentation: FragmentationConfig = field(default_factory=FragmentationConfig)

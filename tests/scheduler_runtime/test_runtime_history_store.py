@@ -14,7 +14,8 @@ from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import CONFIGMAPS, PODGROUPS, PODS
 from scheduler_plugin.model.runtime_history import ANNOTATION, RuntimeHistory, size_class
 from scheduler_plugin.runtime.events import EventRecorder
-from scheduler_plugin.runtime.history_store import DEFAULT_NAME, KEY, MAX_BYTES, HistoryStore
+from scheduler_plugin.runtime.history_store import KEY, MAX_BYTES, HistoryStore
+from scheduler_plugin.runtime.options import DEFAULT_HISTORY_CONFIGMAP as DEFAULT_NAME
 from tests.fakeapi import FakeApi
 from tests.scheduler.builders import job_pods, podgroup
 
