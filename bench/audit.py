@@ -15,6 +15,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from hyperplace.runtime.flags import SYSTEM_NAMESPACE
+
 POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
@@ -25,7 +27,6 @@ rules:
   resources: [{group: coordination.k8s.io, resources: [leases]}]
 - level: Metadata
 """
-SYSTEM_NAMESPACE = "hyperplace-system"
 # The account bench/job_stream.py runs Volcano's own scheduler as: its writes are the scheduler's.
 VOLCANO_ACCOUNT = "volcano-scheduler"
 COMPONENTS = {

@@ -91,6 +91,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -427,15 +428,14 @@ def restart_with(state: localup.State, name: str, extra: list[str]) -> localup.S
     p = localup.Process(name, argv, Path(str(entry["log"])), env=env, detached=True)
     state.add(name, p.pid, p.argv, p.log)
     url, ctx = health_url(argv)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if p.proc.poll() is not None:
-            raise RuntimeError(f"{name} exited after a restart with {extra}: see {entry['log']}")
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
-            if resp.status == 200:
-                return state
-        time.sleep(0.3)
-    raise RuntimeError(f"{name} not healthy within 180s of a restart with {extra}")
+    wait_healthy(
+        url,
+        lambda: p.proc.poll() is None,
+        f"{name} (restarted with {extra}; see {entry['log']})",
+        timeout=180,
+        context=ctx,
+    )
+    return state
 
 
 def health_url(argv: list[str]) -> tuple[str, ssl.SSLContext | None]:
@@ -452,33 +452,46 @@ def health_url(argv: list[str]) -> tuple[str, ssl.SSLContext | None]:
     return f"http://{config['health']['healthProbeBindAddress']}/readyz", None
 
 
-def workload_bin_dir(names: list[str]) -> Path:
-    """``$HYPERPLACE_WORKLOAD_BIN``, else hack/workload-bin.sh's cache (it builds what is missing)."""
-    env = os.environ.get("HYPERPLACE_WORKLOAD_BIN")
-    if env:
-        return Path(env)
-    say(f"finding or building {', '.join(names)} (hack/workload-bin.sh)")
-    out = subprocess.run(
-        ["bash", str(REPO / "hack" / "workload-bin.sh"), *names], capture_output=True, text=True
-    )
+def hack_built(script: str, *args: str, what: str = "") -> Path:
+    """The path a ``hack/`` build script prints last (its cache; it builds what is missing)."""
+    say(f"finding or building {what or ', '.join(args)} (hack/{script})")
+    out = subprocess.run(["bash", str(REPO / "hack" / script), *args], capture_output=True, text=True)
     if out.returncode != 0:
-        raise RuntimeError(f"hack/workload-bin.sh failed: {out.stderr.strip()[-400:]}")
+        raise RuntimeError(f"hack/{script} failed: {out.stderr.strip()[-400:]}")
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def wait_ready(port: int, pid: int, what: str, timeout: float = 300.0) -> None:
+def workload_bin_dir(names: list[str]) -> Path:
+    """``$HYPERPLACE_WORKLOAD_BIN``, else hack/workload-bin.sh's cache (it builds what is missing)."""
+    env = os.environ.get("HYPERPLACE_WORKLOAD_BIN")
+    return Path(env) if env else hack_built("workload-bin.sh", *names)
+
+
+def wait_healthy(
+    url: str,
+    alive: Callable[[], bool],
+    what: str,
+    timeout: float = 300.0,
+    context: ssl.SSLContext | None = None,
+) -> None:
+    """Poll ``url`` until it answers 200; fails when ``alive()`` turns false or after ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists():
+        if not alive():
             raise RuntimeError(f"{what} exited")
         with (
             contextlib.suppress(OSError),
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp,
+            urllib.request.urlopen(url, timeout=2, context=context) as resp,
         ):
             if resp.status == 200:
                 return
         time.sleep(0.3)
     raise RuntimeError(f"{what} not ready within {timeout:.0f}s")
+
+
+def wait_ready(port: int, pid: int, what: str, timeout: float = 300.0) -> None:
+    """A component of ours answers ``/readyz`` on ``port`` while process ``pid`` runs."""
+    wait_healthy(f"http://127.0.0.1:{port}/readyz", lambda: Path(f"/proc/{pid}").exists(), what, timeout)
 
 
 def wait_leader(kubectl: localup.Kubectl, lease: str, identity: str, timeout: float = 120.0) -> None:

@@ -52,7 +52,6 @@ import json
 import math
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,7 +66,17 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import audit
-from bench.e2e_bind import cpu_seconds, create_all, restart, running, samples, wait_leader, wait_ready
+from bench.e2e_bind import (
+    cpu_seconds,
+    create_all,
+    hack_built,
+    restart,
+    running,
+    samples,
+    wait_healthy,
+    wait_leader,
+    wait_ready,
+)
 from bench.quality.generators import topology_policy
 from hyperplace.api.constants import TOPOLOGY_GROUP, TOPOLOGY_VERSION
 from hyperplace.localup import __main__ as localup
@@ -76,6 +85,7 @@ from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
 from hyperplace.localup.controlplane import free_port, kube_bin_dir
 from hyperplace.localup.fakekubelet import node_ready_status
 from hyperplace.runtime.api import HYPERNODES, JOBS, NODES, PODS, ApiError, Obj, meta
+from hyperplace.runtime.flags import SYSTEM_NAMESPACE
 from hyperplace.runtime.informer import Informer
 from hyperplace.runtime.kube import connect
 from hyperplace.runtime.parallel import run_bounded
@@ -213,19 +223,10 @@ async def create_cluster(kubeconfig: Path, nodes: int) -> None:
 # ---------------------------------------------------------------------------- Volcano's scheduler
 
 
-def volcano_bin() -> Path:
-    """vc-scheduler from hack/volcano-bin.sh's cache (it builds it when missing)."""
-    say("finding or building vc-scheduler (hack/volcano-bin.sh)")
-    out = subprocess.run(["bash", str(REPO / "hack" / "volcano-bin.sh")], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"hack/volcano-bin.sh failed: {out.stderr.strip()[-400:]}")
-    return Path(out.stdout.strip().splitlines()[-1])
-
-
-def token_kubeconfig(kubectl: localup.Kubectl, admin: Path, account: str, out: Path) -> Path:
-    """The admin kubeconfig's cluster, authenticated as ServiceAccount hyperplace-system/``account``
-    (cluster-admin), so the audit log names the component."""
-    ns = audit.SYSTEM_NAMESPACE
+def token_kubeconfig(kubectl: localup.Kubectl, state: localup.State, account: str) -> Path:
+    """A kubeconfig of the local cluster as ServiceAccount hyperplace-system/``account``, made
+    cluster-admin first, so the audit log names the component."""
+    ns = SYSTEM_NAMESPACE
     kubectl.run("create", "serviceaccount", account, "-n", ns)
     kubectl.run(
         "create",
@@ -234,20 +235,20 @@ def token_kubeconfig(kubectl: localup.Kubectl, admin: Path, account: str, out: P
         "--clusterrole=cluster-admin",
         f"--serviceaccount={ns}:{account}",
     )
-    token = kubectl.run("create", "token", account, "-n", ns, "--duration=24h").stdout.strip()
-    doc = yaml.safe_load(admin.read_text())
-    doc["users"] = [{"name": account, "user": {"token": token}}]
-    for ctx in doc["contexts"]:
-        ctx["context"]["user"] = account
-    out.write_text(yaml.safe_dump(doc))
-    out.chmod(0o600)
-    return out
+    (cluster,) = yaml.safe_load(Path(state.kubeconfig).read_text())["clusters"]
+    return localup._sa_kubeconfig(
+        kubectl,
+        cluster["cluster"]["server"],
+        state.root / "pki" / "ca.crt",  # the local control plane's CA (controlplane.write_pki)
+        account,
+        state.root / f"{account}.kubeconfig",
+    )
 
 
 def start_volcano(state: localup.State, kubectl: localup.Kubectl) -> int:
     """Stop hyperplace-scheduler and start vc-scheduler under the scheduler name ``volcano`` with
     our default configuration; returns its pid once it answers /healthz."""
-    vc = volcano_bin()
+    vc = hack_built("volcano-bin.sh", what="vc-scheduler")
     have = {
         c["metadata"]["name"] for c in json.loads(kubectl.run("get", "crd", "-o", "json").stdout)["items"]
     }
@@ -268,9 +269,7 @@ def start_volcano(state: localup.State, kubectl: localup.Kubectl) -> int:
             )
     (entry,) = [e for e in state.processes if e["name"] == "hyperplace-scheduler" and localup.is_ours(e)]
     localup.stop_processes(localup.State(state.root, [entry]))
-    kubeconfig = token_kubeconfig(
-        kubectl, Path(state.kubeconfig), audit.VOLCANO_ACCOUNT, state.root / f"{VOLCANO}.kubeconfig"
-    )
+    kubeconfig = token_kubeconfig(kubectl, state, audit.VOLCANO_ACCOUNT)
     # In a directory of its own: vc-scheduler reloads on any change in the configuration's directory.
     conf_dir = state.root / "vc-conf"
     conf_dir.mkdir(exist_ok=True)
@@ -291,18 +290,11 @@ def start_volcano(state: localup.State, kubectl: localup.Kubectl) -> int:
     ]
     p = components.Process(VOLCANO, argv, state.root / f"{VOLCANO}.log", detached=True)
     state.add(VOLCANO, p.proc.pid, argv, p.log)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if p.proc.poll() is not None:
-            raise RuntimeError(f"vc-scheduler exited:\n{_tail(p.log)}")
-        with (
-            contextlib.suppress(OSError),
-            urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2) as r,
-        ):
-            if r.status == 200:
-                return p.proc.pid
-        time.sleep(0.3)
-    raise RuntimeError(f"vc-scheduler not healthy within 120 s:\n{_tail(p.log)}")
+    try:
+        wait_healthy(f"http://127.0.0.1:{health}/healthz", lambda: p.proc.poll() is None, VOLCANO, 120)
+    except RuntimeError as exc:
+        raise RuntimeError(f"{exc}:\n{_tail(p.log)}") from None
+    return p.proc.pid
 
 
 def _tail(log: Path, lines: int = 30) -> str:
