@@ -225,6 +225,21 @@ class HyperplaceScheduler(Scheduler):
             self._pending[job] = objs
         return objs
 
+    def _write_phase(self, job: JobSpec, outcome: Any) -> None:
+        """What the runtime writes back: a waiting job's PodGroup phase as the session left it
+        (Inqueue once enqueue admitted it). The next cycle sees that object, as it would see
+        the PodGroup's status in the informer cache; without it every cycle would ask enqueue
+        again and an admitted gang could fall back to Pending."""
+        objs = self._pending.get(job)
+        phase = getattr(outcome, "pg_phase", None)
+        if objs is None or phase not in ("Pending", "Inqueue"):
+            return
+        st = objs[1].status
+        if ((st.phase if st is not None else None) or "Pending") == phase:
+            return
+        created = self._created.get(job.name, 0.0)
+        self._pending[job] = (objs[0], podgroup(job, created, phase=phase))
+
     # ---- decisions ---------------------------------------------------------------------
 
     def place(self, state: ClusterState, job: JobSpec) -> IntArray | None:
@@ -305,6 +320,7 @@ class HyperplaceScheduler(Scheduler):
         index = {name: i for i, name in enumerate(topo.node_names)}
         out: dict[str, IntArray] = {}
         for job in jobs:
+            self._write_phase(job, result.jobs.get(f"{NAMESPACE}/{job.name}"))
             bound = [result.bindings.get(f"{NAMESPACE}/{pod_name(job, i)}") for i in range(job.n_pods)]
             if all(b is not None for b in bound):
                 placement = np.asarray([index[str(b)] for b in bound], dtype=np.int64)

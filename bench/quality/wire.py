@@ -101,7 +101,9 @@ def _topology(spec: NetTopology | None) -> dict[str, Any] | None:
     return out
 
 
-def podgroup(job: JobSpec, created: float = 0.0, running: bool = False) -> PodGroup:
+def podgroup(job: JobSpec, created: float = 0.0, running: bool = False, phase: str | None = None) -> PodGroup:
+    """The job's PodGroup: Running when ``running``, else with the status ``phase`` the
+    scheduler wrote (``Inqueue`` once enqueue admitted it), or none (Pending)."""
     spec: dict[str, Any] = {
         "minMember": job.n_pods,
         "minTaskMember": {t.name: t.replicas for t in job.tasks},
@@ -132,6 +134,8 @@ def podgroup(job: JobSpec, created: float = 0.0, running: bool = False) -> PodGr
     }
     if running:
         obj["status"] = {"phase": "Running", "running": job.n_pods}
+    elif phase is not None:
+        obj["status"] = {"phase": phase}
     return PodGroup.model_validate(obj)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench.quality.exact import run_exact
@@ -145,3 +146,30 @@ def test_main_runs_the_trace_with_and_without_time_limits(
     with pytest.raises(SystemExit):
         cli.main(["--quick", "--parts", "sim", "--sim-traces", "none", "--out", str(tmp_path)])
     capsys.readouterr()
+
+
+def test_a_gang_enqueue_admitted_stays_inqueue_in_the_next_cycle_as_the_runtime_writes_it() -> None:
+    # The scheduler writes Inqueue to an admitted PodGroup and reads it back next cycle; the
+    # simulation must too, or a gang admitted when the queue had room would fall back to Pending
+    # (and out of the head-of-queue reservation) the moment the queue fills up.
+    from bench.quality.model import JobSpec, NetTopology, Task
+
+    state = clos_cluster(4, 2, 2)  # 16 nodes of 8 GPUs, 4 per leaf
+    gpu_pod = (8_000, 64 * 1024, 8)
+    # 8 whole-node pods that must share one leaf of 4 nodes: admitted, never placed.
+    stuck = JobSpec("stuck", (Task("t", gpu_pod, 8),), NetTopology("hard", 1))
+    sched = HyperplaceScheduler()
+    sched.set_created(stuck, 0.0)
+    sched.set_now(0.0)
+    assert sched.place_batch(state, [stuck]) == {}
+    assert sched._pending[stuck][1].status.phase == "Inqueue"
+    # A job of the same queue starts on 12 of the 16 nodes: a new admission of 64 GPUs would now
+    # be refused (96 + 64 > 128 GPUs).
+    filler = JobSpec("filler", (Task("t", gpu_pod, 12),))
+    on = np.arange(12, dtype=np.int64)
+    state.apply(filler.req, on)
+    sched.set_created(filler, 5.0)
+    sched.on_start(state, filler, on)
+    sched.set_now(10.0)
+    assert sched.place_batch(state, [stuck]) == {}
+    assert sched._pending[stuck][1].status.phase == "Inqueue"
