@@ -190,8 +190,11 @@ def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[
     if not ssn.fns(ALLOCATABLE):
         return groups, None
     # Fast path: every plugin that limits the queue can judge the whole unit at once, and it fits.
-    if ssn.judges_sums() and ssn.why_not_allocatable(job.queue, [t for g in groups for t in g.tasks]) is None:
+    sums = ssn.judges_sums()
+    if sums and ssn.why_not_allocatable(job.queue, [t for g in groups for t in g.tasks]) is None:
         return groups, None
+    if sums:
+        return _within_by_sums(ssn, job, groups)
     accepted: list[TaskInfo] = []
     out: list[Group] = []
     refused: TaskInfo | None = None
@@ -221,3 +224,34 @@ def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[
     tasks = [*accepted, refused]
     why = ssn.why_not_allocatable(job.queue, tasks)
     return out, why or f"queue {job.queue} may not take {len(tasks)} more pods"
+
+
+def _within_by_sums(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[Group], str | None]:
+    """:func:`within_queue` when every limiting plugin judges sums and the whole unit does not
+    fit: the first pod the queue refuses is found by bisection over the pods in order (a
+    prefix's sum fits exactly when each of its pods fits after the ones before it), so a large
+    gang in a full queue costs a few sum checks, not one vote and one charge per pod. The
+    groups kept and the reason are those of the pod-by-pod walk."""
+    flat = [t for g in groups for t in g.tasks]
+    lo, hi = 0, len(flat) - 1  # the first refused pod is in [lo, hi]; the whole unit is refused
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ssn.why_not_allocatable(job.queue, flat[: mid + 1]) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    out: list[Group] = []
+    seen = 0
+    for g in groups:
+        if seen + len(g.tasks) <= lo:
+            out.append(g)
+            seen += len(g.tasks)
+            continue
+        keep = g.tasks[: lo - seen]
+        if g.atomic:
+            out = []
+        elif keep:
+            out.append(Group(g.subjob, keep, g.atomic))
+        break
+    why = ssn.why_not_allocatable(job.queue, flat[: lo + 1])
+    return out, why or f"queue {job.queue} may not take {lo + 1} more pods"
