@@ -245,9 +245,12 @@ def _held_lines(
     be placed only when they are what kept it out: a dry run with every hold and fence lifted
     places it. (An exclusive job is always told what it needs.) The dry run costs one more
     placement per failed job, and only while something is held."""
-    lines = [line for line in (fences.why(job), holder.why(job)) if line]
+    fenced, held = fences.why(job), holder.why(job)
+    lines = [line for line in (fenced, held) if line]
     if not lines or job.key in fences.exclusive:
         return lines
+    if fenced is None and not holder.may_be_kept_out(job, [t for g in groups for t in g.tasks]):
+        return []  # no domain could take it with nothing held: the holds are not the reason
     with holder.lifted(), fences.lifted():
         res, stmt = placer.place(job, groups)
         stmt.discard()

@@ -129,6 +129,9 @@ class Holder:
         self._backfilled: dict[str, list[tuple[str, str]]] = {}  # held gang -> (job, line)
         # Expected free times with learned run times, and whether any were learned (per action).
         self._expected: tuple[np.ndarray | None, bool] | None = None
+        self._charged_memo: (
+            tuple[list[tuple[str, tuple[list[int], list[int]]]], np.ndarray, np.ndarray] | None
+        ) = None
 
     def _free_at(self) -> np.ndarray | None:
         """When each node frees up (from the pods' time limits), or None when no running pod has
@@ -423,6 +426,54 @@ class Holder:
                 f"gang's estimated start {res.estimated_start}"
             )
             self._backfilled.setdefault(gang, []).append((job.key, line))
+
+    def _charged(self) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes phantom pods are charged to and what they take there (one row each), kept
+        while the same phantom pods stand (a failed job per cycle asks again)."""
+        # The very charges (held by the memo, so compared by identity, never by a reused id).
+        key = sorted(self._phantom.items())
+        memo = self._charged_memo
+        if (
+            memo is None
+            or len(memo[0]) != len(key)
+            or any(a[0] != b[0] or a[1] is not b[1] for a, b in zip(memo[0], key, strict=True))
+        ):
+            snap = self.ssn.snap
+            charged = np.zeros_like(self.ssn.state.used)
+            for shapes, nodes in self._phantom.values():
+                reqs = np.stack([snap.shapes[sid].requests for sid in shapes])
+                np.add.at(charged, np.asarray(nodes, dtype=np.int64), reqs)
+            rows = np.flatnonzero(charged.any(axis=1))
+            memo = self._charged_memo = (key, rows, charged[rows])
+        return memo[1], memo[2]
+
+    def may_be_kept_out(self, job: JobInfo, tasks: list[TaskInfo]) -> bool:
+        """Whether the holds can be what keeps ``job`` out: with every phantom pod lifted, some
+        domain the job may use would have room for each of its pod shapes by count. False
+        means no placement can succeed even with nothing held, so the dry run of
+        :meth:`lifted` (one more placement per failed job and cycle) would only confirm it;
+        per-shape counts ignore how shapes and partitions share room, so True is only a maybe."""
+        if not self._phantom or not tasks:
+            return False
+        snap, state = self.ssn.snap, self.ssn.state
+        tree = snap.tree
+        rows, charged = self._charged()
+        need: dict[int, int] = {}
+        for t in tasks:
+            need[t.shape] = need.get(t.shape, 0) + 1
+        candidates = np.asarray(self._candidates(job), dtype=np.int64)
+        room = np.ones(len(candidates), dtype=bool)
+        for sid, n in need.items():
+            shape = snap.shapes[sid]
+            req = shape.requests
+            pos = np.flatnonzero(req > 0)
+            free = state.alloc[rows][:, pos] - (state.used[rows][:, pos] - charged[:, pos])
+            lifted = (free // req[pos]).min(axis=1) if len(pos) else np.full(len(rows), n)
+            now = state.node_counts(shape)
+            more = np.zeros(snap.num_nodes, dtype=np.int64)
+            more[rows] = np.where(snap.static_mask(shape)[rows], np.maximum(lifted - now[rows], 0), 0)
+            room &= (state.dom_counts(shape)[candidates] + tree.domain_sums(more)[candidates]) >= n
+        return bool(room.any())
 
     @contextmanager
     def lifted(self) -> Iterator[None]:

@@ -139,6 +139,45 @@ def test_a_job_the_hold_does_not_keep_out_is_not_told_of_it() -> None:
     assert len(told) == 2
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    stream=st.integers(0, 8),
+    extra=st.lists(st.tuples(st.sampled_from([1, 2, 4, 6, 8, 9]), st.sampled_from([8, 16, 24])), max_size=4),
+)
+def test_what_a_job_is_told_of_the_holds_does_not_depend_on_the_skipped_dry_run(
+    stream: int, extra: list[tuple[int, int]]
+) -> None:
+    # The dry run "would it fit with nothing held" is skipped when no domain could take the job
+    # even then (by per-shape counts); what every job is told must be what the dry run would say.
+    from scheduler_plugin.actions import reservation
+
+    pods, pgs = world(stream)
+    for i, (n, gpu) in enumerate(extra):
+        pods += job_pods(f"x{i}", n, cpu=8, gpu=gpu, created="2026-01-01T00:06:00Z")
+        pgs.append(podgroup(f"x{i}", n, topology=LEAF, created="2026-01-01T00:06:00Z"))
+    skipped: list[str] = []
+    real = reservation.Holder.may_be_kept_out
+
+    def spy(self: Any, job: Any, tasks: Any) -> bool:
+        got = real(self, job, tasks)
+        if not got:
+            skipped.append(job.key)
+        return got
+
+    reservation.Holder.may_be_kept_out = spy  # type: ignore[method-assign]
+    try:
+        pruned = session(pods, pgs, at="2026-01-01T00:11:00Z")
+        reservation.Holder.may_be_kept_out = lambda self, job, tasks: True  # type: ignore[method-assign]
+        always = session(pods, pgs, at="2026-01-01T00:11:00Z")
+    finally:
+        reservation.Holder.may_be_kept_out = real  # type: ignore[method-assign]
+    assert pruned.bindings == always.bindings
+    for key, outcome in always.jobs.items():
+        assert pruned.jobs[key].conditions == outcome.conditions, key
+    # A 16- or 24-GPU pod fits no 8-GPU node: such jobs never need the dry run.
+    assert {f"default/x{i}" for i, (_, gpu) in enumerate(extra) if gpu > 8} <= set(skipped)
+
+
 def test_a_pod_that_leaves_the_gang_its_room_is_still_placed_in_the_held_leaf() -> None:
     pods, pgs = world(stream=0)
     # leaf1 full: the only room for this CPU-only job is next to the gang's share in leaf0.
