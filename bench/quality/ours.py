@@ -71,6 +71,24 @@ def cpu_memory_binpack_config() -> Any:
     return load_scheduler_config(yaml.safe_dump(doc), source="<cpu-memory-binpack>")
 
 
+def default_reservation_wait() -> float:
+    """The scheduler's default ``reservationWait``, in seconds (for the report's text)."""
+    from scheduler_plugin.actions.reservation import DEFAULT_WAIT
+
+    return DEFAULT_WAIT
+
+
+def reservation_wait_config(wait: str) -> Any:
+    """Our default configuration with the ``allocate`` action's ``reservationWait`` set to
+    ``wait`` (the default holds room after two hours; ``10m`` was the default before)."""
+    from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG_TEXT, load_scheduler_config
+
+    text = (
+        DEFAULT_CONFIG_TEXT + f"configurations:\n- name: allocate\n  arguments: {{reservationWait: {wait}}}\n"
+    )
+    return load_scheduler_config(text, source=f"<reservationWait {wait}>")
+
+
 @functools.cache
 def _default_queue(queue_cls: Any, learns: bool = False) -> Any:
     """The one queue of the trace; ``learns``: it opts in to learned run times."""

@@ -142,7 +142,9 @@ def test_main_runs_the_trace_with_and_without_time_limits(
         "hyperplace",
         "hyperplace-cpu-mem-binpack",
         "hyperplace-learned-runtimes",
+        "hyperplace-10m-holds",
     }
+    assert "threshold 2 h" in text
     with pytest.raises(SystemExit):
         cli.main(["--quick", "--parts", "sim", "--sim-traces", "none", "--out", str(tmp_path)])
     capsys.readouterr()

@@ -94,7 +94,7 @@ def test_past_its_sla_the_gang_is_admitted_and_its_leaf_is_held() -> None:
     result = session(pods, pgs, "2026-01-01T00:06:00Z", conf(sla="sla"))
     big = result.jobs["default/big"]
     assert big.pg_phase == "Inqueue"  # admitted although overcommit would refuse it
-    # Its SLA (5m), not the reservation's own 10-minute threshold, starts the hold.
+    # Its SLA (5m), not the reservation's own two-hour threshold, starts the hold.
     assert result.reservations["default/big"].hypernode == "leaf0"
     assert small_jobs_in_leaf0(result) == []  # the small jobs wait rather than delay it
     assert any(c["type"] == "HyperNodeReserved" and c["status"] == "True" for c in big.conditions)

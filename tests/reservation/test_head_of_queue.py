@@ -12,7 +12,7 @@ from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.reservation import RESERVED_CONDITION, Reservation
-from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
+from tests.scheduler.builders import TEN_MINUTE_HOLDS, hypernode, job_pods, node, pod, podgroup
 
 T0 = "2026-01-01T00:00:00Z"
 LEAF = {"mode": "hard", "highestTierAllowed": 1}
@@ -45,7 +45,7 @@ def session(
     pgs: list[Any],
     at: str | None,
     previous: dict[str, Reservation] | None = None,
-    config: Any = DEFAULT_CONFIG,
+    config: Any = TEN_MINUTE_HOLDS,
 ) -> SessionResult:
     nodes, tree = cluster()
     snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
@@ -79,6 +79,16 @@ def test_before_the_threshold_small_jobs_take_every_free_node() -> None:
     assert len([k for k in result.bindings if k.startswith("default/s")]) == 5
     assert "default/big" not in result.reservations
     assert not any(c["type"] == RESERVED_CONDITION for c in result.jobs["default/big"].conditions)
+
+
+def test_by_default_a_gang_waits_two_hours_before_room_is_held_for_it() -> None:
+    # Holding room idles it while it drains; by default that starts only after two hours.
+    pods, pgs = world()
+    assert not session(pods, pgs, at="2026-01-01T00:11:00Z", config=DEFAULT_CONFIG).reservations
+    assert not session(pods, pgs, at="2026-01-01T01:59:00Z", config=DEFAULT_CONFIG).reservations
+    held = session(pods, pgs, at="2026-01-01T02:01:00Z", config=DEFAULT_CONFIG).reservations
+    assert held["default/big"].hypernode == "leaf0"
+    assert "threshold 2.0h" in held["default/big"].reason
 
 
 def test_without_a_clock_nothing_is_reserved() -> None:
@@ -299,7 +309,7 @@ def test_a_spine_hold_takes_whole_leaves_and_leaves_the_others_whole() -> None:
     pods += job_pods("pair", 2, cpu=4, gpu=4, created="2026-01-01T00:05:00Z")
     pgs.append(podgroup("pair", 2, topology=LEAF, created="2026-01-01T00:05:00Z"))
     snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
-    result = run_session(snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T00:11:00Z"))
+    result = run_session(snap, TEN_MINUTE_HOLDS, now=parse_rfc3339("2026-01-01T00:11:00Z"))
     assert result.reservations["default/big"].hypernode == "spine"
     pair = {k: n for k, n in result.bindings.items() if k.startswith("default/pair")}
     assert len(pair) == 2 and set(pair.values()) <= {"m4", "m7"}  # in leaf-b, outside the held room

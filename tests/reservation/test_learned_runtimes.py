@@ -14,10 +14,9 @@ from typing import Any
 from hyperplace.api import Queue
 from hyperplace.kube.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
-from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.runtime_history import ANNOTATION, RuntimeHistory, size_class
-from tests.scheduler.builders import job_pods, pod, podgroup
+from tests.scheduler.builders import TEN_MINUTE_HOLDS, job_pods, pod, podgroup
 
 from .test_time_limits import LEAF, T0, cluster, limited
 
@@ -56,7 +55,7 @@ def session(
 ) -> SessionResult:
     nodes, tree = cluster()
     snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs, queues=queues)
-    return run_session(snap, DEFAULT_CONFIG, now=parse_rfc3339(NOW), history=history)
+    return run_session(snap, TEN_MINUTE_HOLDS, now=parse_rfc3339(NOW), history=history)
 
 
 def learned(runs: dict[str, list[float]]) -> RuntimeHistory:
@@ -93,7 +92,7 @@ def test_learned_run_times_pick_the_rack_whose_gangs_usually_end_soon() -> None:
     nodes, tree = cluster()
     snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs, queues=qs)
     later = run_session(
-        snap, DEFAULT_CONFIG, now=parse_rfc3339(NOW) + 10, history=history, reservations=result.reservations
+        snap, TEN_MINUTE_HOLDS, now=parse_rfc3339(NOW) + 10, history=history, reservations=result.reservations
     )
     again = later.reservations["default/big"]
     assert again.hypernode == "leaf1" and "(learned run times)" in again.reason
@@ -129,7 +128,7 @@ def test_the_scheduler_learns_a_run_when_a_gang_it_saw_running_ends() -> None:
 
     def cycle(pods: list[dict[str, Any]], groups: list[Any], at: str) -> None:
         snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=groups, queues=qs)
-        run_session(snap, DEFAULT_CONFIG, now=parse_rfc3339(at), history=history)
+        run_session(snap, TEN_MINUTE_HOLDS, now=parse_rfc3339(at), history=history)
 
     cycle(running, [group], "2026-01-01T00:05:00Z")
     cycle(running, [group], "2026-01-01T00:10:00Z")  # seen again: nothing ended

@@ -12,11 +12,10 @@ import numpy as np
 from hyperplace.kube.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cache.records import same_for_scheduling
-from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.reservation import RESERVED_CONDITION, Reservation
 from scheduler_plugin.model.time_limits import fits_before, held_start, job_limit, node_free_at, task_end
-from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
+from tests.scheduler.builders import TEN_MINUTE_HOLDS, hypernode, job_pods, node, pod, podgroup
 
 T0 = "2026-01-01T00:00:00Z"
 NOW = "2026-01-01T00:11:00Z"
@@ -72,7 +71,7 @@ def world(
 def session(pods: list[dict[str, Any]], pgs: list[Any], at: str = NOW, previous: Any = None) -> SessionResult:
     nodes, tree = cluster()
     snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
-    return run_session(snap, DEFAULT_CONFIG, now=parse_rfc3339(at), reservations=previous)
+    return run_session(snap, TEN_MINUTE_HOLDS, now=parse_rfc3339(at), reservations=previous)
 
 
 def reserved(result: SessionResult, job: str) -> dict[str, Any]:

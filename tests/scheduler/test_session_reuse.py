@@ -16,7 +16,7 @@ from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, DEFAULT_CONFI
 from scheduler_plugin.cycle import LastSession, run_session_reusing
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 from tests.reservation.test_head_of_queue import cluster, running, world
-from tests.scheduler.builders import podgroup
+from tests.scheduler.builders import TEN_MINUTE_HOLDS, podgroup
 
 
 def steady() -> ClusterSnapshot:
@@ -46,14 +46,14 @@ def test_a_new_view_or_another_configuration_runs_a_session() -> None:
 
 
 def test_a_waiting_gang_still_gets_its_reservation_when_nothing_else_happens() -> None:
-    """The same view twice, ten minutes apart: the second session must run, because the big
-    gang's waiting crossed the reservation threshold."""
+    """The same view twice: the second session must run, because the big gang's waiting crossed
+    the reservation threshold (ten minutes in this cluster) in between."""
     nodes, tree = cluster()
     pods, pgs = world(stream=0)
     snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs)
     last = LastSession()
-    early = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T00:05:00Z"))
+    early = run_session_reusing(last, snap, TEN_MINUTE_HOLDS, now=parse_rfc3339("2026-01-01T00:05:00Z"))
     assert not early.reservations and not early.bindings
-    late = run_session_reusing(last, snap, DEFAULT_CONFIG, now=parse_rfc3339("2026-01-01T00:11:00Z"))
+    late = run_session_reusing(last, snap, TEN_MINUTE_HOLDS, now=parse_rfc3339("2026-01-01T00:11:00Z"))
     assert late is not early
     assert "default/big" in late.reservations

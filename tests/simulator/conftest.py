@@ -60,3 +60,13 @@ def hypernode_yaml(name: str, tier: int, members: list[str], kind: str = "Node")
     for m in members:
         lines.append(f"  - {{type: {kind}, selector: {{exactMatch: {{name: {m}}}}}}}")
     return "\n".join(lines) + "\n"
+
+
+def default_queue_holding_after(wait: str) -> str:
+    """The ``default`` Queue, annotated to hold room for a gang that has waited ``wait`` (the
+    scheduler's own default is two hours)."""
+    return (
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\n"
+        f"metadata: {{name: default, annotations: {{hyperplace.io/reservation-wait: {wait}}}}}\n"
+        "spec: {weight: 1, reclaimable: true}\n"
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import Result
 
-from .conftest import hypernode_yaml, nodes_yaml
+from .conftest import default_queue_holding_after, hypernode_yaml, nodes_yaml
 
 POD = """
 apiVersion: v1
@@ -59,6 +59,7 @@ def scenario(write: Callable[[str, str], Path]) -> Path:
     10-minute job and a 2-hour job arrive."""
     names = [f"n{i}" for i in range(8)]
     docs = [
+        default_queue_holding_after("10m"),
         nodes_yaml(names),
         hypernode_yaml("leaf0", 1, names[:4]),
         hypernode_yaml("leaf1", 1, names[4:]),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import Result
 
-from .conftest import hypernode_yaml, nodes_yaml
+from .conftest import default_queue_holding_after, hypernode_yaml, nodes_yaml
 
 POD = """
 apiVersion: v1
@@ -54,6 +54,7 @@ def scenario(write: Callable[[str, str], Path]) -> Path:
     running job in leaf0 and two in leaf1; three one-node jobs arrive with it."""
     names = [f"n{i}" for i in range(8)]
     docs = [
+        default_queue_holding_after("10m"),
         nodes_yaml(names),
         hypernode_yaml("leaf0", 1, names[:4]),
         hypernode_yaml("leaf1", 1, names[4:]),
