@@ -56,6 +56,12 @@ class Scheduler:
     def on_finish(self, job: JobSpec) -> None:
         """``job`` finished and its resources were freed."""
 
+    def decision_cpu(self) -> float | None:
+        """CPU seconds the scheduler itself spent on the last ``place_batch``, when the adapter
+        also translates between the simulation and the scheduler's own objects (that
+        translation is the harness's, not the scheduler's); None: the whole call counts."""
+        return None
+
     def place_batch(self, state: ClusterState, jobs: Sequence[JobSpec]) -> dict[str, IntArray]:
         """One scheduling cycle over pending ``jobs`` in queue order; ``state`` is updated
         with every placement made, so later jobs see earlier ones (Volcano's allocate

@@ -175,3 +175,19 @@ def test_a_gang_enqueue_admitted_stays_inqueue_in_the_next_cycle_as_the_runtime_
     sched.set_now(10.0)
     assert sched.place_batch(state, [stuck]) == {}
     assert sched._pending[stuck][1].status.phase == "Inqueue"
+
+
+def test_cpu_per_cycle_counts_the_schedulers_own_work_when_its_adapter_reports_it() -> None:
+    # Ours' adapter builds pods and PodGroups of the simulated cluster and reads bindings back:
+    # the harness's work. The cycle's CPU is the scheduler's (watch events, snapshot, session).
+    state = clos_cluster(4, 2, 2)
+    trace = trace_jobs(5, 20, state, max_job_fraction=0.25)
+
+    class Reporting(VolcanoScheduler):
+        def decision_cpu(self) -> float:
+            return 0.5
+
+    assert set(simulate(Reporting(), state, trace, tick=60.0).cycle_cpu_s) == {0.5}
+    ours = HyperplaceScheduler()
+    res = simulate(ours, state, trace, tick=60.0)
+    assert res.cycle_cpu_s[-1] == ours.timing.build_s + ours.timing.session_s > 0
