@@ -189,69 +189,68 @@ def within_queue(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[
     capacity: its real capability and every ancestor's)."""
     if not ssn.fns(ALLOCATABLE):
         return groups, None
-    # Fast path: every plugin that limits the queue can judge the whole unit at once, and it fits.
-    sums = ssn.judges_sums()
-    if sums and ssn.why_not_allocatable(job.queue, [t for g in groups for t in g.tasks]) is None:
-        return groups, None
-    if sums:
-        return _within_by_sums(ssn, job, groups)
+    flat = [t for g in groups for t in g.tasks]
+    if ssn.judges_sums():
+        # Fast path: every plugin that limits the queue can judge the whole unit at once, and it fits.
+        if ssn.why_not_allocatable(job.queue, flat) is None:
+            return groups, None
+        k = _first_refused_by_sums(ssn, job.queue, flat)
+    else:
+        got = _first_refused_pod_by_pod(ssn, job.queue, flat)
+        if got is None:
+            return groups, None
+        k = got
+    # Asked with the queue as it was: the pods accepted before the refused one, and it.
+    why = ssn.why_not_allocatable(job.queue, flat[: k + 1])
+    return _kept(groups, k), why or f"queue {job.queue} may not take {k + 1} more pods"
+
+
+def _first_refused_pod_by_pod(ssn: Session, queue: str, flat: list[TaskInfo]) -> int | None:
+    """The first of ``flat`` the queue refuses, each pod asked after the ones before it are
+    charged (Volcano's walk), or None when it takes them all; the charges are undone."""
     accepted: list[TaskInfo] = []
-    out: list[Group] = []
-    refused: TaskInfo | None = None
     try:
-        for g in groups:
-            keep: list[TaskInfo] = []
-            for t in g.tasks:
-                if not ssn.allocatable(job.queue, t):
-                    refused = t
-                    break
-                ssn.on_allocate([t])
-                accepted.append(t)
-                keep.append(t)
-            if refused is not None:
-                if g.atomic:
-                    out = []
-                elif keep:
-                    out.append(Group(g.subjob, keep, g.atomic))
-                break
-            out.append(g)
+        for t in flat:
+            if not ssn.allocatable(queue, t):
+                return len(accepted)
+            ssn.on_allocate([t])
+            accepted.append(t)
+        return None
     finally:
         if accepted:
             ssn.on_deallocate(accepted)
-    if refused is None:
-        return out, None
-    # Asked with the queue as it was: the tasks accepted so far and the one refused.
-    tasks = [*accepted, refused]
-    why = ssn.why_not_allocatable(job.queue, tasks)
-    return out, why or f"queue {job.queue} may not take {len(tasks)} more pods"
 
 
-def _within_by_sums(ssn: Session, job: JobInfo, groups: list[Group]) -> tuple[list[Group], str | None]:
-    """:func:`within_queue` when every limiting plugin judges sums and the whole unit does not
-    fit: the first pod the queue refuses is found by bisection over the pods in order (a
-    prefix's sum fits exactly when each of its pods fits after the ones before it), so a large
-    gang in a full queue costs a few sum checks, not one vote and one charge per pod. The
-    groups kept and the reason are those of the pod-by-pod walk."""
-    flat = [t for g in groups for t in g.tasks]
-    lo, hi = 0, len(flat) - 1  # the first refused pod is in [lo, hi]; the whole unit is refused
+def _first_refused_by_sums(ssn: Session, queue: str, flat: list[TaskInfo]) -> int:
+    """The first of ``flat`` the queue refuses when every limiting plugin judges sums and the
+    whole of ``flat`` does not fit: found by bisection over the pods in order (a prefix's sum
+    fits exactly when each of its pods fits after the ones before it), so a large gang in a
+    full queue costs a few sum checks, not one vote and one charge per pod."""
+    lo, hi = 0, len(flat) - 1  # the first refused pod is in [lo, hi]
     while lo < hi:
         mid = (lo + hi) // 2
-        if ssn.why_not_allocatable(job.queue, flat[: mid + 1]) is None:
+        if ssn.why_not_allocatable(queue, flat[: mid + 1]) is None:
             lo = mid + 1
         else:
             hi = mid
+    return lo
+
+
+def _kept(groups: list[Group], refused: int) -> list[Group]:
+    """What a unit keeps when its pod at position ``refused`` (in group order) is refused: the
+    groups before it whole, and the part of its group before it when that group may be partial;
+    nothing when that group is atomic (the unit fails)."""
     out: list[Group] = []
     seen = 0
     for g in groups:
-        if seen + len(g.tasks) <= lo:
+        if seen + len(g.tasks) <= refused:
             out.append(g)
             seen += len(g.tasks)
             continue
-        keep = g.tasks[: lo - seen]
         if g.atomic:
-            out = []
-        elif keep:
+            return []
+        keep = g.tasks[: refused - seen]
+        if keep:
             out.append(Group(g.subjob, keep, g.atomic))
         break
-    why = ssn.why_not_allocatable(job.queue, flat[: lo + 1])
-    return out, why or f"queue {job.queue} may not take {lo + 1} more pods"
+    return out
