@@ -467,6 +467,8 @@ class Holder:
         candidates = np.asarray(self._candidates(job), dtype=np.int64)
         room = np.ones(len(candidates), dtype=bool)
         for sid, n in need.items():
+            # Counted here, not by AllocState.compute_counts: its host-port check would still
+            # see the ports phantom pods hold, and an undercount would skip a dry run wrongly.
             shape = snap.shapes[sid]
             req = shape.requests
             pos = np.flatnonzero(req > 0)

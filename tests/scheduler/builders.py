@@ -4,27 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.quality.ours import reservation_wait_config
 from hyperplace.api import HyperNode, PodGroup, Queue
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY
 from scheduler_plugin.cache.rebuild import build_snapshot
-from scheduler_plugin.config.scheduler_conf import (
-    DEFAULT_CONFIG,
-    DEFAULT_CONFIG_TEXT,
-    SchedulerConfig,
-    load_scheduler_config,
-)
+from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, SchedulerConfig
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
-
-
-def reservation_wait_config(wait: str) -> SchedulerConfig:
-    """Our default configuration with the ``allocate`` action's ``reservationWait`` set, as an
-    operator who wants room held sooner than the default two hours writes it."""
-    text = (
-        DEFAULT_CONFIG_TEXT + f"configurations:\n- name: allocate\n  arguments: {{reservationWait: {wait}}}\n"
-    )
-    return load_scheduler_config(text, source=f"<default, reservationWait {wait}>")
-
 
 # The reservation stories' cluster: room is held for a gang that has waited ten minutes.
 TEN_MINUTE_HOLDS = reservation_wait_config("10m")
