@@ -40,7 +40,7 @@ from ..model.explanation import (
     Explanation,
     TierAttempt,
 )
-from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
+from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, pods_per_shape
 from ..model.snapshot import Shape
 
 I64 = npt.NDArray[np.int64]
@@ -64,10 +64,7 @@ class Group:
     def demand(self) -> dict[int, int]:
         """Pods per shape (computed once; groups are not mutated after creation)."""
         if self._demand is None:
-            out: dict[int, int] = {}
-            for t in self.tasks:
-                out[t.shape] = out.get(t.shape, 0) + 1
-            self._demand = out
+            self._demand = pods_per_shape(self.tasks)
         return self._demand
 
 

@@ -48,9 +48,10 @@ from hyperplace.kube.times import parse_go_duration, parse_rfc3339, rfc3339
 
 from ..config.scheduler_conf import SchedulerConfig
 from ..framework.session import Session
-from ..model.jobs import JobInfo, TaskInfo
+from ..model.jobs import JobInfo, TaskInfo, pods_per_shape
 from ..model.reservation import Reservation, from_condition
 from ..model.runtime_history import RuntimeHistory, job_started, opted_in
+from ..model.snapshot import pods_fitting
 from ..model.time_limits import fits_before, has_limits, held_start, job_limit, node_free_at, room_at
 
 QUEUE_ANNOTATION = "hyperplace.io/reservation-wait"
@@ -268,13 +269,9 @@ class Holder:
         """Per shape, how many pods each node takes once its running pods are gone."""
         snap = self.ssn.snap
         out: dict[int, np.ndarray] = {}
-        for sid in {t.shape for t in tasks}:
+        for sid in pods_per_shape(tasks):
             shape = snap.shapes[sid]
-            req = shape.requests
-            pos = np.flatnonzero(req > 0)
-            n = snap.num_nodes
-            c = (snap.allocatable[:, pos] // req[pos]).min(axis=1) if len(pos) else np.full(n, 1 << 20)
-            out[sid] = np.where(snap.static_mask(shape), np.maximum(c, 0), 0).astype(np.int64)
+            out[sid] = np.where(snap.static_mask(shape), pods_fitting(snap.allocatable, shape.requests), 0)
         return out
 
     def _choose(self, job: JobInfo, tasks: list[TaskInfo], prev: Reservation | None) -> int | None:
@@ -284,9 +281,7 @@ class Holder:
         work running there, then name. A domain held before is kept while it can ever fit."""
         snap, state = self.ssn.snap, self.ssn.state
         tree = snap.tree
-        need: dict[int, int] = {}
-        for t in tasks:
-            need[t.shape] = need.get(t.shape, 0) + 1
+        need = pods_per_shape(tasks)
         taken = {tree.id_of(r.hypernode) for r in self.held.values()}
         drained_node = self._drained(tasks)
         drained = {s: tree.domain_sums(c) for s, c in drained_node.items()}
@@ -368,6 +363,13 @@ class Holder:
         if got is not None:
             self.ssn.state.apply(got[0], got[1], -1)
 
+    def _charge_back(self, saved: Mapping[str, tuple[list[int], list[int]]]) -> None:
+        """Charge lifted phantom pods back where they were (the very lists, so :meth:`_charged`
+        still knows them)."""
+        for job, (shapes, where) in saved.items():
+            self.ssn.state.apply(shapes, where, 1)
+            self._phantom[job] = (shapes, where)
+
     def before(self, job: JobInfo) -> bool:
         """Lift the gang's own phantom pods before it is tried; True when it holds a domain."""
         if job.key not in self.held:
@@ -406,9 +408,7 @@ class Holder:
         try:
             yield opened
         finally:
-            for g, (shapes, where) in saved.items():
-                self.ssn.state.apply(shapes, where, 1)
-                self._phantom[g] = (shapes, where)
+            self._charge_back(saved)
 
     def backfilled(self, job: JobInfo, opened: list[str], tasks: list[TaskInfo]) -> None:
         """Record ``job`` (just placed with the holds of ``opened`` lifted) as backfilled into
@@ -461,19 +461,14 @@ class Holder:
         snap, state = self.ssn.snap, self.ssn.state
         tree = snap.tree
         rows, charged = self._charged()
-        need: dict[int, int] = {}
-        for t in tasks:
-            need[t.shape] = need.get(t.shape, 0) + 1
+        need = pods_per_shape(tasks)
         candidates = np.asarray(self._candidates(job), dtype=np.int64)
         room = np.ones(len(candidates), dtype=bool)
         for sid, n in need.items():
             # Counted here, not by AllocState.compute_counts: its host-port check would still
             # see the ports phantom pods hold, and an undercount would skip a dry run wrongly.
             shape = snap.shapes[sid]
-            req = shape.requests
-            pos = np.flatnonzero(req > 0)
-            free = state.alloc[rows][:, pos] - (state.used[rows][:, pos] - charged[:, pos])
-            lifted = (free // req[pos]).min(axis=1) if len(pos) else np.full(len(rows), n)
+            lifted = pods_fitting(state.alloc[rows] - (state.used[rows] - charged), shape.requests)
             now = state.node_counts(shape)
             more = np.zeros(snap.num_nodes, dtype=np.int64)
             more[rows] = np.where(snap.static_mask(shape)[rows], np.maximum(lifted - now[rows], 0), 0)
@@ -490,9 +485,7 @@ class Holder:
         try:
             yield
         finally:
-            for job, (shapes, where) in saved.items():
-                self.ssn.state.apply(shapes, where, 1)
-                self._phantom[job] = (shapes, where)
+            self._charge_back(saved)
 
     def why(self, job: JobInfo) -> str | None:
         """A line for the explanation of a job that could not be placed while other gangs hold
@@ -562,10 +555,9 @@ def fill_in_order(
         req = requests[sid]
         rows = order[k:]
         sub = room[rows]
-        pos = req > 0
-        cap = (sub[:, pos] // req[pos]).min(axis=1) if pos.any() else np.full(len(rows), n)
-        ok = masks[sid][rows] & (sub[:, ~pos] >= 0).all(axis=1)
-        cap = np.where(ok, np.maximum(cap, 0), 0)
+        # A row already over on a resource the pod does not request takes nothing either.
+        ok = masks[sid][rows] & (sub[:, req <= 0] >= 0).all(axis=1)
+        cap = np.where(ok, pods_fitting(sub, req), 0)
         full = np.cumsum(cap)
         last = int(np.searchsorted(full, n))  # where the n-th pod lands
         take = cap.copy()

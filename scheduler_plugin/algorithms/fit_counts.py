@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ..model.memo import MemoKey
 from ..model.node_filters import host_ports_conflict
-from ..model.snapshot import ClusterSnapshot, Shape
+from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -70,19 +70,15 @@ class AllocState:
     # ------------------------------------------------------------------ counts
     def compute_counts(self, shape: Shape, nodes: I64 | None = None) -> I64:
         """Fresh fit counts of ``shape`` on ``nodes`` (all nodes when None)."""
-        req = shape.requests
-        pos = np.flatnonzero(req > 0)
         if nodes is None:
-            free = self.alloc[:, pos] - self.used[:, pos]
+            free = self.alloc - self.used
             mask = self.snap.static_mask(shape)
             idx = None
         else:
-            free = self.alloc[nodes][:, pos] - self.used[nodes][:, pos]
+            free = self.alloc[nodes] - self.used[nodes]
             mask = self.snap.static_mask(shape)[nodes]
             idx = nodes
-        # Every pod requests a "pods" slot, so ``pos`` is never empty in practice.
-        c = (free // req[pos]).min(axis=1) if len(pos) else np.full(free.shape[0], 1 << 20, dtype=np.int64)
-        c = np.where(mask, np.maximum(c, 0), 0).astype(np.int64)
+        c = np.where(mask, pods_fitting(free, shape.requests), 0)
         hp = shape.constraints.host_ports
         if hp:
             c = np.minimum(c, 1)

@@ -22,7 +22,7 @@ import numpy as np
 
 from hyperplace.api.podgroup import Queue
 
-from ..model.jobs import JobInfo, TaskInfo, written_phase
+from ..model.jobs import JobInfo, TaskInfo, pods_per_shape, written_phase
 from ..model.memo import MemoKey, changed_entries
 from ..model.resources import Res, exceeded_part
 from ..model.snapshot import ClusterSnapshot
@@ -144,7 +144,7 @@ def shape_res_times(snap: ClusterSnapshot, shape: int, n: int) -> Res:
 def tasks_res(snap: ClusterSnapshot, tasks: list[TaskInfo]) -> Res:
     """Sum of task requests: one addition per distinct shape."""
     out = Res()
-    for shape, n in Counter(t.shape for t in tasks).items():
+    for shape, n in pods_per_shape(tasks).items():
         out.add(shape_res_times(snap, shape, n))
     return out
 

@@ -23,7 +23,7 @@ from ..model.explanation import (
     shortage,
 )
 from ..model.node_filters import REASON_HOST_PORTS, insufficient_resources
-from ..model.snapshot import ClusterSnapshot, Shape
+from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting
 from .demand import Demand, PartitionClass
 from .fit_counts import AllocState
 
@@ -45,11 +45,9 @@ class Shortfall:
     def empty_node_fit(self, sid: int, nodes: I64) -> int:
         """Most pods of a shape one node of ``nodes`` could hold when empty (for 'N nodes short')."""
         req = self.shape(sid).requests
-        pos = req > 0
-        if not len(nodes) or not pos.any():
-            return 1
-        per = (self.snap.allocatable[nodes][:, pos] // req[pos]).min(axis=1)
-        return max(int(per.max()), 1)
+        if not len(nodes) or not (req > 0).any():
+            return 1  # counted per pod, not per node
+        return max(int(pods_fitting(self.snap.allocatable[nodes], req).max()), 1)
 
     def lacking(self, h: int, demand: Demand, pcaps: Mapping[PartitionClass, I64]) -> str:
         """What domain ``h`` lacks for the unit: pods per shape, resources, partitions."""

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..model.jobs import TaskInfo
-from ..model.snapshot import ClusterSnapshot
+from ..model.snapshot import ClusterSnapshot, pods_fitting
 from .demand import Demand
 from .fit_counts import AllocState
 from .victim_units import VictimUnits, build_units
@@ -66,18 +66,14 @@ class FitCounter:
     def counts(self, sid: int, nodes: I64 | None, freed: I64) -> I64:
         """Pods of shape ``sid`` each of ``nodes`` (all when None) could take with ``freed`` back."""
         shape = self.snap.shapes[sid]
-        req = shape.requests
-        pos = np.flatnonzero(req > 0)
         st = self.state
         if nodes is None:
-            free = st.alloc[:, pos] - st.used[:, pos] + freed[:, pos]
+            free = st.alloc - st.used + freed
             mask = self.snap.static_mask(shape)
         else:
-            free = st.alloc[nodes][:, pos] - st.used[nodes][:, pos] + freed[:, pos]
+            free = st.alloc[nodes] - st.used[nodes] + freed
             mask = self.snap.static_mask(shape)[nodes]
-        # Every pod requests a "pods" slot, so ``pos`` is never empty in practice.
-        c = (free // req[pos]).min(axis=1) if len(pos) else np.full(free.shape[0], 1 << 20, dtype=np.int64)
-        c = np.where(mask, np.maximum(c, 0), 0).astype(np.int64)
+        c = np.where(mask, pods_fitting(free, shape.requests), 0)
         if shape.constraints.host_ports:
             c = np.minimum(c, 1)  # one per node; conflicts are left to the exact placement
         return c

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -250,6 +250,14 @@ class JobInfo:
             return t is not None and t.mode == "hard" and t.limit is not None
 
         return hard(self.topology) or any(hard(sj.topology) for sj in self.subjobs.values())
+
+
+def pods_per_shape(tasks: Iterable[TaskInfo]) -> dict[int, int]:
+    """How many of ``tasks`` have each pod shape (by shape id), in first-seen order."""
+    out: dict[int, int] = {}
+    for t in tasks:
+        out[t.shape] = out.get(t.shape, 0) + 1
+    return out
 
 
 def written_phase(job: JobInfo) -> str:

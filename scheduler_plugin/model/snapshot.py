@@ -25,6 +25,25 @@ from .node_filters import (
 )
 
 HostPort = tuple[str, str, int]
+I64 = npt.NDArray[np.int64]
+
+# Pods a node holds of a shape that requests nothing (never a limit in practice: every pod
+# requests a "pods" slot).
+UNBOUNDED = 1 << 20
+
+
+def pods_fitting(free: I64, req: I64) -> I64:
+    """How many pods requesting ``req`` each row of ``free`` (the same resource columns) holds:
+    the fewest over the resources the pod requests, never below zero. The one rule for fit
+    counts; callers apply a shape's node mask and host ports themselves."""
+    pos = np.flatnonzero(req > 0)
+    if not len(pos):
+        return np.full(free.shape[0], UNBOUNDED, dtype=np.int64)
+    # Column by column: on 20k nodes a fancy-indexed (N, k) copy costs five times as much.
+    c = (free[:, pos[0]] // req[pos[0]]).astype(np.int64)
+    for p in pos[1:]:
+        np.minimum(c, free[:, p] // req[p], out=c)
+    return np.maximum(c, 0, out=c)
 
 
 @dataclass
