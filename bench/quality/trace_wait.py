@@ -1,5 +1,6 @@
 """Why a large job waited: one trace seed through ours and the Volcano algorithm, the jobs of at
-least 256 GPUs by their wait under ours, and for the one at ours' p95 what started meanwhile.
+least 256 GPUs by their wait under ours, and for the one at ours' p95 what started meanwhile,
+how full each cluster was, and which jobs ours was running that the Volcano algorithm had not started.
 
     python -m bench.quality.trace_wait                  # seed 1, the limit trace, full sizes
     python -m bench.quality.trace_wait --seed 3 --trace plain --quick
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -23,6 +25,7 @@ import numpy as np
 
 from .__main__ import FULL, QUICK, sim_trace
 from .generators import clos_cluster
+from .model import GPU
 from .ours import HyperplaceScheduler
 from .schedulers import VolcanoScheduler
 from .sim import JobRecord, SimResult, simulate, summarize
@@ -47,6 +50,45 @@ def _meanwhile(recs: Mapping[str, JobRecord], j: JobRecord) -> str:
         f"{len(started)} jobs started ({sum(r.gpus for r in started)} GPUs), {len(big)} of them >= {BIG} GPUs, "
         f"{len(later)} of those arrived after it{': ' + shown if shown else ''}"
     )
+
+
+def _in_use(recs: Mapping[str, JobRecord], t: float) -> int:
+    """GPUs of the jobs running at ``t`` in ``recs``."""
+    return sum(r.gpus for r in recs.values() if r.start is not None and r.start <= t < (r.end or math.inf))
+
+
+def _room(
+    mine: Mapping[str, JobRecord], theirs: Mapping[str, JobRecord], j: JobRecord, total: int
+) -> list[str]:
+    """Why ``j`` waited under ours: how full each cluster was while it did, and which jobs ours
+    ran meanwhile that the other had not started (the room ours gave away and the other kept)."""
+    end = j.start if j.start is not None else math.inf
+    cycles = [
+        t for t in sorted({r.start for r in mine.values() if r.start is not None}) if j.arrival <= t < end
+    ]
+    ticks = cycles or [j.arrival]
+    most_free = max(total - _in_use(mine, t) for t in ticks)
+    out = [
+        f"  at its arrival ({j.arrival / 3600:.2f} h): {_in_use(mine, j.arrival):,} of {total:,} GPUs in use under "
+        f"ours, {_in_use(theirs, j.arrival):,} under the other; while it waited, never more than {most_free:,} "
+        f"GPUs free under ours (it needs {j.gpus:,})"
+    ]
+    ahead = [
+        r
+        for r in mine.values()
+        if r.start is not None
+        and r.start <= j.arrival < (r.end or math.inf)
+        and (theirs[r.name].start is None or (theirs[r.name].start or 0) > j.arrival)
+    ]
+    for r in sorted(ahead, key=lambda r: -r.gpus)[:3]:
+        other = theirs[r.name].start
+        out.append(
+            f"  running under ours then, still waiting under the other: {r.name} ({r.gpus:,} GPUs, arrived at "
+            f"{r.arrival / 3600:.2f} h, started at {(r.start or 0) / 3600:.2f} h under ours and "
+            + (f"{other / 3600:.2f} h" if other is not None else "never")
+            + " under the other)"
+        )
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for name, recs in runs.items():
         print(f"  {name}, while it waited: {_meanwhile(recs, recs[at.name])}")
+    print("\n".join(_room(mine, theirs, at, int(state.alloc[:, GPU].sum()))))
     if args.defer_largest:
         largest = max(trace, key=lambda t: (runs[ours.name][t.spec.name].gpus, -t.arrival))
         name = largest.spec.name
