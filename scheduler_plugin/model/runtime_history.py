@@ -10,7 +10,8 @@ and never becomes a held gang's estimated start, because a guess must not delay 
 
 How a run time is observed: a gang seen running (its first pod's ``status.startTime``) whose
 PodGroup is later seen with no pod running or waiting has ended; the time between is recorded
-under its queue and size. A PodGroup that disappears (deleted, not finished) records nothing.
+under its queue and size. A PodGroup that disappears (deleted, not finished) records nothing, and
+a Queue that disappears takes its runs with it (one recreated under its name starts afresh).
 Failed runs count: what matters is when the room freed. The history keeps the latest runs per
 queue and size; the scheduler keeps the opted-in queues' part in a ConfigMap
 (``runtime/history_store.py``), so a restart or a new leader goes on from it (:meth:`document`,
@@ -24,7 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .jobs import JobInfo
@@ -152,10 +153,20 @@ class RuntimeHistory:
                 if seen is None or seen.started != started:
                     seen = _Seen(job.queue, len(job.tasks), started)
                 self._running[key] = seen
-            elif seen is not None and not job.tasks:
+            elif seen is not None and not job.tasks and seen.queue in snap.queues:
                 # Every pod ended (ended pods leave the scheduler's view) and its PodGroup stays.
                 self.record(seen.queue, seen.pods, now - seen.started)
         self._jobs = snap.jobs
+        self.forget(q for q in list(self.by_queue) if q not in snap.queues)
+
+    def forget(self, queues: Iterable[str]) -> None:
+        """Drop the runs of ``queues`` (deleted: a queue made again under the name is another
+        team's, or another workload's, and learns from nothing)."""
+        for queue in queues:
+            self.by_queue.pop(queue, None)
+            for key in [k for k in self.runs if k[0] == queue]:
+                del self.runs[key]
+            self.changes += 1
 
     def remaining(self, queue: str, pods: int, elapsed: float) -> float | None:
         """How much longer a gang of ``pods`` pods of ``queue`` that has run ``elapsed`` seconds

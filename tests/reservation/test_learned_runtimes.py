@@ -143,6 +143,28 @@ def test_the_scheduler_learns_a_run_when_a_gang_it_saw_running_ends() -> None:
     assert list(history.by_queue["default"]) == [42 * MIN]
 
 
+def test_a_queue_deleted_and_made_again_under_its_name_learns_afresh() -> None:
+    nodes, tree = cluster()
+    history = learned({"research": [10 * MIN, 20 * MIN, 60 * MIN], "default": [5 * MIN]})
+    changes = history.changes
+
+    def cycle(queues: list[Queue], at: str) -> None:
+        snap = build_snapshot(nodes=nodes, pods=[], hypernodes=tree, podgroups=[], queues=queues)
+        run_session(snap, TEN_MINUTE_HOLDS, now=parse_rfc3339(at), history=history)
+
+    cycle([queue("research"), queue("default")], "2026-01-01T00:05:00Z")
+    assert history.remaining("research", 1, 0) == 20 * MIN
+    # The Queue is deleted: its runs go with it (and the stored history is written without them).
+    cycle([queue("default")], "2026-01-01T00:06:00Z")
+    assert history.remaining("research", 1, 0) is None
+    assert history.document(["research", "default"])["queues"] == {"default": {"0": [5 * MIN]}}
+    assert history.changes > changes
+    # Another team's queue under the same name starts from nothing; the other queue kept its runs.
+    cycle([queue("research"), queue("default")], "2026-01-01T00:07:00Z")
+    assert history.remaining("research", 1, 0) is None
+    assert list(history.by_queue["default"]) == [5 * MIN]
+
+
 def test_what_is_left_of_a_run_is_read_from_the_runs_that_lasted_longer() -> None:
     h = learned({"q": [10 * MIN, 20 * MIN, 60 * MIN]})
     assert h.remaining("q", 1, 0) == 20 * MIN  # the median run
