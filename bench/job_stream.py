@@ -36,8 +36,10 @@ Reported per variant, over the arrival window:
   writes per started job (+ per minute a job waited);
 * CPU seconds of kube-apiserver, etcd, the scheduler and the controller (``/proc``), and the
   scheduler's peak RSS;
-* placements and waits: jobs started, pods bound, GPU allocation (time average), waits
-  (mean, p50, p95, max), multi-pod jobs on the fewest leaves possible, mean leaves spanned.
+* placements and waits: jobs started, pods bound, GPU allocation (time average), waits of the
+  jobs started (mean, p50, p95, max) and how many were still waiting when the window closed (with
+  the longest of them so far, the least it will wait), multi-pod jobs on the fewest leaves
+  possible, mean leaves spanned.
 
 Heavy: run it alone (``flock /tmp/hp-heavy.lock``). The audit log costs the apiserver a little
 CPU per write in every variant alike.
@@ -314,6 +316,9 @@ class Result:
     started: int = 0
     bound: int = 0
     waits: list[float] = field(default_factory=list)  # started jobs: arrival -> last pod bound
+    # Jobs still waiting when the window closed: arrival -> window end, the least they will wait
+    # (a max over ``waits`` alone would flatter a scheduler that leaves its hardest jobs unstarted).
+    unstarted_waits: list[float] = field(default_factory=list)
     waiting_minutes: float = 0.0  # sum over jobs of minutes waited within the window
     alloc_share: float = 0.0  # time-averaged share of GPUs held by bound, unfinished pods
     min_leaves: int = 0  # multi-pod started jobs on the fewest leaves possible
@@ -465,6 +470,7 @@ async def play(kubeconfig: Path, jobs: list[TraceJob], nodes: int, result: Resul
     result.started = len(started)
     result.bound = len(node_of)
     result.waits = sorted(started[j] - arrived[j] for j in started if j in arrived)
+    result.unstarted_waits = sorted(window - a for j, a in arrived.items() if j not in started)
     result.waiting_minutes = sum(
         (min(started.get(j, window), window) - a) / 60.0
         for j, a in arrived.items()
@@ -540,16 +546,22 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+def _still_waiting(r: Result) -> str:
+    """How many jobs were still waiting when the window closed, and the longest of them so far."""
+    u = r.unstarted_waits
+    return f"{len(u)}, >= {u[-1]:.0f}s" if u else "0"
+
+
 def report(results: list[Result]) -> str:
     out = ["placements and waits (arrival window):", ""]
-    head = f"{'variant':<8} {'jobs':>5} {'started':>8} {'pods bound':>10} {'GPU alloc':>9} {'wait mean':>9} {'p50':>6} {'p95':>6} {'max':>6} {'min leaves':>11} {'leaves/job':>10}"
+    head = f"{'variant':<8} {'jobs':>5} {'started':>8} {'pods bound':>10} {'GPU alloc':>9} {'wait mean':>9} {'p50':>6} {'p95':>6} {'max':>6} {'waiting at end':>15} {'min leaves':>11} {'leaves/job':>10}"
     out += [head, "-" * len(head)]
     for r in results:
         w = r.waits
         out.append(
             f"{r.variant:<8} {r.jobs:>5} {r.started:>8} {r.bound:>10} {100 * r.alloc_share:>8.1f}% "
             f"{statistics.fmean(w) if w else float('nan'):>8.1f}s {pct(w, 0.5):>5.0f}s {pct(w, 0.95):>5.0f}s "
-            f"{(w[-1] if w else float('nan')):>5.0f}s {r.min_leaves:>5}/{r.multi:<5} "
+            f"{(w[-1] if w else float('nan')):>5.0f}s {_still_waiting(r):>15} {r.min_leaves:>5}/{r.multi:<5} "
             f"{statistics.fmean(r.leaves) if r.leaves else float('nan'):>10.2f}"
         )
     for r in results:
@@ -628,6 +640,7 @@ def main() -> int:
                         "started": r.started,
                         "bound": r.bound,
                         "waits": r.waits,
+                        "unstarted_waits": r.unstarted_waits,
                         "alloc_share": r.alloc_share,
                         "min_leaves": [r.min_leaves, r.multi],
                         "above_min_leaves_by_pods": dict(r.spread),
