@@ -74,7 +74,7 @@ class RuntimeHistory:
     by_queue: dict[str, deque[float]] = field(default_factory=dict)
     _running: dict[str, _Seen] = field(default_factory=dict)
     _jobs: Mapping[str, JobInfo] = field(default_factory=dict)  # the jobs last observed
-    changes: int = 0  # runs recorded so far (a store writes when this moved)
+    changes: int = 0  # runs recorded and queues forgotten so far (a store writes when this moved)
 
     def record(self, queue: str, pods: int, seconds: float) -> None:
         """One finished run of a gang of ``pods`` pods in ``queue``."""
@@ -153,7 +153,7 @@ class RuntimeHistory:
                 if seen is None or seen.started != started:
                     seen = _Seen(job.queue, len(job.tasks), started)
                 self._running[key] = seen
-            elif seen is not None and not job.tasks and seen.queue in snap.queues:
+            elif seen is not None and not job.tasks:
                 # Every pod ended (ended pods leave the scheduler's view) and its PodGroup stays.
                 self.record(seen.queue, seen.pods, now - seen.started)
         self._jobs = snap.jobs
