@@ -273,7 +273,22 @@ def test_each_places_only_its_own_and_never_on_the_others_node(
     def statuses() -> dict[str, Any]:
         return {g: kubectl.get("podgroup", "-n", ns, g).get("status") for g in ("vc", "hp")}
 
-    before = statuses()
+    def settled() -> dict[str, Any] | None:
+        # Volcano's scheduler also reads our PodGroup once one of our pods is bound, and a
+        # session of it that falls between our two bindings writes "1 Bound, 2 minAvailable"
+        # onto it; our next status write takes that back. Compare from when both have written.
+        first = statuses()
+        time.sleep(2)
+        return first if statuses() == first else None
+
+    before = wait_for(settled, "both PodGroup statuses settled", timeout=30, describe=both.describe)
+    # Our running gang is not left reported unschedulable, whoever wrote that.
+    stale = [
+        c
+        for c in before["hp"].get("conditions") or []
+        if c.get("type") == "Unschedulable" and c["status"] == "True"
+    ]
+    assert not stale, before["hp"]
     deadline = time.monotonic() + 6  # several cycles of each (500 ms and ~1 s)
     while time.monotonic() < deadline:
         assert phase(kubectl, ns, "vc") == "Running" and phase(kubectl, ns, "hp") == "Running"
