@@ -91,8 +91,10 @@ def test_learned_run_times_pick_the_rack_whose_gangs_usually_end_soon() -> None:
     # The next cycle keeps the rack, and says why for as long as it holds it.
     nodes, tree = cluster()
     snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=pgs, queues=qs)
+    start = parse_rfc3339(NOW)
+    assert start is not None
     later = run_session(
-        snap, TEN_MINUTE_HOLDS, now=parse_rfc3339(NOW) + 10, history=history, reservations=result.reservations
+        snap, TEN_MINUTE_HOLDS, now=start + 10, history=history, reservations=result.reservations
     )
     again = later.reservations["default/big"]
     assert again.hypernode == "leaf1" and "(learned run times)" in again.reason
