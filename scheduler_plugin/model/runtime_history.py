@@ -11,7 +11,8 @@ and never becomes a held gang's estimated start, because a guess must not delay 
 How a run time is observed: a gang seen running (its first pod's ``status.startTime``) whose
 PodGroup is later seen with no pod running or waiting has ended; the time between is recorded
 under its queue and size. A PodGroup that disappears (deleted, not finished) records nothing, and
-a Queue that disappears takes its runs with it (one recreated under its name starts afresh).
+a Queue that disappears takes its runs with it: one made again under its name, even between two
+cycles or while the scheduler was down, has another ``metadata.uid`` and starts afresh.
 Failed runs count: what matters is when the room freed. The history keeps the latest runs per
 queue and size; the scheduler keeps the opted-in queues' part in a ConfigMap
 (``runtime/history_store.py``), so a restart or a new leader goes on from it (:meth:`document`,
@@ -62,6 +63,7 @@ def opted_in(queue_annotations: Mapping[str, str] | None) -> tuple[bool, str | N
 @dataclass
 class _Seen:
     queue: str
+    queue_uid: str | None  # the Queue the gang ran in; a run of a queue since replaced is not its
     pods: int
     started: float
 
@@ -74,6 +76,7 @@ class RuntimeHistory:
     by_queue: dict[str, deque[float]] = field(default_factory=dict)
     _running: dict[str, _Seen] = field(default_factory=dict)
     _jobs: Mapping[str, JobInfo] = field(default_factory=dict)  # the jobs last observed
+    uids: dict[str, str] = field(default_factory=dict)  # the Queue object each queue's runs came from
     changes: int = 0  # runs recorded and queues forgotten so far (a store writes when this moved)
 
     def record(self, queue: str, pods: int, seconds: float) -> None:
@@ -94,7 +97,11 @@ class RuntimeHistory:
         for (queue, cls), runs in sorted(self.runs.items()):
             if queue in queues and runs and keep > 0:
                 out.setdefault(queue, {})[str(cls)] = [round(d, 1) for d in list(runs)[-keep:]]
-        return {"version": DOCUMENT_VERSION, "queues": out}
+        doc: dict[str, object] = {"version": DOCUMENT_VERSION, "queues": out}
+        uids = {q: self.uids[q] for q in sorted(out) if q in self.uids}
+        if uids:
+            doc["uids"] = uids
+        return doc
 
     def load(self, doc: object) -> list[str]:
         """Take the runs of a :meth:`document` in place of the ones kept now (the document is
@@ -107,6 +114,16 @@ class RuntimeHistory:
         if not isinstance(queues, Mapping):
             return ["queues: expected an object of queue name to runs; nothing loaded"]
         problems: list[str] = []
+        # Which Queue object the runs came from (written since queues are told apart by uid; a
+        # document without it is taken as the queues' of today).
+        uids_doc = doc.get("uids", {})
+        uids: dict[str, str] = {}
+        if isinstance(uids_doc, Mapping):
+            uids = {str(q): u for q, u in uids_doc.items() if isinstance(u, str) and u}
+            if len(uids) != len(uids_doc):
+                problems.append(f"uids: {len(uids_doc) - len(uids)} entries are not a queue's uid; skipped")
+        else:
+            problems.append("uids: expected an object of queue name to uid; skipped")
         loaded: list[tuple[str, int, list[float]]] = []
         for queue, sizes in queues.items():
             if not isinstance(sizes, Mapping):
@@ -130,6 +147,7 @@ class RuntimeHistory:
                 loaded.append((str(queue), int(cls), good))
         self.runs.clear()
         self.by_queue.clear()
+        self.uids = uids
         # Interleaved by position so each queue's all-sizes window keeps runs of every size.
         longest = max((len(r) for _, _, r in loaded), default=0)
         for i in range(longest):
@@ -143,6 +161,14 @@ class RuntimeHistory:
         running now. Only the jobs that changed since the last snapshot observed are looked at
         (an unchanged job is the same object); observing the same snapshot again records
         nothing more."""
+        now_uids = {name: q.metadata.uid for name, q in snap.queues.items()}
+        # A Queue deleted, or deleted and made again (another uid): its runs go.
+        self.forget(
+            q
+            for q in list(self.by_queue)
+            if q not in snap.queues or (now_uids[q] and self.uids.get(q, now_uids[q]) != now_uids[q])
+        )
+        self.uids = {q: u for q, u in now_uids.items() if u}
         changed, gone = changed_entries(self._jobs, snap.jobs)
         for key in gone:
             self._running.pop(key, None)  # deleted, not seen to end: nothing learned
@@ -151,18 +177,20 @@ class RuntimeHistory:
             started = job_started(job)
             if started is not None:
                 if seen is None or seen.started != started:
-                    seen = _Seen(job.queue, len(job.tasks), started)
+                    seen = _Seen(job.queue, now_uids.get(job.queue), len(job.tasks), started)
                 self._running[key] = seen
             elif seen is not None and not job.tasks:
-                # Every pod ended (ended pods leave the scheduler's view) and its PodGroup stays.
-                self.record(seen.queue, seen.pods, now - seen.started)
+                # Every pod ended (ended pods leave the scheduler's view) and its PodGroup stays;
+                # a run in a queue since deleted or replaced says nothing about the queue there now.
+                if seen.queue in now_uids and seen.queue_uid == now_uids[seen.queue]:
+                    self.record(seen.queue, seen.pods, now - seen.started)
         self._jobs = snap.jobs
-        self.forget(q for q in list(self.by_queue) if q not in snap.queues)
 
     def forget(self, queues: Iterable[str]) -> None:
         """Drop the runs of ``queues`` (deleted: a queue made again under the name is another
         team's, or another workload's, and learns from nothing)."""
         for queue in queues:
+            self.uids.pop(queue, None)
             self.by_queue.pop(queue, None)
             for key in [k for k in self.runs if k[0] == queue]:
                 del self.runs[key]

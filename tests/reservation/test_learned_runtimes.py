@@ -24,8 +24,8 @@ NOW = "2026-01-01T00:11:00Z"
 MIN = 60.0
 
 
-def queue(name: str, learns: str | None = "history") -> Queue:
-    meta: dict[str, Any] = {"name": name}
+def queue(name: str, learns: str | None = "history", uid: str | None = None) -> Queue:
+    meta: dict[str, Any] = {"name": name, "uid": uid or f"uid-{name}"}
     if learns is not None:
         meta["annotations"] = {ANNOTATION: learns}
     return Queue.model_validate({"metadata": meta, "spec": {"weight": 1}})
@@ -165,6 +165,35 @@ def test_a_queue_deleted_and_made_again_under_its_name_learns_afresh() -> None:
     cycle([queue("research"), queue("default")], "2026-01-01T00:07:00Z")
     assert history.remaining("research", 1, 0) is None
     assert list(history.by_queue["default"]) == [5 * MIN]
+
+
+def test_a_queue_replaced_between_two_cycles_learns_afresh_and_not_from_the_old_queues_gangs() -> None:
+    """Deleted and made again faster than a cycle: the name is the same, the Queue is not."""
+    nodes, tree = cluster()
+    history = learned({"research": [10 * MIN, 20 * MIN, 60 * MIN]})
+    history.uids["research"] = "uid-old"
+    running = [
+        limited(pod(f"train-t0-{i}", "train", cpu=8, gpu=8, index=i, node_name=f"n0{i}"), None, T0)
+        for i in range(2)
+    ]
+    group = podgroup("train", 2, queue="research")
+
+    def cycle(qs: list[Queue], pods: list[dict[str, Any]], at: str) -> None:
+        snap = build_snapshot(nodes=nodes, pods=pods, hypernodes=tree, podgroups=[group], queues=qs)
+        run_session(snap, TEN_MINUTE_HOLDS, now=parse_rfc3339(at), history=history)
+
+    cycle([queue("research", uid="uid-old")], running, "2026-01-01T00:05:00Z")
+    assert history.remaining("research", 1, 0) == 20 * MIN
+    cycle([queue("research", uid="uid-new")], running, "2026-01-01T00:06:00Z")
+    assert history.remaining("research", 1, 0) is None
+    assert history.document(["research"])["queues"] == {}
+    # The gang that ran in the old queue ends now: its run says nothing about the new one.
+    cycle([queue("research", uid="uid-new")], [], "2026-01-01T00:30:00Z")
+    assert "research" not in history.by_queue
+    # A gang of the new queue is learned as usual.
+    cycle([queue("research", uid="uid-new")], running, "2026-01-01T00:31:00Z")
+    cycle([queue("research", uid="uid-new")], [], "2026-01-01T00:40:00Z")
+    assert list(history.by_queue["research"]) == [40 * MIN]
 
 
 def test_what_is_left_of_a_run_is_read_from_the_runs_that_lasted_longer() -> None:

@@ -10,8 +10,10 @@ import time
 import aiohttp
 import pytest
 
+from hyperplace.api import Queue
 from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import CONFIGMAPS, PODGROUPS, PODS
+from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.model.runtime_history import ANNOTATION, RuntimeHistory, size_class
 from scheduler_plugin.runtime.events import EventRecorder
 from scheduler_plugin.runtime.history_store import KEY, MAX_BYTES, HistoryStore
@@ -144,6 +146,29 @@ def test_a_history_document_reads_back_what_it_kept_and_names_what_it_cannot() -
     assert again.load({"version": 1, "queues": {"q": {"x": [1.0]}, "r": []}}) == [
         "queues.q.x: a size class is a whole number",
         "queues.r: expected an object of size class to run times",
+    ]
+
+
+def test_runs_stored_for_a_queue_replaced_while_the_scheduler_was_down_are_not_used() -> None:
+    h = RuntimeHistory()
+    for s in (600.0, 660.0, 720.0):
+        h.record("team-a", 8, s)
+        h.record("team-b", 8, s)
+    h.uids.update({"team-a": "uid-a1", "team-b": "uid-b1"})
+    doc = json.loads(json.dumps(h.document({"team-a", "team-b"})))
+    assert doc["uids"] == {"team-a": "uid-a1", "team-b": "uid-b1"}
+    restarted = RuntimeHistory()
+    assert restarted.load(doc) == []
+    # While no scheduler ran, team-a's Queue was deleted and made again; team-b's stayed.
+    queues = [
+        Queue.model_validate({"metadata": {"name": "team-a", "uid": "uid-a2"}}),
+        Queue.model_validate({"metadata": {"name": "team-b", "uid": "uid-b1"}}),
+    ]
+    restarted.observe(build_snapshot(nodes=[], pods=[], hypernodes=[], podgroups=[], queues=queues), 0.0)
+    assert restarted.remaining("team-a", 8, 0.0) is None
+    assert restarted.remaining("team-b", 8, 0.0) == 660.0
+    assert restarted.load({"version": 1, "queues": {}, "uids": {"q": 7}}) == [
+        "uids: 1 entries are not a queue's uid; skipped"
     ]
 
 
