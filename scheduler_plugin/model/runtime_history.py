@@ -68,6 +68,12 @@ class _Seen:
     started: float
 
 
+def _same_queue(seen: _Seen, now_uids: Mapping[str, str | None]) -> bool:
+    """The gang's queue is still the one it ran in: a run in a queue since deleted or made
+    again says nothing about the queue there now."""
+    return seen.queue in now_uids and seen.queue_uid == now_uids[seen.queue]
+
+
 @dataclass
 class RuntimeHistory:
     """Run times of finished gangs per queue and gang size, observed across sessions."""
@@ -179,11 +185,9 @@ class RuntimeHistory:
                 if seen is None or seen.started != started:
                     seen = _Seen(job.queue, now_uids.get(job.queue), len(job.tasks), started)
                 self._running[key] = seen
-            elif seen is not None and not job.tasks:
-                # Every pod ended (ended pods leave the scheduler's view) and its PodGroup stays;
-                # a run in a queue since deleted or replaced says nothing about the queue there now.
-                if seen.queue in now_uids and seen.queue_uid == now_uids[seen.queue]:
-                    self.record(seen.queue, seen.pods, now - seen.started)
+            elif seen is not None and not job.tasks and _same_queue(seen, now_uids):
+                # Every pod ended (ended pods leave the scheduler's view) and its PodGroup stays.
+                self.record(seen.queue, seen.pods, now - seen.started)
         self._jobs = snap.jobs
 
     def forget(self, queues: Iterable[str]) -> None:
