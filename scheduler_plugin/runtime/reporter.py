@@ -132,8 +132,9 @@ class Reporter:
         # What we wrote, with the resourceVersion the object had when we wrote it.
         self._pod_sent: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, rv, message)
         self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
-        # pg key -> (uid, kind of the status written, when): the per-PodGroup interval.
-        self._pg_written: dict[str, tuple[str, str, float]] = {}
+        # pg key -> (uid, kind of the status written, when, the object's resourceVersion then):
+        # the per-PodGroup interval.
+        self._pg_written: dict[str, tuple[str, str, float, str]] = {}
         self._pg_settling: dict[str, float] = {}  # pg key -> when it was first wanted Running
         # pg key -> uid: admitted (Inqueue) by a session, the write held within the settle.
         self._admitting: dict[str, str] = {}
@@ -328,7 +329,7 @@ class Reporter:
         rides = ann is not None and patch is not None
         if rides and await self.status_writer.has_status_subresource(PODGROUPS):
             rides = False
-        if patch is not None and self._pg_wait(key, uid, pg, patch, pods):
+        if patch is not None and self._pg_wait(key, uid, rv, pg, patch, pods):
             if ann is not None and not (rides and key in self._pg_settling):
                 await self._annotate(name, ns, ann)
             return
@@ -345,7 +346,7 @@ class Reporter:
                 await self.status_writer.patch_status(PODGROUPS, name, patch, ns)
                 self.metrics.writes.labels("podgroups/status", "ok").inc()
                 self._pg_sent[key] = sent
-                self._pg_written[key] = (uid, status_kind(patch["status"]), self._clock())
+                self._pg_written[key] = (uid, status_kind(patch["status"]), self._clock(), rv)
                 self._pg_settling.pop(key, None)
                 self._admitting.pop(key, None)
         else:
@@ -356,7 +357,7 @@ class Reporter:
         await self.api.patch(PODGROUPS, name, ann, ns)
         self.metrics.writes.labels("podgroups", "ok").inc()
 
-    def _pg_wait(self, key: str, uid: str, pg: Obj, patch: Obj, pods: list[Obj]) -> bool:
+    def _pg_wait(self, key: str, uid: str, rv: str, pg: Obj, patch: Obj, pods: list[Obj]) -> bool:
         """Whether the PodGroup's write is put off (and re-queued for later): only numbers
         moved within ``podgroup_interval`` of the last write (on a Running PodGroup, only
         numbers moved: not re-queued, they ride on its next change of kind, unless a pod
@@ -366,16 +367,20 @@ class Reporter:
         now = self._clock()
         status = patch["status"]
         kind = status_kind(status)
+        old = pg.get("status") or {}
+        shown = status_kind(old) == kind
         last = self._pg_written.get(key)
-        if last is None and uid:
+        if last is None and uid and old.get("phase") and shown:
             # Nothing written by this process yet: what the object says counts as written
             # (a restart does not rewrite every PodGroup's numbers at once).
-            old = pg.get("status") or {}
-            if old.get("phase") and status_kind(old) == kind:
-                last = (uid, kind, now)
-                self._pg_written[key] = last
-        if last is not None and last[0] == uid and last[1] == kind:
-            old_failed = int((pg.get("status") or {}).get("failed") or 0)
+            last = (uid, kind, now, rv)
+            self._pg_written[key] = last
+        # Only numbers moved if the object says this in kind, or still is what it was when we
+        # wrote this kind (the informer does not show our write yet). Another writer's change
+        # of kind (Volcano's scheduler next to us marks our gang Unschedulable when a session
+        # of it falls between two of our binds) is taken back like any change of kind.
+        if last is not None and last[0] == uid and last[1] == kind and (shown or last[3] == rv):
+            old_failed = int(old.get("failed") or 0)
             if status.get("phase") == "Running" and int(status.get("failed") or 0) <= old_failed:
                 # A started gang whose phase and conditions stand: its pods' counts move as
                 # they start and end, which kubectl shows on the pods; the counts ride on its
@@ -389,7 +394,7 @@ class Reporter:
                 return True
             return False
         phase = status.get("phase")
-        written = (pg.get("status") or {}).get("phase") or "Pending"
+        written = old.get("phase") or "Pending"
         # Inqueue is enqueue's decision, which later sessions read back. A gang admitted and
         # placed within the settle is written once, Running: meanwhile this process keeps the
         # admission (:meth:`with_admissions`: sessions read it Inqueue). A PodGroup of no pod yet is

@@ -273,22 +273,28 @@ def test_each_places_only_its_own_and_never_on_the_others_node(
     def statuses() -> dict[str, Any]:
         return {g: kubectl.get("podgroup", "-n", ns, g).get("status") for g in ("vc", "hp")}
 
+    def unschedulable(status: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            c
+            for c in status.get("conditions") or []
+            if c.get("type") == "Unschedulable" and c["status"] == "True"
+        ]
+
     def settled() -> dict[str, Any] | None:
         # Volcano's scheduler also reads our PodGroup once one of our pods is bound, and a
         # session of it that falls between our two bindings writes "1 Bound, 2 minAvailable"
-        # onto it; our next status write takes that back. Compare from when both have written.
+        # onto it. Ours takes that back, within its 5 s settle (no kubelet reports these pods
+        # running). Our running gang is not left reported unschedulable, whoever wrote that;
+        # compare from when both statuses have held longer than that settle.
         first = statuses()
-        time.sleep(2)
+        if unschedulable(first["hp"]):
+            return None
+        time.sleep(6)
         return first if statuses() == first else None
 
-    before = wait_for(settled, "both PodGroup statuses settled", timeout=30, describe=both.describe)
-    # Our running gang is not left reported unschedulable, whoever wrote that.
-    stale = [
-        c
-        for c in before["hp"].get("conditions") or []
-        if c.get("type") == "Unschedulable" and c["status"] == "True"
-    ]
-    assert not stale, before["hp"]
+    before = wait_for(
+        settled, "both PodGroup statuses settled, ours not Unschedulable", timeout=60, describe=both.describe
+    )
     deadline = time.monotonic() + 6  # several cycles of each (500 ms and ~1 s)
     while time.monotonic() < deadline:
         assert phase(kubectl, ns, "vc") == "Running" and phase(kubectl, ns, "hp") == "Running"

@@ -500,3 +500,48 @@ async def test_a_podgroup_of_no_pod_yet_is_written_inqueue_at_once() -> None:
     api.seed(PODGROUPS, pg)
     async with running(api, podgroup_settle=60.0):
         await eventually(lambda: pg_status(api, "early").get("phase") == "Inqueue", what="Inqueue")
+
+
+async def test_a_running_gang_another_scheduler_marked_unschedulable_is_written_back_once() -> None:
+    """Volcano's scheduler next to ours reads our PodGroup too: a session of it that fell between
+    two of our binds writes "1 Bound, 2 minAvailable" onto our running gang, replacing our
+    status. Only numbers differ from what we last wrote, but the object no longer says it: our
+    status is written back (Scheduled, no Unschedulable, the counts), once, and left alone."""
+    api = ClusterApi()
+    seed_racks_in_order(api, [0, 1])
+    keys = seed_gang(api, "ours", 2, cpu=4, tier=1)
+    sent = record_pg_writes(api)
+    async with running(api, podgroup_status_interval=3600.0, podgroup_settle=1.0) as (sched, _):
+        await eventually(lambda: all(node_of(api, k) for k in keys), what="gang bound")
+        for k in keys:
+            await set_phase(api, k, "Running")
+        await eventually(lambda: pg_status(api, "ours").get("running") == 2, what="Running written")
+        volcanos = {
+            "phase": "Running",
+            "conditions": [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "NotEnoughResources",
+                    "message": "1/1 tasks in gang unschedulable: pod group is not ready, 1 Bound, 2 minAvailable",
+                    "transitionID": "from-volcano",
+                    "lastTransitionTime": "2026-11-27T03:18:20Z",
+                }
+            ],
+            "running": None,
+            "succeeded": None,
+            "failed": None,
+        }
+        await api.patch(PODGROUPS, "ours", {"status": volcanos}, NS, subresource="status")
+        first = len(sent)  # ours, then Volcano's
+        await eventually(
+            lambda: (
+                not [c for c in pg_status(api, "ours").get("conditions", []) if c["type"] == "Unschedulable"]
+            ),
+            what="the stale Unschedulable taken back",
+        )
+        await cycles_pass(sched, 5)
+    status = pg_status(api, "ours")
+    assert status["running"] == 2
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Scheduled", "True")]
+    assert len(sent) == first + 1
