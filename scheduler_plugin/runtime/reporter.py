@@ -132,9 +132,8 @@ class Reporter:
         # What we wrote, with the resourceVersion the object had when we wrote it.
         self._pod_sent: dict[str, tuple[str, str, str]] = {}  # pod key -> (uid, rv, message)
         self._pg_sent: dict[str, tuple[str, str, str]] = {}  # pg key -> (uid, rv, status digest)
-        # pg key -> (uid, kind of the status written, when, the object's resourceVersion then):
-        # the per-PodGroup interval.
-        self._pg_written: dict[str, tuple[str, str, float, str]] = {}
+        # pg key -> (uid, kind of the status written, when): the per-PodGroup interval.
+        self._pg_written: dict[str, tuple[str, str, float]] = {}
         self._pg_settling: dict[str, float] = {}  # pg key -> when it was first wanted Running
         # pg key -> uid: admitted (Inqueue) by a session, the write held within the settle.
         self._admitting: dict[str, str] = {}
@@ -346,7 +345,7 @@ class Reporter:
                 await self.status_writer.patch_status(PODGROUPS, name, patch, ns)
                 self.metrics.writes.labels("podgroups/status", "ok").inc()
                 self._pg_sent[key] = sent
-                self._pg_written[key] = (uid, status_kind(patch["status"]), self._clock(), rv)
+                self._pg_written[key] = (uid, status_kind(patch["status"]), self._clock())
                 self._pg_settling.pop(key, None)
                 self._admitting.pop(key, None)
         else:
@@ -373,13 +372,15 @@ class Reporter:
         if last is None and uid and old.get("phase") and shown:
             # Nothing written by this process yet: what the object says counts as written
             # (a restart does not rewrite every PodGroup's numbers at once).
-            last = (uid, kind, now, rv)
+            last = (uid, kind, now)
             self._pg_written[key] = last
         # Only numbers moved if the object says this in kind, or still is what it was when we
         # wrote this kind (the informer does not show our write yet). Another writer's change
         # of kind (Volcano's scheduler next to us marks our gang Unschedulable when a session
         # of it falls between two of our binds) is taken back like any change of kind.
-        if last is not None and last[0] == uid and last[1] == kind and (shown or last[3] == rv):
+        sent = self._pg_sent.get(key)
+        unseen = sent is not None and sent[1] == rv
+        if last is not None and last[0] == uid and last[1] == kind and (shown or unseen):
             old_failed = int(old.get("failed") or 0)
             if status.get("phase") == "Running" and int(status.get("failed") or 0) <= old_failed:
                 # A started gang whose phase and conditions stand: its pods' counts move as
