@@ -73,7 +73,7 @@ def cpu_memory_binpack_config() -> Any:
 
 def default_reservation_wait() -> float:
     """The scheduler's default ``reservationWait``, in seconds (for the report's text)."""
-    from scheduler_plugin.actions.reservation import DEFAULT_WAIT
+    from scheduler_plugin.placement.head_of_queue import DEFAULT_WAIT
 
     return DEFAULT_WAIT
 

@@ -25,10 +25,17 @@ from collections.abc import Iterator
 from ..framework.session import Session
 from ..model.explanation import Explanation
 from ..model.jobs import JobInfo, TaskInfo
-from .exclusive import Fences
-from .jobs import extension_units, gang_groups, job_skip_reason, not_enqueued_explanation, within_queue
-from .placement import Group, Placer, record
-from .reservation import Holder, settings
+from ..placement.domain_search import Placer, record
+from ..placement.exclusive_fences import Fences
+from ..placement.gang_units import (
+    Group,
+    extension_units,
+    gang_groups,
+    job_skip_reason,
+    not_enqueued_explanation,
+    within_queue,
+)
+from ..placement.head_of_queue import Holder, settings
 
 QUEUE_OVERUSED = "QueueOverused"
 

@@ -13,9 +13,8 @@ import numpy as np
 from ..framework.session import Session
 from ..framework.statement import Statement
 from ..model.jobs import JobInfo, TaskInfo
-from .exclusive import Fences
-from .jobs import job_skip_reason, within_queue
-from .placement import Group
+from ..placement.exclusive_fences import Fences
+from ..placement.gang_units import Group, job_skip_reason, within_queue
 
 
 def backfill(ssn: Session) -> None:

@@ -17,7 +17,7 @@ gang whose pods have ``preemptionPolicy: Never`` evicts nobody (Volcano skips su
 actions).
 
 For each starving gang (queue order, then job order) the victims are planned domain first by
-:func:`~scheduler_plugin.algorithms.victims.plan_victims` (fewest and least disruptive victims
+:func:`~scheduler_plugin.placement.victim_search.plan_victims` (fewest and least disruptive victims
 in the lowest tier of the gang's gradient where it can fit), then the gang is placed exactly
 by the same :class:`~.placement.Placer` allocate uses, on the state without its victims; if
 that fails the next domain is tried, and nothing is evicted for a gang that cannot fit.
@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from ..algorithms.demand import Demand
 from ..algorithms.queue_sums import vector_of_res
 from ..algorithms.victim_units import job_victims
-from ..algorithms.victims import MAX_DOMAINS_PER_TIER, Outcome, Plan, plan_victims
 from ..config.arguments import get_bool, get_int
 from ..framework.evictions import Eviction, Nomination
 from ..framework.session import Session
@@ -47,9 +46,10 @@ from ..model.explanation import Explanation
 from ..model.jobs import PREEMPTABLE_KEY, JobInfo, TaskInfo, task_preemptable
 from ..model.memo import MemoKey
 from ..model.resources import Res
-from .exclusive import Fences
-from .jobs import gang_groups, job_skip_reason, within_queue
-from .placement import Group, Placer, record
+from ..placement.domain_search import Placer, record
+from ..placement.exclusive_fences import Fences
+from ..placement.gang_units import Group, gang_groups, job_skip_reason, within_queue
+from ..placement.victim_search import MAX_DOMAINS_PER_TIER, Outcome, Plan, plan_victims
 
 # Exact placements tried, best plan first, before a gang gives up for this cycle.
 MAX_EXACT_TRIES = 3

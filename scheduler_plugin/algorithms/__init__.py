@@ -1,3 +1,2 @@
-"""Pure computations over a snapshot and a session's allocation state (numpy, no session, no
-I/O): fit counts, scores, domain ranking, what a unit lacks, queue shares and sums, hierarchical
-DRF, victim planning, fragmentation."""
+"""Pure computations over a snapshot (numpy, no session, no I/O): scores, what a unit asks,
+queue shares and sums, hierarchical DRF, victim units, fragmentation."""

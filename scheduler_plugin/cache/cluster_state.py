@@ -23,7 +23,7 @@ to what changed since the previous one. The arrays and lists it hands out are sh
 the state until the next change, which copies before it writes (copy-on-write), so a
 session running in a worker thread never sees a half-applied event and a snapshot never
 changes after it was taken. Per-HyperNode aggregates and per-shape fit counts are derived
-from the snapshot by the session's :class:`~scheduler_plugin.algorithms.fit_counts.AllocState`,
+from the snapshot by the session's :class:`~scheduler_plugin.framework.alloc_state.AllocState`,
 which copies ``used`` and takes the capacity of every decision it makes, so two decisions of
 one cycle never share room.
 

@@ -10,7 +10,7 @@ minTaskMember, minSubGroups, per-SubJob MinAvailable), job/SubJob/task order (pr
 creation, name), hard tier limits by number or tierName, gradients lowest tier first, HyperNode
 bin-packing, LCA and tier-fading node scores, binpack and nodeorder (resource scores) plugins,
 enqueue, allocate and backfill actions, queue shares (proportion, capacity, drf job order,
-overcommit); preempt and reclaim (topology-aware victim choice in ``algorithms/victims.py``;
+overcommit); preempt and reclaim (topology-aware victim choice in ``placement/victim_search.py``;
 the room freed is nominated to the preemptor and held across sessions through ``nominations``).
 Not modelled: pipelining onto releasing resources.
 
@@ -80,7 +80,7 @@ def run_session(
     ``now``: the session's time in epoch seconds (wall time when None), which time-bounded
     topology relaxations (``hyperplace.io/relax-topology``) are measured against.
     ``now`` is also the clock of head-of-queue reservations: a gang that waited past its
-    threshold gets a domain held (``actions/reservation.py``); nothing is reserved when
+    threshold gets a domain held (``placement/head_of_queue.py``); nothing is reserved when
     ``now`` is None or ``reserve`` is False. ``reservations``: the previous session's
     ``reservations``.
     ``history``: run times of finished gangs, kept by the caller from session to session; the

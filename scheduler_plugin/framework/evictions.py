@@ -1,6 +1,6 @@
 """What the eviction actions (``preempt``, ``reclaim``) decided in one session.
 
-Kept apart from the session so the pure victim choice (``scheduler_plugin.algorithms.victims``), the
+Kept apart from the session so the pure victim choice (``scheduler_plugin.placement.victim_search``), the
 session result and the runtime share one small vocabulary without importing each other.
 """
 

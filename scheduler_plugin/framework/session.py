@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ..algorithms.fit_counts import AllocState
 from ..config.scheduler_conf import NOOP_PLUGINS, PluginOption, SchedulerConfig
 from ..model.explanation import CandidateReport, Explanation
 from ..model.hypernode_tree import HyperNodeTree
@@ -32,6 +31,7 @@ from ..model.reservation import Reservation
 from ..model.resources import Res, res_max
 from ..model.runtime_history import RuntimeHistory
 from ..model.snapshot import ClusterSnapshot
+from .alloc_state import AllocState
 from .evictions import EvictionLedger
 from .extension_points import (
     ALLOCATABLE,
@@ -96,7 +96,7 @@ class Session:
     notes: list[str] = field(default_factory=list)
     # Evictions and nominations of the preempt/reclaim actions (see framework/evictions.py).
     ledger: EvictionLedger = field(default_factory=EvictionLedger)
-    # Head-of-queue reservations (actions/reservation.py): the session's clock (seconds since
+    # Head-of-queue reservations (placement/head_of_queue.py): the session's clock (seconds since
     # the epoch; None: nothing is reserved), the holds carried from the previous session, and
     # the holds this session keeps (job key -> Reservation).
     now: float | None = None

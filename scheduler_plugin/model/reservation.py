@@ -1,5 +1,5 @@
 """A domain held for a gang at the head of its queue, as the session records it and as its
-PodGroup condition carries it across a restart (the hold itself: ``actions/reservation.py``)."""
+PodGroup condition carries it across a restart (the hold itself: ``placement/head_of_queue.py``)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ names the groups its jobs must or prefer to use (``nodeGroupAffinity``) and must
 * with ``enableHierarchy: true`` a queue without affinity takes its nearest ancestor's
   (``spec.parent``; ``root`` at the top).
 
-The nodes a queue may not use are fenced around each try of its jobs (``actions/exclusive.py``),
+The nodes a queue may not use are fenced around each try of its jobs (``placement/exclusive_fences.py``),
 by allocate, backfill and the eviction actions alike, so a queue's pods never land, nor are
 nominated, outside its groups.
 """

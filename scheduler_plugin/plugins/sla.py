@@ -12,7 +12,7 @@ PodGroup), else from the plugin argument ``sla-waiting-time``; both are Go durat
   tiers are then not asked, so put ``sla`` in the first tier to let it override ``overcommit``
   and ``proportion``);
 * allocate: Volcano "pipelines" such a job, keeping room on releasing nodes for it; here it
-  becomes a candidate for the head-of-queue reservation (:mod:`scheduler_plugin.actions.reservation`)
+  becomes a candidate for the head-of-queue reservation (:mod:`scheduler_plugin.placement.head_of_queue`)
   once past its deadline, whatever the reservation's own threshold is.
 
 A job's waiting starts at its PodGroup's creation time. Without a session clock
@@ -96,7 +96,7 @@ class Sla:
 
 def register(ssn: Session, args: dict[str, Any], opt: PluginOption) -> Sla:
     """Register sla's job order, enqueue vote and waiting time (the head-of-queue reservation
-    asks it, :mod:`scheduler_plugin.actions.reservation`)."""
+    asks it, :mod:`scheduler_plugin.placement.head_of_queue`)."""
     s = Sla(ssn, args)
     ssn.register(JOB_ORDER, s.job_order)
     ssn.register(JOB_ENQUEUEABLE, s.job_enqueueable)

@@ -16,8 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperplace.api import Queue
-from scheduler_plugin.actions.jobs import within_queue
-from scheduler_plugin.actions.placement import Group
+from scheduler_plugin.placement.gang_units import Group, within_queue
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle.run import open_session

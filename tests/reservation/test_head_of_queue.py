@@ -159,7 +159,7 @@ def test_what_a_job_is_told_of_the_holds_does_not_depend_on_the_skipped_dry_run(
 ) -> None:
     # The dry run "would it fit with nothing held" is skipped when no domain could take the job
     # even then (by per-shape counts); what every job is told must be what the dry run would say.
-    from scheduler_plugin.actions import reservation
+    from scheduler_plugin.placement import head_of_queue as reservation
 
     pods, pgs = world(stream)
     for i, (n, gpu) in enumerate(extra):
@@ -336,7 +336,7 @@ def _fill_pod_by_pod(room, order, pods, requests, masks):  # type: ignore[no-unt
 def test_a_held_gang_is_charged_to_the_nodes_exactly_as_pod_by_pod(data: st.DataObject) -> None:
     import numpy as np
 
-    from scheduler_plugin.actions.reservation import fill_in_order
+    from scheduler_plugin.placement.head_of_queue import fill_in_order
 
     n = data.draw(st.integers(1, 12))
     room = np.array(

@@ -30,8 +30,6 @@ import numpy as np
 import numpy.typing as npt
 
 from ..algorithms.demand import Demand, PartitionClass, partition_class
-from ..algorithms.domain_ranking import DomainRanking
-from ..algorithms.shortfall import Shortfall
 from ..framework.session import Session
 from ..framework.statement import Statement
 from ..model.explanation import (
@@ -40,8 +38,11 @@ from ..model.explanation import (
     Explanation,
     TierAttempt,
 )
-from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, pods_per_shape
+from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
 from ..model.snapshot import Shape
+from .domain_ranking import DomainRanking
+from .gang_units import Group
+from .shortfall import Shortfall
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -50,22 +51,6 @@ F64 = npt.NDArray[np.float64]
 # the cap bounds the worst case on pathological multi-resource clusters).
 MAX_EXACT_TRIES_PER_TIER = 16
 _RANK = operator.attrgetter("rank")
-
-
-@dataclass
-class Group:
-    """Tasks of one SubJob to place together (atomic) or as many as fit (not atomic)."""
-
-    subjob: SubJobInfo
-    tasks: list[TaskInfo]
-    atomic: bool = True
-    _demand: dict[int, int] | None = field(default=None, repr=False, compare=False)
-
-    def demand(self) -> dict[int, int]:
-        """Pods per shape (computed once; groups are not mutated after creation)."""
-        if self._demand is None:
-            self._demand = pods_per_shape(self.tasks)
-        return self._demand
 
 
 @dataclass

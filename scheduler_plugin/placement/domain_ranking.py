@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from ..algorithms.demand import PartitionClass
+from ..framework.alloc_state import AllocState
 from ..model.snapshot import ClusterSnapshot
-from .demand import PartitionClass
-from .fit_counts import AllocState
 
 I64 = npt.NDArray[np.int64]
 

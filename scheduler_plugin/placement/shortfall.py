@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..algorithms.demand import Demand, PartitionClass
+from ..framework.alloc_state import AllocState
 from ..model.explanation import (
     MAX_CANDIDATES_PER_TIER,
     Candidate,
@@ -24,8 +26,6 @@ from ..model.explanation import (
 )
 from ..model.node_filters import REASON_HOST_PORTS, insufficient_resources
 from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting
-from .demand import Demand, PartitionClass
-from .fit_counts import AllocState
 
 I64 = npt.NDArray[np.int64]
 

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ..algorithms.demand import Demand
+from ..algorithms.victim_units import VictimUnits, build_units
+from ..framework.alloc_state import AllocState
 from ..model.jobs import TaskInfo
 from ..model.snapshot import ClusterSnapshot, pods_fitting
-from .demand import Demand
-from .fit_counts import AllocState
-from .victim_units import VictimUnits, build_units
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

@@ -1,18 +1,36 @@
-"""What an action considers of each job: whether it is considered at all this cycle, the
-smallest set of pending pods that makes it ready (its gang minimum, two-level), and the pods
-beyond that minimum. allocate, backfill, preempt and reclaim all ask here."""
+"""Gang units: what an action considers of each job. Whether a job is considered at all this
+cycle, the smallest set of pending pods that makes it ready (its gang minimum, two-level, as
+:class:`Group` s of one SubJob each), the pods beyond that minimum, and whether its queue stays
+within its limit. allocate, backfill, preempt and reclaim all ask here."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from ..config.scheduler_conf import SchedulerConfig
 from ..framework.extension_points import ALLOCATABLE
 from ..framework.session import Session
 from ..model.explanation import Explanation
-from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
+from ..model.jobs import JobInfo, SubJobInfo, TaskInfo, pods_per_shape
 from ..model.memo import MemoKey
-from .placement import Group
 
 NOT_ENQUEUED = "NotEnqueued"
+
+
+@dataclass
+class Group:
+    """Tasks of one SubJob to place together (atomic) or as many as fit (not atomic)."""
+
+    subjob: SubJobInfo
+    tasks: list[TaskInfo]
+    atomic: bool = True
+    _demand: dict[int, int] | None = field(default=None, repr=False, compare=False)
+
+    def demand(self) -> dict[int, int]:
+        """Pods per shape (computed once; groups are not mutated after creation)."""
+        if self._demand is None:
+            self._demand = pods_per_shape(self.tasks)
+        return self._demand
 
 
 def job_skip_reason(ssn: Session, job: JobInfo) -> Explanation | None:
