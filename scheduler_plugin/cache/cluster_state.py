@@ -50,10 +50,10 @@ from hyperplace.kube.members import MemberIndex
 from hyperplace.kube.objects import namespaced_key
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
+from ..filters.pod_constraints import PodConstraints
 from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, TaskInfo, build_job, remap_nodes
 from ..model.memo import Memo
-from ..model.node_filters import PodConstraints
 from ..model.snapshot import ClusterSnapshot, HostPort, Shape
 from .node_table import NodeTable
 from .records import (

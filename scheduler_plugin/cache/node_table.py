@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from ..model.node_filters import NodeStatic
+from ..filters.nodes import NodeStatic
 from ..model.snapshot import HostPort
 from .records import NodeRecord, PodRecord
 

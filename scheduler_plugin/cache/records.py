@@ -28,15 +28,11 @@ from hyperplace.kube.requests import ResourceError, pod_requests
 from hyperplace.kube.times import parse_rfc3339
 from hyperplace.kube.workloads import controlled_podgroup_name, lws_exclusive_affinity_key, rank_index
 
+from ..filters.node_ports import pod_host_ports
+from ..filters.nodes import NodeStatic, node_static_from_dict
+from ..filters.pod_constraints import PodConstraints, compile_pod_constraints
+from ..filters.taint_toleration import SCHEDULING_EFFECTS
 from ..model.jobs import TaskInfo, cooldown_mark, order_keys, preemptable_mark, rank_key
-from ..model.node_filters import (
-    SCHEDULING_EFFECTS,
-    NodeStatic,
-    PodConstraints,
-    compile_pod_constraints,
-    node_static_from_dict,
-    pod_host_ports,
-)
 from ..model.snapshot import HostPort
 
 I64 = npt.NDArray[np.int64]

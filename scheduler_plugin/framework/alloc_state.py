@@ -1,8 +1,9 @@
-"""Mutable allocation state of one session: used resources, host ports and per-shape fit counts.
+"""Mutable allocation state of one session: used resources, the stateful filters' state (host
+ports in use) and per-shape fit counts.
 
 Fit counts are the heart of the fast domain search: for a pod shape, ``count[n]`` is how many
 more pods of that shape node ``n`` can take (min over requested resources of free // request,
-masked by static predicates, capped at 1 with host ports). For one shape the counts are exactly
+masked by the static filters, capped by the stateful ones: at most 1 with host ports). For one shape the counts are exactly
 additive: placing one pod lowers its node's count by exactly one, so HyperNode sums of counts
 (``dom[h]``) say exactly how many pods of that shape a domain can still take.
 
@@ -17,8 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ..filters.registry import STATEFUL_FILTERS
 from ..model.memo import MemoKey
-from ..model.node_filters import host_ports_conflict
 from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting
 
 I64 = npt.NDArray[np.int64]
@@ -47,8 +48,6 @@ class AllocState:
         self.tree = snap.tree
         self.alloc = snap.allocatable
         self.used = snap.used.copy()
-        # Shallow copy: sets are replaced, never mutated, so the snapshot's stay intact.
-        self.ports = list(snap.node_ports)
         r = len(snap.resources)
         # HyperNode sums are float64: memory in milli-bytes summed over 10k nodes overflows int64,
         # and these sums only feed scores and shortage reports (exact fits use per-node ints).
@@ -65,7 +64,13 @@ class AllocState:
         self._shape_req = (
             np.stack([sh.requests for sh in shapes]) if shapes else np.zeros((0, r), dtype=np.int64)
         )
-        self._has_ports = any(sh.constraints.host_ports for sh in shapes)
+        # The stateful filters some pod of this cycle needs, each with its state (kube-scheduler's
+        # PreFilter state; Reserve and Unreserve below keep it current).
+        self.filters = [
+            (f, f.cycle_state(snap))
+            for f in STATEFUL_FILTERS
+            if any(f.applies(sh.constraints) for sh in shapes)
+        ]
 
     # ------------------------------------------------------------------ counts
     def compute_counts(self, shape: Shape, nodes: I64 | None = None) -> I64:
@@ -79,13 +84,10 @@ class AllocState:
             mask = self.snap.static_mask(shape)[nodes]
             idx = nodes
         c = np.where(mask, pods_fitting(free, shape.requests), 0)
-        hp = shape.constraints.host_ports
-        if hp:
-            c = np.minimum(c, 1)
-            ids = range(self.snap.num_nodes) if idx is None else idx.tolist()
-            for k, n in enumerate(ids):
-                if c[k] and self.ports[n] and host_ports_conflict(hp, self.ports[n]):
-                    c[k] = 0
+        cons = shape.constraints
+        for f, st in self.filters:
+            if f.applies(cons):
+                f.cap_counts(st, cons, range(self.snap.num_nodes) if idx is None else idx.tolist(), c)
         return c
 
     def node_counts(self, shape: Shape) -> I64:
@@ -137,14 +139,11 @@ class AllocState:
         else:
             np.add.at(self.used, n_arr, reqs)
         self._add_hn_used(n_arr, reqs)
-        if self._has_ports:
+        for f, st in self.filters:
             for sid, n in zip(s_arr.tolist(), n_arr.tolist(), strict=True):
-                hp = self.snap.shapes[sid].constraints.host_ports
-                if hp:
-                    if sign > 0:
-                        self.ports[n] = self.ports[n] | set(hp)
-                    else:
-                        self.ports[n] = self.ports[n] - set(hp)
+                cons = self.snap.shapes[sid].constraints
+                if f.applies(cons):
+                    (f.reserve if sign > 0 else f.unreserve)(st, cons, n)
         self._refresh(np.unique(n_arr))
 
     def fill(self, nodes: I64, sign: int = 1) -> None:

@@ -15,16 +15,13 @@ import numpy.typing as npt
 
 from hyperplace.api.podgroup import Queue
 
+from ..filters.nodes import NodeStatic
+from ..filters.plugin import HostPort
+from ..filters.pod_constraints import PodConstraints, static_feasibility_mask
 from .hypernode_tree import HyperNodeTree
 from .jobs import JobInfo
 from .memo import Memo
-from .node_filters import (
-    NodeStatic,
-    PodConstraints,
-    static_feasibility_mask,
-)
 
-HostPort = tuple[str, str, int]
 I64 = npt.NDArray[np.int64]
 
 # Pods a node holds of a shape that requests nothing (never a limit in practice: every pod

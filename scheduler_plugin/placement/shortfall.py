@@ -15,6 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..algorithms.demand import Demand, PartitionClass
+from ..filters.node_ports import REASON_HOST_PORTS
+from ..filters.node_resources_fit import insufficient_resources
 from ..framework.alloc_state import AllocState
 from ..model.explanation import (
     MAX_CANDIDATES_PER_TIER,
@@ -24,7 +26,6 @@ from ..model.explanation import (
     predicate_summary_of_counts,
     shortage,
 )
-from ..model.node_filters import REASON_HOST_PORTS, insufficient_resources
 from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting
 
 I64 = npt.NDArray[np.int64]

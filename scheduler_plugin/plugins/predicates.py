@@ -1,7 +1,7 @@
 """``predicates`` plugin.
 
 Static predicates (node selector/affinity, taints, unschedulable, Ready) are compiled per pod
-signature by :mod:`scheduler_plugin.model.node_filters` and folded into the per-shape fit counts of the
+signature by :mod:`scheduler_plugin.filters` (one module per filter) and folded into the per-shape fit counts of the
 session state; resource fit and host ports are part of the counts too. They are always
 evaluated: placing a pod where kube-scheduler would refuse it is never useful, so leaving this
 plugin out of the configuration changes nothing.

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperplace.api import Queue
-from scheduler_plugin.placement.gang_units import Group, within_queue
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle.run import open_session
+from scheduler_plugin.placement.gang_units import Group, within_queue
 from tests.queues.test_queue_limits import CAPACITY_TIER, PROPORTION_TIER
 from tests.scheduler.builders import job_pods, node, podgroup
 

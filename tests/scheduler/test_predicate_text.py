@@ -17,12 +17,10 @@ from hypothesis import strategies as st
 from hyperplace.kube.requests import pod_requests
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import run_session
+from scheduler_plugin.filters.node_resources_fit import insufficient_resources
+from scheduler_plugin.filters.nodes import node_static_from_dict
+from scheduler_plugin.filters.pod_constraints import compile_pod_constraints
 from scheduler_plugin.model.explanation import predicate_summary_of_counts
-from scheduler_plugin.model.node_filters import (
-    compile_pod_constraints,
-    insufficient_resources,
-    node_static_from_dict,
-)
 
 from .builders import node, pod, podgroup
 

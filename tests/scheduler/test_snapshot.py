@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler_plugin.cache.rebuild import build_snapshot
-from scheduler_plugin.model.node_filters import static_feasibility_mask
+from scheduler_plugin.filters.pod_constraints import static_feasibility_mask
 
 from .builders import node, pod, podgroup
 

@@ -6,12 +6,9 @@ from typing import Any
 
 import pytest
 
-from scheduler_plugin.model.node_filters import (
-    PredicateError,
-    compile_pod_constraints,
-    host_ports_conflict,
-    pod_host_ports,
-)
+from scheduler_plugin.filters.node_ports import host_ports_conflict, pod_host_ports
+from scheduler_plugin.filters.plugin import PredicateError
+from scheduler_plugin.filters.pod_constraints import compile_pod_constraints
 
 from .helpers import make_pod
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hyperplace.kube.requests import ResourceError, pod_requests
-from scheduler_plugin.model.node_filters import insufficient_resources
+from scheduler_plugin.filters.node_resources_fit import insufficient_resources
 
 from .helpers import make_pod
 

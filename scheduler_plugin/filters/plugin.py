@@ -1,0 +1,90 @@
+"""The contract every filter keeps, as kube-scheduler's filter plugins do.
+
+A *static* filter judges a node from the pod's compiled constraints and the node alone (kube-
+scheduler's Filter with no cycle state): its verdict is the same all cycle, so the snapshot caches
+it per constraint signature as a node mask. A *stateful* filter's verdict depends on the pods
+placed on a node so far in the cycle (kube-scheduler's PreFilter state plus Reserve and
+Unreserve): the session's allocation state keeps one state per such filter, asks it to cap the
+per-shape fit counts, and tells it of every tentative placement and every undo."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from .nodes import NodeStatic
+
+HostPort = tuple[str, str, int]  # (protocol, hostIP, hostPort)
+Toleration = tuple[str, str, str, str]  # canonical (key, operator, value, effect)
+I64 = npt.NDArray[np.int64]
+
+
+class CompiledPod(Protocol):
+    """What the filters compiled of a pod once (PreFilter), as they read it back."""
+
+    @property
+    def host_ports(self) -> frozenset[HostPort]: ...
+
+    @property
+    def node_selector(self) -> tuple[tuple[str, str], ...]: ...
+
+    @property
+    def required_terms(self) -> tuple[Mapping[str, Any], ...] | None: ...
+
+    @property
+    def tolerations(self) -> tuple[Toleration, ...]: ...
+
+
+class CycleInput(Protocol):
+    """What a stateful filter reads of the cycle's snapshot to start its state."""
+
+    @property
+    def node_ports(self) -> Sequence[set[HostPort]]: ...
+
+
+class StaticFilter(Protocol):
+    """A filter whose verdict on a node does not change within a cycle."""
+
+    name: str  # kube-scheduler's plugin name
+
+    def filter(self, pod: CompiledPod, node: NodeStatic) -> str | None:
+        """None if ``node`` passes, else kube-scheduler's reason."""
+        ...
+
+
+S = TypeVar("S")
+
+
+class StatefulFilter(Protocol[S]):
+    """A filter whose verdict on a node depends on the pods placed there so far this cycle."""
+
+    name: str  # kube-scheduler's plugin name
+
+    def applies(self, pod: CompiledPod) -> bool:
+        """Whether the filter has anything to say about this pod (kube-scheduler's Skip)."""
+        ...
+
+    def cycle_state(self, snapshot: CycleInput) -> S:
+        """The filter's state at the start of a cycle, from what already runs."""
+        ...
+
+    def cap_counts(self, state: S, pod: CompiledPod, nodes: Sequence[int], counts: I64) -> None:
+        """Lower ``counts[k]``, the pods like ``pod`` node ``nodes[k]`` could take by room, to
+        what the filter allows there now (in place)."""
+        ...
+
+    def reserve(self, state: S, pod: CompiledPod, node: int) -> None:
+        """A pod like ``pod`` is placed on ``node`` tentatively."""
+        ...
+
+    def unreserve(self, state: S, pod: CompiledPod, node: int) -> None:
+        """The placement :meth:`reserve` recorded is undone."""
+        ...
+
+
+class PredicateError(ValueError):
+    """A pod the filters cannot evaluate (a host port that is no port); the message names
+    the pod and the field."""

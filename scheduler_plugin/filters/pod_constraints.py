@@ -1,0 +1,81 @@
+"""A pod's node-independent constraints, compiled once per pod by each filter's PreFilter, and
+the walk of the static filters over nodes.
+
+``spec.nodeName`` is the caller's business, and ``spec.schedulingGates`` only sets
+:attr:`PodConstraints.gated`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .node_affinity import compile_node_affinity
+from .node_ports import pod_host_ports
+from .nodes import NodeStatic
+from .plugin import HostPort, Toleration
+from .registry import STATIC_FILTERS
+from .taint_toleration import compile_tolerations
+from .unsupported import unsupported_constraints
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable, order-preserving copy of a JSON-like value (maps sorted by key)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class PodConstraints:
+    """A pod's node-independent scheduling constraints, compiled once per pod.
+
+    ``signature`` covers exactly what :meth:`node_reason` looks at, so pods with equal
+    signatures share one :func:`static_feasibility_mask`. Host ports and resources are
+    not in it: they depend on what already runs on a node.
+    """
+
+    signature: tuple[Any, ...]
+    unsupported: tuple[str, ...]
+    host_ports: frozenset[HostPort]
+    gated: bool = False
+    node_selector: tuple[tuple[str, str], ...] = ()
+    # None: no required node affinity; otherwise the NodeSelectorTerms (ORed).
+    required_terms: tuple[Mapping[str, Any], ...] | None = field(default=None, compare=False)
+    tolerations: tuple[Toleration, ...] = ()  # (key, operator, value, effect)
+
+    def node_reason(self, node: NodeStatic) -> str | None:
+        """None if the node passes every static filter, else the first refusing filter's
+        reason, in kube-scheduler's filter order (:mod:`.registry`)."""
+        for f in STATIC_FILTERS:
+            reason = f.filter(self, node)
+            if reason is not None:
+                return reason
+        return None
+
+
+def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
+    """Compile the pod's static constraints (what each filter precomputes of it)."""
+    spec = pod.get("spec") or {}
+    node_selector, terms = compile_node_affinity(spec)
+    tolerations = compile_tolerations(spec)
+    signature = (node_selector, None if terms is None else _freeze(list(terms)), tolerations)
+    return PodConstraints(
+        signature=signature,
+        unsupported=unsupported_constraints(spec),
+        host_ports=pod_host_ports(pod),
+        gated=bool(spec.get("schedulingGates")),
+        node_selector=node_selector,
+        required_terms=terms,
+        tolerations=tolerations,
+    )
+
+
+def static_feasibility_mask(c: PodConstraints, nodes: Sequence[NodeStatic]) -> npt.NDArray[np.bool_]:
+    """``bool[len(nodes)]``: True where :meth:`PodConstraints.node_reason` is None."""
+    return np.fromiter((c.node_reason(n) is None for n in nodes), dtype=bool, count=len(nodes))

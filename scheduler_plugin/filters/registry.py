@@ -1,0 +1,18 @@
+"""Every filter, registered once, in the order kube-scheduler runs them: the first that refuses
+a node names the reason (a readiness check first, as Volcano's cache drops not-ready nodes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import node_affinity, node_ports, node_ready, node_unschedulable, taint_toleration
+from .plugin import StatefulFilter, StaticFilter
+
+STATIC_FILTERS: tuple[StaticFilter, ...] = (
+    node_ready.FILTER,
+    node_unschedulable.FILTER,
+    taint_toleration.FILTER,
+    node_affinity.FILTER,
+)
+# Judged against what the cycle has placed so far; NodeResourcesFit is the fit counts themselves.
+STATEFUL_FILTERS: tuple[StatefulFilter[Any], ...] = (node_ports.FILTER,)

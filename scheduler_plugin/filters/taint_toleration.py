@@ -1,0 +1,88 @@
+"""kube-scheduler's TaintToleration filter: a taint with effect NoSchedule or NoExecute keeps a
+pod off the node unless the pod tolerates it; PreferNoSchedule only affects scoring."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .nodes import NodeStatic
+from .plugin import CompiledPod, Toleration
+
+# Taint effects that keep a pod off a node (PreferNoSchedule only lowers its score).
+SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def compile_tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    """The pod's tolerations, canonical and sorted: duplicates and order do not change the
+    outcome, and sorting lets more pods share a constraint signature."""
+    return tuple(sorted({_canonical_toleration(t) for t in spec.get("tolerations") or []}))
+
+
+def _canonical_toleration(t: Mapping[str, Any]) -> Toleration:
+    # tolerationSeconds is dropped on purpose: it only delays NoExecute eviction.
+    return (
+        str(t.get("key") or ""),
+        str(t.get("operator") or "Equal"),
+        str(t.get("value") or ""),
+        str(t.get("effect") or ""),
+    )
+
+
+def tolerates(tol: Toleration, key: str, value: str, effect: str) -> bool:
+    """``v1.Toleration.ToleratesTaint`` on a canonical ``(key, operator, value, effect)``."""
+    t_key, t_op, t_value, t_effect = tol
+    if t_effect and t_effect != effect:
+        return False
+    if t_key and t_key != key:
+        return False
+    if t_op == "Exists":
+        return True
+    if t_op == "Equal":
+        return t_value == value
+    return False  # an operator kube does not know tolerates nothing
+
+
+def toleration_tolerates_taint(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """``v1.Toleration.ToleratesTaint``: empty effect/key are wildcards, operator Exists
+    ignores the value, empty operator means Equal, an unknown operator tolerates nothing.
+    tolerationSeconds only matters for eviction, never for scheduling."""
+    return tolerates(
+        _canonical_toleration(toleration),
+        str(taint.get("key") or ""),
+        str(taint.get("value") or ""),
+        str(taint.get("effect") or ""),
+    )
+
+
+def first_untolerated(
+    taints: Iterable[Mapping[str, str]], tolerations: tuple[Toleration, ...]
+) -> Mapping[str, str] | None:
+    """The first taint that keeps the pod off the node, or None."""
+    for taint in taints:
+        effect = taint.get("effect", "")
+        if effect not in SCHEDULING_EFFECTS:
+            continue  # PreferNoSchedule only lowers the score
+        key, value = taint.get("key", ""), taint.get("value", "")
+        if not any(tolerates(t, key, value, effect) for t in tolerations):
+            return taint
+    return None
+
+
+def taint_reason(taint: Mapping[str, Any]) -> str:
+    """kube-scheduler's TaintToleration message for one taint."""
+    return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}"
+
+
+class TaintToleration:
+    """Refuses a node with a NoSchedule or NoExecute taint the pod does not tolerate."""
+
+    name = "TaintToleration"
+
+    def filter(self, pod: CompiledPod, node: NodeStatic) -> str | None:
+        """None when every scheduling taint of the node is tolerated."""
+        taint = first_untolerated(node.taints, pod.tolerations)
+        return None if taint is None else taint_reason(taint)
+
+
+FILTER = TaintToleration()
