@@ -50,9 +50,9 @@ from ..config.scheduler_conf import SchedulerConfig
 from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo, pods_per_shape
 from ..model.reservation import Reservation, from_condition
-from ..model.runtime_history import RuntimeHistory, job_started, opted_in
 from ..model.snapshot import pods_fitting
-from ..model.time_limits import fits_before, has_limits, held_start, job_limit, node_free_at, room_at
+from ..model.time_limits import fits_before, job_limit
+from .drain_forecast import DrainForecast, room_at
 
 QUEUE_ANNOTATION = "hyperplace.io/reservation-wait"
 ARG_WAIT = "reservationWait"
@@ -129,71 +129,20 @@ class Holder:
         self.held: dict[str, Reservation] = {}
         self._phantom: dict[str, tuple[list[int], list[int]]] = {}  # job -> (shapes, nodes) charged
         self._start: dict[str, float] = {}  # held gang -> its estimated start (epoch seconds)
-        self._free: np.ndarray | None = None  # per node, when its bound pods are gone at the latest
         self._backfilled: dict[str, list[tuple[str, str]]] = {}  # held gang -> (job, line)
-        # Expected free times with learned run times, and whether any were learned (per action).
-        self._expected: tuple[np.ndarray | None, bool] | None = None
+        self.forecast = DrainForecast(ssn)  # when each node's room frees up
         self._charged_memo: (
             tuple[list[tuple[str, tuple[list[int], list[int]]]], np.ndarray, np.ndarray] | None
         ) = None
 
-    def _free_at(self) -> np.ndarray | None:
-        """When each node frees up (from the pods' time limits), or None when no running pod has
-        a limit (then nothing differs from a hold without time limits)."""
-        now = self.ssn.now
-        if now is None:
-            return None
-        if self._free is None:
-            self._free = node_free_at(self.ssn.snap, now)
-        return self._free if has_limits(self._free, now) else None
-
-    def _expected_free(self) -> np.ndarray | None:
-        """When each node is expected to free up, to order the domains a hold may take: the
-        time limits' bounds, and for the running gangs of queues that learn run times
-        (``hyperplace.io/runtime-estimate: history``) their pods without a limit as ending when
-        runs like theirs ended. None when neither says when anything ends."""
-        now, history = self.ssn.now, self.ssn.history
-        if now is None or history is None:
-            return self._free_at()
-        if self._expected is None:
-            remaining = self._learned(history, now)
-            free = node_free_at(self.ssn.snap, now, remaining) if remaining else None
-            self._expected = (free if free is not None and has_limits(free, now) else None, bool(remaining))
-        return self._expected[0] if self._expected[0] is not None else self._free_at()
-
-    def _learned(self, history: RuntimeHistory, now: float) -> dict[str, float]:
-        """Expected remaining run time of each running gang without limits in a queue that opts
-        in (an annotation value not understood is named in the session notes)."""
-        snap = self.ssn.snap
-        learns: dict[str, bool] = {}
-        out: dict[str, float] = {}
-        for key, job in snap.jobs.items():
-            if job.queue not in learns:
-                q = snap.queues.get(job.queue)
-                learns[job.queue], bad = opted_in(q.metadata.annotations if q is not None else None)
-                if bad is not None:
-                    self.ssn.note(f"Queue {job.queue}: {bad}")
-            if not learns[job.queue]:
-                continue
-            if not any(t.running and t.deadline is None for t in job.tasks):
-                continue
-            # Its age as the history measures runs: from its first pod's start.
-            started = job_started(job)
-            elapsed = now - started if started is not None else 0.0
-            rem = history.remaining(job.queue, len(job.tasks), elapsed)
-            if rem is not None:
-                out[key] = rem
-        return out
-
     def _estimate(self, job: str) -> None:
         """The held gang's estimated start from the nodes its phantom pods are charged to."""
         self._start.pop(job, None)
-        free = self._free_at()
         got = self._phantom.get(job)
         res = self.held.get(job)
-        if free is None or got is None or res is None or self.ssn.now is None:
+        if got is None or res is None or self.forecast.bounds() is None:
             return
-        start = held_start(free, got[1], self.ssn.now)
+        start = self.forecast.start_on(got[1])
         if start is not None:
             self._start[job] = start
         text = rfc3339(start) if start is not None else None
@@ -245,7 +194,7 @@ class Holder:
             name = ssn.snap.tree.names[h]
             since = prev.since if prev is not None and prev.hypernode == name and prev.since else rfc3339(now)
             why = f"it has waited {_fmt_wait(now - created)} (threshold {_fmt_wait(wait)})"
-            learned = self._expected is not None and self._expected[1]
+            learned = self.forecast.learned
             if learned or (prev is not None and prev.hypernode == name and LEARNED_CHOICE in prev.reason):
                 why += f"; {LEARNED_CHOICE}"  # said for as long as the hold stands
             self.held[job.key] = Reservation(job.key, name, since, why)
@@ -277,7 +226,7 @@ class Holder:
     def _choose(self, job: JobInfo, tasks: list[TaskInfo], prev: Reservation | None) -> int | None:
         """The domain where the gang fits soonest: the earliest time its pods fit there as the
         running pods end (by their time limits, and by learned run times where a queue opts in;
-        :meth:`_expected_free`), then the smallest shortfall of today's fit counts, then least
+        :meth:`.DrainForecast.expected`), then the smallest shortfall of today's fit counts, then least
         work running there, then name. A domain held before is kept while it can ever fit."""
         snap, state = self.ssn.snap, self.ssn.state
         tree = snap.tree
@@ -298,7 +247,7 @@ class Holder:
                 return kept
         now = {s: state.dom_counts(snap.shapes[s]) for s in need}
         now_node = {s: state.node_counts(snap.shapes[s]) for s in need}
-        free = self._expected_free()
+        free = self.forecast.expected()
         clock = float(self.ssn.now or 0.0)
         best: tuple[tuple[float, float, float, str], int] | None = None
         for h in candidates:
@@ -334,7 +283,7 @@ class Holder:
         key = np.where(leaf >= 0, leaf, len(tree) + np.arange(len(nodes)))
         _, group = np.unique(key, return_inverse=True)
         leaf_busy = np.bincount(group, weights=busy.astype(np.float64))
-        free = self._free_at()
+        free = self.forecast.bounds()
         if free is None:
             order = np.lexsort((nodes, busy, group, leaf_busy[group]))  # emptiest leaf, then node
         else:

@@ -14,7 +14,8 @@ from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cache.records import same_for_scheduling
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.reservation import RESERVED_CONDITION, Reservation
-from scheduler_plugin.model.time_limits import fits_before, held_start, job_limit, node_free_at, task_end
+from scheduler_plugin.model.time_limits import fits_before, job_limit, task_end
+from scheduler_plugin.placement.drain_forecast import held_start, node_free_at
 from tests.scheduler.builders import TEN_MINUTE_HOLDS, hypernode, job_pods, node, pod, podgroup
 
 T0 = "2026-01-01T00:00:00Z"
