@@ -6,7 +6,7 @@
 #
 # The module proxy serves helm.sh/helm/v3, so a one-line wrapper module requires it and builds
 # helm's own cmd/helm. Builds only when missing; the binary is never committed. A cold build takes
-# a few minutes on 2 idle cores (see README); cached afterwards.
+# a few minutes on 2 idle cores (see tests/README.md); cached afterwards.
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"

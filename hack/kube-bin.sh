@@ -10,7 +10,7 @@
 # replaces every staging module with its published v0.Y.Z twin, with one main package per binary so
 # the three share one compilation; etcd is a second wrapper module (kept apart so MVS cannot move
 # kube-apiserver's etcd client). Builds only what is missing; binaries are never committed.
-# A cold build takes about 8.5 minutes on 2 idle cores (see README); cached afterwards.
+# A cold build takes about 8.5 minutes on 2 idle cores (see tests/README.md); cached afterwards.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 

@@ -48,7 +48,7 @@ fi
 rm -f "$helm_log"
 # The real workload controllers (Kubeflow training operator, JobSet, LeaderWorkerSet) for
 # tests/integration/test_workload_controllers.py, built like the control plane and cached under
-# ~/.cache/hyperplace/workload-bin (cold: see README "Tests against a real control plane"). A controller
+# ~/.cache/hyperplace/workload-bin (cold build times: tests/README.md). A controller
 # that cannot be built is skipped by its tests with the reason; this says so loudly here too.
 workload_log="$(mktemp)"
 echo "hack/test.sh: training operator, JobSet, LeaderWorkerSet via hack/workload-bin.sh (cached, or a cold build)" >&2

@@ -17,7 +17,7 @@
 #   with `go build` of their main package as their Makefiles do; their dependencies come from
 #   the module proxy.
 # Builds only what is missing; binaries are never committed. Cold build times on 2 idle cores are
-# in the README ("Workload controllers").
+# in tests/README.md.
 set -euo pipefail
 
 TRAINING_OPERATOR_VERSION="${TRAINING_OPERATOR_VERSION:-v1.8.1}"

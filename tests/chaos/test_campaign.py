@@ -38,7 +38,7 @@ def test_a_hundred_seeds_of_chaos_break_no_invariant() -> None:
 # with it off). Measured when the campaign was tuned: 17-20 of 20 for each (runs vary a little:
 # the components pace retries by the wall clock); the floor leaves that margin, and a change
 # that weakens the campaign fails here. The bench scores fifty or more seeds per mutation (the
-# target is 90 %; see the README for the current scores).
+# target is 90 %; see bench/README.md for the current scores).
 MUTATION_SEEDS = 20
 FLOOR = {
     "inflight-binds-not-counted": 15,

@@ -1,4 +1,4 @@
-"""The README's "Try it on a real control plane", as a newcomer types it:
+"""docs/local-cluster.md, "Try it on a real control plane", as a newcomer types it:
 
     hack/local-up.sh
     kubectl apply -f examples/user-guide-3.3/
