@@ -17,26 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from aiohttp import web
-from prometheus_client.aiohttp import make_aiohttp_handler
 
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.pki.commandmark import load_key
 from hyperplace.runtime import flags
 from hyperplace.runtime.api import ApiClient
 from hyperplace.runtime.leader import LeaderElector
-from hyperplace.runtime.process import (
-    close_client,
-    exit_after_lost_leadership,
-    run_until_stopped,
-    stop_on_signals,
-)
 from hyperplace.runtime.serving import (
-    MetricsServer,
-    MetricsServing,
     check_metrics_serving,
     default_identity,
     leader_elector,
-    serve,
+    probes_app,
+    run_served,
 )
 
 from .manager import ControllerManager, ManagerConfig
@@ -147,11 +139,7 @@ def _command_key(args: argparse.Namespace) -> bytes | None:
 
 
 def health_app(manager: ControllerManager, elector: LeaderElector | None) -> web.Application:
-    """``/healthz`` and ``/readyz`` (``/metrics`` is served apart: ``metrics_handler``)."""
-
-    async def healthz(_: web.Request) -> web.Response:
-        ok = elector is None or elector.healthy()
-        return web.Response(status=200 if ok else 500, text="ok" if ok else "lease not renewed")
+    """``/healthz`` and ``/readyz`` (``/metrics`` is served apart, see ``hyperplace.runtime.serving``)."""
 
     async def readyz(_: web.Request) -> web.Response:
         # A standby replica (not leading) has not started its informers yet: it is ready
@@ -159,10 +147,7 @@ def health_app(manager: ControllerManager, elector: LeaderElector | None) -> web
         ok = manager.synced() or (elector is not None and not elector.is_leader)
         return web.Response(status=200 if ok else 503, text="ok" if ok else "caches not synced")
 
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    return app
+    return probes_app(elector, readyz)
 
 
 async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
@@ -187,27 +172,14 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
         ),
     )
     elector = leader_elector(api, args, default_identity())
-
-    runner: web.AppRunner | None = None
-    metrics: MetricsServer | None = None
-    serving = MetricsServing.from_args(args)
-    stop = asyncio.Event()
-    try:
-        if args.health_port:
-            runner = await serve(health_app(manager, elector), "0.0.0.0", args.health_port)
-        if serving is not None:
-            metrics = MetricsServer(serving, make_aiohttp_handler(manager.registry))
-            await metrics.start()
-        with stop_on_signals(stop):
-            lost = await run_until_stopped(elector.run(manager.run) if elector else manager.run(), stop, log)
-    finally:
-        if metrics is not None:
-            await metrics.stop()
-        if runner is not None:
-            await runner.cleanup()
-        await close_client(raw)
-    if lost:
-        exit_after_lost_leadership(log)
+    await run_served(
+        lambda: elector.run(manager.run) if elector else manager.run(),
+        args,
+        health_app(manager, elector),
+        manager.registry,
+        log,
+        client=raw,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

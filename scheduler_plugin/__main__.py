@@ -19,25 +19,17 @@ import os
 from collections.abc import Sequence
 
 from aiohttp import web
-from prometheus_client.aiohttp import make_aiohttp_handler
 
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.runtime import flags
 from hyperplace.runtime.api import ApiClient
 from hyperplace.runtime.leader import LeaderElector
-from hyperplace.runtime.process import (
-    close_client,
-    exit_after_lost_leadership,
-    run_until_stopped,
-    stop_on_signals,
-)
 from hyperplace.runtime.serving import (
-    MetricsServer,
-    MetricsServing,
     check_metrics_serving,
     default_identity,
     leader_elector,
-    serve,
+    probes_app,
+    run_served,
 )
 
 from .algorithms.fragmentation import DEFAULT_ACCELERATOR, DEFAULT_SHAPES, DEFAULT_SHARE, FragmentationConfig
@@ -246,10 +238,6 @@ def history_configmap(args: argparse.Namespace) -> str | None:
 def health_app(scheduler: Scheduler, elector: LeaderElector | None) -> web.Application:
     """``/healthz`` and ``/readyz`` (``/metrics`` is served apart, see ``hyperplace.runtime.serving``)."""
 
-    async def healthz(_: web.Request) -> web.Response:
-        ok = elector is None or elector.healthy()
-        return web.Response(status=200 if ok else 500, text="ok" if ok else "lease not renewed")
-
     async def readyz(_: web.Request) -> web.Response:
         if not scheduler.synced():
             return web.Response(status=503, text="caches not synced")
@@ -258,10 +246,7 @@ def health_app(scheduler: Scheduler, elector: LeaderElector | None) -> web.Appli
         detail = scheduler.readiness_detail()
         return web.Response(status=200, text=f"ok ({role})" + (f"; {detail}" if detail else ""))
 
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    return app
+    return probes_app(elector, readyz)
 
 
 async def run(
@@ -304,37 +289,21 @@ async def run(
     )
     log.info("scheduler configuration: %s", args.config_source.describe())
     elector = leader_elector(api, args, identity)
-    serving = MetricsServing.from_args(args)
-    runner: web.AppRunner | None = None
-    metrics: MetricsServer | None = None
 
-    stop = stop or asyncio.Event()
-    try:
-        if args.health_port:
-            runner = await serve(health_app(scheduler, elector), "0.0.0.0", args.health_port)
-        if serving is not None:
-            metrics = MetricsServer(serving, make_aiohttp_handler(scheduler.registry))
-            await metrics.start()
-        with stop_on_signals(stop):
-            informers = await scheduler.start_informers()
-            try:
-                # Cancelling the elector cancels schedule(): binds not sent are dropped, those in
-                # flight finish (bounded), and only then is the Lease released.
-                lost = await run_until_stopped(
-                    elector.run(scheduler.schedule) if elector else scheduler.schedule(), stop, log
-                )
-            finally:
-                for t in informers:
-                    t.cancel()
-                await asyncio.gather(*informers, return_exceptions=True)
-    finally:
-        if metrics is not None:
-            await metrics.stop()
-        if runner is not None:
-            await runner.cleanup()
-        await close_client(raw)
-    if lost:
-        exit_after_lost_leadership(log)
+    async def work() -> None:
+        informers = await scheduler.start_informers()
+        try:
+            # Cancelling the elector cancels schedule(): binds not sent are dropped, those in
+            # flight finish (bounded), and only then is the Lease released.
+            await (elector.run(scheduler.schedule) if elector else scheduler.schedule())
+        finally:
+            for t in informers:
+                t.cancel()
+            await asyncio.gather(*informers, return_exceptions=True)
+
+    await run_served(
+        work, args, health_app(scheduler, elector), scheduler.registry, log, client=raw, stop=stop
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,1 +1,2 @@
-"""Queue controller: queue state and PodGroup counts (Volcano's ``pkg/controllers/queue``)."""
+"""Queue controller: queue state and PodGroup counts, and queue Commands (Volcano's
+``pkg/controllers/queue``)."""

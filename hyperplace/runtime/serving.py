@@ -10,7 +10,9 @@
   change) and may listen on every interface (``:9090``) for Prometheus to scrape. Plain HTTP on
   an address other than loopback is refused at start-up.
 
-Also here: the leader elector both processes build from the shared leader-election flags.
+Also here: the leader elector both processes build from the shared leader-election flags, and
+:func:`run_served`, the start-up and shutdown both run their work in: probes and ``/metrics``
+up, the work run until SIGTERM/SIGINT (:mod:`hyperplace.runtime.process`), then both down.
 """
 
 from __future__ import annotations
@@ -22,13 +24,17 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 from .api import ApiClient
 from .leader import LeaderElector
+from .process import close_client, exit_after_lost_leadership, run_until_stopped, stop_on_signals
 
 log = logging.getLogger("hyperplace.runtime.serving")
 
@@ -181,3 +187,55 @@ def leader_elector(api: ApiClient, args: argparse.Namespace, identity: str) -> L
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
     )
+
+
+def probes_app(
+    elector: LeaderElector | None, readyz: Callable[[web.Request], Awaitable[web.Response]]
+) -> web.Application:
+    """``/healthz`` (alive and, when leading, the lease renewed in time) and the process's own
+    ``/readyz`` (``/metrics`` is served apart: :class:`MetricsServer`)."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        ok = elector is None or elector.healthy()
+        return web.Response(status=200 if ok else 500, text="ok" if ok else "lease not renewed")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+async def run_served(
+    work: Callable[[], Coroutine[Any, Any, None]],
+    args: argparse.Namespace,
+    probes: web.Application,
+    registry: CollectorRegistry,
+    log: logging.Logger,
+    *,
+    client: object = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve ``probes`` on ``--health-port`` (0: not at all) and ``registry`` on ``/metrics`` as
+    the metrics flags say, run ``work()`` until SIGTERM/SIGINT, ``stop`` or cancellation, then
+    stop serving and close ``client`` (the raw kubernetes-asyncio client, if any). Work that
+    ended by itself lost leadership: the process exits (see :mod:`hyperplace.runtime.process`)."""
+    runner: web.AppRunner | None = None
+    metrics: MetricsServer | None = None
+    serving = MetricsServing.from_args(args)
+    stop = stop or asyncio.Event()
+    try:
+        if args.health_port:
+            runner = await serve(probes, "0.0.0.0", args.health_port)
+        if serving is not None:
+            metrics = MetricsServer(serving, make_aiohttp_handler(registry))
+            await metrics.start()
+        with stop_on_signals(stop):
+            lost = await run_until_stopped(work(), stop, log)
+    finally:
+        if metrics is not None:
+            await metrics.stop()
+        if runner is not None:
+            await runner.cleanup()
+        await close_client(client)
+    if lost:
+        exit_after_lost_leadership(log)

@@ -382,7 +382,7 @@ async def test_a_podgroup_under_the_legacy_name_is_updated_not_duplicated(
 def test_status_patches_remove_stale_nested_keys() -> None:
     """A merge patch merges nested objects: a phase count gone from the desired status must
     be nulled where it sits, or the stored status never matches and the writes never stop."""
-    from controller.manager import merge_patch_to
+    from controller.kube_io import merge_patch_to
     from tests.fakeapi import merge_patch
 
     old = {"taskStatusCount": {"worker": {"phase": {"Pending": 4}}}, "pending": 4, "gone": 1}
@@ -464,9 +464,9 @@ async def test_hypernode_models_are_parsed_once_until_a_hypernode_changes(
         return {"metadata": {"name": name}, "spec": {"tier": 1, "members": [member]}}
 
     await api.create(HYPERNODES, leaf("leaf"))
-    await eventually(lambda: "leaf" in mgr._hypernode_models())
-    first = mgr._hypernode_models()
-    assert mgr._hypernode_models() is first  # every reconcile of a pass shares one parse
+    await eventually(lambda: "leaf" in mgr.hypernode_ctl.hypernode_models())
+    first = mgr.hypernode_ctl.hypernode_models()
+    assert mgr.hypernode_ctl.hypernode_models() is first  # every reconcile of a pass shares one parse
     await api.create(HYPERNODES, leaf("leaf2"))
-    await eventually(lambda: "leaf2" in mgr._hypernode_models())
-    assert mgr._hypernode_models() is not first and "leaf2" not in first
+    await eventually(lambda: "leaf2" in mgr.hypernode_ctl.hypernode_models())
+    assert mgr.hypernode_ctl.hypernode_models() is not first and "leaf2" not in first

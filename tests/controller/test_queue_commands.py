@@ -182,7 +182,7 @@ async def test_a_team_lead_closes_a_queue_drains_it_and_opens_it_again(
     await eventually(lambda: status_of(api, "team").get("state") == "Open")
     assert commands_left(api) == []
     assert job_admission(api, "team") == []
-    assert mgr.queue_actions == {}
+    assert mgr.queue_ctl.queue_actions == {}
 
 
 async def test_closing_an_idle_queue_closes_it_at_once(cluster: tuple[FakeApi, ControllerManager]) -> None:
@@ -198,7 +198,7 @@ async def test_a_command_naming_a_missing_queue_is_dropped_with_the_reason(
 ) -> None:
     api, mgr = cluster
     await api.create(QUEUES, q("team"))
-    with caplog.at_level(logging.WARNING, logger="controller.manager"):
+    with caplog.at_level(logging.WARNING, logger="controller.queue.command_sync"):
         await api.create(COMMANDS, command_for("gone", "CloseQueue"), "default")
         await api.create(COMMANDS, command_for("team", "Pause"), "default")
         await eventually(lambda: commands_left(api) == [])
@@ -211,7 +211,7 @@ async def test_a_command_naming_a_missing_queue_is_dropped_with_the_reason(
     assert "Pause on queue team) deleted without effect: action 'Pause' is not a queue action" in text
     await asyncio.sleep(0.05)
     assert status_of(api, "team").get("state") == "Open"
-    assert mgr.queue_actions == {}
+    assert mgr.queue_ctl.queue_actions == {}
 
 
 async def test_a_job_command_is_left_for_the_job_controller(
@@ -239,9 +239,9 @@ async def test_a_command_for_a_queue_the_cache_has_not_seen_yet_is_not_lost() ->
         fresh = await api.create(QUEUES, q("fresh"))
         await api.create(COMMANDS, vcctl_command(fresh, "CloseQueue"), "default")
         await eventually(lambda: commands_left(api) == [])
-        assert "fresh" in mgr.queue_actions, "accepted, waiting for the queue to show up"
+        assert "fresh" in mgr.queue_ctl.queue_actions, "accepted, waiting for the queue to show up"
         mgr.queue_objs.get = real  # type: ignore[method-assign]
-        mgr.queue_queue.add("fresh")
+        mgr.queue_ctl.queue.add("fresh")
         await eventually(lambda: status_of(api, "fresh").get("state") == "Closed")
     finally:
         task.cancel()
@@ -263,12 +263,12 @@ async def test_a_command_is_applied_once_however_often_it_is_seen() -> None:
         # The user opens the queue by hand; the same Command seen again (a re-list or a
         # stale cache) finds nothing to delete and closes nothing.
         await api.patch(QUEUES, "team", {"status": {"state": "Open"}}, None, subresource="status")
-        await mgr.reconcile_command(key)
+        await mgr.command_ctl.reconcile(key)
         mgr.commands.store[key] = seen
-        await mgr.reconcile_command(key)
+        await mgr.command_ctl.reconcile(key)
         await asyncio.sleep(0.05)
         assert status_of(api, "team")["state"] == "Open"
-        assert mgr.queue_actions == {}
+        assert mgr.queue_ctl.queue_actions == {}
         accepted = mgr.registry.get_sample_value(
             "hyperplace_controller_queue_commands_total", {"action": "CloseQueue", "result": "accepted"}
         )
@@ -299,7 +299,7 @@ async def test_a_failed_status_write_keeps_the_accepted_action_until_it_lands(
     await eventually(lambda: commands_left(api) == [])
     # The Command is gone, but the action is not: it is retried with backoff.
     await eventually(lambda: status_of(api, "team").get("state") == "Closed")
-    assert mgr.queue_actions == {}
+    assert mgr.queue_ctl.queue_actions == {}
 
 
 async def test_a_stale_read_does_not_undo_a_close(cluster: tuple[FakeApi, ControllerManager]) -> None:
@@ -346,7 +346,7 @@ async def test_a_command_the_webhook_did_not_admit_is_deleted_without_effect(
     text = caplog.text
     assert "not admitted: no hyperplace.io/command-admission annotation" in text
     assert text.count("does not match this Command") == 2
-    assert mgr.queue_actions == {}
+    assert mgr.queue_ctl.queue_actions == {}
 
 
 async def test_a_replayed_admission_marker_is_obeyed_once() -> None:

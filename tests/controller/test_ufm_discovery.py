@@ -23,6 +23,7 @@ import pytest
 from aiohttp import web
 
 from controller.hypernode.discovery import DiscoveryConfig, DiscoverySource, discover_offline
+from controller.hypernode.sync import DISCOVERY_CONDITION
 from controller.hypernode.ufm import (
     UfmError,
     UfmPort,
@@ -32,7 +33,7 @@ from controller.hypernode.ufm import (
     parse_ports,
     ufm_settings,
 )
-from controller.manager import DISCOVERY_CONDITION, ControllerManager, ManagerConfig
+from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.pki.certificates import generate_ca, generate_serving_cert
 from hyperplace.runtime.api import CONFIGMAPS, HYPERNODES, NODES, SECRETS
 from tests.fakeapi import FakeApi
@@ -329,9 +330,9 @@ async def test_missing_credentials_keep_the_tree_and_say_so(
     mgr = ControllerManager(api, ManagerConfig(workers=1, seed=0))
     source = parse_discovery_config(_configmap(fake_ufm.url, "unused")).enabled("ufm")
     assert source is not None
-    with caplog.at_level(logging.ERROR, logger="controller.manager"):
-        assert await mgr.run_ufm_discovery(source) is False
-    status, reason, message = mgr.source_conditions["ufm"]
+    with caplog.at_level(logging.ERROR, logger="controller.hypernode.discovery_sync"):
+        assert await mgr.discovery_ctl.run_ufm_discovery(source) is False
+    status, reason, message = mgr.hypernode_ctl.source_conditions["ufm"]
     assert (status, reason) == ("False", "FetchFailed")
     assert "secret volcano-system/ufm-credentials not found" in message
     assert fake_ufm.requests == 0 and "ufm discovery" in caplog.text

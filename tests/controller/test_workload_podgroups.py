@@ -231,7 +231,7 @@ async def test_each_leaderworkerset_group_is_one_gang_in_one_exclusive_domain(
         },
         "volcano-system",
     )
-    await eventually(lambda: mgr._tier_of_label("example.com/rack") is not None)
+    await eventually(lambda: mgr.discovery_ctl.tier_of_label("example.com/rack") is not None)
     lws, sts = await make_lws(
         api,
         {

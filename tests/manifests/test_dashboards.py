@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from controller.manager import Metrics as ControllerMetrics
+from controller.kube_io import Metrics as ControllerMetrics
 from scheduler_plugin.runtime.scheduler import Scheduler
 from tests.scheduler_runtime.helpers import ClusterApi, eventually, options
 from tests.scheduler_runtime.test_fragmentation_metrics import seed_gpu_racks
