@@ -83,8 +83,8 @@ from controller.queue.command import judge
 from controller.queue.status import owned_part, podgroup_queue, queue_status
 from hyperplace.api import Command, Condition, HyperNode, Job, PodGroup
 from hyperplace.api.constants import BATCH_GROUP, DEFAULT_SCHEDULER_NAME, JOB_NAME_KEY
+from hyperplace.api.times import rfc3339
 from hyperplace.kube.members import MemberIndex, node_labels_of
-from hyperplace.kube.times import rfc3339
 from hyperplace.pki import commandmark
 from hyperplace.runtime.api import (
     COMMANDS,

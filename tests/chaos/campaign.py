@@ -75,8 +75,8 @@ from typing import Any
 
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
+from hyperplace.api.times import rfc3339
 from hyperplace.kube import milli_value
-from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import (
     HYPERNODES,
     JOBS,

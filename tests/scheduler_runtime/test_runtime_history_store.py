@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from hyperplace.api import Queue
-from hyperplace.kube.times import rfc3339
+from hyperplace.api.times import rfc3339
 from hyperplace.runtime.api import CONFIGMAPS, PODGROUPS, PODS
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.model.runtime_history import ANNOTATION, RuntimeHistory, size_class
