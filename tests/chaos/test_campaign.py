@@ -106,7 +106,7 @@ def test_the_stuck_check_sees_a_gang_left_half_bound_beside_free_room() -> None:
 
     from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
     from hyperplace.runtime.api import JOBS, PODGROUPS, PODS
-    from tests.fakeapi import Connection
+    from hyperplace.runtime.fakeapi import Connection
 
     from .campaign import _Job, _Process
     from .vloop import run_virtual
