@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from hyperplace.pki.cabundle import ConfigKind, inject_ca_bundle, inject_with_kubeconfig
+from hyperplace.pki.cabundle import ConfigKind, inject_ca_bundle
 from hyperplace.pki.certificates import (
     CLIENT_NAME,
     RENEW_FRACTION,
@@ -54,6 +54,7 @@ from hyperplace.pki.certificates import (
     write_tls_files,
 )
 from hyperplace.runtime import flags
+from hyperplace.runtime.cabundle import inject_with_kubeconfig
 
 DESCRIPTION = """hyperplace-certs: make the webhook's TLS material and wire its CA into the cluster.
 

@@ -37,7 +37,7 @@ from controller.podgroup.sync import PodGroupController
 from controller.queue.command_sync import CommandController
 from controller.queue.sync import QueueController
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
-from hyperplace.kube.times import rfc3339
+from hyperplace.api.times import rfc3339
 from hyperplace.runtime.api import (
     COMMANDS,
     CONFIGMAPS,

@@ -30,7 +30,7 @@ from rich.progress import (
 from rich.text import Text
 
 from hyperplace.api import HyperNode, format_validation_error
-from hyperplace.kube.times import parse_go_duration
+from hyperplace.api.times import parse_go_duration
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
 from .engine import SimResult, SimulationError

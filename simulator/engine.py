@@ -40,9 +40,9 @@ from hyperplace.api.constants import (
     JOB_ALLOCATED_HYPERNODE_ANNOTATION,
     JOB_NAME_KEY,
 )
+from hyperplace.api.times import parse_rfc3339, rfc3339
 from hyperplace.kube.members import MemberIndex, node_labels_of
 from hyperplace.kube.objects import namespaced_key
-from hyperplace.kube.times import parse_rfc3339, rfc3339
 from hyperplace.runtime.api import clone
 
 from .loader import (

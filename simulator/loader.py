@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from hyperplace.api.constants import DEFAULT_QUEUE, SCHEDULING_GROUP, SCHEDULING_VERSION
-from hyperplace.kube.times import rfc3339
+from hyperplace.api.times import rfc3339
 from hyperplace.runtime.api import clone
 
 # (apiVersion group, kind) of the objects the simulator understands. Core kinds have group "".

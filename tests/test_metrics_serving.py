@@ -18,8 +18,8 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from controller.__main__ import health_app as controller_health_app
 from controller.manager import ControllerManager
 from hyperplace.pki.certificates import generate_ca, generate_webhook_certs, write_tls_files
+from hyperplace.runtime.fakeapi import FakeApi
 from hyperplace.runtime.serving import MetricsServer, MetricsServing
-from tests.fakeapi import FakeApi
 
 
 def _free_port() -> int:

@@ -11,10 +11,10 @@ import pytest
 
 from certs.__main__ import main as certs_main
 from controller.__main__ import parse_args as controller_args
+from hyperplace.runtime.fakeapi import FakeApi
 from hyperplace.runtime.flags import duration, version
 from hyperplace.runtime.serving import MetricsServing, is_loopback, leader_elector, parse_bind_address
 from scheduler_plugin.__main__ import parse_args as scheduler_args
-from tests.fakeapi import FakeApi
 from webhooks.__main__ import main as webhooks_main
 
 LEADER_PROCESSES: dict[str, Callable[[list[str]], Any]] = {

@@ -265,7 +265,8 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _inject_ca(args: argparse.Namespace) -> None:
     # lazy: only a webhook that injects its own CA bundle loads the injector and kubernetes-asyncio
-    from hyperplace.pki.cabundle import ConfigKind, inject_with_kubeconfig
+    from hyperplace.pki.cabundle import ConfigKind
+    from hyperplace.runtime.cabundle import inject_with_kubeconfig
 
     names: list[tuple[ConfigKind, str]] = [("validating", n) for n in args.validating_webhook_configuration]
     names += [("mutating", n) for n in args.mutating_webhook_configuration]

@@ -5,7 +5,7 @@
 
 First the real controller and scheduler run ``--seeds`` seeds (the baseline: every invariant
 must hold, so any violation here is a bug, printed with its seed). Then each deliberately
-broken variant of ``tests/chaos/mutations.py`` runs ``--mutation-seeds`` seeds, each stopping
+broken variant of ``bench/chaos/mutations.py`` runs ``--mutation-seeds`` seeds, each stopping
 at its first violation a user would see (``USER_VISIBLE`` in the campaign: a process that
 stops on its own is not a catch), with the scheduler's ``--verify-state`` off as in
 production, so a variant is never "caught" by the debug cross-check stopping the scheduler;
@@ -21,8 +21,8 @@ import sys
 import time
 from collections import Counter
 
-from tests.chaos.campaign import Settings, describe, mutation_settings, run_parallel
-from tests.chaos.mutations import MUTATIONS
+from .campaign import Settings, describe, mutation_settings, run_parallel
+from .mutations import MUTATIONS
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,7 +52,7 @@ import yaml
 
 from hyperplace.api import ExactMatch, HyperNode, HyperNodeSpec, MemberSelector, MemberSpec, ObjectMeta
 from hyperplace.api.constants import NETWORK_TOPOLOGY_SOURCE_LABEL
-from hyperplace.kube.times import parse_go_duration
+from hyperplace.api.times import parse_go_duration
 
 from .presets import PresetConfigError, build_preset_hypernodes, nominal_tier_names, selected_presets
 from .ufm import UFM_SOURCE, UfmError, UfmPort, parse_ports, read_file_answer, ufm_settings

@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from typing import Literal
 
 from hyperplace.api import Condition, HyperNode, HyperNodeStatus
+from hyperplace.api.times import rfc3339
 from hyperplace.kube.hypertree import child_claims, link_hypernodes, subtree_members
 from hyperplace.kube.members import MemberIndex
-from hyperplace.kube.times import rfc3339
 
 READY = "Ready"
 

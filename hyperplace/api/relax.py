@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hyperplace.kube.times import parse_go_duration
+from .times import parse_go_duration
 
 RELAX_TOPOLOGY_ANNOTATION = "hyperplace.io/relax-topology"
 RELAX_FIELD = f"metadata.annotations[{RELAX_TOPOLOGY_ANNOTATION}]"

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from hyperplace.kube.times import micro_time, rfc3339
+from hyperplace.api.times import micro_time, rfc3339
 from hyperplace.runtime import flags
 from hyperplace.runtime.api import LEASES, NODES, PODS, ApiClient, ApiError, Obj, meta, object_key
 from hyperplace.runtime.informer import Informer

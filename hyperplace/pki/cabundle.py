@@ -3,7 +3,9 @@
 ``inject_ca_bundle`` is a pure function on the configuration dict; ``inject_into_cluster``
 is the thin kubernetes-asyncio adapter that reads, compares and patches (Volcano's
 webhook-manager does the same at start-up: it rewrites ``caBundle`` only where it
-differs, so restarts do not churn the objects or their resourceVersion).
+differs, so restarts do not churn the objects or their resourceVersion). The same with a
+client made from the process's kubeconfig is ``hyperplace.runtime.cabundle``: making a
+client is the runtime's, which stands above this package.
 """
 
 from __future__ import annotations
@@ -126,24 +128,3 @@ async def inject_into_cluster(
         else:
             log.info("caBundle already current in %s webhook configuration %s", kind, name)
     return patched
-
-
-async def inject_with_kubeconfig(
-    names: Sequence[tuple[ConfigKind, str]],
-    ca_pem: bytes,
-    *,
-    kubeconfig: str | None = None,
-    context: str | None = None,
-    wait_seconds: float = 300.0,
-) -> list[str]:
-    """``inject_into_cluster`` with a client from the in-cluster service account, or
-    from ``kubeconfig`` when given (or when not running in a cluster)."""
-    # lazy: a caller with its own ApiClient never loads kubernetes-asyncio
-    from kubernetes_asyncio import client
-
-    from hyperplace.runtime.kube import load_client_config
-
-    await load_client_config(kubeconfig, context)
-    async with client.ApiClient() as api_client:
-        api = client.AdmissionregistrationV1Api(api_client)
-        return await inject_into_cluster(api, names, ca_pem, wait_seconds=wait_seconds)

@@ -2,8 +2,8 @@
 
 Everything above this module talks to :class:`ApiClient`: objects are plain wire-form
 dicts, errors are :class:`ApiError` with the HTTP status. ``hyperplace.runtime.kube``
-implements it with kubernetes-asyncio; the tests implement it in memory
-(``tests/fakeapi.py``) with the API server's concurrency semantics.
+implements it with kubernetes-asyncio; ``hyperplace.runtime.fakeapi`` implements it in memory,
+with the API server's concurrency semantics, for the tests and the chaos bench.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import os
 from importlib import metadata
 
 import hyperplace
-from hyperplace.kube.times import parse_go_duration
+from hyperplace.api.times import parse_go_duration
 
 from .leader import JITTER_FACTOR
 from .serving import DEFAULT_METRICS_BIND_ADDRESS

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from hyperplace.kube.times import micro_time
+from hyperplace.api.times import micro_time
 
 from .api import LEASES, ApiClient, ApiError, Obj
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from hyperplace.kube.times import parse_rfc3339
+from hyperplace.api.times import parse_rfc3339
 
 from ..model.jobs import JobInfo, TaskInfo, is_critical, task_preemptable
 from ..model.memo import MemoKey

@@ -23,9 +23,9 @@ from hyperplace.api.constants import (
 )
 from hyperplace.api.exclusive import exclusive_label_key
 from hyperplace.api.podgroup import PodGroup, Queue
+from hyperplace.api.times import parse_rfc3339
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
-from hyperplace.kube.times import parse_rfc3339
 from hyperplace.kube.workloads import controlled_podgroup_name, lws_exclusive_affinity_key, rank_index
 
 from ..filters.node_ports import pod_host_ports

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperplace.api.relax import RelaxState, relax_state, relax_steps
-from hyperplace.kube.times import parse_rfc3339, rfc3339
+from hyperplace.api.times import parse_rfc3339, rfc3339
 
 from ..model.jobs import JobInfo, TopologyConstraint
 from ..model.memo import Memo

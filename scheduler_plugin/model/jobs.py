@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hyperplace.api.podgroup import NetworkTopologySpec, PodGroup, SubGroupPolicySpec
+from hyperplace.api.times import parse_go_duration
 from hyperplace.kube import SelectorError, label_selector_matches
-from hyperplace.kube.times import parse_go_duration
 
 from .memo import Memo
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hyperplace.kube.times import parse_go_duration, parse_rfc3339, rfc3339
+from hyperplace.api.times import parse_go_duration, parse_rfc3339, rfc3339
 
 from ..config.scheduler_conf import SchedulerConfig
 from ..framework.session import Session

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperplace.kube.times import parse_go_duration, parse_rfc3339
+from hyperplace.api.times import parse_go_duration, parse_rfc3339
 
 from ..config.scheduler_conf import PluginOption
 from ..framework.extension_points import ABSTAIN, JOB_ENQUEUEABLE, JOB_ORDER, JOB_WAITING_TIME, PERMIT

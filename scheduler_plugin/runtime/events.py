@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hyperplace.kube.times import rfc3339
+from hyperplace.api.times import rfc3339
 from hyperplace.runtime.api import EVENTS, ApiClient, ApiError, Obj, meta
 from hyperplace.runtime.workqueue import TokenBucket
 

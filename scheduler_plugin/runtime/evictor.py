@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from hyperplace.kube.times import rfc3339
+from hyperplace.api.times import rfc3339
 from hyperplace.runtime.api import PODS, ApiClient, ApiError, Obj, meta
 from scheduler_plugin.framework.evictions import Eviction, Nomination
 

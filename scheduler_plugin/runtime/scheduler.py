@@ -59,8 +59,8 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ValidationError
 
 from hyperplace.api import HyperNode, PodGroup, Queue, format_validation_error
+from hyperplace.api.times import parse_rfc3339, rfc3339
 from hyperplace.kube.objects import TERMINAL_PHASES, namespaced_key, podgroup_key_of
-from hyperplace.kube.times import parse_rfc3339, rfc3339
 from hyperplace.runtime.api import (
     CONFIGMAPS,
     HYPERNODES,

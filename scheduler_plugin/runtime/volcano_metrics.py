@@ -26,7 +26,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from hyperplace.api.constants import DEFAULT_QUEUE
-from hyperplace.kube.times import parse_rfc3339
+from hyperplace.api.times import parse_rfc3339
 
 from ..algorithms.hdrf import dominant_share
 from ..cycle.result import SessionResult

@@ -1,6 +1,7 @@
 """The chaos campaign: the real controller and scheduler keep every invariant under 100 seeds
 of crashes, API faults and slow windows, and the campaign catches deliberately broken
-schedulers. ``python -m bench.chaos --seeds 1000`` runs it at scale with mutation scores."""
+schedulers. The campaign lives in ``bench/chaos``; ``python -m bench.chaos --seeds 1000`` runs it
+at scale with mutation scores."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import os
 
 import pytest
 
-from .campaign import Settings, World, describe, mutation_settings, run_parallel, run_seed
-from .mutations import MUTATIONS
+from bench.chaos.campaign import Settings, World, describe, mutation_settings, run_parallel, run_seed
+from bench.chaos.mutations import MUTATIONS
 
 WORKERS = min(2, os.cpu_count() or 1)
 
@@ -69,9 +70,8 @@ def test_the_invariants_see_an_overcommitted_node_and_a_lost_job() -> None:
     """The checks themselves can fail: break the cluster by hand and look."""
     import asyncio
 
+    from bench.chaos.vloop import run_virtual
     from hyperplace.runtime.api import JOBS, PODS
-
-    from .vloop import run_virtual
 
     async def scenario() -> list[str]:
         world = World(0, Settings())
@@ -104,12 +104,11 @@ def test_the_stuck_check_sees_a_gang_left_half_bound_beside_free_room() -> None:
     for a reason it is told, and is not flagged."""
     import asyncio
 
+    from bench.chaos.campaign import _Job, _Process
+    from bench.chaos.vloop import run_virtual
     from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
     from hyperplace.runtime.api import JOBS, PODGROUPS, PODS
-    from tests.fakeapi import Connection
-
-    from .campaign import _Job, _Process
-    from .vloop import run_virtual
+    from hyperplace.runtime.fakeapi import Connection
 
     async def scenario(phase: str) -> list[str]:
         world = World(0, Settings())

@@ -18,8 +18,8 @@ from controller.hypernode.discovery import (
 )
 from controller.hypernode.status import compute_status
 from hyperplace.api import HyperNode
+from hyperplace.api.times import parse_go_duration
 from hyperplace.kube.members import node_labels_of
-from hyperplace.kube.times import parse_go_duration
 
 SOURCE = "volcano.sh/network-topology-source"
 

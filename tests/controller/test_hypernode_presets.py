@@ -21,8 +21,8 @@ from controller.hypernode.presets import PRESETS, hypernode_name
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.api import HyperNode
 from hyperplace.runtime.api import CONFIGMAPS, HYPERNODES, NODES
+from hyperplace.runtime.fakeapi import FakeApi
 from tests.controller.test_manager import eventually
-from tests.fakeapi import FakeApi
 
 SOURCE = "volcano.sh/network-topology-source"
 AWS = "topology.k8s.aws/network-node-layer-"

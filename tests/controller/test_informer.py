@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hyperplace.runtime.api import NODES, PODS
+from hyperplace.runtime.fakeapi import FakeApi
 from hyperplace.runtime.informer import Informer, wait_for_sync
-from tests.fakeapi import FakeApi
 
 
 def pod(name: str, ns: str = "default", **labels: str) -> dict[str, Any]:

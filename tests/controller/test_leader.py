@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hyperplace.runtime.api import LEASES, ApiError
+from hyperplace.runtime.fakeapi import FakeApi
 from hyperplace.runtime.leader import LeaderElector
-from tests.fakeapi import FakeApi
 
 
 class Clock:

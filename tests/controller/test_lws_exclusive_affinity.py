@@ -20,9 +20,9 @@ from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.api import HyperNode, PodGroup
 from hyperplace.kube.workloads import lws_exclusive_affinity_key
 from hyperplace.runtime.api import CONFIGMAPS, NODES, PODS
+from hyperplace.runtime.fakeapi import FakeApi
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import SessionResult, run_session
-from tests.fakeapi import FakeApi
 from tests.scheduler.builders import node
 
 from .test_podgroup_controller import eventually, group_of, podgroup

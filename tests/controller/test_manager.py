@@ -15,8 +15,8 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from controller.__main__ import health_app, parse_args
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.runtime.api import CONFIGMAPS, HYPERNODES, JOBS, NODES, PODGROUPS, PODS, ApiError
+from hyperplace.runtime.fakeapi import FakeApi
 from hyperplace.runtime.serving import MetricsServer, MetricsServing
-from tests.fakeapi import FakeApi
 
 from .test_job_reconcile import DESIGN_DOC_JOB
 
@@ -383,7 +383,7 @@ def test_status_patches_remove_stale_nested_keys() -> None:
     """A merge patch merges nested objects: a phase count gone from the desired status must
     be nulled where it sits, or the stored status never matches and the writes never stop."""
     from controller.kube_io import merge_patch_to
-    from tests.fakeapi import merge_patch
+    from hyperplace.runtime.fakeapi import merge_patch
 
     old = {"taskStatusCount": {"worker": {"phase": {"Pending": 4}}}, "pending": 4, "gone": 1}
     new = {"taskStatusCount": {"worker": {"phase": {"Running": 4}}}, "pending": 0}

@@ -15,7 +15,7 @@ import pytest
 
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.runtime.api import BATCH_JOBS, PODGROUPS, PODS, STATEFULSETS
-from tests.fakeapi import FakeApi
+from hyperplace.runtime.fakeapi import FakeApi
 
 NS = "team"
 

@@ -21,7 +21,7 @@ from controller.queue.status import queue_status, state_after
 from hyperplace.api import Command, Queue
 from hyperplace.pki import commandmark
 from hyperplace.runtime.api import COMMANDS, JOBS, PODGROUPS, QUEUES
-from tests.fakeapi import FakeApi
+from hyperplace.runtime.fakeapi import FakeApi
 from tests.webhooks.builders import job
 from webhooks.admission import AdmissionContext
 from webhooks.command import command_patch as webhook_command_patch

@@ -12,7 +12,7 @@ import pytest
 from controller.manager import ControllerManager, ManagerConfig
 from controller.queue.status import next_state, queue_status
 from hyperplace.runtime.api import PODGROUPS, QUEUES
-from tests.fakeapi import FakeApi
+from hyperplace.runtime.fakeapi import FakeApi
 
 from .test_manager import eventually
 

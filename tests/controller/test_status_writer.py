@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from hyperplace.runtime.api import JOBS, PODGROUPS, ApiError
+from hyperplace.runtime.fakeapi import FakeApi
 from hyperplace.runtime.status_writer import StatusWriter
-from tests.fakeapi import FakeApi
 
 
 def _pg(name: str = "pg") -> dict:

@@ -36,7 +36,7 @@ from controller.hypernode.ufm import (
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.pki.certificates import generate_ca, generate_serving_cert
 from hyperplace.runtime.api import CONFIGMAPS, HYPERNODES, NODES, SECRETS
-from tests.fakeapi import FakeApi
+from hyperplace.runtime.fakeapi import FakeApi
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ufm_ports.json"
 RECORDED = json.loads(FIXTURE.read_text())

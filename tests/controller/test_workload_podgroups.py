@@ -26,7 +26,7 @@ from hyperplace.runtime.api import (
     STATEFULSETS,
     Resource,
 )
-from tests.fakeapi import FakeApi
+from hyperplace.runtime.fakeapi import FakeApi
 
 from .test_podgroup_controller import eventually, group_of, owner_ref, pod, podgroup, warnings
 

@@ -2,8 +2,9 @@
 
 The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): ``hyperplace`` is the floor,
 the components stand on it without importing each other, the simulator and the benchmarks
-on top; inside the scheduler, ``model | config`` -> ``algorithms | cache`` -> ``framework`` ->
-``actions | plugins`` -> ``cycle`` -> ``runtime`` -> ``__main__`` (docs/architecture.md).
+on top, and nothing imports the tests; inside the scheduler, ``model | config`` -> ``algorithms | cache`` -> ``framework`` ->
+``actions | plugins`` -> ``cycle`` -> ``runtime`` -> ``__main__``; inside ``hyperplace``, ``api`` ->
+``pki | kube`` -> ``runtime`` -> ``localup`` (docs/architecture.md).
 """
 
 from __future__ import annotations

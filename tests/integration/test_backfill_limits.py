@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from hyperplace.kube.times import parse_rfc3339, rfc3339
+from hyperplace.api.times import parse_rfc3339, rfc3339
 
 from . import components
 from .conftest import Cluster

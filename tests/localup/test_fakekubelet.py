@@ -13,7 +13,7 @@ import pytest
 from hyperplace.localup.cluster import GPU, cluster_objects
 from hyperplace.localup.fakekubelet import NODE_LEASE_NAMESPACE, FakeKubelet, running_status
 from hyperplace.runtime.api import LEASES, NODES, PODS
-from tests.fakeapi import FakeApi
+from hyperplace.runtime.fakeapi import FakeApi
 
 
 async def eventually(cond: Callable[[], Any], timeout: float = 5.0) -> None:

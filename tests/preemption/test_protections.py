@@ -16,20 +16,11 @@ from scheduler_plugin.cycle import run_session
 from scheduler_plugin.model.jobs import go_bool
 from tests.preemption.helpers import PREEMPT_CONF, PRIORITY_CLASSES, pending_gang, running_gang
 from tests.scheduler.builders import node
+from tests.scheduler_conf.defaults import default_conf_text
 
+# Volcano's default tiers without the node scorers.
 RECLAIM_CONF = load_scheduler_config(
-    """
-actions: "enqueue, allocate, reclaim"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-"""
+    default_conf_text("enqueue, allocate, reclaim", volcano=True, without={"nodeorder", "binpack"})
 )
 
 

@@ -27,35 +27,18 @@ from scheduler_plugin.cycle import run_session
 from simulator.cli import app
 from tests.preemption.helpers import PRIORITY_CLASSES
 from tests.scheduler.builders import job_pods, node, podgroup
+from tests.scheduler_conf.defaults import default_conf_text
 
-PROPORTION_TIER = """
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
 
-CAPACITY_TIER = """
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: capacity
-    enableHierarchy: {hierarchy}
-  - name: nodeorder
-  - name: binpack
-"""
+def queue_conf(actions: str, plugin: str = "proportion", *, hierarchy: bool = False, **arguments: Any) -> str:
+    """Volcano's default tiers with ``actions``; with ``plugin="capacity"``, the capacity plugin
+    (``enableHierarchy``, ``arguments``) in proportion's place."""
+    if plugin == "proportion":
+        return default_conf_text(actions, volcano=True)
+    capacity: dict[str, Any] = {"name": "capacity", "enableHierarchy": hierarchy}
+    if arguments:
+        capacity["arguments"] = arguments
+    return default_conf_text(actions, volcano=True, replace={"proportion": capacity})
 
 
 def _doc(kind: str, name: str, spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
@@ -105,8 +88,7 @@ def issue_example(tmp_path: Path, actions: str, plugin: str = "proportion") -> P
         _pod("high-0", "highpg", 3, "high"),
     ]
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(docs))
-    tier = PROPORTION_TIER if plugin == "proportion" else CAPACITY_TIER.format(hierarchy="false")
-    (tmp_path / "volcano-scheduler.conf").write_text(f'actions: "{actions}"\n{tier}')
+    (tmp_path / "volcano-scheduler.conf").write_text(queue_conf(actions, plugin))
     return tmp_path
 
 
@@ -174,9 +156,7 @@ def test_four_high_priority_jobs_never_take_the_queue_past_its_limit(tmp_path):
 
 
 def test_reclaim_does_not_take_a_queue_at_its_limit_past_it():
-    conf = load_scheduler_config(
-        'actions: "enqueue, allocate, reclaim"\n' + CAPACITY_TIER.format(hierarchy="false")
-    )
+    conf = load_scheduler_config(queue_conf("enqueue, allocate, reclaim", "capacity"))
     nodes = [node("n0", cpu=4), node("n1", cpu=4)]
     queues = [
         Queue.model_validate(
@@ -313,10 +293,7 @@ def _allocated(pods: list[dict[str, Any]], pgs: dict[str, PodGroup], queues: lis
 def test_no_queue_ever_goes_past_its_limit(seed, plugin, actions):
     hierarchy = plugin == "capacity-hierarchy"
     nodes, queues, pgs, pods = _world(seed, hierarchy)
-    tier = (
-        PROPORTION_TIER if plugin == "proportion" else CAPACITY_TIER.format(hierarchy=str(hierarchy).lower())
-    )
-    conf = load_scheduler_config(f'actions: "{actions}"\n{tier}')
+    conf = load_scheduler_config(queue_conf(actions, plugin.removesuffix("-hierarchy"), hierarchy=hierarchy))
     limits = _limits(queues)
     by_name = {pg.metadata.name: pg for pg in pgs}
     nominations: dict[str, Any] = {}
@@ -369,13 +346,8 @@ def test_no_queue_ever_goes_past_its_limit(seed, plugin, actions):
 
 # ------------------------------------------------------------------ capacity: ancestorReclaimLevel
 def _ancestor_story(level: int | None):
-    args = f"\n    arguments: {{ancestorReclaimLevel: {level}}}" if level is not None else ""
-    conf = load_scheduler_config(
-        'actions: "enqueue, allocate, reclaim"\n'
-        + CAPACITY_TIER.format(hierarchy="true").replace(
-            "enableHierarchy: true", "enableHierarchy: true" + args
-        )
-    )
+    args = {"ancestorReclaimLevel": level} if level is not None else {}
+    conf = load_scheduler_config(queue_conf("enqueue, allocate, reclaim", "capacity", hierarchy=True, **args))
     queues = [
         Queue.model_validate({"metadata": {"name": "pa"}, "spec": {"deserved": {"cpu": "8"}}}),
         Queue.model_validate({"metadata": {"name": "pb"}, "spec": {"deserved": {"cpu": "8"}}}),

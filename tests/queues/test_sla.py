@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import PodGroup
-from hyperplace.kube.times import parse_rfc3339
+from hyperplace.api.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle import SessionResult, run_session

@@ -19,20 +19,9 @@ from scheduler_plugin.framework.session import Session
 from simulator.cli import app
 from tests.preemption.helpers import PREEMPT_CONF, PRIORITY_CLASSES, pending_gang, racks, running_gang
 from tests.scheduler.builders import build_snapshot, node
+from tests.scheduler_conf.defaults import default_conf_text
 
-CONF = """actions: "enqueue, allocate, reclaim"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
+CONF = default_conf_text("enqueue, allocate, reclaim", volcano=True)
 
 
 def gpu_pod(name: str, group: str, node_name: str | None = None) -> dict[str, Any]:

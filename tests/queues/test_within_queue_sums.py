@@ -20,14 +20,12 @@ from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle.run import open_session
 from scheduler_plugin.placement.gang_units import Group, within_queue
-from tests.queues.test_queue_limits import CAPACITY_TIER, PROPORTION_TIER
+from tests.queues.test_queue_limits import queue_conf
 from tests.scheduler.builders import job_pods, node, podgroup
 
 CONFIGS = {
-    "proportion": load_scheduler_config('actions: "enqueue, allocate"\n' + PROPORTION_TIER),
-    "capacity": load_scheduler_config(
-        'actions: "enqueue, allocate"\n' + CAPACITY_TIER.format(hierarchy="false")
-    ),
+    "proportion": load_scheduler_config(queue_conf("enqueue, allocate")),
+    "capacity": load_scheduler_config(queue_conf("enqueue, allocate", "capacity")),
 }
 
 

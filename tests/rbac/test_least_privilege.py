@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakeapi import Access
+from hyperplace.runtime.fakeapi import Access
 
 from .usage import COMPONENTS, Grant, deployment_env, grants, quiet_logs, record
 

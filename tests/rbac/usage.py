@@ -39,7 +39,7 @@ from hyperplace.runtime.api import (
     QUEUES,
     Resource,
 )
-from tests.fakeapi import Access, FakeApi, access_of
+from hyperplace.runtime.fakeapi import Access, FakeApi, access_of
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import Queue
-from hyperplace.kube.times import parse_rfc3339
+from hyperplace.api.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.runtime_history import ANNOTATION, RuntimeHistory, size_class

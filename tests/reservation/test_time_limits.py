@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hyperplace.kube.times import parse_rfc3339
+from hyperplace.api.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cache.records import same_for_scheduling
 from scheduler_plugin.cycle import SessionResult, run_session

@@ -8,7 +8,7 @@ import pytest
 
 from hyperplace.api import PodGroup
 from hyperplace.api.relax import RelaxError, parse_relax, relax_state
-from hyperplace.kube.times import parse_go_duration, parse_rfc3339
+from hyperplace.api.times import parse_go_duration, parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import run_session
 from scheduler_plugin.cycle.relaxation import relax_snapshot

@@ -10,7 +10,7 @@ must still happen with the view unchanged.
 
 from __future__ import annotations
 
-from hyperplace.kube.times import parse_rfc3339
+from hyperplace.api.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, DEFAULT_CONFIG_TEXT, load_scheduler_config
 from scheduler_plugin.cycle import LastSession, run_session_reusing

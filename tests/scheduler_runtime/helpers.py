@@ -9,9 +9,9 @@ from typing import Any
 
 from hyperplace.kube import milli_value
 from hyperplace.runtime.api import EVENTS, HYPERNODES, NODES, PODGROUPS, PODS, QUEUES, Obj, Resource, meta
+from hyperplace.runtime.fakeapi import FakeApi
 from scheduler_plugin.runtime.config_source import ConfigSource
 from scheduler_plugin.runtime.scheduler import Scheduler, SchedulerOptions
-from tests.fakeapi import FakeApi
 from tests.scheduler.builders import hypernode, job_pods, node, podgroup
 
 NS = "default"

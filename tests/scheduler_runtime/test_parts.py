@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as kclient
 
 from hyperplace.runtime.api import EVENTS, PODS
+from hyperplace.runtime.fakeapi import FakeApi, merge_patch
 from hyperplace.runtime.kube import KubeApiClient
 from scheduler_plugin.cycle import JobOutcome
 from scheduler_plugin.model.explanation import Explanation
@@ -21,7 +22,6 @@ from scheduler_plugin.runtime.status import (
     pod_unschedulable_patch,
     podgroup_status_patch,
 )
-from tests.fakeapi import FakeApi, merge_patch
 from tests.scheduler.builders import pod
 
 

@@ -10,13 +10,13 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from hyperplace.runtime.api import EVENTS, PODGROUPS, PODS
+from hyperplace.runtime.fakeapi import merge_patch
 from scheduler_plugin.__main__ import health_app, parse_args
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG_TEXT
 from scheduler_plugin.cycle import JobOutcome
 from scheduler_plugin.model.explanation import Explanation
 from scheduler_plugin.runtime.config_source import ConfigHolder, ConfigSource
 from scheduler_plugin.runtime.status import GangFormation, podgroup_status_patch
-from tests.fakeapi import merge_patch
 from tests.scheduler.builders import pod as make_pod
 
 from .helpers import (

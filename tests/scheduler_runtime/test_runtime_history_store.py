@@ -11,14 +11,14 @@ import aiohttp
 import pytest
 
 from hyperplace.api import Queue
-from hyperplace.kube.times import rfc3339
+from hyperplace.api.times import rfc3339
 from hyperplace.runtime.api import CONFIGMAPS, PODGROUPS, PODS
+from hyperplace.runtime.fakeapi import FakeApi
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.model.runtime_history import ANNOTATION, RuntimeHistory, size_class
 from scheduler_plugin.runtime.events import EventRecorder
 from scheduler_plugin.runtime.history_store import KEY, MAX_BYTES, HistoryStore
 from scheduler_plugin.runtime.options import DEFAULT_HISTORY_CONFIGMAP as DEFAULT_NAME
-from tests.fakeapi import FakeApi
 from tests.scheduler.builders import job_pods, podgroup
 
 from .helpers import NS, ClusterApi, cycles_pass, eventually, running, seed_racks

@@ -1,11 +1,11 @@
 """A seeded chaos campaign: the real Job controller and scheduler against a faulty API server.
 
 One run (one seed) builds a small cluster of racks in the in-memory API server
-(``tests/fakeapi.py``) and starts the two control-plane processes exactly as their entry
-points do (:class:`controller.manager.ControllerManager.run`,
+(:mod:`hyperplace.runtime.fakeapi`) and starts the two control-plane processes exactly as their
+entry points do (:class:`controller.manager.ControllerManager.run`,
 :class:`scheduler_plugin.runtime.scheduler.Scheduler.run`), each on its own severable
-:class:`~tests.fakeapi.Connection`. The seed then drives a few minutes of cluster time (on a
-virtual clock, :mod:`.vloop`) of:
+:class:`~hyperplace.runtime.fakeapi.Connection`. The seed then drives a few minutes of cluster
+time (on a virtual clock, :mod:`.vloop`) of:
 
 * always: Volcano Jobs arriving mid-run (gangs of 2-10 pods, half of them small, most
   hard-bound to one rack, some to the whole cluster, some too big to ever fit; some of high
@@ -75,8 +75,8 @@ from typing import Any
 
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
+from hyperplace.api.times import rfc3339
 from hyperplace.kube import milli_value
-from hyperplace.kube.times import rfc3339
 from hyperplace.runtime.api import (
     HYPERNODES,
     JOBS,
@@ -89,8 +89,8 @@ from hyperplace.runtime.api import (
     Obj,
     meta,
 )
+from hyperplace.runtime.fakeapi import Access, Connection, FakeApi, Severed
 from scheduler_plugin.runtime.scheduler import Scheduler, SchedulerOptions
-from tests.fakeapi import Access, Connection, FakeApi, Severed
 
 from .vloop import run_virtual
 

@@ -1,5 +1,8 @@
 """Times and durations as Kubernetes and Go write them: metav1.Time (RFC 3339, seconds, UTC)
-and Go's ``time.ParseDuration`` strings (``1h30m``, ``500ms``)."""
+and Go's ``time.ParseDuration`` strings (``1h30m``, ``500ms``).
+
+Wire formats, so they sit with the API models at the bottom of ``hyperplace``: the grammar of
+our own annotations (``relax.py``) reads Go durations, and everything above reads times."""
 
 from __future__ import annotations
 

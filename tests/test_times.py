@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hyperplace.kube.times import micro_time, parse_go_duration, parse_rfc3339, rfc3339
+from hyperplace.api.times import micro_time, parse_go_duration, parse_rfc3339, rfc3339
 
 
 def test_rfc3339_round_trips_at_second_precision() -> None:

@@ -1,7 +1,7 @@
 """Deliberately broken schedulers: the campaign must catch each of them.
 
 Each mutation is a context manager that patches one safety mechanism out of the real code
-for the duration of a run (test-only; nothing here is imported by the product):
+for the duration of a run (for the campaign only; nothing here is imported by the product):
 
 ``inflight-binds-not-counted``
     Decided pods are no longer shown bound in the next snapshot while their binds are in

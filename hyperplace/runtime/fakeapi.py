@@ -38,6 +38,9 @@ or raise :class:`ApiError`: a refused one), an ``after`` hook awaited once it to
 (a slow or lost answer), a per-event watch delay, and :meth:`Connection.sever` for a
 process that crashed: from then on its calls fail, answers in flight are lost, and calls
 that had not reached the server never do.
+
+It lives beside the seam it implements so that the tests and the benchmarks (the chaos campaign,
+``bench/chaos``) can both run the components on it; no component imports it.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperplace.runtime.api import ApiError, Obj, Resource, clone, meta, object_key
+from . import api as _api
+from .api import PODS, ApiError, Obj, Resource, clone, meta, object_key
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -353,8 +357,6 @@ class FakeApi:
 
     def _bind(self, binding: Mapping[str, Any], namespace: str | None) -> Obj:
         """The pod registry's BindingREST.Create (assignPod + setPodHostAndAnnotations)."""
-        from hyperplace.runtime.api import PODS
-
         name = str(meta(binding).get("name", ""))
         key, cur = self._existing(PODS, name, namespace)
         conflict = f'Operation cannot be fulfilled on pods/binding "{name}": '
@@ -396,8 +398,6 @@ class FakeApi:
 
     def _evict(self, eviction: Mapping[str, Any], namespace: str | None) -> Obj:
         """The pod registry's EvictionREST.Create, without PodDisruptionBudgets."""
-        from hyperplace.runtime.api import PODS
-
         name = str(meta(eviction).get("name", ""))
         key, cur = self._existing(PODS, name, namespace)
         pre = ((eviction.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
@@ -477,8 +477,6 @@ class FakeApi:
 
     async def api_resources(self, api_version: str) -> tuple[str, ...]:
         """Discovery: the resources of ``api_version`` this fake knows, with ``/status``."""
-        from hyperplace.runtime import api as _api
-
         out: tuple[str, ...] = ()
         for res in vars(_api).values():
             if isinstance(res, Resource) and res.api_version == api_version:
