@@ -27,8 +27,9 @@ import functools
 import json
 import os
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import ValidationError
@@ -63,31 +64,36 @@ Key = tuple[str, str, str]  # (kind, namespace or "", name)
 class ObjectStore(dict[Key, dict[str, Any]]):
     """The simulated API server's objects, with keys indexed by kind (so listing one kind
     costs the objects of that kind, not every object: admission lists HyperNodes and Jobs
-    after each of them, which was quadratic on large inputs). Iteration order is a dict's."""
+    after each of them, which was quadratic on large inputs). Iteration order is a dict's.
+
+    Every store, replacement and removal is logged per kind, so a reader that keeps up with
+    a kind (the admission caches, HyperNode status) reads only what changed since it last
+    looked. Callers change stored objects in place only for status."""
 
     def __init__(self) -> None:
         super().__init__()
         self._by_kind: dict[str, dict[Key, None]] = {}
-        # Objects stored, replaced or removed, per kind: a kind whose count has not moved
-        # still holds the same objects (callers change objects in place only for status).
-        self.writes: dict[str, int] = {}
+        self._changes: dict[str, list[Key]] = {}
+
+    def _changed(self, key: Key) -> None:
+        self._changes.setdefault(key[0], []).append(key)
 
     def __setitem__(self, key: Key, value: dict[str, Any]) -> None:
         if key not in self:
             self._by_kind.setdefault(key[0], {})[key] = None
-        self.writes[key[0]] = self.writes.get(key[0], 0) + 1
+        self._changed(key)
         super().__setitem__(key, value)
 
     def __delitem__(self, key: Key) -> None:
         super().__delitem__(key)
         self._by_kind[key[0]].pop(key, None)
-        self.writes[key[0]] = self.writes.get(key[0], 0) + 1
+        self._changed(key)
 
     def pop(self, key: Key, *default: Any) -> Any:
         """dict.pop, keeping the kind index."""
         if key in self:
             self._by_kind[key[0]].pop(key, None)
-            self.writes[key[0]] = self.writes.get(key[0], 0) + 1
+            self._changed(key)
         return super().pop(key, *default)
 
     def setdefault(self, key: Key, default: Any = None) -> Any:
@@ -107,14 +113,24 @@ class ObjectStore(dict[Key, dict[str, Any]]):
 
     def clear(self) -> None:
         """dict.clear, with the index."""
+        for key in self:
+            self._changed(key)
         super().clear()
         self._by_kind.clear()
-        for kind in self.writes:
-            self.writes[kind] += 1
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         """Objects of one kind, in insertion order."""
         return [self[k] for k in self._by_kind.get(kind, ())]
+
+    def version(self, kind: str) -> int:
+        """How many times objects of ``kind`` were stored, replaced or removed: a kind whose
+        version has not moved still holds the same objects."""
+        return len(self._changes.get(kind, ()))
+
+    def changed_since(self, kind: str, version: int) -> list[Key]:
+        """Keys of ``kind`` stored, replaced or removed since :meth:`version` was ``version``,
+        in order (a key once per change)."""
+        return self._changes.get(kind, [])[version:]
 
 
 M = TypeVar("M", bound=TypedObject)
@@ -223,6 +239,105 @@ def _strip_times(value: Any) -> Any:
     return value
 
 
+class AdmissionCaches:
+    """The caches the webhooks consult (``webhooks.context.AdmissionContext``): the HyperNodes,
+    Volcano Jobs and Queues the simulated API server holds now, and the tier names discovery
+    will create.
+
+    Kept current from the store's change log: an object is parsed once per stored version,
+    and a context is made again only after one of those kinds or a ConfigMap changed. (Made
+    from every object for each arriving one, admission was quadratic on large inputs.) The
+    context's maps are read-only views of the live maps: an older context a caller still
+    holds reads the store as it is now, which is what every caller asks for.
+    """
+
+    def __init__(self, store: ObjectStore, spec_model: Callable[[dict[str, Any], type[Any]], Any]) -> None:
+        self._store = store
+        self._spec_model = spec_model
+        # kind -> (model type, the webhooks' key of a model)
+        self._kinds: dict[str, tuple[type[TypedObject], Callable[[Any], str]]] = {
+            "HyperNode": (HyperNode, lambda m: m.name),
+            "Job": (Job, lambda m: m.key),
+            "Queue": (Queue, lambda m: m.name),
+        }
+        self._maps: dict[str, dict[str, Any]] = {kind: {} for kind in self._kinds}
+        self._views = {kind: MappingProxyType(m) for kind, m in self._maps.items()}
+        self._names: dict[str, dict[Key, str]] = {kind: {} for kind in self._kinds}  # store key -> map key
+        self._seen: dict[str, int] = dict.fromkeys((*self._kinds, "ConfigMap"), 0)
+        self._tier_names: dict[str, int] | None = None
+        self._context: Any = None
+
+    def _sync(self, kind: str) -> bool:
+        version = self._store.version(kind)
+        if version == self._seen[kind]:
+            return False
+        changed = self._store.changed_since(kind, self._seen[kind])
+        self._seen[kind] = version
+        if kind == "ConfigMap":
+            self._tier_names = discovery_tier_names(self._store)
+            return True
+        model, name_of = self._kinds[kind]
+        entries, names = self._maps[kind], self._names[kind]
+        for k in changed:
+            old = names.pop(k, None)
+            if old is not None:
+                del entries[old]
+            obj = self._store.get(k)
+            m = self._spec_model(obj, model) if obj is not None else None
+            if m is not None:
+                names[k] = name_of(m)
+                entries[names[k]] = m
+        return True
+
+    def tier_names(self) -> dict[str, int] | None:
+        """tierName -> tier that label discovery will create (see :func:`discovery_tier_names`)."""
+        self._sync("ConfigMap")
+        return self._tier_names
+
+    def context(self) -> Any:
+        """AdmissionContext with the HyperNodes and Jobs the API server would hold now."""
+        changed = False
+        for kind in self._seen:
+            changed = self._sync(kind) or changed
+        if changed or self._context is None:
+            # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+            from webhooks.context import AdmissionContext
+
+            self._context = AdmissionContext(
+                hypernodes=self._views["HyperNode"],
+                jobs=self._views["Job"],
+                queues=self._views["Queue"],
+                known_tier_names=self._tier_names,
+            )
+        return self._context
+
+
+def discovery_tier_names(store: ObjectStore) -> dict[str, int] | None:
+    """tierName -> tier that label discovery will create (the label keys), so a job naming
+    a discovered tier is not warned about before discovery has run."""
+    cms = [
+        o
+        for o in store.of_kind("ConfigMap")
+        if isinstance((o.get("data") or {}).get(CONTROLLER_CONF_KEY), str)
+    ]
+    if not cms:
+        return None
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+    from controller.hypernode.discovery import (
+        DiscoveryConfigError,
+        discovered_tier_names,
+        parse_discovery_config,
+    )
+
+    try:
+        source = parse_discovery_config(cms[0]).enabled("label")
+    except DiscoveryConfigError:
+        return None
+    if source is None:
+        return None
+    return discovered_tier_names(source.config)
+
+
 class Simulation:
     """Holds the cluster state between cycles; :meth:`run` drives it."""
 
@@ -257,7 +372,7 @@ class Simulation:
         self.objects: ObjectStore = ObjectStore()
         self.original: dict[Key, dict[str, Any]] = {}  # input objects as given (normalized)
         self.input_order: list[Key] = []
-        self.created: list[Key] = []
+        self.created: dict[Key, None] = {}  # in creation order (a dict: membership in O(1))
         self.bindings: dict[str, str] = {}
         self.bound_in_cycle: dict[str, int] = {}
         self.evictions: list[str] = []
@@ -289,6 +404,7 @@ class Simulation:
         self._hn_status_signature: str | None = None
         self._node_labels: tuple[int, dict[str, dict[str, str]]] | None = None
         self._spec_models: dict[Key, tuple[dict[str, Any], TypedObject]] = {}
+        self.admission = AdmissionCaches(self.objects, self._spec_model)
         # HyperNode members, resolved once and then only where nodes or HyperNodes changed;
         # shared by the HyperNode status pass and every scheduler cycle.
         self.members = MemberIndex()
@@ -403,52 +519,7 @@ class Simulation:
 
     def _admission_context(self) -> Any:
         """AdmissionContext with the HyperNodes and Jobs the API server would hold now."""
-        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
-        from webhooks.context import AdmissionContext
-
-        hypernodes: dict[str, HyperNode] = {}
-        for o in self.of_kind("HyperNode"):
-            hn = self._spec_model(o, HyperNode)
-            if hn is not None:
-                hypernodes[hn.name] = hn
-        jobs: dict[str, Job] = {}
-        for o in self.of_kind("Job"):
-            job = self._spec_model(o, Job)
-            if job is not None:
-                jobs[job.key] = job
-        queues: dict[str, Queue] = {}
-        for o in self.of_kind("Queue"):
-            q = self._spec_model(o, Queue)
-            if q is not None:
-                queues[q.name] = q
-        return AdmissionContext(
-            hypernodes=hypernodes, jobs=jobs, queues=queues, known_tier_names=self._discovery_tier_names()
-        )
-
-    def _discovery_tier_names(self) -> dict[str, int] | None:
-        """tierName -> tier that label discovery will create (the label keys), so a job naming
-        a discovered tier is not warned about before discovery has run."""
-        cms = [
-            o
-            for o in self.of_kind("ConfigMap")
-            if isinstance((o.get("data") or {}).get(CONTROLLER_CONF_KEY), str)
-        ]
-        if not cms:
-            return None
-        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
-        from controller.hypernode.discovery import (
-            DiscoveryConfigError,
-            discovered_tier_names,
-            parse_discovery_config,
-        )
-
-        try:
-            source = parse_discovery_config(cms[0]).enabled("label")
-        except DiscoveryConfigError:
-            return None
-        if source is None:
-            return None
-        return discovered_tier_names(source.config)
+        return self.admission.context()
 
     def _admit(
         self,
@@ -525,7 +596,7 @@ class Simulation:
         k = key_of(obj)
         self.objects[k] = obj
         if created and k not in self.created and k not in self.original:
-            self.created.append(k)
+            self.created[k] = None
 
     # --- phases --------------------------------------------------------------------------------
 
@@ -642,7 +713,7 @@ class Simulation:
 
         # Nodes are stored whole (never changed in place): their labels are read again only
         # when a Node was stored or removed since.
-        node_writes = self.objects.writes.get("Node", 0)
+        node_writes = self.objects.version("Node")
         if self._node_labels is None or self._node_labels[0] != node_writes:
             self._node_labels = (node_writes, node_labels_of(self.of_kind("Node")))
         labels = self._node_labels[1]
@@ -851,7 +922,7 @@ class Simulation:
             _, problems = operator_topology(pg)
             for problem in problems:
                 self._warn_once(f"PodGroup {_ref(pg)}: {problem.message}")
-        tiers = self._discovery_tier_names() or {}
+        tiers = self.admission.tier_names() or {}
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for p in self.of_kind("Pod"):
             meta = p["metadata"]

@@ -120,9 +120,30 @@ class Inputs:
     warnings: list[str] = field(default_factory=list)
     # (kind, namespace, name) -> object, to find duplicates without a quadratic scan.
     index: dict[tuple[str, str, str], InputObject] = field(default_factory=dict, repr=False)
+    # kind -> its objects in input order: admission asks for one kind per arriving pod, and a
+    # scan of every object each time made a 10k-node run quadratic.
+    by_kind: dict[str, list[InputObject]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_kind = {}
+        for o in self.objects:
+            self.index.setdefault(o.ident, o)
+            self.by_kind.setdefault(o.kind, []).append(o)
+
+    def add(self, item: InputObject, *, first: bool = False) -> None:
+        """Append ``item`` (or put it first), keeping the indexes; objects are added only so."""
+        self.index[item.ident] = item
+        same_kind = self.by_kind.setdefault(item.kind, [])
+        if first:
+            self.objects.insert(0, item)
+            same_kind.insert(0, item)
+        else:
+            self.objects.append(item)
+            same_kind.append(item)
 
     def of_kind(self, kind: str) -> list[InputObject]:
-        return [o for o in self.objects if o.kind == kind]
+        """The objects of one kind, in input order."""
+        return list(self.by_kind.get(kind, ()))
 
 
 def kind_key(obj: dict[str, Any]) -> str:
@@ -340,13 +361,12 @@ def add_object(inputs: Inputs, obj: dict[str, Any], where: Source, *, existing: 
     if other is not None:
         label = object_label(item.kind, item.namespace, item.name)
         raise InputError(f"{label} is defined twice: here and at {other.source}", str(where))
-    inputs.index[item.ident] = item
-    inputs.objects.append(item)
+    inputs.add(item)
 
 
 def finish(inputs: Inputs, *, default_queue: bool = True) -> None:
     """Add the ``default`` Queue unless given, and stamp creation times in input order."""
-    if default_queue and not any(o.kind == "Queue" and o.name == DEFAULT_QUEUE for o in inputs.objects):
+    if default_queue and not any(o.name == DEFAULT_QUEUE for o in inputs.of_kind("Queue")):
         queue = {
             "apiVersion": f"{SCHEDULING_GROUP}/{SCHEDULING_VERSION}",
             "kind": "Queue",
@@ -355,8 +375,7 @@ def finish(inputs: Inputs, *, default_queue: bool = True) -> None:
             "status": {"state": "Open"},
         }
         item = InputObject(normalize(queue, False), Source("<built-in>", 0))
-        inputs.index[item.ident] = item
-        inputs.objects.insert(0, item)
+        inputs.add(item, first=True)
     for i, o in enumerate(inputs.objects):
         o.obj["metadata"].setdefault("creationTimestamp", sim_time(i))
 

@@ -73,13 +73,20 @@ class TopologyView:
     def ready(self) -> bool:
         return not any(h.blocking for h in self.hypernodes.values())
 
+    # node -> leaf_of(node), made on first use (once for all pods, not a scan per pod)
+    _leaves: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
+
     def leaf_of(self, node: str) -> str | None:
         """The lowest-tier HyperNode holding ``node`` directly (ties: name order)."""
-        best: HyperNodeView | None = None
-        for h in self.hypernodes.values():
-            if node in h.direct_nodes and (best is None or (h.tier, h.name) < (best.tier, best.name)):
-                best = h
-        return best.name if best else None
+        if self._leaves is None:
+            best: dict[str, HyperNodeView] = {}
+            for h in self.hypernodes.values():
+                for n in h.direct_nodes:
+                    b = best.get(n)
+                    if b is None or (h.tier, h.name) < (b.tier, b.name):
+                        best[n] = h
+            self._leaves = {n: h.name for n, h in best.items()}
+        return self._leaves.get(node)
 
     def ordered_children(self, name: str) -> list[str]:
         return sorted(self.hypernodes[name].children, key=natural_key)

@@ -381,10 +381,12 @@ class MemberIndex:
         live_dirty = [n for n in dirty_hns if n in self._compiled]
         if live_dirty:
             self._resolve_hypernodes(live_dirty)
-        # 4. Changed nodes against every other HyperNode.
+        # 4. Changed nodes against every other HyperNode (none left when every HyperNode was
+        # just resolved, as on the first listing: the pass would match every node again for nothing).
         nodes = [n for n in dirty_nodes if n in self._labels]
-        if nodes:
-            self._resolve_nodes(nodes, skip=set(live_dirty))
+        skip = set(live_dirty)
+        if nodes and any(n not in skip for n in self._compiled):
+            self._resolve_nodes(nodes, skip=skip)
 
     def _add(self, name: str, node: str) -> None:
         self._dyn.setdefault(name, set()).add(node)
