@@ -108,6 +108,7 @@ from hyperplace.localup import workloads
 from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
 from hyperplace.localup.controlplane import free_port, kube_bin_dir
 from hyperplace.localup.fakekubelet import node_ready_status
+from hyperplace.localup.state import State, is_ours, stop_processes
 from hyperplace.runtime.api import HYPERNODES, NODES, PODS, ApiError, Obj, meta
 from hyperplace.runtime.informer import Informer
 from hyperplace.runtime.kube import connect
@@ -394,20 +395,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def running(state: localup.State) -> dict[str, int]:
+def running(state: State) -> dict[str, int]:
     """name -> pid of the recorded processes still running (the last record of a name wins)."""
     out = {}
     for e in state.processes:
-        if localup.is_ours(e):
+        if is_ours(e):
             out[str(e["name"])] = int(e["pid"])
     return out
 
 
-def restart(state: localup.State, name: str, extra: list[str]) -> tuple[int, int]:
+def restart(state: State, name: str, extra: list[str]) -> tuple[int, int]:
     """Stop ``name`` and start it again with its recorded argv plus ``extra`` (argparse: the
     last value of a flag wins). Returns (pid, health port)."""
-    (entry,) = [e for e in state.processes if e["name"] == name and localup.is_ours(e)]
-    localup.stop_processes(localup.State(state.root, [entry]))
+    (entry,) = [e for e in state.processes if e["name"] == name and is_ours(e)]
+    stop_processes(State(state.root, [entry]))
     port = free_port()
     argv = [*entry["argv"], f"--health-port={port}", *extra]
     kubeconfig = state.root / f"{name}.kubeconfig"
@@ -415,12 +416,12 @@ def restart(state: localup.State, name: str, extra: list[str]) -> tuple[int, int
     return p.pid, port
 
 
-def restart_with(state: localup.State, name: str, extra: list[str]) -> localup.State:
+def restart_with(state: State, name: str, extra: list[str]) -> State:
     """Stop a recorded process that takes no health-port flag (kube-controller-manager, a workload
     controller) and start it again with its argv plus ``extra`` (Go flags: the last value wins),
     its environment as local-up gave it; wait until it answers its health endpoint again."""
-    (entry,) = [e for e in state.processes if e["name"] == name and localup.is_ours(e)]
-    localup.stop_processes(localup.State(state.root, [entry]))
+    (entry,) = [e for e in state.processes if e["name"] == name and is_ours(e)]
+    stop_processes(State(state.root, [entry]))
     argv = [*entry["argv"], *extra]
     env = {"KUBECONFIG": str(state.kubeconfig)}
     if name == "training-operator":
@@ -716,7 +717,7 @@ async def watch_job(
 
 
 def run_variant(
-    state: localup.State,
+    state: State,
     kubectl: localup.Kubectl,
     name: str,
     flags: tuple[list[str], list[str]],
@@ -861,7 +862,7 @@ def main() -> int:
         if localup.up(up_args) != 0:
             return 1
         say(f"control plane up in {time.perf_counter() - t:.0f}s")
-        state = localup.State.load(root)
+        state = State.load(root)
         assert state is not None
         kubectl = localup.Kubectl(Path(state.kubeconfig))
         for name in controllers:
