@@ -106,8 +106,10 @@ from hyperplace.api.constants import TOPOLOGY_GROUP, TOPOLOGY_VERSION
 from hyperplace.localup import __main__ as localup
 from hyperplace.localup import workloads
 from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
+from hyperplace.localup.components import Process
 from hyperplace.localup.controlplane import free_port, kube_bin_dir
 from hyperplace.localup.fakekubelet import node_ready_status
+from hyperplace.localup.kubectl import Kubectl, lease_holder
 from hyperplace.localup.state import State, is_ours, stop_processes
 from hyperplace.runtime.api import HYPERNODES, NODES, PODS, ApiError, Obj, meta
 from hyperplace.runtime.informer import Informer
@@ -426,7 +428,7 @@ def restart_with(state: State, name: str, extra: list[str]) -> State:
     env = {"KUBECONFIG": str(state.kubeconfig)}
     if name == "training-operator":
         env["MY_POD_NAMESPACE"] = workloads.TRAINING_NAMESPACE
-    p = localup.Process(name, argv, Path(str(entry["log"])), env=env, detached=True)
+    p = Process(name, argv, Path(str(entry["log"])), env=env, detached=True)
     state.add(name, p.pid, p.argv, p.log)
     url, ctx = health_url(argv)
     wait_healthy(
@@ -495,10 +497,10 @@ def wait_ready(port: int, pid: int, what: str, timeout: float = 300.0) -> None:
     wait_healthy(f"http://127.0.0.1:{port}/readyz", lambda: Path(f"/proc/{pid}").exists(), what, timeout)
 
 
-def wait_leader(kubectl: localup.Kubectl, lease: str, identity: str, timeout: float = 120.0) -> None:
+def wait_leader(kubectl: Kubectl, lease: str, identity: str, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if identity in (localup._lease_holder(kubectl, lease) or ""):
+        if identity in (lease_holder(kubectl, lease) or ""):
             return
         time.sleep(0.3)
     raise RuntimeError(f"{identity} did not take the {lease} Lease within {timeout:.0f}s")
@@ -604,7 +606,7 @@ def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
     ]
 
 
-def apiserver_stats(kubectl: localup.Kubectl) -> dict[str, float]:
+def apiserver_stats(kubectl: Kubectl) -> dict[str, float]:
     """Sums and counts of the apiserver's own latency of pod binds and creates, and of the time
     requests waited in its priority-and-fairness queues."""
     out: dict[str, float] = {}
@@ -666,7 +668,7 @@ class Run:
 
 async def watch_job(
     kubeconfig: Path,
-    kubectl: localup.Kubectl,
+    kubectl: Kubectl,
     namespace: str,
     pods: int,
     timeout: float,
@@ -718,7 +720,7 @@ async def watch_job(
 
 def run_variant(
     state: State,
-    kubectl: localup.Kubectl,
+    kubectl: Kubectl,
     name: str,
     flags: tuple[list[str], list[str]],
     pods: int,
@@ -864,7 +866,7 @@ def main() -> int:
         say(f"control plane up in {time.perf_counter() - t:.0f}s")
         state = State.load(root)
         assert state is not None
-        kubectl = localup.Kubectl(Path(state.kubeconfig))
+        kubectl = Kubectl(Path(state.kubeconfig))
         for name in controllers:
             if CONTROLLER_FLAGS.get(name):
                 say(f"restarting {name} with {' '.join(CONTROLLER_FLAGS[name])}")

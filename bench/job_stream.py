@@ -86,6 +86,7 @@ from hyperplace.localup import components
 from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
 from hyperplace.localup.controlplane import free_port, kube_bin_dir
 from hyperplace.localup.fakekubelet import node_ready_status
+from hyperplace.localup.kubectl import Kubectl, sa_kubeconfig, wait_for
 from hyperplace.localup.state import State, is_ours, stop_processes
 from hyperplace.runtime.api import HYPERNODES, JOBS, NODES, PODS, ApiError, Obj, meta
 from hyperplace.runtime.flags import SYSTEM_NAMESPACE
@@ -226,7 +227,7 @@ async def create_cluster(kubeconfig: Path, nodes: int) -> None:
 # ---------------------------------------------------------------------------- Volcano's scheduler
 
 
-def token_kubeconfig(kubectl: localup.Kubectl, state: State, account: str) -> Path:
+def token_kubeconfig(kubectl: Kubectl, state: State, account: str) -> Path:
     """A kubeconfig of the local cluster as ServiceAccount hyperplace-system/``account``, made
     cluster-admin first, so the audit log names the component."""
     ns = SYSTEM_NAMESPACE
@@ -239,7 +240,7 @@ def token_kubeconfig(kubectl: localup.Kubectl, state: State, account: str) -> Pa
         f"--serviceaccount={ns}:{account}",
     )
     (cluster,) = yaml.safe_load(Path(state.kubeconfig).read_text())["clusters"]
-    return localup._sa_kubeconfig(
+    return sa_kubeconfig(
         kubectl,
         cluster["cluster"]["server"],
         state.root / "pki" / "ca.crt",  # the local control plane's CA (controlplane.write_pki)
@@ -248,7 +249,7 @@ def token_kubeconfig(kubectl: localup.Kubectl, state: State, account: str) -> Pa
     )
 
 
-def start_volcano(state: State, kubectl: localup.Kubectl) -> int:
+def start_volcano(state: State, kubectl: Kubectl) -> int:
     """Stop hyperplace-scheduler and start vc-scheduler under the scheduler name ``volcano`` with
     our default configuration; returns its pid once it answers /healthz."""
     vc = hack_built("volcano-bin.sh", what="vc-scheduler")
@@ -259,7 +260,7 @@ def start_volcano(state: State, kubectl: localup.Kubectl) -> int:
         name = yaml.safe_load(path.read_text())["metadata"]["name"]
         if name not in have:  # Volcano's CRDs ours do not ship but vc-scheduler watches
             kubectl.run("apply", "--server-side", "-f", str(path))
-            localup.wait_for(
+            wait_for(
                 lambda n=name: (
                     kubectl.run(  # type: ignore[misc]
                         "wait", "--for=condition=Established", f"crd/{n}", "--timeout=5s", check=False
@@ -505,7 +506,7 @@ def run_variant(name: str, flags: list[str], args: argparse.Namespace, jobs: lis
             raise RuntimeError("local-up failed")
         state = State.load(root)
         assert state is not None
-        kubectl = localup.Kubectl(Path(state.kubeconfig))
+        kubectl = Kubectl(Path(state.kubeconfig))
         asyncio.run(create_cluster(Path(state.kubeconfig), args.nodes))
         kubectl.run("create", "namespace", NAMESPACE)
         identity = f"stream-{name}"

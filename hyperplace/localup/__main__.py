@@ -18,7 +18,6 @@ ids are in ``STATE/state.json``. ``down`` stops exactly those processes and remo
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import secrets
@@ -26,11 +25,8 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
 
 import yaml
 
@@ -41,122 +37,26 @@ from . import components, workloads
 from .cluster import cluster_objects
 from .components import MANIFESTS, Process
 from .controlplane import ControlPlane, ControlPlaneError, free_port
+from .kubectl import (
+    Kubectl,
+    LocalUpError,
+    crds_established,
+    http_ok,
+    lease_holder,
+    ready_nodes,
+    sa_kubeconfig,
+    wait_for,
+)
 from .state import State, default_state_dir, is_ours, stop_processes
 
-T = TypeVar("T")
 READY_TIMEOUT = float(os.environ.get("HYPERPLACE_LOCAL_UP_TIMEOUT", "180"))
-TOKEN_DURATION = "8760h"
-
-
-class LocalUpError(RuntimeError):
-    """``up`` could not finish; the message says what and shows the relevant log."""
 
 
 def _say(message: str) -> None:
     print(f"local-up: {message}", file=sys.stderr, flush=True)
 
 
-# ---------------------------------------------------------------------------------- kubectl
-
-
-class Kubectl:
-    def __init__(self, kubeconfig: Path) -> None:
-        self.kubeconfig = kubeconfig
-
-    def run(
-        self, *args: str, input: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        try:
-            proc = subprocess.run(
-                ["kubectl", f"--kubeconfig={self.kubeconfig}", *args],
-                input=input,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise LocalUpError(f"kubectl {' '.join(args)} did not answer within 120s") from exc
-        if check and proc.returncode != 0:
-            raise LocalUpError(f"kubectl {' '.join(args)} failed:\n{proc.stderr.strip()}")
-        return proc
-
-    def apply_objects(self, objs: list[dict[str, Any]]) -> None:
-        self.run("apply", "-f", "-", input=components.manifest_stream(objs))
-
-
-def wait_for(probe: Callable[[], T | None], what: str, timeout: float, describe: Callable[[], str]) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise LocalUpError(f"timed out after {timeout:.0f}s waiting for {what}\n{describe()}")
-        time.sleep(0.5)
-
-
 # --------------------------------------------------------------------------------------- up
-
-
-def _sa_kubeconfig(kubectl: Kubectl, server: str, ca: Path, account: str, out: Path) -> Path:
-    """A kubeconfig that authenticates as ServiceAccount hyperplace-system/``account``."""
-    token = kubectl.run(
-        "create", "token", account, "-n", SYSTEM_NAMESPACE, f"--duration={TOKEN_DURATION}"
-    ).stdout.strip()
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "local-up",
-                "cluster": {
-                    "server": server,
-                    "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode(),
-                },
-            }
-        ],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": account, "context": {"cluster": "local-up", "user": account}}],
-        "current-context": account,
-    }
-    out.write_text(yaml.safe_dump(doc))
-    out.chmod(0o600)
-    return out
-
-
-def _established(kubectl: Kubectl) -> bool:
-    out = kubectl.run("get", "crd", "-o", "json", check=False)
-    if out.returncode != 0:
-        return False
-    crds = json.loads(out.stdout).get("items") or []
-    ours = [c for c in crds if c["spec"]["group"].endswith("volcano.sh")]
-    return len(ours) >= len(list((MANIFESTS / "crds").glob("*.yaml"))) and all(
-        any(
-            x["type"] == "Established" and x["status"] == "True"
-            for x in (c.get("status") or {}).get("conditions") or []
-        )
-        for c in ours
-    )
-
-
-def _lease_holder(kubectl: Kubectl, name: str) -> str | None:
-    out = kubectl.run(
-        "get", "lease", "-n", SYSTEM_NAMESPACE, name, "-o", "jsonpath={.spec.holderIdentity}", check=False
-    )
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
-
-
-def _ready_nodes(kubectl: Kubectl) -> tuple[int, int]:
-    nodes = json.loads(kubectl.run("get", "nodes", "-o", "json").stdout).get("items") or []
-    ready = sum(
-        1
-        for n in nodes
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in (n.get("status") or {}).get("conditions") or []
-        )
-    )
-    return ready, len(nodes)
 
 
 _PROBE_JOB = {
@@ -328,7 +228,7 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
     else:
         _say("applying namespace, CRDs, default Queue, RBAC, ConfigMaps")
         kubectl.run("apply", "-f", str(MANIFESTS / "namespace.yaml"), "-f", str(MANIFESTS / "crds"))
-    wait_for(lambda: _established(kubectl), "the CRDs to be Established", timeout, cp.logs)
+    wait_for(lambda: crds_established(kubectl), "the CRDs to be Established", timeout, cp.logs)
     # Discovery catches up a moment after Established.
     wait_for(
         lambda: (
@@ -363,7 +263,7 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
         )
 
     sa = {
-        name: _sa_kubeconfig(kubectl, cp.server, cp.ca_file, name, root / f"{name}.kubeconfig")
+        name: sa_kubeconfig(kubectl, cp.server, cp.ca_file, name, root / f"{name}.kubeconfig")
         for name in ("hyperplace-webhooks", "hyperplace-controller", "hyperplace-scheduler")
     }
     state.ports.update(ports)
@@ -455,11 +355,11 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
 
     def holder(lease: str) -> str | None:
         alive_or_fail()
-        return _lease_holder(kubectl, lease)
+        return lease_holder(kubectl, lease)
 
     def all_ready() -> bool:
         alive_or_fail()
-        ready, total = _ready_nodes(kubectl)
+        ready, total = ready_nodes(kubectl)
         return ready == total and total >= args.nodes
 
     for lease, p in (("hyperplace-controller", ctl), ("hyperplace-scheduler", sch)):
@@ -475,7 +375,7 @@ def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
             f"http://127.0.0.1:{ports[f'{name}-health']}/readyz",
             f"http://127.0.0.1:{ports[f'{name}-metrics']}/metrics",
         ):
-            wait_for(partial(_http_ok, url), f"{name} {url.rsplit('/', 1)[1]}", timeout, describe)
+            wait_for(partial(http_ok, url), f"{name} {url.rsplit('/', 1)[1]}", timeout, describe)
     for name in args.with_controllers:
         _start_workload_controller(name, args, state, procs, kubectl, admin)
     return admin
@@ -499,15 +399,7 @@ def _start_workload_controller(
     p = Process(name, plan.argv, state.root / f"{name}.log", env=plan.env, detached=True)
     procs.append(p)
     state.add(name, p.pid, p.argv, p.log)
-    wait_for(partial(_http_ok, plan.health), f"{name} to be ready", args.timeout, p.tail)
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
+    wait_for(partial(http_ok, plan.health), f"{name} to be ready", args.timeout, p.tail)
 
 
 # ------------------------------------------------------------------------------- down, status
