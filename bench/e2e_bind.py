@@ -105,6 +105,7 @@ from bench import audit
 from hyperplace.api.constants import TOPOLOGY_GROUP, TOPOLOGY_VERSION
 from hyperplace.localup import __main__ as localup
 from hyperplace.localup import workloads
+from hyperplace.localup.bringup import spawn
 from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
 from hyperplace.localup.components import Process
 from hyperplace.localup.controlplane import free_port, kube_bin_dir
@@ -414,7 +415,7 @@ def restart(state: State, name: str, extra: list[str]) -> tuple[int, int]:
     port = free_port()
     argv = [*entry["argv"], f"--health-port={port}", *extra]
     kubeconfig = state.root / f"{name}.kubeconfig"
-    p = localup._spawn(state, [], name, argv, kubeconfig)
+    p = spawn(state, [], name, argv, kubeconfig)
     return p.pid, port
 
 
