@@ -68,13 +68,13 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import audit
-from bench.e2e_bind import (
+from bench.live.cluster import create_all
+from bench.live.metrics import samples
+from bench.live.processes import (
     cpu_seconds,
-    create_all,
     hack_built,
     restart,
     running,
-    samples,
     wait_healthy,
     wait_leader,
     wait_ready,
