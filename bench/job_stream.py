@@ -68,13 +68,13 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import audit
-from bench.e2e_bind import (
+from bench.live.cluster import create_all
+from bench.live.metrics import samples
+from bench.live.processes import (
     cpu_seconds,
-    create_all,
     hack_built,
     restart,
     running,
-    samples,
     wait_healthy,
     wait_leader,
     wait_ready,
@@ -86,6 +86,8 @@ from hyperplace.localup import components
 from hyperplace.localup.cluster import LOCAL_UP_LABEL, fake_node
 from hyperplace.localup.controlplane import free_port, kube_bin_dir
 from hyperplace.localup.fakekubelet import node_ready_status
+from hyperplace.localup.kubectl import Kubectl, sa_kubeconfig, wait_for
+from hyperplace.localup.state import State, is_ours, stop_processes
 from hyperplace.runtime.api import HYPERNODES, JOBS, NODES, PODS, ApiError, Obj, meta
 from hyperplace.runtime.flags import SYSTEM_NAMESPACE
 from hyperplace.runtime.informer import Informer
@@ -225,7 +227,7 @@ async def create_cluster(kubeconfig: Path, nodes: int) -> None:
 # ---------------------------------------------------------------------------- Volcano's scheduler
 
 
-def token_kubeconfig(kubectl: localup.Kubectl, state: localup.State, account: str) -> Path:
+def token_kubeconfig(kubectl: Kubectl, state: State, account: str) -> Path:
     """A kubeconfig of the local cluster as ServiceAccount hyperplace-system/``account``, made
     cluster-admin first, so the audit log names the component."""
     ns = SYSTEM_NAMESPACE
@@ -238,7 +240,7 @@ def token_kubeconfig(kubectl: localup.Kubectl, state: localup.State, account: st
         f"--serviceaccount={ns}:{account}",
     )
     (cluster,) = yaml.safe_load(Path(state.kubeconfig).read_text())["clusters"]
-    return localup._sa_kubeconfig(
+    return sa_kubeconfig(
         kubectl,
         cluster["cluster"]["server"],
         state.root / "pki" / "ca.crt",  # the local control plane's CA (controlplane.write_pki)
@@ -247,7 +249,7 @@ def token_kubeconfig(kubectl: localup.Kubectl, state: localup.State, account: st
     )
 
 
-def start_volcano(state: localup.State, kubectl: localup.Kubectl) -> int:
+def start_volcano(state: State, kubectl: Kubectl) -> int:
     """Stop hyperplace-scheduler and start vc-scheduler under the scheduler name ``volcano`` with
     our default configuration; returns its pid once it answers /healthz."""
     vc = hack_built("volcano-bin.sh", what="vc-scheduler")
@@ -258,7 +260,7 @@ def start_volcano(state: localup.State, kubectl: localup.Kubectl) -> int:
         name = yaml.safe_load(path.read_text())["metadata"]["name"]
         if name not in have:  # Volcano's CRDs ours do not ship but vc-scheduler watches
             kubectl.run("apply", "--server-side", "-f", str(path))
-            localup.wait_for(
+            wait_for(
                 lambda n=name: (
                     kubectl.run(  # type: ignore[misc]
                         "wait", "--for=condition=Established", f"crd/{n}", "--timeout=5s", check=False
@@ -269,8 +271,8 @@ def start_volcano(state: localup.State, kubectl: localup.Kubectl) -> int:
                 60,
                 lambda: "",
             )
-    (entry,) = [e for e in state.processes if e["name"] == "hyperplace-scheduler" and localup.is_ours(e)]
-    localup.stop_processes(localup.State(state.root, [entry]))
+    (entry,) = [e for e in state.processes if e["name"] == "hyperplace-scheduler" and is_ours(e)]
+    stop_processes(State(state.root, [entry]))
     kubeconfig = token_kubeconfig(kubectl, state, audit.VOLCANO_ACCOUNT)
     # In a directory of its own: vc-scheduler reloads on any change in the configuration's directory.
     conf_dir = state.root / "vc-conf"
@@ -502,9 +504,9 @@ def run_variant(name: str, flags: list[str], args: argparse.Namespace, jobs: lis
             != 0
         ):
             raise RuntimeError("local-up failed")
-        state = localup.State.load(root)
+        state = State.load(root)
         assert state is not None
-        kubectl = localup.Kubectl(Path(state.kubeconfig))
+        kubectl = Kubectl(Path(state.kubeconfig))
         asyncio.run(create_cluster(Path(state.kubeconfig), args.nodes))
         kubectl.run("create", "namespace", NAMESPACE)
         identity = f"stream-{name}"

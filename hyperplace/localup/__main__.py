@@ -11,328 +11,73 @@ certificates with ``hyperplace-certs``, and starts ``hyperplace-webhooks`` (conf
 URL), the fake kubelet, ``hyperplace-controller`` and ``hyperplace-scheduler``. The controller and
 the scheduler run as their ServiceAccounts (a token from the TokenRequest API), so the manifests'
 RBAC is what they get. Then it creates the nodes and HyperNodes and waits until every node is
-Ready. Every process runs detached, in its own session, and logs to ``STATE/<name>.log``; their
+Ready (the sequence: hyperplace.localup.bringup). Every process runs detached, in its own session, and logs to ``STATE/<name>.log``; their
 ids are in ``STATE/state.json``. ``down`` stops exactly those processes and removes STATE.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import contextlib
-import json
 import os
-import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
-
-import yaml
 
 from hyperplace.runtime import flags
-from hyperplace.runtime.flags import SYSTEM_NAMESPACE
 
-from . import components, workloads
-from .cluster import cluster_objects
-from .components import MANIFESTS, Process
-from .controlplane import ControlPlane, ControlPlaneError, free_port
+from . import workloads
+from .bringup import bring_up, say
+from .components import Process
+from .controlplane import ControlPlaneError
+from .kubectl import LocalUpError
+from .state import State, default_state_dir, is_ours, stop_processes
 
-T = TypeVar("T")
-STATE_FILE = "state.json"
 READY_TIMEOUT = float(os.environ.get("HYPERPLACE_LOCAL_UP_TIMEOUT", "180"))
-TOKEN_DURATION = "8760h"
-
-
-def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "hyperplace" / "local-up"
-
-
-class LocalUpError(RuntimeError):
-    """``up`` could not finish; the message says what and shows the relevant log."""
-
-
-def _say(message: str) -> None:
-    print(f"local-up: {message}", file=sys.stderr, flush=True)
-
-
-# ------------------------------------------------------------------------------------ state
-
-
-@dataclass
-class State:
-    """What ``down`` needs: the processes ``up`` started, in start order."""
-
-    root: Path
-    processes: list[dict[str, Any]] = field(default_factory=list)
-    kubeconfig: str = ""
-    ports: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def path(self) -> Path:
-        return self.root / STATE_FILE
-
-    def add(self, name: str, pid: int, argv: list[str], log: Path) -> None:
-        self.processes.append({"name": name, "pid": pid, "argv": argv, "log": str(log)})
-        self.save()
-
-    def save(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        doc = {"processes": self.processes, "kubeconfig": self.kubeconfig, "ports": self.ports}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=2))
-        tmp.replace(self.path)
-
-    @classmethod
-    def load(cls, root: Path) -> State | None:
-        try:
-            doc = json.loads((root / STATE_FILE).read_text())
-        except (OSError, ValueError):
-            return None
-        return cls(
-            root, list(doc.get("processes") or []), str(doc.get("kubeconfig") or ""), doc.get("ports") or {}
-        )
-
-
-def _cmdline(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
-def is_ours(entry: dict[str, Any]) -> bool:
-    """The recorded process still runs under its pid (not a stranger that reused the pid)."""
-    pid = int(entry["pid"])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-    cmd = _cmdline(pid)
-    if cmd is None:
-        # No /proc (not Linux): the pid is alive; trust the record.
-        return True
-    if not cmd:
-        # Empty: a zombie (dead, not yet reaped), or a child of ours between fork and exec.
-        return _proc_state(pid) not in ("Z", "X", None)
-    # A script's cmdline starts with the interpreter its #! line names, so compare the end.
-    argv = list(entry["argv"])
-    return cmd[-len(argv) :] == argv
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[0]
-
-
-def stop_processes(state: State, timeout: float = 15.0) -> list[str]:
-    """SIGTERM each recorded process (last started first), SIGKILL what is left after ``timeout``.
-    Returns the names of the processes that were running."""
-    running = [e for e in reversed(state.processes) if is_ours(e)]
-    for e in running:
-        # Each runs in its own session, as its group's leader: signal the group, so anything it
-        # started goes too.
-        try:
-            os.killpg(int(e["pid"]), signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(e["pid"]), signal.SIGTERM)
-        # The apiserver before etcd, and hyperplace before the apiserver: wait for each, so no
-        # process spends its shutdown logging connection errors.
-        _wait_gone(e, min(timeout, 10.0))
-    deadline = time.monotonic() + timeout
-    for e in running:
-        if not _wait_gone(e, max(0.0, deadline - time.monotonic())):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(int(e["pid"]), signal.SIGKILL)
-            _wait_gone(e, 5.0)
-    return [str(e["name"]) for e in reversed(running)]
-
-
-def _wait_gone(entry: dict[str, Any], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while is_ours(entry):
-        # Our own child (the tests run ``up`` in-process): reap it, or it stays a zombie.
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(int(entry["pid"]), os.WNOHANG)
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
-# ---------------------------------------------------------------------------------- kubectl
-
-
-class Kubectl:
-    def __init__(self, kubeconfig: Path) -> None:
-        self.kubeconfig = kubeconfig
-
-    def run(
-        self, *args: str, input: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        try:
-            proc = subprocess.run(
-                ["kubectl", f"--kubeconfig={self.kubeconfig}", *args],
-                input=input,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise LocalUpError(f"kubectl {' '.join(args)} did not answer within 120s") from exc
-        if check and proc.returncode != 0:
-            raise LocalUpError(f"kubectl {' '.join(args)} failed:\n{proc.stderr.strip()}")
-        return proc
-
-    def apply_objects(self, objs: list[dict[str, Any]]) -> None:
-        self.run("apply", "-f", "-", input=components.manifest_stream(objs))
-
-
-def wait_for(probe: Callable[[], T | None], what: str, timeout: float, describe: Callable[[], str]) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise LocalUpError(f"timed out after {timeout:.0f}s waiting for {what}\n{describe()}")
-        time.sleep(0.5)
 
 
 # --------------------------------------------------------------------------------------- up
 
 
-def _sa_kubeconfig(kubectl: Kubectl, server: str, ca: Path, account: str, out: Path) -> Path:
-    """A kubeconfig that authenticates as ServiceAccount hyperplace-system/``account``."""
-    token = kubectl.run(
-        "create", "token", account, "-n", SYSTEM_NAMESPACE, f"--duration={TOKEN_DURATION}"
-    ).stdout.strip()
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "local-up",
-                "cluster": {
-                    "server": server,
-                    "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode(),
-                },
-            }
-        ],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": account, "context": {"cluster": "local-up", "user": account}}],
-        "current-context": account,
-    }
-    out.write_text(yaml.safe_dump(doc))
-    out.chmod(0o600)
-    return out
-
-
-def _established(kubectl: Kubectl) -> bool:
-    out = kubectl.run("get", "crd", "-o", "json", check=False)
-    if out.returncode != 0:
-        return False
-    crds = json.loads(out.stdout).get("items") or []
-    ours = [c for c in crds if c["spec"]["group"].endswith("volcano.sh")]
-    return len(ours) >= len(list((MANIFESTS / "crds").glob("*.yaml"))) and all(
-        any(
-            x["type"] == "Established" and x["status"] == "True"
-            for x in (c.get("status") or {}).get("conditions") or []
-        )
-        for c in ours
-    )
-
-
-def _lease_holder(kubectl: Kubectl, name: str) -> str | None:
-    out = kubectl.run(
-        "get", "lease", "-n", SYSTEM_NAMESPACE, name, "-o", "jsonpath={.spec.holderIdentity}", check=False
-    )
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
-
-
-def _ready_nodes(kubectl: Kubectl) -> tuple[int, int]:
-    nodes = json.loads(kubectl.run("get", "nodes", "-o", "json").stdout).get("items") or []
-    ready = sum(
-        1
-        for n in nodes
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in (n.get("status") or {}).get("conditions") or []
-        )
-    )
-    return ready, len(nodes)
-
-
-_PROBE_JOB = {
-    "apiVersion": "batch.volcano.sh/v1alpha1",
-    "kind": "Job",
-    "metadata": {"name": "local-up-webhook-probe", "namespace": "default"},
-    "spec": {
-        "minAvailable": 1,
-        "tasks": [
-            {
-                "name": "t",
-                "replicas": 1,
-                "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
-            }
-        ],
-    },
-}
-
-
 def up(args: argparse.Namespace) -> int:
+    """``up``: start everything (or say it runs already); on failure stop what started."""
     root: Path = args.state_dir
     previous = State.load(root)
     if previous is not None:
         alive = {e["name"]: is_ours(e) for e in previous.processes}
         if alive and all(alive.values()):
-            _say(f"already running (state in {root}); 'hack/local-up.sh down' stops it")
+            say(f"already running (state in {root}); 'hack/local-up.sh down' stops it")
             print(previous.kubeconfig)
             print(f"export KUBECONFIG={previous.kubeconfig}")
             return 0
         if any(alive.values()):
             stopped = [name for name, running in alive.items() if not running]
-            _say(
+            say(
                 f"partly running: {', '.join(stopped)} stopped (logs in {root}); "
                 "'hack/local-up.sh down' then 'hack/local-up.sh' starts afresh"
             )
             return 1
         shutil.rmtree(root, ignore_errors=True)
     if shutil.which("kubectl") is None:
-        _say("kubectl is not on PATH; install it (https://kubernetes.io/docs/tasks/tools/) and try again")
+        say("kubectl is not on PATH; install it (https://kubernetes.io/docs/tasks/tools/) and try again")
         return 1
     started = time.monotonic()
     state = State(root)
     state.save()
     procs: list[Process] = []
     try:
-        kubeconfig = _up(args, state, procs)
+        kubeconfig = bring_up(args, state, procs)
     except (LocalUpError, ControlPlaneError, OSError) as exc:
-        _say(f"failed: {exc}")
+        say(f"failed: {exc}")
         stopped = stop_processes(state)
-        _say(
+        say(
             f"stopped {', '.join(stopped) or 'nothing'}; logs kept in {root} ('hack/local-up.sh down' removes them)"
         )
         return 1
     except BaseException:
         stop_processes(state)
         raise
-    _say(
+    say(
         f"ready in {time.monotonic() - started:.0f}s: "
         + ", ".join(e["name"] for e in state.processes)
         + f"; logs in {root}/*.log; stop with 'hack/local-up.sh down'"
@@ -342,317 +87,32 @@ def up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spawn(state: State, procs: list[Process], name: str, argv: list[str], kubeconfig: Path) -> Process:
-    p = Process(
-        name,
-        argv,
-        state.root / f"{name}.log",
-        env={"KUBECONFIG": str(kubeconfig), "POD_NAME": name, "POD_NAMESPACE": SYSTEM_NAMESPACE},
-        detached=True,
-    )
-    procs.append(p)
-    state.add(name, p.pid, p.argv, p.log)
-    return p
-
-
-def _up(args: argparse.Namespace, state: State, procs: list[Process]) -> Path:
-    root = state.root
-    timeout = args.timeout
-    # The webhook's CA first: with --webhook-mtls the apiserver starts with the client
-    # certificate it presents to the webhooks (its AdmissionConfiguration).
-    tls = root / "webhook-tls"
-    out = subprocess.run(components.certs_gen_argv(tls), capture_output=True, text=True)
-    if out.returncode != 0:
-        raise LocalUpError(f"hyperplace-certs gen failed:\n{out.stderr}")
-    apiserver_args: list[str] = []
-    # The key the webhook marks admitted queue Commands with and the controller checks.
-    command_key = tls / "command.key"
-    command_key.write_text(secrets.token_hex(32))
-    command_key.chmod(0o600)
-    webhook_args: list[str] = [f"--command-key-file={command_key}"]
-    if args.webhook_mtls:
-        out = subprocess.run(components.certs_client_argv(tls), capture_output=True, text=True)
-        if out.returncode != 0:
-            raise LocalUpError(f"hyperplace-certs client failed:\n{out.stderr}")
-        apiserver_args.append(f"--admission-control-config-file={tls / 'admission-config.yaml'}")
-        webhook_args.append(f"--client-ca-file={tls / 'ca.crt'}")
-    _say(f"starting etcd, kube-apiserver from {args.bin_dir}")
-    cp = ControlPlane(args.bin_dir, keep_dir=True, root=root, apiserver_args=apiserver_args)
-
-    def record() -> None:
-        # Recorded even when a start failed half-way, so 'down' could find a survivor.
-        known = {int(e["pid"]) for e in state.processes}
-        for name, proc in cp.processes:
-            if proc.pid not in known:
-                state.add(name, proc.pid, [str(a) for a in proc.args], root / f"{name}.log")  # type: ignore[union-attr]
-
-    try:
-        cp.start()
-    finally:
-        record()
-    admin = cp.kubeconfig
-    state.kubeconfig = str(admin)
-    state.ports["apiserver"] = int(cp.server.rsplit(":", 1)[1])
-    state.save()
-    kubectl = Kubectl(admin)
-
-    def describe() -> str:
-        return "\n".join(p.tail(20) for p in procs) or cp.logs()
-
-    def alive_or_fail() -> None:
-        for p in procs:
-            if not p.alive():
-                raise LocalUpError(f"{p.name} exited\n{p.tail(30)}")
-
-    ports = {
-        name: free_port()
-        for name in (
-            "webhooks",
-            "webhooks-health",
-            "controller-health",
-            "controller-metrics",
-            "scheduler-health",
-            "scheduler-metrics",
-        )
-    }
-    if args.helm:
-        # The chart installs CRDs, the default Queue, RBAC, ConfigMaps and the webhook
-        # configurations (calling the local webhook server by URL); its Deployments get no
-        # replicas, since the components run here as processes under their ServiceAccounts.
-        _say(f"installing charts/hyperplace with {args.helm}")
-        helm = subprocess.run(
-            [
-                str(args.helm),
-                "install",
-                "hyperplace",
-                str(components.REPO / "charts" / "hyperplace"),
-                "--namespace",
-                SYSTEM_NAMESPACE,
-                "--create-namespace",
-                "--kubeconfig",
-                str(admin),
-                "--set",
-                f"webhooks.url=https://127.0.0.1:{ports['webhooks']}",
-                "--set",
-                "webhooks.replicas=0,controller.replicas=0,scheduler.replicas=0",
-                "--set",
-                "webhooks.podDisruptionBudget.enabled=false",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if helm.returncode != 0:
-            raise LocalUpError(f"helm install failed:\n{helm.stderr}")
-    else:
-        _say("applying namespace, CRDs, default Queue, RBAC, ConfigMaps")
-        kubectl.run("apply", "-f", str(MANIFESTS / "namespace.yaml"), "-f", str(MANIFESTS / "crds"))
-    wait_for(lambda: _established(kubectl), "the CRDs to be Established", timeout, cp.logs)
-    # Discovery catches up a moment after Established.
-    wait_for(
-        lambda: (
-            kubectl.run(
-                "get", "hypernodes,jobs.batch.volcano.sh,podgroups,queues", "-A", check=False
-            ).returncode
-            == 0
-        ),
-        "the CRDs to be served",
-        timeout,
-        cp.logs,
-    )
-    _say("starting kube-controller-manager")
-    try:
-        cp.start_controller_manager(timeout)
-    finally:
-        record()
-    if not args.helm:
-        kubectl.run(
-            "apply",
-            "-f",
-            str(MANIFESTS / "default-queue.yaml"),
-            *[
-                a
-                for part in ("webhooks", "controller", "scheduler")
-                for a in ("-f", str(MANIFESTS / part / "rbac.yaml"))
-            ],
-            "-f",
-            str(MANIFESTS / "controller" / "configmap.yaml"),
-            "-f",
-            str(MANIFESTS / "scheduler" / "configmap.yaml"),
-        )
-
-    sa = {
-        name: _sa_kubeconfig(kubectl, cp.server, cp.ca_file, name, root / f"{name}.kubeconfig")
-        for name in ("hyperplace-webhooks", "hyperplace-controller", "hyperplace-scheduler")
-    }
-    state.ports.update(ports)
-    state.save()
-
-    _say("starting hyperplace-webhooks")
-    webhooks = _spawn(
-        state,
-        procs,
-        "hyperplace-webhooks",
-        components.webhooks_argv(
-            sa["hyperplace-webhooks"],
-            port=ports["webhooks"],
-            tls_dir=tls,
-            health_port=ports["webhooks-health"],
-            extra=webhook_args,
-        ),
-        sa["hyperplace-webhooks"],
-    )
-    if not args.helm:  # the chart's configurations already call it by URL
-        kubectl.apply_objects(components.webhook_configurations(ports["webhooks"]))
-
-    def answering() -> bool:
-        alive_or_fail()
-        res = kubectl.run(
-            "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(_PROBE_JOB), check=False
-        )
-        # The mutating webhook's default shows only once the apiserver has the caBundle.
-        return res.returncode == 0 and '"maxRetry": 3' in res.stdout
-
-    wait_for(answering, "the webhooks to answer the apiserver", timeout, webhooks.tail)
-
-    _say("starting the fake kubelet, hyperplace-controller, hyperplace-scheduler")
-    _spawn(state, procs, "fake-kubelet", components.fake_kubelet_argv(admin), admin)
-    ctl = _spawn(
-        state,
-        procs,
-        "hyperplace-controller",
-        components.controller_argv(
-            sa["hyperplace-controller"],
-            health_port=ports["controller-health"],
-            metrics_port=ports["controller-metrics"],
-            # A Job's pods one at a time, in index order, as the simulator creates them: with
-            # parallel creates (the Deployment's default) a gang starts with whichever of its pods
-            # exist first, as in Volcano, and the live placement can differ from the preview.
-            extra=["--pod-concurrency=1", f"--command-key-file={command_key}"],
-        ),
-        sa["hyperplace-controller"],
-    )
-    # As the Deployment mounts it: the scheduler reads its configuration from a file (its RBAC
-    # grants no ConfigMap access); editing that file changes the running scheduler.
-    if args.helm:
-        conf_cm = json.loads(
-            kubectl.run(
-                "get", "configmap", "hyperplace-scheduler-configmap", "-n", SYSTEM_NAMESPACE, "-o", "json"
-            ).stdout
-        )
-    else:
-        conf_cm = yaml.safe_load((MANIFESTS / "scheduler" / "configmap.yaml").read_text())
-    conf_file = root / "volcano-scheduler.conf"
-    conf_file.write_text(conf_cm["data"]["volcano-scheduler.conf"])
-    sch = _spawn(
-        state,
-        procs,
-        "hyperplace-scheduler",
-        components.scheduler_argv(
-            sa["hyperplace-scheduler"],
-            health_port=ports["scheduler-health"],
-            metrics_port=ports["scheduler-metrics"],
-            identity="hyperplace-scheduler",
-            extra=[f"--scheduler-conf={conf_file}"],
-        ),
-        sa["hyperplace-scheduler"],
-    )
-
-    objs = cluster_objects(
-        args.nodes,
-        args.gpus_per_node,
-        args.topology,
-        nodes_per_leaf=args.nodes_per_leaf,
-        leaves_per_spine=args.leaves_per_spine,
-    )
-    if objs:
-        cluster_file = root / "cluster.yaml"
-        cluster_file.write_text(yaml.safe_dump_all(objs))
-        hypernodes = sum(1 for o in objs if o["kind"] == "HyperNode")
-        _say(f"creating {args.nodes} nodes and {hypernodes} HyperNodes ({cluster_file})")
-        kubectl.run("apply", "-f", str(cluster_file))
-
-    def holder(lease: str) -> str | None:
-        alive_or_fail()
-        return _lease_holder(kubectl, lease)
-
-    def all_ready() -> bool:
-        alive_or_fail()
-        ready, total = _ready_nodes(kubectl)
-        return ready == total and total >= args.nodes
-
-    for lease, p in (("hyperplace-controller", ctl), ("hyperplace-scheduler", sch)):
-        wait_for(partial(holder, lease), f"{lease} to hold its Lease", timeout, p.tail)
-    wait_for(
-        all_ready,
-        "every node to be Ready",
-        timeout,
-        lambda: kubectl.run("get", "nodes", check=False).stdout + describe(),
-    )
-    for name in ("controller", "scheduler"):
-        for url in (
-            f"http://127.0.0.1:{ports[f'{name}-health']}/readyz",
-            f"http://127.0.0.1:{ports[f'{name}-metrics']}/metrics",
-        ):
-            wait_for(partial(_http_ok, url), f"{name} {url.rsplit('/', 1)[1]}", timeout, describe)
-    for name in args.with_controllers:
-        _start_workload_controller(name, args, state, procs, kubectl, admin)
-    return admin
-
-
-def _start_workload_controller(
-    name: str, args: argparse.Namespace, state: State, procs: list[Process], kubectl: Kubectl, admin: Path
-) -> None:
-    """``--with``: a real workload controller (hack/workload-bin.sh), its CRDs and webhooks."""
-    if args.workload_bin_dir is None:
-        raise LocalUpError(f"--with {name} needs --workload-bin-dir (hack/local-up.sh passes it)")
-    try:
-        plan = workloads.prepare(name, args.workload_bin_dir, admin, state.root / "workloads")
-    except workloads.Unavailable as exc:
-        raise LocalUpError(str(exc)) from None
-    _say(f"starting {name} (CRDs {', '.join(workloads.crd_names(plan))})")
-    for crd in plan.crds:
-        kubectl.run("apply", "--server-side", "-f", str(crd))
-    if plan.objects:
-        kubectl.apply_objects(plan.objects)
-    p = Process(name, plan.argv, state.root / f"{name}.log", env=plan.env, detached=True)
-    procs.append(p)
-    state.add(name, p.pid, p.argv, p.log)
-    wait_for(partial(_http_ok, plan.health), f"{name} to be ready", args.timeout, p.tail)
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
-
-
 # ------------------------------------------------------------------------------- down, status
 
 
 def down(args: argparse.Namespace) -> int:
+    """``down``: stop every recorded process and remove the state directory."""
     root: Path = args.state_dir
     state = State.load(root)
     if state is None:
         if root.exists():
             shutil.rmtree(root, ignore_errors=True)
-            _say(f"removed {root}")
+            say(f"removed {root}")
         else:
-            _say("nothing to stop")
+            say("nothing to stop")
         return 0
     stopped = stop_processes(state)
     left = [e["name"] for e in state.processes if is_ours(e)]
     if left:
-        _say(f"could not stop {', '.join(left)}; state kept in {root}")
+        say(f"could not stop {', '.join(left)}; state kept in {root}")
         return 1
     shutil.rmtree(root, ignore_errors=True)
-    _say(f"stopped {', '.join(stopped) or 'nothing (already stopped)'}; removed {root}")
+    say(f"stopped {', '.join(stopped) or 'nothing (already stopped)'}; removed {root}")
     return 0
 
 
 def status(args: argparse.Namespace) -> int:
+    """``status``: each recorded process, running or not, and the endpoints; 0 when all run."""
     state = State.load(args.state_dir)
     if state is None:
         print("not running")
@@ -688,6 +148,7 @@ down    stop every process 'up' started and remove the state directory"""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; ``args.func`` is the command to run."""
     p = flags.parser("local-up", DESCRIPTION)
     p.add_argument(
         "--state-dir",
@@ -755,6 +216,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command ``argv`` names; its exit code."""
     args = parse_args(argv)
     code: int = args.func(args)
     return code

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from hyperplace.localup.__main__ import State, is_ours
+from hyperplace.localup.state import State, is_ours
 from simulator.cli import app
 
 from ..kube_bin import kube_bin_dir

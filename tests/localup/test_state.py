@@ -7,8 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from hyperplace.localup.__main__ import State, _cmdline, is_ours, main, stop_processes
+from hyperplace.localup.__main__ import main
 from hyperplace.localup.components import Process
+from hyperplace.localup.state import State, _cmdline, is_ours, stop_processes
 
 
 def sleeper(tmp_path: Path, name: str) -> Process:
