@@ -10,70 +10,108 @@ hp_activate
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed; browser test will skip"
 fi
-# kube-apiserver + etcd for the real-apiserver tests (tests/integration, marker `apiserver`).
-# Built from Go modules the first time (about 8.5 min on 2 idle cores), cached under ~/.cache afterwards. If
-# the build cannot run (no Go, module proxy down) those tests skip with the reason; the rest of
-# the suite does not need them, so CI does not fail for it.
-kube_log="$(mktemp)"
-echo "hack/test.sh: kube-apiserver, kube-controller-manager, etcd via hack/kube-bin.sh (cached, or an 8.5 min build)" >&2
-if kube_bin="$(bash hack/kube-bin.sh 2>"$kube_log")"; then
-  export HYPERPLACE_KUBE_BIN="${kube_bin##*$'\n'}"
-  unset HYPERPLACE_KUBE_BIN_ERROR
+# The Go-built real components (hack/*-bin.sh: kube-apiserver, kube-controller-manager and etcd;
+# helm; the workload controllers; Volcano's vc-scheduler), cached under ~/.cache/hyperplace and
+# built the first time (cold: about 25 minutes on 2 cores; see tests/README.md). A build that cannot
+# run (no Go, module proxy down, no snapshot) makes its tests skip with the reason, said loudly here.
+build_log_dir="$(mktemp -d)"
+go_builds() {
+  # One build at a time: each saturates both cores. Each writes its last line (the path) or its
+  # error to $build_log_dir.
+  local script
+  for script in kube-bin helm-bin workload-bin volcano-bin; do
+    if bash "hack/$script.sh" >"$build_log_dir/$script.out" 2>"$build_log_dir/$script.err"; then
+      echo 0 >"$build_log_dir/$script.rc"
+    else
+      echo 1 >"$build_log_dir/$script.rc"
+    fi
+  done
+}
+# Export what the builds gave (or why they failed) for the tests that run the binaries.
+export_builds() {
+  local out err
+  out="$(cat "$build_log_dir/kube-bin.out" 2>/dev/null)"; err="$build_log_dir/kube-bin.err"
+  if [ "$(cat "$build_log_dir/kube-bin.rc")" = 0 ]; then
+    export HYPERPLACE_KUBE_BIN="${out##*$'\n'}"
+    unset HYPERPLACE_KUBE_BIN_ERROR
+  else
+    tail -n 30 "$err" >&2
+    reason="$(tail -n 3 "$err" | tr '\n' ' ')"
+    export HYPERPLACE_KUBE_BIN_ERROR="${reason:-hack/kube-bin.sh failed}"
+    unset HYPERPLACE_KUBE_BIN
+    {
+      echo "################################################################################"
+      echo "WARNING: hack/kube-bin.sh could not provide kube-apiserver/etcd:"
+      echo "  $HYPERPLACE_KUBE_BIN_ERROR"
+      echo "The real-apiserver tests (tests/integration) will be SKIPPED."
+      echo "################################################################################"
+    } >&2
+  fi
+  out="$(cat "$build_log_dir/helm-bin.out" 2>/dev/null)"; err="$build_log_dir/helm-bin.err"
+  if [ "$(cat "$build_log_dir/helm-bin.rc")" = 0 ]; then
+    export HYPERPLACE_HELM="${out##*$'\n'}"
+    unset HYPERPLACE_HELM_ERROR
+  else
+    tail -n 30 "$err" >&2
+    export HYPERPLACE_HELM_ERROR="$(tail -n 3 "$err" | tr '\n' ' ')"
+    unset HYPERPLACE_HELM
+    echo "WARNING: hack/helm-bin.sh could not build helm; the chart tests will be SKIPPED: $HYPERPLACE_HELM_ERROR" >&2
+  fi
+  out="$(cat "$build_log_dir/workload-bin.out" 2>/dev/null)"; err="$build_log_dir/workload-bin.err"
+  if [ "$(cat "$build_log_dir/workload-bin.rc")" = 0 ]; then
+    export HYPERPLACE_WORKLOAD_BIN="${out##*$'\n'}"
+    unset HYPERPLACE_WORKLOAD_BIN_ERROR
+  else
+    export HYPERPLACE_WORKLOAD_BIN_ERROR="$(tail -n 3 "$err" | tr '\n' ' ')"
+    unset HYPERPLACE_WORKLOAD_BIN
+  fi
+  if grep -q "unavailable" "$err" || [ -n "${HYPERPLACE_WORKLOAD_BIN_ERROR:-}" ]; then
+    {
+      echo "################################################################################"
+      echo "WARNING: some workload controllers could not be built; their tests will be SKIPPED:"
+      grep "unavailable\|failed" "$err" || true
+      echo "################################################################################"
+    } >&2
+  fi
+  grep "workload-bin: .* done in" "$err" >&2 || true
+  # vc-scheduler: its tests (tests/integration/test_next_to_volcano.py) ask hack/volcano-bin.sh,
+  # which now finds it cached, or skip with the script's own reason.
+  if [ "$(cat "$build_log_dir/volcano-bin.rc")" != 0 ]; then
+    echo "WARNING: hack/volcano-bin.sh could not build Volcano's scheduler; its tests will be SKIPPED: $(tail -n 3 "$build_log_dir/volcano-bin.err" | tr '\n' ' ')" >&2
+  fi
+}
+# pytest's exit 5 is "no test collected": one phase may select nothing, the whole run may not.
+ran_any=0
+run_pytest() {
+  set +e
+  python -m pytest "$@"
+  local rc=$?
+  set -e
+  if [ "$rc" -eq 5 ]; then return 0; fi
+  ran_any=1
+  return "$rc"
+}
+rc=0
+if [ "$#" -eq 0 ]; then
+  # The whole suite: the builds run in the background while the tests that need no Go binary
+  # run (a cold build waits on the module proxy and on single-threaded links, which leaves a core
+  # for pytest); then the tests that run the binaries (markers `apiserver` and `gobuilt`). The two
+  # selections are each other's complement, so every test runs exactly once.
+  echo "hack/test.sh: building the real components in the background (cached, or a cold build); meanwhile the tests that need none" >&2
+  go_builds &
+  builds=$!
+  run_pytest -m "not apiserver and not gobuilt" || rc=$?
+  wait "$builds"
+  export_builds
+  run_pytest -m "apiserver or gobuilt" || rc=$?
 else
-  tail -n 30 "$kube_log" >&2
-  reason="$(tail -n 3 "$kube_log" | tr '\n' ' ')"
-  export HYPERPLACE_KUBE_BIN_ERROR="${reason:-hack/kube-bin.sh failed}"
-  unset HYPERPLACE_KUBE_BIN
-  {
-    echo "################################################################################"
-    echo "WARNING: hack/kube-bin.sh could not provide kube-apiserver/etcd:"
-    echo "  $HYPERPLACE_KUBE_BIN_ERROR"
-    echo "The real-apiserver tests (tests/integration) will be SKIPPED."
-    echo "################################################################################"
-  } >&2
+  # Tests named on the command line: build first, then run them as asked.
+  go_builds
+  export_builds
+  run_pytest "$@" || rc=$?
 fi
-rm -f "$kube_log"
-# helm, for the chart tests (tests/manifests/test_chart.py, tests/integration/test_helm_chart.py):
-# built from its Go module the first time (about 3 min cold on 2 idle cores), cached afterwards.
-helm_log="$(mktemp)"
-if helm_path="$(bash hack/helm-bin.sh 2>"$helm_log")"; then
-  export HYPERPLACE_HELM="${helm_path##*$'\n'}"
-  unset HYPERPLACE_HELM_ERROR
-else
-  tail -n 30 "$helm_log" >&2
-  export HYPERPLACE_HELM_ERROR="$(tail -n 3 "$helm_log" | tr '\n' ' ')"
-  unset HYPERPLACE_HELM
-  echo "WARNING: hack/helm-bin.sh could not build helm; the chart tests will be SKIPPED: $HYPERPLACE_HELM_ERROR" >&2
-fi
-rm -f "$helm_log"
-# The real workload controllers (Kubeflow training operator, JobSet, LeaderWorkerSet) for
-# tests/integration/test_workload_controllers.py, built like the control plane and cached under
-# ~/.cache/hyperplace/workload-bin (cold build times: tests/README.md). A controller
-# that cannot be built is skipped by its tests with the reason; this says so loudly here too.
-workload_log="$(mktemp)"
-echo "hack/test.sh: training operator, JobSet, LeaderWorkerSet via hack/workload-bin.sh (cached, or a cold build)" >&2
-if workload_bin="$(bash hack/workload-bin.sh 2>"$workload_log")"; then
-  export HYPERPLACE_WORKLOAD_BIN="${workload_bin##*$'\n'}"
-  unset HYPERPLACE_WORKLOAD_BIN_ERROR
-else
-  export HYPERPLACE_WORKLOAD_BIN_ERROR="$(tail -n 3 "$workload_log" | tr '\n' ' ')"
-  unset HYPERPLACE_WORKLOAD_BIN
-fi
-if grep -q "unavailable" "$workload_log" || [ -n "${HYPERPLACE_WORKLOAD_BIN_ERROR:-}" ]; then
-  {
-    echo "################################################################################"
-    echo "WARNING: some workload controllers could not be built; their tests will be SKIPPED:"
-    grep "unavailable\|failed" "$workload_log" || true
-    echo "################################################################################"
-  } >&2
-fi
-grep "workload-bin: .* done in" "$workload_log" >&2 || true
-rm -f "$workload_log"
-set +e
-python -m pytest "$@"
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then
+rm -rf "$build_log_dir"
+if [ "$ran_any" -eq 0 ]; then
   echo "pytest collected no tests: failing" >&2
   exit 1
 fi

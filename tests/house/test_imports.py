@@ -2,7 +2,7 @@
 
 The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): ``hyperplace`` is the floor,
 the components stand on it without importing each other, the simulator and the benchmarks
-on top, and nothing imports the tests; inside the scheduler, ``model | config`` -> ``algorithms | cache`` -> ``framework`` ->
+on top, and nothing imports the tests; inside the scheduler, ``filters`` -> ``model | config`` -> ``algorithms | cache`` -> ``framework`` -> ``placement`` ->
 ``actions | plugins`` -> ``cycle`` -> ``runtime`` -> ``__main__``; inside ``hyperplace``, ``api`` ->
 ``pki | kube`` -> ``runtime`` -> ``localup`` (docs/architecture.md).
 """

@@ -24,6 +24,9 @@ from cryptography import x509
 
 from tests.helm_bin import helm_bin
 
+# Every test here runs helm (hack/helm-bin.sh).
+pytestmark = pytest.mark.gobuilt
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "hyperplace"
 MANIFESTS = REPO / "manifests"

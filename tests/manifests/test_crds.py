@@ -671,6 +671,7 @@ def test_generator_maps_shapes_the_current_models_do_not_use_yet() -> None:
         gen.openapi_schema(BadThing)
 
 
+@pytest.mark.gobuilt
 def test_kube_apiserver_code_agrees(tmp_path: Any) -> None:
     """The same CRDs and examples through k8s.io/apiextensions-apiserver itself (hack/kube-bin.sh
     builds the checker next to kube-apiserver): the CRDs are admitted, and every example gets the

@@ -116,6 +116,7 @@ def test_the_cli_prints_or_writes_the_variant(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.glob("*.yaml")) == sorted(gen.rendered_files())
 
 
+@pytest.mark.gobuilt
 def test_the_kube_apiserver_code_admits_the_variant(tmp_path: Path) -> None:
     from ..kube_bin import kube_bin_dir
 

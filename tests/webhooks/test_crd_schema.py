@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from webhooks.crd_schema import CRD_DIR, check
@@ -89,6 +90,7 @@ def test_status_is_only_decoded_as_the_status_subresource_resets_it() -> None:
     assert report.unknown == ["status.nodeCuont"] and report.errors == []
 
 
+@pytest.mark.gobuilt
 def test_the_apiservers_own_validation_code_agrees(tmp_path: Path) -> None:
     """The same objects through k8s.io/apiextensions-apiserver (hack/kube-bin.sh builds crdcheck)."""
     from ..kube_bin import kube_bin_dir
