@@ -33,11 +33,11 @@ from hyperplace.api import HyperNode, format_validation_error
 from hyperplace.api.times import parse_go_duration
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
-from .engine import SimResult, SimulationError
 from .engine import simulate as run_simulation
 from .loader import CONTROLLER_CONF_KEY, InputError, Inputs, add_object, finish, load_paths
 from .output import result_dict, to_json, to_yaml
 from .render import render_simulation, topology_dict, topology_tree
+from .result import SimResult, SimulationError
 from .topology import TopologyView, build_topology, mark_reservations
 from .views import find_job, job_names, job_views
 

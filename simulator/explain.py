@@ -10,9 +10,9 @@ from rich.text import Text
 
 from hyperplace.api.ring import RankedPod, ring_crossings
 
-from .engine import SimResult
 from .render import explanation_dict, hn_label, job_colors, job_renderable, tier_of, waiting_lines
 from .resources import format_free, main_resources
+from .result import SimResult
 from .topology import TopologyView, natural_key, natural_order
 from .views import JobView, subgroup_label
 

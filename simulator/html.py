@@ -29,10 +29,10 @@ from hyperplace.kube.objects import namespaced_key
 from hyperplace.kube.requests import pod_requests
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig
 
-from .engine import SimResult
 from .fragmentation import fragmentation_html, fragmentation_of
 from .render import hn_label, waiting_lines
 from .resources import format_free, main_resources, short_name
+from .result import SimResult
 from .topology import TopologyView, natural_key
 from .views import JobView, compress_names, subgroup_label
 

@@ -388,3 +388,11 @@ def scheduler_conf_from_configmaps(objects: Iterable[InputObject]) -> tuple[str,
             if isinstance(data, dict) and isinstance(data.get(SCHEDULER_CONF_KEY), str):
                 return data[SCHEDULER_CONF_KEY], str(o.source)
     return None
+
+
+def controller_conf_configmap(objects: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first ConfigMap holding Volcano's controller configuration (``volcano-controller.conf``)."""
+    for o in objects:
+        if isinstance((o.get("data") or {}).get(CONTROLLER_CONF_KEY), str):
+            return o
+    return None

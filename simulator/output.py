@@ -15,8 +15,9 @@ import yaml
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.runtime.api import object_key
 
-from .engine import SimResult, key_of
 from .render import waiting_lines
+from .result import SimResult
+from .store import key_of
 from .topology import natural_order
 from .views import job_views, queue_entries
 

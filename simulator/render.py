@@ -13,8 +13,8 @@ from rich.tree import Tree
 
 from hyperplace.kube import format_milli, milli_value
 
-from .engine import SimResult
 from .resources import format_free, main_resources
+from .result import SimResult
 from .topology import NO_GROUP, HyperNodeView, TopologyView, natural_key
 from .views import JobView, PodView, compress_names, queue_entries, short_pod_name, subgroup_label
 

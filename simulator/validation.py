@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from .engine import Simulation, key_of
+from .admission import AdmissionCaches
 from .loader import (
     SUPPORTED,
     InputError,
@@ -37,6 +37,7 @@ from .loader import (
     load_paths,
     normalize,
 )
+from .store import ObjectStore, key_of
 
 # (group, kind) -> versions a kube-apiserver 1.34 serves, for the built-in kinds people put
 # in manifests next to ours. Anything else is unknown unless a CRD in the input defines it.
@@ -309,21 +310,24 @@ def validate_files(files: Sequence[str | Path], old: Inputs | None = None) -> Va
             spec = d.obj.get("spec") or {}
             defined.add((str(spec.get("group")), str((spec.get("names") or {}).get("kind"))))
 
-    sim = Simulation(Inputs())
+    # The objects as an API server would hold them (the old ones, then each one accepted).
+    store = ObjectStore()
     olds: dict[tuple[str, str, str], dict[str, Any]] = {}
     if old is not None:
         for io in old.objects:
             olds[key_of(io.obj)] = io.obj
-            sim.objects[key_of(io.obj)] = copy.deepcopy(io.obj)
+            store[key_of(io.obj)] = copy.deepcopy(io.obj)
+    caches = AdmissionCaches(store)
     for d in docs:
         items = d.obj.get("items") if isinstance(d.obj, dict) and d.obj.get("kind") == "List" else None
         for value in items if isinstance(items, list) else [d.obj]:
-            _validate_one(sim, report, value, d, olds, defined)
+            _validate_one(store, caches, report, value, d, olds, defined)
     return report
 
 
 def _validate_one(
-    sim: Simulation,
+    store: ObjectStore,
+    caches: AdmissionCaches,
     report: ValidationReport,
     value: Any,
     doc: _Doc,
@@ -352,9 +356,7 @@ def _validate_one(
     # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
     from webhooks.admission import admit
 
-    out = admit(
-        obj, operation="UPDATE" if prev is not None else "CREATE", old=prev, ctx=sim._admission_context()
-    )
+    out = admit(obj, operation="UPDATE" if prev is not None else "CREATE", old=prev, ctx=caches.context())
     label = _label(obj)
     for w in dict.fromkeys(out.warnings):
         line = field_line(doc.node, _field_of(w)) or doc.source.line
@@ -368,7 +370,7 @@ def _validate_one(
         report.refusals.extend(sorted(problems, key=lambda p: p.line))  # in file order
         return
     report.accepted += 1
-    sim.objects[k] = out.object
+    store[k] = out.object
 
 
 def load_old(paths: Sequence[str | Path]) -> Inputs:

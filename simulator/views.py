@@ -16,7 +16,7 @@ from hyperplace.api.topology_annotations import operator_podgroup_topology
 from hyperplace.kube.objects import namespaced_key, podgroup_key_of
 from hyperplace.kube.workloads import rank_index
 
-from .engine import SimResult
+from .result import SimResult
 from .topology import TopologyView, natural_key, natural_order
 
 

@@ -106,11 +106,11 @@ def test_a_class_with_preemption_policy_never_waits_and_says_why(tmp_path):
 
 def test_priority_admission_writes_the_class_value_and_policy_on_the_pod(tmp_path):
     sim = Simulation(load_paths([cluster(tmp_path, "polite")]))
-    sim.run(cycles=1)
-    waiting = sim.objects[("Pod", "default", "waiting")]["spec"]
+    objects = sim.run(cycles=1).objects
+    waiting = objects[("Pod", "default", "waiting")]["spec"]
     assert (waiting["priority"], waiting["preemptionPolicy"]) == (1000, "Never")
     # The globalDefault class is given to the pod that names none, as the apiserver does.
-    running = sim.objects[("Pod", "default", "running")]["spec"]
+    running = objects[("Pod", "default", "running")]["spec"]
     assert (running["priorityClassName"], running["priority"], running["preemptionPolicy"]) == (
         "batch",
         10,

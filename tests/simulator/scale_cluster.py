@@ -23,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from simulator.engine import SimResult, key_of
+from simulator.result import SimResult
+from simulator.store import key_of
 
 TIER_NAMES = ["leaf", "spine", "superspine", "zone", "region", "campus", "world"]
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from simulator.engine import ObjectStore, simulate
+from simulator.engine import simulate
 from simulator.loader import InputObject, Inputs, Source, add_object, finish
+from simulator.store import ObjectStore
 
 
 def cluster(nodes: int, per_leaf: int = 4) -> Inputs:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from simulator.cli import final_topology
-from simulator.engine import SimResult
 from simulator.html import IDLE_RUN_MIN, render_html
+from simulator.result import SimResult
 from simulator.views import job_views
 
 from .chromium import chromium, open_page

@@ -1,0 +1,94 @@
+"""Adapter of the Volcano Job controller (``controller.job``): each Job's PodGroup and pods,
+pods beyond its replicas removed, and the Job's status."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, cast
+
+from pydantic import ValidationError
+
+from hyperplace.api import Job, PodGroup
+from hyperplace.api.constants import JOB_NAME_KEY
+
+from ..cluster import Cluster
+from ..store import key_of
+
+
+class VolcanoJobs:
+    """The Job controller, over every Volcano Job."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def _podgroup_named(self, ns: str, name: str) -> dict[str, Any] | None:
+        return self.cluster.objects.get(("PodGroup", ns, name))
+
+    def reconcile(self) -> bool:
+        """One pass; whether it changed anything."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from controller.job.reconcile import find_podgroup, reconcile_job
+
+        c = self.cluster
+        priority_classes = {
+            str(pc["metadata"]["name"]): int(pc.get("value") or 0) for pc in c.of_kind("PriorityClass")
+        }
+        # A Job's pods name it in their controller ownerReference or job-name label (the
+        # controller needs one of them to claim a pod), so hand each Job only those:
+        # passing every pod of the namespace to every Job is quadratic on big inputs.
+        pods_by_job: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for p in c.of_kind("Pod"):
+            meta = p["metadata"]
+            ns = meta.get("namespace") or "default"
+            names = {str(o.get("name")) for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"}
+            label = (meta.get("labels") or {}).get(JOB_NAME_KEY)
+            if label:
+                names.add(str(label))
+            for n in names:
+                pods_by_job.setdefault((ns, n), []).append(p)
+        changed = False
+        for jobj, job in c.models(Job):
+            ns = job.namespace or "default"
+            # <job>-<uid>, or a PodGroup under the legacy name (the job's own), as Volcano finds it.
+            found = find_podgroup(job, functools.partial(self._podgroup_named, ns))
+            pg_obj = cast("dict[str, Any] | None", found)
+            pg_name = (
+                str(pg_obj["metadata"]["name"])
+                if pg_obj is not None
+                else f"{job.name}-{job.metadata.uid or ''}"
+            )
+            try:
+                pg = PodGroup.model_validate(pg_obj) if pg_obj is not None else None
+            except ValidationError:
+                c.warn_once(f"PodGroup {ns}/{pg_name} is invalid; the Job controller leaves it alone")
+                continue
+            r = reconcile_job(
+                job,
+                pg,
+                pods_by_job.get((ns, job.name), []),
+                now=c.clock.now,
+                priority_classes=priority_classes,
+            )
+            desired = r.podgroup.to_dict()
+            c.clock.freeze_times(desired)
+            if pg_obj is None:
+                if c.create(desired, f"Job {ns}/{job.name}") is not None:
+                    changed = True
+            elif r.podgroup_changed and desired != pg_obj:
+                c.objects[key_of(desired)] = desired
+                changed = True
+            for name in r.delete_pods:
+                if c.objects.pop(("Pod", ns, name), None) is not None:
+                    c.evictions.append(f"{ns}/{name}")
+                    changed = True
+            for pod in r.create_pods:
+                created = c.create_pod(pod, f"Job {ns}/{job.name}")
+                if created is not None:
+                    pods_by_job.setdefault((ns, job.name), []).append(created)
+                    changed = True
+            status = r.status.to_dict()
+            c.clock.freeze_times(status)
+            if jobj.get("status") != status:
+                jobj["status"] = status
+                changed = True
+        return changed

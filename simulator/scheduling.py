@@ -1,0 +1,246 @@
+"""The scheduler in a simulation: one session per cycle on the simulated cluster, and its
+decisions applied as the API server would take them.
+
+A session runs on the scheduler's cluster state (``scheduler_plugin.cache``), kept across
+cycles as a scheduler process keeps it and brought up to date with what changed; its
+victims are evicted at once, its bindings applied (the pod gets ``spec.nodeName``, phase
+Running, ``PodScheduled``), and the PodGroups and Queues get the status the scheduler reports.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+from hyperplace.api import HyperNode, PodGroup, Queue
+from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION
+from hyperplace.api.times import rfc3339
+from hyperplace.kube.objects import namespaced_key
+
+from .clock import strip_times
+from .cluster import Cluster
+from .loader import scheduler_conf_from_configmaps
+from .result import SimulationError
+
+
+class Scheduler:
+    """The scheduler of a simulation and what it decided over the run."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        conf_text: str | None = None,
+        conf_source: str = "--scheduler-config",
+        verify_state: bool | None = None,
+    ) -> None:
+        """``conf_text``: volcano-scheduler.conf given apart from the input (``conf_source``
+        names it). ``verify_state``: rebuild the scheduler's snapshot from scratch every cycle
+        and fail on a difference (default: the ``HYPERPLACE_VERIFY_STATE=1`` environment
+        variable)."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from scheduler_plugin.cache.cluster_state import ClusterState
+
+        self.cluster = cluster
+        self._conf_text = conf_text
+        self._conf_source = conf_source
+        if verify_state is None:
+            verify_state = os.environ.get("HYPERPLACE_VERIFY_STATE") == "1"
+        self.verify_state = verify_state
+        self.config: Any = None
+        # The scheduler's cluster state, kept across cycles; it shares the HyperNode member index.
+        self.state = ClusterState(detach=True, members=cluster.members)
+        self.history: Any = None  # run times of finished gangs (made on first use)
+        self.nominations: dict[str, Any] = {}  # held for the next session, as the scheduler does
+        self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
+        self.ran = False
+        self.snapshot: Any = None  # the last session's
+        self.session: Any = None  # the last SessionResult
+        self.bindings: dict[str, str] = {}  # "ns/pod" -> node, in binding order
+        self.bound_in_cycle: dict[str, int] = {}
+        self.outcomes: dict[str, Any] = {}  # "ns/podgroup" -> the last JobOutcome
+        self.unschedulable: dict[str, str] = {}  # "ns/pod" -> reason, from the last session that tried it
+        self.preemptions: list[Any] = []  # Eviction records, in order
+        self.preemption_reasons: dict[str, str] = {}  # preemptor job key -> why that domain
+
+    def _load_config(self) -> Any:
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, ConfigError, load_scheduler_config
+
+        inputs = self.cluster.inputs
+        text, source = self._conf_text, self._conf_source
+        if text is None and inputs.scheduler_conf is not None:
+            text, source = inputs.scheduler_conf, inputs.scheduler_conf_source or "scheduler.conf"
+        if text is None:
+            from_cm = scheduler_conf_from_configmaps(inputs.objects)
+            if from_cm is not None:
+                text, source = from_cm
+        if text is None:
+            return DEFAULT_CONFIG
+        try:
+            return load_scheduler_config(text, source=source)
+        except ConfigError as exc:  # its message names the source, the field and the line
+            raise SimulationError(f"invalid scheduler configuration: {exc}") from None
+
+    def _runtime_history(self) -> Any:
+        """The run times of finished gangs the scheduler learns, kept across cycles as its
+        process keeps them."""
+        if self.history is None:
+            # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+            from scheduler_plugin.model.runtime_history import RuntimeHistory
+
+            self.history = RuntimeHistory()
+        return self.history
+
+    def can_change_anything(self) -> bool:
+        """False when no pod is pending and every PodGroup already has the scheduler's
+        verdict: a session then binds nothing and reports what it reported before, so the
+        (costly, on big clusters) snapshot is not rebuilt."""
+        c = self.cluster
+        for p in c.of_kind("Pod"):
+            if (
+                not (p.get("spec") or {}).get("nodeName")
+                and (p.get("status") or {}).get("phase") == "Pending"
+            ):
+                return True
+        return any(namespaced_key(pg) not in self.outcomes for pg in c.of_kind("PodGroup"))
+
+    def run_session(self) -> bool:
+        """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from scheduler_plugin.cache.rebuild import build_snapshot
+        from scheduler_plugin.cycle import run_session
+        from scheduler_plugin.cycle.carried import verify_state
+
+        c = self.cluster
+        if self.config is None:
+            self.config = self._load_config()
+        pods = c.of_kind("Pod")
+        c.progress.start(f"cycle {c.clock.cycle}: scheduling {len(pods)} pods", None)
+        # The scheduler's state is kept across cycles and brought up to date with what changed
+        # (the simulator edits objects in place, so the state compares contents).
+        nodes, hns = c.of_kind("Node"), [m for _, m in c.models(HyperNode)]
+        pgs, queues = [m for _, m in c.models(PodGroup)], [m for _, m in c.models(Queue)]
+        pcs = c.of_kind("PriorityClass")
+        pdbs, quotas = c.of_kind("PodDisruptionBudget"), c.of_kind("ResourceQuota")
+        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs, pdbs, quotas)
+        snap = self.state.snapshot()
+        if self.verify_state:
+            rebuilt = build_snapshot(
+                nodes=nodes,
+                pods=pods,
+                hypernodes=hns,
+                podgroups=pgs,
+                queues=queues,
+                priority_classes=pcs,
+                pdbs=pdbs,
+                quotas=quotas,
+            )
+            verify_state(self.state, snap, rebuilt)
+        # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).
+        result = run_session(
+            snap,
+            config=self.config,
+            nominations=self.nominations,
+            record_candidates=True,
+            now=c.clock.scheduler_clock(),
+            reserve=c.clock.given,
+            reservations=self.reservations,
+            history=self._runtime_history(),
+        )
+        self.reservations = dict(result.reservations)
+        self.snapshot, self.session, self.ran = snap, result, True
+        self._evict(result)
+        before = {namespaced_key(pg): strip_times(pg) for pg in c.of_kind("PodGroup")}
+        bound = self._bind(result)
+        self._podgroup_status(result)
+        self._queue_status(result)
+        after = {namespaced_key(pg): strip_times(pg) for pg in c.of_kind("PodGroup")}
+        return bound > 0 or before != after or bool(result.evictions)
+
+    def _evict(self, result: Any) -> None:
+        """Victims are evicted at once (the simulator has no grace period): their room is free
+        in the next cycle, where the preemptor binds on its nominated nodes; a Job's controller
+        recreates its evicted pods, pending."""
+        c = self.cluster
+        self.nominations = dict(result.nominations)
+        for ev in result.evictions:
+            ns, _, name = ev.victim.partition("/")
+            if c.objects.pop(("Pod", ns, name), None) is not None:
+                c.evictions.append(ev.victim)
+                self.preemptions.append(ev)
+                self.bindings.pop(ev.victim, None)
+        for jkey, nom in result.nominations.items():
+            self.preemption_reasons[jkey] = nom.reason
+
+    def _bind(self, result: Any) -> int:
+        """The session's bindings applied; how many pods were bound."""
+        c = self.cluster
+        bound = 0
+        for pod_key, node in result.bindings.items():
+            ns, _, name = pod_key.partition("/")
+            pod = c.objects.get(("Pod", ns, name))
+            if pod is None or (pod.get("spec") or {}).get("nodeName"):
+                continue
+            pod.setdefault("spec", {})["nodeName"] = node
+            status = pod.setdefault("status", {})
+            status["phase"] = "Running"
+            # As the apiserver's binding does: PodScheduled True from now (the cooldown of
+            # volcano.sh/cooldown-time counts from it), and the kubelet's start time.
+            since = rfc3339(c.clock.scheduler_clock())
+            status["conditions"] = [
+                *(x for x in status.get("conditions") or [] if x.get("type") != "PodScheduled"),
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": since},
+            ]
+            status.setdefault("startTime", since)
+            self.bindings[pod_key] = node
+            self.bound_in_cycle[pod_key] = c.clock.cycle
+            self.unschedulable.pop(pod_key, None)
+            bound += 1
+        for pod_key, reason in result.unschedulable.items():
+            if pod_key not in self.bindings:
+                self.unschedulable[pod_key] = reason
+        return bound
+
+    def _podgroup_status(self, result: Any) -> None:
+        """Each job's outcome kept, and its PodGroup's phase, conditions and HyperNode written."""
+        c = self.cluster
+        for pg_key, outcome in result.jobs.items():
+            prev = self.outcomes.get(pg_key)
+            earlier = prev.candidates if prev is not None and prev.phase == "Running" else None
+            if outcome.candidates is not None:
+                # More pods of a running job: the search that chose its domain came earlier.
+                found = outcome.candidates
+                outcome = result.own_job(pg_key)
+                outcome.candidates = found.after(earlier)
+            elif outcome.phase == "Running":
+                # Settled since: the domain search that placed it was an earlier cycle's.
+                outcome = result.own_job(pg_key)
+                outcome.candidates = earlier
+            self.outcomes[pg_key] = outcome
+            ns, _, name = pg_key.partition("/")
+            pg = c.objects.get(("PodGroup", ns, name))
+            if pg is None:
+                continue
+            status = pg.setdefault("status", {})
+            if outcome.pg_phase or outcome.phase:
+                status["phase"] = outcome.pg_phase or outcome.phase
+            if outcome.conditions is not None:
+                # The PodGroup controller's condition stays (the reporter keeps it too).
+                kept = [x for x in status.get("conditions") or [] if x.get("type") == "InvalidAnnotation"]
+                conds = c.clock.freeze_times(copy.deepcopy(list(outcome.conditions)))
+                status["conditions"] = [*kept, *conds] or None
+                if status["conditions"] is None:
+                    del status["conditions"]
+            if outcome.allocated_hypernode:
+                pg.setdefault("metadata", {}).setdefault("annotations", {})[
+                    JOB_ALLOCATED_HYPERNODE_ANNOTATION
+                ] = outcome.allocated_hypernode
+
+    def _queue_status(self, result: Any) -> None:
+        """The scheduler's part of Queue status."""
+        for q in self.cluster.of_kind("Queue"):
+            qo = result.queues.get(str((q.get("metadata") or {}).get("name")))
+            if qo is not None:
+                q.setdefault("status", {})["allocated"] = qo.to_dict()["allocated"]
