@@ -69,7 +69,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -92,116 +92,14 @@ from hyperplace.runtime.api import (
 from hyperplace.runtime.fakeapi import Access, Connection, FakeApi, Severed
 from scheduler_plugin.runtime.scheduler import Scheduler, SchedulerOptions
 
+from .outcome import USER_VISIBLE, Outcome, Violation
+from .settings import Settings
 from .vloop import run_virtual
 
 NS = "chaos"
 NODE_CPU = 4
 POD_CPU = 2
 TERMINAL = ("Succeeded", "Failed")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How long a run lasts and how patient the invariants are (virtual seconds)."""
-
-    chaos_seconds: float = 45.0
-    quiet_seconds: float = 30.0  # no faults, no arrivals, no crashes
-    freeze_seconds: float = 10.0  # the end of the quiet period: no job finishes either
-    partial_window: float = 30.0  # longest a gang may stay partly bound with room for the rest (bind
-    # back-off reaches 10 s per gang, and bind-failure windows come back to back)
-    rtt: float = 0.2  # every request, answer and watch event takes up to this long (a busy network)
-    arrival: float = 0.3  # chance of a new Job per step (a step is 0.05-1 s)
-    # Scheduling cycles per virtual second (over 1-5 s). Each cycle costs 20 ms of virtual
-    # time (vloop), so a livelock runs 50 a second; event-driven wake-ups stay far below.
-    max_cycle_rate: float = 30.0
-    # A gang partly bound (or one all pending) with the room for the rest free, and nothing
-    # happening to it: no bind of its pods sent or in flight, the scheduler up (the same
-    # process all along), no bind-failure or error window open. A working scheduler retries
-    # a gang every cycle (1 s) once its binds have failed; this long a stretch of nothing is
-    # a gang the scheduler has lost track of (see ``partial`` and ``stuck``).
-    idle_window: float = 6.0
-    # Faults come in storms (crashes, fault windows, compactions, dropped watches) with calm
-    # stretches between them (arrivals, binds and finishes go on): a scheduler that lost track
-    # of a gang in a storm must show it in the calm that follows, before a later crash wipes
-    # its memory. Lengths drawn per storm and per calm, virtual seconds.
-    storm_seconds: tuple[float, float] = (6.0, 12.0)
-    # The chance that any bind fails, storm or calm (not in the quiet): an admission webhook or
-    # an apiserver that flaps. High, so that gangs are left half-bound often, at every fill level.
-    stray_bind_failure: float = 0.25
-    calm_seconds: tuple[float, float] = (10.0, 16.0)
-    cordon: float = 0.03  # chance per storm step that a rack is cordoned for 3-10 s
-    cordon_on_bind_failure: float = 0.3  # chance that a failed bind's rack is cordoned with it
-    # The cluster, drawn per seed: racks, and nodes per rack (two pods each). Enough racks
-    # that the rest of a half-bound gang usually has another rack to go to when its own is
-    # full or cordoned, which only a scheduler that forgot where the gang runs would take.
-    racks: tuple[int, ...] = (4, 5, 6)
-    rack_nodes: tuple[int, ...] = (3, 4)
-    duration: tuple[float, float] = (5.0, 40.0)  # how long a job runs once all its pods run
-    wall_budget: float = 120.0  # wall-clock seconds a run may take
-    stop_at_first: bool = False  # end the run at the first violation (mutation scoring)
-    # The scheduler's --verify-state (None: HYPERPLACE_VERIFY_STATE, as the test suite sets
-    # it). Mutation scoring turns it off: a broken variant must show in what a user sees, not
-    # in the debug cross-check stopping the scheduler.
-    verify_state: bool | None = None
-
-
-def mutation_settings() -> Settings:
-    """How a broken variant is scored: stop at the first violation a user would see, with
-    --verify-state off (the production setting)."""
-    return Settings(stop_at_first=True, verify_state=False)
-
-
-# Invariants a user would see. ``exited`` (a process stopped on its own, e.g. --verify-state
-# found a drift) and ``hang`` (the harness's wall budget) are failures of a run, never a catch.
-USER_VISIBLE = frozenset(
-    (
-        "overcommit",
-        "partial",
-        "stuck",
-        "lost",
-        "double-bind",
-        "topology",
-        "unexplained",
-        "starved",
-        "spinning",
-    )
-)
-
-
-@dataclass(frozen=True)
-class Violation:
-    at: float
-    invariant: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"t={self.at:7.2f}s {self.invariant}: {self.detail}"
-
-
-@dataclass
-class Outcome:
-    """What one run saw."""
-
-    seed: int
-    violations: list[Violation]
-    jobs: int = 0
-    placed: int = 0
-    explained: int = 0
-    events: Counter[str] = field(default_factory=Counter)
-    virtual_seconds: float = 0.0
-    wall_seconds: float = 0.0
-    longest_partial: float = 0.0  # the longest a gang stayed partly bound, virtual seconds
-    longest_idle: float = 0.0  # the longest a waiting gang with room saw nothing happen
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    @property
-    def caught(self) -> list[Violation]:
-        """The violations a user would see (what scores a mutation)."""
-        return [v for v in self.violations if v.invariant in USER_VISIBLE]
-
 
 # Virtual time 0 as a wall time (the fake API's default clock).
 CLOCK_ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -1057,22 +955,4 @@ def run_parallel(
         return list(pool.map(_run_one, jobs, chunksize=4))
 
 
-def describe(out: Outcome) -> str:
-    """One line per run: the seed, what happened, and the first violations."""
-    faults = ", ".join(f"{k} {v}" for k, v in sorted(out.events.items()))
-    head = f"seed {out.seed}: {out.jobs} jobs, {out.placed} placed, {out.explained} explained; {faults}"
-    return "\n  ".join([head, *map(str, out.violations[:5])])
-
-
-__all__ = [
-    "USER_VISIBLE",
-    "Outcome",
-    "Settings",
-    "Violation",
-    "World",
-    "describe",
-    "mutation_settings",
-    "run_parallel",
-    "run_seed",
-    "run_seeds",
-]
+__all__ = ["World", "run_parallel", "run_seed", "run_seeds"]

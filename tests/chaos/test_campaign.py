@@ -9,8 +9,10 @@ import os
 
 import pytest
 
-from bench.chaos.campaign import Settings, World, describe, mutation_settings, run_parallel, run_seed
+from bench.chaos.campaign import World, run_parallel, run_seed
 from bench.chaos.mutations import MUTATIONS
+from bench.chaos.outcome import describe
+from bench.chaos.settings import Settings, mutation_settings
 
 WORKERS = min(2, os.cpu_count() or 1)
 
