@@ -9,10 +9,11 @@ import os
 
 import pytest
 
-from bench.chaos.campaign import World, run_parallel, run_seed
+from bench.chaos.campaign import run_parallel, run_seed
 from bench.chaos.mutations import MUTATIONS
 from bench.chaos.outcome import describe
 from bench.chaos.settings import Settings, mutation_settings
+from bench.chaos.world import World
 
 WORKERS = min(2, os.cpu_count() or 1)
 
@@ -106,8 +107,8 @@ def test_the_stuck_check_sees_a_gang_left_half_bound_beside_free_room() -> None:
     for a reason it is told, and is not flagged."""
     import asyncio
 
-    from bench.chaos.campaign import _Job, _Process
     from bench.chaos.vloop import run_virtual
+    from bench.chaos.world import _Job, _Process
     from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
     from hyperplace.runtime.api import JOBS, PODGROUPS, PODS
     from hyperplace.runtime.fakeapi import Connection
