@@ -7,22 +7,11 @@ entry points do (:class:`controller.manager.ControllerManager.run`,
 :class:`~hyperplace.runtime.fakeapi.Connection`. The seed then drives a few minutes of cluster
 time (on a virtual clock, :mod:`.vloop`) of:
 
-* always: Volcano Jobs arriving mid-run (gangs of 2-10 pods, half of them small, most
-  hard-bound to one rack, some to the whole cluster, some too big to ever fit; some of high
-  priority, which go first) on 4-6 racks of 3-4 nodes, a kubelet that starts bound pods, jobs
-  that finish, and stray bind failures (any bind may fail, 25 %: gangs are left half-bound at
-  any moment), a failed bind's rack sometimes cordoned with it (the node went into
-  maintenance under it);
-* in a storm (storms of 6-12 s alternate with calm stretches of 10-16 s, as incidents come
-  in bursts): process crashes, immediately or at the k-th API call of the process, before or
-  after the call lands (its answer lost), or as the scheduler's n-th bind lands (a gang
-  half-bound); a fresh instance starts after a pause, knowing nothing; bind-failure windows (409/429/500), errors on any call (409 Conflict, 410 Gone,
-  429, 500), etcd compactions, dropped watches, slow API windows (requests, answers and watch
-  events later still: every request, answer and watch event takes up to ``rtt``, 0.2 s, in
-  any case; watch events arrive in order, each that long after it was sent), racks cordoned
-  for maintenance for 3-10 s (most often the rack of a gang that is partly bound, whose rest
-  must wait for its rack and not go to another). A scheduler that loses track of a gang in a
-  storm must show it in the calm that follows, before a later crash wipes its memory.
+* always: Volcano Jobs arriving mid-run on 4-6 racks of 3-4 nodes, a kubelet that starts bound
+  pods, jobs that finish (:mod:`.world`);
+* faults (:mod:`.faults`): in storms, process crashes, bind-failure and API-error windows,
+  compactions, dropped watches, slow API windows and cordoned racks; storm or calm, stray bind
+  failures and a slow network.
 
 After every step the invariants are checked against the API server's truth (what a user would
 see), and at the end, after a quiet period without faults:
@@ -88,12 +77,14 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
 
     while world.now < settings.chaos_seconds and not over():
         step = rng.uniform(0.05, 1.0)
-        world.plan_time += step
+        world.faults.plan_time += step
         await asyncio.sleep(step)
         await world.kubelet(finish=True)
-        await world.chaos_step()
+        if rng.random() < settings.arrival:
+            await world.submit_job()
+        await world.faults.step()
         world.check()
-    await world.calm()
+    await world.faults.calm()
     end = settings.chaos_seconds + settings.quiet_seconds
     while world.now < end and not over():
         await asyncio.sleep(0.5)

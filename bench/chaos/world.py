@@ -1,6 +1,14 @@
 """The world of one chaos run: the cluster in the in-memory API server, the control-plane
-processes on their severable connections, the kubelet, and (for now) the faults and the invariants
-(:class:`World`; see :mod:`.campaign` for what a run does)."""
+processes on their severable connections, the kubelet, and (for now) the invariants
+(:class:`World`; what a run does: :mod:`.campaign`).
+
+The cluster is drawn per seed: 4-6 racks of 3-4 nodes, each node room for two pods, under one
+spine. Volcano Jobs arrive mid-run: gangs of 2-10 pods, half of them small, most hard-bound to
+one rack, some to the whole cluster, some too big to ever fit; some of high priority, which go
+first. A kubelet starts bound pods, and a job finishes (all its pods at once) its duration after
+all its pods run. A process that crashes, or stops on its own, starts afresh after a pause,
+knowing nothing; its faults are :mod:`.faults`.
+"""
 
 from __future__ import annotations
 
@@ -26,13 +34,13 @@ from hyperplace.runtime.api import (
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
-    ApiError,
     Obj,
     meta,
 )
-from hyperplace.runtime.fakeapi import Access, Connection, FakeApi, Severed
+from hyperplace.runtime.fakeapi import Connection, FakeApi
 from scheduler_plugin.runtime.scheduler import Scheduler, SchedulerOptions
 
+from .faults import Faults
 from .outcome import Violation
 from .settings import Settings
 
@@ -105,17 +113,17 @@ class _TracedConnection(Connection):
         world, name = self.world, str(meta(obj).get("name", ""))
         job = world.job_of_pod(name)
         key = (id(self), name)
-        world._inflight.setdefault(job, {})[key] = str((obj.get("target") or {}).get("name", ""))
+        world.inflight.setdefault(job, {})[key] = str((obj.get("target") or {}).get("name", ""))
         world._bind_activity[job] = world.now
         try:
             return await super().create(res, obj, namespace, subresource=subresource)
         finally:
-            world._inflight.get(job, {}).pop(key, None)
+            world.inflight.get(job, {}).pop(key, None)
             world._bind_activity[job] = world.now
 
 
 class World:
-    """The cluster, the processes, the faults and the invariants of one run."""
+    """The cluster, the processes and the invariants of one run; its faults are :attr:`faults`."""
 
     def __init__(self, seed: int, settings: Settings) -> None:
         self.seed, self.settings = seed, settings
@@ -139,26 +147,13 @@ class World:
         self.longest_partial = 0.0
         self.longest_idle = 0.0  # the longest a waiting gang saw nothing happen (Settings.idle_window)
         self._blocked: set[str] = set()
-        # Fault windows (virtual times they end at) and their strength.
-        self.error_until = self.bind_fail_until = self.slow_until = 0.0
-        # Any bind may fail, storm or calm (a webhook timing out, a race with a kubelet): gangs
-        # are left half-bound at any moment, also where the rack is nearly full.
-        self.stray_bind_failure = settings.stray_bind_failure
-        self.error_rate = self.bind_fail_rate = self.latency = self.watch_lag = 0.0
         self.bind_concurrency = self.rng.choice((1, 2, 4, 64))
-        # Storms: (start, end) virtual seconds, drawn up front so the plan is the seed's alone.
-        self.storms: list[tuple[float, float]] = []
-        self.plan_time = 0.0  # the steps drawn so far (virtual time runs a little later)
-        t = self.rng.uniform(0.0, 2.0)
-        while t < settings.chaos_seconds:
-            end = min(t + self.rng.uniform(*settings.storm_seconds), settings.chaos_seconds)
-            self.storms.append((t, end))
-            t = end + self.rng.uniform(*settings.calm_seconds)
+        self.faults = Faults(self)  # draws the storms next, from the same plan
         # The idle clocks (Settings.idle_window): when the last thing that could keep a
         # working scheduler from finishing a gang happened, and binds in flight per job.
         self._noisy_until = 0.0
         self._bind_activity: dict[str, float] = {}  # job -> last bind sent or answered
-        self._inflight: dict[str, dict[tuple[int, str], str]] = {}  # job -> {(proc, pod): node}
+        self.inflight: dict[str, dict[tuple[int, str], str]] = {}  # job -> {(proc, pod): node}
         self._idle_since: dict[str, float] = {}
         self.cordoned: dict[str, float] = {}  # node -> virtual time it is uncordoned
 
@@ -170,6 +165,11 @@ class World:
         """The virtual clock as a wall time: the fake API stamps objects with it and the
         scheduler reads it, so waits (reservations, relaxations) run on virtual time."""
         return rfc3339(CLOCK_ORIGIN + timedelta(seconds=self.loop.time()))
+
+    def noise(self, lasting: float) -> None:
+        """Something that may keep a working scheduler from finishing a gang for ``lasting``
+        seconds from now: the idle clocks start again after it."""
+        self._noisy_until = max(self._noisy_until, self.now + lasting)
 
     # -- the cluster -------------------------------------------------------------------------
 
@@ -323,9 +323,9 @@ class World:
     def start(self, kind: str) -> None:
         """A fresh incarnation: new connection, empty caches."""
         proc = _Process(kind, _TracedConnection(self.server, self))
-        proc.conn.before = lambda a, p=proc: self._before(p, a)
-        proc.conn.after = lambda a, p=proc: self._after(p, a)
-        proc.conn.watch_delay = self._watch_delay
+        proc.conn.before = lambda a, p=proc: self.faults.before(p, a)
+        proc.conn.after = lambda a, p=proc: self.faults.after(p, a)
+        proc.conn.watch_delay = self.faults.watch_delay
         if kind == "scheduler":
             options = SchedulerOptions(
                 schedule_period=1.0,
@@ -342,7 +342,7 @@ class World:
             proc.task = asyncio.create_task(sched.run())
             self.scheduler = sched
             self._cycles = []
-            self._noise(0.0)
+            self.noise(0.0)
         else:
             mgr = ControllerManager(
                 proc.conn, ManagerConfig(workers=2, config_namespace="kube-system", seed=self.seed)
@@ -368,8 +368,8 @@ class World:
             return
         proc.conn.sever()
         if proc.kind == "scheduler":
-            self._noise(0.0)
-            for binds in self._inflight.values():  # their answers will never come
+            self.noise(0.0)
+            for binds in self.inflight.values():  # their answers will never come
                 for k in [k for k in binds if k[0] == id(proc.conn)]:
                     del binds[k]
         if proc.task is not None:
@@ -392,167 +392,6 @@ class World:
                 proc.task.cancel()
                 await asyncio.gather(proc.task, return_exceptions=True)
             self.procs[kind] = None
-
-    # -- fault hooks -----------------------------------------------------------------------------
-
-    def _count_call(self, proc: _Process, landed: bool) -> None:
-        if proc.crash_at is None or proc.crash_after_landing != landed:
-            return
-        proc.calls += 1
-        if proc.calls >= proc.crash_at:
-            self.events["crash-at-call"] += 1
-            self.crash(proc)
-            raise Severed("crashed at this call")
-
-    async def _before(self, proc: _Process, a: Access) -> None:
-        self._count_call(proc, landed=False)
-        now, rng = self.now, self.hook_rng
-        slow = self.latency if now < self.slow_until else 0.0
-        await asyncio.sleep(rng.uniform(0.0, self.settings.rtt + slow))
-        binding = a.verb == "create" and a.subresource == "binding"
-        in_window = now < self.bind_fail_until
-        if binding and rng.random() < (self.bind_fail_rate if in_window else self.stray_bind_failure):
-            code = rng.choice((409, 429, 500))
-            self.events[f"bind-{code}"] += 1
-            self.events["bind-failure-stray"] += not in_window
-            if a.name and rng.random() < self.settings.cordon_on_bind_failure:
-                # The node went into maintenance under the bind: its rack is cordoned.
-                await self._cordon(0.0, rng.uniform(3, 10), self.job_of_pod(a.name))
-            raise ApiError(code, _REASONS[code], "injected bind failure")
-        if now < self.error_until and rng.random() < self.error_rate:
-            codes = {"list": (410, 429, 500), "watch": (410, 429, 500), "get": (429, 500)}.get(
-                a.verb, (409, 429, 500)
-            )
-            code = rng.choice(codes)
-            self.events[f"{a.verb}-{code}"] += 1
-            raise ApiError(code, _REASONS[code], "injected")
-
-    async def _after(self, proc: _Process, a: Access) -> None:
-        self._count_call(proc, landed=True)
-        if proc.crash_at_bind is not None and a.verb == "create" and a.subresource == "binding":
-            proc.crash_at_bind -= 1
-            if proc.crash_at_bind <= 0:
-                # Killed with a gang half-bound: the next scheduler must finish it where it runs.
-                self.events["crash-mid-gang"] += 1
-                self.crash(proc)
-                raise Severed("crashed as a bind landed")
-        slow = self.latency if self.now < self.slow_until else 0.0
-        await asyncio.sleep(self.hook_rng.uniform(0.0, self.settings.rtt + slow))
-
-    def _watch_delay(self) -> float:
-        lag = self.watch_lag if self.now < self.slow_until else 0.0
-        return self.hook_rng.uniform(0.0, self.settings.rtt + lag)
-
-    # -- one chaos step --------------------------------------------------------------------------
-
-    def stormy(self) -> bool:
-        """Inside a storm (see Settings.storm_seconds), by the plan's clock (the sum of the
-        steps drawn), so which steps are stormy is the seed's alone, not the run's timing."""
-        return any(a <= self.plan_time < b for a, b in self.storms)
-
-    def _noise(self, lasting: float) -> None:
-        """Something that may keep a working scheduler from finishing a gang for ``lasting``
-        seconds from now: the idle clocks start again after it."""
-        self._noisy_until = max(self._noisy_until, self.now + lasting)
-
-    async def chaos_step(self) -> None:
-        rng, now = self.rng, self.now
-        if rng.random() < self.settings.arrival:
-            await self.submit_job()
-        # Every draw is made in a calm too (and whether or not a process is up), so the plan
-        # does not depend on timing; only a storm lets a fault strike.
-        storm = self.stormy()
-        for kind, p_crash in (("scheduler", 0.035), ("controller", 0.03)):
-            roll, at, after = rng.random(), rng.randint(1, 40), rng.random() < 0.5
-            proc = self.procs[kind]
-            if proc is None or not storm:
-                continue
-            if roll < p_crash:
-                self.crash(proc)
-            elif roll < 2 * p_crash and proc.crash_at is None:
-                proc.crash_at, proc.crash_after_landing = at, after
-            elif kind == "scheduler" and roll < 3 * p_crash and proc.crash_at_bind is None:
-                proc.crash_at_bind = 1 + at % 4
-        rolls = [rng.random() for _ in range(5)]
-        spans = [rng.uniform(1, 5), rng.uniform(0.1, 0.5), rng.uniform(1, 5), rng.uniform(0.2, 0.8)]
-        slow = (rng.uniform(2, 8), rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0))
-        cordon_roll, cordon_span, cordon_pick = rng.random(), rng.uniform(3, 10), rng.random()
-        await self._uncordon_due()
-        if not storm:
-            return
-        if cordon_roll < self.settings.cordon:
-            await self._cordon(cordon_pick, cordon_span)
-        # The idle clocks wait out each fault's after-effects: an informer whose relist failed
-        # backs off (0.8 s doubling, so a few seconds after a window of at most 5 s), a queue
-        # of binds behind a slow window drains.
-        if rolls[0] < 0.045:
-            self.server.compact()
-            self.events["compaction"] += 1
-            self._noise(5.0)
-        if rolls[1] < 0.045:
-            self.server.disconnect_watchers()
-            self.events["dropped-watches"] += 1
-            self._noise(5.0)
-        if rolls[2] < 0.045:
-            self.error_until, self.error_rate = now + spans[0], spans[1]
-            self.events["error-window"] += 1
-            self._noise(spans[0] + 6.0)
-        if rolls[3] < 0.2:
-            self.bind_fail_until, self.bind_fail_rate = now + spans[2], spans[3]
-            self.events["bind-failure-window"] += 1
-            self._noise(spans[2] + 1.0)
-        if rolls[4] < 0.1:
-            self.slow_until = now + slow[0]
-            self.latency, self.watch_lag = slow[1], slow[2]
-            self.events["slow-window"] += 1
-            self._noise(slow[0] + 3.0)
-
-    async def _cordon(self, pick: float, span: float, job: str | None = None) -> None:
-        """An administrator cordons a rack (``spec.unschedulable`` on its nodes) for ``span``
-        seconds, as for switch maintenance: ``job``'s rack, else most often the rack of a gang
-        that is partly bound (a bind failed or the scheduler crashed), whose rest must then
-        wait for its rack rather than go to another (hard tier 1). Bound pods keep running."""
-        by_job = self.pods_by_job()
-
-        def bound_nodes(name: str) -> list[str]:  # one entry per bound pod
-            return [p["spec"]["nodeName"] for p in by_job.get(name, []) if p["spec"].get("nodeName")]
-
-        def racks_holding(nodes: set[str]) -> list[str]:
-            return sorted(r for r, members in self.racks.items() if nodes & set(members))
-
-        if job is not None:  # its bind failed: the rack it was going to, or already holds
-            pool = racks_holding(set(self._inflight.get(job, {}).values()) | set(bound_nodes(job)))
-        else:
-            partly = [
-                set(nodes)
-                for name, j in self.jobs.items()
-                if j.tier == 1 and 0 < len(nodes := bound_nodes(name)) < j.replicas
-            ]
-            pool = sorted({r for nodes in partly for r in racks_holding(nodes)}) or sorted(self.racks)
-        pool = [r for r in pool if not set(self.racks[r]) <= set(self.cordoned)]
-        if not pool:
-            return
-        rack = pool[int(pick * len(pool)) % len(pool)]
-        for node in self.racks[rack]:
-            if node not in self.cordoned:
-                await self.server.patch(NODES, node, {"spec": {"unschedulable": True}})
-            self.cordoned[node] = max(self.cordoned.get(node, 0.0), self.now + span)
-        self.events["cordon"] += 1
-
-    async def _uncordon_due(self, *, all_: bool = False) -> None:
-        for node, until in sorted(self.cordoned.items()):
-            if all_ or self.now >= until:
-                await self.server.patch(NODES, node, {"spec": {"unschedulable": False}})
-                del self.cordoned[node]
-                self._noise(1.0)  # the room is back: a working scheduler takes it next cycle
-
-    async def calm(self) -> None:
-        await self._uncordon_due(all_=True)
-        self.stray_bind_failure = 0.0
-        self.error_until = self.bind_fail_until = self.slow_until = 0.0
-        for proc in self.procs.values():
-            if proc is not None:
-                proc.crash_at = proc.crash_at_bind = None
 
     # -- invariants ------------------------------------------------------------------------------
 
@@ -607,7 +446,7 @@ class World:
         by_job = self.pods_by_job()
         free: dict[str, int] | None = None
         if self.procs["scheduler"] is None:
-            self._noise(0.0)
+            self.noise(0.0)
         free_now = self._free_now()
         for job in self.jobs.values():
             jp = by_job.get(job.name, [])
@@ -658,7 +497,7 @@ class World:
             # holds it, as Volcano's enqueue does, however much room there is.
             and self._podgroup_phase(jp[0]) not in ("", "Pending")
         )
-        if not waiting or self._inflight.get(job.name):
+        if not waiting or self.inflight.get(job.name):
             self._idle_since.pop(job.name, None)
             return
         start = self._idle_since.setdefault(job.name, self.now)
@@ -682,7 +521,7 @@ class World:
     def _free_now(self) -> dict[str, int]:
         """:meth:`_free_slots` less the room that binds in flight are about to take."""
         free = self._free_slots()
-        for binds in self._inflight.values():
+        for binds in self.inflight.values():
             for node in binds.values():
                 if node in free:
                     free[node] -= 1
@@ -755,9 +594,6 @@ class World:
             if room >= job.replicas:
                 self._violate("starved", f"{job.name} waits for {job.replicas} pods with room for {room}")
         return placed, explained
-
-
-_REASONS = {409: "Conflict", 410: "Expired", 429: "TooManyRequests", 500: "InternalError"}
 
 
 def _hypernode(name: str, tier: int, member_type: str, members: list[str]) -> Obj:
