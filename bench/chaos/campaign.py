@@ -13,34 +13,8 @@ time (on a virtual clock, :mod:`.vloop`) of:
   compactions, dropped watches, slow API windows and cordoned racks; storm or calm, stray bind
   failures and a slow network.
 
-After every step the invariants are checked against the API server's truth (what a user would
-see), and at the end, after a quiet period without faults:
-
-``overcommit``  no node has more requested than allocatable (pods bound, not finished);
-``partial``     no gang stays partly bound (0 < bound < minMember) longer than a window while
-                the room for the rest is free (where its hard topology allows). A gang whose
-                room went to a higher-priority job after a failed bind or a crash waits, as
-                in Volcano: nothing reserves the rest of a half-bound gang. That is counted
-                (``partial-gang-waits-for-room``), not a violation;
-``lost``        every Job created still exists, with its PodGroup and all its pods; a
-                PodGroup once seen never disappears;
-``double-bind`` no pod is bound twice, or moves to another node;
-``topology``    the bound pods of a hard-topology gang share one HyperNode within its tier;
-``unexplained`` every job is placed, or says why not (PodGroup Unschedulable condition or
-                PodScheduled=False on its pods);
-``starved``     no job waits, all pending, while a rack (or the cluster, for tier 2) has the
-                room for it;
-``stuck``       no admitted gang, partly bound or all pending, waits beside the room for the
-                rest (less the room binds in flight are about to take) while nothing happens
-                to it for ``idle_window`` (6 s): no bind of its pods sent or answered, the
-                same scheduler up all along, no fault window open or just closed (each
-                fault's after-effects are waited out: informer back-off, a bind queue behind
-                a slow window). A working scheduler retries such a gang every cycle (1 s);
-``exited``      no process stops on its own (``--verify-state`` finding a drift stops the
-                scheduler); it is restarted, as the kubelet would. A failure of the run,
-                never a catch of a mutation (see :data:`USER_VISIBLE`);
-``spinning``    the scheduler does not run cycle after cycle without pause (a livelock);
-``hang``        a run ends within its wall-clock budget.
+After every step, and at the end after a quiet period without faults, the invariants
+(:mod:`.invariants`) are checked against the API server's truth: what a user would see.
 
 The processes are driven only through their public run() entry points, so the campaign does
 not depend on how the scheduler builds its snapshot or runs its cycle.
@@ -56,6 +30,7 @@ import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Iterator
 
+from .invariants import Invariants
 from .outcome import USER_VISIBLE, Outcome
 from .settings import Settings
 from .vloop import run_virtual
@@ -64,6 +39,7 @@ from .world import World
 
 async def _campaign(seed: int, settings: Settings) -> Outcome:
     world = World(seed, settings)
+    checks = Invariants(world)
     world.build_cluster()
     world.start("controller")
     world.start("scheduler")
@@ -83,16 +59,16 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
         if rng.random() < settings.arrival:
             await world.submit_job()
         await world.faults.step()
-        world.check()
+        checks.check()
     await world.faults.calm()
     end = settings.chaos_seconds + settings.quiet_seconds
     while world.now < end and not over():
         await asyncio.sleep(0.5)
         await world.kubelet(finish=world.now < end - settings.freeze_seconds)
-        world.check()
+        checks.check()
     placed = explained = 0
     if not over():
-        placed, explained = world.check_final()
+        placed, explained = checks.check_final()
     await world.stop_all()
     return Outcome(
         seed,
@@ -103,8 +79,8 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
         world.events,
         world.now,
         0.0,
-        world.longest_partial,
-        world.longest_idle,
+        checks.longest_partial,
+        checks.longest_idle,
     )
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-# Invariants a user would see. ``exited`` (a process stopped on its own, e.g. --verify-state
-# found a drift) and ``hang`` (the harness's wall budget) are failures of a run, never a catch.
+# Invariants a user would see (what each means: invariants.py). ``exited`` (a process stopped on
+# its own, e.g. --verify-state found a drift) and ``hang`` (the harness's wall budget) are failures
+# of a run, never a catch.
 USER_VISIBLE = frozenset(
     (
         "overcommit",

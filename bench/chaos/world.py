@@ -1,6 +1,6 @@
 """The world of one chaos run: the cluster in the in-memory API server, the control-plane
-processes on their severable connections, the kubelet, and (for now) the invariants
-(:class:`World`; what a run does: :mod:`.campaign`).
+processes on their severable connections, and the kubelet (:class:`World`; what a run does:
+:mod:`.campaign`).
 
 The cluster is drawn per seed: 4-6 racks of 3-4 nodes, each node room for two pods, under one
 spine. Volcano Jobs arrive mid-run: gangs of 2-10 pods, half of them small, most hard-bound to
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
-import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,14 +22,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.manager import ControllerManager, ManagerConfig
-from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
+from hyperplace.api.constants import JOB_NAME_KEY
 from hyperplace.api.times import rfc3339
-from hyperplace.kube import milli_value
 from hyperplace.runtime.api import (
     HYPERNODES,
     JOBS,
     NODES,
-    PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
@@ -47,7 +44,6 @@ from .settings import Settings
 NS = "chaos"
 NODE_CPU = 4
 POD_CPU = 2
-TERMINAL = ("Succeeded", "Failed")
 
 # Virtual time 0 as a wall time (the fake API's default clock).
 CLOCK_ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -114,16 +110,17 @@ class _TracedConnection(Connection):
         job = world.job_of_pod(name)
         key = (id(self), name)
         world.inflight.setdefault(job, {})[key] = str((obj.get("target") or {}).get("name", ""))
-        world._bind_activity[job] = world.now
+        world.bind_activity[job] = world.now
         try:
             return await super().create(res, obj, namespace, subresource=subresource)
         finally:
             world.inflight.get(job, {}).pop(key, None)
-            world._bind_activity[job] = world.now
+            world.bind_activity[job] = world.now
 
 
 class World:
-    """The cluster, the processes and the invariants of one run; its faults are :attr:`faults`."""
+    """The cluster and the processes of one run, what the checks need to know of them (binds in
+    flight, the idle clocks, the violations), and its faults (:attr:`faults`)."""
 
     def __init__(self, seed: int, settings: Settings) -> None:
         self.seed, self.settings = seed, settings
@@ -136,25 +133,15 @@ class World:
         self.jobs: dict[str, _Job] = {}
         self.procs: dict[str, _Process | None] = {"scheduler": None, "controller": None}
         self.scheduler: Scheduler | None = None
-        self._cycles: list[tuple[float, int]] = []  # (virtual time, cycles of the incarnation)
-        self._wall_start = time.perf_counter()
         self.events: Counter[str] = Counter()
-        self.violations: list[Violation] = []
-        self._seen_podgroups: set[str] = set()
-        self._partial_since: dict[str, float] = {}
-        self._node_of_uid: dict[str, str] = {}
-        self._binds_checked = 0
-        self.longest_partial = 0.0
-        self.longest_idle = 0.0  # the longest a waiting gang saw nothing happen (Settings.idle_window)
-        self._blocked: set[str] = set()
+        self.violations: list[Violation] = []  # exited here, the rest by the invariants
         self.bind_concurrency = self.rng.choice((1, 2, 4, 64))
         self.faults = Faults(self)  # draws the storms next, from the same plan
         # The idle clocks (Settings.idle_window): when the last thing that could keep a
         # working scheduler from finishing a gang happened, and binds in flight per job.
-        self._noisy_until = 0.0
-        self._bind_activity: dict[str, float] = {}  # job -> last bind sent or answered
+        self.noisy_until = 0.0
+        self.bind_activity: dict[str, float] = {}  # job -> last bind sent or answered
         self.inflight: dict[str, dict[tuple[int, str], str]] = {}  # job -> {(proc, pod): node}
-        self._idle_since: dict[str, float] = {}
         self.cordoned: dict[str, float] = {}  # node -> virtual time it is uncordoned
 
     @property
@@ -169,7 +156,7 @@ class World:
     def noise(self, lasting: float) -> None:
         """Something that may keep a working scheduler from finishing a gang for ``lasting``
         seconds from now: the idle clocks start again after it."""
-        self._noisy_until = max(self._noisy_until, self.now + lasting)
+        self.noisy_until = max(self.noisy_until, self.now + lasting)
 
     # -- the cluster -------------------------------------------------------------------------
 
@@ -289,7 +276,7 @@ class World:
             if job.finished:
                 continue
             pods = by_job.get(job.name, [])
-            running = len(pods) == job.replicas and all(_phase(p) == "Running" for p in pods)
+            running = len(pods) == job.replicas and all(pod_phase(p) == "Running" for p in pods)
             if running and job.running_since is None:
                 job.running_since = self.now
             if job.running_since is not None and self.now - job.running_since >= job.duration:
@@ -341,7 +328,6 @@ class World:
             sched = Scheduler(proc.conn, options, now=self.wall)
             proc.task = asyncio.create_task(sched.run())
             self.scheduler = sched
-            self._cycles = []
             self.noise(0.0)
         else:
             mgr = ControllerManager(
@@ -359,7 +345,7 @@ class World:
         if self.procs.get(proc.kind) is not proc or self._stopped:
             return
         exc = None if task.cancelled() else task.exception()
-        self._violate("exited", f"the {proc.kind} stopped on its own: {exc!r}"[:300])
+        self.violate("exited", f"the {proc.kind} stopped on its own: {exc!r}"[:300])
         self.crash(proc)
 
     def crash(self, proc: _Process) -> None:
@@ -393,207 +379,9 @@ class World:
                 await asyncio.gather(proc.task, return_exceptions=True)
             self.procs[kind] = None
 
-    # -- invariants ------------------------------------------------------------------------------
-
-    def _violate(self, invariant: str, detail: str) -> None:
+    def violate(self, invariant: str, detail: str) -> None:
+        """Record ``invariant`` broken now (what a user would see: :mod:`.invariants`)."""
         self.violations.append(Violation(self.now, invariant, detail))
-
-    def check(self) -> None:
-        """The invariants that must hold at every moment (partial: within its window)."""
-        if self.scheduler is not None:
-            self._cycles.append((self.now, self.scheduler.cycles))
-            while self._cycles and self._cycles[0][0] < self.now - 5.0:
-                self._cycles.pop(0)
-            (t0, c0) = self._cycles[0]
-            if (
-                self.now - t0 >= 2.0
-                and (self.scheduler.cycles - c0) / (self.now - t0) > self.settings.max_cycle_rate
-            ):
-                rate = (self.scheduler.cycles - c0) / (self.now - t0)
-                self._violate("spinning", f"{rate:.0f} scheduling cycles per second")
-                self._cycles = []
-        if time.perf_counter() - self._wall_start > self.settings.wall_budget:
-            self._violate("hang", f"the run took over {self.settings.wall_budget:.0f}s of wall time")
-        pods = list(self.server.objects.get("pods", {}).values())
-        used: dict[str, int] = {}
-        for p in pods:
-            node = p["spec"].get("nodeName")
-            if node and _phase(p) not in TERMINAL:
-                used[node] = used.get(node, 0) + _cpu(p)
-        for node, milli in used.items():
-            if milli > NODE_CPU * 1000:
-                self._violate(
-                    "overcommit", f"{node}: {milli / 1000:g} cpu requested > {NODE_CPU} allocatable"
-                )
-        for uid, node in self.server.bind_log[self._binds_checked :]:
-            if uid in self._node_of_uid:
-                self._violate(
-                    "double-bind", f"pod {uid} bound again to {node} (first {self._node_of_uid[uid]})"
-                )
-            self._node_of_uid[uid] = node
-        self._binds_checked = len(self.server.bind_log)
-        for p in pods:
-            uid, node = str(meta(p).get("uid")), p["spec"].get("nodeName")
-            if node and self._node_of_uid.get(uid, node) != node:
-                self._violate("double-bind", f"pod {meta(p).get('name')} moved to {node}")
-        for name in self.jobs:
-            if self.server.peek(JOBS, f"{NS}/{name}") is None:
-                self._violate("lost", f"Job {name} is gone")
-        pgs = self.server.objects.get("podgroups", {})
-        for key in self._seen_podgroups - set(pgs):
-            self._violate("lost", f"PodGroup {key} is gone")
-        self._seen_podgroups |= set(pgs)
-        by_job = self.pods_by_job()
-        free: dict[str, int] | None = None
-        if self.procs["scheduler"] is None:
-            self.noise(0.0)
-        free_now = self._free_now()
-        for job in self.jobs.values():
-            jp = by_job.get(job.name, [])
-            bound = [p for p in jp if p["spec"].get("nodeName")]
-            self._check_idle(job, jp, bound, free_now)
-            partial = bound and not any(_phase(p) in TERMINAL for p in jp) and len(bound) < job.replicas
-            if partial:
-                free = free if free is not None else self._free_slots()
-                missing = job.replicas - len(bound)
-                if self._room_for(job, bound, free) < missing:
-                    # Its room went to others (a higher-priority job) after a failed bind or a
-                    # crash: it waits, as in Volcano, until room frees. Counted, not a
-                    # violation: nothing reserves the rest of a half-bound gang.
-                    if job.name not in self._blocked:
-                        self._blocked.add(job.name)
-                        self.events["partial-gang-waits-for-room"] += 1
-                    partial = False
-            if partial:
-                since = self._partial_since.setdefault(job.name, self.now)
-                self.longest_partial = max(self.longest_partial, self.now - since)
-                if self.now - since > self.settings.partial_window:
-                    self._violate(
-                        "partial",
-                        f"{job.name}: {len(bound)}/{job.replicas} bound for {self.now - since:.1f}s "
-                        f"with room for the other {job.replicas - len(bound)}",
-                    )
-                    self._partial_since[job.name] = self.now  # report once per window
-            else:
-                self._partial_since.pop(job.name, None)
-            if job.tier is not None and bound:
-                nodes = {p["spec"]["nodeName"] for p in bound if _phase(p) not in TERMINAL}
-                racks = {r for r, members in self.racks.items() if nodes & set(members)}
-                if job.tier == 1 and len(racks) > 1:
-                    self._violate("topology", f"{job.name} (hard tier 1) spans {sorted(racks)}")
-
-    def _check_idle(self, job: _Job, jp: list[Obj], bound: list[Obj], free: dict[str, int]) -> None:
-        """``stuck``: a gang partly bound, or all its pods pending, with room for the rest
-        (not counting room that binds in flight are about to take), and nothing happening to
-        it for ``idle_window`` (no bind of its pods, the same scheduler up, no fault whose
-        after-effects could still delay a working scheduler). What a user sees is the gang
-        half-running, or waiting, beside free nodes while the scheduler does nothing for it."""
-        waiting = (
-            len(jp) == job.replicas
-            and len(bound) < job.replicas
-            and not any(_phase(p) in TERMINAL for p in jp)
-            and self._room_for(job, bound, free) >= job.replicas - len(bound)
-            # Not admitted (PodGroup Pending, with the reason on it): the queue's admission
-            # holds it, as Volcano's enqueue does, however much room there is.
-            and self._podgroup_phase(jp[0]) not in ("", "Pending")
-        )
-        if not waiting or self.inflight.get(job.name):
-            self._idle_since.pop(job.name, None)
-            return
-        start = self._idle_since.setdefault(job.name, self.now)
-        since = max(start, self._noisy_until, self._bind_activity.get(job.name, 0.0))
-        self.longest_idle = max(self.longest_idle, self.now - since)
-        if self.now - since > self.settings.idle_window:
-            self._violate(
-                "stuck",
-                f"{job.name}: {len(bound)}/{job.replicas} bound, room for the other "
-                f"{job.replicas - len(bound)}, and no bind tried for {self.now - since:.1f}s "
-                "with the scheduler up and no fault",
-            )
-            self._idle_since[job.name] = self.now  # report once per window
-
-    def _podgroup_phase(self, pod: Obj) -> str:
-        """The phase of ``pod``'s PodGroup ("" when it has none yet)."""
-        group = (meta(pod).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
-        pg = self.server.peek(PODGROUPS, f"{NS}/{group}") if group else None
-        return str(((pg or {}).get("status") or {}).get("phase") or "")
-
-    def _free_now(self) -> dict[str, int]:
-        """:meth:`_free_slots` less the room that binds in flight are about to take."""
-        free = self._free_slots()
-        for binds in self.inflight.values():
-            for node in binds.values():
-                if node in free:
-                    free[node] -= 1
-        return free
-
-    def _free_slots(self) -> dict[str, int]:
-        """Pods of the campaign's size each node still has room for."""
-        used: dict[str, int] = {}
-        for p in self.server.objects.get("pods", {}).values():
-            node = p["spec"].get("nodeName")
-            if node and _phase(p) not in TERMINAL:
-                used[node] = used.get(node, 0) + _cpu(p)
-        return {
-            n: 0 if n in self.cordoned else (NODE_CPU * 1000 - used.get(n, 0)) // (POD_CPU * 1000)
-            for members in self.racks.values()
-            for n in members
-        }
-
-    def _room_for(self, job: _Job, bound: list[Obj], free: dict[str, int]) -> int:
-        """Room for the rest of ``job``: in the rack its bound pods hold (hard tier 1; the
-        roomiest rack when none is bound), or anywhere (tier 2, no topology)."""
-        if job.tier != 1:
-            return sum(free.values())
-        if not bound:
-            return max(sum(free[n] for n in members) for members in self.racks.values())
-        nodes = {p["spec"]["nodeName"] for p in bound}
-        racks = [m for m in self.racks.values() if nodes & set(m)]
-        return sum(free[n] for n in racks[0]) if len(racks) == 1 else 0
-
-    def check_final(self) -> tuple[int, int]:
-        """After the quiet period: every job placed or explained, none starved, none lost."""
-        placed = explained = 0
-        free = self._free_slots()
-        by_job = self.pods_by_job()
-        for job in self.jobs.values():
-            jp = by_job.get(job.name, [])
-            if len(jp) != job.replicas:
-                self._violate("lost", f"{job.name}: {len(jp)} of {job.replicas} pods exist")
-                continue
-            pg = next(
-                (
-                    g
-                    for g in self.server.objects.get("podgroups", {}).values()
-                    if any(
-                        (meta(p).get("annotations") or {}).get(GROUP_NAME_ANNOTATION) == meta(g).get("name")
-                        for p in jp
-                    )
-                ),
-                None,
-            )
-            if pg is None:
-                self._violate("lost", f"{job.name} has no PodGroup")
-                continue
-            bound = [p for p in jp if p["spec"].get("nodeName")]
-            if len(bound) == job.replicas:
-                placed += 1
-                continue
-            if _explained(pg, jp):
-                explained += 1
-            else:
-                self._violate(
-                    "unexplained", f"{job.name}: {len(bound)}/{job.replicas} bound, no reason given"
-                )
-            if bound:
-                continue  # partly bound at the end: the partial check reports it
-            if job.tier == 1:
-                room = max(sum(free[n] for n in members) for members in self.racks.values())
-            else:
-                room = sum(free.values())
-            if room >= job.replicas:
-                self._violate("starved", f"{job.name} waits for {job.replicas} pods with room for {room}")
-        return placed, explained
 
 
 def _hypernode(name: str, tier: int, member_type: str, members: list[str]) -> Obj:
@@ -608,26 +396,6 @@ def _hypernode(name: str, tier: int, member_type: str, members: list[str]) -> Ob
     }
 
 
-def _phase(pod: Obj) -> str:
+def pod_phase(pod: Obj) -> str:
+    """A pod's phase (Pending until it has one)."""
     return str((pod.get("status") or {}).get("phase") or "Pending")
-
-
-def _cpu(pod: Obj) -> int:
-    return sum(
-        milli_value((c.get("resources") or {}).get("requests", {}).get("cpu", "0"))
-        for c in pod["spec"].get("containers") or []
-    )
-
-
-def _explained(pg: Obj, pods: list[Obj]) -> bool:
-    for c in (pg.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Unschedulable" and c.get("status") == "True" and c.get("message"):
-            return True
-    pending = [p for p in pods if not p["spec"].get("nodeName")]
-    return bool(pending) and all(
-        any(
-            c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message")
-            for c in (p.get("status") or {}).get("conditions") or []
-        )
-        for p in pending
-    )

@@ -10,6 +10,7 @@ import os
 import pytest
 
 from bench.chaos.campaign import run_parallel, run_seed
+from bench.chaos.invariants import Invariants
 from bench.chaos.mutations import MUTATIONS
 from bench.chaos.outcome import describe
 from bench.chaos.settings import Settings, mutation_settings
@@ -93,7 +94,7 @@ def test_the_invariants_see_an_overcommitted_node_and_a_lost_job() -> None:
                 },
             )
         await world.server.delete(JOBS, "job0", "chaos")
-        world.check()
+        Invariants(world).check()
         await asyncio.sleep(0)
         return sorted({v.invariant for v in world.violations})
 
@@ -144,9 +145,10 @@ def test_the_stuck_check_sees_a_gang_left_half_bound_beside_free_room() -> None:
                     },
                 },
             )
+        checks = Invariants(world)
         for _ in range(20):  # 10 s, past the 6 s idle window, short of the 30 s partial one
             await asyncio.sleep(0.5)
-            world.check()
+            checks.check()
         return sorted({v.invariant for v in world.violations})
 
     assert run_virtual(scenario("Inqueue")) == ["stuck"]
