@@ -146,6 +146,7 @@ class World:
 
     @property
     def now(self) -> float:
+        """Virtual seconds since the run began."""
         return self.loop.time()
 
     def wall(self) -> str:
@@ -158,9 +159,15 @@ class World:
         seconds from now: the idle clocks start again after it."""
         self.noisy_until = max(self.noisy_until, self.now + lasting)
 
+    def violate(self, invariant: str, detail: str) -> None:
+        """Record ``invariant`` broken now (what a user would see: :mod:`.invariants`)."""
+        self.violations.append(Violation(self.now, invariant, detail))
+
     # -- the cluster -------------------------------------------------------------------------
 
     def build_cluster(self) -> None:
+        """The nodes, drawn per seed, their racks and spine (HyperNodes), the priority classes
+        and the default queue."""
         n_racks = self.rng.choice(self.settings.racks)
         per_rack = self.rng.choice(self.settings.rack_nodes)
         for r in range(n_racks):
@@ -206,6 +213,7 @@ class World:
 
     @property
     def rack_slots(self) -> int:
+        """Pods of the campaign's size one rack holds."""
         return len(next(iter(self.racks.values()))) * (NODE_CPU // POD_CPU)
 
     async def submit_job(self) -> None:
@@ -371,6 +379,7 @@ class World:
     _stopped = False
 
     async def stop_all(self) -> None:
+        """The end of the run: every process stopped for good, none restarted."""
         self._stopped = True
         for kind, proc in list(self.procs.items()):
             if proc is not None and proc.task is not None:
@@ -378,10 +387,6 @@ class World:
                 proc.task.cancel()
                 await asyncio.gather(proc.task, return_exceptions=True)
             self.procs[kind] = None
-
-    def violate(self, invariant: str, detail: str) -> None:
-        """Record ``invariant`` broken now (what a user would see: :mod:`.invariants`)."""
-        self.violations.append(Violation(self.now, invariant, detail))
 
 
 def _hypernode(name: str, tier: int, member_type: str, members: list[str]) -> Obj:
