@@ -6,7 +6,7 @@
 First the real controller and scheduler run ``--seeds`` seeds (the baseline: every invariant
 must hold, so any violation here is a bug, printed with its seed). Then each deliberately
 broken variant of ``bench/chaos/mutations.py`` runs ``--mutation-seeds`` seeds, each stopping
-at its first violation a user would see (``USER_VISIBLE`` in the campaign: a process that
+at its first violation a user would see (``USER_VISIBLE`` in ``outcome.py``: a process that
 stops on its own is not a catch), with the scheduler's ``--verify-state`` off as in
 production, so a variant is never "caught" by the debug cross-check stopping the scheduler;
 its score is the share of seeds that caught it, with the invariant that did. The baseline
@@ -21,8 +21,10 @@ import sys
 import time
 from collections import Counter
 
-from .campaign import Settings, describe, mutation_settings, run_parallel
+from .campaign import run_parallel
 from .mutations import MUTATIONS
+from .outcome import describe
+from .settings import Settings, mutation_settings
 
 
 def main(argv: list[str] | None = None) -> int:

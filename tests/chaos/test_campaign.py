@@ -9,8 +9,12 @@ import os
 
 import pytest
 
-from bench.chaos.campaign import Settings, World, describe, mutation_settings, run_parallel, run_seed
+from bench.chaos.campaign import run_parallel, run_seed
+from bench.chaos.invariants import Invariants
 from bench.chaos.mutations import MUTATIONS
+from bench.chaos.outcome import describe
+from bench.chaos.settings import Settings, mutation_settings
+from bench.chaos.world import World
 
 WORKERS = min(2, os.cpu_count() or 1)
 
@@ -90,7 +94,7 @@ def test_the_invariants_see_an_overcommitted_node_and_a_lost_job() -> None:
                 },
             )
         await world.server.delete(JOBS, "job0", "chaos")
-        world.check()
+        Invariants(world).check()
         await asyncio.sleep(0)
         return sorted({v.invariant for v in world.violations})
 
@@ -104,8 +108,8 @@ def test_the_stuck_check_sees_a_gang_left_half_bound_beside_free_room() -> None:
     for a reason it is told, and is not flagged."""
     import asyncio
 
-    from bench.chaos.campaign import _Job, _Process
     from bench.chaos.vloop import run_virtual
+    from bench.chaos.world import _Job, _Process
     from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
     from hyperplace.runtime.api import JOBS, PODGROUPS, PODS
     from hyperplace.runtime.fakeapi import Connection
@@ -141,9 +145,10 @@ def test_the_stuck_check_sees_a_gang_left_half_bound_beside_free_room() -> None:
                     },
                 },
             )
+        checks = Invariants(world)
         for _ in range(20):  # 10 s, past the 6 s idle window, short of the 30 s partial one
             await asyncio.sleep(0.5)
-            world.check()
+            checks.check()
         return sorted({v.invariant for v in world.violations})
 
     assert run_virtual(scenario("Inqueue")) == ["stuck"]

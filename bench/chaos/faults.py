@@ -1,0 +1,226 @@
+"""What a storm does to a chaos run: the faults of the API server, the network and the
+administrators, drawn from the seed (:class:`Faults`).
+
+Faults come in storms, 6-12 s long, with calm stretches of 10-16 s between them, as incidents
+come in bursts (:class:`~.settings.Settings`). In a storm:
+
+* process crashes, immediately or at the k-th API call of the process, before or after the call
+  lands (its answer lost), or as the scheduler's n-th bind lands (a gang half-bound); a fresh
+  instance starts after a pause, knowing nothing (:meth:`.world.World.crash`);
+* bind-failure windows (409/429/500), errors on any call (409 Conflict, 410 Gone, 429, 500),
+  etcd compactions, dropped watches, slow API windows (requests, answers and watch events later
+  still);
+* racks cordoned for maintenance for 3-10 s (most often the rack of a gang that is partly bound,
+  whose rest must wait for its rack and not go to another).
+
+Storm or calm, until the quiet period at the end: stray bind failures (any bind may fail, 25 %:
+gangs are left half-bound at any moment), a failed bind's rack sometimes cordoned with it (the
+node went into maintenance under it); and every request, answer and watch event takes up to
+``rtt``, 0.2 s, in any case (watch events arrive in order, each that long after it was sent).
+
+A scheduler that loses track of a gang in a storm must show it in the calm that follows, before
+a later crash wipes its memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from hyperplace.runtime.api import NODES, ApiError
+from hyperplace.runtime.fakeapi import Access, Severed
+
+if TYPE_CHECKING:
+    from .world import World, _Process
+
+_REASONS = {409: "Conflict", 410: "Expired", 429: "TooManyRequests", 500: "InternalError"}
+
+
+class Faults:
+    """The faults of one run: the storms it plans, the windows they open (the virtual times
+    they end at, and their strength), and the hooks every API call of a process goes through."""
+
+    def __init__(self, world: World) -> None:
+        settings = world.settings
+        self.world, self.settings = world, settings
+        self.rng, self.hook_rng = world.rng, world.hook_rng  # the world's: one plan per seed
+        # Fault windows (virtual times they end at) and their strength.
+        self.error_until = self.bind_fail_until = self.slow_until = 0.0
+        # Any bind may fail, storm or calm (a webhook timing out, a race with a kubelet): gangs
+        # are left half-bound at any moment, also where the rack is nearly full.
+        self.stray_bind_failure = settings.stray_bind_failure
+        self.error_rate = self.bind_fail_rate = self.latency = self.watch_lag = 0.0
+        # Storms: (start, end) virtual seconds, drawn up front so the plan is the seed's alone.
+        self.storms: list[tuple[float, float]] = []
+        self.plan_time = 0.0  # the steps drawn so far (virtual time runs a little later)
+        t = self.rng.uniform(0.0, 2.0)
+        while t < settings.chaos_seconds:
+            end = min(t + self.rng.uniform(*settings.storm_seconds), settings.chaos_seconds)
+            self.storms.append((t, end))
+            t = end + self.rng.uniform(*settings.calm_seconds)
+
+    # -- the hooks of every API call -------------------------------------------------------------
+
+    def _count_call(self, proc: _Process, landed: bool) -> None:
+        if proc.crash_at is None or proc.crash_after_landing != landed:
+            return
+        proc.calls += 1
+        if proc.calls >= proc.crash_at:
+            self.world.events["crash-at-call"] += 1
+            self.world.crash(proc)
+            raise Severed("crashed at this call")
+
+    async def before(self, proc: _Process, a: Access) -> None:
+        """Before a call of ``proc`` reaches the server: its way there (up to ``rtt``, more in a
+        slow window), a crash at this call, an injected bind failure or API error."""
+        self._count_call(proc, landed=False)
+        now, rng = self.world.now, self.hook_rng
+        slow = self.latency if now < self.slow_until else 0.0
+        await asyncio.sleep(rng.uniform(0.0, self.settings.rtt + slow))
+        binding = a.verb == "create" and a.subresource == "binding"
+        in_window = now < self.bind_fail_until
+        if binding and rng.random() < (self.bind_fail_rate if in_window else self.stray_bind_failure):
+            code = rng.choice((409, 429, 500))
+            self.world.events[f"bind-{code}"] += 1
+            self.world.events["bind-failure-stray"] += not in_window
+            if a.name and rng.random() < self.settings.cordon_on_bind_failure:
+                # The node went into maintenance under the bind: its rack is cordoned.
+                await self._cordon(0.0, rng.uniform(3, 10), self.world.job_of_pod(a.name))
+            raise ApiError(code, _REASONS[code], "injected bind failure")
+        if now < self.error_until and rng.random() < self.error_rate:
+            codes = {"list": (410, 429, 500), "watch": (410, 429, 500), "get": (429, 500)}.get(
+                a.verb, (409, 429, 500)
+            )
+            code = rng.choice(codes)
+            self.world.events[f"{a.verb}-{code}"] += 1
+            raise ApiError(code, _REASONS[code], "injected")
+
+    async def after(self, proc: _Process, a: Access) -> None:
+        """After a call of ``proc`` landed: a crash as it lands (its answer lost), then the
+        answer's way back."""
+        self._count_call(proc, landed=True)
+        if proc.crash_at_bind is not None and a.verb == "create" and a.subresource == "binding":
+            proc.crash_at_bind -= 1
+            if proc.crash_at_bind <= 0:
+                # Killed with a gang half-bound: the next scheduler must finish it where it runs.
+                self.world.events["crash-mid-gang"] += 1
+                self.world.crash(proc)
+                raise Severed("crashed as a bind landed")
+        slow = self.latency if self.world.now < self.slow_until else 0.0
+        await asyncio.sleep(self.hook_rng.uniform(0.0, self.settings.rtt + slow))
+
+    def watch_delay(self) -> float:
+        """How late a watch event arrives (up to ``rtt``, more in a slow window)."""
+        lag = self.watch_lag if self.world.now < self.slow_until else 0.0
+        return self.hook_rng.uniform(0.0, self.settings.rtt + lag)
+
+    # -- one step of the plan ------------------------------------------------------------------
+
+    def stormy(self) -> bool:
+        """Inside a storm (see Settings.storm_seconds), by the plan's clock (the sum of the
+        steps drawn), so which steps are stormy is the seed's alone, not the run's timing."""
+        return any(a <= self.plan_time < b for a, b in self.storms)
+
+    async def step(self) -> None:
+        """One step of the plan: in a storm, processes may crash and fault windows open;
+        racks whose cordon is over are uncordoned, storm or calm."""
+        world = self.world
+        rng, now = self.rng, world.now
+        # Every draw is made in a calm too (and whether or not a process is up), so the plan
+        # does not depend on timing; only a storm lets a fault strike.
+        storm = self.stormy()
+        for kind, p_crash in (("scheduler", 0.035), ("controller", 0.03)):
+            roll, at, after = rng.random(), rng.randint(1, 40), rng.random() < 0.5
+            proc = world.procs[kind]
+            if proc is None or not storm:
+                continue
+            if roll < p_crash:
+                world.crash(proc)
+            elif roll < 2 * p_crash and proc.crash_at is None:
+                proc.crash_at, proc.crash_after_landing = at, after
+            elif kind == "scheduler" and roll < 3 * p_crash and proc.crash_at_bind is None:
+                proc.crash_at_bind = 1 + at % 4
+        rolls = [rng.random() for _ in range(5)]
+        spans = [rng.uniform(1, 5), rng.uniform(0.1, 0.5), rng.uniform(1, 5), rng.uniform(0.2, 0.8)]
+        slow = (rng.uniform(2, 8), rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0))
+        cordon_roll, cordon_span, cordon_pick = rng.random(), rng.uniform(3, 10), rng.random()
+        await self._uncordon_due()
+        if not storm:
+            return
+        if cordon_roll < self.settings.cordon:
+            await self._cordon(cordon_pick, cordon_span)
+        # The idle clocks wait out each fault's after-effects: an informer whose relist failed
+        # backs off (0.8 s doubling, so a few seconds after a window of at most 5 s), a queue
+        # of binds behind a slow window drains.
+        if rolls[0] < 0.045:
+            world.server.compact()
+            world.events["compaction"] += 1
+            world.noise(5.0)
+        if rolls[1] < 0.045:
+            world.server.disconnect_watchers()
+            world.events["dropped-watches"] += 1
+            world.noise(5.0)
+        if rolls[2] < 0.045:
+            self.error_until, self.error_rate = now + spans[0], spans[1]
+            world.events["error-window"] += 1
+            world.noise(spans[0] + 6.0)
+        if rolls[3] < 0.2:
+            self.bind_fail_until, self.bind_fail_rate = now + spans[2], spans[3]
+            world.events["bind-failure-window"] += 1
+            world.noise(spans[2] + 1.0)
+        if rolls[4] < 0.1:
+            self.slow_until = now + slow[0]
+            self.latency, self.watch_lag = slow[1], slow[2]
+            world.events["slow-window"] += 1
+            world.noise(slow[0] + 3.0)
+
+    async def _cordon(self, pick: float, span: float, job: str | None = None) -> None:
+        """An administrator cordons a rack (``spec.unschedulable`` on its nodes) for ``span``
+        seconds, as for switch maintenance: ``job``'s rack, else most often the rack of a gang
+        that is partly bound (a bind failed or the scheduler crashed), whose rest must then
+        wait for its rack rather than go to another (hard tier 1). Bound pods keep running."""
+        world = self.world
+        by_job = world.pods_by_job()
+
+        def bound_nodes(name: str) -> list[str]:  # one entry per bound pod
+            return [p["spec"]["nodeName"] for p in by_job.get(name, []) if p["spec"].get("nodeName")]
+
+        def racks_holding(nodes: set[str]) -> list[str]:
+            return sorted(r for r, members in world.racks.items() if nodes & set(members))
+
+        if job is not None:  # its bind failed: the rack it was going to, or already holds
+            pool = racks_holding(set(world.inflight.get(job, {}).values()) | set(bound_nodes(job)))
+        else:
+            partly = [
+                set(nodes)
+                for name, j in world.jobs.items()
+                if j.tier == 1 and 0 < len(nodes := bound_nodes(name)) < j.replicas
+            ]
+            pool = sorted({r for nodes in partly for r in racks_holding(nodes)}) or sorted(world.racks)
+        pool = [r for r in pool if not set(world.racks[r]) <= set(world.cordoned)]
+        if not pool:
+            return
+        rack = pool[int(pick * len(pool)) % len(pool)]
+        for node in world.racks[rack]:
+            if node not in world.cordoned:
+                await world.server.patch(NODES, node, {"spec": {"unschedulable": True}})
+            world.cordoned[node] = max(world.cordoned.get(node, 0.0), world.now + span)
+        world.events["cordon"] += 1
+
+    async def _uncordon_due(self, *, all_: bool = False) -> None:
+        world = self.world
+        for node, until in sorted(world.cordoned.items()):
+            if all_ or world.now >= until:
+                await world.server.patch(NODES, node, {"spec": {"unschedulable": False}})
+                del world.cordoned[node]
+                world.noise(1.0)  # the room is back: a working scheduler takes it next cycle
+
+    async def calm(self) -> None:
+        """The quiet period begins: every rack uncordoned, no fault window, no stray bind
+        failure, no crash pending."""
+        await self._uncordon_due(all_=True)
+        self.stray_bind_failure = 0.0
+        self.error_until = self.bind_fail_until = self.slow_until = 0.0
+        for proc in self.world.procs.values():
+            if proc is not None:
+                proc.crash_at = proc.crash_at_bind = None
