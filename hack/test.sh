@@ -17,9 +17,9 @@ fi
 build_log_dir="$(mktemp -d)"
 go_builds() {
   # One build at a time: each saturates both cores. Each writes its last line (the path) or its
-  # error to $build_log_dir.
+  # error to $build_log_dir. Arguments: the scripts, without hack/ and .sh.
   local script
-  for script in kube-bin helm-bin workload-bin volcano-bin; do
+  for script in "$@"; do
     if bash "hack/$script.sh" >"$build_log_dir/$script.out" 2>"$build_log_dir/$script.err"; then
       echo 0 >"$build_log_dir/$script.rc"
     else
@@ -75,8 +75,8 @@ export_builds() {
   fi
   grep "workload-bin: .* done in" "$err" >&2 || true
   # vc-scheduler: its tests (tests/integration/test_next_to_volcano.py) ask hack/volcano-bin.sh,
-  # which now finds it cached, or skip with the script's own reason.
-  if [ "$(cat "$build_log_dir/volcano-bin.rc")" != 0 ]; then
+  # which finds it cached (or builds it there, when tests were named), or skip with its reason.
+  if [ -f "$build_log_dir/volcano-bin.rc" ] && [ "$(cat "$build_log_dir/volcano-bin.rc")" != 0 ]; then
     echo "WARNING: hack/volcano-bin.sh could not build Volcano's scheduler; its tests will be SKIPPED: $(tail -n 3 "$build_log_dir/volcano-bin.err" | tr '\n' ' ')" >&2
   fi
 }
@@ -98,15 +98,16 @@ if [ "$#" -eq 0 ]; then
   # for pytest); then the tests that run the binaries (markers `apiserver` and `gobuilt`). The two
   # selections are each other's complement, so every test runs exactly once.
   echo "hack/test.sh: building the real components in the background (cached, or a cold build); meanwhile the tests that need none" >&2
-  go_builds &
+  go_builds kube-bin helm-bin workload-bin volcano-bin &
   builds=$!
   run_pytest -m "not apiserver and not gobuilt" || rc=$?
   wait "$builds"
   export_builds
   run_pytest -m "apiserver or gobuilt" || rc=$?
 else
-  # Tests named on the command line: build first, then run them as asked.
-  go_builds
+  # Tests named on the command line: build first, then run them as asked; vc-scheduler only if
+  # they include its test, which builds it on first use.
+  go_builds kube-bin helm-bin workload-bin
   export_builds
   run_pytest "$@" || rc=$?
 fi
