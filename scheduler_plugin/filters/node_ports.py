@@ -78,6 +78,10 @@ class NodePorts:
         """Only pods that ask for a host port."""
         return bool(pod.host_ports)
 
+    def most_per_node(self, pod: CompiledPod) -> int:
+        """One: a second pod asking for the same host ports would conflict with the first."""
+        return 1
+
     def cycle_state(self, snapshot: CycleInput) -> list[set[HostPort]]:
         """The ports the snapshot's pods hold, per node (a shallow copy)."""
         return list(snapshot.node_ports)
@@ -85,9 +89,8 @@ class NodePorts:
     def cap_counts(
         self, state: list[set[HostPort]], pod: CompiledPod, nodes: Sequence[int], counts: I64
     ) -> None:
-        """At most one such pod per node (it would conflict with itself), none where a port is
-        taken."""
-        np.minimum(counts, 1, out=counts)
+        """At most one such pod per node (:meth:`most_per_node`), none where a port is taken."""
+        np.minimum(counts, self.most_per_node(pod), out=counts)
         want = pod.host_ports
         for k, n in enumerate(nodes):
             if counts[k] and state[n] and host_ports_conflict(want, state[n]):

@@ -67,6 +67,11 @@ class StatefulFilter(Protocol[S]):
         """Whether the filter has anything to say about this pod (kube-scheduler's Skip)."""
         ...
 
+    def most_per_node(self, pod: CompiledPod) -> int | None:
+        """The most pods like ``pod`` one node takes whatever else is placed there (None: no
+        bound of the filter's own); what the state adds is :meth:`cap_counts`'."""
+        ...
+
     def cycle_state(self, snapshot: CycleInput) -> S:
         """The filter's state at the start of a cycle, from what already runs."""
         ...

@@ -74,8 +74,12 @@ class FitCounter:
             free = st.alloc[nodes] - st.used[nodes] + freed
             mask = self.snap.static_mask(shape)[nodes]
         c = np.where(mask, pods_fitting(free, shape.requests), 0)
-        if shape.constraints.host_ports:
-            c = np.minimum(c, 1)  # one per node; conflicts are left to the exact placement
+        # The stateful filters' own bound per node (one pod with host ports); what the placed
+        # pods add (port conflicts) is left to the exact placement.
+        for f, _ in st.filters:
+            most = f.most_per_node(shape.constraints) if f.applies(shape.constraints) else None
+            if most is not None:
+                c = np.minimum(c, most)
         return c
 
     def _pcap(self, per_node: I64, limit: int, size: int, within: list[int] | None) -> I64:

@@ -65,6 +65,10 @@ def test_a_reserved_host_port_keeps_a_second_pod_off_the_node_until_unreserved()
     assert snapshot.node_ports == [set(), taken]  # the snapshot's sets are never mutated
 
 
+def test_node_ports_bounds_a_node_to_one_such_pod_whatever_is_placed() -> None:
+    assert NODE_PORTS.most_per_node(compile_pod_constraints(_pod_with_host_port(8080))) == 1
+
+
 def test_a_pod_without_host_ports_is_skipped_by_node_ports() -> None:
     pod = compile_pod_constraints(
         {"metadata": {"name": "q", "namespace": "default"}, "spec": {"containers": []}}
