@@ -34,7 +34,7 @@ A relist (after 410 Gone, a watch gap or a restart) feeds whole listings through
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,11 +51,13 @@ from hyperplace.kube.objects import namespaced_key
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
 from ..filters.pod_constraints import PodConstraints
+from ..filters.pod_terms import PodClass
 from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, TaskInfo, build_job, remap_nodes
 from ..model.memo import Memo
 from ..model.snapshot import ClusterSnapshot, HostPort, Shape
 from .node_table import NodeTable
+from .pod_classes import TermKeys, bound_class, group_bound, label_class
 from .records import (
     NodeRecord,
     PodRecord,
@@ -115,6 +117,10 @@ class ClusterState:
         self._jobs: dict[str, _Job] = {}
         self._dirty_jobs: set[str] = set()
         self._bad_orphans: dict[str, str] = {}  # pending pods of ours with invalid requests
+        # Label keys the pods' inter-pod affinity and spread terms read (shape signatures
+        # carry a pod's labels under them), and the namespaces' labels (namespaceSelector).
+        self._term_keys = TermKeys()
+        self._namespaces: dict[str, dict[str, str]] = {}
         self._by_node: dict[str, dict[str, None]] = {}  # node name -> keys of pods naming it
         # Layout: node order, resource columns and rows (copy-on-write once shared).
         self._layout_dirty = True
@@ -207,6 +213,7 @@ class ClusterState:
         rec = self._parse_pod(obj)
         self._pods[rec.key] = rec
         self.changes += 1
+        self._count_terms(old, rec)
         self._index_node(old, rec)
         if not rec.terminal and not self._table.knows(rec.requests or ()):
             self._layout_dirty = True  # a resource never seen: new columns, laid out once
@@ -232,6 +239,7 @@ class ClusterState:
         if old is None:
             return
         self.changes += 1
+        self._count_terms(old, None)
         self._index_node(old, None)
         self._account(old, -1)
         self._bad_orphans.pop(key, None)
@@ -246,6 +254,16 @@ class ClusterState:
             old = self._pods.get(key)
             if old is None or (old.obj != obj if self.detach else old.obj is not obj):
                 self.set_pod(obj)
+
+    def _count_terms(self, old: PodRecord | None, new: PodRecord | None) -> None:
+        """Keep the keys the terms read; when they change, shapes are laid out afresh."""
+        changed = False
+        if old is not None:
+            changed |= self._term_keys.add(old.terms, -1)
+        if new is not None:
+            changed |= self._term_keys.add(new.terms, +1)
+        if changed:
+            self._layout_dirty = True
 
     def _parse_pod(self, obj: dict[str, Any]) -> PodRecord:
         rec = parse_pod(detached(obj) if self.detach else obj, self.scheduler_names)
@@ -380,6 +398,16 @@ class ClusterState:
         self.replace_priority_classes(priority_classes)
         self.replace_policies(pdbs, quotas)
 
+    def replace_namespaces(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """The Namespaces as listed: their labels are what a term's namespaceSelector reads."""
+        fresh = {
+            name_of(o): {str(k): str(v) for k, v in ((o.get("metadata") or {}).get("labels") or {}).items()}
+            for o in objs
+        }
+        if fresh != self._namespaces:
+            self._namespaces = fresh
+            self.changes += 1
+
     def replace_policies(self, pdbs: Iterable[dict[str, Any]], quotas: Iterable[dict[str, Any]]) -> None:
         """The PodDisruptionBudgets and ResourceQuotas become exactly these (the pdb and
         resourcequota plugins read them; a session reads the listing as it was)."""
@@ -484,11 +512,12 @@ class ClusterState:
         assert rec.requests is not None
         if rec.shape_gen != self._layout_gen:
             # Shape ids and request vectors hold while the layout does: once per pod and layout.
-            sid = self._shape_idx.get(f.sig)
+            sig = (f.sig, label_class(rec.ns, f.labels, self._term_keys))
+            sid = self._shape_idx.get(sig)
             if sid is None:
                 vec = self._table.vec(rec.requests)
                 sid = len(self._shape_list)
-                self._shape_idx[f.sig] = sid
+                self._shape_idx[sig] = sid
                 self._shape_list.append((vec, rec.cons))
             else:
                 # Same requests as the shape's (they are part of its signature): one
@@ -498,6 +527,18 @@ class ClusterState:
         assert rec.vec is not None
         task = rec.task(rec.sid, rec.vec, self._prios.of(f.priority_class, f.priority))
         return dict(task.__dict__)
+
+    def _bound_classes(self) -> list[tuple[PodClass, I64]]:
+        """The bound pods by class, while some pod has a term (else nobody asks)."""
+        if not self._term_keys.active:
+            return []
+        nidx = self._table.nidx
+        keys = self._term_keys
+        return group_bound(
+            (bound_class(p.obj, p.terms, keys), nidx[p.node])
+            for p in self._pods.values()
+            if p.node and not p.terminal and p.node in nidx
+        )
 
     def snapshot(self) -> ClusterSnapshot:
         """A consistent, immutable view for one cycle, in time proportional to the changes."""
@@ -563,6 +604,8 @@ class ClusterState:
             pdbs=self._policies[0],
             quotas=self._policies[1],
             plain_mask=table.plain,
+            pod_classes=self._bound_classes(),
+            namespace_labels=self._namespaces,
             # Static masks depend on node facts only: shared while no node changed.
             _sig_masks=self._sig_masks,
             carry=self._carry,

@@ -25,6 +25,7 @@ from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, TaskInfo, build_job
 from ..model.snapshot import ClusterSnapshot, Shape
 from .node_table import NodeTable
+from .pod_classes import TermKeys, bound_class, group_bound, label_class
 from .records import (
     PodRecord,
     Priorities,
@@ -50,6 +51,7 @@ def build_snapshot(
     members: MemberIndex | None = None,
     pdbs: Sequence[dict[str, Any]] = (),
     quotas: Sequence[dict[str, Any]] = (),
+    namespaces: Sequence[dict[str, Any]] = (),
 ) -> ClusterSnapshot:
     """Index nodes, account running pods, group pending pods into jobs and resolve the tree.
 
@@ -70,7 +72,10 @@ def build_snapshot(
         members.sync_nodes(node_labels)
         members.sync_hypernodes(hypernodes)
     tree = HyperNodeTree.build(hypernodes, names, node_labels, members)
-    jobs = _Jobs(table, Priorities(priority_classes), {pg.key: pg for pg in podgroups})
+    keys = TermKeys()
+    for rec in recs:
+        keys.add(rec.terms, +1)
+    jobs = _Jobs(table, Priorities(priority_classes), {pg.key: pg for pg in podgroups}, keys)
     with no_cyclic_gc():
         for rec in recs:
             jobs.add(rec)
@@ -93,6 +98,15 @@ def build_snapshot(
         plain_mask=table.plain,
         pdbs=tuple(pdbs),
         quotas=tuple(quotas),
+        pod_classes=group_bound(
+            (bound_class(r.obj, r.terms, keys), table.nidx[r.node])
+            for r in recs
+            if keys.active and r.node and not r.terminal and r.node in table.nidx
+        ),
+        namespace_labels={
+            name_of(o): {str(k): str(v) for k, v in ((o.get("metadata") or {}).get("labels") or {}).items()}
+            for o in namespaces
+        },
     )
     snap.build_seconds = time.perf_counter() - t0
     return snap
@@ -101,7 +115,10 @@ def build_snapshot(
 class _Jobs:
     """The pods of one listing, sorted into node usage, jobs, shapes and orphans."""
 
-    def __init__(self, table: NodeTable, prios: Priorities, podgroups: dict[str, PodGroup]) -> None:
+    def __init__(
+        self, table: NodeTable, prios: Priorities, podgroups: dict[str, PodGroup], keys: TermKeys
+    ) -> None:
+        self.keys = keys
         self.nidx = table.nidx
         self.vec = table.vec
         self.prios = prios
@@ -140,9 +157,10 @@ class _Jobs:
                 self.orphans[rec.key] = why
             return
         f = rec.task_fields()
-        sid = self.shape_idx.get(f.sig)
+        sig = (f.sig, label_class(rec.ns, f.labels, self.keys))
+        sid = self.shape_idx.get(sig)
         if sid is None:
-            sid = self.shape_idx[f.sig] = len(self.shapes)
+            sid = self.shape_idx[sig] = len(self.shapes)
             self.shapes.append(Shape(sid, vec, rec.cons))
             vec = vec.copy()  # the shape's vector is not shared with a task
         task = rec.task(sid, vec, self.prios.of(f.priority_class, f.priority))

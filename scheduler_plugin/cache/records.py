@@ -21,25 +21,27 @@ from hyperplace.api.constants import (
     GROUP_NAME_ANNOTATION,
     TASK_SPEC_KEY,
 )
-from hyperplace.api.exclusive import exclusive_label_key
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.api.times import parse_rfc3339
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
-from hyperplace.kube.workloads import controlled_podgroup_name, lws_exclusive_affinity_key, rank_index
+from hyperplace.kube.workloads import controlled_podgroup_name, rank_index
 
 from ..filters.node_ports import pod_host_ports
 from ..filters.nodes import NodeStatic, node_static_from_dict
 from ..filters.pod_constraints import PodConstraints, compile_pod_constraints
+from ..filters.pod_terms import NO_TERMS, PodTerms
 from ..filters.taint_toleration import SCHEDULING_EFFECTS
 from ..model.jobs import TaskInfo, cooldown_mark, order_keys, preemptable_mark, rank_key
 from ..model.snapshot import HostPort
+from .pod_classes import terms_of
 
 I64 = npt.NDArray[np.int64]
 log = logging.getLogger(__name__)
 # Pod slots of a Node that reports none (test fixtures often omit them; kubelet's default).
 DEFAULT_PODS = 110_000
-_META_READ = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp")
+# deletionTimestamp: PodTopologySpread does not count a pod being deleted.
+_META_READ = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp")
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
@@ -116,6 +118,7 @@ class PodRecord:
     bad: str | None  # why requests are invalid
     job: str | None  # the job this pod feeds (its PodGroup, or the one made for it)
     ports: frozenset[HostPort]  # host ports it holds on its node when bound
+    terms: PodTerms = NO_TERMS  # inter-pod affinity and spread terms (of any non-terminal pod)
     _cons: PodConstraints | None = None
     _fields: TaskFields | None = None
     # Shape id and request vector, valid while the state's layout generation is shape_gen.
@@ -168,25 +171,24 @@ class PodRecord:
                 creation=str(meta.get("creationTimestamp") or ""),
                 # Requests are never negative: best effort when only the pod slot is asked.
                 best_effort=sum(self.requests.values()) == self.requests.get("pods", 0),
-                sig=(tuple(sorted(self.requests.items())), cons.signature, tuple(sorted(cons.host_ports))),
+                sig=(
+                    tuple(sorted(self.requests.items())),
+                    cons.signature,
+                    tuple(sorted(cons.host_ports)),
+                    cons.terms,
+                ),
             )
         return self._fields
 
-    def refusal(self, exclusive_key: str | None = None) -> str | None:
-        """Why a pending pod of ours is not placed whatever the room: scheduling gates, or a
-        constraint the predicates do not evaluate (placing it could violate that).
-        ``exclusive_key``: the node label key whose domains its PodGroup takes exclusively;
-        the required pod affinity and anti-affinity LeaderWorkerSet injects for that key are
-        then kept by the placement itself (one group per domain, all of it in one)."""
+    def refusal(self) -> str | None:
+        """Why a pending pod of ours is not placed whatever the room: scheduling gates, terms
+        that cannot be evaluated, or a constraint no filter evaluates (placing it could
+        violate that)."""
         if self.cons.gated:
             return "pod has scheduling gates"
+        if self.cons.error is not None:
+            return f"invalid pod: {self.cons.error}"
         unsupported = self.cons.unsupported
-        if (
-            exclusive_key is not None
-            and "podAffinity" in unsupported
-            and lws_exclusive_affinity_key(self.obj) == exclusive_key
-        ):
-            unsupported = tuple(u for u in unsupported if u not in ("podAffinity", "podAntiAffinity"))
         if unsupported:
             return "unsupported constraints: " + ", ".join(unsupported)
         return None
@@ -285,7 +287,10 @@ def parse_pod(obj: dict[str, Any], scheduler_names: Sequence[str]) -> PodRecord:
     except ResourceError as exc:
         rq, bad = None, str(exc)
     rec = PodRecord(obj, key, ns, name, node, terminal, owned, group, rq, bad, None, frozenset())
-    if terminal or rq is None:
+    if terminal:
+        return rec
+    rec.terms = terms_of(obj)  # a bound pod's terms matter to every pod placed near it
+    if rq is None:
         return rec
     if group is None and owned:
         # A pod of a controlling owner belongs to the PodGroup the podgroup controller makes
@@ -313,10 +318,7 @@ def job_task_verdict(rec: PodRecord, podgroup: PodGroup | None) -> tuple[bool, s
     if rec.group is not None and podgroup is None:
         return False, None if rec.node else f"PodGroup {rec.job} not found"
     if not rec.node:
-        key = (
-            exclusive_label_key(podgroup.metadata.annotations) if rec.group is not None and podgroup else None
-        )
-        refusal = rec.refusal(key)
+        refusal = rec.refusal()
         if refusal is not None:
             return False, refusal
     return True, None

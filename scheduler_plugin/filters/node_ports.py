@@ -73,8 +73,9 @@ class NodePorts:
     snapshot's sets stay intact)."""
 
     name = "NodePorts"
+    local = True
 
-    def applies(self, pod: CompiledPod) -> bool:
+    def applies(self, state: list[set[HostPort]], pod: CompiledPod) -> bool:
         """Only pods that ask for a host port."""
         return bool(pod.host_ports)
 
@@ -82,8 +83,11 @@ class NodePorts:
         """One: a second pod asking for the same host ports would conflict with the first."""
         return 1
 
-    def cycle_state(self, snapshot: CycleInput) -> list[set[HostPort]]:
-        """The ports the snapshot's pods hold, per node (a shallow copy)."""
+    def cycle_state(self, snapshot: CycleInput) -> list[set[HostPort]] | None:
+        """The ports the snapshot's pods hold, per node (a shallow copy); None when no pod of
+        the cycle asks for a host port."""
+        if not any(p.host_ports for p in snapshot.pending):
+            return None
         return list(snapshot.node_ports)
 
     def cap_counts(
@@ -96,13 +100,24 @@ class NodePorts:
             if counts[k] and state[n] and host_ports_conflict(want, state[n]):
                 counts[k] = 0
 
+    def reasons(self, state: list[set[HostPort]], pod: CompiledPod, nodes: Sequence[int]) -> list[str | None]:
+        """The host-port conflict, where a wanted port is taken."""
+        want = pod.host_ports
+        return [REASON_HOST_PORTS if host_ports_conflict(want, state[n]) else None for n in nodes]
+
+    def cohorts(self, state: list[set[HostPort]], pod: CompiledPod) -> None:
+        """No bound across nodes: ports are per node."""
+        return None
+
     def reserve(self, state: list[set[HostPort]], pod: CompiledPod, node: int) -> None:
         """The pod's ports are taken on ``node``."""
-        state[node] = state[node] | set(pod.host_ports)
+        if pod.host_ports:
+            state[node] = state[node] | set(pod.host_ports)
 
     def unreserve(self, state: list[set[HostPort]], pod: CompiledPod, node: int) -> None:
         """The pod's ports are free again on ``node``."""
-        state[node] = state[node] - set(pod.host_ports)
+        if pod.host_ports:
+            state[node] = state[node] - set(pod.host_ports)
 
 
 FILTER = NodePorts()

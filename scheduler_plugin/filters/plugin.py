@@ -5,17 +5,26 @@ scheduler's Filter with no cycle state): its verdict is the same all cycle, so t
 it per constraint signature as a node mask. A *stateful* filter's verdict depends on the pods
 placed on a node so far in the cycle (kube-scheduler's PreFilter state plus Reserve and
 Unreserve): the session's allocation state keeps one state per such filter, asks it to cap the
-per-shape fit counts, and tells it of every tentative placement and every undo."""
+per-shape fit counts, and tells it of every tentative placement and every undo.
+
+A stateful filter is *local* when a placement changes its verdict on the placement's node only
+(NodePorts): the session then keeps the counts of every shape current by recounting the touched
+nodes. A non-local filter (InterPodAffinity, PodTopologySpread: a pod placed in a zone changes
+the verdict on every node of the zone, or of every zone) makes the counts of the shapes it
+applies to volatile: the session recounts them whenever a placement happened since."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from .nodes import NodeStatic
+
+if TYPE_CHECKING:  # pod_terms imports this module's error type
+    from .pod_terms import PodClass, PodTerms
 
 HostPort = tuple[str, str, int]  # (protocol, hostIP, hostPort)
 Toleration = tuple[str, str, str, str]  # canonical (key, operator, value, effect)
@@ -37,12 +46,38 @@ class CompiledPod(Protocol):
     @property
     def tolerations(self) -> tuple[Toleration, ...]: ...
 
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+    @property
+    def terms(self) -> PodTerms: ...
+
 
 class CycleInput(Protocol):
     """What a stateful filter reads of the cycle's snapshot to start its state."""
 
     @property
     def node_ports(self) -> Sequence[set[HostPort]]: ...
+
+    @property
+    def node_static(self) -> Sequence[NodeStatic]: ...
+
+    @property
+    def pending(self) -> Sequence[CompiledPod]:
+        """The compiled pods of every shape of the cycle."""
+        ...
+
+    @property
+    def pod_classes(self) -> Sequence[tuple[PodClass, I64]]:
+        """The pods bound to nodes, by class, with the node index of each pod (empty when no
+        pod of the cluster carries an inter-pod affinity or spread term)."""
+        ...
+
+    @property
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]]: ...
 
 
 class StaticFilter(Protocol):
@@ -62,8 +97,14 @@ class StatefulFilter(Protocol[S]):
     """A filter whose verdict on a node depends on the pods placed there so far this cycle."""
 
     name: str  # kube-scheduler's plugin name
+    local: bool  # a placement changes the verdict on its own node only
 
-    def applies(self, pod: CompiledPod) -> bool:
+    def cycle_state(self, snapshot: CycleInput) -> S | None:
+        """The filter's state at the start of a cycle, from what already runs; None when no
+        pod of the cycle needs the filter."""
+        ...
+
+    def applies(self, state: S, pod: CompiledPod) -> bool:
         """Whether the filter has anything to say about this pod (kube-scheduler's Skip)."""
         ...
 
@@ -72,17 +113,25 @@ class StatefulFilter(Protocol[S]):
         bound of the filter's own); what the state adds is :meth:`cap_counts`'."""
         ...
 
-    def cycle_state(self, snapshot: CycleInput) -> S:
-        """The filter's state at the start of a cycle, from what already runs."""
-        ...
-
     def cap_counts(self, state: S, pod: CompiledPod, nodes: Sequence[int], counts: I64) -> None:
         """Lower ``counts[k]``, the pods like ``pod`` node ``nodes[k]`` could take by room, to
         what the filter allows there now (in place)."""
         ...
 
+    def reasons(self, state: S, pod: CompiledPod, nodes: Sequence[int]) -> list[str | None]:
+        """kube-scheduler's reason for each of ``nodes`` refusing one more pod like ``pod``
+        now (None where the filter lets it in)."""
+        ...
+
+    def cohorts(self, state: S, pod: CompiledPod) -> list[I64] | None:
+        """Groups of nodes one of which must take every pod like ``pod`` while the first is
+        still to be placed (the first pod of a group affine to itself decides where the rest
+        go); None when the filter sets no such bound."""
+        ...
+
     def reserve(self, state: S, pod: CompiledPod, node: int) -> None:
-        """A pod like ``pod`` is placed on ``node`` tentatively."""
+        """A pod like ``pod`` is placed on ``node`` tentatively (called for every placed pod,
+        whether or not the filter applies to it: it may change the verdict for others)."""
         ...
 
     def unreserve(self, state: S, pod: CompiledPod, node: int) -> None:

@@ -16,7 +16,8 @@ import numpy.typing as npt
 from .node_affinity import compile_node_affinity
 from .node_ports import pod_host_ports
 from .nodes import NodeStatic
-from .plugin import HostPort, Toleration
+from .plugin import HostPort, PredicateError, Toleration
+from .pod_terms import NO_TERMS, PodTerms, compile_pod_terms
 from .registry import STATIC_FILTERS
 from .taint_toleration import compile_tolerations
 from .unsupported import unsupported_constraints
@@ -48,6 +49,14 @@ class PodConstraints:
     # None: no required node affinity; otherwise the NodeSelectorTerms (ORed).
     required_terms: tuple[Mapping[str, Any], ...] | None = field(default=None, compare=False)
     tolerations: tuple[Toleration, ...] = ()  # (key, operator, value, effect)
+    # For InterPodAffinity and PodTopologySpread: the pod's namespace, labels and terms (not in
+    # the static signature: the shape's signature adds them, see cache.records).
+    namespace: str = field(default="default", compare=False)
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
+    terms: PodTerms = field(default=NO_TERMS, compare=False)
+    # Why the pod's terms cannot be evaluated (a malformed selector, naming the field): the pod
+    # waits with this message instead of being placed against half its rules.
+    error: str | None = None
 
     def node_reason(self, node: NodeStatic) -> str | None:
         """None if the node passes every static filter, else the first refusing filter's
@@ -64,6 +73,12 @@ def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
     spec = pod.get("spec") or {}
     node_selector, terms = compile_node_affinity(spec)
     tolerations = compile_tolerations(spec)
+    meta = pod.get("metadata") or {}
+    error = None
+    try:
+        pod_terms = compile_pod_terms(pod)
+    except PredicateError as exc:
+        pod_terms, error = NO_TERMS, str(exc)
     signature = (node_selector, None if terms is None else _freeze(list(terms)), tolerations)
     return PodConstraints(
         signature=signature,
@@ -73,6 +88,10 @@ def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
         node_selector=node_selector,
         required_terms=terms,
         tolerations=tolerations,
+        namespace=str(meta.get("namespace") or "default"),
+        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        terms=pod_terms,
+        error=error,
     )
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import node_affinity, node_ports, node_ready, node_unschedulable, taint_toleration
+from . import (
+    inter_pod_affinity,
+    node_affinity,
+    node_ports,
+    node_ready,
+    node_unschedulable,
+    pod_topology_spread,
+    taint_toleration,
+)
 from .plugin import StatefulFilter, StaticFilter
 
 STATIC_FILTERS: tuple[StaticFilter, ...] = (
@@ -14,5 +22,11 @@ STATIC_FILTERS: tuple[StaticFilter, ...] = (
     taint_toleration.FILTER,
     node_affinity.FILTER,
 )
-# Judged against what the cycle has placed so far; NodeResourcesFit is the fit counts themselves.
-STATEFUL_FILTERS: tuple[StatefulFilter[Any], ...] = (node_ports.FILTER,)
+# Judged against what the cycle has placed so far; NodeResourcesFit is the fit counts themselves
+# and runs between the first FIT_AFTER of these and the rest (it names a node's reason there).
+STATEFUL_FILTERS: tuple[StatefulFilter[Any], ...] = (
+    node_ports.FILTER,
+    pod_topology_spread.FILTER,
+    inter_pod_affinity.FILTER,
+)
+FIT_AFTER = 1

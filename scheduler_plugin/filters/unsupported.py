@@ -1,9 +1,6 @@
 """What no filter judges yet, so the scheduler reports the pod instead of placing it somewhere
 kube-scheduler would refuse:
 
-* ``podAffinity`` / ``podAntiAffinity`` with required terms (preferred terms only score);
-* ``topologySpreadConstraints`` with ``whenUnsatisfiable: DoNotSchedule`` (ScheduleAnyway
-  only scores);
 * volumes backed by PersistentVolumeClaims (``persistentVolumeClaim`` and generic
   ``ephemeral`` volumes): VolumeBinding/VolumeZone need PV and StorageClass objects that
   are not in the snapshot;
@@ -20,15 +17,6 @@ from typing import Any
 def unsupported_constraints(spec: Mapping[str, Any]) -> tuple[str, ...]:
     """The pod's constraints no filter judges, in the words the scheduler reports them."""
     out: list[str] = []
-    affinity = spec.get("affinity") or {}
-    for kind in ("podAffinity", "podAntiAffinity"):
-        if (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
-            out.append(kind)
-    if any(
-        (c.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule"
-        for c in spec.get("topologySpreadConstraints") or []
-    ):
-        out.append("topologySpreadConstraints")
     if any(v.get("persistentVolumeClaim") or v.get("ephemeral") for v in spec.get("volumes") or []):
         out.append("volumes with PVC")
     if spec.get("resourceClaims"):

@@ -8,16 +8,22 @@ additive: placing one pod lowers its node's count by exactly one, so HyperNode s
 (``dom[h]``) say exactly how many pods of that shape a domain can still take.
 
 Counts are cached per shape and kept in sync incrementally: an allocation recomputes the counts
-of the touched nodes only and pushes the deltas to their HyperNodes (one bincount).
+of the touched nodes only and pushes the deltas to their HyperNodes (one bincount). A shape a
+non-local stateful filter applies to (inter-pod affinity, topology spread: a placement in a zone
+changes the verdict across the zone) is *volatile*: its counts say what one more pod may do
+(at most one per node), so they are not additive, and they are recounted whenever a placement
+happened since they were last counted; placement then goes one pod at a time for such shapes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..filters.plugin import StatefulFilter
 from ..filters.registry import STATEFUL_FILTERS
 from ..model.memo import MemoKey
 from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting
@@ -66,11 +72,14 @@ class AllocState:
         )
         # The stateful filters some pod of this cycle needs, each with its state (kube-scheduler's
         # PreFilter state; Reserve and Unreserve below keep it current).
-        self.filters = [
-            (f, f.cycle_state(snap))
-            for f in STATEFUL_FILTERS
-            if any(f.applies(sh.constraints) for sh in shapes)
+        self.filters: list[tuple[StatefulFilter[Any], Any]] = [
+            (f, st) for f in STATEFUL_FILTERS if (st := f.cycle_state(snap)) is not None
         ]
+        self._nonlocal = [(f, st) for f, st in self.filters if not f.local]
+        # Volatile shapes: counts with the placement generation they were made at.
+        self._volatile: dict[int, bool] = {}
+        self._gen = 0
+        self._vol_counts: dict[int, tuple[int, I64, I64]] = {}
 
     # ------------------------------------------------------------------ counts
     def compute_counts(self, shape: Shape, nodes: I64 | None = None) -> I64:
@@ -86,12 +95,38 @@ class AllocState:
         c = np.where(mask, pods_fitting(free, shape.requests), 0)
         cons = shape.constraints
         for f, st in self.filters:
-            if f.applies(cons):
+            if f.applies(st, cons):
                 f.cap_counts(st, cons, range(self.snap.num_nodes) if idx is None else idx.tolist(), c)
         return c
 
+    def volatile(self, shape: Shape) -> bool:
+        """Whether a non-local stateful filter applies to the shape (see the module text)."""
+        got = self._volatile.get(shape.id)
+        if got is None:
+            got = self._volatile[shape.id] = any(f.applies(st, shape.constraints) for f, st in self._nonlocal)
+        return got
+
+    def cohorts(self, shape: Shape) -> list[I64] | None:
+        """Node groups one of which must take every pod of the shape (see
+        ``StatefulFilter.cohorts``); None when no filter bounds it so."""
+        for f, st in self._nonlocal:
+            if f.applies(st, shape.constraints):
+                got = f.cohorts(st, shape.constraints)
+                if got is not None:
+                    return got
+        return None
+
+    def _volatile_counts(self, shape: Shape) -> tuple[I64, I64]:
+        got = self._vol_counts.get(shape.id)
+        if got is None or got[0] != self._gen:
+            c = self.compute_counts(shape)
+            got = self._vol_counts[shape.id] = (self._gen, c, self.tree.domain_sums(c))
+        return got[1], got[2]
+
     def node_counts(self, shape: Shape) -> I64:
         """Cached per-node counts of a shape (kept current by allocate/deallocate)."""
+        if self.volatile(shape):
+            return self._volatile_counts(shape)[0]
         c = self._node_counts.get(shape.id)
         if c is None:
             c = self.compute_counts(shape)
@@ -101,6 +136,8 @@ class AllocState:
 
     def dom_counts(self, shape: Shape) -> I64:
         """Cached per-HyperNode counts (sum over the HyperNode's real nodes)."""
+        if self.volatile(shape):
+            return self._volatile_counts(shape)[1]
         if shape.id not in self._dom_counts:
             self.node_counts(shape)
         return self._dom_counts[shape.id]
@@ -139,11 +176,12 @@ class AllocState:
         else:
             np.add.at(self.used, n_arr, reqs)
         self._add_hn_used(n_arr, reqs)
+        shapes = self.snap.shapes
         for f, st in self.filters:
+            step = f.reserve if sign > 0 else f.unreserve
             for sid, n in zip(s_arr.tolist(), n_arr.tolist(), strict=True):
-                cons = self.snap.shapes[sid].constraints
-                if f.applies(cons):
-                    (f.reserve if sign > 0 else f.unreserve)(st, cons, n)
+                step(st, shapes[sid].constraints, n)
+        self._gen += 1
         self._refresh(np.unique(n_arr))
 
     def fill(self, nodes: I64, sign: int = 1) -> None:
@@ -154,6 +192,7 @@ class AllocState:
         rows = self.alloc[nodes] * sign
         self.used[nodes] += rows
         self._add_hn_used(nodes, rows)
+        self._gen += 1
         self._refresh(np.unique(nodes))
 
     def _node_hns(self, nodes: I64) -> tuple[I64, I64]:

@@ -18,6 +18,7 @@ from hyperplace.api.podgroup import Queue
 from ..filters.nodes import NodeStatic
 from ..filters.plugin import HostPort
 from ..filters.pod_constraints import PodConstraints, static_feasibility_mask
+from ..filters.pod_terms import PodClass
 from .hypernode_tree import HyperNodeTree
 from .jobs import JobInfo
 from .memo import Memo
@@ -75,6 +76,10 @@ class ClusterSnapshot:
     # PodDisruptionBudgets and ResourceQuotas as listed (the pdb and resourcequota plugins).
     pdbs: tuple[dict[str, Any], ...] = ()
     quotas: tuple[dict[str, Any], ...] = ()
+    # Bound pods by class with their node indices, for InterPodAffinity and PodTopologySpread
+    # (empty while no pod has a term), and the namespaces' labels (namespaceSelector).
+    pod_classes: list[tuple[PodClass, I64]] = field(default_factory=list)
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     build_seconds: float = 0.0
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)
@@ -83,6 +88,11 @@ class ClusterSnapshot:
     # What sessions derive from all the jobs, carried to the next snapshot of the same cache and
     # patched for the jobs that changed (a rebuilt snapshot starts empty).
     carry: Memo = field(default_factory=Memo)
+
+    @property
+    def pending(self) -> list[PodConstraints]:
+        """The compiled pods of every shape (what the stateful filters start their state for)."""
+        return [sh.constraints for sh in self.shapes]
 
     @property
     def num_nodes(self) -> int:

@@ -174,6 +174,13 @@ class Placer:
         for sid in shapes:
             tasks = sorted(by_shape[sid], key=_RANK)
             k = len(tasks)
+            if self.state.volatile(self.shape(sid)):
+                got = self._one_by_one(stmt, tasks, group.subjob, nodes_d, used, group.atomic)
+                if got < k and group.atomic:
+                    stmt.rollback(mark)
+                    return None
+                placed += got
+                continue
             c = self.state.node_counts(self.shape(sid))[nodes_d]
             nz = c > 0
             cand, cc = nodes_d[nz], c[nz]
@@ -198,6 +205,63 @@ class Placer:
                 stmt.rollback(mark)
                 return None
             placed += k
+        return placed
+
+    def _one_by_one(
+        self,
+        stmt: Statement,
+        tasks: Sequence[TaskInfo],
+        sj: SubJobInfo,
+        nodes_d: I64,
+        used: set[int],
+        atomic: bool,
+    ) -> int:
+        """Place pods of a volatile shape (inter-pod affinity, topology spread) one at a time on
+        ``nodes_d``, recounting after each, as kube-scheduler binds them one after another.
+
+        When the first pod decides where the rest may go (a group affine to itself, see
+        ``AllocState.cohorts``), an atomic group is tried whole in each such node group, the
+        roomiest first, so it does not start in one too small. Returns how many were placed."""
+        cohorts = self.state.cohorts(self.shape(tasks[0].shape)) if atomic else None
+        if cohorts is None:
+            return self._sequential(stmt, tasks, sj, nodes_d, used)
+        counts = self.state.node_counts(self.shape(tasks[0].shape))
+        groups = [np.intersect1d(c, nodes_d) for c in cohorts]
+        rooms = [int(counts[g].sum()) for g in groups]
+        for i in sorted(range(len(groups)), key=lambda j: -rooms[j])[:MAX_EXACT_TRIES_PER_TIER]:
+            if not rooms[i]:
+                break
+            mark, held = stmt.mark(), set(used)
+            if self._sequential(stmt, tasks, sj, groups[i], held) == len(tasks):
+                used |= held
+                return len(tasks)
+            stmt.rollback(mark)
+        return 0
+
+    def _sequential(
+        self, stmt: Statement, tasks: Sequence[TaskInfo], sj: SubJobInfo, nodes_d: I64, used: set[int]
+    ) -> int:
+        """Pods of one volatile shape, one at a time on ``nodes_d``: each goes to a node whose
+        leaf the unit already holds if one takes it, then by node score, then name. Returns how
+        many were placed (they stop at the first that fits nowhere)."""
+        leaf_of = self.tree.leaf_of
+        shape = self.shape(tasks[0].shape)
+        placed = 0
+        for t in tasks:
+            c = self.state.compute_counts(shape, nodes_d)
+            cand = nodes_d[c > 0]
+            if not len(cand):
+                break
+            scores = self.ssn.node_scores(t, sj, cand) if len(cand) > 1 else np.zeros(1)
+            if used:
+                held = np.isin(leaf_of[cand], np.fromiter(used, dtype=np.int64, count=len(used)))
+            else:
+                held = np.zeros(len(cand), dtype=bool)
+            n = int(cand[np.lexsort((cand, -scores, ~held))[0]])
+            stmt.allocate([t], [n])
+            if leaf_of[n] >= 0:
+                used.add(int(leaf_of[n]))
+            placed += 1
         return placed
 
     # ------------------------------------------------------------------ group in a job domain
@@ -237,7 +301,10 @@ class Placer:
         """Identical partitions (one partition class, nothing allocated yet) batch."""
         if group.subjob.id in self.ssn.subjob_hn:
             return None
-        return partition_class(group)
+        key = partition_class(group)
+        if key is not None and self.state.volatile(self.shape(key[0])):
+            return None  # placed one pod at a time (see _one_by_one)
+        return key
 
     def place_batch(self, stmt: Statement, groups: Sequence[Group], job_domain: int) -> dict[str, int] | None:
         """Place identical partitions in the fewest domains of the lowest tier that fits them.
@@ -503,7 +570,13 @@ class Placer:
             ssn.candidates.setdefault(job.key, CandidateReport()).add(search)
         total = Demand.of(groups).total
         root = self.tree.root
-        short = {sid: k for sid, k in total.items() if self.state.dom_counts(self.shape(sid))[root] < k}
+        # Volatile shapes' counts only bound what one more pod may do: their pods are tried one
+        # by one below, and the one that fits nowhere is explained in kube-scheduler's words.
+        short = {
+            sid: k
+            for sid, k in total.items()
+            if not self.state.volatile(self.shape(sid)) and self.state.dom_counts(self.shape(sid))[root] < k
+        }
         if short:
             expl = Explanation(summary=self._summary(job, groups, total))
             req_total = np.sum([t.requests for g in groups for t in g.tasks], axis=0).astype(np.int64)
@@ -511,8 +584,29 @@ class Placer:
             expl.add_tier(self.why.tier_attempt(self.tree.top_tier, ids, total, {}, {}, req_total))
             expl.predicates = self.why.predicates_if_short(total)
             return UnitResult(False, explanation=expl), stmt
+        all_nodes = np.arange(self.snap.num_nodes, dtype=np.int64)
         for g in groups:
+            # Pods of volatile shapes (inter-pod affinity, spread) go first, one by one: they are
+            # the constrained ones.
+            later: dict[int, list[TaskInfo]] = {}
             for t in g.tasks:
+                if self.state.volatile(self.shape(t.shape)):
+                    later.setdefault(t.shape, []).append(t)
+            for sid, ts in later.items():
+                got = self._one_by_one(stmt, ts, g.subjob, all_nodes, set(), g.atomic)
+                if got < len(ts) and g.atomic:
+                    text = self.why.predicate_text(sid)
+                    stmt.discard()
+                    expl = Explanation(summary=self._summary(job, groups, total))
+                    expl.predicates = f"pod {ts[got].key}: {text}"
+                    if len(ts) > 1:
+                        expl.add_detail(
+                            "each pod fits on its own, but not together with the rest of the gang"
+                        )
+                    return UnitResult(False, explanation=expl), stmt
+            for t in g.tasks:
+                if t.shape in later:
+                    continue
                 c = self.state.node_counts(self.shape(t.shape))
                 cand = np.flatnonzero(c > 0)
                 if not len(cand):

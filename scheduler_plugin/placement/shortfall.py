@@ -17,6 +17,8 @@ import numpy.typing as npt
 from ..algorithms.demand import Demand, PartitionClass
 from ..filters.node_ports import REASON_HOST_PORTS
 from ..filters.node_resources_fit import insufficient_resources
+from ..filters.pod_constraints import PodConstraints
+from ..filters.registry import FIT_AFTER, STATEFUL_FILTERS
 from ..framework.alloc_state import AllocState
 from ..model.explanation import (
     MAX_CANDIDATES_PER_TIER,
@@ -29,6 +31,8 @@ from ..model.explanation import (
 from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting
 
 I64 = npt.NDArray[np.int64]
+# A node that passes every filter alone but whose room the cycle's earlier placements took.
+REASON_PLACED = "node(s) were taken by pods placed earlier in this cycle"
 
 
 class Shortfall:
@@ -139,24 +143,66 @@ class Shortfall:
         if len(idx):
             ci = np.asarray(cols, dtype=np.int64)
             short = (st.alloc[idx][:, ci] - st.used[idx][:, ci]) < shape.requests[ci]
-            if len(cols) <= 16:
-                # Each node's pattern as a bit code (a pod requests a handful of resources).
-                code = short.astype(np.int64) @ (1 << np.arange(len(cols), dtype=np.int64))
-                n_of = np.bincount(code)
-                groups = [
-                    ([bool(p >> j & 1) for j in range(len(cols))], int(n_of[p]))
-                    for p in np.flatnonzero(n_of).tolist()
-                ]
-            else:
-                rows, n_rows = np.unique(short, axis=0, return_counts=True)
-                groups = list(zip(rows.tolist(), n_rows.tolist(), strict=True))
-            for row, k in groups:
-                lacks = {res[i]: req[res[i]] - 1 if row[j] else req[res[i]] for j, i in enumerate(cols)}
-                ins = insufficient_resources(req, lacks)
-                r = ", ".join(ins) if ins else REASON_HOST_PORTS
-                tally[r] = tally.get(r, 0) + k
+            # Each node's first refusing filter in kube-scheduler's order: NodePorts, then
+            # NodeResourcesFit, then the other stateful filters.
+            left = np.ones(len(idx), dtype=bool)
+            self._stateful_reasons(cons, idx, left, tally, before_fit=True)
+            lack = left & short.any(axis=1)
+            left &= ~lack
+            self._resource_reasons(req, cols, short[lack], tally)
+            self._stateful_reasons(cons, idx, left, tally, before_fit=False)
+            rest = int(np.count_nonzero(left))
+            if rest:  # no filter names it: the pods placed earlier in this cycle took it
+                r = REASON_HOST_PORTS if cons.host_ports else REASON_PLACED
+                tally[r] = tally.get(r, 0) + rest
         available = int(np.count_nonzero(passes & (counts > 0)))
         return predicate_summary_of_counts(self.snap.num_nodes, available, tally)
+
+    def _resource_reasons(
+        self, req: dict[str, int], cols: list[int], short: npt.NDArray[np.bool_], tally: dict[str, int]
+    ) -> None:
+        """Tally NodeResourcesFit's reasons for nodes whose rows of ``short`` (per requested
+        resource: too little free) say what they lack, one text per pattern."""
+        if not len(short):
+            return
+        res = self.snap.resources
+        if len(cols) <= 16:
+            # Each node's pattern as a bit code (a pod requests a handful of resources).
+            code = short.astype(np.int64) @ (1 << np.arange(len(cols), dtype=np.int64))
+            n_of = np.bincount(code)
+            groups = [
+                ([bool(p >> j & 1) for j in range(len(cols))], int(n_of[p]))
+                for p in np.flatnonzero(n_of).tolist()
+            ]
+        else:
+            rows, n_rows = np.unique(short, axis=0, return_counts=True)
+            groups = list(zip(rows.tolist(), n_rows.tolist(), strict=True))
+        for row, k in groups:
+            lacks = {res[i]: req[res[i]] - 1 if row[j] else req[res[i]] for j, i in enumerate(cols)}
+            r = ", ".join(insufficient_resources(req, lacks))
+            tally[r] = tally.get(r, 0) + k
+
+    def _stateful_reasons(
+        self,
+        cons: PodConstraints,
+        idx: I64,
+        left: npt.NDArray[np.bool_],
+        tally: dict[str, int],
+        before_fit: bool,
+    ) -> None:
+        """Tally, for the nodes ``idx[left]``, the reason of the first stateful filter (of those
+        kube-scheduler runs before NodeResourcesFit, or after it) that refuses each; the nodes
+        named leave ``left``."""
+        for f, st in self.state.filters:
+            if (STATEFUL_FILTERS.index(f) < FIT_AFTER) != before_fit or not f.applies(st, cons):
+                continue
+            sub = np.flatnonzero(left)
+            if not len(sub):
+                return
+            for j, r in zip(sub.tolist(), f.reasons(st, cons, idx[sub].tolist()), strict=True):
+                if r is not None:
+                    left[j] = False
+                    tally[r] = tally.get(r, 0) + 1
 
     def predicates_if_short(self, total: dict[int, int]) -> str | None:
         """kube-scheduler's per-node text for the most demanded shape the cluster cannot hold,

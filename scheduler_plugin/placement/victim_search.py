@@ -74,10 +74,11 @@ class FitCounter:
             free = st.alloc[nodes] - st.used[nodes] + freed
             mask = self.snap.static_mask(shape)[nodes]
         c = np.where(mask, pods_fitting(free, shape.requests), 0)
-        # The stateful filters' own bound per node (one pod with host ports); what the placed
-        # pods add (port conflicts) is left to the exact placement.
-        for f, _ in st.filters:
-            most = f.most_per_node(shape.constraints) if f.applies(shape.constraints) else None
+        # The stateful filters' own bound per node (one pod with host ports, one that repels its
+        # own kind); what the placed pods add (port conflicts, affinity and spread counts, which
+        # a victim's leaving changes too) is left to the exact placement.
+        for f, fst in st.filters:
+            most = f.most_per_node(shape.constraints) if f.applies(fst, shape.constraints) else None
             if most is not None:
                 c = np.minimum(c, most)
         return c

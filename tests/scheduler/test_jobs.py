@@ -108,18 +108,10 @@ def test_terminal_pods_free_their_resources() -> None:
 
 
 def test_pods_with_constraints_we_do_not_evaluate_are_reported_not_placed() -> None:
-    anti = {
-        "affinity": {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
-                ]
-            }
-        }
-    }
-    result, _ = schedule([node("n0")], [pod("p-0", "pg", extra_spec=anti)], [], [podgroup("pg", 1)])
+    claims = {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]}
+    result, _ = schedule([node("n0")], [pod("p-0", "pg", extra_spec=claims)], [], [podgroup("pg", 1)])
     assert result.bindings == {}
-    assert result.unschedulable["default/p-0"] == "unsupported constraints: podAntiAffinity"
+    assert result.unschedulable["default/p-0"] == "unsupported constraints: resourceClaims"
     expl = result.jobs["default/pg"].explanation
     assert expl is not None and "not enough valid tasks" in expl.summary
 

@@ -44,10 +44,10 @@ def test_static_filters_run_in_kube_schedulers_order_readiness_first() -> None:
 
 def test_a_reserved_host_port_keeps_a_second_pod_off_the_node_until_unreserved() -> None:
     taken = {("TCP", "0.0.0.0", 9000)}
-    snapshot = SimpleNamespace(node_ports=[set(), set(taken)])
     pod = compile_pod_constraints(_pod_with_host_port(8080))
-    assert NODE_PORTS.applies(pod)
+    snapshot = SimpleNamespace(node_ports=[set(), set(taken)], pending=[pod])
     state = NODE_PORTS.cycle_state(snapshot)
+    assert state is not None and NODE_PORTS.applies(state, pod)
 
     counts = np.array([5, 3], dtype=np.int64)
     NODE_PORTS.cap_counts(state, pod, range(2), counts)
@@ -73,4 +73,5 @@ def test_a_pod_without_host_ports_is_skipped_by_node_ports() -> None:
     pod = compile_pod_constraints(
         {"metadata": {"name": "q", "namespace": "default"}, "spec": {"containers": []}}
     )
-    assert not NODE_PORTS.applies(pod)
+    assert NODE_PORTS.cycle_state(SimpleNamespace(node_ports=[set()], pending=[pod])) is None
+    assert not NODE_PORTS.applies([set()], pod)

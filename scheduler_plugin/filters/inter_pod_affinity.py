@@ -1,0 +1,295 @@
+"""kube-scheduler's InterPodAffinity filter: required ``podAffinity`` and ``podAntiAffinity`` of
+the incoming pod, and the required anti-affinity of the pods already on the nodes against it.
+
+As kube-scheduler's PreFilter does, the state counts, per topology domain, the pods matching
+each term; a node passes when (in this order)
+
+1. no pod in the node's domains has an anti-affinity term matching the incoming pod
+   ("didn't satisfy existing pods anti-affinity rules");
+2. every affinity term has a matching pod in the node's domain of its topology key, the
+   node carries every such key, and a pod must match all the terms to count; the first pod
+   of a group that is affine to itself passes anywhere the keys exist when no pod in the
+   cluster matches yet ("didn't match pod affinity rules");
+3. no domain of the node holds a pod matching an anti-affinity term of the incoming pod
+   ("didn't match pod anti-affinity rules").
+
+Gang-aware: every pod placed in the cycle is counted as it is placed (Reserve), so the pods of
+one gang see each other as if bound one after another. The filter is not local (a pod placed
+in a zone changes the verdict on the zone's every node), so the counts of the shapes it
+applies to are recounted after each placement rather than kept incrementally."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .plugin import I64, CompiledPod, CycleInput
+from .pod_terms import AffinityTerm, PodClass, TopologyIndex, pod_class
+
+REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+
+
+@dataclass
+class _Counts:
+    """PreFilter's counts for one incoming pod class: per term, matching pods per domain of the
+    term's topology key; per topology key, pods whose anti-affinity matches the incoming pod."""
+
+    affinity: list[I64]  # one array per required affinity term
+    anti: list[I64]  # one array per required anti-affinity term
+    existing_anti: dict[str, I64]  # topology key -> per-domain count
+    self_match: bool  # the pod matches all its own affinity terms
+
+
+@dataclass
+class AffinityState:
+    """The cycle's pods by class (bound, then placed), and the counts of each incoming pod
+    class asked about so far (kept current by Reserve/Unreserve)."""
+
+    topo: TopologyIndex
+    ns_labels: Mapping[str, Mapping[str, str]]
+    keys: frozenset[str]
+    # class -> (node indices, pods on each): the bound pods, counted with array work
+    bound: dict[PodClass, tuple[I64, I64]] = field(default_factory=dict)
+    # class -> node index -> pods: placed in the cycle (few), less victims taken out
+    placed: dict[PodClass, dict[int, int]] = field(default_factory=dict)
+    # Anti-affinity terms some pod of the cycle carries (bound or pending): whether a pod
+    # without terms of its own is concerned at all.
+    anti_terms: set[AffinityTerm] = field(default_factory=set)
+    counts: dict[PodClass, _Counts] = field(default_factory=dict)
+    incoming: dict[PodClass, tuple[tuple[AffinityTerm, ...], tuple[AffinityTerm, ...]]] = field(
+        default_factory=dict
+    )
+    _applies: dict[PodClass, bool] = field(default_factory=dict)
+
+    def ns(self, namespace: str) -> Mapping[str, str]:
+        """A namespace's labels (none when the namespace is unknown)."""
+        return self.ns_labels.get(namespace) or {}
+
+
+def _class_of(state: AffinityState, pod: CompiledPod) -> PodClass:
+    return pod_class(pod.namespace, pod.labels, state.keys, pod.terms.anti_affinity)
+
+
+class InterPodAffinity:
+    """Required inter-pod affinity and anti-affinity, both ways."""
+
+    name = "InterPodAffinity"
+    local = False
+
+    def cycle_state(self, snapshot: CycleInput) -> AffinityState | None:
+        """The bound pods by class; None when no pod of the cluster has a required term."""
+        pending = snapshot.pending
+        classes = snapshot.pod_classes
+        if not any(p.terms.affinity or p.terms.anti_affinity for p in pending) and not any(
+            c.anti_affinity for c, _ in classes
+        ):
+            return None
+        # The label keys some term reads: a class keeps only those, so pods that differ in
+        # nothing a term reads are counted together.
+        keys: set[str] = set()
+        for p in pending:
+            keys |= p.terms.label_keys()
+        for c, _ in classes:
+            keys.update(k for k, _ in c.labels)
+            for t in c.anti_affinity:
+                keys |= t.keys()
+        st = AffinityState(TopologyIndex(snapshot.node_static), snapshot.namespace_labels, frozenset(keys))
+        merged: dict[PodClass, list[I64]] = {}
+        for c, nodes in classes:
+            if len(nodes):
+                # Deleting pods still count for affinity (only PodTopologySpread skips them).
+                merged.setdefault(PodClass(c.namespace, c.labels, c.anti_affinity), []).append(nodes)
+                st.anti_terms.update(c.anti_affinity)
+        for c, parts in merged.items():
+            st.bound[c] = np.unique(np.concatenate(parts), return_counts=True)
+        for p in pending:
+            st.anti_terms.update(p.terms.anti_affinity)
+        return st
+
+    def applies(self, state: AffinityState, pod: CompiledPod) -> bool:
+        """Pods with required terms, and pods some anti-affinity term of the cycle matches."""
+        if pod.terms.affinity or pod.terms.anti_affinity:
+            return True
+        c = _class_of(state, pod)
+        got = state._applies.get(c)
+        if got is None:
+            nsl = state.ns(c.namespace)
+            got = state._applies[c] = any(t.matches(c.namespace, c.label_map, nsl) for t in state.anti_terms)
+        return got
+
+    def most_per_node(self, pod: CompiledPod) -> int | None:
+        """One when an anti-affinity term of the pod matches the pod itself (two would repel
+        each other); else no bound of the filter's own."""
+        for t in pod.terms.anti_affinity:
+            # The namespace selector cannot be judged without the namespaces: only the listed
+            # namespaces count here (an upper bound is all this is used for).
+            if pod.namespace in t.namespaces and t.selector.matches(pod.labels):
+                return 1
+        return None
+
+    # ------------------------------------------------------------------ PreFilter
+    def _counts(self, state: AffinityState, pod: CompiledPod) -> _Counts:
+        c = _class_of(state, pod)
+        got = state.counts.get(c)
+        if got is not None:
+            return got
+        terms = pod.terms
+        state.incoming[c] = (terms.affinity, terms.anti_affinity)
+        aff = [np.zeros(state.topo.domains(t.topology_key)[1], dtype=np.int64) for t in terms.affinity]
+        anti = [np.zeros(state.topo.domains(t.topology_key)[1], dtype=np.int64) for t in terms.anti_affinity]
+        got = _Counts(aff, anti, {}, self._matches_all(state, terms.affinity, c))
+        state.counts[c] = got
+        for other, (nodes, ks) in state.bound.items():
+            self._count(state, c, got, other, nodes, ks)
+        for other, per in state.placed.items():
+            if per:
+                self._count(
+                    state,
+                    c,
+                    got,
+                    other,
+                    np.fromiter(per.keys(), dtype=np.int64, count=len(per)),
+                    np.fromiter(per.values(), dtype=np.int64, count=len(per)),
+                )
+        return got
+
+    @staticmethod
+    def _matches_all(state: AffinityState, terms: Sequence[AffinityTerm], c: PodClass) -> bool:
+        nsl = state.ns(c.namespace)
+        return all(t.matches(c.namespace, c.label_map, nsl) for t in terms)
+
+    def _count(
+        self, state: AffinityState, me: PodClass, counts: _Counts, other: PodClass, nodes: I64, ks: I64
+    ) -> None:
+        """Add ``ks[i]`` pods of class ``other`` on ``nodes[i]`` to the counts of incoming class
+        ``me`` (pods on a node without the term's topology key count nowhere)."""
+        aff, anti = state.incoming[me]
+        nsl_other = state.ns(other.namespace)
+        topo = state.topo
+
+        def add(arr: I64, key: str) -> None:
+            d = topo.domains(key)[0][nodes]
+            keep = d >= 0
+            np.add.at(arr, d[keep], ks[keep])
+
+        if aff and self._matches_all(state, aff, other):
+            for i, t in enumerate(aff):
+                add(counts.affinity[i], t.topology_key)
+        for i, t in enumerate(anti):
+            if t.matches(other.namespace, other.label_map, nsl_other):
+                add(counts.anti[i], t.topology_key)
+        if other.anti_affinity:
+            nsl_me = state.ns(me.namespace)
+            for t in other.anti_affinity:
+                if t.matches(me.namespace, me.label_map, nsl_me):
+                    arr = counts.existing_anti.get(t.topology_key)
+                    if arr is None:
+                        n_dom = topo.domains(t.topology_key)[1]
+                        arr = counts.existing_anti[t.topology_key] = np.zeros(n_dom, dtype=np.int64)
+                    add(arr, t.topology_key)
+
+    # ------------------------------------------------------------------ Filter
+    def _verdicts(self, state: AffinityState, pod: CompiledPod, nodes: Sequence[int]) -> list[I64]:
+        """Per check, in the filter's order, a bool array over ``nodes``: True where it passes."""
+        counts = self._counts(state, pod)
+        idx = np.asarray(nodes, dtype=np.int64)
+        topo = state.topo
+        ok_existing = np.ones(len(idx), dtype=bool)
+        for key, arr in counts.existing_anti.items():
+            d = topo.domains(key)[0][idx]
+            ok_existing &= ~((d >= 0) & (arr[np.maximum(d, 0)] > 0))
+        terms = pod.terms
+        ok_aff = np.ones(len(idx), dtype=bool)
+        if terms.affinity:
+            has_keys = np.ones(len(idx), dtype=bool)
+            exist = np.ones(len(idx), dtype=bool)
+            for t, arr in zip(terms.affinity, counts.affinity, strict=True):
+                d = topo.domains(t.topology_key)[0][idx]
+                has_keys &= d >= 0
+                exist &= (
+                    (d >= 0) & (arr[np.maximum(d, 0)] > 0) if len(arr) else np.zeros(len(idx), dtype=bool)
+                )
+            # The first pod of a group affine to itself: no pod anywhere matches yet.
+            first = counts.self_match and not any(arr.any() for arr in counts.affinity)
+            ok_aff = has_keys & (exist | first)
+        ok_anti = np.ones(len(idx), dtype=bool)
+        for t, arr in zip(terms.anti_affinity, counts.anti, strict=True):
+            d = topo.domains(t.topology_key)[0][idx]
+            if len(arr):
+                ok_anti &= ~((d >= 0) & (arr[np.maximum(d, 0)] > 0))
+        return [ok_existing, ok_aff, ok_anti]
+
+    def cap_counts(self, state: AffinityState, pod: CompiledPod, nodes: Sequence[int], counts: I64) -> None:
+        """No pod where a check fails; at most one where the pod's anti-affinity matches itself
+        (the second would repel the first)."""
+        ok = np.logical_and.reduce(self._verdicts(state, pod, nodes))
+        counts[~ok] = 0
+        most = self.most_per_node(pod)
+        if most is not None:
+            np.minimum(counts, most, out=counts)
+
+    def reasons(self, state: AffinityState, pod: CompiledPod, nodes: Sequence[int]) -> list[str | None]:
+        """The first failing check's words, per node."""
+        ex, aff, anti = self._verdicts(state, pod, nodes)
+        out: list[str | None] = []
+        for a, b, c in zip(ex.tolist(), aff.tolist(), anti.tolist(), strict=True):
+            out.append(
+                REASON_EXISTING_ANTI_AFFINITY
+                if not a
+                else REASON_AFFINITY
+                if not b
+                else REASON_ANTI_AFFINITY
+                if not c
+                else None
+            )
+        return out
+
+    def cohorts(self, state: AffinityState, pod: CompiledPod) -> list[I64] | None:
+        """While no pod matches the required affinity of a pod affine to itself, the first such
+        pod may go to any node with the terms' keys, and it decides the domain of the rest: the
+        node groups sharing every term's domain."""
+        terms = pod.terms.affinity
+        if not terms:
+            return None
+        counts = self._counts(state, pod)
+        if not counts.self_match or any(arr.any() for arr in counts.affinity):
+            return None
+        doms = [state.topo.domains(t.topology_key)[0] for t in terms]
+        has = np.logical_and.reduce([d >= 0 for d in doms])
+        nodes = np.flatnonzero(has)
+        if not len(nodes):
+            return []
+        keys = np.stack([d[nodes] for d in doms], axis=1)
+        _, inv = np.unique(keys, axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        return [nodes[inv == g] for g in range(int(inv.max()) + 1)]
+
+    # ------------------------------------------------------------------ Reserve
+    def _move(self, state: AffinityState, pod: CompiledPod, node: int, k: int) -> None:
+        c = _class_of(state, pod)
+        per = state.placed.setdefault(c, {})
+        per[node] = per.get(node, 0) + k
+        if not per[node]:
+            del per[node]
+        if c.anti_affinity and k > 0 and not state.anti_terms.issuperset(c.anti_affinity):
+            state.anti_terms.update(c.anti_affinity)
+            state._applies.clear()
+        one, kk = np.array([node], dtype=np.int64), np.array([k], dtype=np.int64)
+        for me, counts in state.counts.items():
+            self._count(state, me, counts, c, one, kk)
+
+    def reserve(self, state: AffinityState, pod: CompiledPod, node: int) -> None:
+        """The placed pod counts from now on, for every incoming class."""
+        self._move(state, pod, node, 1)
+
+    def unreserve(self, state: AffinityState, pod: CompiledPod, node: int) -> None:
+        """The placement is undone (or a victim leaves): the pod no longer counts."""
+        self._move(state, pod, node, -1)
+
+
+FILTER = InterPodAffinity()

@@ -1,0 +1,218 @@
+"""kube-scheduler's PodTopologySpread filter: the ``DoNotSchedule`` topology spread constraints
+of the incoming pod (``ScheduleAnyway`` ones only score).
+
+For each constraint, kube-scheduler's PreFilter counts the pods of the incoming pod's
+namespace matching the constraint's selector (pods being deleted excluded) per domain of the
+topology key, over the nodes that carry every constraint's key and pass the constraint's node
+inclusion policies (``nodeAffinityPolicy: Honor``: the pod's node selector and required node
+affinity; ``nodeTaintsPolicy: Honor``: its tolerations of NoSchedule/NoExecute taints). A
+node passes when it carries the key and
+
+    matching pods in its domain + (1 if the pod matches its own selector) - global minimum
+        <= maxSkew
+
+where the global minimum is the fewest matching pods of any counted domain, or 0 while fewer
+domains than ``minDomains`` exist. An empty selector counts no pod but matches the pod itself,
+as in kube-scheduler. Every pod placed in the cycle is counted as it is placed (Reserve), so a
+gang's pods spread as if bound one after another."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from .node_affinity import matches_node_affinity
+from .nodes import NodeStatic
+from .plugin import I64, CompiledPod, CycleInput
+from .pod_terms import PodClass, SpreadConstraint, TopologyIndex
+from .taint_toleration import first_untolerated
+
+REASON_SPREAD = "node(s) didn't match pod topology spread constraints"
+REASON_SPREAD_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
+MAX_INT32 = (1 << 31) - 1
+
+
+@dataclass
+class _Counts:
+    """PreFilter's state for one incoming pod shape: per hard constraint, the nodes counted,
+    matching pods per domain and which domains exist."""
+
+    constraints: tuple[SpreadConstraint, ...]
+    namespace: str
+    eligible: list[npt.NDArray[np.bool_]]  # per constraint, per node
+    counts: list[I64]  # per constraint, per domain
+    present: list[npt.NDArray[np.bool_]]  # per constraint, per domain: some counted node has it
+    self_match: list[bool]
+
+
+@dataclass
+class SpreadState:
+    """The bound pods by class and the counts of each incoming pod asked about so far."""
+
+    nodes: Sequence[NodeStatic]
+    topo: TopologyIndex
+    bound: list[tuple[PodClass, I64]]
+    counts: dict[object, _Counts] = field(default_factory=dict)
+
+
+def _key(pod: CompiledPod) -> object:
+    # Everything the counts depend on: the constraints, the namespace, the node inclusion
+    # inputs (selector, affinity, tolerations) and the labels the selectors read.
+    keys: set[str] = set()
+    for c in pod.terms.hard_spread:
+        keys |= c.selector.keys()
+    labels = tuple(sorted((k, v) for k, v in pod.labels.items() if k in keys))
+    terms = pod.required_terms
+    return (
+        pod.terms.hard_spread,
+        pod.namespace,
+        labels,
+        pod.node_selector,
+        None if terms is None else repr(terms),
+        pod.tolerations,
+    )
+
+
+def _counted(c: PodClass, con: SpreadConstraint, namespace: str) -> bool:
+    """kube's ``countPodsMatchSelector``: same namespace, not being deleted, selector matches (an
+    empty selector counts nothing)."""
+    return (
+        not c.deleting
+        and c.namespace == namespace
+        and not con.selector.empty
+        and con.selector.matches(c.label_map)
+    )
+
+
+class PodTopologySpread:
+    """DoNotSchedule topology spread constraints."""
+
+    name = "PodTopologySpread"
+    local = False
+
+    def cycle_state(self, snapshot: CycleInput) -> SpreadState | None:
+        """The bound pods by class; None when no pod of the cycle has a hard constraint."""
+        if not any(p.terms.hard_spread for p in snapshot.pending):
+            return None
+        nodes = snapshot.node_static
+        return SpreadState(nodes, TopologyIndex(nodes), [(c, n) for c, n in snapshot.pod_classes if len(n)])
+
+    def applies(self, state: SpreadState, pod: CompiledPod) -> bool:
+        """Pods with a DoNotSchedule constraint."""
+        return bool(pod.terms.hard_spread)
+
+    def most_per_node(self, pod: CompiledPod) -> int | None:
+        """No bound of its own: how many one node takes depends on the other domains."""
+        return None
+
+    def _counts(self, state: SpreadState, pod: CompiledPod) -> _Counts:
+        key = _key(pod)
+        got = state.counts.get(key)
+        if got is not None:
+            return got
+        cons = pod.terms.hard_spread
+        n = len(state.nodes)
+        doms = [state.topo.domains(c.topology_key) for c in cons]
+        has_all = np.ones(n, dtype=bool)
+        for dom, _ in doms:
+            has_all &= dom >= 0
+        affine: npt.NDArray[np.bool_] | None = None
+        eligible: list[npt.NDArray[np.bool_]] = []
+        for c in cons:
+            e = has_all.copy()
+            if c.honor_node_affinity:
+                if affine is None:
+                    affine = np.fromiter(
+                        (matches_node_affinity(pod, nd) for nd in state.nodes), dtype=bool, count=n
+                    )
+                e &= affine
+            if c.honor_taints:
+                e &= np.fromiter(
+                    (first_untolerated(nd.taints, pod.tolerations) is None for nd in state.nodes),
+                    dtype=bool,
+                    count=n,
+                )
+            eligible.append(e)
+        counts = [np.zeros(nd, dtype=np.int64) for _, nd in doms]
+        present = []
+        for (dom, nd), e in zip(doms, eligible, strict=True):
+            p = np.zeros(nd, dtype=bool)
+            p[dom[e]] = True
+            present.append(p)
+        got = _Counts(
+            cons, pod.namespace, eligible, counts, present, [c.selector.matches(pod.labels) for c in cons]
+        )
+        state.counts[key] = got
+        for other, nodes in state.bound:
+            self._add(state, got, pod.namespace, other, nodes, np.ones(len(nodes), dtype=np.int64))
+        return got
+
+    def _add(
+        self, state: SpreadState, counts: _Counts, namespace: str, other: PodClass, nodes: I64, ks: I64
+    ) -> None:
+        for i, c in enumerate(counts.constraints):
+            if not _counted(other, c, namespace):
+                continue
+            keep = counts.eligible[i][nodes]
+            d = state.topo.domains(c.topology_key)[0][nodes[keep]]
+            np.add.at(counts.counts[i], d, ks[keep])
+
+    def _verdicts(self, state: SpreadState, pod: CompiledPod, nodes: Sequence[int]) -> tuple[I64, I64]:
+        """(has every key, skew within bounds) over ``nodes``."""
+        got = self._counts(state, pod)
+        idx = np.asarray(nodes, dtype=np.int64)
+        has = np.ones(len(idx), dtype=bool)
+        fits = np.ones(len(idx), dtype=bool)
+        for i, c in enumerate(got.constraints):
+            d = state.topo.domains(c.topology_key)[0][idx]
+            has &= d >= 0
+            present = got.present[i]
+            n_dom = int(present.sum())
+            low = int(got.counts[i][present].min()) if n_dom else MAX_INT32
+            if n_dom < c.min_domains:
+                low = 0
+            match = (
+                got.counts[i][np.maximum(d, 0)] if len(got.counts[i]) else np.zeros(len(idx), dtype=np.int64)
+            )
+            fits &= (d < 0) | (match + int(got.self_match[i]) - low <= c.max_skew)
+        return has, fits
+
+    def cap_counts(self, state: SpreadState, pod: CompiledPod, nodes: Sequence[int], counts: I64) -> None:
+        """No pod where the skew would exceed maxSkew or a key is missing; one at most where it
+        fits (the next would change the skew: the session recounts after each placement)."""
+        has, fits = self._verdicts(state, pod, nodes)
+        ok = has & fits
+        counts[~ok] = 0
+        np.minimum(counts, 1, out=counts)
+
+    def reasons(self, state: SpreadState, pod: CompiledPod, nodes: Sequence[int]) -> list[str | None]:
+        """kube-scheduler's words, per node."""
+        has, fits = self._verdicts(state, pod, nodes)
+        return [
+            REASON_SPREAD_LABEL if not h else REASON_SPREAD if not f else None
+            for h, f in zip(has.tolist(), fits.tolist(), strict=True)
+        ]
+
+    def cohorts(self, state: SpreadState, pod: CompiledPod) -> None:
+        """Spreading bounds no group of nodes."""
+        return None
+
+    def _move(self, state: SpreadState, pod: CompiledPod, node: int, k: int) -> None:
+        c = PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
+        one, kk = np.array([node], dtype=np.int64), np.array([k], dtype=np.int64)
+        for counts in state.counts.values():
+            self._add(state, counts, counts.namespace, c, one, kk)
+
+    def reserve(self, state: SpreadState, pod: CompiledPod, node: int) -> None:
+        """The placed pod counts in its domain from now on."""
+        self._move(state, pod, node, 1)
+
+    def unreserve(self, state: SpreadState, pod: CompiledPod, node: int) -> None:
+        """The placement is undone (or a victim leaves)."""
+        self._move(state, pod, node, -1)
+
+
+FILTER = PodTopologySpread()
