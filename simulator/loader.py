@@ -36,6 +36,8 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     # Read by the scheduler's pdb and resourcequota plugins.
     ("policy", "PodDisruptionBudget"): True,
     ("", "ResourceQuota"): True,
+    # Their labels are what a pod affinity term's namespaceSelector reads.
+    ("", "Namespace"): False,
     # Workloads whose pods the simulated Kubernetes controllers create (simulator.workloads).
     ("batch", "Job"): True,
     ("apps", "StatefulSet"): True,
@@ -45,8 +47,8 @@ SUPPORTED: dict[tuple[str, str], bool] = {
 }
 
 # Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped
-# without a warning (every namespace is taken to exist).
-SKIPPED_SILENTLY: frozenset[tuple[str, str]] = frozenset({("", "Namespace")})
+# without a warning. (Namespaces are kept for their labels; every namespace is taken to exist.)
+SKIPPED_SILENTLY: frozenset[tuple[str, str]] = frozenset()
 
 SCHEDULER_CONF_FILES = ("scheduler.conf", "volcano-scheduler.conf")
 SCHEDULER_CONF_KEY = "volcano-scheduler.conf"

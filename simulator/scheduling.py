@@ -124,7 +124,8 @@ class Scheduler:
         pgs, queues = [m for _, m in c.models(PodGroup)], [m for _, m in c.models(Queue)]
         pcs = c.of_kind("PriorityClass")
         pdbs, quotas = c.of_kind("PodDisruptionBudget"), c.of_kind("ResourceQuota")
-        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs, pdbs, quotas)
+        namespaces = c.of_kind("Namespace")
+        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs, pdbs, quotas, namespaces)
         snap = self.state.snapshot()
         if self.verify_state:
             rebuilt = build_snapshot(
@@ -136,6 +137,7 @@ class Scheduler:
                 priority_classes=pcs,
                 pdbs=pdbs,
                 quotas=quotas,
+                namespaces=namespaces,
             )
             verify_state(self.state, snap, rebuilt)
         # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).

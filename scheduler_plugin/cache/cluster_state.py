@@ -388,6 +388,7 @@ class ClusterState:
         priority_classes: Iterable[dict[str, Any]] = (),
         pdbs: Iterable[dict[str, Any]] = (),
         quotas: Iterable[dict[str, Any]] = (),
+        namespaces: Iterable[dict[str, Any]] = (),
     ) -> None:
         """Bring the whole state to these listings (first sync, or a relist)."""
         self.replace_nodes(nodes)
@@ -397,6 +398,7 @@ class ClusterState:
         self.replace_queues(queues)
         self.replace_priority_classes(priority_classes)
         self.replace_policies(pdbs, quotas)
+        self.replace_namespaces(namespaces)
 
     def replace_namespaces(self, objs: Iterable[Mapping[str, Any]]) -> None:
         """The Namespaces as listed: their labels are what a term's namespaceSelector reads."""

@@ -90,7 +90,17 @@ def snapshot_differences(got: ClusterSnapshot, want: ClusterSnapshot) -> list[st
         {k: q.to_dict() for k, q in want.queues.items()},
     )
     check("scheduler names", got.scheduler_names, want.scheduler_names)
+    check("bound pods by class", _classes(got), _classes(want))
+    check("namespace labels", got.namespace_labels, want.namespace_labels)
     return out
+
+
+def _classes(snap: ClusterSnapshot) -> dict[Any, list[int]]:
+    """Bound pods per class, as sorted node indices (grouping order is representation)."""
+    out: dict[Any, list[int]] = {}
+    for c, nodes in snap.pod_classes:
+        out.setdefault(c, []).extend(nodes.tolist())
+    return {c: sorted(v) for c, v in out.items()}
 
 
 class StateDriftError(AssertionError):

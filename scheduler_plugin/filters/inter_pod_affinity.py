@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .plugin import I64, CompiledPod, CycleInput
-from .pod_terms import AffinityTerm, PodClass, TopologyIndex, pod_class
+from .pod_terms import AffinityTerm, ChangeLog, PodClass, TopologyIndex, pod_class
 
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -39,10 +39,14 @@ class _Counts:
     """PreFilter's counts for one incoming pod class: per term, matching pods per domain of the
     term's topology key; per topology key, pods whose anti-affinity matches the incoming pod."""
 
+    me: PodClass  # the incoming pod's class
+    aff_terms: tuple[AffinityTerm, ...]
+    anti_terms: tuple[AffinityTerm, ...]
     affinity: list[I64]  # one array per required affinity term
     anti: list[I64]  # one array per required anti-affinity term
     existing_anti: dict[str, I64]  # topology key -> per-domain count
     self_match: bool  # the pod matches all its own affinity terms
+    log: ChangeLog = field(default_factory=ChangeLog)  # verdict changes since made
 
 
 @dataclass
@@ -60,10 +64,9 @@ class AffinityState:
     # Anti-affinity terms some pod of the cycle carries (bound or pending): whether a pod
     # without terms of its own is concerned at all.
     anti_terms: set[AffinityTerm] = field(default_factory=set)
-    counts: dict[PodClass, _Counts] = field(default_factory=dict)
-    incoming: dict[PodClass, tuple[tuple[AffinityTerm, ...], tuple[AffinityTerm, ...]]] = field(
-        default_factory=dict
-    )
+    # (incoming class, its affinity terms) -> counts (the class holds the anti-affinity terms)
+    counts: dict[tuple[PodClass, tuple[AffinityTerm, ...]], _Counts] = field(default_factory=dict)
+    events: int = 0  # Reserve and Unreserve calls so far
     _applies: dict[PodClass, bool] = field(default_factory=dict)
 
     def ns(self, namespace: str) -> Mapping[str, str]:
@@ -135,22 +138,23 @@ class InterPodAffinity:
     # ------------------------------------------------------------------ PreFilter
     def _counts(self, state: AffinityState, pod: CompiledPod) -> _Counts:
         c = _class_of(state, pod)
-        got = state.counts.get(c)
+        terms = pod.terms
+        key = (c, terms.affinity)
+        got = state.counts.get(key)
         if got is not None:
             return got
-        terms = pod.terms
-        state.incoming[c] = (terms.affinity, terms.anti_affinity)
         aff = [np.zeros(state.topo.domains(t.topology_key)[1], dtype=np.int64) for t in terms.affinity]
         anti = [np.zeros(state.topo.domains(t.topology_key)[1], dtype=np.int64) for t in terms.anti_affinity]
-        got = _Counts(aff, anti, {}, self._matches_all(state, terms.affinity, c))
-        state.counts[c] = got
+        got = _Counts(
+            c, terms.affinity, terms.anti_affinity, aff, anti, {}, self._matches_all(state, terms.affinity, c)
+        )
+        state.counts[key] = got
         for other, (nodes, ks) in state.bound.items():
-            self._count(state, c, got, other, nodes, ks)
+            self._count(state, got, other, nodes, ks)
         for other, per in state.placed.items():
             if per:
                 self._count(
                     state,
-                    c,
                     got,
                     other,
                     np.fromiter(per.keys(), dtype=np.int64, count=len(per)),
@@ -164,18 +168,31 @@ class InterPodAffinity:
         return all(t.matches(c.namespace, c.label_map, nsl) for t in terms)
 
     def _count(
-        self, state: AffinityState, me: PodClass, counts: _Counts, other: PodClass, nodes: I64, ks: I64
+        self,
+        state: AffinityState,
+        counts: _Counts,
+        other: PodClass,
+        nodes: I64,
+        ks: I64,
+        event: int | None = None,
     ) -> None:
         """Add ``ks[i]`` pods of class ``other`` on ``nodes[i]`` to the counts of incoming class
-        ``me`` (pods on a node without the term's topology key count nowhere)."""
-        aff, anti = state.incoming[me]
+        ``counts.me`` (pods on a node without the term's topology key count nowhere). With
+        ``event`` (a placement), the domains whose verdict flips are logged."""
+        me, aff, anti = counts.me, counts.aff_terms, counts.anti_terms
         nsl_other = state.ns(other.namespace)
         topo = state.topo
+        first = event is not None and not any(arr.any() for arr in counts.affinity)
 
         def add(arr: I64, key: str) -> None:
             d = topo.domains(key)[0][nodes]
             keep = d >= 0
-            np.add.at(arr, d[keep], ks[keep])
+            d = d[keep]
+            before = arr[d] > 0
+            np.add.at(arr, d, ks[keep])
+            if event is not None:
+                for x in d[before != (arr[d] > 0)].tolist():
+                    counts.log.add(event, key, x)
 
         if aff and self._matches_all(state, aff, other):
             for i, t in enumerate(aff):
@@ -192,6 +209,8 @@ class InterPodAffinity:
                         n_dom = topo.domains(t.topology_key)[1]
                         arr = counts.existing_anti[t.topology_key] = np.zeros(n_dom, dtype=np.int64)
                     add(arr, t.topology_key)
+        if event is not None and aff and first != (not any(arr.any() for arr in counts.affinity)):
+            counts.log.add(event, None)  # the first pod of a self-affine group: every node
 
     # ------------------------------------------------------------------ Filter
     def _verdicts(self, state: AffinityState, pod: CompiledPod, nodes: Sequence[int]) -> list[I64]:
@@ -280,8 +299,17 @@ class InterPodAffinity:
             state.anti_terms.update(c.anti_affinity)
             state._applies.clear()
         one, kk = np.array([node], dtype=np.int64), np.array([k], dtype=np.int64)
-        for me, counts in state.counts.items():
-            self._count(state, me, counts, c, one, kk)
+        state.events += 1
+        for counts in state.counts.values():
+            self._count(state, counts, c, one, kk, state.events)
+
+    def mark(self, state: AffinityState) -> int:
+        """The last Reserve or Unreserve so far."""
+        return state.events
+
+    def changed(self, state: AffinityState, pod: CompiledPod, since: int) -> I64 | None:
+        """The nodes whose verdict for ``pod`` may have changed after ``since`` (None: all)."""
+        return self._counts(state, pod).log.nodes_since(state.topo, since)
 
     def reserve(self, state: AffinityState, pod: CompiledPod, node: int) -> None:
         """The placed pod counts from now on, for every incoming class."""

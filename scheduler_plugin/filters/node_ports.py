@@ -109,6 +109,14 @@ class NodePorts:
         """No bound across nodes: ports are per node."""
         return None
 
+    def mark(self, state: list[set[HostPort]]) -> int:
+        """Local: the session recounts the touched nodes itself."""
+        return 0
+
+    def changed(self, state: list[set[HostPort]], pod: CompiledPod, since: int) -> None:
+        """Local: nothing beyond the touched nodes."""
+        return None
+
     def reserve(self, state: list[set[HostPort]], pod: CompiledPod, node: int) -> None:
         """The pod's ports are taken on ``node``."""
         if pod.host_ports:

@@ -129,6 +129,16 @@ class StatefulFilter(Protocol[S]):
         go); None when the filter sets no such bound."""
         ...
 
+    def mark(self, state: S) -> int:
+        """A token for "now", to ask :meth:`changed` later (non-local filters)."""
+        ...
+
+    def changed(self, state: S, pod: CompiledPod, since: int) -> I64 | None:
+        """The nodes whose verdict for ``pod`` may have changed after the :meth:`mark` ``since``
+        (None: possibly every node). Non-local filters only; the touched nodes themselves the
+        session recounts anyway."""
+        ...
+
     def reserve(self, state: S, pod: CompiledPod, node: int) -> None:
         """A pod like ``pod`` is placed on ``node`` tentatively (called for every placed pod,
         whether or not the filter applies to it: it may change the verdict for others)."""

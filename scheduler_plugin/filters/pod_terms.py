@@ -323,6 +323,31 @@ def pod_class(
     return PodClass(namespace, kept, anti, deleting)
 
 
+class ChangeLog:
+    """What a non-local filter's placements changed, for one incoming pod class: entries
+    ``(event, topology key, domain)``, where a key of None means every node. The session reads
+    the entries after the last event it saw, and recounts the nodes of those domains only."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[int, str | None, int]] = []
+
+    def add(self, event: int, key: str | None, domain: int = -1) -> None:
+        """Record a change of the verdict in ``domain`` of ``key`` (None: everywhere)."""
+        self.entries.append((event, key, domain))
+
+    def nodes_since(self, topo: TopologyIndex, since: int) -> I64 | None:
+        """Nodes whose verdict may have changed after event ``since``; None for every node."""
+        by_key: dict[str, set[int]] = {}
+        for event, key, d in reversed(self.entries):
+            if event <= since:
+                break
+            if key is None:
+                return None
+            by_key.setdefault(key, set()).add(d)
+        parts = [topo.members(k, sorted(ds)) for k, ds in by_key.items()]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+
 class TopologyIndex:
     """The topology domain of every node per topology key: ``domains(key)`` is an int array
     (one entry per node, -1 where the node lacks the label) and the number of domains."""
@@ -330,6 +355,19 @@ class TopologyIndex:
     def __init__(self, nodes: Sequence[NodeStatic]) -> None:
         self.nodes = nodes
         self._by_key: dict[str, tuple[I64, int]] = {}
+        self._members: dict[str, tuple[I64, I64]] = {}
+
+    def members(self, key: str, domains: Sequence[int]) -> I64:
+        """The nodes in ``domains`` of ``key``."""
+        got = self._members.get(key)
+        if got is None:
+            dom, n_dom = self.domains(key)
+            order = np.argsort(dom, kind="stable")
+            starts = np.searchsorted(dom[order], np.arange(n_dom + 1))
+            got = self._members[key] = (order.astype(np.int64), starts.astype(np.int64))
+        order, starts = got
+        parts = [order[starts[d] : starts[d + 1]] for d in domains]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def domains(self, key: str) -> tuple[I64, int]:
         """(domain id per node, -1 without the label; number of domains)."""

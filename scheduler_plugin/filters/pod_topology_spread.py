@@ -27,7 +27,7 @@ import numpy.typing as npt
 from .node_affinity import matches_node_affinity
 from .nodes import NodeStatic
 from .plugin import I64, CompiledPod, CycleInput
-from .pod_terms import PodClass, SpreadConstraint, TopologyIndex
+from .pod_terms import ChangeLog, PodClass, SpreadConstraint, TopologyIndex
 from .taint_toleration import first_untolerated
 
 REASON_SPREAD = "node(s) didn't match pod topology spread constraints"
@@ -46,6 +46,18 @@ class _Counts:
     counts: list[I64]  # per constraint, per domain
     present: list[npt.NDArray[np.bool_]]  # per constraint, per domain: some counted node has it
     self_match: list[bool]
+    log: ChangeLog = field(default_factory=ChangeLog)  # verdict changes since made
+
+    def domain_verdicts(self, i: int) -> npt.NDArray[np.bool_]:
+        """Per domain of constraint ``i``: whether one more pod keeps the skew."""
+        c = self.constraints[i]
+        present = self.present[i]
+        n_dom = int(present.sum())
+        low = int(self.counts[i][present].min()) if n_dom else MAX_INT32
+        if n_dom < c.min_domains:
+            low = 0
+        out: npt.NDArray[np.bool_] = self.counts[i] + int(self.self_match[i]) - low <= c.max_skew
+        return out
 
 
 @dataclass
@@ -56,6 +68,7 @@ class SpreadState:
     topo: TopologyIndex
     bound: list[tuple[PodClass, I64]]
     counts: dict[object, _Counts] = field(default_factory=dict)
+    events: int = 0  # Reserve and Unreserve calls so far
 
 
 def _key(pod: CompiledPod) -> object:
@@ -151,14 +164,30 @@ class PodTopologySpread:
         return got
 
     def _add(
-        self, state: SpreadState, counts: _Counts, namespace: str, other: PodClass, nodes: I64, ks: I64
+        self,
+        state: SpreadState,
+        counts: _Counts,
+        namespace: str,
+        other: PodClass,
+        nodes: I64,
+        ks: I64,
+        event: int | None = None,
     ) -> None:
+        """Count ``ks[i]`` pods of class ``other`` on ``nodes[i]``; with ``event`` (a placement),
+        log the domains whose verdict flips (the one counted, and every domain the new global
+        minimum lets in or keeps out)."""
         for i, c in enumerate(counts.constraints):
             if not _counted(other, c, namespace):
                 continue
             keep = counts.eligible[i][nodes]
+            if not keep.any():
+                continue
             d = state.topo.domains(c.topology_key)[0][nodes[keep]]
+            before = counts.domain_verdicts(i) if event is not None else None
             np.add.at(counts.counts[i], d, ks[keep])
+            if before is not None and event is not None:
+                for x in np.flatnonzero(before != counts.domain_verdicts(i)).tolist():
+                    counts.log.add(event, c.topology_key, x)
 
     def _verdicts(self, state: SpreadState, pod: CompiledPod, nodes: Sequence[int]) -> tuple[I64, I64]:
         """(has every key, skew within bounds) over ``nodes``."""
@@ -169,15 +198,9 @@ class PodTopologySpread:
         for i, c in enumerate(got.constraints):
             d = state.topo.domains(c.topology_key)[0][idx]
             has &= d >= 0
-            present = got.present[i]
-            n_dom = int(present.sum())
-            low = int(got.counts[i][present].min()) if n_dom else MAX_INT32
-            if n_dom < c.min_domains:
-                low = 0
-            match = (
-                got.counts[i][np.maximum(d, 0)] if len(got.counts[i]) else np.zeros(len(idx), dtype=np.int64)
-            )
-            fits &= (d < 0) | (match + int(got.self_match[i]) - low <= c.max_skew)
+            verdicts = got.domain_verdicts(i)
+            if len(verdicts):
+                fits &= (d < 0) | verdicts[np.maximum(d, 0)]
         return has, fits
 
     def cap_counts(self, state: SpreadState, pod: CompiledPod, nodes: Sequence[int], counts: I64) -> None:
@@ -203,8 +226,17 @@ class PodTopologySpread:
     def _move(self, state: SpreadState, pod: CompiledPod, node: int, k: int) -> None:
         c = PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
         one, kk = np.array([node], dtype=np.int64), np.array([k], dtype=np.int64)
+        state.events += 1
         for counts in state.counts.values():
-            self._add(state, counts, counts.namespace, c, one, kk)
+            self._add(state, counts, counts.namespace, c, one, kk, state.events)
+
+    def mark(self, state: SpreadState) -> int:
+        """The last Reserve or Unreserve so far."""
+        return state.events
+
+    def changed(self, state: SpreadState, pod: CompiledPod, since: int) -> I64 | None:
+        """The nodes whose verdict for ``pod`` may have changed after ``since`` (None: all)."""
+        return self._counts(state, pod).log.nodes_since(state.topo, since)
 
     def reserve(self, state: SpreadState, pod: CompiledPod, node: int) -> None:
         """The placed pod counts in its domain from now on."""

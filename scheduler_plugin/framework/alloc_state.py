@@ -18,6 +18,7 @@ happened since they were last counted; placement then goes one pod at a time for
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,17 @@ def _hypernode_sums(snap: ClusterSnapshot) -> tuple[F64, F64]:
     hn_alloc.flags.writeable = False
     hn_used.flags.writeable = False
     return hn_alloc, hn_used
+
+
+@dataclass
+class _Volatile:
+    """A volatile shape's counts and what they were last brought up to date with."""
+
+    gen: int  # the state's placement generation
+    counts: I64
+    dom: I64
+    marks: list[int]  # each applying non-local filter's mark
+    seen: int  # entries of the touched-nodes log
 
 
 class AllocState:
@@ -76,10 +88,11 @@ class AllocState:
             (f, st) for f in STATEFUL_FILTERS if (st := f.cycle_state(snap)) is not None
         ]
         self._nonlocal = [(f, st) for f, st in self.filters if not f.local]
-        # Volatile shapes: counts with the placement generation they were made at.
+        # Volatile shapes: their counts, kept current lazily (see _volatile_counts).
         self._volatile: dict[int, bool] = {}
         self._gen = 0
-        self._vol_counts: dict[int, tuple[int, I64, I64]] = {}
+        self._touched: list[I64] = []  # nodes whose usage changed, placement by placement
+        self._vol_counts: dict[int, _Volatile] = {}
 
     # ------------------------------------------------------------------ counts
     def compute_counts(self, shape: Shape, nodes: I64 | None = None) -> I64:
@@ -117,11 +130,42 @@ class AllocState:
         return None
 
     def _volatile_counts(self, shape: Shape) -> tuple[I64, I64]:
+        """Counts of a volatile shape, brought up to date when asked: recounted on the nodes
+        touched since, and on those the non-local filters say changed (a domain whose verdict
+        flipped), so a gang of thousands of such pods costs per pod what its pod changed, not
+        the whole cluster."""
+        cons = shape.constraints
         got = self._vol_counts.get(shape.id)
-        if got is None or got[0] != self._gen:
+        if got is not None and got.gen == self._gen:
+            return got.counts, got.dom
+        fs = [(f, st) for f, st in self._nonlocal if f.applies(st, cons)]
+        if got is not None:
+            parts = self._touched[got.seen :]
+            for (f, st), since in zip(fs, got.marks, strict=True):
+                ch = f.changed(st, cons, since)
+                if ch is None:
+                    got = None  # the filter's verdict may have changed anywhere
+                    break
+                parts.append(ch)
+        if got is None:
             c = self.compute_counts(shape)
-            got = self._vol_counts[shape.id] = (self._gen, c, self.tree.domain_sums(c))
-        return got[1], got[2]
+            got = _Volatile(self._gen, c, self.tree.domain_sums(c), [], len(self._touched))
+        else:
+            nodes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            if len(nodes):
+                new = self.compute_counts(shape, nodes)
+                delta = new - got.counts[nodes]
+                nz = delta != 0
+                if nz.any():
+                    got.counts[nodes] = new
+                    hns, deg = self._node_hns(nodes[nz])
+                    got.dom += np.bincount(
+                        hns, weights=np.repeat(delta[nz], deg), minlength=len(self.tree)
+                    ).astype(np.int64)
+            got.gen, got.seen = self._gen, len(self._touched)
+        got.marks = [f.mark(st) for f, st in fs]
+        self._vol_counts[shape.id] = got
+        return got.counts, got.dom
 
     def node_counts(self, shape: Shape) -> I64:
         """Cached per-node counts of a shape (kept current by allocate/deallocate)."""
@@ -182,7 +226,10 @@ class AllocState:
             for sid, n in zip(s_arr.tolist(), n_arr.tolist(), strict=True):
                 step(st, shapes[sid].constraints, n)
         self._gen += 1
-        self._refresh(np.unique(n_arr))
+        touched = np.unique(n_arr)
+        if self._nonlocal:
+            self._touched.append(touched)
+        self._refresh(touched)
 
     def fill(self, nodes: I64, sign: int = 1) -> None:
         """Mark ``nodes`` full (sign=1: their whole allocatable added to used) or undo it
@@ -193,7 +240,10 @@ class AllocState:
         self.used[nodes] += rows
         self._add_hn_used(nodes, rows)
         self._gen += 1
-        self._refresh(np.unique(nodes))
+        touched = np.unique(nodes)
+        if self._nonlocal:
+            self._touched.append(touched)
+        self._refresh(touched)
 
     def _node_hns(self, nodes: I64) -> tuple[I64, I64]:
         """The HyperNodes of each of ``nodes``, concatenated (CSR slices), and how many each has."""

@@ -248,8 +248,7 @@ class Placer:
         shape = self.shape(tasks[0].shape)
         placed = 0
         for t in tasks:
-            c = self.state.compute_counts(shape, nodes_d)
-            cand = nodes_d[c > 0]
+            cand = nodes_d[self.state.node_counts(shape)[nodes_d] > 0]
             if not len(cand):
                 break
             scores = self.ssn.node_scores(t, sj, cand) if len(cand) > 1 else np.zeros(1)

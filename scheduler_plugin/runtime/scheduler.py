@@ -64,6 +64,7 @@ from hyperplace.kube.objects import TERMINAL_PHASES, namespaced_key, podgroup_ke
 from hyperplace.runtime.api import (
     CONFIGMAPS,
     HYPERNODES,
+    NAMESPACES,
     NODES,
     PDBS,
     PODGROUPS,
@@ -181,6 +182,8 @@ class Scheduler:
         # What the pdb and resourcequota plugins read.
         self.pdbs = Informer(api, PDBS)
         self.quotas = Informer(api, RESOURCE_QUOTAS)
+        # What a pod affinity term's namespaceSelector reads.
+        self.namespaces = Informer(api, NAMESPACES)
         self.metrics.volcano.podgroups = self.podgroups.objects
         if now is not rfc3339:  # a given clock (tests, simulations): durations follow it
             self.metrics.volcano.clock = lambda: parse_rfc3339(now()) or time.time()
@@ -193,6 +196,7 @@ class Scheduler:
             self.priority_classes,
             self.pdbs,
             self.quotas,
+            self.namespaces,
         ]
         self.configmaps: Informer | None = None
         if self.conf.source.configmap is not None:
@@ -201,7 +205,8 @@ class Scheduler:
         # PriorityClasses only order jobs; a cluster whose RBAC does not grant them must not
         # keep the scheduler from starting (as for the controller).
         # PodDisruptionBudgets and ResourceQuotas likewise only matter with their plugins.
-        optional = (self.priority_classes, self.pdbs, self.quotas)
+        # Namespaces only matter to affinity terms with a namespaceSelector.
+        optional = (self.priority_classes, self.pdbs, self.quotas, self.namespaces)
         self.required_informers = [i for i in self.informers if all(i is not o for o in optional)]
 
         self._pg_models = _Models(self.podgroups, PodGroup)
@@ -365,6 +370,7 @@ class Scheduler:
         self.priority_classes.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
         self.pdbs.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
         self.quotas.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
+        self.namespaces.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
 
         if self.configmaps is not None:
             self.configmaps.add_handler(
@@ -493,6 +499,7 @@ class Scheduler:
             st.replace_queues(queues)
             st.replace_priority_classes(pcs)
             st.replace_policies(self.pdbs.objects(), self.quotas.objects())
+            st.replace_namespaces(self.namespaces.objects())
             snap = st.snapshot()
         rebuild: dict[str, Any] | None = None
         if snap is None or self.options.verify_state:
@@ -508,6 +515,7 @@ class Scheduler:
                 "priority_classes": pcs,
                 "pdbs": self.pdbs.objects(),
                 "quotas": self.quotas.objects(),
+                "namespaces": self.namespaces.objects(),
             }
         decided, result = await asyncio.to_thread(
             self._decide, snap, rebuild, self.config, self.evictor.held(), dict(self.reservations)
