@@ -3,6 +3,7 @@
     python bench/scheduler_cycle.py            # 1k, 10k, 20k nodes
     python bench/scheduler_cycle.py --quick    # 1k and 10k nodes, fewer repetitions
     python bench/scheduler_cycle.py --sizes 2000
+    python bench/scheduler_cycle.py --terms    # 10k nodes with and without inter-pod terms
 
 Cluster: N nodes (8 GPUs, 96 cpu), 5 running pods per node (1 GPU each) in PodGroups of 50,
 400 tier-1 HyperNodes (half select their nodes with a regexMatch on the name prefix, half
@@ -244,11 +245,132 @@ def cold(snap: ClusterSnapshot) -> None:
         sh._mask = None
 
 
+ZONES = 8
+TERMS_SHARE = 0.3  # of the jobs (and so of the pods) carrying inter-pod terms
+
+
+def with_terms(p: dict[str, Any], job: str, terms: bool) -> dict[str, Any]:
+    """A bench pod labelled with its job; with ``terms``, one per node (hostname anti-affinity
+    against its own job) and spread over the zones (maxSkew 1)."""
+    p["metadata"]["labels"]["bench/job"] = job
+    if terms:
+        sel = {"matchLabels": {"bench/job": job}}
+        p["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": sel, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+        p["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": sel,
+            }
+        ]
+    return p
+
+
+def terms_variant(n: int, reps: int) -> None:
+    """The same cluster and job stream twice, without and with inter-pod terms on 30 % of the
+    jobs: N nodes in 8 zones (a zone is every 8th node, so each leaf spans all zones), 5 running
+    pods per node, each of a 50-pod job spread one per node; cycles of (b) 1 % done + 100 new
+    pending pods (10 gangs of 10, hard tier 1) and (c) a 2,000-pod gang (soft topology).
+    Prints each cycle (view + session, median) and the ratio with terms / without."""
+    results: dict[bool, dict[str, float]] = {}
+    for terms in (False, True):
+        nodes, hns = make_cluster(n)
+        for i, nd in enumerate(nodes):
+            nd["metadata"]["labels"]["topology.kubernetes.io/zone"] = f"zone-{i % ZONES}"
+        names = [nd["metadata"]["name"] for nd in nodes]
+        world = World.__new__(World)
+        world.nodes, world.hns, world.pgs = nodes, hns, []
+        world.pods = {}
+        n_jobs = n * PODS_PER_NODE // JOB_SIZE
+        for j in range(n_jobs):
+            job = f"run-{j:05d}"
+            marked = terms and j % 10 < TERMS_SHARE * 10
+            world.pgs.append(make_pg(job, JOB_SIZE))
+            for i in range(JOB_SIZE):
+                node = names[(j * JOB_SIZE + i * 7) % n]  # a job's pods on distinct nodes
+                p = with_terms(make_pod(job, i, 1, node), job, marked)
+                world.pods[f"default/{p['metadata']['name']}"] = p
+        world.state = ClusterState()
+        t = time.perf_counter()
+        world.state.replace_all(nodes, list(world.pods.values()), hns, world.pgs)
+        world.state.snapshot()
+        world.initial = time.perf_counter() - t
+        last = LastSession()
+        decide(world.view(), last)
+        gc.collect()
+        running = [k for k, p in world.pods.items() if p["spec"].get("nodeName")]
+        churn = []
+        for rep in range(reps):
+            for k in running[rep * len(running) // 100 : (rep + 1) * len(running) // 100]:
+                p = copy.copy(world.pods[k])
+                p["status"] = {"phase": "Succeeded"}
+                world.put_pod(p)
+            for g in range(10):
+                job = f"new-{rep}-{g}"
+                world.add_pg(make_pg(job, 10, {"mode": "hard", "highestTierAllowed": 1}))
+                for i in range(10):
+                    world.put_pod(with_terms(make_pod(job, i, 1, None), job, terms and g < 3))
+            dt, snap = timed(world.view)
+            dts, res = timed(lambda s=snap, la=last: decide(s, la))
+            churn.append(dt + dts)
+            placed = len(res.bindings)
+            world.bind(res)
+        job = "big"
+        world.add_pg(make_pg(job, 2000, {"mode": "soft"}))
+        for i in range(2000):
+            world.put_pod(with_terms(make_pod(job, i, 1, None), job, terms))
+        dt, snap = timed(world.view)
+        dts, res = timed(lambda s=snap, la=last: decide(s, la))
+        big_placed = sum(1 for k in res.bindings if k.startswith("default/big-"))
+        if terms:
+            on = [res.bindings[k] for k in res.bindings if k.startswith("default/big-")]
+            assert len(set(on)) == len(on), "the anti-affine gang shares a node"
+        results[terms] = {
+            "churn": statistics.median(churn),
+            "big": dt + dts,
+            "placed": placed,
+            "big_placed": big_placed,
+            "sync": world.initial,
+        }
+        del world, snap, res
+        gc.collect()
+    fmt = "{:<44} {:>14} {:>14} {:>7}"
+    print(f"{n} nodes, {n * PODS_PER_NODE} running pods; terms on {TERMS_SHARE:.0%} of the jobs")
+    print(fmt.format("cycle (view + session), median", "without ms", "with terms ms", "ratio"))
+    for key, what in (
+        ("churn", "(b) 1% done + 100 new (30 with terms)"),
+        ("big", "(c) gang of 2000 (with terms: all)"),
+        ("sync", "initial sync of the state"),
+    ):
+        a, b = results[False][key] * 1000, results[True][key] * 1000
+        print(fmt.format(what, f"{a:.1f}", f"{b:.1f}", f"{b / a:.2f}x"))
+    print(
+        f"placed: churn {results[False]['placed']:.0f} / {results[True]['placed']:.0f} pods per cycle, "
+        f"big gang {results[False]['big_placed']:.0f} / {results[True]['big_placed']:.0f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1k and 10k nodes, 3 repetitions")
     ap.add_argument("--sizes", type=str, default=None, help="comma-separated node counts")
+    ap.add_argument(
+        "--terms",
+        action="store_true",
+        help="the variant with inter-pod anti-affinity and zone spread on 30%% of the jobs (10k nodes)",
+    )
     args = ap.parse_args()
+    if args.terms:
+        for n in [int(x) for x in args.sizes.split(",")] if args.sizes else [10000]:
+            terms_variant(n, 3 if args.quick else 5)
+        return
     sizes = [1000, 10000] if args.quick else [1000, 10000, 20000]
     if args.sizes:
         sizes = [int(x) for x in args.sizes.split(",")]

@@ -51,13 +51,13 @@ from hyperplace.kube.objects import namespaced_key
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
 from ..filters.pod_constraints import PodConstraints
-from ..filters.pod_terms import PodClass
+from ..filters.pod_terms import NO_TERMS, PodClass
 from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, TaskInfo, build_job, remap_nodes
 from ..model.memo import Memo
 from ..model.snapshot import ClusterSnapshot, HostPort, Shape
 from .node_table import NodeTable
-from .pod_classes import TermKeys, bound_class, group_bound, label_class
+from .pod_classes import BoundClasses, TermKeys, label_class
 from .records import (
     NodeRecord,
     PodRecord,
@@ -120,6 +120,7 @@ class ClusterState:
         # Label keys the pods' inter-pod affinity and spread terms read (shape signatures
         # carry a pod's labels under them), and the namespaces' labels (namespaceSelector).
         self._term_keys = TermKeys()
+        self._classes = BoundClasses(self._term_keys)
         self._namespaces: dict[str, dict[str, str]] = {}
         self._by_node: dict[str, dict[str, None]] = {}  # node name -> keys of pods naming it
         # Layout: node order, resource columns and rows (copy-on-write once shared).
@@ -132,6 +133,7 @@ class ClusterState:
         self._nodeset_gen = 0  # moves when the node order changes (the tree depends on it)
         self._node_gen = 0  # moves when any node's static facts change (masks depend on them)
         self._sig_masks: dict[Any, npt.NDArray[np.bool_]] = {}
+        self._node_derived: dict[Any, object] = {}  # the topology index, shared likewise
         # Sums over all jobs carried from snapshot to snapshot (each checks what it was made from).
         self._carry = Memo()
         self._sig_masks_gen = -1
@@ -264,6 +266,16 @@ class ClusterState:
             changed |= self._term_keys.add(new.terms, +1)
         if changed:
             self._layout_dirty = True
+        rec = new if new is not None else old
+        if rec is not None:
+            # A bound, running pod counts for the terms of the pods placed near it.
+            live = new is not None and not new.terminal and new.node is not None
+            self._classes.track(
+                rec.key,
+                new.obj if live and new is not None else None,
+                new.node if live and new is not None else None,
+                new.terms if live and new is not None else NO_TERMS,
+            )
 
     def _parse_pod(self, obj: dict[str, Any]) -> PodRecord:
         rec = parse_pod(detached(obj) if self.detach else obj, self.scheduler_names)
@@ -532,14 +544,10 @@ class ClusterState:
 
     def _bound_classes(self) -> list[tuple[PodClass, I64]]:
         """The bound pods by class, while some pod has a term (else nobody asks)."""
-        if not self._term_keys.active:
-            return []
-        nidx = self._table.nidx
-        keys = self._term_keys
-        return group_bound(
-            (bound_class(p.obj, p.terms, keys), nidx[p.node])
-            for p in self._pods.values()
-            if p.node and not p.terminal and p.node in nidx
+        return self._classes.arrays(
+            self._table.nidx,
+            self._nodeset_gen,
+            ((p.key, p.obj, p.node, p.terms) for p in self._pods.values() if p.node and not p.terminal),
         )
 
     def snapshot(self) -> ClusterSnapshot:
@@ -586,6 +594,7 @@ class ClusterState:
             self._queue_map = with_default_queue(self._queues.values())
         if self._sig_masks_gen != self._node_gen:
             self._sig_masks = {}
+            self._node_derived = {}
             self._sig_masks_gen = self._node_gen
         table = self._table
         snap = ClusterSnapshot(
@@ -610,6 +619,7 @@ class ClusterState:
             namespace_labels=self._namespaces,
             # Static masks depend on node facts only: shared while no node changed.
             _sig_masks=self._sig_masks,
+            _node_derived=self._node_derived,
             carry=self._carry,
         )
         table.shared = True

@@ -102,3 +102,72 @@ def bound_class(obj: Mapping[str, Any], terms: PodTerms, keys: TermKeys) -> PodC
         terms.anti_affinity,
         bool(meta.get("deletionTimestamp")),
     )
+
+
+class BoundClasses:
+    """The bound pods by class, kept from pod events (the incremental state's side of
+    :func:`group_bound`): a cycle pays for the classes whose pods changed, not for every pod."""
+
+    def __init__(self, keys: TermKeys) -> None:
+        self.keys = keys
+        self._built_for: frozenset[str] | None = None  # the keys the classes were made with
+        self._of: dict[str, tuple[PodClass, str]] = {}  # pod key -> (class, node name)
+        self._nodes: dict[PodClass, Counter[str]] = {}
+        self._arrays: dict[PodClass, I64] = {}
+        self._dirty: set[PodClass] = set()
+        self._nodeset: int | None = None
+
+    def track(self, key: str, obj: Mapping[str, Any] | None, node: str | None, terms: PodTerms) -> None:
+        """A pod changed (``obj`` None: gone, or no longer bound and running)."""
+        if self._built_for is None or not self.keys.active:
+            return  # made from scratch when next asked
+        old = self._of.pop(key, None)
+        if old is not None:
+            self._remove(*old)
+        if obj is not None and node:
+            c = bound_class(obj, terms, self.keys)
+            self._of[key] = (c, node)
+            self._nodes.setdefault(c, Counter())[node] += 1
+            self._dirty.add(c)
+
+    def _remove(self, c: PodClass, node: str) -> None:
+        per = self._nodes[c]
+        per[node] -= 1
+        if per[node] <= 0:
+            del per[node]
+        self._dirty.add(c)
+
+    def arrays(
+        self,
+        nidx: Mapping[str, int],
+        nodeset: int,
+        pods: Iterable[tuple[str, Mapping[str, Any], str, PodTerms]],
+    ) -> list[tuple[PodClass, I64]]:
+        """Every class with the node index of each of its pods (pods on a node with no Node
+        object left out). ``pods`` (key, object, node, terms of every bound pod) is read only
+        when the keys read changed since the last call."""
+        if not self.keys.active:
+            self._built_for = None
+            return []
+        keys = self.keys.keys()
+        if self._built_for != keys:
+            self._built_for = keys
+            self._of, self._nodes, self._arrays = {}, {}, {}
+            for key, obj, node, terms in pods:
+                c = bound_class(obj, terms, self.keys)
+                self._of[key] = (c, node)
+                self._nodes.setdefault(c, Counter())[node] += 1
+            self._dirty = set(self._nodes)
+        if self._nodeset != nodeset:
+            self._nodeset = nodeset
+            self._dirty = set(self._nodes)
+        for c in self._dirty:
+            per = self._nodes.get(c)
+            if not per:
+                self._nodes.pop(c, None)
+                self._arrays.pop(c, None)
+                continue
+            idx = [nidx[n] for n, k in per.items() if n in nidx for _ in range(k)]
+            self._arrays[c] = np.asarray(idx, dtype=np.int64)
+        self._dirty = set()
+        return [(c, a) for c, a in self._arrays.items() if len(a)]

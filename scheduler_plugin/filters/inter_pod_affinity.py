@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .plugin import I64, CompiledPod, CycleInput
-from .pod_terms import AffinityTerm, ChangeLog, PodClass, TopologyIndex, pod_class
+from .pod_terms import AffinityTerm, BoundPods, ChangeLog, PodClass, TopologyIndex, pod_class
 
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -57,8 +57,7 @@ class AffinityState:
     topo: TopologyIndex
     ns_labels: Mapping[str, Mapping[str, str]]
     keys: frozenset[str]
-    # class -> (node indices, pods on each): the bound pods, counted with array work
-    bound: dict[PodClass, tuple[I64, I64]] = field(default_factory=dict)
+    bound: BoundPods  # the bound pods, counted with array work
     # class -> node index -> pods: placed in the cycle (few), less victims taken out
     placed: dict[PodClass, dict[int, int]] = field(default_factory=dict)
     # Anti-affinity terms some pod of the cycle carries (bound or pending): whether a pod
@@ -68,6 +67,7 @@ class AffinityState:
     counts: dict[tuple[PodClass, tuple[AffinityTerm, ...]], _Counts] = field(default_factory=dict)
     events: int = 0  # Reserve and Unreserve calls so far
     _applies: dict[PodClass, bool] = field(default_factory=dict)
+    _applies_of: dict[int, bool] = field(default_factory=dict)
 
     def ns(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels (none when the namespace is unknown)."""
@@ -101,15 +101,15 @@ class InterPodAffinity:
             keys.update(k for k, _ in c.labels)
             for t in c.anti_affinity:
                 keys |= t.keys()
-        st = AffinityState(TopologyIndex(snapshot.node_static), snapshot.namespace_labels, frozenset(keys))
-        merged: dict[PodClass, list[I64]] = {}
-        for c, nodes in classes:
-            if len(nodes):
-                # Deleting pods still count for affinity (only PodTopologySpread skips them).
-                merged.setdefault(PodClass(c.namespace, c.labels, c.anti_affinity), []).append(nodes)
-                st.anti_terms.update(c.anti_affinity)
-        for c, parts in merged.items():
-            st.bound[c] = np.unique(np.concatenate(parts), return_counts=True)
+        # Pods being deleted count for affinity as any other (only PodTopologySpread skips them).
+        st = AffinityState(
+            snapshot.topology,
+            snapshot.namespace_labels,
+            frozenset(keys),
+            snapshot.bound_pods(),
+        )
+        for c in st.bound.classes:
+            st.anti_terms.update(c.anti_affinity)
         for p in pending:
             st.anti_terms.update(p.terms.anti_affinity)
         return st
@@ -118,11 +118,16 @@ class InterPodAffinity:
         """Pods with required terms, and pods some anti-affinity term of the cycle matches."""
         if pod.terms.affinity or pod.terms.anti_affinity:
             return True
-        c = _class_of(state, pod)
-        got = state._applies.get(c)
+        # Asked for every shape, placement after placement: memoised per compiled pod (they
+        # live as long as the cycle), then per class.
+        got = state._applies_of.get(id(pod))
         if got is None:
-            nsl = state.ns(c.namespace)
-            got = state._applies[c] = any(t.matches(c.namespace, c.label_map, nsl) for t in state.anti_terms)
+            c = _class_of(state, pod)
+            got = state._applies.get(c)
+            if got is None:
+                nsl = state.ns(c.namespace)
+                got = state._applies[c] = any(t.matches(c.namespace, c.label_map, nsl) for t in state.anti_terms)
+            state._applies_of[id(pod)] = got
         return got
 
     def most_per_node(self, pod: CompiledPod) -> int | None:
@@ -149,8 +154,7 @@ class InterPodAffinity:
             c, terms.affinity, terms.anti_affinity, aff, anti, {}, self._matches_all(state, terms.affinity, c)
         )
         state.counts[key] = got
-        for other, (nodes, ks) in state.bound.items():
-            self._count(state, got, other, nodes, ks)
+        self._count_bound(state, got)
         for other, per in state.placed.items():
             if per:
                 self._count(
@@ -161,6 +165,44 @@ class InterPodAffinity:
                     np.fromiter(per.values(), dtype=np.int64, count=len(per)),
                 )
         return got
+
+    def _count_bound(self, state: AffinityState, counts: _Counts) -> None:
+        """The bound pods in the counts of an incoming class: which classes each term matches
+        is asked per class, the pods of those classes are counted with array work."""
+        me, aff, anti = counts.me, counts.aff_terms, counts.anti_terms
+        bound, topo = state.bound, state.topo
+
+        def add(arr: I64, key: str, matched: Sequence[bool]) -> None:
+            nodes = bound.nodes_of(matched)
+            if len(nodes):
+                d = topo.domains(key)[0][nodes]
+                arr += np.bincount(d[d >= 0], minlength=len(arr))[: len(arr)]
+
+        classes = bound.classes
+        if aff:
+            all_aff = bound.flags(aff[0].selector, lambda c: self._matches_all(state, aff, c))
+            for i, t in enumerate(aff):
+                add(counts.affinity[i], t.topology_key, all_aff)
+        for i, t in enumerate(anti):
+
+            def matched(c: PodClass, t: AffinityTerm = t) -> bool:
+                return t.matches(c.namespace, c.label_map, state.ns(c.namespace))
+
+            add(counts.anti[i], t.topology_key, bound.flags(t.selector, matched))
+        nsl_me = state.ns(me.namespace)
+        # Per topology key, how many anti-affinity terms of each class match the incoming pod
+        # (kube counts a pod once per matching term; Unreserve of a victim takes as many off).
+        by_key: dict[str, list[int]] = {}
+        for j in bound.with_anti:
+            c = classes[j]
+            for t in c.anti_affinity:
+                if t.matches(me.namespace, me.label_map, nsl_me):
+                    by_key.setdefault(t.topology_key, [0] * len(classes))[j] += 1
+        for key, per_class in by_key.items():
+            n_dom = topo.domains(key)[1]
+            arr = counts.existing_anti.setdefault(key, np.zeros(n_dom, dtype=np.int64))
+            for k in range(1, max(per_class) + 1):
+                add(arr, key, [x >= k for x in per_class])
 
     @staticmethod
     def _matches_all(state: AffinityState, terms: Sequence[AffinityTerm], c: PodClass) -> bool:
@@ -213,7 +255,7 @@ class InterPodAffinity:
             counts.log.add(event, None)  # the first pod of a self-affine group: every node
 
     # ------------------------------------------------------------------ Filter
-    def _verdicts(self, state: AffinityState, pod: CompiledPod, nodes: Sequence[int]) -> list[I64]:
+    def _verdicts(self, state: AffinityState, pod: CompiledPod, nodes: I64) -> list[I64]:
         """Per check, in the filter's order, a bool array over ``nodes``: True where it passes."""
         counts = self._counts(state, pod)
         idx = np.asarray(nodes, dtype=np.int64)
@@ -243,7 +285,7 @@ class InterPodAffinity:
                 ok_anti &= ~((d >= 0) & (arr[np.maximum(d, 0)] > 0))
         return [ok_existing, ok_aff, ok_anti]
 
-    def cap_counts(self, state: AffinityState, pod: CompiledPod, nodes: Sequence[int], counts: I64) -> None:
+    def cap_counts(self, state: AffinityState, pod: CompiledPod, nodes: I64, counts: I64) -> None:
         """No pod where a check fails; at most one where the pod's anti-affinity matches itself
         (the second would repel the first)."""
         ok = np.logical_and.reduce(self._verdicts(state, pod, nodes))
@@ -252,7 +294,7 @@ class InterPodAffinity:
         if most is not None:
             np.minimum(counts, most, out=counts)
 
-    def reasons(self, state: AffinityState, pod: CompiledPod, nodes: Sequence[int]) -> list[str | None]:
+    def reasons(self, state: AffinityState, pod: CompiledPod, nodes: I64) -> list[str | None]:
         """The first failing check's words, per node."""
         ex, aff, anti = self._verdicts(state, pod, nodes)
         out: list[str | None] = []
@@ -298,6 +340,7 @@ class InterPodAffinity:
         if c.anti_affinity and k > 0 and not state.anti_terms.issuperset(c.anti_affinity):
             state.anti_terms.update(c.anti_affinity)
             state._applies.clear()
+            state._applies_of.clear()
         one, kk = np.array([node], dtype=np.int64), np.array([k], dtype=np.int64)
         state.events += 1
         for counts in state.counts.values():

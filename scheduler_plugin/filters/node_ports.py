@@ -4,7 +4,7 @@ and change with every placement of the cycle (Reserve/Unreserve), so this filter
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -90,20 +90,18 @@ class NodePorts:
             return None
         return list(snapshot.node_ports)
 
-    def cap_counts(
-        self, state: list[set[HostPort]], pod: CompiledPod, nodes: Sequence[int], counts: I64
-    ) -> None:
+    def cap_counts(self, state: list[set[HostPort]], pod: CompiledPod, nodes: I64, counts: I64) -> None:
         """At most one such pod per node (:meth:`most_per_node`), none where a port is taken."""
         np.minimum(counts, self.most_per_node(pod), out=counts)
         want = pod.host_ports
-        for k, n in enumerate(nodes):
+        for k, n in enumerate(nodes.tolist()):
             if counts[k] and state[n] and host_ports_conflict(want, state[n]):
                 counts[k] = 0
 
-    def reasons(self, state: list[set[HostPort]], pod: CompiledPod, nodes: Sequence[int]) -> list[str | None]:
+    def reasons(self, state: list[set[HostPort]], pod: CompiledPod, nodes: I64) -> list[str | None]:
         """The host-port conflict, where a wanted port is taken."""
         want = pod.host_ports
-        return [REASON_HOST_PORTS if host_ports_conflict(want, state[n]) else None for n in nodes]
+        return [REASON_HOST_PORTS if host_ports_conflict(want, state[n]) else None for n in nodes.tolist()]
 
     def cohorts(self, state: list[set[HostPort]], pod: CompiledPod) -> None:
         """No bound across nodes: ports are per node."""

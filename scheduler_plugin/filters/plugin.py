@@ -24,7 +24,7 @@ import numpy.typing as npt
 from .nodes import NodeStatic
 
 if TYPE_CHECKING:  # pod_terms imports this module's error type
-    from .pod_terms import PodClass, PodTerms
+    from .pod_terms import BoundPods, PodClass, PodTerms, TopologyIndex
 
 HostPort = tuple[str, str, int]  # (protocol, hostIP, hostPort)
 Toleration = tuple[str, str, str, str]  # canonical (key, operator, value, effect)
@@ -76,6 +76,15 @@ class CycleInput(Protocol):
         pod of the cluster carries an inter-pod affinity or spread term)."""
         ...
 
+    def bound_pods(self) -> BoundPods:
+        """:attr:`pod_classes` as arrays."""
+        ...
+
+    @property
+    def topology(self) -> TopologyIndex:
+        """The nodes' topology domains per key."""
+        ...
+
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]]: ...
 
@@ -113,12 +122,12 @@ class StatefulFilter(Protocol[S]):
         bound of the filter's own); what the state adds is :meth:`cap_counts`'."""
         ...
 
-    def cap_counts(self, state: S, pod: CompiledPod, nodes: Sequence[int], counts: I64) -> None:
+    def cap_counts(self, state: S, pod: CompiledPod, nodes: I64, counts: I64) -> None:
         """Lower ``counts[k]``, the pods like ``pod`` node ``nodes[k]`` could take by room, to
         what the filter allows there now (in place)."""
         ...
 
-    def reasons(self, state: S, pod: CompiledPod, nodes: Sequence[int]) -> list[str | None]:
+    def reasons(self, state: S, pod: CompiledPod, nodes: I64) -> list[str | None]:
         """kube-scheduler's reason for each of ``nodes`` refusing one more pod like ``pod``
         now (None where the filter lets it in)."""
         ...

@@ -7,7 +7,7 @@ signature and memoised per pod class."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -321,6 +321,64 @@ def pod_class(
     """The class of a pod whose labels are ``labels``, keeping only the ``keys`` some term reads."""
     kept = tuple(sorted((k, v) for k, v in labels.items() if k in keys))
     return PodClass(namespace, kept, anti, deleting)
+
+
+class BoundPods:
+    """The bound pods of a cycle as arrays: their classes, and per pod its class and node, so a
+    filter counts the pods of the classes a term matches with array work (a cluster holds tens
+    of thousands of pods in a few thousand classes)."""
+
+    def __init__(self, grouped: Sequence[tuple[PodClass, I64]]) -> None:
+        ids: dict[PodClass, int] = {}
+        cls: list[I64] = []
+        nodes: list[I64] = []
+        for c, n in grouped:
+            if not len(n):
+                continue
+            i = ids.setdefault(c, len(ids))
+            cls.append(np.full(len(n), i, dtype=np.int64))
+            nodes.append(n)
+        self.classes: list[PodClass] = list(ids)
+        self.class_of: I64 = np.concatenate(cls) if cls else np.zeros(0, dtype=np.int64)
+        self.node_of: I64 = np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int64)
+
+        self._by_label: dict[tuple[str, str], list[int]] | None = None
+        self.with_anti = [i for i, c in enumerate(self.classes) if c.anti_affinity]
+
+    def candidates(self, sel: Selector) -> Sequence[int]:
+        """The classes that may match ``sel``: those with a label an ``In`` requirement asks
+        for (most selectors name their app or job), else every class."""
+        ins = [r for r in sel.requirements if r[1] == "In"]
+        if sel.nothing:
+            return ()
+        if not ins:
+            return range(len(self.classes))
+        if self._by_label is None:
+            self._by_label = {}
+            for i, c in enumerate(self.classes):
+                for kv in c.labels:
+                    self._by_label.setdefault(kv, []).append(i)
+        best: list[int] | None = None
+        for key, _, values in ins:
+            got = sorted({i for v in values for i in self._by_label.get((key, v), ())})
+            if best is None or len(got) < len(best):
+                best = got
+        return best or ()
+
+    def flags(self, sel: Selector, test: Callable[[PodClass], bool]) -> list[bool]:
+        """One flag per class: ``test`` holds (asked only of :meth:`candidates` of ``sel``)."""
+        out = [False] * len(self.classes)
+        for i in self.candidates(sel):
+            out[i] = test(self.classes[i])
+        return out
+
+    def nodes_of(self, matched: Sequence[bool]) -> I64:
+        """The node of every pod whose class is marked in ``matched`` (one flag per class)."""
+        if not any(matched):
+            return np.zeros(0, dtype=np.int64)
+        flags = np.asarray(matched, dtype=bool)
+        nodes: I64 = self.node_of[flags[self.class_of]]
+        return nodes
 
 
 class ChangeLog:

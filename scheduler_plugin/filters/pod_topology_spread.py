@@ -18,7 +18,7 @@ gang's pods spread as if bound one after another."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +27,7 @@ import numpy.typing as npt
 from .node_affinity import matches_node_affinity
 from .nodes import NodeStatic
 from .plugin import I64, CompiledPod, CycleInput
-from .pod_terms import ChangeLog, PodClass, SpreadConstraint, TopologyIndex
+from .pod_terms import BoundPods, ChangeLog, PodClass, SpreadConstraint, TopologyIndex
 from .taint_toleration import first_untolerated
 
 REASON_SPREAD = "node(s) didn't match pod topology spread constraints"
@@ -66,8 +66,19 @@ class SpreadState:
 
     nodes: Sequence[NodeStatic]
     topo: TopologyIndex
-    bound: list[tuple[PodClass, I64]]
+    bound: BoundPods
     counts: dict[object, _Counts] = field(default_factory=dict)
+    _inclusion: dict[object, npt.NDArray[np.bool_]] = field(default_factory=dict)
+
+    def inclusion(self, key: object, test: Callable[[NodeStatic], bool]) -> npt.NDArray[np.bool_]:
+        """A node inclusion policy's verdict per node, made once per distinct input."""
+        got = self._inclusion.get(key)
+        if got is None:
+            got = self._inclusion[key] = np.fromiter(
+                (test(nd) for nd in self.nodes), dtype=bool, count=len(self.nodes)
+            )
+        return got
+
     events: int = 0  # Reserve and Unreserve calls so far
 
 
@@ -111,7 +122,7 @@ class PodTopologySpread:
         if not any(p.terms.hard_spread for p in snapshot.pending):
             return None
         nodes = snapshot.node_static
-        return SpreadState(nodes, TopologyIndex(nodes), [(c, n) for c, n in snapshot.pod_classes if len(n)])
+        return SpreadState(nodes, snapshot.topology, snapshot.bound_pods())
 
     def applies(self, state: SpreadState, pod: CompiledPod) -> bool:
         """Pods with a DoNotSchedule constraint."""
@@ -132,21 +143,18 @@ class PodTopologySpread:
         has_all = np.ones(n, dtype=bool)
         for dom, _ in doms:
             has_all &= dom >= 0
-        affine: npt.NDArray[np.bool_] | None = None
         eligible: list[npt.NDArray[np.bool_]] = []
         for c in cons:
             e = has_all.copy()
-            if c.honor_node_affinity:
-                if affine is None:
-                    affine = np.fromiter(
-                        (matches_node_affinity(pod, nd) for nd in state.nodes), dtype=bool, count=n
-                    )
-                e &= affine
+            if c.honor_node_affinity and (pod.node_selector or pod.required_terms is not None):
+                e &= state.inclusion(
+                    ("affinity", pod.node_selector, repr(pod.required_terms)),
+                    lambda nd: matches_node_affinity(pod, nd),
+                )
             if c.honor_taints:
-                e &= np.fromiter(
-                    (first_untolerated(nd.taints, pod.tolerations) is None for nd in state.nodes),
-                    dtype=bool,
-                    count=n,
+                e &= state.inclusion(
+                    ("taints", pod.tolerations),
+                    lambda nd: first_untolerated(nd.taints, pod.tolerations) is None,
                 )
             eligible.append(e)
         counts = [np.zeros(nd, dtype=np.int64) for _, nd in doms]
@@ -159,8 +167,16 @@ class PodTopologySpread:
             cons, pod.namespace, eligible, counts, present, [c.selector.matches(pod.labels) for c in cons]
         )
         state.counts[key] = got
-        for other, nodes in state.bound:
-            self._add(state, got, pod.namespace, other, nodes, np.ones(len(nodes), dtype=np.int64))
+        bound = state.bound
+        for i, c in enumerate(cons):
+
+            def counted(other: PodClass, c: SpreadConstraint = c) -> bool:
+                return _counted(other, c, pod.namespace)
+
+            nodes = bound.nodes_of(bound.flags(c.selector, counted))
+            nodes = nodes[eligible[i][nodes]]
+            d = state.topo.domains(c.topology_key)[0][nodes]
+            counts[i] += np.bincount(d, minlength=len(counts[i]))[: len(counts[i])]
         return got
 
     def _add(
@@ -189,7 +205,7 @@ class PodTopologySpread:
                 for x in np.flatnonzero(before != counts.domain_verdicts(i)).tolist():
                     counts.log.add(event, c.topology_key, x)
 
-    def _verdicts(self, state: SpreadState, pod: CompiledPod, nodes: Sequence[int]) -> tuple[I64, I64]:
+    def _verdicts(self, state: SpreadState, pod: CompiledPod, nodes: I64) -> tuple[I64, I64]:
         """(has every key, skew within bounds) over ``nodes``."""
         got = self._counts(state, pod)
         idx = np.asarray(nodes, dtype=np.int64)
@@ -203,7 +219,7 @@ class PodTopologySpread:
                 fits &= (d < 0) | verdicts[np.maximum(d, 0)]
         return has, fits
 
-    def cap_counts(self, state: SpreadState, pod: CompiledPod, nodes: Sequence[int], counts: I64) -> None:
+    def cap_counts(self, state: SpreadState, pod: CompiledPod, nodes: I64, counts: I64) -> None:
         """No pod where the skew would exceed maxSkew or a key is missing; one at most where it
         fits (the next would change the skew: the session recounts after each placement)."""
         has, fits = self._verdicts(state, pod, nodes)
@@ -211,7 +227,7 @@ class PodTopologySpread:
         counts[~ok] = 0
         np.minimum(counts, 1, out=counts)
 
-    def reasons(self, state: SpreadState, pod: CompiledPod, nodes: Sequence[int]) -> list[str | None]:
+    def reasons(self, state: SpreadState, pod: CompiledPod, nodes: I64) -> list[str | None]:
         """kube-scheduler's words, per node."""
         has, fits = self._verdicts(state, pod, nodes)
         return [

@@ -84,6 +84,7 @@ class AllocState:
         )
         # The stateful filters some pod of this cycle needs, each with its state (kube-scheduler's
         # PreFilter state; Reserve and Unreserve below keep it current).
+        self._all = np.arange(snap.num_nodes, dtype=np.int64)
         self.filters: list[tuple[StatefulFilter[Any], Any]] = [
             (f, st) for f in STATEFUL_FILTERS if (st := f.cycle_state(snap)) is not None
         ]
@@ -109,7 +110,7 @@ class AllocState:
         cons = shape.constraints
         for f, st in self.filters:
             if f.applies(st, cons):
-                f.cap_counts(st, cons, range(self.snap.num_nodes) if idx is None else idx.tolist(), c)
+                f.cap_counts(st, cons, self._all if idx is None else idx, c)
         return c
 
     def volatile(self, shape: Shape) -> bool:

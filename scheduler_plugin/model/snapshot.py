@@ -18,7 +18,7 @@ from hyperplace.api.podgroup import Queue
 from ..filters.nodes import NodeStatic
 from ..filters.plugin import HostPort
 from ..filters.pod_constraints import PodConstraints, static_feasibility_mask
-from ..filters.pod_terms import PodClass
+from ..filters.pod_terms import BoundPods, PodClass, TopologyIndex
 from .hypernode_tree import HyperNodeTree
 from .jobs import JobInfo
 from .memo import Memo
@@ -80,6 +80,9 @@ class ClusterSnapshot:
     # (empty while no pod has a term), and the namespaces' labels (namespaceSelector).
     pod_classes: list[tuple[PodClass, I64]] = field(default_factory=list)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    _derived: dict[Any, object] = field(default_factory=dict)
+    # What depends on the nodes' facts only (shared across snapshots while no node changed).
+    _node_derived: dict[Any, object] = field(default_factory=dict)
     build_seconds: float = 0.0
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)
@@ -88,6 +91,23 @@ class ClusterSnapshot:
     # What sessions derive from all the jobs, carried to the next snapshot of the same cache and
     # patched for the jobs that changed (a rebuilt snapshot starts empty).
     carry: Memo = field(default_factory=Memo)
+
+    def bound_pods(self) -> BoundPods:
+        """The bound pods as arrays (:class:`BoundPods`), made once per snapshot."""
+        got = self._derived.get("bound pods")
+        if got is None:
+            got = self._derived["bound pods"] = BoundPods(self.pod_classes)
+        assert isinstance(got, BoundPods)
+        return got
+
+    @property
+    def topology(self) -> TopologyIndex:
+        """The nodes' topology domains per key, made once per snapshot."""
+        got = self._node_derived.get("topology")
+        if got is None:
+            got = self._node_derived["topology"] = TopologyIndex(self.node_static)
+        assert isinstance(got, TopologyIndex)
+        return got
 
     @property
     def pending(self) -> list[PodConstraints]:

@@ -199,7 +199,7 @@ class Shortfall:
             sub = np.flatnonzero(left)
             if not len(sub):
                 return
-            for j, r in zip(sub.tolist(), f.reasons(st, cons, idx[sub].tolist()), strict=True):
+            for j, r in zip(sub.tolist(), f.reasons(st, cons, idx[sub]), strict=True):
                 if r is not None:
                     left[j] = False
                     tally[r] = tally.get(r, 0) + 1

@@ -2,8 +2,9 @@
 cluster. LWS's pod webhook injects required pod affinity (to its own group) and anti-affinity (to
 every other group) with the annotation's label as topologyKey. The PodGroup controller turns the
 annotation into an exclusive domain at the tier label discovery builds from that label, and the
-scheduler keeps those two terms by placement: one group per rack, whole, nobody else in it. Any
-other required pod affinity is still refused as a constraint the scheduler does not evaluate.
+scheduler keeps those two terms by placement: one group per rack, whole, nobody else in it. The
+same terms without an exclusive domain are judged by the InterPodAffinity filter as kube-scheduler
+judges them: the group together, apart from the other groups.
 """
 
 from __future__ import annotations
@@ -173,29 +174,32 @@ async def test_a_third_group_waits_while_every_rack_holds_another_group(
     assert len(waiting) == 1  # 3 racks, 3 groups: the fourth keeps out although there is room
 
 
-async def test_affinity_of_another_shape_is_still_refused(
+async def test_affinity_of_another_shape_is_judged_by_the_affinity_filter(
     cluster: tuple[FakeApi, ControllerManager],
 ) -> None:
     api, _ = cluster
-    # The terms name a different label than the LWS's exclusive-topology annotation.
+    # The terms name a different label than the LWS's exclusive-topology annotation: no
+    # exclusive domain keeps them, the filter does (the group shares the one spine).
     await lws_groups(api, 1, topology_key="example.com/spine")
     result = schedule(api)
-    assert result.bindings == {}
-    assert result.unschedulable[f"{NS}/infer-0"] == "unsupported constraints: podAffinity, podAntiAffinity"
+    assert len(result.bindings) == 2
 
 
-async def test_without_an_exclusive_domain_for_the_key_the_injected_affinity_is_refused(
+async def test_without_an_exclusive_domain_the_injected_affinity_is_kept_by_the_filter(
     cluster: tuple[FakeApi, ControllerManager],
 ) -> None:
     api, _ = cluster
-    # No exclusive-topology annotation on the LWS (e.g. terms written by hand): nothing keeps them.
-    await lws_groups(api, 1, annotation=None)
+    # No exclusive-topology annotation on the LWS (e.g. terms written by hand): the filter keeps
+    # each group in one rack and the two groups in different racks.
+    await lws_groups(api, 2, annotation=None)
     result = schedule(api)
-    assert result.bindings == {}
-    assert result.unschedulable[f"{NS}/infer-0"] == "unsupported constraints: podAffinity, podAntiAffinity"
+    assert len(result.bindings) == 4
+    racks = racks_by_group(result)
+    assert all(len(r) == 1 for r in racks.values())
+    assert racks["0"] != racks["1"]
 
 
-async def test_a_tier_limit_below_the_labels_tier_is_reported_and_the_pods_wait(
+async def test_a_tier_limit_below_the_labels_tier_is_reported_and_the_filter_keeps_the_terms(
     cluster: tuple[FakeApi, ControllerManager],
 ) -> None:
     api, _ = cluster
@@ -218,9 +222,10 @@ async def test_a_tier_limit_below_the_labels_tier_is_reported_and_the_pods_wait(
     (cond,) = [c for c in pg["status"]["conditions"] if c["type"] == "InvalidAnnotation"]
     assert EXCLUSIVE in cond["message"] and "anti-affinity" in cond["message"]
     await eventually(lambda: group_of(api, "infer-0-1") is not None)
+    # No exclusive domain, so the InterPodAffinity filter keeps the injected terms: the one group
+    # fits its spine.
     result = schedule(api)
-    assert result.bindings == {}
-    assert "podAntiAffinity" in result.unschedulable[f"{NS}/infer-0"]
+    assert len(result.bindings) == 2
 
 
 def test_only_the_exact_lws_shape_is_recognised() -> None:
