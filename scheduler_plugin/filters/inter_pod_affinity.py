@@ -126,7 +126,9 @@ class InterPodAffinity:
             got = state._applies.get(c)
             if got is None:
                 nsl = state.ns(c.namespace)
-                got = state._applies[c] = any(t.matches(c.namespace, c.label_map, nsl) for t in state.anti_terms)
+                got = state._applies[c] = any(
+                    t.matches(c.namespace, c.label_map, nsl) for t in state.anti_terms
+                )
             state._applies_of[id(pod)] = got
         return got
 
