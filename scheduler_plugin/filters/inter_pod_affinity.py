@@ -348,6 +348,18 @@ class InterPodAffinity:
         for counts in state.counts.values():
             self._count(state, counts, c, one, kk, state.events)
 
+    def batch_keys(self, state: AffinityState, pod: CompiledPod) -> list[str] | None:
+        """An anti-affinity term the pod matches itself makes each placement repel the next in
+        its domain: one per domain of its key. Affinity counts only grow with placements (they
+        let more nodes in), except for the first pod of a group affine to itself, which decides
+        where the rest go: alone."""
+        counts = self._counts(state, pod)
+        if pod.terms.affinity and not any(arr.any() for arr in counts.affinity):
+            return None
+        me = counts.me
+        nsl = state.ns(me.namespace)
+        return [t.topology_key for t in pod.terms.anti_affinity if t.matches(me.namespace, me.label_map, nsl)]
+
     def mark(self, state: AffinityState) -> int:
         """The last Reserve or Unreserve so far."""
         return state.events

@@ -107,6 +107,10 @@ class NodePorts:
         """No bound across nodes: ports are per node."""
         return None
 
+    def batch_keys(self, state: list[set[HostPort]], pod: CompiledPod) -> list[str]:
+        """Local: the counts keep one such pod per node."""
+        return []
+
     def mark(self, state: list[set[HostPort]]) -> int:
         """Local: the session recounts the touched nodes itself."""
         return 0

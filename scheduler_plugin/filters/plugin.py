@@ -138,6 +138,12 @@ class StatefulFilter(Protocol[S]):
         go); None when the filter sets no such bound."""
         ...
 
+    def batch_keys(self, state: S, pod: CompiledPod) -> list[str] | None:
+        """Topology keys such that pods like ``pod`` placed in distinct domains of each key
+        (and distinct nodes) do not change one another's verdict, so they may be placed in
+        one step; None when only one may be placed at a time (non-local filters)."""
+        ...
+
     def mark(self, state: S) -> int:
         """A token for "now", to ask :meth:`changed` later (non-local filters)."""
         ...

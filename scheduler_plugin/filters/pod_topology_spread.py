@@ -246,6 +246,13 @@ class PodTopologySpread:
         for counts in state.counts.values():
             self._add(state, counts, counts.namespace, c, one, kk, state.events)
 
+    def batch_keys(self, state: SpreadState, pod: CompiledPod) -> list[str]:
+        """A constraint that counts the pod itself: one per domain of its key (a placement only
+        raises its own domain's count, and the global minimum only rises, which lets more in)."""
+        got = self._counts(state, pod)
+        own = PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
+        return [c.topology_key for c in got.constraints if _counted(own, c, pod.namespace)]
+
     def mark(self, state: SpreadState) -> int:
         """The last Reserve or Unreserve so far."""
         return state.events

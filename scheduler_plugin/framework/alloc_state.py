@@ -130,6 +130,19 @@ class AllocState:
                     return got
         return None
 
+    def batch_keys(self, shape: Shape) -> list[str] | None:
+        """Topology keys such that pods of a volatile shape placed on distinct nodes, in distinct
+        domains of each key, may be placed in one step (see ``StatefulFilter.batch_keys``);
+        None when only one at a time."""
+        keys: list[str] = []
+        for f, st in self._nonlocal:
+            if f.applies(st, shape.constraints):
+                got = f.batch_keys(st, shape.constraints)
+                if got is None:
+                    return None
+                keys += [k for k in got if k not in keys]
+        return keys
+
     def _volatile_counts(self, shape: Shape) -> tuple[I64, I64]:
         """Counts of a volatile shape, brought up to date when asked: recounted on the nodes
         touched since, and on those the non-local filters say changed (a domain whose verdict

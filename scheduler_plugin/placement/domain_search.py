@@ -241,26 +241,47 @@ class Placer:
     def _sequential(
         self, stmt: Statement, tasks: Sequence[TaskInfo], sj: SubJobInfo, nodes_d: I64, used: set[int]
     ) -> int:
-        """Pods of one volatile shape, one at a time on ``nodes_d``: each goes to a node whose
-        leaf the unit already holds if one takes it, then by node score, then name. Returns how
-        many were placed (they stop at the first that fits nowhere)."""
+        """Pods of one volatile shape on ``nodes_d``, step by step as kube-scheduler binds them one
+        after another, several per step where they cannot affect one another: at most one per
+        node and per domain of each of the shape's batch keys (``AllocState.batch_keys``), one
+        alone when the first decides where the rest go. Nodes are taken in the order of their
+        leaf (one the unit holds first), node score (scored once for the batch), then name.
+        Returns how many were placed (they stop when no node takes one more)."""
         leaf_of = self.tree.leaf_of
         shape = self.shape(tasks[0].shape)
+        state = self.state
+        scores = self.ssn.node_scores(tasks[0], sj, nodes_d) if len(nodes_d) > 1 else np.zeros(len(nodes_d))
         placed = 0
-        for t in tasks:
-            cand = nodes_d[self.state.node_counts(shape)[nodes_d] > 0]
-            if not len(cand):
+        while placed < len(tasks):
+            c = state.node_counts(shape)[nodes_d]
+            ok = c > 0
+            if not ok.any():
                 break
-            scores = self.ssn.node_scores(t, sj, cand) if len(cand) > 1 else np.zeros(1)
+            cand, cc = nodes_d[ok], c[ok]
             if used:
                 held = np.isin(leaf_of[cand], np.fromiter(used, dtype=np.int64, count=len(used)))
             else:
                 held = np.zeros(len(cand), dtype=bool)
-            n = int(cand[np.lexsort((cand, -scores, ~held))[0]])
-            stmt.allocate([t], [n])
-            if leaf_of[n] >= 0:
-                used.add(int(leaf_of[n]))
-            placed += 1
+            o = np.lexsort((cand, -scores[ok], ~held))
+            cand, cc = cand[o], cc[o]
+            keys = state.batch_keys(shape)
+            left = len(tasks) - placed
+            if keys is None:
+                nodes = cand[:1]
+            elif not keys:
+                # Nothing the placements change for one another but the nodes' room.
+                nodes = np.repeat(cand, cc)[:left]
+            else:
+                take = np.ones(len(cand), dtype=bool)
+                for key in keys:
+                    dom = self.snap.topology.domains(key)[0][cand]
+                    first = np.zeros(len(cand), dtype=bool)
+                    first[np.unique(dom, return_index=True)[1]] = True
+                    take &= first | (dom < 0)  # a node without the key is in no domain of it
+                nodes = cand[take][:left]
+            stmt.allocate(list(tasks[placed : placed + len(nodes)]), nodes.tolist())
+            used.update(int(x) for x in np.unique(leaf_of[nodes]) if x >= 0)
+            placed += len(nodes)
         return placed
 
     # ------------------------------------------------------------------ group in a job domain

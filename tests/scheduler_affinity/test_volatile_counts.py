@@ -86,3 +86,36 @@ def test_kept_counts_equal_fresh_counts_after_any_placements(seed: int) -> None:
                 n = int(rng.choice(cand.tolist()))
                 state.apply([sh.id], [n], +1)
                 placed.append((sh.id, n))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_what_a_session_places_in_steps_is_valid_one_pod_after_another(seed: int) -> None:
+    """Pods placed several per step (distinct domains of each interacting key) must each be
+    allowed in the order they were placed, replayed one by one from the same snapshot."""
+    rng = random.Random(1000 + seed)
+    nodes = [
+        node(f"n{i}", cpu=rng.choice([2, 4, 8]), labels={ZONE: f"z{i % 3}", RACK: f"r{i // 4}"})
+        for i in range(rng.randint(6, 16))
+    ]
+    pods, pgs = [], []
+    for j in range(4):
+        app = rng.choice(["a", "b"])
+        terms = _terms(rng, app)
+        size = rng.randint(1, 6)
+        for i in range(size):
+            p = pod(f"g{j}-{i}", f"g{j}", cpu=1, extra_spec=terms, index=i)
+            p["metadata"]["labels"]["app"] = app
+            pods.append(p)
+        pgs.append(podgroup(f"g{j}", size))
+    from scheduler_plugin.cycle import run_session
+
+    snap = build_snapshot(nodes=nodes, pods=pods, podgroups=pgs)
+    result = run_session(snap)
+    replay = AllocState(snap)
+    shape_of = {t.key: t.shape for job in snap.jobs.values() for t in job.tasks}
+    index = {n: i for i, n in enumerate(snap.node_names)}
+    for key, name in result.bindings.items():
+        sh = snap.shapes[shape_of[key]]
+        n = index[name]
+        assert replay.node_counts(sh)[n] > 0, f"{key} on {name} is not allowed after the pods before it"
+        replay.apply([sh.id], [n], +1)
