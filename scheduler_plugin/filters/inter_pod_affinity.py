@@ -333,20 +333,23 @@ class InterPodAffinity:
         return [nodes[inv == g] for g in range(int(inv.max()) + 1)]
 
     # ------------------------------------------------------------------ Reserve
-    def _move(self, state: AffinityState, pod: CompiledPod, node: int, k: int) -> None:
+    def _move(self, state: AffinityState, pod: CompiledPod, nodes: I64, k: int) -> None:
+        if not len(nodes):
+            return
         c = _class_of(state, pod)
         per = state.placed.setdefault(c, {})
-        per[node] = per.get(node, 0) + k
-        if not per[node]:
-            del per[node]
+        for node in nodes.tolist():
+            per[node] = per.get(node, 0) + k
+            if not per[node]:
+                del per[node]
         if c.anti_affinity and k > 0 and not state.anti_terms.issuperset(c.anti_affinity):
             state.anti_terms.update(c.anti_affinity)
             state._applies.clear()
             state._applies_of.clear()
-        one, kk = np.array([node], dtype=np.int64), np.array([k], dtype=np.int64)
+        ks = np.full(len(nodes), k, dtype=np.int64)
         state.events += 1
         for counts in state.counts.values():
-            self._count(state, counts, c, one, kk, state.events)
+            self._count(state, counts, c, nodes, ks, state.events)
 
     def batch_keys(self, state: AffinityState, pod: CompiledPod) -> list[str] | None:
         """An anti-affinity term the pod matches itself makes each placement repel the next in
@@ -360,6 +363,12 @@ class InterPodAffinity:
         nsl = state.ns(me.namespace)
         return [t.topology_key for t in pod.terms.anti_affinity if t.matches(me.namespace, me.label_map, nsl)]
 
+    def batch_quota(
+        self, state: AffinityState, pod: CompiledPod, key: str, cand: I64, dom: I64, left: int
+    ) -> None:
+        """One per domain of the key."""
+        return None
+
     def mark(self, state: AffinityState) -> int:
         """The last Reserve or Unreserve so far."""
         return state.events
@@ -368,13 +377,13 @@ class InterPodAffinity:
         """The nodes whose verdict for ``pod`` may have changed after ``since`` (None: all)."""
         return self._counts(state, pod).log.nodes_since(state.topo, since)
 
-    def reserve(self, state: AffinityState, pod: CompiledPod, node: int) -> None:
-        """The placed pod counts from now on, for every incoming class."""
-        self._move(state, pod, node, 1)
+    def reserve(self, state: AffinityState, pod: CompiledPod, nodes: I64) -> None:
+        """The placed pods count from now on, for every incoming class."""
+        self._move(state, pod, nodes, 1)
 
-    def unreserve(self, state: AffinityState, pod: CompiledPod, node: int) -> None:
-        """The placement is undone (or a victim leaves): the pod no longer counts."""
-        self._move(state, pod, node, -1)
+    def unreserve(self, state: AffinityState, pod: CompiledPod, nodes: I64) -> None:
+        """The placements are undone (or victims leave): the pods no longer count."""
+        self._move(state, pod, nodes, -1)
 
 
 FILTER = InterPodAffinity()

@@ -111,6 +111,12 @@ class NodePorts:
         """Local: the counts keep one such pod per node."""
         return []
 
+    def batch_quota(
+        self, state: list[set[HostPort]], pod: CompiledPod, key: str, cand: I64, dom: I64, left: int
+    ) -> None:
+        """One per domain of the key."""
+        return None
+
     def mark(self, state: list[set[HostPort]]) -> int:
         """Local: the session recounts the touched nodes itself."""
         return 0
@@ -119,15 +125,17 @@ class NodePorts:
         """Local: nothing beyond the touched nodes."""
         return None
 
-    def reserve(self, state: list[set[HostPort]], pod: CompiledPod, node: int) -> None:
-        """The pod's ports are taken on ``node``."""
+    def reserve(self, state: list[set[HostPort]], pod: CompiledPod, nodes: I64) -> None:
+        """The pod's ports are taken on ``nodes``."""
         if pod.host_ports:
-            state[node] = state[node] | set(pod.host_ports)
+            for n in nodes.tolist():
+                state[n] = state[n] | set(pod.host_ports)
 
-    def unreserve(self, state: list[set[HostPort]], pod: CompiledPod, node: int) -> None:
-        """The pod's ports are free again on ``node``."""
+    def unreserve(self, state: list[set[HostPort]], pod: CompiledPod, nodes: I64) -> None:
+        """The pod's ports are free again on ``nodes``."""
         if pod.host_ports:
-            state[node] = state[node] - set(pod.host_ports)
+            for n in nodes.tolist():
+                state[n] = state[n] - set(pod.host_ports)
 
 
 FILTER = NodePorts()

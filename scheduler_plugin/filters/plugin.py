@@ -144,6 +144,14 @@ class StatefulFilter(Protocol[S]):
         one step; None when only one may be placed at a time (non-local filters)."""
         ...
 
+    def batch_quota(
+        self, state: S, pod: CompiledPod, key: str, cand: I64, dom: I64, left: int
+    ) -> list[int] | None:
+        """Positions in ``cand`` (nodes in order of preference, ``dom`` their domains of
+        ``key``, one of :meth:`batch_keys`) that up to ``left`` pods like ``pod`` may take in
+        one step, each node one, with a valid order among them; None: one per domain."""
+        ...
+
     def mark(self, state: S) -> int:
         """A token for "now", to ask :meth:`changed` later (non-local filters)."""
         ...
@@ -154,13 +162,14 @@ class StatefulFilter(Protocol[S]):
         session recounts anyway."""
         ...
 
-    def reserve(self, state: S, pod: CompiledPod, node: int) -> None:
-        """A pod like ``pod`` is placed on ``node`` tentatively (called for every placed pod,
-        whether or not the filter applies to it: it may change the verdict for others)."""
+    def reserve(self, state: S, pod: CompiledPod, nodes: I64) -> None:
+        """Pods like ``pod`` are placed on ``nodes`` tentatively, one per entry (called for every
+        placed pod, whether or not the filter applies to it: it may change the verdict for
+        others). Their order does not matter: the state is a count."""
         ...
 
-    def unreserve(self, state: S, pod: CompiledPod, node: int) -> None:
-        """The placement :meth:`reserve` recorded is undone."""
+    def unreserve(self, state: S, pod: CompiledPod, nodes: I64) -> None:
+        """The placements :meth:`reserve` recorded are undone (or running pods leave)."""
         ...
 
 

@@ -403,6 +403,8 @@ class ChangeLog:
                 return None
             by_key.setdefault(key, set()).add(d)
         parts = [topo.members(k, sorted(ds)) for k, ds in by_key.items()]
+        if sum(len(x) for x in parts) * 2 > len(topo.nodes):
+            return None  # most of the cluster: a recount of every node is cheaper than the union
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
@@ -414,6 +416,11 @@ class TopologyIndex:
         self.nodes = nodes
         self._by_key: dict[str, tuple[I64, int]] = {}
         self._members: dict[str, tuple[I64, I64]] = {}
+
+    def per_node(self, key: str) -> bool:
+        """Whether every node with the key is a domain of its own (``kubernetes.io/hostname``)."""
+        dom, n_dom = self.domains(key)
+        return n_dom == int(np.count_nonzero(dom >= 0))
 
     def members(self, key: str, domains: Sequence[int]) -> I64:
         """The nodes in ``domains`` of ``key``."""

@@ -18,6 +18,7 @@ gang's pods spread as if bound one after another."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -239,12 +240,14 @@ class PodTopologySpread:
         """Spreading bounds no group of nodes."""
         return None
 
-    def _move(self, state: SpreadState, pod: CompiledPod, node: int, k: int) -> None:
+    def _move(self, state: SpreadState, pod: CompiledPod, nodes: I64, k: int) -> None:
+        if not len(nodes):
+            return
         c = PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
-        one, kk = np.array([node], dtype=np.int64), np.array([k], dtype=np.int64)
+        ks = np.full(len(nodes), k, dtype=np.int64)
         state.events += 1
         for counts in state.counts.values():
-            self._add(state, counts, counts.namespace, c, one, kk, state.events)
+            self._add(state, counts, counts.namespace, c, nodes, ks, state.events)
 
     def batch_keys(self, state: SpreadState, pod: CompiledPod) -> list[str]:
         """A constraint that counts the pod itself: one per domain of its key (a placement only
@@ -252,6 +255,56 @@ class PodTopologySpread:
         got = self._counts(state, pod)
         own = PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
         return [c.topology_key for c in got.constraints if _counted(own, c, pod.namespace)]
+
+    def batch_quota(
+        self, state: SpreadState, pod: CompiledPod, key: str, cand: I64, dom: I64, left: int
+    ) -> list[int] | None:
+        """Water-filling: the next pod goes to the least filled domain that still has a
+        candidate, which keeps every step within maxSkew (the global minimum only rises), until
+        no domain may take one more. One constraint on ``key`` counting the pod, every
+        candidate counted by it; else None."""
+        got = self._counts(state, pod)
+        own = PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
+        which = [
+            i
+            for i, c in enumerate(got.constraints)
+            if c.topology_key == key and _counted(own, c, pod.namespace)
+        ]
+        if len(which) != 1:
+            return None
+        i = which[0]
+        c = got.constraints[i]
+        if not got.eligible[i][cand].all() or (dom < 0).any():
+            return None
+        counts = got.counts[i].copy()
+        present = got.present[i]
+        n_present = int(present.sum())
+        queues: dict[int, list[int]] = {}
+        for pos, d in enumerate(dom.tolist()):
+            queues.setdefault(d, []).append(pos)
+        heap = [(int(counts[d]), q[0], d) for d, q in queues.items()]
+        heapq.heapify(heap)
+        nxt = dict.fromkeys(queues, 0)
+
+        def low() -> int:
+            if n_present < c.min_domains:
+                return 0
+            return int(counts[present].min())
+
+        floor = low()
+        out: list[int] = []
+        while heap and len(out) < left:
+            cnt, pos, d = heapq.heappop(heap)
+            if cnt + 1 - floor > c.max_skew:
+                break  # the least filled domain with a candidate is full to the skew: all are
+            out.append(pos)
+            counts[d] += 1
+            if present[d] and cnt == floor:
+                floor = low()
+            nxt[d] += 1
+            if nxt[d] < len(queues[d]):
+                heapq.heappush(heap, (cnt + 1, queues[d][nxt[d]], d))
+        return out
 
     def mark(self, state: SpreadState) -> int:
         """The last Reserve or Unreserve so far."""
@@ -261,13 +314,13 @@ class PodTopologySpread:
         """The nodes whose verdict for ``pod`` may have changed after ``since`` (None: all)."""
         return self._counts(state, pod).log.nodes_since(state.topo, since)
 
-    def reserve(self, state: SpreadState, pod: CompiledPod, node: int) -> None:
-        """The placed pod counts in its domain from now on."""
-        self._move(state, pod, node, 1)
+    def reserve(self, state: SpreadState, pod: CompiledPod, nodes: I64) -> None:
+        """The placed pods count in their domains from now on."""
+        self._move(state, pod, nodes, 1)
 
-    def unreserve(self, state: SpreadState, pod: CompiledPod, node: int) -> None:
-        """The placement is undone (or a victim leaves)."""
-        self._move(state, pod, node, -1)
+    def unreserve(self, state: SpreadState, pod: CompiledPod, nodes: I64) -> None:
+        """The placements are undone (or victims leave)."""
+        self._move(state, pod, nodes, -1)
 
 
 FILTER = PodTopologySpread()

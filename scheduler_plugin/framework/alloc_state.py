@@ -143,6 +143,21 @@ class AllocState:
                 keys += [k for k in got if k not in keys]
         return keys
 
+    def batch_quota(self, shape: Shape, key: str, cand: I64, dom: I64, left: int) -> list[int] | None:
+        """Which of the candidate nodes ``cand`` (in order of preference, each taking one pod;
+        ``dom``: their domains of ``key``) may take a pod of the shape in one step, when a
+        single filter interacts through ``key`` and can tell (spread: water-filling the
+        domains); None when it cannot, and the step then takes one per domain."""
+        asked = [
+            (f, st)
+            for f, st in self._nonlocal
+            if f.applies(st, shape.constraints) and key in (f.batch_keys(st, shape.constraints) or ())
+        ]
+        if len(asked) != 1:
+            return None
+        f, st = asked[0]
+        return f.batch_quota(st, shape.constraints, key, cand, dom, left)
+
     def _volatile_counts(self, shape: Shape) -> tuple[I64, I64]:
         """Counts of a volatile shape, brought up to date when asked: recounted on the nodes
         touched since, and on those the non-local filters say changed (a domain whose verdict
@@ -163,6 +178,9 @@ class AllocState:
                 parts.append(ch)
         if got is None:
             c = self.compute_counts(shape)
+            got = _Volatile(self._gen, c, self.tree.domain_sums(c), [], len(self._touched))
+        elif sum(len(x) for x in parts) * 2 > self.snap.num_nodes:
+            c = self.compute_counts(shape)  # most of the cluster changed: recount it whole
             got = _Volatile(self._gen, c, self.tree.domain_sums(c), [], len(self._touched))
         else:
             nodes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
@@ -234,11 +252,13 @@ class AllocState:
         else:
             np.add.at(self.used, n_arr, reqs)
         self._add_hn_used(n_arr, reqs)
-        shapes = self.snap.shapes
-        for f, st in self.filters:
-            step = f.reserve if sign > 0 else f.unreserve
-            for sid, n in zip(s_arr.tolist(), n_arr.tolist(), strict=True):
-                step(st, shapes[sid].constraints, n)
+        if self.filters:
+            shapes = self.snap.shapes
+            by_shape = [(int(sid), n_arr[s_arr == sid]) for sid in np.unique(s_arr).tolist()]
+            for f, st in self.filters:
+                step = f.reserve if sign > 0 else f.unreserve
+                for sid, ns in by_shape:
+                    step(st, shapes[sid].constraints, ns)
         self._gen += 1
         touched = np.unique(n_arr)
         if self._nonlocal:

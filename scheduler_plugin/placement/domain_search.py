@@ -37,6 +37,7 @@ from ..model.explanation import (
     DomainSearch,
     Explanation,
     TierAttempt,
+    predicate_summary_of_counts,
 )
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
 from ..model.snapshot import Shape
@@ -75,6 +76,8 @@ class Placer:
         self.why = Shortfall(ssn.snap, ssn.state)
         self.rank = DomainRanking(ssn.snap, ssn.state)
         self._held: tuple[Statement, int, object, set[int]] | None = None
+        # Why the last pod of an inter-pod affinity or spread shape found no node (kube's words).
+        self.volatile_failure: str | None = None
         alloc = self.snap.allocatable
         self._max_alloc = (
             np.maximum(alloc.max(axis=0), 1) if len(alloc) else np.ones(len(self.snap.resources))
@@ -256,6 +259,10 @@ class Placer:
             c = state.node_counts(shape)[nodes_d]
             ok = c > 0
             if not ok.any():
+                # Said in kube-scheduler's words if the unit fails for it (before the undo).
+                available, tally = self.why.node_tally(shape.id, nodes_d)
+                text = predicate_summary_of_counts(len(nodes_d), available, tally)
+                self.volatile_failure = f"pod {tasks[placed].key}: {text}"
                 break
             cand, cc = nodes_d[ok], c[ok]
             if used:
@@ -272,17 +279,37 @@ class Placer:
                 # Nothing the placements change for one another but the nodes' room.
                 nodes = np.repeat(cand, cc)[:left]
             else:
-                take = np.ones(len(cand), dtype=bool)
-                for key in keys:
-                    dom = self.snap.topology.domains(key)[0][cand]
-                    first = np.zeros(len(cand), dtype=bool)
-                    first[np.unique(dom, return_index=True)[1]] = True
-                    take &= first | (dom < 0)  # a node without the key is in no domain of it
-                nodes = cand[take][:left]
+                nodes = self._step(shape, keys, cand, left)
             stmt.allocate(list(tasks[placed : placed + len(nodes)]), nodes.tolist())
             used.update(int(x) for x in np.unique(leaf_of[nodes]) if x >= 0)
             placed += len(nodes)
         return placed
+
+    def _step(self, shape: Shape, keys: list[str], cand: I64, left: int) -> I64:
+        """The nodes of one step for a volatile shape: ``cand`` in order of preference, one pod
+        each, in distinct domains of every key the pods interact through (a key of one domain
+        per node, such as the hostname, asks nothing more). With one coarser key, the filter
+        that owns it may fill its domains further (spread: water-filling)."""
+        topo = self.snap.topology
+        coarse = [k for k in keys if not topo.per_node(k)]
+        if not coarse:
+            return cand[:left]
+        if len(coarse) == 1:
+            dom = topo.domains(coarse[0])[0][cand]
+            quota = self.state.batch_quota(shape, coarse[0], cand, dom, left)
+            if quota is not None:
+                return cand[np.asarray(quota, dtype=np.int64)]  # in the filter's order: valid so
+        # One per domain of each key, looked for among the best few candidates only: a step
+        # takes at most as many pods as the key with the fewest domains has.
+        most = min(topo.domains(k)[1] for k in coarse)
+        head = cand[: min(len(cand), 64 * most + left)]
+        take = np.ones(len(head), dtype=bool)
+        for key in coarse:
+            dom = topo.domains(key)[0][head]
+            first = np.zeros(len(head), dtype=bool)
+            first[np.unique(dom, return_index=True)[1]] = True
+            take &= first | (dom < 0)  # a node without the key is in no domain of it
+        return head[take][:left]
 
     # ------------------------------------------------------------------ group in a job domain
     def place_group(
@@ -411,6 +438,7 @@ class Placer:
         orders = [first] if first == list(groups) else [first, list(groups)]
         # The candidate list for ``explain``, only when asked (the decision does not need it).
         rec = self._search(job, groups) if ssn.record_candidates else None
+        self.volatile_failure = None
         for level in levels:
             ids = np.asarray(level, dtype=np.int64)
             tier = int(tree.tiers[ids[0]]) if len(ids) else -1
@@ -475,7 +503,7 @@ class Placer:
         if rec is not None:
             ssn.candidates.setdefault(job.key, CandidateReport()).add(rec)
         expl.summary = self._summary(job, groups, demand.total)
-        expl.predicates = self.why.predicates_if_short(demand.total)
+        expl.predicates = self.why.predicates_if_short(demand.total) or self.volatile_failure
         if not levels:
             limit = job.topology.limit if job.topology is not None else None
             expl.add_detail(f"no HyperNode has a tier <= {limit} (tiers present: {tree.sorted_tiers})")

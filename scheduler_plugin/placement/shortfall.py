@@ -68,6 +68,12 @@ class Shortfall:
                 if not self.snap.static_mask(self.shape(sid))[self.tree.node_sets[h]].any():
                     parts.append(f"{what}: no node passes the pods' node selector, affinity or taints")
                     continue
+                if self.state.volatile(self.shape(sid)):
+                    # Inter-pod affinity or spread: the nodes' own verdicts, in kube's words.
+                    _, tally = self.node_tally(sid, self.tree.node_sets[h])
+                    words = "; ".join(f"{n} {r}" for r, n in sorted(tally.items(), key=lambda kv: -kv[1]))
+                    parts.append(f"{what}" + (f": {words}" if words else ""))
+                    continue
                 per_node = self.empty_node_fit(sid, self.tree.node_sets[h])
                 nodes_short = -(-(k - have) // per_node)
                 lack = shortage(self.snap.resources, free, self.shape(sid).requests * k, nodes_short)
@@ -110,6 +116,11 @@ class Shortfall:
         att.best = names[best]
         att.fits = int(self.state.dom_counts(self.shape(sid))[best])
         att.needed = need
+        if self.state.volatile(self.shape(sid)):
+            # Inter-pod affinity or spread holds the pods back, not room: say what refuses.
+            _, tally = self.node_tally(sid, self.tree.node_sets[best])
+            att.lacking = [f"{n} {r}" for r, n in sorted(tally.items(), key=lambda kv: -kv[1])]
+            return att
         free = self.state.hn_alloc[best] - self.state.hn_used[best]
         per_node = self.empty_node_fit(sid, self.tree.node_sets[best])
         missing = max(need - att.fits, 0)
@@ -123,6 +134,12 @@ class Shortfall:
         of the nodes the shape's static mask refuses (few in a healthy cluster), and the nodes
         that pass it but have no room are grouped by which requested resources they lack, one
         text per group."""
+        available, tally = self.node_tally(sid)
+        return predicate_summary_of_counts(self.snap.num_nodes, available, tally)
+
+    def node_tally(self, sid: int, nodes: I64 | None = None) -> tuple[int, dict[str, int]]:
+        """How many of ``nodes`` (all when None) take one more pod of shape ``sid`` now, and
+        the others counted by the first filter that refuses them, in kube-scheduler's order."""
         shape = self.shape(sid)
         cons = shape.constraints
         st = self.state
@@ -131,13 +148,19 @@ class Shortfall:
         req = {res[i]: int(shape.requests[i]) for i in cols}
         counts = st.node_counts(shape)
         passes = self.snap.static_mask(shape).copy()
+        if nodes is not None:
+            inside = np.zeros(len(passes), dtype=bool)
+            inside[nodes] = True
+        else:
+            inside = np.ones(len(passes), dtype=bool)
         tally: dict[str, int] = {}
-        for n in np.flatnonzero(~passes).tolist():
+        for n in np.flatnonzero(~passes & inside).tolist():
             r = cons.node_reason(self.snap.node_static[n])
             if r is None:
                 passes[n] = True  # refused by no predicate after all: its room decides
             else:
                 tally[r] = tally.get(r, 0) + 1
+        passes &= inside
         no_room = passes & (counts <= 0)
         idx = np.flatnonzero(no_room)
         if len(idx):
@@ -155,8 +178,7 @@ class Shortfall:
             if rest:  # no filter names it: the pods placed earlier in this cycle took it
                 r = REASON_HOST_PORTS if cons.host_ports else REASON_PLACED
                 tally[r] = tally.get(r, 0) + rest
-        available = int(np.count_nonzero(passes & (counts > 0)))
-        return predicate_summary_of_counts(self.snap.num_nodes, available, tally)
+        return int(np.count_nonzero(passes & (counts > 0))), tally
 
     def _resource_reasons(
         self, req: dict[str, int], cols: list[int], short: npt.NDArray[np.bool_], tally: dict[str, int]

@@ -141,3 +141,33 @@ def test_a_malformed_selector_keeps_the_pod_waiting_with_the_field_named() -> No
     assert result.bindings == {}
     why = result.unschedulable["default/bad-t0-0"]
     assert "labelSelector.matchExpressions[0].operator" in why and "Sideways" in why
+
+
+def test_a_gang_whose_tier_is_too_small_to_spread_says_how_many_it_fits() -> None:
+    nodes = racks(2, 4)
+    tree = [hypernode(f"rack{r}", 1, nodes=[f"r{r}-n{i}" for i in range(4)]) for r in range(2)]
+    pods = labelled(job_pods("tight", 5, cpu=1, extra_spec=anti(term(HOST, job="tight"))), job="tight")
+    pg = podgroup("tight", 5, topology={"mode": "hard", "highestTierAllowed": 1})
+    result, _ = schedule(nodes, pods, tree, [pg])
+    assert result.bindings == {}
+    expl = result.jobs["default/tight"].explanation
+    assert expl is not None
+    (tier,) = expl.tiers
+    assert (tier.fits, tier.needed) == (4, 5)
+
+
+def test_a_zone_anti_affinity_gang_in_a_tier_sees_the_zones_it_has_taken() -> None:
+    # Racks span both zones here: a rack holds at most two pods that repel each other by zone.
+    nodes = [
+        node(f"r{r}-n{i}", cpu=8, labels={RACK: f"r{r}", ZONE: f"z{i % 2}"})
+        for r in range(2)
+        for i in range(4)
+    ]
+    tree = [hypernode(f"rack{r}", 1, nodes=[f"r{r}-n{i}" for i in range(4)]) for r in range(2)]
+    pods = labelled(job_pods("z", 3, cpu=1, extra_spec=anti(term(ZONE, job="z"))), job="z")
+    pg = podgroup("z", 3, topology={"mode": "hard", "highestTierAllowed": 1})
+    result, _ = schedule(nodes, pods, tree, [pg])
+    assert result.bindings == {}
+    expl = result.jobs["default/z"].explanation
+    assert expl is not None
+    assert "didn't satisfy existing pods anti-affinity rules" in (expl.predicates or "")

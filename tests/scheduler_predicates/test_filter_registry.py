@@ -53,12 +53,12 @@ def test_a_reserved_host_port_keeps_a_second_pod_off_the_node_until_unreserved()
     NODE_PORTS.cap_counts(state, pod, np.arange(2), counts)
     assert counts.tolist() == [1, 1]  # one pod with that host port per node
 
-    NODE_PORTS.reserve(state, pod, 0)
+    NODE_PORTS.reserve(state, pod, np.array([0]))
     counts = np.array([5, 3], dtype=np.int64)
     NODE_PORTS.cap_counts(state, pod, np.arange(2), counts)
     assert counts.tolist() == [0, 1]
 
-    NODE_PORTS.unreserve(state, pod, 0)
+    NODE_PORTS.unreserve(state, pod, np.array([0]))
     counts = np.array([5, 3], dtype=np.int64)
     NODE_PORTS.cap_counts(state, pod, np.arange(2), counts)
     assert counts.tolist() == [1, 1]
