@@ -165,7 +165,29 @@ class Session:
         ssn.clock = time.time() if clock is None else clock
         ssn._build_plugins(registry)
         ssn._recover_allocated()
+        ssn._note_unscored_terms()
         return ssn
+
+    def _note_unscored_terms(self) -> None:
+        """Preferred inter-pod terms and ScheduleAnyway spread are accepted without effect on
+        node scores: said in the notes while a pending pod carries them."""
+        soft = {
+            sh.id
+            for sh in self.snap.shapes
+            if sh.constraints.terms.preferred_affinity
+            or sh.constraints.terms.preferred_anti_affinity
+            or len(sh.constraints.terms.hard_spread) < len(sh.constraints.terms.spread)
+        }
+        if not soft:
+            return
+        for job in self.snap.jobs.values():
+            for t in job.tasks:
+                if not t.running and t.shape in soft:
+                    self.note(
+                        "preferred podAffinity/podAntiAffinity terms and ScheduleAnyway topology spread "
+                        f"constraints are accepted without effect on node scores (pod {t.key})"
+                    )
+                    return
 
     def _build_plugins(self, registry: Mapping[str, PluginBuilder]) -> None:
         """Build every configured plugin, tier by tier (the first entry of a name wins);

@@ -171,3 +171,18 @@ def test_a_zone_anti_affinity_gang_in_a_tier_sees_the_zones_it_has_taken() -> No
     expl = result.jobs["default/z"].explanation
     assert expl is not None
     assert "didn't satisfy existing pods anti-affinity rules" in (expl.predicates or "")
+
+
+def test_preferred_terms_are_accepted_and_the_notes_say_they_do_not_score() -> None:
+    pref = {
+        "affinity": {
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 50, "podAffinityTerm": term(ZONE, app="db")}
+                ]
+            }
+        }
+    }
+    result, _ = schedule(racks(1, 2), job_pods("soft", 1, extra_spec=pref), [], [podgroup("soft", 1)])
+    assert len(result.bindings) == 1
+    assert any("accepted without effect on node scores" in n for n in result.notes)
