@@ -2,16 +2,16 @@
 the incoming pod, and the required anti-affinity of the pods already on the nodes against it.
 
 As kube-scheduler's PreFilter does, the state counts, per topology domain, the pods matching
-each term; a node passes when (in this order)
+each term; a node passes when (in kube-scheduler's order)
 
-1. no pod in the node's domains has an anti-affinity term matching the incoming pod
-   ("didn't satisfy existing pods anti-affinity rules");
-2. every affinity term has a matching pod in the node's domain of its topology key, the
+1. every affinity term has a matching pod in the node's domain of its topology key, the
    node carries every such key, and a pod must match all the terms to count; the first pod
    of a group that is affine to itself passes anywhere the keys exist when no pod in the
    cluster matches yet ("didn't match pod affinity rules");
-3. no domain of the node holds a pod matching an anti-affinity term of the incoming pod
-   ("didn't match pod anti-affinity rules").
+2. no domain of the node holds a pod matching an anti-affinity term of the incoming pod
+   ("didn't match pod anti-affinity rules");
+3. no pod in the node's domains has an anti-affinity term matching the incoming pod
+   ("didn't satisfy existing pods anti-affinity rules").
 
 Gang-aware: every pod placed in the cycle is counted as it is placed (Reserve), so the pods of
 one gang see each other as if bound one after another. The filter is not local (a pod placed
@@ -285,7 +285,7 @@ class InterPodAffinity:
             d = topo.domains(t.topology_key)[0][idx]
             if len(arr):
                 ok_anti &= ~((d >= 0) & (arr[np.maximum(d, 0)] > 0))
-        return [ok_existing, ok_aff, ok_anti]
+        return [ok_aff, ok_anti, ok_existing]
 
     def cap_counts(self, state: AffinityState, pod: CompiledPod, nodes: I64, counts: I64) -> None:
         """No pod where a check fails; at most one where the pod's anti-affinity matches itself
@@ -298,15 +298,15 @@ class InterPodAffinity:
 
     def reasons(self, state: AffinityState, pod: CompiledPod, nodes: I64) -> list[str | None]:
         """The first failing check's words, per node."""
-        ex, aff, anti = self._verdicts(state, pod, nodes)
+        aff, anti, ex = self._verdicts(state, pod, nodes)
         out: list[str | None] = []
-        for a, b, c in zip(ex.tolist(), aff.tolist(), anti.tolist(), strict=True):
+        for a, b, c in zip(aff.tolist(), anti.tolist(), ex.tolist(), strict=True):
             out.append(
-                REASON_EXISTING_ANTI_AFFINITY
+                REASON_AFFINITY
                 if not a
-                else REASON_AFFINITY
-                if not b
                 else REASON_ANTI_AFFINITY
+                if not b
+                else REASON_EXISTING_ANTI_AFFINITY
                 if not c
                 else None
             )

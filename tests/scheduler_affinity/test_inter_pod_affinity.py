@@ -66,8 +66,8 @@ def test_a_gang_that_cannot_spread_over_enough_nodes_waits_whole_and_says_why() 
     assert result.bindings == {}
     expl = result.jobs["default/wide"].explanation
     assert expl is not None
-    # The pods placed first carry the same term: kube-scheduler checks theirs first.
-    assert "0/4 nodes are available: 4 node(s) didn't satisfy existing pods anti-affinity rules" in (
+    # The pods placed first match its own anti-affinity (checked before theirs against it).
+    assert "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules" in (
         expl.predicates or ""
     )
 
@@ -170,7 +170,7 @@ def test_a_zone_anti_affinity_gang_in_a_tier_sees_the_zones_it_has_taken() -> No
     assert result.bindings == {}
     expl = result.jobs["default/z"].explanation
     assert expl is not None
-    assert "didn't satisfy existing pods anti-affinity rules" in (expl.predicates or "")
+    assert "didn't match pod anti-affinity rules" in (expl.predicates or "")
 
 
 def test_preferred_terms_are_accepted_and_the_notes_say_they_do_not_score() -> None:
