@@ -186,3 +186,15 @@ def test_preferred_terms_are_accepted_and_the_notes_say_they_do_not_score() -> N
     result, _ = schedule(racks(1, 2), job_pods("soft", 1, extra_spec=pref), [], [podgroup("soft", 1)])
     assert len(result.bindings) == 1
     assert any("accepted without effect on node scores" in n for n in result.notes)
+
+
+def test_a_running_pods_anti_affinity_is_named_as_kube_names_it() -> None:
+    noisy = pod("noisy", None, cpu=1, node_name="r0-n0", extra_spec=anti(term(ZONE, tier="batch")))
+    pods = labelled(job_pods("batch", 1, cpu=1), tier="batch")
+    result, _ = schedule(racks(1, 3), [noisy, *pods], [], [podgroup("batch", 1)])
+    assert result.bindings == {}
+    expl = result.jobs["default/batch"].explanation
+    assert expl is not None
+    assert "0/3 nodes are available: 3 node(s) didn't satisfy existing pods anti-affinity rules" in (
+        expl.predicates or ""
+    )
