@@ -69,6 +69,7 @@ from .records import (
     same_for_scheduling,
     with_default_queue,
 )
+from .storage import StorageListing, StorageState
 
 I64 = npt.NDArray[np.int64]
 
@@ -106,6 +107,8 @@ class ClusterState:
         self.members = members if members is not None else MemberIndex()
         self._nodes: dict[str, NodeRecord] = {}
         self._pods: dict[str, PodRecord] = {}
+        # Claims, volumes, classes, CSI objects (fed by the caller) and the claims bound pods use.
+        self.storage = StorageState(detach=detach)
         self._podgroups: dict[str, PodGroup] = {}
         self._queues: dict[str, Queue] = {}
         self._policies: tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]] = ((), ())
@@ -207,6 +210,7 @@ class ClusterState:
         rec = self._parse_pod(obj)
         self._pods[rec.key] = rec
         self.changes += 1
+        self.storage.set_pod(rec.key, rec.obj)
         self._index_node(old, rec)
         if not rec.terminal and not self._table.knows(rec.requests or ()):
             self._layout_dirty = True  # a resource never seen: new columns, laid out once
@@ -232,6 +236,7 @@ class ClusterState:
         if old is None:
             return
         self.changes += 1
+        self.storage.set_pod(key, None)
         self._index_node(old, None)
         self._account(old, -1)
         self._bad_orphans.pop(key, None)
@@ -370,6 +375,7 @@ class ClusterState:
         priority_classes: Iterable[dict[str, Any]] = (),
         pdbs: Iterable[dict[str, Any]] = (),
         quotas: Iterable[dict[str, Any]] = (),
+        storage: StorageListing | None = None,
     ) -> None:
         """Bring the whole state to these listings (first sync, or a relist)."""
         self.replace_nodes(nodes)
@@ -379,6 +385,7 @@ class ClusterState:
         self.replace_queues(queues)
         self.replace_priority_classes(priority_classes)
         self.replace_policies(pdbs, quotas)
+        self.storage.replace(storage or StorageListing())
 
     def replace_policies(self, pdbs: Iterable[dict[str, Any]], quotas: Iterable[dict[str, Any]]) -> None:
         """The PodDisruptionBudgets and ResourceQuotas become exactly these (the pdb and
@@ -526,7 +533,13 @@ class ClusterState:
                         self._jobs.pop(gkey, None)
             self._dirty_jobs = set()
             self._last = None
-        if self._last is not None and self.changes == 0 and self._last.tree is tree:
+        storage = self.storage.view()
+        if (
+            self._last is not None
+            and self.changes == 0
+            and self._last.tree is tree
+            and self._last.storage is storage
+        ):
             return self._last  # nothing happened: the previous view is still exact
         jobs: dict[str, JobInfo] = {}
         orphans: dict[str, str] = dict(self._bad_orphans)
@@ -562,6 +575,7 @@ class ClusterState:
             missing_node_pods=missing_node,
             pdbs=self._policies[0],
             quotas=self._policies[1],
+            storage=storage,
             plain_mask=table.plain,
             # Static masks depend on node facts only: shared while no node changed.
             _sig_masks=self._sig_masks,

@@ -97,7 +97,7 @@ class TaskFields:
     priority: Any
     creation: str
     best_effort: bool
-    sig: Any  # the shape signature: requests, static constraints, host ports
+    sig: Any  # the shape signature: requests, static constraints, host ports, claims
 
 
 @dataclass(slots=True)
@@ -168,7 +168,12 @@ class PodRecord:
                 creation=str(meta.get("creationTimestamp") or ""),
                 # Requests are never negative: best effort when only the pod slot is asked.
                 best_effort=sum(self.requests.values()) == self.requests.get("pods", 0),
-                sig=(tuple(sorted(self.requests.items())), cons.signature, tuple(sorted(cons.host_ports))),
+                sig=(
+                    tuple(sorted(self.requests.items())),
+                    cons.signature,
+                    tuple(sorted(cons.host_ports)),
+                    cons.volumes.signature(),  # the claims: per-pod claims make pods distinct
+                ),
             )
         return self._fields
 

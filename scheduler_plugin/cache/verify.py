@@ -90,6 +90,7 @@ def snapshot_differences(got: ClusterSnapshot, want: ClusterSnapshot) -> list[st
         {k: q.to_dict() for k, q in want.queues.items()},
     )
     check("scheduler names", got.scheduler_names, want.scheduler_names)
+    check("storage", got.storage.content(), want.storage.content())
     return out
 
 

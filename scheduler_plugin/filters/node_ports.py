@@ -97,12 +97,20 @@ class NodePorts:
                 counts[k] = 0
 
     def reserve(self, state: list[set[HostPort]], pod: CompiledPod, node: int) -> None:
-        """The pod's ports are taken on ``node``."""
+        """The pod's ports are taken on ``node`` (no other node changes)."""
         state[node] = state[node] | set(pod.host_ports)
 
     def unreserve(self, state: list[set[HostPort]], pod: CompiledPod, node: int) -> None:
         """The pod's ports are free again on ``node``."""
         state[node] = state[node] - set(pod.host_ports)
+
+    def pre_filter(self, state: list[set[HostPort]], pod: CompiledPod) -> str | None:
+        """NodePorts refuses no pod outright."""
+        return None
+
+    def node_reasons(self, state: list[set[HostPort]], pod: CompiledPod, node: int) -> tuple[str, ...]:
+        """The host-port conflict on ``node``, if any."""
+        return (REASON_HOST_PORTS,) if host_ports_conflict(pod.host_ports, state[node]) else ()
 
 
 FILTER = NodePorts()

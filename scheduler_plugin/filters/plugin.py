@@ -10,12 +10,15 @@ per-shape fit counts, and tells it of every tentative placement and every undo."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from .nodes import NodeStatic
+
+if TYPE_CHECKING:  # volumes.py reads node affinity, which reads this module's protocols
+    from .volumes import PodVolumes, Storage
 
 HostPort = tuple[str, str, int]  # (protocol, hostIP, hostPort)
 Toleration = tuple[str, str, str, str]  # canonical (key, operator, value, effect)
@@ -37,12 +40,27 @@ class CompiledPod(Protocol):
     @property
     def tolerations(self) -> tuple[Toleration, ...]: ...
 
+    @property
+    def volumes(self) -> PodVolumes: ...
+
 
 class CycleInput(Protocol):
     """What a stateful filter reads of the cycle's snapshot to start its state."""
 
     @property
     def node_ports(self) -> Sequence[set[HostPort]]: ...
+
+    @property
+    def node_static(self) -> Sequence[NodeStatic]: ...
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def shapes(self) -> Sequence[Any]: ...  # each with ``.constraints`` (a CompiledPod)
+
+    @property
+    def jobs(self) -> Mapping[str, Any]: ...  # each with ``.pending`` tasks (``.shape``: a shape id)
 
 
 class StaticFilter(Protocol):
@@ -81,12 +99,24 @@ class StatefulFilter(Protocol[S]):
         what the filter allows there now (in place)."""
         ...
 
-    def reserve(self, state: S, pod: CompiledPod, node: int) -> None:
-        """A pod like ``pod`` is placed on ``node`` tentatively."""
+    def reserve(self, state: S, pod: CompiledPod, node: int) -> Sequence[int] | None:
+        """A pod like ``pod`` is placed on ``node`` tentatively. Returns the other nodes whose
+        verdict for some pod changed with it (None: only ``node``'s), whose counts the
+        allocation state then refreshes too."""
         ...
 
-    def unreserve(self, state: S, pod: CompiledPod, node: int) -> None:
-        """The placement :meth:`reserve` recorded is undone."""
+    def unreserve(self, state: S, pod: CompiledPod, node: int) -> Sequence[int] | None:
+        """The placement :meth:`reserve` recorded is undone (or a running pod like ``pod``
+        leaves ``node``). Returns as :meth:`reserve` does."""
+        ...
+
+    def pre_filter(self, state: S, pod: CompiledPod) -> str | None:
+        """Why no node can take the pod, in kube-scheduler's words (its PreFilter refused the
+        pod: ``0/N nodes are available: <this>.``), or None."""
+        ...
+
+    def node_reasons(self, state: S, pod: CompiledPod, node: int) -> tuple[str, ...]:
+        """kube-scheduler's reasons for refusing ``node`` now (empty: it passes)."""
         ...
 
 

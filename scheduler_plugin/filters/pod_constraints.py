@@ -20,6 +20,7 @@ from .plugin import HostPort, Toleration
 from .registry import STATIC_FILTERS
 from .taint_toleration import compile_tolerations
 from .unsupported import unsupported_constraints
+from .volumes import NO_VOLUMES, PodVolumes, compile_pod_volumes
 
 
 def _freeze(value: Any) -> Any:
@@ -36,8 +37,9 @@ class PodConstraints:
     """A pod's node-independent scheduling constraints, compiled once per pod.
 
     ``signature`` covers exactly what :meth:`node_reason` looks at, so pods with equal
-    signatures share one :func:`static_feasibility_mask`. Host ports and resources are
-    not in it: they depend on what already runs on a node.
+    signatures share one :func:`static_feasibility_mask`. Host ports, volumes and resources
+    are not in it: they depend on what already runs on a node and on the storage objects (the
+    shape signature adds them, :meth:`PodVolumes.signature` for the claims).
     """
 
     signature: tuple[Any, ...]
@@ -48,6 +50,7 @@ class PodConstraints:
     # None: no required node affinity; otherwise the NodeSelectorTerms (ORed).
     required_terms: tuple[Mapping[str, Any], ...] | None = field(default=None, compare=False)
     tolerations: tuple[Toleration, ...] = ()  # (key, operator, value, effect)
+    volumes: PodVolumes = NO_VOLUMES  # the claims the volume filters judge
 
     def node_reason(self, node: NodeStatic) -> str | None:
         """None if the node passes every static filter, else the first refusing filter's
@@ -73,6 +76,7 @@ def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
         node_selector=node_selector,
         required_terms=terms,
         tolerations=tolerations,
+        volumes=compile_pod_volumes(pod),
     )
 
 

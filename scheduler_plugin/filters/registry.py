@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import node_affinity, node_ports, node_ready, node_unschedulable, taint_toleration
+from . import (
+    node_affinity,
+    node_ports,
+    node_ready,
+    node_unschedulable,
+    node_volume_limits,
+    taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
+)
 from .plugin import StatefulFilter, StaticFilter
 
 STATIC_FILTERS: tuple[StaticFilter, ...] = (
@@ -15,4 +25,12 @@ STATIC_FILTERS: tuple[StaticFilter, ...] = (
     node_affinity.FILTER,
 )
 # Judged against what the cycle has placed so far; NodeResourcesFit is the fit counts themselves.
-STATEFUL_FILTERS: tuple[StatefulFilter[Any], ...] = (node_ports.FILTER,)
+# The volume filters read the cycle's storage view and the claims chosen so far (kube-scheduler:
+# VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, after NodeResourcesFit).
+STATEFUL_FILTERS: tuple[StatefulFilter[Any], ...] = (
+    node_ports.FILTER,
+    volume_restrictions.FILTER,
+    node_volume_limits.FILTER,
+    volume_binding.FILTER,
+    volume_zone.FILTER,
+)

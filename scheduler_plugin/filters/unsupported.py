@@ -4,9 +4,6 @@ kube-scheduler would refuse:
 * ``podAffinity`` / ``podAntiAffinity`` with required terms (preferred terms only score);
 * ``topologySpreadConstraints`` with ``whenUnsatisfiable: DoNotSchedule`` (ScheduleAnyway
   only scores);
-* volumes backed by PersistentVolumeClaims (``persistentVolumeClaim`` and generic
-  ``ephemeral`` volumes): VolumeBinding/VolumeZone need PV and StorageClass objects that
-  are not in the snapshot;
 * ``spec.resourceClaims`` (dynamic resource allocation).
 
 A filter that comes to judge one of these takes its line out of :func:`unsupported_constraints`."""
@@ -29,8 +26,6 @@ def unsupported_constraints(spec: Mapping[str, Any]) -> tuple[str, ...]:
         for c in spec.get("topologySpreadConstraints") or []
     ):
         out.append("topologySpreadConstraints")
-    if any(v.get("persistentVolumeClaim") or v.get("ephemeral") for v in spec.get("volumes") or []):
-        out.append("volumes with PVC")
     if spec.get("resourceClaims"):
         out.append("resourceClaims")
     return tuple(out)

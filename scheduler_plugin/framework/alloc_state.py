@@ -139,12 +139,16 @@ class AllocState:
         else:
             np.add.at(self.used, n_arr, reqs)
         self._add_hn_used(n_arr, reqs)
+        touched = [n_arr]
         for f, st in self.filters:
             for sid, n in zip(s_arr.tolist(), n_arr.tolist(), strict=True):
                 cons = self.snap.shapes[sid].constraints
                 if f.applies(cons):
-                    (f.reserve if sign > 0 else f.unreserve)(st, cons, n)
-        self._refresh(np.unique(n_arr))
+                    # A filter may change other nodes' verdicts (a volume taken, a claim pinned).
+                    more = (f.reserve if sign > 0 else f.unreserve)(st, cons, n)
+                    if more is not None and len(more):
+                        touched.append(np.asarray(more, dtype=np.int64))
+        self._refresh(np.unique(np.concatenate(touched)))
 
     def fill(self, nodes: I64, sign: int = 1) -> None:
         """Mark ``nodes`` full (sign=1: their whole allocatable added to used) or undo it

@@ -18,6 +18,7 @@ from hyperplace.api.podgroup import Queue
 from ..filters.nodes import NodeStatic
 from ..filters.plugin import HostPort
 from ..filters.pod_constraints import PodConstraints, static_feasibility_mask
+from ..filters.volumes import Storage
 from .hypernode_tree import HyperNodeTree
 from .jobs import JobInfo
 from .memo import Memo
@@ -75,6 +76,8 @@ class ClusterSnapshot:
     # PodDisruptionBudgets and ResourceQuotas as listed (the pdb and resourcequota plugins).
     pdbs: tuple[dict[str, Any], ...] = ()
     quotas: tuple[dict[str, Any], ...] = ()
+    # Claims, volumes, classes and CSI objects, and the claims bound pods use (the volume filters).
+    storage: Storage = field(default_factory=Storage)
     build_seconds: float = 0.0
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)

@@ -66,7 +66,11 @@ class Shortfall:
                     continue
                 per_node = self.empty_node_fit(sid, self.tree.node_sets[h])
                 nodes_short = -(-(k - have) // per_node)
-                lack = shortage(self.snap.resources, free, self.shape(sid).requests * k, nodes_short)
+                lack = self._or_refused(
+                    shortage(self.snap.resources, free, self.shape(sid).requests * k, nodes_short),
+                    sid,
+                    self.tree.node_sets[h],
+                )
                 parts.append(what + (", " + ", ".join(lack) if lack else ""))
         # Partitions are worth naming only when the pods themselves would fit (as tier_attempt).
         for (sid, limit, k), n in demand.classes.items() if not parts else ():
@@ -111,7 +115,41 @@ class Shortfall:
         missing = max(need - att.fits, 0)
         nodes_short = -(-missing // per_node) if missing else 0
         att.lacking = shortage(self.snap.resources, free, req_total, nodes_short)
+        if missing:
+            att.lacking = self._or_refused(att.lacking, sid, self.tree.node_sets[best])
         return att
+
+    def _or_refused(self, lack: list[str], sid: int, nodes: I64) -> list[str]:
+        """``lack`` unless no resource is short and stateful filters refuse the room there:
+        then which ones (room is not what the pods lack)."""
+        if any(x.startswith("short ") for x in lack):
+            return lack
+        names = self.refused_by(sid, nodes)
+        return [f"room refused by {', '.join(names)}"] if names else lack
+
+    def refused_by(self, sid: int, nodes: I64) -> list[str]:
+        """The stateful filters that refuse room the pods of shape ``sid`` have on ``nodes``
+        by their requests and the static filters."""
+        shape = self.shape(sid)
+        cons = shape.constraints
+        st = self.state
+        stateful = [(f, fst) for f, fst in st.filters if f.applies(cons)]
+        if not stateful or not len(nodes):
+            return []
+        base = np.where(
+            self.snap.static_mask(shape)[nodes],
+            pods_fitting(st.alloc[nodes] - st.used[nodes], shape.requests),
+            0,
+        )
+        out = []
+        for f, fst in stateful:
+            if f.pre_filter(fst, cons) is not None:
+                return [f.name]  # the first PreFilter to refuse is the one kube-scheduler names
+            c = base.copy()
+            f.cap_counts(fst, cons, nodes.tolist(), c)
+            if (c < base).any():
+                out.append(f.name)
+        return out
 
     def predicate_text(self, sid: int) -> str:
         """kube-scheduler's ``0/N nodes are available: ...`` for one pod of shape ``sid``, from
@@ -122,6 +160,11 @@ class Shortfall:
         shape = self.shape(sid)
         cons = shape.constraints
         st = self.state
+        stateful = [(f, fst) for f, fst in st.filters if f.applies(cons)]
+        for f, fst in stateful:
+            why = f.pre_filter(fst, cons)
+            if why is not None:  # a PreFilter refused the pod: the one reason, for every node
+                return f"0/{self.snap.num_nodes} nodes are available: {why}."
         res = self.snap.resources
         cols = [i for i, v in enumerate(shape.requests.tolist()) if v > 0]
         req = {res[i]: int(shape.requests[i]) for i in cols}
@@ -136,6 +179,19 @@ class Shortfall:
                 tally[r] = tally.get(r, 0) + 1
         no_room = passes & (counts <= 0)
         idx = np.flatnonzero(no_room)
+        if len(idx):
+            ci = np.asarray(cols, dtype=np.int64)
+            roomy = ~((st.alloc[idx][:, ci] - st.used[idx][:, ci]) < shape.requests[ci]).any(axis=1)
+            # Room enough, yet refused: the stateful filters say why, in their order.
+            for n in idx[roomy].tolist():
+                reasons: tuple[str, ...] = ()
+                for f, fst in stateful:
+                    reasons = f.node_reasons(fst, cons, n)
+                    if reasons:
+                        break
+                for r in reasons or (REASON_HOST_PORTS,):
+                    tally[r] = tally.get(r, 0) + 1
+            idx = idx[~roomy]
         if len(idx):
             ci = np.asarray(cols, dtype=np.int64)
             short = (st.alloc[idx][:, ci] - st.used[idx][:, ci]) < shape.requests[ci]

@@ -42,6 +42,16 @@ def test_static_filters_run_in_kube_schedulers_order_readiness_first() -> None:
     ]
 
 
+def test_stateful_filters_run_in_kube_schedulers_order() -> None:
+    assert [f.name for f in STATEFUL_FILTERS] == [
+        "NodePorts",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+    ]
+
+
 def test_a_reserved_host_port_keeps_a_second_pod_off_the_node_until_unreserved() -> None:
     taken = {("TCP", "0.0.0.0", 9000)}
     snapshot = SimpleNamespace(node_ports=[set(), set(taken)])
