@@ -431,41 +431,39 @@ class BindingState:
                 provision += to_provision
         return reasons(), static, provision
 
-    def bound_mask(self, claim: Claim) -> Mask:
-        """Nodes a bound claim's volume admits (none when the volume is missing)."""
-        got = self._bound.get(claim.key)
+    def volume_mask(self, name: str) -> Mask:
+        """Nodes a volume's node affinity admits (none when the volume is missing), per cycle."""
+        got = self._bound.get(name)
         if got is None:
             got = np.zeros(len(self.nodes), dtype=bool)
-            v = self.storage.volumes.get(claim.volume_name)
+            v = self.storage.volumes.get(name)
             if v is not None:
                 got[self.index.covered(v)] = True
-            self._bound[claim.key] = got
+            self._bound[name] = got
         return got
 
-    def delayed_mask(self, c: Claim) -> Mask:
-        """Nodes where one unbound delayed claim could be bound or provisioned now."""
-        n = len(self.nodes)
+    def node_named(self, name: str) -> Mask:
+        """The node called ``name`` (none when there is no such node)."""
+        key = f"node:{name}"
+        got = self._bound.get(key)
+        if got is None:
+            got = np.fromiter((nd.name == name for nd in self.nodes), dtype=bool, count=len(self.nodes))
+            self._bound[key] = got
+        return got
+
+    def delayed_ok(self, c: Claim, idx: I64) -> Mask:
+        """Which of nodes ``idx`` one unbound delayed claim could be bound or provisioned on
+        now (masks made once per cycle, read at ``idx``: a refresh of a few nodes costs few)."""
         d = self.chosen.get(c.key)
         if d is not None:
-            m = np.zeros(n, dtype=bool)
-            if d.volume is not None:
-                v = self.storage.volumes.get(d.volume)
-                if v is not None:
-                    m[self.index.covered(v)] = True
-            else:
-                m[[i for i, nd in enumerate(self.nodes) if nd.name == d.node]] = True
-            return m
+            return (
+                self.volume_mask(d.volume)[idx] if d.volume is not None else self.node_named(str(d.node))[idx]
+            )
         if c.selected_node is not None:
-            m = np.zeros(n, dtype=bool)
-            m[[i for i, nd in enumerate(self.nodes) if nd.name == c.selected_node]] = True
-            return m & self.provision_mask(c)
-        m = self.provision_mask(c).copy()
+            return self.node_named(c.selected_node)[idx] & self.provision_mask(c)[idx]
         pre = self.prebound(c)
-        if pre is not None:
-            m[self.index.covered(pre)] = True
-        else:
-            m |= self.pool(c).cover > 0
-        return m
+        matched = self.volume_mask(pre.name)[idx] if pre is not None else self.pool(c).cover[idx] > 0
+        return matched | self.provision_mask(c)[idx]
 
 
 def pending_claim_uses(snapshot: CycleInput) -> dict[str, int]:
@@ -491,6 +489,8 @@ class VolumeBinding:
     """kube-scheduler's VolumeBinding; see the module docstring."""
 
     name = "VolumeBinding"
+    # Evicting pods frees no volume a claim of this filter could take: the victim search asks it.
+    victims_change_nothing = True
 
     def applies(self, pod: CompiledPod) -> bool:
         """Pods with a claim (kube-scheduler skips the others)."""
@@ -523,12 +523,12 @@ class VolumeBinding:
             counts[:] = 0
             return
         idx = np.asarray(nodes, dtype=np.int64)
-        ok = np.ones(len(state.nodes), dtype=bool)
+        ok = np.ones(len(idx), dtype=bool)
         for c in p.bound:
-            ok &= state.bound_mask(c)
+            ok &= state.volume_mask(c.volume_name)[idx]
         if len(p.delayed) == 1:
-            ok &= state.delayed_mask(p.delayed[0])
-        counts[~ok[idx]] = 0
+            ok &= state.delayed_ok(p.delayed[0], idx)
+        counts[~ok] = 0
         if len(p.delayed) > 1:
             for k, n in enumerate(idx.tolist()):
                 if counts[k] and state.find(p, n)[0]:

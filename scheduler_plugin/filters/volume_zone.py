@@ -119,6 +119,8 @@ class VolumeZone:
     """kube-scheduler's VolumeZone; see the module docstring."""
 
     name = "VolumeZone"
+    # Evicting pods frees no volume a claim of this filter could take: the victim search asks it.
+    victims_change_nothing = True
 
     def applies(self, pod: CompiledPod) -> bool:
         """Pods with a ``persistentVolumeClaim`` volume."""

@@ -75,11 +75,16 @@ class FitCounter:
             mask = self.snap.static_mask(shape)[nodes]
         c = np.where(mask, pods_fitting(free, shape.requests), 0)
         # The stateful filters' own bound per node (one pod with host ports); what the placed
-        # pods add (port conflicts) is left to the exact placement.
-        for f, _ in st.filters:
-            most = f.most_per_node(shape.constraints) if f.applies(shape.constraints) else None
+        # pods add (port conflicts) is left to the exact placement. A filter whose verdict no
+        # victim changes (a claim's volume elsewhere) is asked as it stands.
+        for f, fst in st.filters:
+            if not f.applies(shape.constraints):
+                continue
+            most = f.most_per_node(shape.constraints)
             if most is not None:
                 c = np.minimum(c, most)
+            if getattr(f, "victims_change_nothing", False):
+                f.cap_counts(fst, shape.constraints, range(len(c)) if nodes is None else nodes.tolist(), c)
         return c
 
     def _pcap(self, per_node: I64, limit: int, size: int, within: list[int] | None) -> I64:
