@@ -172,7 +172,7 @@ class PodRecord:
                     tuple(sorted(self.requests.items())),
                     cons.signature,
                     tuple(sorted(cons.host_ports)),
-                    cons.volumes.signature(),  # the claims: per-pod claims make pods distinct
+                    cons.volumes.signature,  # the claims: per-pod claims make pods distinct
                 ),
             )
         return self._fields

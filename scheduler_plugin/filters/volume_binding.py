@@ -200,7 +200,7 @@ class BindingState:
     def pod(self, pod: CompiledPod) -> _Pod:
         """The pod's claims, sorted into bound and delayed (or why it is refused)."""
         pv = pod.volumes
-        sig = pv.signature()
+        sig = pv.signature
         got = self._pods.get(sig)
         if got is None:
             got = self._pods[sig] = self._classify(pv)

@@ -33,7 +33,7 @@ class RestrictionsState:
     def rwop(self, pod: CompiledPod) -> tuple[str | None, tuple[str, ...]]:
         """(PreFilter refusal, the pod's ReadWriteOncePod claims), once per pod signature."""
         pv = pod.volumes
-        sig = pv.signature()
+        sig = pv.signature
         got = self._rwop.get(sig)
         if got is None:
             if pv.bad is not None:
@@ -62,7 +62,7 @@ class VolumeRestrictions:
 
     def applies(self, pod: CompiledPod) -> bool:
         """Pods with a ``persistentVolumeClaim`` volume."""
-        return any(not c.ephemeral for c in pod.volumes.claims) or pod.volumes.bad is not None
+        return pod.volumes.has_pvc
 
     def most_per_node(self, pod: CompiledPod) -> int | None:
         """No bound known without the claims (:meth:`cap_counts` holds a ReadWriteOncePod
@@ -95,9 +95,11 @@ class VolumeRestrictions:
         """None anywhere when a claim is refused or a ReadWriteOncePod claim is in use; at most
         one pod per node otherwise (the next one would find it in use)."""
         why, claims = state.rwop(pod)
+        if why is None and not claims:
+            return  # no ReadWriteOncePod claim: nothing to say
         if why is not None or any(state.users.get(k, 0) for k in claims):
             counts[:] = 0
-        elif claims:
+        else:
             counts[counts > 1] = 1
 
     def reserve(self, state: RestrictionsState, pod: CompiledPod, node: int) -> Sequence[int] | None:

@@ -72,7 +72,7 @@ class ZoneState:
     def pod(self, pod: CompiledPod) -> tuple[str | None, Topology]:
         """(PreFilter refusal, the zones of the pod's bound volumes)."""
         pv = pod.volumes
-        sig = pv.signature()
+        sig = pv.signature
         got = self._pods.get(sig)
         if got is None:
             got = self._pods[sig] = self._read(pod)
@@ -124,7 +124,7 @@ class VolumeZone:
 
     def applies(self, pod: CompiledPod) -> bool:
         """Pods with a ``persistentVolumeClaim`` volume."""
-        return any(not c.ephemeral for c in pod.volumes.claims) or pod.volumes.bad is not None
+        return pod.volumes.has_pvc
 
     def most_per_node(self, pod: CompiledPod) -> int | None:
         """No bound of its own."""

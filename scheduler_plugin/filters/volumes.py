@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from hyperplace.kube import SelectorError
@@ -436,6 +437,7 @@ class PodVolumes:
         """The claim's ``namespace/name``."""
         return f"{self.namespace}/{claim.name}"
 
+    @cached_property
     def signature(self) -> tuple[Any, ...]:
         """What the volume filters' verdicts depend on, of the pod: its namespace and claims
         (and its UID when a claim is ephemeral: only the pod's own such claim is usable)."""
@@ -443,6 +445,11 @@ class PodVolumes:
             return ()
         uid = self.uid if any(c.ephemeral for c in self.claims) else ""
         return (self.namespace, tuple((c.name, c.ephemeral) for c in self.claims), uid, self.bad)
+
+    @cached_property
+    def has_pvc(self) -> bool:
+        """A ``persistentVolumeClaim`` volume (what VolumeRestrictions and VolumeZone read)."""
+        return any(not c.ephemeral for c in self.claims) or self.bad is not None
 
 
 NO_VOLUMES = PodVolumes()
