@@ -218,10 +218,15 @@ class BindingState:
         for c in pv.claims:
             claim = self.storage.claims[pv.key(c)]
             if claim.fully_bound:
+                vol = self.storage.volumes.get(claim.volume_name)
+                if vol is not None and vol.bad is not None:
+                    return _Pod(vol.bad)  # its node affinity cannot be read: named, not guessed
                 bound.append(claim)
                 continue
             cls = self.storage.classes.get(claim.class_name) if claim.class_name else None
             if cls is not None and cls.delay_binding and not claim.volume_name:
+                if cls.bad is not None:
+                    return _Pod(cls.bad)
                 delayed.append(claim)
             else:
                 immediate = True

@@ -317,3 +317,22 @@ def test_a_claim_with_an_unreadable_size_is_named_not_crashed_on() -> None:
         "persistentvolumeclaim default/data: spec.resources.requests.storage"
         in result.unschedulable["default/solo"]
     )
+
+
+def test_a_bound_volume_or_a_class_that_cannot_be_read_is_named() -> None:
+    nodes, _ = racks(1, 1)
+    pv = volume("ds", claim_ref=("default", "data"))
+    pv["spec"]["nodeAffinity"] = {"required": "rack0"}
+    storage = listing(storage_class("local"), claim("data", volume="ds", bound=True), pv)
+    result = schedule(nodes, [pod("solo", None, extra_spec=mounts("data"))], storage)
+    assert (
+        "persistentvolume ds: spec.nodeAffinity.required: must be a NodeSelector"
+        in result.unschedulable["default/solo"]
+    )
+    cls = storage_class("local")
+    cls["allowedTopologies"] = ["rack0"]
+    result = schedule(nodes, [pod("solo", None, extra_spec=mounts("data"))], listing(cls, claim("data")))
+    assert (
+        "storageclass local: allowedTopologies[0].matchLabelExpressions: must be a list"
+        in result.unschedulable["default/solo"]
+    )
