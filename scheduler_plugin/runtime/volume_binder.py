@@ -186,6 +186,9 @@ class PreBind:
         if pv is None:
             raise PreBindError(f'persistentvolume "{name}" not found')
         uid = str(meta(pvc).get("uid") or "")
+        if (pv.get("spec") or {}).get("claimRef") and not _ref_names(pv, key, uid):
+            # Taken by another claim since the session looked: never overwrite a claimRef.
+            raise PreBindError(f'persistentvolume "{name}" is bound to another claim')
         want = clone(pv)
         ann = want.setdefault("metadata", {}).setdefault("annotations", {}) or {}
         want["metadata"]["annotations"] = ann

@@ -270,3 +270,25 @@ async def test_an_unbound_immediate_claim_keeps_the_pod_waiting_saying_so() -> N
             what="reported",
         )
     assert node_of(api, keys[0]) is None
+
+
+async def test_a_volume_taken_by_another_claim_since_the_session_is_never_overwritten() -> None:
+    from scheduler_plugin.filters.volume_binding import Decision
+    from scheduler_plugin.runtime.volume_binder import PreBind, PreBindError
+
+    api = VolumeApi()
+    seed(api, claim("mine"), claim("theirs"))
+    seed(api, volume("disk", claim_ref=("default", "theirs")))
+    sched_pod = make_pod("p", None, extra_spec=mounts("mine"))
+    async with running(api) as (sched, _):
+        await eventually(
+            lambda: sched.pvs.get("disk") is not None and sched.pvcs.get("default/mine"), what="synced"
+        )
+        prebind: PreBind = sched.prebind
+        try:
+            prebind.plan([sched_pod], {"default/mine": Decision("default/mine", volume="disk")})
+        except PreBindError as exc:
+            assert "is bound to another claim" in str(exc)
+        else:
+            raise AssertionError("the plan took a volume bound to another claim")
+    assert pv(api, "disk")["spec"]["claimRef"]["name"] == "theirs"
