@@ -125,6 +125,15 @@ def _add_scheduling_flags(p: argparse.ArgumentParser) -> list[str]:
         help="binding requests in flight",
     )
     p.add_argument(
+        "--volume-bind-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=SchedulerOptions.volume_bind_timeout,
+        help="how long a gang's claims may take to be bound after the scheduler chose their "
+        "volumes before the gang is given up and its claims given back (kube-scheduler's "
+        "VolumeBinding bindTimeoutSeconds)",
+    )
+    p.add_argument(
         "--kube-api-qps",
         metavar="QPS",
         type=float,
@@ -270,6 +279,7 @@ async def run(
             scheduler_names=tuple(args.scheduler_name),
             schedule_period=args.schedule_period,
             bind_concurrency=args.bind_concurrency,
+            volume_bind_timeout=args.volume_bind_timeout,
             api_qps=args.kube_api_qps,
             api_burst=args.kube_api_burst,
             gang_creation_grace=args.gang_creation_grace,

@@ -44,6 +44,14 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     ("jobset.x-k8s.io", "JobSet"): True,
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): True,
     ("kubeflow.org", "PyTorchJob"): True,
+    # Storage the scheduler's volume filters read; claims are bound by the simulated
+    # PersistentVolume controller (simulator.controllers.persistent_volumes).
+    ("", "PersistentVolumeClaim"): True,
+    ("", "PersistentVolume"): False,
+    ("storage.k8s.io", "StorageClass"): False,
+    ("storage.k8s.io", "CSINode"): False,
+    ("storage.k8s.io", "CSIDriver"): False,
+    ("storage.k8s.io", "CSIStorageCapacity"): True,
 }
 
 # Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped
@@ -282,6 +290,15 @@ def normalize(obj: dict[str, Any], namespaced: bool) -> dict[str, Any]:
             status.setdefault("phase", "Running")
         else:
             status.setdefault("phase", "Pending")
+    elif kind == "StorageClass":
+        obj.setdefault("volumeBindingMode", "Immediate")
+        obj.setdefault("reclaimPolicy", "Delete")
+    elif kind in ("PersistentVolumeClaim", "PersistentVolume"):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("volumeMode", "Filesystem")
+        if kind == "PersistentVolume":
+            spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+        obj.setdefault("status", {}).setdefault("phase", "Pending")
     return obj
 
 

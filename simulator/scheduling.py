@@ -110,6 +110,7 @@ class Scheduler:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
         # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from scheduler_plugin.cache.rebuild import build_snapshot
+        from scheduler_plugin.cache.storage import StorageListing
         from scheduler_plugin.cycle import run_session
         from scheduler_plugin.cycle.carried import verify_state
 
@@ -124,8 +125,16 @@ class Scheduler:
         pgs, queues = [m for _, m in c.models(PodGroup)], [m for _, m in c.models(Queue)]
         pcs = c.of_kind("PriorityClass")
         pdbs, quotas = c.of_kind("PodDisruptionBudget"), c.of_kind("ResourceQuota")
+        storage = StorageListing(
+            claims=c.of_kind("PersistentVolumeClaim"),
+            volumes=c.of_kind("PersistentVolume"),
+            classes=c.of_kind("StorageClass"),
+            csinodes=c.of_kind("CSINode"),
+            drivers=c.of_kind("CSIDriver"),
+            capacities=c.of_kind("CSIStorageCapacity"),
+        )
         namespaces = c.of_kind("Namespace")
-        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs, pdbs, quotas, namespaces)
+        self.state.replace_all(nodes, pods, hns, pgs, queues, pcs, pdbs, quotas, namespaces, storage=storage)
         snap = self.state.snapshot()
         if self.verify_state:
             rebuilt = build_snapshot(
@@ -138,6 +147,7 @@ class Scheduler:
                 pdbs=pdbs,
                 quotas=quotas,
                 namespaces=namespaces,
+                storage=storage,
             )
             verify_state(self.state, snap, rebuilt)
         # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).
@@ -176,9 +186,54 @@ class Scheduler:
         for jkey, nom in result.nominations.items():
             self.preemption_reasons[jkey] = nom.reason
 
-    def _bind(self, result: Any) -> int:
-        """The session's bindings applied; how many pods were bound."""
+    def _prebind(self, result: Any) -> None:
+        """kube-scheduler's VolumeBinding PreBind, before the binds: a claim the session matched
+        to a volume gets it as the volume's claimRef, a claim to provision the selected-node
+        annotation; the PersistentVolume controller binds them in the next round."""
+        if not result.volumes:
+            return
+        # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from scheduler_plugin.filters.volumes import pod_claim_keys
+
         c = self.cluster
+        wanted: dict[str, None] = {}
+        for pod_key in result.bindings:
+            ns, _, name = pod_key.partition("/")
+            pod = c.objects.get(("Pod", ns, name))
+            for key, _eph in pod_claim_keys(pod) if pod is not None else ():
+                wanted[key] = None
+        for key in wanted:
+            d = result.volumes.get(key)
+            if d is None:
+                continue
+            ns, _, name = key.partition("/")
+            claim = c.objects.get(("PersistentVolumeClaim", ns, name))
+            if claim is None:
+                continue
+            cm = claim.setdefault("metadata", {})
+            if d.volume is not None:
+                pv = c.objects.get(("PersistentVolume", "", d.volume))
+                if pv is None or (pv.get("spec") or {}).get("claimRef"):
+                    continue
+                pv.setdefault("spec", {})["claimRef"] = {
+                    "kind": "PersistentVolumeClaim",
+                    "apiVersion": "v1",
+                    "namespace": ns,
+                    "name": name,
+                    "uid": cm.get("uid") or "",
+                }
+                pv.setdefault("metadata", {}).setdefault("annotations", {})[
+                    "pv.kubernetes.io/bound-by-controller"
+                ] = "yes"
+                c.objects[("PersistentVolume", "", d.volume)] = pv
+            elif d.node is not None:
+                cm.setdefault("annotations", {})["volume.kubernetes.io/selected-node"] = d.node
+                c.objects[("PersistentVolumeClaim", ns, name)] = claim
+
+    def _bind(self, result: Any) -> int:
+        """The session's bindings applied (after its claims' writes); how many pods were bound."""
+        c = self.cluster
+        self._prebind(result)
         bound = 0
         for pod_key, node in result.bindings.items():
             ns, _, name = pod_key.partition("/")

@@ -75,6 +75,13 @@ PODGROUPS = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "podgroups", "PodGrou
 QUEUES = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "queues", "Queue", False)
 HYPERNODES = Resource(TOPOLOGY_GROUP, TOPOLOGY_VERSION, "hypernodes", "HyperNode", False)
 COMMANDS = Resource(BUS_GROUP, BUS_VERSION, "commands", "Command", True)
+# Storage the scheduler's volume filters read (and its PreBind writes: claimRef, selected-node).
+PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", False)
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
+CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
+CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False)
+CSI_STORAGE_CAPACITIES = Resource("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True)
 # Workload owners the PodGroup controller reads (annotations, replicas, templates).
 BATCH_JOBS = Resource("batch", "v1", "jobs", "Job", True)
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)

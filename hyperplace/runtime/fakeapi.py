@@ -689,7 +689,7 @@ def store_name(res: Resource) -> str:
 
 
 def _has_status_subresource(res: Resource) -> bool:
-    return res.custom or res.plural in ("pods", "nodes")
+    return res.custom or res.plural in ("pods", "nodes", "persistentvolumes", "persistentvolumeclaims")
 
 
 def _in_namespace(obj: Mapping[str, Any], namespace: str | None) -> bool:

@@ -71,6 +71,7 @@ from .records import (
     same_for_scheduling,
     with_default_queue,
 )
+from .storage import StorageListing, StorageState
 
 I64 = npt.NDArray[np.int64]
 
@@ -108,6 +109,8 @@ class ClusterState:
         self.members = members if members is not None else MemberIndex()
         self._nodes: dict[str, NodeRecord] = {}
         self._pods: dict[str, PodRecord] = {}
+        # Claims, volumes, classes, CSI objects (fed by the caller) and the claims bound pods use.
+        self.storage = StorageState(detach=detach)
         self._podgroups: dict[str, PodGroup] = {}
         self._queues: dict[str, Queue] = {}
         self._policies: tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]] = ((), ())
@@ -216,6 +219,7 @@ class ClusterState:
         self._pods[rec.key] = rec
         self.changes += 1
         self._count_terms(old, rec)
+        self.storage.set_pod(rec.key, rec.obj)
         self._index_node(old, rec)
         if not rec.terminal and not self._table.knows(rec.requests or ()):
             self._layout_dirty = True  # a resource never seen: new columns, laid out once
@@ -242,6 +246,7 @@ class ClusterState:
             return
         self.changes += 1
         self._count_terms(old, None)
+        self.storage.set_pod(key, None)
         self._index_node(old, None)
         self._account(old, -1)
         self._bad_orphans.pop(key, None)
@@ -401,6 +406,7 @@ class ClusterState:
         pdbs: Iterable[dict[str, Any]] = (),
         quotas: Iterable[dict[str, Any]] = (),
         namespaces: Iterable[dict[str, Any]] = (),
+        storage: StorageListing | None = None,
     ) -> None:
         """Bring the whole state to these listings (first sync, or a relist)."""
         self.replace_nodes(nodes)
@@ -410,6 +416,7 @@ class ClusterState:
         self.replace_queues(queues)
         self.replace_priority_classes(priority_classes)
         self.replace_policies(pdbs, quotas)
+        self.storage.replace(storage or StorageListing())
         self.replace_namespaces(namespaces)
 
     def replace_namespaces(self, objs: Iterable[Mapping[str, Any]]) -> None:
@@ -577,7 +584,13 @@ class ClusterState:
                         self._jobs.pop(gkey, None)
             self._dirty_jobs = set()
             self._last = None
-        if self._last is not None and self.changes == 0 and self._last.tree is tree:
+        storage = self.storage.view()
+        if (
+            self._last is not None
+            and self.changes == 0
+            and self._last.tree is tree
+            and self._last.storage is storage
+        ):
             return self._last  # nothing happened: the previous view is still exact
         jobs: dict[str, JobInfo] = {}
         orphans: dict[str, str] = dict(self._bad_orphans)
@@ -614,6 +627,7 @@ class ClusterState:
             missing_node_pods=missing_node,
             pdbs=self._policies[0],
             quotas=self._policies[1],
+            storage=storage,
             plain_mask=table.plain,
             pod_classes=self._bound_classes(),
             namespace_labels=self._namespaces,

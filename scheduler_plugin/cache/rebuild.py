@@ -36,6 +36,7 @@ from .records import (
     parse_pod,
     with_default_queue,
 )
+from .storage import StorageListing, build_storage_view
 
 I64 = npt.NDArray[np.int64]
 
@@ -52,14 +53,17 @@ def build_snapshot(
     pdbs: Sequence[dict[str, Any]] = (),
     quotas: Sequence[dict[str, Any]] = (),
     namespaces: Sequence[dict[str, Any]] = (),
+    storage: StorageListing | None = None,
 ) -> ClusterSnapshot:
     """Index nodes, account running pods, group pending pods into jobs and resolve the tree.
 
     ``members`` is a long-lived member index to bring up to date with these nodes and
     HyperNodes and resolve from (only what changed since its last use is re-resolved).
+    ``storage``: the claims, volumes, classes and CSI objects the volume filters read.
     """
     t0 = time.perf_counter()
     owned = tuple(scheduler_names)
+    pods = list(pods)
     with no_cyclic_gc():  # a record per node and per pod, a task per job pod: no cycles
         node_recs = {name_of(n): parse_node(n) for n in nodes}
         recs = [parse_pod(p, owned) for p in pods]
@@ -107,6 +111,7 @@ def build_snapshot(
             name_of(o): {str(k): str(v) for k, v in ((o.get("metadata") or {}).get("labels") or {}).items()}
             for o in namespaces
         },
+        storage=build_storage_view(storage, pods),
     )
     snap.build_seconds = time.perf_counter() - t0
     return snap

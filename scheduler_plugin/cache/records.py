@@ -99,7 +99,7 @@ class TaskFields:
     priority: Any
     creation: str
     best_effort: bool
-    sig: Any  # the shape signature: requests, static constraints, host ports
+    sig: Any  # the shape signature: requests, static constraints, host ports, claims
 
 
 @dataclass(slots=True)
@@ -176,6 +176,7 @@ class PodRecord:
                     cons.signature,
                     tuple(sorted(cons.host_ports)),
                     cons.terms,
+                    cons.volumes.signature,  # the claims: per-pod claims make pods distinct
                 ),
             )
         return self._fields

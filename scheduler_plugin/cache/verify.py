@@ -92,6 +92,7 @@ def snapshot_differences(got: ClusterSnapshot, want: ClusterSnapshot) -> list[st
     check("scheduler names", got.scheduler_names, want.scheduler_names)
     check("bound pods by class", _classes(got), _classes(want))
     check("namespace labels", got.namespace_labels, want.namespace_labels)
+    check("storage", got.storage.content(), want.storage.content())
     return out
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..algorithms.queue_sums import queue_job_sums, queue_state, tasks_res
+from ..filters.volume_binding import BindingState, decisions
 from ..framework.session import Session
 from ..model.explanation import Explanation
 from ..model.hypernode_tree import HyperNodeTree
@@ -44,6 +45,9 @@ def close_session(ssn: Session, relaxed: Mapping[str, Relaxation]) -> SessionRes
     out = SessionResult(notes=list(ssn.notes))
     for key, n in sorted(ssn.bindings.items()):
         out.bindings[key] = snap.node_names[n]
+    for _f, st in ssn.state.filters:
+        if isinstance(st, BindingState):
+            out.volumes = decisions(st)
     standalone = set(snap.standalone)
     for key, job in sorted(snap.jobs.items()):
         outcome, waiting = _job_outcome(ssn, job)

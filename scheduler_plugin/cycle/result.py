@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..filters.volume_binding import Decision
 from ..framework.evictions import Eviction, Nomination
 from ..model.explanation import CandidateReport, Explanation
 from ..model.reservation import Reservation
@@ -117,6 +118,9 @@ class SessionResult:
     # Domains held for head-of-queue gangs that waited too long (job key -> Reservation); pass
     # ``reservations`` back to the next ``run_session``, as nominations.
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    # Claims the session chose a PersistentVolume or a node for (claim key -> decision): what
+    # the binder writes (kube-scheduler's VolumeBinding PreBind) before it binds their pods.
+    volumes: dict[str, Decision] = field(default_factory=dict)
 
     def own_job(self, key: str) -> JobOutcome:
         """The outcome of job ``key`` as this result's own copy, safe to change (outcomes of

@@ -296,21 +296,25 @@ class InterPodAffinity:
         if most is not None:
             np.minimum(counts, most, out=counts)
 
-    def reasons(self, state: AffinityState, pod: CompiledPod, nodes: I64) -> list[str | None]:
+    def reasons(self, state: AffinityState, pod: CompiledPod, nodes: I64) -> list[tuple[str, ...]]:
         """The first failing check's words, per node."""
         aff, anti, ex = self._verdicts(state, pod, nodes)
-        out: list[str | None] = []
+        out: list[tuple[str, ...]] = []
         for a, b, c in zip(aff.tolist(), anti.tolist(), ex.tolist(), strict=True):
             out.append(
-                REASON_AFFINITY
+                (REASON_AFFINITY,)
                 if not a
-                else REASON_ANTI_AFFINITY
+                else (REASON_ANTI_AFFINITY,)
                 if not b
-                else REASON_EXISTING_ANTI_AFFINITY
+                else (REASON_EXISTING_ANTI_AFFINITY,)
                 if not c
-                else None
+                else ()
             )
         return out
+
+    def pre_filter(self, state: AffinityState, pod: CompiledPod) -> None:
+        """Refuses no pod outright."""
+        return None
 
     def cohorts(self, state: AffinityState, pod: CompiledPod) -> list[I64] | None:
         """While no pod matches the required affinity of a pod affine to itself, the first such

@@ -11,7 +11,7 @@ import numpy as np
 
 from hyperplace.kube.objects import namespaced_key
 
-from .plugin import I64, CompiledPod, CycleInput, HostPort, PredicateError
+from .plugin import I64, CompiledPod, CycleInput, HostPort, LocalFilter, PredicateError
 
 BIND_ALL_HOST_IP = "0.0.0.0"
 REASON_HOST_PORTS = "node(s) didn't have free ports for the requested pod ports"
@@ -68,12 +68,11 @@ def host_ports_conflict(
     return False
 
 
-class NodePorts:
+class NodePorts(LocalFilter):
     """Host ports in use per node (the state: one set per node, replaced, never mutated, so the
     snapshot's sets stay intact)."""
 
     name = "NodePorts"
-    local = True
 
     def applies(self, state: list[set[HostPort]], pod: CompiledPod) -> bool:
         """Only pods that ask for a host port."""
@@ -98,32 +97,9 @@ class NodePorts:
             if counts[k] and state[n] and host_ports_conflict(want, state[n]):
                 counts[k] = 0
 
-    def reasons(self, state: list[set[HostPort]], pod: CompiledPod, nodes: I64) -> list[str | None]:
+    def node_reasons(self, state: list[set[HostPort]], pod: CompiledPod, node: int) -> tuple[str, ...]:
         """The host-port conflict, where a wanted port is taken."""
-        want = pod.host_ports
-        return [REASON_HOST_PORTS if host_ports_conflict(want, state[n]) else None for n in nodes.tolist()]
-
-    def cohorts(self, state: list[set[HostPort]], pod: CompiledPod) -> None:
-        """No bound across nodes: ports are per node."""
-        return None
-
-    def batch_keys(self, state: list[set[HostPort]], pod: CompiledPod) -> list[str]:
-        """Local: the counts keep one such pod per node."""
-        return []
-
-    def batch_quota(
-        self, state: list[set[HostPort]], pod: CompiledPod, key: str, cand: I64, dom: I64, left: int
-    ) -> None:
-        """One per domain of the key."""
-        return None
-
-    def mark(self, state: list[set[HostPort]]) -> int:
-        """Local: the session recounts the touched nodes itself."""
-        return 0
-
-    def changed(self, state: list[set[HostPort]], pod: CompiledPod, since: int) -> None:
-        """Local: nothing beyond the touched nodes."""
-        return None
+        return (REASON_HOST_PORTS,) if host_ports_conflict(pod.host_ports, state[node]) else ()
 
     def reserve(self, state: list[set[HostPort]], pod: CompiledPod, nodes: I64) -> None:
         """The pod's ports are taken on ``nodes``."""

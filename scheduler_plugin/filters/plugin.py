@@ -23,8 +23,9 @@ import numpy.typing as npt
 
 from .nodes import NodeStatic
 
-if TYPE_CHECKING:  # pod_terms imports this module's error type
+if TYPE_CHECKING:  # pod_terms and volumes read this module's protocols and error type
     from .pod_terms import BoundPods, PodClass, PodTerms, TopologyIndex
+    from .volumes import PodVolumes, Storage
 
 HostPort = tuple[str, str, int]  # (protocol, hostIP, hostPort)
 Toleration = tuple[str, str, str, str]  # canonical (key, operator, value, effect)
@@ -54,6 +55,9 @@ class CompiledPod(Protocol):
 
     @property
     def terms(self) -> PodTerms: ...
+
+    @property
+    def volumes(self) -> PodVolumes: ...
 
 
 class CycleInput(Protocol):
@@ -87,6 +91,15 @@ class CycleInput(Protocol):
 
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]]: ...
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def shapes(self) -> Sequence[Any]: ...  # each with ``.constraints`` (a CompiledPod)
+
+    @property
+    def jobs(self) -> Mapping[str, Any]: ...  # each with ``.pending`` tasks (``.shape``: a shape id)
 
 
 class StaticFilter(Protocol):
@@ -127,9 +140,9 @@ class StatefulFilter(Protocol[S]):
         what the filter allows there now (in place)."""
         ...
 
-    def reasons(self, state: S, pod: CompiledPod, nodes: I64) -> list[str | None]:
-        """kube-scheduler's reason for each of ``nodes`` refusing one more pod like ``pod``
-        now (None where the filter lets it in)."""
+    def reasons(self, state: S, pod: CompiledPod, nodes: I64) -> list[tuple[str, ...]]:
+        """kube-scheduler's reasons for each of ``nodes`` refusing one more pod like ``pod``
+        now (empty where the filter lets it in)."""
         ...
 
     def cohorts(self, state: S, pod: CompiledPod) -> list[I64] | None:
@@ -162,15 +175,95 @@ class StatefulFilter(Protocol[S]):
         session recounts anyway."""
         ...
 
-    def reserve(self, state: S, pod: CompiledPod, nodes: I64) -> None:
-        """Pods like ``pod`` are placed on ``nodes`` tentatively, one per entry (called for every
-        placed pod, whether or not the filter applies to it: it may change the verdict for
-        others). Their order does not matter: the state is a count."""
+    def pre_filter(self, state: S, pod: CompiledPod) -> str | None:
+        """Why no node can take the pod, in kube-scheduler's words (its PreFilter refused the
+        pod: ``0/N nodes are available: <this>.``), or None."""
         ...
 
-    def unreserve(self, state: S, pod: CompiledPod, nodes: I64) -> None:
-        """The placements :meth:`reserve` recorded are undone (or running pods leave)."""
+    def reserve(self, state: S, pod: CompiledPod, nodes: I64) -> I64 | None:
+        """Pods like ``pod`` are placed on ``nodes`` tentatively, one per entry (called for every
+        placed pod, whether or not the filter applies to it: it may change the verdict for
+        others). Their order does not matter. A local filter returns the other nodes whose
+        verdict for some pod changed with them (a volume taken), which the session recounts
+        too; None: only ``nodes``."""
         ...
+
+    def unreserve(self, state: S, pod: CompiledPod, nodes: I64) -> I64 | None:
+        """The placements :meth:`reserve` recorded are undone (or running pods leave); returns
+        as :meth:`reserve` does."""
+        ...
+
+
+class LocalFilter:
+    """What a *local* stateful filter does by default (its placements change the verdict on
+    their own nodes, or on the nodes :meth:`reserve` names): no node groups, no interaction
+    keys, no change log; a subclass judges one node at a time (:meth:`node_reasons`) and records
+    one placement at a time (:meth:`reserve_one`)."""
+
+    local = True
+
+    def most_per_node(self, pod: CompiledPod) -> int | None:
+        """No bound of its own."""
+        return None
+
+    def pre_filter(self, state: Any, pod: CompiledPod) -> str | None:
+        """No refusal of the pod as a whole."""
+        return None
+
+    def node_reasons(self, state: Any, pod: CompiledPod, node: int) -> tuple[str, ...]:
+        """kube-scheduler's reasons for refusing ``node`` now (empty: it passes)."""
+        return ()
+
+    def reasons(self, state: Any, pod: CompiledPod, nodes: I64) -> list[tuple[str, ...]]:
+        """:meth:`node_reasons` per node."""
+        return [self.node_reasons(state, pod, n) for n in nodes.tolist()]
+
+    def cohorts(self, state: Any, pod: CompiledPod) -> list[I64] | None:
+        """No group of nodes bounds the pods."""
+        return None
+
+    def batch_keys(self, state: Any, pod: CompiledPod) -> list[str] | None:
+        """Nothing beyond the nodes themselves."""
+        return []
+
+    def batch_quota(
+        self, state: Any, pod: CompiledPod, key: str, cand: I64, dom: I64, left: int
+    ) -> list[int] | None:
+        """Not asked of a local filter."""
+        return None
+
+    def mark(self, state: Any) -> int:
+        """Local: the session recounts the nodes a placement touches or names."""
+        return 0
+
+    def changed(self, state: Any, pod: CompiledPod, since: int) -> I64 | None:
+        """Local: not asked."""
+        return None
+
+    def reserve_one(self, state: Any, pod: CompiledPod, node: int) -> Sequence[int] | None:
+        """One pod like ``pod`` placed on ``node``; the other nodes whose verdict changed."""
+        return None
+
+    def unreserve_one(self, state: Any, pod: CompiledPod, node: int) -> Sequence[int] | None:
+        """One placement undone; as :meth:`reserve_one`."""
+        return None
+
+    def reserve(self, state: Any, pod: CompiledPod, nodes: I64) -> I64 | None:
+        """:meth:`reserve_one` for each node; the other nodes they name."""
+        return self._each(self.reserve_one, state, pod, nodes)
+
+    def unreserve(self, state: Any, pod: CompiledPod, nodes: I64) -> I64 | None:
+        """:meth:`unreserve_one` for each node; the other nodes they name."""
+        return self._each(self.unreserve_one, state, pod, nodes)
+
+    @staticmethod
+    def _each(step: Any, state: Any, pod: CompiledPod, nodes: I64) -> I64 | None:
+        more: list[int] = []
+        for n in nodes.tolist():
+            got = step(state, pod, n)
+            if got:
+                more.extend(got)
+        return np.asarray(more, dtype=np.int64) if more else None
 
 
 class PredicateError(ValueError):

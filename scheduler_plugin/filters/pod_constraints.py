@@ -21,6 +21,7 @@ from .pod_terms import NO_TERMS, PodTerms, compile_pod_terms
 from .registry import STATIC_FILTERS
 from .taint_toleration import compile_tolerations
 from .unsupported import unsupported_constraints
+from .volumes import NO_VOLUMES, PodVolumes, compile_pod_volumes
 
 
 def _freeze(value: Any) -> Any:
@@ -37,8 +38,9 @@ class PodConstraints:
     """A pod's node-independent scheduling constraints, compiled once per pod.
 
     ``signature`` covers exactly what :meth:`node_reason` looks at, so pods with equal
-    signatures share one :func:`static_feasibility_mask`. Host ports and resources are
-    not in it: they depend on what already runs on a node.
+    signatures share one :func:`static_feasibility_mask`. Host ports, volumes and resources
+    are not in it: they depend on what already runs on a node and on the storage objects (the
+    shape signature adds them, :meth:`PodVolumes.signature` for the claims).
     """
 
     signature: tuple[Any, ...]
@@ -57,6 +59,7 @@ class PodConstraints:
     # Why the pod's terms cannot be evaluated (a malformed selector, naming the field): the pod
     # waits with this message instead of being placed against half its rules.
     error: str | None = None
+    volumes: PodVolumes = NO_VOLUMES  # the claims the volume filters judge
 
     def node_reason(self, node: NodeStatic) -> str | None:
         """None if the node passes every static filter, else the first refusing filter's
@@ -92,6 +95,7 @@ def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         terms=pod_terms,
         error=error,
+        volumes=compile_pod_volumes(pod),
     )
 
 

@@ -228,13 +228,17 @@ class PodTopologySpread:
         counts[~ok] = 0
         np.minimum(counts, 1, out=counts)
 
-    def reasons(self, state: SpreadState, pod: CompiledPod, nodes: I64) -> list[str | None]:
+    def reasons(self, state: SpreadState, pod: CompiledPod, nodes: I64) -> list[tuple[str, ...]]:
         """kube-scheduler's words, per node."""
         has, fits = self._verdicts(state, pod, nodes)
         return [
-            REASON_SPREAD_LABEL if not h else REASON_SPREAD if not f else None
+            (REASON_SPREAD_LABEL,) if not h else (REASON_SPREAD,) if not f else ()
             for h, f in zip(has.tolist(), fits.tolist(), strict=True)
         ]
+
+    def pre_filter(self, state: SpreadState, pod: CompiledPod) -> None:
+        """Refuses no pod outright."""
+        return None
 
     def cohorts(self, state: SpreadState, pod: CompiledPod) -> None:
         """Spreading bounds no group of nodes."""

@@ -11,8 +11,12 @@ from . import (
     node_ports,
     node_ready,
     node_unschedulable,
+    node_volume_limits,
     pod_topology_spread,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 from .plugin import StatefulFilter, StaticFilter
 
@@ -24,8 +28,13 @@ STATIC_FILTERS: tuple[StaticFilter, ...] = (
 )
 # Judged against what the cycle has placed so far; NodeResourcesFit is the fit counts themselves
 # and runs between the first FIT_AFTER of these and the rest (it names a node's reason there).
+# The volume filters read the cycle's storage view and the claims chosen so far.
 STATEFUL_FILTERS: tuple[StatefulFilter[Any], ...] = (
     node_ports.FILTER,
+    volume_restrictions.FILTER,
+    node_volume_limits.FILTER,
+    volume_binding.FILTER,
+    volume_zone.FILTER,
     pod_topology_spread.FILTER,
     inter_pod_affinity.FILTER,
 )

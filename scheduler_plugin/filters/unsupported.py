@@ -1,9 +1,6 @@
 """What no filter judges yet, so the scheduler reports the pod instead of placing it somewhere
 kube-scheduler would refuse:
 
-* volumes backed by PersistentVolumeClaims (``persistentVolumeClaim`` and generic
-  ``ephemeral`` volumes): VolumeBinding/VolumeZone need PV and StorageClass objects that
-  are not in the snapshot;
 * ``spec.resourceClaims`` (dynamic resource allocation).
 
 A filter that comes to judge one of these takes its line out of :func:`unsupported_constraints`."""
@@ -17,8 +14,6 @@ from typing import Any
 def unsupported_constraints(spec: Mapping[str, Any]) -> tuple[str, ...]:
     """The pod's constraints no filter judges, in the words the scheduler reports them."""
     out: list[str] = []
-    if any(v.get("persistentVolumeClaim") or v.get("ephemeral") for v in spec.get("volumes") or []):
-        out.append("volumes with PVC")
     if spec.get("resourceClaims"):
         out.append("resourceClaims")
     return tuple(out)

@@ -252,15 +252,27 @@ class AllocState:
         else:
             np.add.at(self.used, n_arr, reqs)
         self._add_hn_used(n_arr, reqs)
+        touched = np.unique(n_arr)
         if self.filters:
             shapes = self.snap.shapes
             by_shape = [(int(sid), n_arr[s_arr == sid]) for sid in np.unique(s_arr).tolist()]
+            more: list[I64] = [touched]
             for f, st in self.filters:
                 step = f.reserve if sign > 0 else f.unreserve
                 for sid, ns in by_shape:
-                    step(st, shapes[sid].constraints, ns)
+                    cons = shapes[sid].constraints
+                    # A local filter hears only of the pods it judges; a non-local one of every
+                    # pod (any placed pod may count for another's terms).
+                    if f.local and not f.applies(st, cons):
+                        continue
+                    # A local filter may change other nodes' verdicts (a volume taken, a claim
+                    # pinned): they are recounted too.
+                    got = step(st, cons, ns)
+                    if got is not None and len(got):
+                        more.append(got)
+            if len(more) > 1:
+                touched = np.unique(np.concatenate(more))
         self._gen += 1
-        touched = np.unique(n_arr)
         if self._nonlocal:
             self._touched.append(touched)
         self._refresh(touched)

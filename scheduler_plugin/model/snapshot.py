@@ -19,6 +19,7 @@ from ..filters.nodes import NodeStatic
 from ..filters.plugin import HostPort
 from ..filters.pod_constraints import PodConstraints, static_feasibility_mask
 from ..filters.pod_terms import BoundPods, PodClass, TopologyIndex
+from ..filters.volumes import Storage
 from .hypernode_tree import HyperNodeTree
 from .jobs import JobInfo
 from .memo import Memo
@@ -83,6 +84,8 @@ class ClusterSnapshot:
     _derived: dict[Any, object] = field(default_factory=dict)
     # What depends on the nodes' facts only (shared across snapshots while no node changed).
     _node_derived: dict[Any, object] = field(default_factory=dict)
+    # Claims, volumes, classes and CSI objects, and the claims bound pods use (the volume filters).
+    storage: Storage = field(default_factory=Storage)
     build_seconds: float = 0.0
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)

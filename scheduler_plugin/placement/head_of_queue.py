@@ -221,6 +221,11 @@ class Holder:
         for sid in pods_per_shape(tasks):
             shape = snap.shapes[sid]
             out[sid] = np.where(snap.static_mask(shape), pods_fitting(snap.allocatable, shape.requests), 0)
+            cons = shape.constraints
+            if any(
+                f.applies(st, cons) and f.pre_filter(st, cons) is not None for f, st in self.ssn.state.filters
+            ):
+                out[sid][:] = 0  # refused whatever runs (a missing claim): no room to hold for it
         return out
 
     def _choose(self, job: JobInfo, tasks: list[TaskInfo], prev: Reservation | None) -> int | None:

@@ -76,7 +76,11 @@ class Shortfall:
                     continue
                 per_node = self.empty_node_fit(sid, self.tree.node_sets[h])
                 nodes_short = -(-(k - have) // per_node)
-                lack = shortage(self.snap.resources, free, self.shape(sid).requests * k, nodes_short)
+                lack = self._or_refused(
+                    shortage(self.snap.resources, free, self.shape(sid).requests * k, nodes_short),
+                    sid,
+                    self.tree.node_sets[h],
+                )
                 parts.append(what + (", " + ", ".join(lack) if lack else ""))
         # Partitions are worth naming only when the pods themselves would fit (as tier_attempt).
         for (sid, limit, k), n in demand.classes.items() if not parts else ():
@@ -126,7 +130,41 @@ class Shortfall:
         missing = max(need - att.fits, 0)
         nodes_short = -(-missing // per_node) if missing else 0
         att.lacking = shortage(self.snap.resources, free, req_total, nodes_short)
+        if missing:
+            att.lacking = self._or_refused(att.lacking, sid, self.tree.node_sets[best])
         return att
+
+    def _or_refused(self, lack: list[str], sid: int, nodes: I64) -> list[str]:
+        """``lack`` unless no resource is short and stateful filters refuse the room there:
+        then which ones (room is not what the pods lack)."""
+        if any(x.startswith("short ") for x in lack):
+            return lack
+        names = self.refused_by(sid, nodes)
+        return [f"room refused by {', '.join(names)}"] if names else lack
+
+    def refused_by(self, sid: int, nodes: I64) -> list[str]:
+        """The stateful filters that refuse room the pods of shape ``sid`` have on ``nodes``
+        by their requests and the static filters."""
+        shape = self.shape(sid)
+        cons = shape.constraints
+        st = self.state
+        stateful = [(f, fst) for f, fst in st.filters if f.applies(fst, cons)]
+        if not stateful or not len(nodes):
+            return []
+        base = np.where(
+            self.snap.static_mask(shape)[nodes],
+            pods_fitting(st.alloc[nodes] - st.used[nodes], shape.requests),
+            0,
+        )
+        out = []
+        for f, fst in stateful:
+            if f.pre_filter(fst, cons) is not None:
+                return [f.name]  # the first PreFilter to refuse is the one kube-scheduler names
+            c = base.copy()
+            f.cap_counts(fst, cons, nodes, c)
+            if (c < base).any():
+                out.append(f.name)
+        return out
 
     def predicate_text(self, sid: int) -> str:
         """kube-scheduler's ``0/N nodes are available: ...`` for one pod of shape ``sid``, from
@@ -134,8 +172,21 @@ class Shortfall:
         of the nodes the shape's static mask refuses (few in a healthy cluster), and the nodes
         that pass it but have no room are grouped by which requested resources they lack, one
         text per group."""
+        why = self.pre_filtered(sid)
+        if why is not None:  # kube-scheduler's PreFilter message: no count per node
+            return f"0/{self.snap.num_nodes} nodes are available: {why}."
         available, tally = self.node_tally(sid)
         return predicate_summary_of_counts(self.snap.num_nodes, available, tally)
+
+    def pre_filtered(self, sid: int) -> str | None:
+        """Why a stateful filter's PreFilter refuses pods of shape ``sid`` outright, or None."""
+        cons = self.shape(sid).constraints
+        for f, fst in self.state.filters:
+            if f.applies(fst, cons):
+                why = f.pre_filter(fst, cons)
+                if why is not None:
+                    return why
+        return None
 
     def node_tally(self, sid: int, nodes: I64 | None = None) -> tuple[int, dict[str, int]]:
         """How many of ``nodes`` (all when None) take one more pod of shape ``sid`` now, and
@@ -143,6 +194,9 @@ class Shortfall:
         shape = self.shape(sid)
         cons = shape.constraints
         st = self.state
+        why = self.pre_filtered(sid)
+        if why is not None:  # a PreFilter refused the pod: the one reason, for every node
+            return 0, {why: self.snap.num_nodes if nodes is None else len(nodes)}
         res = self.snap.resources
         cols = [i for i, v in enumerate(shape.requests.tolist()) if v > 0]
         req = {res[i]: int(shape.requests[i]) for i in cols}
@@ -221,10 +275,11 @@ class Shortfall:
             sub = np.flatnonzero(left)
             if not len(sub):
                 return
-            for j, r in zip(sub.tolist(), f.reasons(st, cons, idx[sub]), strict=True):
-                if r is not None:
+            for j, rs in zip(sub.tolist(), f.reasons(st, cons, idx[sub]), strict=True):
+                if rs:  # kube counts every reason the first refusing filter gives
                     left[j] = False
-                    tally[r] = tally.get(r, 0) + 1
+                    for r in rs:
+                        tally[r] = tally.get(r, 0) + 1
 
     def predicates_if_short(self, total: dict[int, int]) -> str | None:
         """kube-scheduler's per-node text for the most demanded shape the cluster cannot hold,

@@ -76,11 +76,16 @@ class FitCounter:
         c = np.where(mask, pods_fitting(free, shape.requests), 0)
         # The stateful filters' own bound per node (one pod with host ports, one that repels its
         # own kind); what the placed pods add (port conflicts, affinity and spread counts, which
-        # a victim's leaving changes too) is left to the exact placement.
+        # a victim's leaving changes too) is left to the exact placement. A filter whose verdict
+        # no victim changes (a claim's volume elsewhere) is asked as it stands.
         for f, fst in st.filters:
-            most = f.most_per_node(shape.constraints) if f.applies(fst, shape.constraints) else None
+            if not f.applies(fst, shape.constraints):
+                continue
+            most = f.most_per_node(shape.constraints)
             if most is not None:
                 c = np.minimum(c, most)
+            if getattr(f, "victims_change_nothing", False):
+                f.cap_counts(fst, shape.constraints, np.arange(len(c)) if nodes is None else nodes, c)
         return c
 
     def _pcap(self, per_node: I64, limit: int, size: int, within: list[int] | None) -> I64:

@@ -20,6 +20,7 @@ from hyperplace.runtime.workqueue import ItemExponentialBackoff
 from .assume import AssumeCache, Assumed
 from .events import EventRecorder
 from .metrics import Metrics, Throttle
+from .volume_binder import ClaimWrite, PreBind
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,44 @@ class Binder:
         task = asyncio.create_task(self.bind(a, pod, gang))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
+
+    def start_after_volumes(
+        self, prebind: PreBind, writes: list[ClaimWrite], members: list[tuple[Assumed, Obj]], gang: GangBinds
+    ) -> None:
+        """Write and wait for the gang's claims (VolumeBinding's PreBind), then send its binds;
+        on a failure give the claims back and bind none of the gang."""
+        task = asyncio.create_task(self._after_volumes(prebind, writes, members, gang))
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
+
+    async def _after_volumes(
+        self, prebind: PreBind, writes: list[ClaimWrite], members: list[tuple[Assumed, Obj]], gang: GangBinds
+    ) -> None:
+        def pods_exist() -> bool:
+            return not self.stopping and all(self.assumed.get(a.key) is a for a, _pod in members)
+
+        try:
+            await prebind.run(writes, pods_exist)
+        except asyncio.CancelledError:
+            # Stopping: nothing was bound; what was written stays for the next leader, whose
+            # session sees the claims taken and decides the gang again.
+            raise
+        except Exception as exc:
+            await prebind.give_back(writes)
+            gang.failed = True
+            for a, pod in members:
+                self.assumed.forget(a.key)
+                self._sync_pod(a.key)
+                if not self.stopping:
+                    self.events.record(
+                        pod, "Warning", "FailedScheduling", f'running PreBind plugin "VolumeBinding": {exc}'
+                    )
+            self.metrics.binds.labels("failed").inc(len(members))
+            log.warning("job %s: volumes not bound, no pod bound: %s", gang.job, exc)
+            asyncio.get_running_loop().call_later(self._backoff.when(gang.job), self._wake.set)
+            return
+        for a, pod in members:
+            self.start(a, pod, gang)
 
     async def bind(self, a: Assumed, pod: Obj, gang: GangBinds) -> None:
         """Bind one assumed pod (or drop it, when stopping or its gang failed)."""

@@ -58,6 +58,9 @@ class SchedulerOptions:
     # deciding while our last binds land.
     bind_drain_timeout: float = 4.0
     bind_backoff: tuple[float, float] = (1.0, 10.0)  # per-PodGroup requeue delay after a failed bind
+    # How long a gang's claims may take to be bound by the PersistentVolume controller after
+    # PreBind's writes before the gang is given up (kube-scheduler's volume bindTimeoutSeconds).
+    volume_bind_timeout: float = 600.0
     # A gang short of pods whose pod count changed this recently is still being created by
     # its Job controller: its "not enough pods" is not reported yet (0: report at once).
     gang_creation_grace: float = 10.0

@@ -63,22 +63,30 @@ from hyperplace.api.times import parse_rfc3339, rfc3339
 from hyperplace.kube.objects import TERMINAL_PHASES, namespaced_key, podgroup_key_of
 from hyperplace.runtime.api import (
     CONFIGMAPS,
+    CSI_DRIVERS,
+    CSI_NODES,
+    CSI_STORAGE_CAPACITIES,
     HYPERNODES,
     NAMESPACES,
     NODES,
     PDBS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
     RESOURCE_QUOTAS,
+    STORAGE_CLASSES,
     ApiClient,
     Obj,
     meta,
+    object_key,
 )
 from hyperplace.runtime.informer import Informer, wait_for_sync
 from scheduler_plugin.cache.cluster_state import ClusterState
 from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.cache.storage import StorageListing
 from scheduler_plugin.cache.verify import StateDriftError
 from scheduler_plugin.config.scheduler_conf import SchedulerConfig
 from scheduler_plugin.cycle import LastSession, SessionResult, run_session_reusing
@@ -99,6 +107,7 @@ from .metrics import Metrics, Throttle
 from .options import COMPONENT, SchedulerOptions
 from .pods import pending_ours, spec_of
 from .reporter import Reporter
+from .volume_binder import PreBind, PreBindError
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +193,13 @@ class Scheduler:
         self.quotas = Informer(api, RESOURCE_QUOTAS)
         # What a pod affinity term's namespaceSelector reads.
         self.namespaces = Informer(api, NAMESPACES)
+        # What the volume filters read (kube-scheduler's VolumeBinding, VolumeZone, ...).
+        self.pvcs = Informer(api, PERSISTENT_VOLUME_CLAIMS)
+        self.pvs = Informer(api, PERSISTENT_VOLUMES)
+        self.storage_classes = Informer(api, STORAGE_CLASSES)
+        self.csinodes = Informer(api, CSI_NODES)
+        self.csidrivers = Informer(api, CSI_DRIVERS)
+        self.capacities = Informer(api, CSI_STORAGE_CAPACITIES)
         self.metrics.volcano.podgroups = self.podgroups.objects
         if now is not rfc3339:  # a given clock (tests, simulations): durations follow it
             self.metrics.volcano.clock = lambda: parse_rfc3339(now()) or time.time()
@@ -197,6 +213,12 @@ class Scheduler:
             self.pdbs,
             self.quotas,
             self.namespaces,
+            self.pvcs,
+            self.pvs,
+            self.storage_classes,
+            self.csinodes,
+            self.csidrivers,
+            self.capacities,
         ]
         self.configmaps: Informer | None = None
         if self.conf.source.configmap is not None:
@@ -205,8 +227,17 @@ class Scheduler:
         # PriorityClasses only order jobs; a cluster whose RBAC does not grant them must not
         # keep the scheduler from starting (as for the controller).
         # PodDisruptionBudgets and ResourceQuotas likewise only matter with their plugins.
-        # Namespaces only matter to affinity terms with a namespaceSelector.
-        optional = (self.priority_classes, self.pdbs, self.quotas, self.namespaces)
+        # Namespaces only matter to affinity terms with a namespaceSelector, the CSI objects only
+        # with CSI limits and capacity.
+        optional = (
+            self.priority_classes,
+            self.pdbs,
+            self.quotas,
+            self.namespaces,
+            self.csinodes,
+            self.csidrivers,
+            self.capacities,
+        )
         self.required_informers = [i for i in self.informers if all(i is not o for o in optional)]
 
         self._pg_models = _Models(self.podgroups, PodGroup)
@@ -249,6 +280,11 @@ class Scheduler:
             )
         self._reported_error: str | None = None
         self.wake = asyncio.Event()
+        # VolumeBinding's PreBind: the claims a gang's session chose, written and waited for
+        # before any pod of the gang is bound.
+        self.prebind = PreBind(
+            api, self.pvs, self.pvcs, sync=self._sync_volume, timeout=self.options.volume_bind_timeout
+        )
         self.binder = Binder(
             api,
             self.assumed,
@@ -371,11 +407,74 @@ class Scheduler:
         self.pdbs.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
         self.quotas.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
         self.namespaces.add_handler(lambda _o: wake(), lambda _o, _n: wake(), lambda _o: wake())
+        self._wire_storage()
 
         if self.configmaps is not None:
             self.configmaps.add_handler(
                 self._configmap_event, lambda _old, new: self._configmap_event(new), None
             )
+
+    def _wire_storage(self) -> None:
+        """The storage informers feed the state's storage view (claims and volumes through
+        PreBind's assumptions) and wake the loop; a claim or volume event also wakes a PreBind
+        waiting for its claims."""
+        st = self.state.storage
+        kinds = (
+            (self.storage_classes, st.classes),
+            (self.csinodes, st.csinodes),
+            (self.csidrivers, st.drivers),
+            (self.capacities, st.capacities),
+        )
+        for informer, kind in kinds:
+            self._feed(informer, kind)
+        self._feed_volumes(self.pvs, "pv")
+        self._feed_volumes(self.pvcs, "pvc")
+
+    def _feed(self, informer: Informer, kind: Any) -> None:
+        """``informer``'s objects into one storage kind of the state."""
+
+        def changed(obj: Obj) -> None:
+            kind.set(obj)
+            self.wake.set()
+
+        def updated(_old: Obj, new: Obj) -> None:
+            changed(new)
+
+        def deleted(obj: Obj) -> None:
+            kind.remove(kind.key(obj))
+            self.wake.set()
+
+        informer.add_handler(changed, updated, deleted)
+
+    def _feed_volumes(self, informer: Informer, what: str) -> None:
+        """Volumes (``pv``) or claims (``pvc``) into the state, through PreBind's assumptions."""
+
+        def sync(obj: Obj) -> None:
+            self._sync_volume(what, object_key(obj))
+            self.prebind.changed.set()
+            self.wake.set()
+
+        def updated(_old: Obj, new: Obj) -> None:
+            sync(new)
+
+        informer.add_handler(sync, updated, sync)
+
+    def _sync_volume(self, kind: str, key: str) -> None:
+        """Show the state a claim (``pvc``) or volume (``pv``) as a session should see it:
+        PreBind's write where one is under way."""
+        st = self.state.storage
+        if kind == "pv":
+            obj = self.prebind.pv(key)
+            if obj is None:
+                st.volumes.remove(key)
+            else:
+                st.volumes.set(obj)
+        else:
+            obj = self.prebind.pvc(key)
+            if obj is None:
+                st.claims.remove(key)
+            else:
+                st.claims.set(obj)
 
     def _sync_pod(self, key: str) -> None:
         """Show the state the pod as a session should see it: bound where it is assumed, and
@@ -516,6 +615,15 @@ class Scheduler:
                 "pdbs": self.pdbs.objects(),
                 "quotas": self.quotas.objects(),
                 "namespaces": self.namespaces.objects(),
+                # Claims and volumes with PreBind's writes under way, as the state shows them.
+                "storage": StorageListing(
+                    claims=[o for k in list(self.pvcs.store) if (o := self.prebind.pvc(k)) is not None],
+                    volumes=[o for k in list(self.pvs.store) if (o := self.prebind.pv(k)) is not None],
+                    classes=self.storage_classes.objects(),
+                    csinodes=self.csinodes.objects(),
+                    drivers=self.csidrivers.objects(),
+                    capacities=self.capacities.objects(),
+                ),
             }
         decided, result = await asyncio.to_thread(
             self._decide, snap, rebuild, self.config, self.evictor.held(), dict(self.reservations)
@@ -560,13 +668,27 @@ class Scheduler:
                     break
                 pods.append(pod)
             else:
+                try:
+                    # The claims the session chose, assumed now (before any await) and written
+                    # before the gang's first bind (VolumeBinding's PreBind).
+                    writes = self.prebind.plan(pods, result.volumes) if result.volumes else []
+                except PreBindError as exc:
+                    log.info("job %s: %s since the session; deciding the job again", jkey, exc)
+                    self.wake.set()
+                    continue
                 gang = GangBinds(jkey)
+                decided = []
                 for (pkey, node), pod in zip(members, pods, strict=True):
                     assumed = self.assumed.assume(pkey, uid_of[pkey], node, jkey)
                     self._sync_pod(pkey)
                     self.metrics.decisions.inc()
                     self.metrics.volcano.task_assumed(meta(pod).get("creationTimestamp"))
-                    self.binder.start(assumed, pod, gang)
+                    decided.append((assumed, pod))
+                if writes:
+                    self.binder.start_after_volumes(self.prebind, writes, decided, gang)
+                else:
+                    for assumed, pod in decided:
+                        self.binder.start(assumed, pod, gang)
         self.reporter.queue_reports(result, snap)
         self._report_reservations(result)
         self.evictor.after_session(result.evictions, result.nominations, self.pods.get, self.podgroups.get)

@@ -52,6 +52,19 @@ def pod_reason_kind(reason: str) -> str:
     return reason.split("; ")[0]
 
 
+def _refusals(predicates: str) -> str | None:
+    """The kinds of a predicate summary when some are not room (a claim, a volume, a taint):
+    what the user must change, which "no room" alone would hide; None otherwise."""
+    m = _PREDICATES.search(predicates)
+    if m is None:
+        return None
+    kinds = {_COUNT.sub("", part.strip()) for part in m.group("kinds").split(", ") if part.strip()}
+    kinds = {k for k in kinds if not _MORE_KINDS.match(k)}
+    if all(k.startswith("Insufficient ") or k == "Too many pods" for k in kinds):
+        return None
+    return "no node fits the pod: " + ", ".join(sorted(kinds))
+
+
 def _kind(reason: str, summary: str, job: JobInfo | None) -> str:
     """A reason code of an explanation in words, with the scope that blocks it."""
     queue = job.queue if job is not None else "?"
@@ -90,6 +103,9 @@ def gang_wait_kind(outcome: JobOutcome, job: JobInfo | None) -> str | None:
     text = _kind(expl.reason, expl.summary, job)
     if expl.reason not in ("NotEnoughPods",) and job is not None:
         text = f"gang of {job.min_member} pods: {text}"
+    refused = _refusals(expl.predicates or "")
+    if refused:
+        text += f"; {refused}"
     for c in outcome.conditions:
         if c.get("type") == RESERVED_CONDITION:
             held = held_hypernode(str(c.get("message") or ""))

@@ -1,7 +1,8 @@
 """The controllers a simulated control plane runs between two scheduler sessions, one adapter
 module each: HyperNode discovery, HyperNode status, the Volcano Job controller, Kubernetes'
-workload controllers (and the operators the simulator stands in for), the PodGroup controller
-and the queue controller.
+workload controllers (and the operators the simulator stands in for), the PodGroup controller,
+the queue controller, and kube-controller-manager's ephemeral volume and PersistentVolume
+controllers.
 
 Each adapter is made with the simulation's :class:`~simulator.cluster.Cluster` and has one
 step, ``reconcile() -> bool``: one pass over its objects, saying whether it changed anything.
@@ -17,7 +18,9 @@ from typing import Protocol
 
 from ..cluster import Cluster
 from .discovery import Discovery
+from .ephemeral_volumes import EphemeralVolumes
 from .hypernode_status import HyperNodeStatus
+from .persistent_volumes import PersistentVolumes
 from .podgroup import PodGroups
 from .queue import Queues
 from .volcano_job import VolcanoJobs
@@ -34,7 +37,8 @@ class Controller(Protocol):
 
 # In the order one round runs them: discovery makes the HyperNodes whose status follows;
 # the Job and workload controllers make the pods the PodGroup controller groups, and the
-# queue controller counts the PodGroups.
+# queue controller counts the PodGroups; the pods' ephemeral volumes get their claims, which
+# the PersistentVolume controller binds (the ones the scheduler chose volumes or nodes for).
 CONTROLLERS: tuple[Callable[[Cluster], Controller], ...] = (
     Discovery,
     HyperNodeStatus,
@@ -42,6 +46,8 @@ CONTROLLERS: tuple[Callable[[Cluster], Controller], ...] = (
     Workloads,
     PodGroups,
     Queues,
+    EphemeralVolumes,
+    PersistentVolumes,
 )
 
 __all__ = ["CONTROLLERS", "Controller"]

@@ -255,3 +255,22 @@ def test_two_queues_of_equal_weight_each_get_half_the_cluster():
     assert queues["team-a"]["deserved"]["cpu"] == queues["team-b"]["deserved"]["cpu"] == "16"
     assert queues["team-a"]["allocated"]["cpu"] == queues["team-b"]["allocated"]["cpu"] == "16"
     assert (queues["team-a"]["running"], queues["team-a"]["inqueue"]) == (2, 2)
+
+
+def test_dataset_volume_claim_gets_the_smallest_cache_that_holds_it_and_the_gang_its_rack():
+    from simulator.engine import simulate as run
+    from simulator.loader import load_paths
+
+    res = run(load_paths([EXAMPLES / "dataset-volume"]))
+    assert not [w for w in res.warnings if "not simulated" in w]
+    # rack0's cache is too small; of rack1's two, the smaller that holds 300Gi is chosen.
+    claim = res.objects[("PersistentVolumeClaim", "datasets", "imagenet")]
+    assert claim["spec"]["volumeName"] == "imagenet-cache-rack1"
+    assert claim["status"]["phase"] == "Bound"
+    volume = res.objects[("PersistentVolume", "", "imagenet-cache-rack1")]
+    assert volume["spec"]["claimRef"]["name"] == "imagenet"
+    assert (
+        res.objects[("PersistentVolume", "", "imagenet-cache-rack1-large")]["status"]["phase"] == "Available"
+    )
+    workers = {k: n for k, n in res.bindings.items() if k.startswith("datasets/resnet-worker-")}
+    assert len(workers) == 4 and {n.split("-")[1] for n in workers.values()} == {"r1"}

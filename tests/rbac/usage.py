@@ -33,10 +33,13 @@ from hyperplace.runtime.api import (
     HYPERNODES,
     JOBS,
     NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    STORAGE_CLASSES,
     Resource,
 )
 from hyperplace.runtime.fakeapi import Access, FakeApi, access_of
@@ -211,11 +214,24 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
     env["HYPERPLACE_SCHEDULER_CONF"] = str(conf)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    args = parse_args(["--health-port", "0", "--metrics-bind-address", "0", "--schedule-period", "0.05"])
+    args = parse_args(
+        [
+            "--health-port",
+            "0",
+            "--metrics-bind-address",
+            "0",
+            "--schedule-period",
+            "0.05",
+            # No PersistentVolume controller here: PreBind gives the claims back (get, update).
+            "--volume-bind-timeout",
+            "0.2",
+        ]
+    )
     lease = env["HYPERPLACE_LEADER_ELECTION_LEASE"]
 
     api = FakeApi()
     _cluster(api)
+    _storage(api)
     # The default Queue learns run times: the leader keeps them in its ConfigMap.
     api.objects["queues"]["default"]["metadata"]["annotations"] = {
         "hyperplace.io/runtime-estimate": "history"
@@ -246,6 +262,13 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
         task = asyncio.create_task(run(args, api=api, stop=stop))
         await eventually(lambda: _used(api, "create", "pods/binding"), "the gang's binds")
         if incarnation == 0:
+            # VolumeBinding's PreBind: a claimRef, a selected node, then both given back.
+            await eventually(lambda: _used(api, "update", "persistentvolumes"), "a volume's claimRef")
+            await eventually(
+                lambda: _used(api, "update", "persistentvolumeclaims"), "a claim's selected node"
+            )
+            await eventually(lambda: _used(api, "get", "persistentvolumeclaims"), "claims given back")
+        if incarnation == 0:
             await eventually(lambda: _used(api, "create", "pods/eviction"), "the preemption's evictions")
         await eventually(lambda: _used(api, "patch", "pods/status"), "the unplaceable pods' conditions")
         await eventually(lambda: _used(api, "patch", "podgroups"), "the allocated-HyperNode annotation")
@@ -264,6 +287,21 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
         assert _used(api, verb, "configmaps"), f"the learned run times are kept ({verb})"
         assert _used(api, "update", "leases", lease), "the Lease is renewed and released"
     return api
+
+
+def _storage(api: FakeApi) -> None:
+    """A node of its own for two pods with claims: one matched to a local volume, one to be
+    provisioned there (seeded: unrecorded)."""
+    from tests.scheduler.builders import node, pod
+    from tests.volumes.builders import claim, mounts, storage_class, volume
+
+    api.seed(NODES, node("n-storage", cpu=4))
+    api.seed(STORAGE_CLASSES, storage_class("local"))
+    api.seed(STORAGE_CLASSES, storage_class("lvm", provisioner="lvm.csi.example.com"))
+    api.seed(PERSISTENT_VOLUMES, volume("local-n-storage", on={"kubernetes.io/hostname": ["n-storage"]}))
+    for name, cls in (("dataset", "local"), ("scratch", "lvm")):
+        api.seed(PERSISTENT_VOLUME_CLAIMS, claim(name, cls=cls))
+        api.seed(PODS, pod(f"uses-{name}", None, cpu=1, extra_spec=mounts(name)))
 
 
 async def _run_and_end(api: FakeApi, group: str) -> None:

@@ -42,6 +42,18 @@ def test_static_filters_run_in_kube_schedulers_order_readiness_first() -> None:
     ]
 
 
+def test_stateful_filters_run_in_kube_schedulers_order() -> None:
+    assert [f.name for f in STATEFUL_FILTERS] == [
+        "NodePorts",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    ]
+
+
 def test_a_reserved_host_port_keeps_a_second_pod_off_the_node_until_unreserved() -> None:
     taken = {("TCP", "0.0.0.0", 9000)}
     pod = compile_pod_constraints(_pod_with_host_port(8080))

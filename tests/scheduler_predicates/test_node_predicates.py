@@ -322,8 +322,8 @@ def test_constraints_we_do_not_evaluate_are_reported() -> None:
         volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
         resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-claim"}],
     )
-    # Inter-pod affinity and topology spread have filters of their own now.
-    assert compile_pod_constraints(pod).unsupported == ("volumes with PVC", "resourceClaims")
+    # Inter-pod affinity, topology spread and volumes have filters of their own now.
+    assert compile_pod_constraints(pod).unsupported == ("resourceClaims",)
 
 
 def test_scoring_only_constraints_are_not_unsupported() -> None:
@@ -338,9 +338,13 @@ def test_scoring_only_constraints_are_not_unsupported() -> None:
     assert compile_pod_constraints(pod).unsupported == ()
 
 
-def test_generic_ephemeral_volume_counts_as_pvc() -> None:
-    vol = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}
-    assert compile_pod_constraints(make_pod(volumes=[vol])).unsupported == ("volumes with PVC",)
+def test_claims_are_judged_by_the_volume_filters_not_reported_unsupported() -> None:
+    claim = {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+    scratch = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}
+    compiled = compile_pod_constraints(make_pod(volumes=[claim, scratch]))
+    assert compiled.unsupported == ()
+    # The generic ephemeral volume's claim is named after the pod and the volume.
+    assert [(c.name, c.ephemeral) for c in compiled.volumes.claims] == [("data", False), ("p-scratch", True)]
 
 
 def test_node_with_invalid_allocatable_is_refused_naming_node_and_field() -> None:

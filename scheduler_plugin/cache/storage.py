@@ -1,0 +1,157 @@
+"""The storage objects the volume filters read, kept from watch events like the rest of the
+cluster state: PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers
+and CSIStorageCapacities, each parsed once per version (:mod:`..filters.volumes`), and which
+claims the pods bound to a node use.
+
+Feed each kind (``claims``, ``volumes``, ``classes``, ``csinodes``, ``drivers``, ``capacities``)
+with ``set`` / ``remove`` (one object) or :meth:`StorageState.replace` (whole listings), and the
+pods with :meth:`StorageState.set_pod`; take :meth:`StorageState.view` once per cycle: the same :class:`~..filters.volumes.Storage` while
+nothing changed, else a new one (only the kinds that changed are copied)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from hyperplace.kube.objects import namespaced_key
+
+from ..filters.volumes import (
+    PodUse,
+    Storage,
+    parse_capacity,
+    parse_claim,
+    parse_csidriver,
+    parse_csinode,
+    parse_storage_class,
+    parse_volume,
+    pod_use,
+)
+from .records import detached, name_of
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StorageListing:
+    """Whole listings of the storage kinds (a relist, or a from-scratch build)."""
+
+    claims: Iterable[dict[str, Any]] = ()
+    volumes: Iterable[dict[str, Any]] = ()
+    classes: Iterable[dict[str, Any]] = ()
+    csinodes: Iterable[dict[str, Any]] = ()
+    drivers: Iterable[dict[str, Any]] = ()
+    capacities: Iterable[dict[str, Any]] = ()
+
+
+class _Kind(Generic[T]):
+    """One kind: the objects as fed in (to compare a relist against) and what they parse to."""
+
+    def __init__(
+        self, parse: Callable[[Mapping[str, Any]], T], key: Callable[[Mapping[str, Any]], str], detach: bool
+    ) -> None:
+        self.parse, self.key, self.detach = parse, key, detach
+        self.objs: dict[str, dict[str, Any]] = {}
+        self.parsed: dict[str, T] = {}
+        self.dirty = True
+
+    def set(self, obj: dict[str, Any]) -> None:
+        k = self.key(obj)
+        self.objs[k] = detached(obj) if self.detach else obj
+        self.parsed[k] = self.parse(obj)
+        self.dirty = True
+
+    def remove(self, key: str) -> None:
+        if self.objs.pop(key, None) is not None:
+            self.parsed.pop(key, None)
+            self.dirty = True
+
+    def replace(self, objs: Iterable[dict[str, Any]]) -> None:
+        fresh = {self.key(o): o for o in objs}
+        for k in [k for k in self.objs if k not in fresh]:
+            self.remove(k)
+        for k, o in fresh.items():
+            prev = self.objs.get(k)
+            if prev is None or (prev != o if self.detach else prev is not o):
+                self.set(o)
+
+
+class StorageState:
+    """The storage kinds and the claims bound pods use; see the module docstring."""
+
+    def __init__(self, *, detach: bool = False) -> None:
+        """``detach``: keep copies (callers that change their objects in place)."""
+        self.claims = _Kind(parse_claim, namespaced_key, detach)
+        self.volumes = _Kind(parse_volume, name_of, detach)
+        self.classes = _Kind(parse_storage_class, name_of, detach)
+        self.csinodes = _Kind(parse_csinode, name_of, detach)
+        self.drivers = _Kind(parse_csidriver, name_of, detach)
+        self.capacities = _Kind(parse_capacity, namespaced_key, detach)
+        self._uses: dict[str, PodUse] = {}
+        self._uses_dirty = True
+        self._view: Storage | None = None
+
+    def _kinds(self) -> tuple[_Kind[Any], ...]:
+        return (self.claims, self.volumes, self.classes, self.csinodes, self.drivers, self.capacities)
+
+    # ------------------------------------------------------------------ pods
+    def set_pod(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        """A pod added, updated (as the scheduler sees it: assumed pods bound) or, with None,
+        deleted: the claims it holds on its node, if it is bound and uses any."""
+        use = None if obj is None else pod_use(obj)
+        if self._uses.get(key) != use:
+            if use is None:
+                self._uses.pop(key, None)
+            else:
+                self._uses[key] = use
+            self._uses_dirty = True
+
+    # ------------------------------------------------------------------ listings
+    def replace(self, listing: StorageListing) -> None:
+        """Every storage kind becomes exactly the listing's."""
+        self.claims.replace(listing.claims)
+        self.volumes.replace(listing.volumes)
+        self.classes.replace(listing.classes)
+        self.csinodes.replace(listing.csinodes)
+        self.drivers.replace(listing.drivers)
+        self.capacities.replace(listing.capacities)
+
+    @property
+    def changed(self) -> bool:
+        """Something changed since the last :meth:`view`."""
+        return self._uses_dirty or any(k.dirty for k in self._kinds())
+
+    def view(self) -> Storage:
+        """The storage as one cycle reads it (the previous view while nothing changed)."""
+        prev = self._view
+        if prev is not None and not self.changed:
+            return prev
+
+        def take(kind: _Kind[Any], old: Mapping[str, Any] | None) -> Mapping[str, Any]:
+            if old is not None and not kind.dirty:
+                return old
+            kind.dirty = False
+            return dict(kind.parsed)
+
+        view = Storage(
+            claims=take(self.claims, prev.claims if prev else None),
+            volumes=take(self.volumes, prev.volumes if prev else None),
+            classes=take(self.classes, prev.classes if prev else None),
+            csinodes=take(self.csinodes, prev.csinodes if prev else None),
+            drivers=take(self.drivers, prev.drivers if prev else None),
+            capacities=take(self.capacities, prev.capacities if prev else None),
+            pod_uses=prev.pod_uses if prev is not None and not self._uses_dirty else dict(self._uses),
+        )
+        self._uses_dirty = False
+        self._view = view
+        return view
+
+
+def build_storage_view(listing: StorageListing | None, pods: Iterable[Mapping[str, Any]]) -> Storage:
+    """The view a from-scratch build makes of the same listings (``pods``: all of them)."""
+    state = StorageState()
+    if listing is not None:
+        state.replace(listing)
+    for p in pods:
+        state.set_pod(namespaced_key(p), p)
+    return state.view()
