@@ -5,9 +5,9 @@ Always generated (what our filters judge today): nodes with hostname, zone, rack
 labels, varied cpu/memory/pods (sometimes ephemeral storage and extended resources) allocatable,
 NoSchedule/PreferNoSchedule/NoExecute taints, cordoned nodes and NotReady nodes (tainted as the
 control plane taints them); pods bound with ``spec.nodeName`` (requests, init and sidecar
-containers, host ports, labels); pods asked about with random requests, host ports,
-nodeSelector, required and preferred node affinity (In, NotIn, Exists, DoesNotExist, Gt, Lt,
-matchFields on metadata.name) and tolerations.
+containers, a RuntimeClass's overhead, host ports, labels); pods asked about with the same and
+pod-level resources, nodeSelector, required and preferred node affinity (In, NotIn, Exists,
+DoesNotExist, Gt, Lt, matchFields on metadata.name) and tolerations.
 
 Behind the flags of :data:`FEATURES` (off until our filters judge them, see
 :data:`DEFAULT_FEATURES`): pod affinity and anti-affinity, required anti-affinity of bound pods,
@@ -49,6 +49,8 @@ FEATURES: dict[str, str] = {
     "nodeAffinityPolicy, nodeTaintsPolicy, matchLabelKeys)",
     "volumes": "PVCs bound to PVs with node affinity, WaitForFirstConsumer claims with available PVs, "
     "Immediate unbound claims, ReadWriteOncePod claims in use, missing claims, CSINode volume limits",
+    "nodes-without-pod-slots": "nodes whose allocatable names no pods (kube-scheduler: no pod fits; "
+    "ours counts 110, scheduler_plugin/cache/records.py)",
 }
 # The flags our filters judge today (none of the above yet): a filter that lands adds its flag.
 DEFAULT_FEATURES: frozenset[str] = frozenset()
@@ -66,7 +68,7 @@ CONDITION_TIME = "2026-01-01T00:00:00Z"
 @dataclass
 class Case:
     """One cluster and the pods to ask about, as objects to create in this order: namespaces,
-    ``cluster`` (StorageClasses, PVs, CSINodes), nodes, ``claims`` (PVCs), ``bound`` pods, then
+    ``cluster`` (RuntimeClasses; StorageClasses, PVs, CSINodes), nodes, ``claims`` (PVCs), ``bound`` pods, then
     each of ``pods`` asked about. PVs and PVCs carry the ``status`` a controller would have
     written (the runner writes it after creating them)."""
 
@@ -121,6 +123,16 @@ class _Gen:
 
     def case(self) -> Case:
         r, c = self.rng, self.c
+        c.cluster = [
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": f"{self.tag}-{name}"},
+                "handler": name,
+                "overhead": {"podFixed": overhead},
+            }
+            for name, overhead in (("kata", {"cpu": "250m", "memory": "160Mi"}), ("gvisor", {"cpu": "1"}))
+        ]
         c.namespaces = [
             {
                 "apiVersion": "v1",
@@ -151,7 +163,7 @@ class _Gen:
                 labels["example.com/gpu-type"] = r.choice(("a100", "h100"))
             if r.random() < 0.6:
                 # Mostly integers (for Gt/Lt); now and then a value Gt/Lt cannot parse.
-                labels["example.com/gen"] = str(r.randint(1, 5)) if r.random() < 0.92 else "v2"
+                labels["example.com/gen"] = self.number()
             if r.random() < 0.5:
                 labels["example.com/pool"] = r.choice(("batch", "serving", "system"))
             for k, v in labels.items():
@@ -171,6 +183,8 @@ class _Gen:
             alloc[GPU] = r.choice(("1", "2", "4", "8"))
         if r.random() < 0.1:
             alloc[FPGA] = r.choice(("1", "2"))
+        if "nodes-without-pod-slots" in self.on and r.random() < 0.2:
+            del alloc["pods"]
         taints: list[dict[str, str]] = []
         if r.random() < 0.2:
             for _ in range(r.randint(1, 2)):
@@ -283,17 +297,22 @@ class _Gen:
                 c["ports"] = self.ports(taken)
             spec["containers"].append(c)
         if r.random() < 0.2:
-            init: dict[str, Any] = {
-                "name": "init",
-                "image": "registry.example/init:1",
-                "resources": self.resources(),
-            }
-            if r.random() < 0.4:
-                init["restartPolicy"] = "Always"  # a sidecar: its requests and ports hold all along
-                init["resources"] = self.resources(scale=0.5)
-                if r.random() < ports_p:
-                    init["ports"] = self.ports(taken)
-            spec["initContainers"] = [init]
+            # In order: a regular init container runs beside the sidecars started before it.
+            spec["initContainers"] = []
+            for k in range(r.choices((1, 2, 3), weights=(4, 2, 1))[0]):
+                init: dict[str, Any] = {
+                    "name": f"init{k}",
+                    "image": "registry.example/init:1",
+                    "resources": self.resources(light=light),
+                }
+                if r.random() < 0.4:
+                    init["restartPolicy"] = "Always"  # a sidecar: its requests and ports hold all along
+                    init["resources"] = self.resources(scale=0.5, light=light)
+                    if r.random() < ports_p:
+                        init["ports"] = self.ports(taken)
+                spec["initContainers"].append(init)
+        if r.random() < 0.08:
+            spec["runtimeClassName"] = f"{self.tag}-{r.choice(('kata', 'gvisor'))}"  # adds spec.overhead
         return spec
 
     def labels(self) -> dict[str, str]:
@@ -414,12 +433,20 @@ class _Gen:
         r = self.rng
         op = r.choices(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"), weights=(4, 2, 2, 1, 1, 1))[0]
         if op in ("Gt", "Lt"):
-            return {"key": "example.com/gen", "operator": op, "values": [str(r.randint(0, 6))]}
+            return {"key": "example.com/gen", "operator": op, "values": [self.number(low=0, high=6)]}
         key = r.choice([*sorted(self.label_values), "example.com/absent"])
         if op in ("Exists", "DoesNotExist"):
             return {"key": key, "operator": op}
         pool = [*sorted(self.label_values.get(key, set())), "other"]
         return {"key": key, "operator": op, "values": r.sample(pool, min(len(pool), r.randint(1, 3)))}
+
+    def number(self, low: int = 1, high: int = 5) -> str:
+        """Mostly a small integer (Gt/Lt compare them); now and then a valid label value Go's
+        strconv.ParseInt reads differently from Python's int, or not at all."""
+        r = self.rng
+        if r.random() < 0.9:
+            return str(r.randint(low, high))
+        return r.choice(("v2", "007", "3_0", "1_0", "99999999999999999999", "0x4"))
 
     def toleration(self) -> dict[str, Any]:
         r = self.rng

@@ -22,6 +22,7 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "StorageClass": ("/apis/storage.k8s.io/v1", "storageclasses", False),
     "CSINode": ("/apis/storage.k8s.io/v1", "csinodes", False),
     "CSIDriver": ("/apis/storage.k8s.io/v1", "csidrivers", False),
+    "RuntimeClass": ("/apis/node.k8s.io/v1", "runtimeclasses", False),
 }
 
 

@@ -33,7 +33,8 @@ def test_a_case_holds_small_clusters_with_pods_bound_to_its_nodes() -> None:
         assert 3 <= len(names) <= 12
         assert {p["spec"]["nodeName"] for p in case.bound} <= names
         assert all("nodeName" not in p["spec"] for p in case.pods)
-        assert not case.claims and not case.cluster  # volumes only behind their flag
+        assert not case.claims  # volumes only behind their flag
+        assert {o["kind"] for o in case.cluster} == {"RuntimeClass"}
 
 
 def test_our_verdict_reads_the_objects_alone() -> None:

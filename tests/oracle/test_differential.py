@@ -35,9 +35,10 @@ pytestmark = [
 SEED = 346  # issue 34, item 6
 SAMPLE = 60  # cases, about 5 pods each: some 20 s on 2 cores
 FLAGGED = 8  # cases per feature our filters do not judge yet
-# Features our filters do not judge yet and refuse; a bound pod's anti-affinity is not refused
-# (ours does not look at it at all: the xfail below).
-REFUSED_FEATURES = sorted(set(FEATURES) - DEFAULT_FEATURES - {"existing-anti-affinity"})
+# Known differences, each an xfail below until fixed.
+KNOWN_GAPS = {"existing-anti-affinity", "nodes-without-pod-slots"}
+# Features our filters do not judge yet and refuse.
+REFUSED_FEATURES = sorted(set(FEATURES) - DEFAULT_FEATURES - KNOWN_GAPS)
 
 
 @pytest.fixture(scope="module")
@@ -171,4 +172,19 @@ async def test_a_bound_pods_anti_affinity_keeps_a_matching_pod_out_of_its_domain
     tally = Tally()
     for index in range(FLAGGED):
         tally.add(await differential.run(generate(SEED, 2000 + index, frozenset({"existing-anti-affinity"}))))
+    assert not tally.disagreements, _report(tally.disagreements)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a node whose allocatable names no pods offers no pod slot to kube-scheduler (Too many pods); "
+    "our cache counts 110 (scheduler_plugin/cache/records.py parse_node, DEFAULT_PODS)",
+)
+async def test_a_node_that_reports_no_pod_slots_takes_no_pod_for_both(differential: Differential) -> None:
+    """Nodes whose allocatable has no ``pods``: the pods asked about must get the same nodes."""
+    tally = Tally()
+    for index in range(FLAGGED):
+        tally.add(
+            await differential.run(generate(SEED, 3000 + index, frozenset({"nodes-without-pod-slots"})))
+        )
     assert not tally.disagreements, _report(tally.disagreements)
