@@ -7,14 +7,16 @@ Starts a throw-away etcd + kube-apiserver and kube-scheduler (built by hack/kube
 directory in $HYPERPLACE_KUBE_BIN), runs the cases of tests/oracle/cases.py one after the other
 (tests/oracle/differential.py: the same code as tests/oracle/test_differential.py), and prints the
 number of cases and pods, agreements, disagreements, refusals and by-design differences, with the
-first disagreements in full. Exits 1 when a pod got different feasible nodes. Run it with the
-project's .venv active.
+first disagreements in full. Exits 1 when a pod got different feasible nodes. SIGTERM or Ctrl-C
+stops it cleanly (the processes it started are stopped) and prints the figures so far. Run it
+with the project's .venv active.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 import tempfile
 import time
@@ -46,8 +48,11 @@ def features_arg(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-async def run(args: argparse.Namespace, bin_dir: Path) -> Tally:
-    tally = Tally()
+async def run(args: argparse.Namespace, bin_dir: Path, tally: Tally) -> None:
+    """Run the cases into ``tally``; a SIGTERM cancels the run, which stops every process."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     started = time.monotonic()
     with control_plane(bin_dir) as cp, tempfile.TemporaryDirectory(prefix="hyperplace-oracle-") as tmp:
         pki = cp.pki
@@ -66,7 +71,6 @@ async def run(args: argparse.Namespace, bin_dir: Path) -> Tally:
                         file=sys.stderr,
                         flush=True,
                     )
-    return tally
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,11 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     bin_dir = args.bin_dir or kube_bin_dir()
     started = time.monotonic()
-    tally = asyncio.run(run(args, bin_dir))
+    tally = Tally()
+    try:
+        asyncio.run(run(args, bin_dir, tally))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print(f"stopped after {tally.cases} cases", file=sys.stderr)
     for r in tally.disagreements[: args.show]:
         print(r.describe(), end="\n\n")
     print(
-        f"seed {args.seed}, cases {args.start}..{args.start + args.cases - 1}, "
+        f"seed {args.seed}, cases {args.start}..{args.start + tally.cases - 1}, "
         f"features {sorted(args.features) or ['(none of the flags)']}, {time.monotonic() - started:.0f} s"
     )
     print(tally.summary())

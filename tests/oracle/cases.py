@@ -81,6 +81,10 @@ class Case:
     claims: list[dict[str, Any]] = field(default_factory=list)
     bound: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
+    # What becomes of a bound pod once created, by name: "Succeeded" or "Failed" (the phase a
+    # kubelet would write: it no longer counts), or "Terminating" (deleted with a grace period
+    # no kubelet ends: it still counts).
+    then: dict[str, str] = field(default_factory=dict)
 
     @property
     def tag(self) -> str:
@@ -91,6 +95,8 @@ class Case:
         """Every object of the case, as one YAML stream (for failure messages)."""
         objs = [*self.namespaces, *self.cluster, *self.nodes, *self.claims, *self.bound, *self.pods]
         head = f"# case seed={self.seed} index={self.index} features={sorted(self.features)}\n"
+        if self.then:
+            head += f"# then: {self.then}\n"
         return head + yaml.safe_dump_all(objs, sort_keys=False)
 
 
@@ -271,7 +277,8 @@ class _Gen:
         out = []
         for _ in range(r.randint(1, 2)):
             proto = r.choices(("TCP", "UDP", "SCTP"), weights=(6, 3, 1))[0]
-            ip = r.choices(("", "127.0.0.1", "10.0.0.1"), weights=(6, 2, 2))[0]
+            # Only "" and 0.0.0.0 bind every address; "::" is one address to kube-scheduler too.
+            ip = r.choices(("", "0.0.0.0", "127.0.0.1", "10.0.0.1", "::"), weights=(5, 1, 2, 2, 1))[0]
             port = r.choice((8080, 8081, 9090))
             if (proto, ip or "0.0.0.0", port) in taken:
                 continue
@@ -311,6 +318,13 @@ class _Gen:
                     if r.random() < ports_p:
                         init["ports"] = self.ports(taken)
                 spec["initContainers"].append(init)
+        if r.random() < 0.05:
+            # The apiserver gives every container port of a host-network pod its host port.
+            spec["hostNetwork"] = True
+            for c in spec["containers"]:
+                for port in c.get("ports") or []:
+                    port.pop("hostPort")
+            spec["containers"][0].setdefault("ports", []).append({"containerPort": 9100})
         if r.random() < 0.08:
             spec["runtimeClassName"] = f"{self.tag}-{r.choice(('kata', 'gvisor'))}"  # adds spec.overhead
         return spec
@@ -351,6 +365,8 @@ class _Gen:
                         "spec": spec,
                     }
                 )
+                if r.random() < 0.12:
+                    self.c.then[f"{self.tag}-b{j}"] = r.choice(("Succeeded", "Failed", "Terminating"))
                 j += 1
 
     def pod(self, name: str) -> dict[str, Any]:

@@ -181,8 +181,13 @@ def barrier_pod(case: Case) -> dict[str, Any]:
 
 
 def with_free_slot(nodes: Sequence[Mapping[str, Any]], bound: Sequence[Mapping[str, Any]]) -> frozenset[str]:
-    """The nodes with a free pod slot (allocatable pods above the pods bound there)."""
-    on: Counter[str] = Counter(str(p["spec"]["nodeName"]) for p in bound)
+    """The nodes with a free pod slot (allocatable pods above the pods bound there that have
+    not finished)."""
+    on: Counter[str] = Counter(
+        str(p["spec"]["nodeName"])
+        for p in bound
+        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    )
     return frozenset(
         str(n["metadata"]["name"])
         for n in nodes
@@ -220,8 +225,24 @@ class Differential:
             await self._create_with_status(obj)
         nodes = list(await asyncio.gather(*(api.create(n) for n in case.nodes)))
         await asyncio.gather(*(self._create_with_status(c) for c in case.claims))
-        bound = list(await asyncio.gather(*(api.create(p) for p in case.bound)))
+        bound = list(
+            await asyncio.gather(
+                *(self._bound_pod(p, case.then.get(p["metadata"]["name"])) for p in case.bound)
+            )
+        )
         return nodes, bound
+
+    async def _bound_pod(self, pod: Mapping[str, Any], then: str | None) -> dict[str, Any]:
+        """Create a bound pod, then finish it or start deleting it (``Case.then``)."""
+        stored = await self.api.create(pod)
+        if then in ("Succeeded", "Failed"):
+            stored = await self.api.replace_status(
+                {**stored, "status": {**stored.get("status", {}), "phase": then}}
+            )
+        elif then == "Terminating":
+            await self.api.delete(stored, grace_seconds=300)
+            stored = await self.api.get(stored) or stored
+        return stored
 
     async def _create_with_status(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Create, then write the status a controller would have (PVs, PVCs)."""

@@ -119,12 +119,12 @@ class Rest:
         )
         return None if got is None else dict(got)
 
-    async def delete(self, obj: Mapping[str, Any]) -> None:
-        """Delete one object now (no grace period); gone already is fine."""
+    async def delete(self, obj: Mapping[str, Any], grace_seconds: int = 0) -> None:
+        """Delete one object, by default now (no grace period); gone already is fine."""
         await self.request(
             "DELETE",
             object_path(obj),
-            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": grace_seconds},
             ok_missing=True,
         )
 
