@@ -14,6 +14,11 @@ Outcomes per pod:
 * ``by-design``: kube-scheduler also finds nodes that are not Ready feasible (the pod tolerates
   their not-ready taint), which our NodeReady filter refuses as Volcano's cache drops them
   (``scheduler_plugin/filters/node_ready.py``). Counted apart, never hidden.
+* ``kube-forgot-port``: kube-scheduler finds a node feasible whose host port a running pod holds,
+  because a pod on that node that held the same port finished: its cache keeps one entry per
+  port, not a count, and removing the finished pod removed the entry for both (``HostPortInfo``;
+  a kubelet refuses the second pod of such a pair, which is how a real node gets there). Ours
+  recomputes the ports of the pods left. kube-scheduler's own state, counted apart.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler_plugin.filters.node_ports import REASON_HOST_PORTS, host_ports_conflict, pod_host_ports
 from scheduler_plugin.filters.node_ready import REASON_NOT_READY
+from scheduler_plugin.filters.plugin import HostPort
 
 from .cases import Case
 from .kube_scheduler import KubeSchedulerOracle, OracleError, OracleVerdict, pod_scheduled_false
@@ -138,8 +145,25 @@ def not_ready(nodes: Sequence[Mapping[str, Any]]) -> frozenset[str]:
     )
 
 
+def forgotten_port(node: str, pod: Mapping[str, Any], bound: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``pod``'s host ports conflict on ``node`` only with ports that a running pod and a
+    finished pod there both held (the ports kube-scheduler's cache lost with the finished pod)."""
+    live: set[HostPort] = set()
+    done: set[HostPort] = set()
+    for b in bound:
+        if b["spec"].get("nodeName") == node:
+            finished = (b.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            (done if finished else live).update(pod_host_ports(b))
+    want = pod_host_ports(pod)
+    return host_ports_conflict(want, live) and not host_ports_conflict(want, live - done)
+
+
 def compare(
-    case: Case, nodes: Sequence[Mapping[str, Any]], kube: OracleVerdict, ours: OurVerdict
+    case: Case,
+    nodes: Sequence[Mapping[str, Any]],
+    kube: OracleVerdict,
+    ours: OurVerdict,
+    bound: Sequence[Mapping[str, Any]] = (),
 ) -> PodResult:
     """The outcome of one pod (see the module docstring)."""
     if ours.refused is not None:
@@ -157,12 +181,19 @@ def compare(
                 result.text_reasons = "same" if theirs == text else "differ"
         return result
     kube_only, ours_only = kube.nodes - ours.nodes, ours.nodes - kube.nodes
-    if (
-        not ours_only
-        and kube_only <= not_ready(nodes)
-        and all(ours.reasons.get(n) == (REASON_NOT_READY,) for n in kube_only)
-    ):
-        return PodResult(case, "by-design", kube, ours, kube_text=kube.message)
+    down = not_ready(nodes)
+
+    def explained(n: str) -> str | None:
+        if n in down and ours.reasons.get(n) == (REASON_NOT_READY,):
+            return "by-design"
+        if ours.reasons.get(n) == (REASON_HOST_PORTS,) and forgotten_port(n, kube.pod, bound):
+            return "kube-forgot-port"
+        return None
+
+    kinds = {explained(n) for n in kube_only}
+    if not ours_only and None not in kinds:
+        outcome = "kube-forgot-port" if "kube-forgot-port" in kinds else "by-design"
+        return PodResult(case, outcome, kube, ours, kube_text=kube.message)
     return PodResult(case, "disagree", kube, ours, kube_text=kube.message)
 
 
@@ -209,7 +240,7 @@ class Differential:
             nodes, bound = await self._create(case)
             await self._sync(case, nodes, bound)
             verdicts = await self.oracle.feasible_nodes_many(case.pods)
-            results = [compare(case, nodes, v, our_verdict(nodes, bound, v.pod)) for v in verdicts]
+            results = [compare(case, nodes, v, our_verdict(nodes, bound, v.pod), bound) for v in verdicts]
             for r in results:
                 if r.outcome == "disagree" and r.kube_text is None:
                     live = await self.api.get(r.kube.pod)
@@ -331,7 +362,8 @@ class Tally:
         o = self.outcomes
         text = (
             f"{self.cases} cases, {self.pods} pods: {o['agree']} agree, {o['disagree']} disagree, "
-            f"{o['refused']} refused by ours, {o['by-design']} differ by design (NodeReady)"
+            f"{o['refused']} refused by ours, {o['by-design']} differ by design (NodeReady), "
+            f"{o['kube-forgot-port']} where kube-scheduler's cache forgot a host port"
         )
         c = self.coverage
         text += f"\nkube-scheduler found no node for {c['none']} pods, some nodes for {c['some']}, every node for {c['all']}"

@@ -128,6 +128,26 @@ async def test_a_pod_bound_by_node_name_takes_room_on_its_node_for_both(differen
     assert result.kube.nodes == result.ours.nodes == frozenset({"hand2-b"}), result.describe()
 
 
+async def test_kube_scheduler_forgets_a_host_port_two_pods_held_when_one_of_them_fails(
+    differential: Differential,
+) -> None:
+    """Two pods bound to node a both hold UDP 8081 (the kubelet would refuse the second, which
+    then fails). Once the failed one leaves kube-scheduler's cache, so does the port, though the
+    first pod still holds it: kube-scheduler takes node a for a third pod asking for UDP 8081;
+    ours does not. The differential counts this apart, as kube-scheduler's own state."""
+    port = {"containerPort": 8081, "hostPort": 8081, "protocol": "UDP"}
+    holder, loser, new = (_pod(n, "hand3", "100m", node="hand3-a") for n in ("holder", "loser", "new"))
+    del new["spec"]["nodeName"]
+    for p in (holder, loser, new):
+        p["spec"]["containers"][0]["ports"] = [dict(port)]
+    case = _hand_made(3, [_node("hand3-a", "4"), _node("hand3-b", "4")], [holder, loser], [new])
+    case.then = {"loser": "Failed"}
+    [result] = await differential.run(case)
+    assert result.ours.nodes == frozenset({"hand3-b"})
+    assert result.kube.nodes == frozenset({"hand3-a", "hand3-b"}), result.describe()
+    assert result.outcome == "kube-forgot-port"
+
+
 async def test_kube_scheduler_and_ours_find_the_same_nodes_for_every_pod_of_the_sample(
     differential: Differential,
 ) -> None:
