@@ -4,12 +4,14 @@
 #   hack/kube-bin.sh            # prints the directory holding the binaries below
 #
 # That directory holds kube-apiserver, kube-controller-manager (garbage collection, namespace
-# deletion), etcd, and crdcheck (hack/crdcheck/main.go: kube-apiserver's own CRD validation code).
+# deletion), kube-scheduler (the oracle tests/oracle holds our filters against), etcd, and crdcheck
+# (hack/crdcheck/main.go: kube-apiserver's own CRD validation code).
 # No registry ships a kube-apiserver binary and this project's machines have no Docker, so they are
 # built: a wrapper module requires k8s.io/kubernetes and
 # replaces every staging module with its published v0.Y.Z twin, with one main package per binary so
-# the three share one compilation; etcd is a second wrapper module (kept apart so MVS cannot move
-# kube-apiserver's etcd client). Builds only what is missing; binaries are never committed.
+# the four share one compilation; etcd is a second wrapper module (kept apart so MVS cannot move
+# kube-apiserver's etcd client). Builds only the binaries that are missing (each link takes a while,
+# so one added binary does not relink the others); binaries are never committed.
 # A cold build takes about 8.5 minutes on 2 idle cores (see tests/README.md); cached afterwards.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -21,9 +23,19 @@ OUT="$CACHE/$K8S_VERSION"
 CRDCHECK_SRC="$HERE/crdcheck/main.go"
 crdcheck_stamp="$(sha256sum "$CRDCHECK_SRC" | cut -d' ' -f1)"
 
+# The binaries of the Kubernetes wrapper module that are missing (crdcheck also when its source
+# changed), one a line.
+kube_targets() {
+  local b
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    [ -x "$OUT/$b" ] || echo "$b"
+  done
+  if [ ! -x "$OUT/crdcheck" ] || [ "$(cat "$OUT/crdcheck.stamp" 2>/dev/null)" != "$crdcheck_stamp" ]; then
+    echo crdcheck
+  fi
+}
 kube_missing() {
-  [ ! -x "$OUT/kube-apiserver" ] || [ ! -x "$OUT/kube-controller-manager" ] || [ ! -x "$OUT/crdcheck" ] ||
-    [ "$(cat "$OUT/crdcheck.stamp" 2>/dev/null)" != "$crdcheck_stamp" ]
+  [ -n "$(kube_targets)" ]
 }
 # Go is needed only to build: a machine with every binary cached works without it.
 if kube_missing || [ ! -x "$OUT/etcd" ]; then
@@ -47,7 +59,7 @@ staging_version="v0.${minor}.${patch}"
 
 if kube_missing; then
   src="$CACHE/src-kube-$K8S_VERSION"
-  mkdir -p "$src/kube-apiserver" "$src/kube-controller-manager" "$src/crdcheck"
+  mkdir -p "$src/kube-apiserver" "$src/kube-controller-manager" "$src/kube-scheduler" "$src/crdcheck"
   staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
     cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client
     csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator
@@ -95,6 +107,21 @@ func main() {
 	os.Exit(cli.Run(app.NewControllerManagerCommand()))
 }
 GO
+  cat >"$src/kube-scheduler/main.go" <<'GO'
+// Package main re-exports kube-scheduler's command so it builds from the module proxy.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewSchedulerCommand()))
+}
+GO
   cp "$CRDCHECK_SRC" "$src/crdcheck/main.go"
   (
     cd "$src"
@@ -103,10 +130,11 @@ GO
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
       ld="$ld -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
     done
+    mapfile -t targets < <(kube_targets)
     tmp="$(mktemp -d "$OUT/.build.XXXXXX")"
-    echo "kube-bin: building kube-apiserver, kube-controller-manager, crdcheck $K8S_VERSION (cold: about 8.5 min on 2 idle cores)" >&2
-    go build -p 2 -trimpath -tags=notest,grpcnotrace -ldflags "$ld" -o "$tmp/" \
-      ./kube-apiserver ./kube-controller-manager ./crdcheck
+    echo "kube-bin: building ${targets[*]} $K8S_VERSION (cold: about 8.5 min on 2 idle cores)" >&2
+    # -o DIR/ (the slash matters) writes each main package's binary into DIR, one package or several.
+    go build -p 2 -trimpath -tags=notest,grpcnotrace -ldflags "$ld" -o "$tmp/" "${targets[@]/#/./}"
     mv "$tmp"/* "$OUT/"
     rmdir "$tmp"
     echo "$crdcheck_stamp" >"$OUT/crdcheck.stamp"

@@ -10,9 +10,9 @@ hp_activate
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed; browser test will skip"
 fi
-# The Go-built real components (hack/*-bin.sh: kube-apiserver, kube-controller-manager and etcd;
-# helm; the workload controllers; Volcano's vc-scheduler), cached under ~/.cache/hyperplace and
-# built the first time (cold: about 25 minutes on 2 cores; see tests/README.md). A build that cannot
+# The Go-built real components (hack/*-bin.sh: kube-apiserver, kube-controller-manager,
+# kube-scheduler and etcd; helm; the workload controllers; Volcano's vc-scheduler), cached under
+# ~/.cache/hyperplace and built the first time (cold: about 25 minutes on 2 cores; see tests/README.md). A build that cannot
 # run (no Go, module proxy down, no snapshot) makes its tests skip with the reason, said loudly here.
 build_log_dir="$(mktemp -d)"
 go_builds() {

@@ -11,6 +11,6 @@ from .go_bin import go_built
 
 
 def kube_bin_dir() -> Path:
-    """The directory with etcd, kube-apiserver, kube-controller-manager and crdcheck, or a pytest
-    skip saying why there is none."""
+    """The directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+    crdcheck, or a pytest skip saying why there is none."""
     return go_built("kube-bin.sh", "needs the Go-built control plane", "HYPERPLACE_KUBE_BIN")

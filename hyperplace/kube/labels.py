@@ -20,6 +20,22 @@ class SelectorError(ValueError):
     """A selector that cannot be evaluated (unknown operator, missing values)."""
 
 
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def go_int64(text: str) -> int:
+    """``strconv.ParseInt(text, 10, 64)``, which Gt and Lt compare with: an optional sign and
+    decimal digits within int64. Python's ``int`` would also take ``3_0`` and any size, both
+    valid label values that kube-scheduler reads as no number; ValueError for them here."""
+    if not _GO_INT.fullmatch(text):
+        raise ValueError(f"invalid syntax: {text!r}")
+    value = int(text)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"value out of range: {text!r}")
+    return value
+
+
 def _as_dict(selector: LabelSelector | Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if selector is None:
         return None
@@ -97,13 +113,13 @@ def node_selector_requirement_matches(
         if len(values) != 1:
             raise SelectorError(f"{op} needs exactly one value ({key})")
         try:
-            want = int(values[0])
+            want = go_int64(str(values[0]))
         except ValueError as exc:
             raise SelectorError(f"{op} value must be an integer ({key}={values[0]!r})") from exc
         if key not in source:
             return False
         try:
-            have = int(source[key])
+            have = go_int64(source[key])
         except ValueError:
             return False
         return have > want if op == "Gt" else have < want

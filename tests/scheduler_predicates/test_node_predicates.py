@@ -177,6 +177,28 @@ def test_required_node_affinity_operators(
     assert (reason(pod, make_node(labels=labels)) is None) is fits
 
 
+@pytest.mark.parametrize(
+    ("gen", "requirement", "fits"),
+    [
+        ("007", ("Gt", "5"), True),  # leading zeros are a number to Go too
+        ("3_0", ("Gt", "5"), False),  # Python's int reads 30; Go's ParseInt no number
+        ("99999999999999999999", ("Gt", "5"), False),  # beyond int64: no number to Go
+        ("9", ("Lt", "3_0"), False),  # the pod's value likewise: the term matches nothing
+        ("9", ("Lt", "99999999999999999999"), False),
+    ],
+)
+def test_gt_and_lt_read_numbers_as_kube_scheduler_does(
+    gen: str, requirement: tuple[str, str], fits: bool
+) -> None:
+    """A cluster labels nodes with a generation and a pod asks for ``gen Gt 5`` or ``gen Lt N``.
+    Both sides are valid label values, and kube-scheduler compares them with Go's
+    strconv.ParseInt: a value it cannot read (``3_0``, twenty digits) matches no node, so ours
+    must not place the pod there either (found by tests/oracle against the real kube-scheduler)."""
+    op, value = requirement
+    pod = make_pod(affinity=affinity({"matchExpressions": [expr("gen", op, value)]}))
+    assert (reason(pod, make_node(labels={"gen": gen})) is None) is fits
+
+
 def test_expressions_in_one_term_are_anded() -> None:
     pod = make_pod(affinity=affinity({"matchExpressions": [expr("zone", "In", "a"), expr("gpu", "Exists")]}))
     assert reason(pod, make_node(labels={"zone": "a", "gpu": "1"})) is None

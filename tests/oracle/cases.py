@@ -1,0 +1,665 @@
+"""Seeded random cases for the differential test: a small cluster, pods already bound in it, and
+the pods to ask both schedulers about.
+
+Always generated (what our filters judge today): nodes with hostname, zone, rack and random extra
+labels, varied cpu/memory/pods (sometimes ephemeral storage and extended resources) allocatable,
+NoSchedule/PreferNoSchedule/NoExecute taints, cordoned nodes and NotReady nodes (tainted as the
+control plane taints them); pods bound with ``spec.nodeName`` (requests, init and sidecar
+containers, a RuntimeClass's overhead, host ports, labels); pods asked about with the same and
+pod-level resources, nodeSelector, required and preferred node affinity (In, NotIn, Exists,
+DoesNotExist, Gt, Lt, matchFields on metadata.name) and tolerations.
+
+Behind the flags of :data:`FEATURES` (off until our filters judge them, see
+:data:`DEFAULT_FEATURES`): pod affinity and anti-affinity, required anti-affinity of bound pods,
+topology spread constraints, and volumes. A filter that lands adds its flag to
+:data:`DEFAULT_FEATURES`; a new kind of case is a new flag here.
+
+Every case is a pure function of ``(seed, index, features)``; names carry both numbers, so the
+objects of two cases never collide in one cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+RACK = "example.com/rack"
+TOPOLOGY_KEYS = (HOSTNAME, ZONE, RACK)
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+GPU = "nvidia.com/gpu"
+FPGA = "example.com/fpga"
+CSI_DRIVER = "csi.example.com"
+
+# Every flag a case can be generated with, and what it adds.
+FEATURES: dict[str, str] = {
+    "pod-affinity": "required and preferred podAffinity/podAntiAffinity on the pods asked about "
+    "(topologyKey hostname/zone/rack, labelSelector, namespaces, namespaceSelector, "
+    "matchLabelKeys/mismatchLabelKeys)",
+    "existing-anti-affinity": "required podAntiAffinity on pods already bound (kube-scheduler keeps "
+    "an incoming pod they match out of their domain)",
+    "topology-spread": "topologySpreadConstraints (DoNotSchedule/ScheduleAnyway, maxSkew, minDomains, "
+    "nodeAffinityPolicy, nodeTaintsPolicy, matchLabelKeys)",
+    "volumes": "PVCs bound to PVs with node affinity, WaitForFirstConsumer claims with available PVs, "
+    "Immediate unbound claims, ReadWriteOncePod claims in use, missing claims, CSINode volume limits",
+    "nodes-without-pod-slots": "nodes whose allocatable names no pods (kube-scheduler: no pod fits; "
+    "ours counts 110, scheduler_plugin/cache/records.py)",
+}
+# The flags our filters judge today (none of the above yet): a filter that lands adds its flag.
+DEFAULT_FEATURES: frozenset[str] = frozenset()
+
+APPS = ("web", "db", "cache", "batch")
+TIERS = ("front", "back")
+VERSIONS = ("v1", "v2")
+TEAMS = ("a", "b")
+TAINT_KEYS = ("dedicated", "example.com/maintenance", GPU, "example.com/spot")
+TAINT_VALUES = ("", "a", "b", "true")
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+CONDITION_TIME = "2026-01-01T00:00:00Z"
+
+
+@dataclass
+class Case:
+    """One cluster and the pods to ask about, as objects to create in this order: namespaces,
+    ``cluster`` (RuntimeClasses; StorageClasses, PVs, CSINodes), nodes, ``claims`` (PVCs), ``bound`` pods, then
+    each of ``pods`` asked about. PVs and PVCs carry the ``status`` a controller would have
+    written (the runner writes it after creating them)."""
+
+    seed: int
+    index: int
+    features: frozenset[str]
+    namespaces: list[dict[str, Any]] = field(default_factory=list)
+    cluster: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    bound: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    # What becomes of a bound pod once created, by name: "Succeeded" or "Failed" (the phase a
+    # kubelet would write: it no longer counts), or "Terminating" (deleted with a grace period
+    # no kubelet ends: it still counts).
+    then: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tag(self) -> str:
+        """The prefix of every name of the case."""
+        return case_tag(self.seed, self.index, self.features)
+
+    def yaml(self) -> str:
+        """Every object of the case, as one YAML stream (for failure messages)."""
+        objs = [*self.namespaces, *self.cluster, *self.nodes, *self.claims, *self.bound, *self.pods]
+        head = f"# case seed={self.seed} index={self.index} features={sorted(self.features)}\n"
+        if self.then:
+            head += f"# then: {self.then}\n"
+        return head + yaml.safe_dump_all(objs, sort_keys=False)
+
+
+def case_tag(seed: int, index: int, features: frozenset[str] = frozenset()) -> str:
+    """``s<seed>c<index>`` and a short digest of the features: unique per case in one cluster."""
+    if not features:
+        return f"s{seed}c{index}"
+    digest = hashlib.sha256(",".join(sorted(features)).encode()).hexdigest()[:4]
+    return f"s{seed}c{index}f{digest}"
+
+
+def generate(seed: int, index: int, features: frozenset[str] = DEFAULT_FEATURES) -> Case:
+    """Case number ``index`` of the run seeded ``seed``."""
+    unknown = set(features) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown features {sorted(unknown)}; known: {sorted(FEATURES)}")
+    return _Gen(random.Random(f"{seed}:{index}"), Case(seed, index, frozenset(features))).case()
+
+
+class _Gen:
+    """The generator of one case (one random stream, so a case is reproducible)."""
+
+    def __init__(self, rng: random.Random, case: Case) -> None:
+        self.rng = rng
+        self.c = case
+        self.tag = case.tag
+        self.on = case.features
+        self.label_values: dict[str, set[str]] = {}
+        self.csi_nodes: set[str] = set()
+
+    def case(self) -> Case:
+        r, c = self.rng, self.c
+        c.cluster = [
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": f"{self.tag}-{name}"},
+                "handler": name,
+                "overhead": {"podFixed": overhead},
+            }
+            for name, overhead in (("kata", {"cpu": "250m", "memory": "160Mi"}), ("gvisor", {"cpu": "1"}))
+        ]
+        c.namespaces = [
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": f"{self.tag}-ns{k}", "labels": {"team": r.choice(TEAMS)}},
+            }
+            for k in range(r.randint(1, 3))
+        ]
+        self.nodes()
+        if "volumes" in self.on:
+            self.volumes()
+        self.bound_pods()
+        c.pods = [self.pod(f"{self.tag}-p{j}") for j in range(r.randint(3, 8))]
+        return c
+
+    # ------------------------------------------------------------------ nodes
+    def nodes(self) -> None:
+        r = self.rng
+        zones = [f"zone-{z}" for z in "abc"[: r.randint(2, 3)]]
+        racks = {z: [f"{z}-r{k}" for k in range(r.randint(1, 2))] for z in zones}
+        for i in range(r.randint(3, 12)):
+            name = f"{self.tag}-n{i}"
+            zone = r.choice(zones)
+            labels = {HOSTNAME: name, ZONE: zone, RACK: r.choice(racks[zone])}
+            if r.random() < 0.5:
+                labels["disktype"] = r.choice(("ssd", "hdd"))
+            if r.random() < 0.3:
+                labels["example.com/gpu-type"] = r.choice(("a100", "h100"))
+            if r.random() < 0.6:
+                # Mostly integers (for Gt/Lt); now and then a value Gt/Lt cannot parse.
+                labels["example.com/gen"] = self.number()
+            if r.random() < 0.5:
+                labels["example.com/pool"] = r.choice(("batch", "serving", "system"))
+            for k, v in labels.items():
+                self.label_values.setdefault(k, set()).add(v)
+            self.c.nodes.append(self.node(name, labels))
+
+    def node(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
+        r = self.rng
+        alloc = {
+            "cpu": r.choice(("1", "2", "4", "8", "16", "3500m", "7800m")),
+            "memory": r.choice(("2Gi", "4Gi", "8Gi", "16Gi", "31Gi", "7900Mi")),
+            "pods": r.choice(("1", "2", "3", "4", "6", "110", "110", "110")),
+        }
+        if r.random() < 0.6:
+            alloc["ephemeral-storage"] = r.choice(("10Gi", "50Gi"))
+        if r.random() < 0.3:
+            alloc[GPU] = r.choice(("1", "2", "4", "8"))
+        if r.random() < 0.1:
+            alloc[FPGA] = r.choice(("1", "2"))
+        if "nodes-without-pod-slots" in self.on and r.random() < 0.2:
+            del alloc["pods"]
+        taints: list[dict[str, str]] = []
+        if r.random() < 0.2:
+            for _ in range(r.randint(1, 2)):
+                t = {
+                    "key": r.choice(TAINT_KEYS),
+                    "value": r.choice(TAINT_VALUES),
+                    "effect": r.choice(EFFECTS),
+                }
+                if all((t["key"], t["effect"]) != (o["key"], o["effect"]) for o in taints):
+                    taints.append(t)
+        spec: dict[str, Any] = {}
+        if r.random() < 0.05:
+            spec["unschedulable"] = True
+            if r.random() < 0.5:  # the taint follows the cordon a moment later
+                taints.append({"key": UNSCHEDULABLE, "effect": "NoSchedule"})
+        ready = r.choices(("True", "False", "Unknown"), weights=(94, 3, 3))[0]
+        if ready != "True":
+            # As the control plane taints a node that is not ready (TaintNodesByCondition and
+            # the node lifecycle controller); kube-scheduler relies on these taints alone.
+            key = NOT_READY if ready == "False" else UNREACHABLE
+            taints += [{"key": key, "effect": "NoSchedule"}, {"key": key, "effect": "NoExecute"}]
+        for t in taints:
+            if not t.get("value"):
+                t.pop("value", None)
+        if taints:
+            spec["taints"] = taints
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": spec,
+            "status": {
+                "allocatable": alloc,
+                "capacity": alloc,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": ready,
+                        "reason": "KubeletReady" if ready == "True" else "NodeStatusUnknown",
+                        "message": "fake node of the oracle's differential test",
+                        "lastHeartbeatTime": CONDITION_TIME,
+                        "lastTransitionTime": CONDITION_TIME,
+                    }
+                ],
+            },
+        }
+
+    # ------------------------------------------------------------------ pods
+    def resources(self, scale: float = 1.0, light: bool = False) -> dict[str, Any]:
+        """A container's resources: best effort, requests, or limits only (the apiserver then
+        defaults the requests to them); extended resources always with equal limits. ``light``:
+        the smaller half of the sizes (pods already bound, so that most nodes keep some room)."""
+        r = self.rng
+        if r.random() < 0.15:
+            return {}
+        req: dict[str, str] = {}
+        cpus = ("100m", "250m", "500m", "500m", "1", "1", "1500m", "2", "3", "4", "6", "9")
+        mems = ("64Mi", "256Mi", "256Mi", "1Gi", "1Gi", "2Gi", "4Gi", "8Gi", "17Gi")
+        if r.random() < 0.85:
+            req["cpu"] = r.choice(cpus[:7] if light else cpus)
+        if r.random() < 0.7:
+            req["memory"] = r.choice(mems[:6] if light else mems)
+        if r.random() < 0.08:
+            req["ephemeral-storage"] = r.choice(("1Gi", "20Gi", "60Gi"))
+        if scale < 1.0:
+            req = {k: v for k, v in req.items() if r.random() < scale}
+        out: dict[str, Any] = {}
+        extended = {}
+        if r.random() < 0.08 * scale:
+            extended[GPU] = r.choice(("1", "2", "4"))
+        if r.random() < 0.03 * scale:
+            extended[FPGA] = "1"
+        if r.random() < 0.15:
+            out["limits"] = {**req, **extended}
+        else:
+            if req or extended:
+                out["requests"] = {**req, **extended}
+            if extended:
+                out["limits"] = dict(extended)
+        return out
+
+    def ports(self, taken: set[tuple[str, str, int]]) -> list[dict[str, Any]]:
+        r = self.rng
+        out = []
+        for _ in range(r.randint(1, 2)):
+            proto = r.choices(("TCP", "UDP", "SCTP"), weights=(6, 3, 1))[0]
+            # Only "" and 0.0.0.0 bind every address; "::" is one address to kube-scheduler too.
+            ip = r.choices(("", "0.0.0.0", "127.0.0.1", "10.0.0.1", "::"), weights=(5, 1, 2, 2, 1))[0]
+            port = r.choice((8080, 8081, 9090))
+            if (proto, ip or "0.0.0.0", port) in taken:
+                continue
+            taken.add((proto, ip or "0.0.0.0", port))
+            p: dict[str, Any] = {"containerPort": port, "hostPort": port, "protocol": proto}
+            if ip:
+                p["hostIP"] = ip
+            out.append(p)
+        return out
+
+    def containers(self, ports_p: float, light: bool = False) -> dict[str, Any]:
+        """``containers`` and maybe ``initContainers`` (regular, or sidecars that run all along)."""
+        r = self.rng
+        taken: set[tuple[str, str, int]] = set()
+        spec: dict[str, Any] = {"containers": []}
+        for k in range(r.choices((1, 2), weights=(3, 1))[0]):
+            c: dict[str, Any] = {
+                "name": f"c{k}",
+                "image": "registry.example/app:1",
+                "resources": self.resources(light=light),
+            }
+            if r.random() < ports_p:
+                c["ports"] = self.ports(taken)
+            spec["containers"].append(c)
+        if r.random() < 0.2:
+            # In order: a regular init container runs beside the sidecars started before it.
+            spec["initContainers"] = []
+            for k in range(r.choices((1, 2, 3), weights=(4, 2, 1))[0]):
+                init: dict[str, Any] = {
+                    "name": f"init{k}",
+                    "image": "registry.example/init:1",
+                    "resources": self.resources(light=light),
+                }
+                if r.random() < 0.4:
+                    init["restartPolicy"] = "Always"  # a sidecar: its requests and ports hold all along
+                    init["resources"] = self.resources(scale=0.5, light=light)
+                    if r.random() < ports_p:
+                        init["ports"] = self.ports(taken)
+                spec["initContainers"].append(init)
+        if r.random() < 0.05:
+            # The apiserver gives every container port of a host-network pod its host port.
+            spec["hostNetwork"] = True
+            for c in spec["containers"]:
+                for port in c.get("ports") or []:
+                    port.pop("hostPort")
+            spec["containers"][0].setdefault("ports", []).append({"containerPort": 9100})
+        if r.random() < 0.08:
+            spec["runtimeClassName"] = f"{self.tag}-{r.choice(('kata', 'gvisor'))}"  # adds spec.overhead
+        return spec
+
+    def labels(self) -> dict[str, str]:
+        r = self.rng
+        labels = {"app": r.choice(APPS)}
+        if r.random() < 0.6:
+            labels["tier"] = r.choice(TIERS)
+        if r.random() < 0.6:
+            labels["version"] = r.choice(VERSIONS)
+        return labels
+
+    def namespace(self) -> str:
+        return str(self.rng.choice(self.c.namespaces)["metadata"]["name"])
+
+    def bound_pods(self) -> None:
+        r = self.rng
+        j = 0
+        for node in self.c.nodes:
+            for _ in range(r.choices((0, 1, 2, 3), weights=(4, 3, 2, 1))[0]):
+                spec = self.containers(ports_p=0.25, light=True)
+                spec["nodeName"] = node["metadata"]["name"]
+                ns = self.namespace()
+                if "existing-anti-affinity" in self.on and r.random() < 0.3:
+                    spec["affinity"] = {
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [self.pod_term()]
+                        }
+                    }
+                if "volumes" in self.on and r.random() < 0.3:
+                    self.use_claims(spec, ns, missing=False)
+                self.c.bound.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": f"{self.tag}-b{j}", "namespace": ns, "labels": self.labels()},
+                        "spec": spec,
+                    }
+                )
+                if r.random() < 0.12:
+                    self.c.then[f"{self.tag}-b{j}"] = r.choice(("Succeeded", "Failed", "Terminating"))
+                j += 1
+
+    def pod(self, name: str) -> dict[str, Any]:
+        r = self.rng
+        spec = self.containers(ports_p=0.3)
+        ns = self.namespace()
+        if r.random() < 0.05:
+            self.pod_level_resources(spec)
+        if r.random() < 0.2:
+            spec["nodeSelector"] = self.node_selector()
+        affinity: dict[str, Any] = {}
+        if r.random() < 0.3:
+            affinity["nodeAffinity"] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [self.node_term() for _ in range(r.randint(1, 2))]
+                }
+            }
+        if r.random() < 0.2:
+            affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": r.randint(1, 100), "preference": self.node_term(fields=False)}
+            ]
+        if "pod-affinity" in self.on and r.random() < 0.6:
+            for kind in ("podAffinity", "podAntiAffinity"):
+                if r.random() < 0.5:
+                    affinity[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [self.pod_term()]}
+                if r.random() < 0.3:
+                    affinity.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                        {"weight": r.randint(1, 100), "podAffinityTerm": self.pod_term()}
+                    ]
+        if affinity:
+            spec["affinity"] = affinity
+        if r.random() < 0.5:
+            spec["tolerations"] = [self.toleration() for _ in range(r.randint(1, 3))]
+        if "topology-spread" in self.on and r.random() < 0.6:
+            spec["topologySpreadConstraints"] = self.spread()
+        if "volumes" in self.on and r.random() < 0.5:
+            self.use_claims(spec, ns, missing=True)
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": self.labels()},
+            "spec": spec,
+        }
+
+    def pod_level_resources(self, spec: dict[str, Any]) -> None:
+        """``spec.resources`` (PodLevelResources, beta in 1.34): more than all containers ask
+        together, init containers included (the apiserver's bound is below that)."""
+        cpu = mem = 0
+        for c in [*spec["containers"], *spec.get("initContainers", [])]:
+            req = (c.get("resources") or {}).get("requests") or (c.get("resources") or {}).get("limits") or {}
+            cpu += _milli(req.get("cpu", "0"))
+            mem += _mebi(req.get("memory", "0"))
+        spec["resources"] = {"requests": {"cpu": f"{cpu + 500}m", "memory": f"{mem + 512}Mi"}}
+
+    # ------------------------------------------------------------------ node affinity and tolerations
+    def node_selector(self) -> dict[str, str]:
+        r = self.rng
+        out = {}
+        for _ in range(r.choices((1, 2), weights=(3, 1))[0]):
+            key = r.choice(sorted(self.label_values))
+            out[key] = r.choice(sorted(self.label_values[key])) if r.random() < 0.9 else "nowhere"
+        return out
+
+    def node_term(self, fields: bool = True) -> dict[str, Any]:
+        r = self.rng
+        term: dict[str, Any] = {}
+        if not fields or r.random() < 0.85:
+            term["matchExpressions"] = [
+                self.node_expression() for _ in range(r.choices((1, 2), weights=(3, 1))[0])
+            ]
+        if fields and (not term or r.random() < 0.15):
+            names = [n["metadata"]["name"] for n in self.c.nodes]
+            name = r.choice(names) if r.random() < 0.85 else f"{self.tag}-gone"
+            term["matchFields"] = [
+                {"key": "metadata.name", "operator": r.choice(("In", "NotIn")), "values": [name]}
+            ]
+        return term
+
+    def node_expression(self) -> dict[str, Any]:
+        r = self.rng
+        op = r.choices(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"), weights=(4, 2, 2, 1, 1, 1))[0]
+        if op in ("Gt", "Lt"):
+            return {"key": "example.com/gen", "operator": op, "values": [self.number(low=0, high=6)]}
+        key = r.choice([*sorted(self.label_values), "example.com/absent"])
+        if op in ("Exists", "DoesNotExist"):
+            return {"key": key, "operator": op}
+        pool = [*sorted(self.label_values.get(key, set())), "other"]
+        return {"key": key, "operator": op, "values": r.sample(pool, min(len(pool), r.randint(1, 3)))}
+
+    def number(self, low: int = 1, high: int = 5) -> str:
+        """Mostly a small integer (Gt/Lt compare them); now and then a valid label value Go's
+        strconv.ParseInt reads differently from Python's int, or not at all."""
+        r = self.rng
+        if r.random() < 0.9:
+            return str(r.randint(low, high))
+        return r.choice(("v2", "007", "3_0", "1_0", "99999999999999999999", "0x4"))
+
+    def toleration(self) -> dict[str, Any]:
+        r = self.rng
+        taints = [t for n in self.c.nodes for t in (n["spec"].get("taints") or [])]
+        kind = r.choices(
+            ("exact", "key", "wrong", "all", "cordon", "not-ready", "noexecute"),
+            weights=(5, 3, 2, 1, 1, 1, 1),
+        )[0]
+        if kind == "exact" and taints:
+            t = r.choice(taints)
+            out = {"key": t["key"], "operator": "Equal", "value": t.get("value", ""), "effect": t["effect"]}
+            if r.random() < 0.3:
+                out.pop("effect")  # any effect
+            return out
+        if kind == "all":
+            return {"operator": "Exists"}
+        if kind == "cordon":
+            return {"key": UNSCHEDULABLE, "operator": "Exists", "effect": "NoSchedule"}
+        if kind == "not-ready":
+            return {"key": r.choice((NOT_READY, UNREACHABLE)), "operator": "Exists", "effect": "NoSchedule"}
+        if kind == "noexecute":
+            return {
+                "key": r.choice(TAINT_KEYS),
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": r.choice((0, 60)),
+            }
+        out = {"key": r.choice(TAINT_KEYS), "operator": "Exists"}
+        if kind == "wrong":
+            out = {"key": out["key"], "operator": "Equal", "value": "nope"}
+        if r.random() < 0.5:
+            out["effect"] = r.choice(EFFECTS)
+        return out
+
+    # ------------------------------------------------------------------ flagged features
+    def pod_term(self) -> dict[str, Any]:
+        """A PodAffinityTerm (pod affinity, anti-affinity, and bound pods' anti-affinity)."""
+        r = self.rng
+        if r.random() < 0.7:
+            selector: dict[str, Any] = {"matchLabels": {"app": r.choice(APPS)}}
+        else:
+            selector = {"matchExpressions": [{"key": "app", "operator": "In", "values": r.sample(APPS, 2)}]}
+        term: dict[str, Any] = {"labelSelector": selector, "topologyKey": r.choice(TOPOLOGY_KEYS)}
+        roll = r.random()
+        if roll < 0.25:
+            term["namespaces"] = [self.namespace()]
+        elif roll < 0.45:
+            term["namespaceSelector"] = {"matchLabels": {"team": r.choice(TEAMS)}} if r.random() < 0.7 else {}
+        if r.random() < 0.15:
+            term["matchLabelKeys"] = ["version"]
+        if r.random() < 0.1:
+            term["mismatchLabelKeys"] = ["tier"]
+        return term
+
+    def spread(self) -> list[dict[str, Any]]:
+        r = self.rng
+        out: list[dict[str, Any]] = []
+        seen = set()
+        for _ in range(r.randint(1, 2)):
+            key, when = r.choice(TOPOLOGY_KEYS), r.choice(("DoNotSchedule", "ScheduleAnyway"))
+            if (key, when) in seen:
+                continue
+            seen.add((key, when))
+            c: dict[str, Any] = {
+                "maxSkew": r.randint(1, 3),
+                "topologyKey": key,
+                "whenUnsatisfiable": when,
+                "labelSelector": {"matchLabels": {"app": r.choice(APPS)}},
+            }
+            if when == "DoNotSchedule" and r.random() < 0.2:
+                c["minDomains"] = r.randint(1, 4)
+            if r.random() < 0.3:
+                c["nodeAffinityPolicy"] = r.choice(("Honor", "Ignore"))
+            if r.random() < 0.3:
+                c["nodeTaintsPolicy"] = r.choice(("Honor", "Ignore"))
+            if r.random() < 0.2:
+                c["matchLabelKeys"] = ["version"]
+            out.append(c)
+        return out
+
+    def volumes(self) -> None:
+        """StorageClasses, PVs (some bound to claims), claims, CSINodes."""
+        r, tag = self.rng, self.tag
+        classes = {
+            "local": ("WaitForFirstConsumer", "kubernetes.io/no-provisioner"),
+            "immediate": ("Immediate", "example.com/none"),
+            "csi": ("WaitForFirstConsumer", CSI_DRIVER),
+        }
+        for name, (mode, provisioner) in classes.items():
+            self.c.cluster.append(
+                {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "StorageClass",
+                    "metadata": {"name": f"{tag}-{name}"},
+                    "provisioner": provisioner,
+                    "volumeBindingMode": mode,
+                }
+            )
+        nodes = self.c.nodes
+        for node in nodes:
+            if r.random() < 0.5:
+                name = node["metadata"]["name"]
+                self.csi_nodes.add(name)
+                self.c.cluster.append(
+                    {
+                        "apiVersion": "storage.k8s.io/v1",
+                        "kind": "CSINode",
+                        "metadata": {"name": name},
+                        "spec": {
+                            "drivers": [
+                                {
+                                    "name": CSI_DRIVER,
+                                    "nodeID": name,
+                                    "allocatable": {"count": r.randint(0, 2)},
+                                }
+                            ]
+                        },
+                    }
+                )
+        for k in range(r.randint(2, 7)):
+            pv_name, claim_name = f"{tag}-pv{k}", f"{tag}-claim{k}"
+            ns = self.namespace()
+            kind = r.choice(("local", "zonal", "csi"))
+            mode = r.choices(("ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"), weights=(5, 3, 1))[0]
+            size = r.choice(("1Gi", "10Gi"))
+            pv: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": pv_name},
+                "spec": {
+                    "capacity": {"storage": size},
+                    "accessModes": [mode],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": f"{tag}-{'csi' if kind == 'csi' else 'local'}",
+                },
+                "status": {"phase": "Available"},
+            }
+            if kind == "csi":
+                pv["spec"]["csi"] = {"driver": CSI_DRIVER, "volumeHandle": pv_name}
+            else:
+                pv["spec"]["local"] = {"path": f"/mnt/{pv_name}"}
+            if kind == "local" or kind == "csi":
+                host = r.choice(nodes)["metadata"]["name"]
+                term = {"key": HOSTNAME, "operator": "In", "values": [host]}
+            else:
+                term = {"key": ZONE, "operator": "In", "values": [r.choice(sorted(self.label_values[ZONE]))]}
+                pv["metadata"]["labels"] = {ZONE: term["values"][0]}
+            pv["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}}
+            claim: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim_name, "namespace": ns},
+                "spec": {
+                    "accessModes": [mode],
+                    "resources": {"requests": {"storage": "1Gi"}},
+                    "storageClassName": pv["spec"]["storageClassName"],
+                },
+                "status": {"phase": "Pending"},
+            }
+            state = r.choices(("bound", "unbound", "immediate"), weights=(5, 3, 1))[0]
+            if state == "bound":
+                claim["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+                claim["spec"]["volumeName"] = pv_name
+                claim["status"] = {"phase": "Bound", "accessModes": [mode], "capacity": {"storage": size}}
+                pv["spec"]["claimRef"] = {
+                    "kind": "PersistentVolumeClaim",
+                    "namespace": ns,
+                    "name": claim_name,
+                }
+                pv["status"] = {"phase": "Bound"}
+            elif state == "immediate":
+                claim["spec"]["storageClassName"] = f"{tag}-immediate"
+            self.c.cluster.append(pv)
+            self.c.claims.append(claim)
+
+    def use_claims(self, spec: dict[str, Any], ns: str, missing: bool) -> None:
+        """Mount one or two of the claims of namespace ``ns`` (``missing``: now and then also
+        one that does not exist)."""
+        r = self.rng
+        claims = [str(c["metadata"]["name"]) for c in self.c.claims if c["metadata"]["namespace"] == ns]
+        picked = r.sample(claims, min(len(claims), r.randint(1, 2)))
+        if missing and r.random() < 0.1:
+            picked.append(f"{self.tag}-missing")
+        if picked:
+            spec["volumes"] = [
+                {"name": f"v{i}", "persistentVolumeClaim": {"claimName": n}} for i, n in enumerate(picked)
+            ]
+
+
+def _milli(q: str) -> int:
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+
+def _mebi(q: str) -> int:
+    return int(q[:-2]) * 1024 if q.endswith("Gi") else int(q[:-2]) if q.endswith("Mi") else 0
+
+
+def names(objs: Sequence[dict[str, Any]]) -> list[str]:
+    """The names of objects, in order."""
+    return [str(o["metadata"]["name"]) for o in objs]

@@ -1,0 +1,210 @@
+"""Our filters against the real kube-scheduler, on the real apiserver: for every pod of a fixed,
+seeded sample of random clusters, the nodes our scheduler finds feasible are the nodes kube-
+scheduler finds feasible (issue 34, item 6). ``hack/oracle-diff.py`` runs as many cases as you
+like with the same code and prints the figures.
+
+One control plane and one kube-scheduler serve the whole module; every case brings its own
+nodes, namespaces and pods and takes them away again."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from hyperplace.localup import controlplane
+
+from ..kube_bin import kube_bin_dir
+from .cases import DEFAULT_FEATURES, FEATURES, Case, generate
+from .differential import Differential, PodResult, Tally
+from .kube_scheduler import KubeSchedulerOracle
+from .rest import Rest
+
+pytestmark = [
+    pytest.mark.apiserver,
+    pytest.mark.gobuilt,
+    pytest.mark.asyncio(loop_scope="module"),
+    # Run directly (not through hack/test.sh), the first test may wait for hack/kube-bin.sh.
+    pytest.mark.timeout(1800),
+]
+
+SEED = 346  # issue 34, item 6
+SAMPLE = 60  # cases, about 5 pods each: some 20 s on 2 cores
+FLAGGED = 8  # cases per feature our filters do not judge yet
+# Known differences, each an xfail below until fixed.
+KNOWN_GAPS = {"existing-anti-affinity", "nodes-without-pod-slots"}
+# Features our filters do not judge yet and refuse.
+REFUSED_FEATURES = sorted(set(FEATURES) - DEFAULT_FEATURES - KNOWN_GAPS)
+
+
+@pytest.fixture(scope="module")
+def control() -> Iterator[controlplane.ControlPlane]:
+    """etcd and kube-apiserver, with kube-scheduler's binary beside them."""
+    bin_dir = kube_bin_dir()
+    if not (bin_dir / "kube-scheduler").exists():
+        pytest.skip(
+            f"no kube-scheduler in {bin_dir}: run bash hack/kube-bin.sh (it builds only what is missing)"
+        )
+    with controlplane.control_plane(bin_dir) as cp:
+        yield cp
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def differential(control: controlplane.ControlPlane) -> AsyncIterator[Differential]:
+    """The oracle (kube-scheduler with its recording extender) and the case runner."""
+    pki = control.pki
+    with tempfile.TemporaryDirectory(prefix="hyperplace-oracle-") as tmp:
+        async with (
+            Rest(control.server, pki.ca_crt, pki.admin_crt, pki.admin_key) as api,
+            KubeSchedulerOracle(control, api, Path(tmp)) as oracle,
+        ):
+            yield Differential(api, oracle)
+
+
+def _report(results: list[PodResult], limit: int = 3) -> str:
+    shown = "\n\n".join(r.describe() for r in results[:limit])
+    return f"{len(results)} pods, the first {min(limit, len(results))}:\n{shown}"
+
+
+def _node(name: str, cpu: str, pods: str = "110") -> dict[str, Any]:
+    resources = {"cpu": cpu, "memory": "8Gi", "pods": pods}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {
+            "allocatable": resources,
+            "capacity": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }
+
+
+def _pod(name: str, ns: str, cpu: str, node: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "c", "image": "registry.example/app:1", "resources": {"requests": {"cpu": cpu}}}
+        ]
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def _hand_made(
+    index: int, nodes: list[dict[str, Any]], bound: list[dict[str, Any]], pods: list[dict[str, Any]]
+) -> Case:
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"hand{index}"}}
+    return Case(
+        seed=0, index=index, features=frozenset(), namespaces=[ns], nodes=nodes, bound=bound, pods=pods
+    )
+
+
+async def test_a_pod_too_big_for_every_node_gets_the_same_reasons_from_both(
+    differential: Differential,
+) -> None:
+    """Two 2-cpu nodes and a pod asking for 3 cpus: neither scheduler finds a node, and both say
+    "0/2 nodes are available: 2 Insufficient cpu"."""
+    case = _hand_made(1, [_node("hand1-a", "2"), _node("hand1-b", "2")], [], [_pod("big", "hand1", "3")])
+    [result] = await differential.run(case)
+    assert result.kube.nodes == frozenset() and result.ours.nodes == frozenset()
+    assert result.kube.message is not None and result.kube.message.startswith(
+        "0/2 nodes are available: 2 Insufficient cpu."
+    )
+    assert result.ours.message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert result.outcome == "agree" and result.reasons == "same"
+
+
+async def test_a_pod_bound_by_node_name_takes_room_on_its_node_for_both(differential: Differential) -> None:
+    """A pod created with spec.nodeName bypasses scheduling and stays Pending with no kubelet,
+    yet both schedulers count its 3 cpus on its node: a 2-cpu pod then fits only the other."""
+    nodes = [_node("hand2-a", "4"), _node("hand2-b", "4")]
+    bound = [_pod("running", "hand2", "3", node="hand2-a")]
+    [result] = await differential.run(_hand_made(2, nodes, bound, [_pod("new", "hand2", "2")]))
+    assert result.kube.nodes == result.ours.nodes == frozenset({"hand2-b"}), result.describe()
+
+
+async def test_kube_scheduler_forgets_a_host_port_two_pods_held_when_one_of_them_fails(
+    differential: Differential,
+) -> None:
+    """Two pods bound to node a both hold UDP 8081 (the kubelet would refuse the second, which
+    then fails). Once the failed one leaves kube-scheduler's cache, so does the port, though the
+    first pod still holds it: kube-scheduler takes node a for a third pod asking for UDP 8081;
+    ours does not. The differential counts this apart, as kube-scheduler's own state."""
+    port = {"containerPort": 8081, "hostPort": 8081, "protocol": "UDP"}
+    holder, loser, new = (_pod(n, "hand3", "100m", node="hand3-a") for n in ("holder", "loser", "new"))
+    del new["spec"]["nodeName"]
+    for p in (holder, loser, new):
+        p["spec"]["containers"][0]["ports"] = [dict(port)]
+    case = _hand_made(3, [_node("hand3-a", "4"), _node("hand3-b", "4")], [holder, loser], [new])
+    case.then = {"loser": "Failed"}
+    [result] = await differential.run(case)
+    assert result.ours.nodes == frozenset({"hand3-b"})
+    assert result.kube.nodes == frozenset({"hand3-a", "hand3-b"}), result.describe()
+    assert result.outcome == "kube-forgot-port"
+
+
+async def test_kube_scheduler_and_ours_find_the_same_nodes_for_every_pod_of_the_sample(
+    differential: Differential,
+) -> None:
+    """The fixed sample: resources, taints, node affinity and selectors, host ports, cordoned and
+    NotReady nodes, pods already bound. No pod may get different feasible nodes; where neither
+    finds one, our filters' reasons, asked in kube-scheduler's order, count as its own do."""
+    tally = Tally()
+    for index in range(SAMPLE):
+        tally.add(await differential.run(generate(SEED, index, DEFAULT_FEATURES)))
+    print(tally.summary())
+    assert not tally.disagreements, _report(tally.disagreements)
+    assert tally.reasons["differ"] == 0, _report(tally.reason_diffs)
+    # The sample is worth something only if it holds each kind of verdict.
+    assert tally.coverage["some"] >= SAMPLE and tally.coverage["none"] >= SAMPLE // 2, tally.summary()
+    assert tally.outcomes["by-design"] >= 1, tally.summary()
+
+
+@pytest.mark.parametrize("feature", REFUSED_FEATURES)
+async def test_a_constraint_our_filters_do_not_judge_is_refused_never_misjudged(
+    differential: Differential, feature: str
+) -> None:
+    """A pod with a constraint none of our filters judges yet is refused outright (reported,
+    never placed); its other pods, preferred terms and ScheduleAnyway spreads included, get
+    kube-scheduler's nodes."""
+    tally = Tally()
+    for index in range(FLAGGED):
+        tally.add(await differential.run(generate(SEED, 1000 + index, frozenset({feature}))))
+    print(feature, tally.summary())
+    assert not tally.disagreements, _report(tally.disagreements)
+    assert tally.outcomes["refused"] >= 1, tally.summary()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ours does not see the required anti-affinity of pods already bound: kube-scheduler keeps "
+    "an incoming pod they match out of their domain (InterPodAffinity), ours places it there",
+)
+async def test_a_bound_pods_anti_affinity_keeps_a_matching_pod_out_of_its_domain_for_both(
+    differential: Differential,
+) -> None:
+    """Bound pods with required anti-affinity: the pods they match must get the same nodes."""
+    tally = Tally()
+    for index in range(FLAGGED):
+        tally.add(await differential.run(generate(SEED, 2000 + index, frozenset({"existing-anti-affinity"}))))
+    assert not tally.disagreements, _report(tally.disagreements)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a node whose allocatable names no pods offers no pod slot to kube-scheduler (Too many pods); "
+    "our cache counts 110 (scheduler_plugin/cache/records.py parse_node, DEFAULT_PODS)",
+)
+async def test_a_node_that_reports_no_pod_slots_takes_no_pod_for_both(differential: Differential) -> None:
+    """Nodes whose allocatable has no ``pods``: the pods asked about must get the same nodes."""
+    tally = Tally()
+    for index in range(FLAGGED):
+        tally.add(
+            await differential.run(generate(SEED, 3000 + index, frozenset({"nodes-without-pod-slots"})))
+        )
+    assert not tally.disagreements, _report(tally.disagreements)
