@@ -9,7 +9,7 @@ containers, a RuntimeClass's overhead, host ports, labels); pods asked about wit
 pod-level resources, nodeSelector, required and preferred node affinity (In, NotIn, Exists,
 DoesNotExist, Gt, Lt, matchFields on metadata.name) and tolerations.
 
-Behind the flags of :data:`FEATURES` (off until our filters judge them, see
+Behind the flags of :data:`FEATURES` (on where our filters judge them, see
 :data:`DEFAULT_FEATURES`): pod affinity and anti-affinity, required anti-affinity of bound pods,
 topology spread constraints, and volumes. A filter that lands adds its flag to
 :data:`DEFAULT_FEATURES`; a new kind of case is a new flag here.
@@ -52,8 +52,10 @@ FEATURES: dict[str, str] = {
     "nodes-without-pod-slots": "nodes whose allocatable names no pods (kube-scheduler: no pod fits; "
     "ours counts 110, scheduler_plugin/cache/records.py)",
 }
-# The flags our filters judge today (none of the above yet): a filter that lands adds its flag.
-DEFAULT_FEATURES: frozenset[str] = frozenset()
+# The flags our filters judge: every kind of case but the known gap of nodes without pod slots.
+DEFAULT_FEATURES: frozenset[str] = frozenset(
+    {"pod-affinity", "existing-anti-affinity", "topology-spread", "volumes"}
+)
 
 APPS = ("web", "db", "cache", "batch")
 TIERS = ("front", "back")

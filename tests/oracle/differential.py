@@ -113,6 +113,10 @@ def reason_counts(message: str | None) -> dict[str, int] | None:
     out: Counter[str] = Counter()
     for item in re.split(r", (?=\d+ )", body) if body else []:
         count, _, reasons = item.partition(" ")
+        if not count.isdigit():
+            # A PreFilter's refusal is said once, with no count of nodes.
+            out[kube_words(item)] += 1
+            continue
         if reasons.endswith("more kinds"):
             return None
         # Ours joins a node's reasons ("Insufficient cpu, Insufficient memory"); kube-scheduler
@@ -240,7 +244,10 @@ class Differential:
             nodes, bound = await self._create(case)
             await self._sync(case, nodes, bound)
             verdicts = await self.oracle.feasible_nodes_many(case.pods)
-            results = [compare(case, nodes, v, our_verdict(nodes, bound, v.pod), bound) for v in verdicts]
+            others = [*case.namespaces, *case.cluster, *case.claims]
+            results = [
+                compare(case, nodes, v, our_verdict(nodes, bound, v.pod, others), bound) for v in verdicts
+            ]
             for r in results:
                 if r.outcome == "disagree" and r.kube_text is None:
                     live = await self.api.get(r.kube.pod)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.cache.storage import StorageListing
 from scheduler_plugin.filters import node_affinity, node_unschedulable, taint_toleration
 from scheduler_plugin.filters.node_ports import REASON_HOST_PORTS, host_ports_conflict
 from scheduler_plugin.filters.node_resources_fit import insufficient_resources
@@ -52,16 +53,36 @@ def as_ours(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def our_verdict(
-    nodes: Sequence[Mapping[str, Any]], bound: Sequence[Mapping[str, Any]], pod: Mapping[str, Any]
+    nodes: Sequence[Mapping[str, Any]],
+    bound: Sequence[Mapping[str, Any]],
+    pod: Mapping[str, Any],
+    others: Sequence[Mapping[str, Any]] = (),
 ) -> OurVerdict:
     """Which of ``nodes`` our scheduler finds feasible for ``pod``, with ``bound`` (pods with
-    ``spec.nodeName``) already running. Pass the objects as the apiserver stored them: admission
-    adds tolerations, defaults fields and drops what a feature gate disables."""
+    ``spec.nodeName``) already running and ``others`` (Namespaces, claims, volumes, classes,
+    CSI objects) in the cluster. Pass the objects as the apiserver stored them: admission adds
+    tolerations, defaults fields and drops what a feature gate disables."""
     mine = as_ours(pod)
     meta = mine.get("metadata") or {}
     key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+    def of(kind: str) -> list[dict[str, Any]]:
+        return [dict(o) for o in others if o.get("kind") == kind]
+
+    storage = StorageListing(
+        claims=of("PersistentVolumeClaim"),
+        volumes=of("PersistentVolume"),
+        classes=of("StorageClass"),
+        csinodes=of("CSINode"),
+        drivers=of("CSIDriver"),
+        capacities=of("CSIStorageCapacity"),
+    )
     snap = build_snapshot(
-        [dict(n) for n in nodes], [*(dict(p) for p in bound), mine], scheduler_names=(OUR_SCHEDULER,)
+        [dict(n) for n in nodes],
+        [*(dict(p) for p in bound), mine],
+        scheduler_names=(OUR_SCHEDULER,),
+        namespaces=of("Namespace"),
+        storage=storage,
     )
     if key in snap.orphan_pods:
         return OurVerdict(frozenset(), refused=snap.orphan_pods[key])
@@ -80,6 +101,11 @@ def our_verdict(
     only = prefilter_node_names(mine)
     reasons: dict[str, tuple[str, ...]] = {}
     kube_order: dict[str, tuple[str, ...]] = {}
+    refused_first = Shortfall(snap, state).pre_filtered(shape.id)
+    if not feasible and refused_first is not None:
+        # A PreFilter refused the pod: kube-scheduler says it once, for no node in particular.
+        return OurVerdict(feasible, message, None, {"": (refused_first,)}, {"": (refused_first,)})
+    stateful = [(f, fst) for f, fst in state.filters if f.applies(fst, cons) and f.name != "NodePorts"]
     for i, name in enumerate(snap.node_names):
         if name in feasible:
             continue
@@ -88,13 +114,19 @@ def our_verdict(
         short = tuple(insufficient_resources(req, free))
         ports = (REASON_HOST_PORTS,) if host_ports_conflict(cons.host_ports, snap.node_ports[i]) else ()
         static = cons.node_reason(node)
-        reasons[name] = (static,) if static else short or ports or ("refused by a stateful filter",)
+        # The other stateful filters, in kube-scheduler's order (after NodeResourcesFit).
+        later: tuple[str, ...] = ()
+        for f, fst in stateful:
+            later = f.reasons(fst, cons, np.array([i], dtype=np.int64))[0]
+            if later:
+                break
+        reasons[name] = (static,) if static else short or ports or later or ("refused by a stateful filter",)
         if only is not None and name not in only:
             kube_order[name] = (REASON_PREFILTER_NODE_AFFINITY,)
             continue
         in_order = (f.filter(cons, node) for f in KUBE_ORDER)
         first = next((r for r in in_order if r is not None), None)
-        kube_order[name] = (first,) if first else ports or short or reasons[name]
+        kube_order[name] = (first,) if first else ports or short or later or reasons[name]
     return OurVerdict(feasible, message, None, reasons, kube_order)
 
 

@@ -3,6 +3,7 @@ function of its seed, index and features, and our verdict reads the objects alon
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ def test_every_flag_our_filters_judge_is_a_known_one() -> None:
 
 def test_a_case_holds_small_clusters_with_pods_bound_to_its_nodes() -> None:
     for index in range(20):
-        case = generate(5, index)
+        case = generate(5, index, frozenset())
         names = {n["metadata"]["name"] for n in case.nodes}
         assert 3 <= len(names) <= 12
         assert {p["spec"]["nodeName"] for p in case.bound} <= names
@@ -47,11 +48,12 @@ def test_our_verdict_reads_the_objects_alone() -> None:
 
 
 def test_a_pod_with_a_constraint_we_do_not_judge_is_refused_not_placed() -> None:
-    case = generate(5, 1, frozenset({"topology-spread"}))
-    spread = next(p for p in case.pods if "topologySpreadConstraints" in p["spec"])
-    spread["spec"]["topologySpreadConstraints"][0]["whenUnsatisfiable"] = "DoNotSchedule"
-    verdict = our_verdict(case.nodes, case.bound, {**spread, "metadata": {**spread["metadata"], "uid": "u"}})
-    assert verdict.refused == "unsupported constraints: topologySpreadConstraints"
+    case = generate(5, 1, frozenset())
+    pod = copy.deepcopy(case.pods[0])
+    pod["metadata"]["uid"] = "u"
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+    verdict = our_verdict(case.nodes, case.bound, pod)
+    assert verdict.refused == "unsupported constraints: resourceClaims"
     assert verdict.nodes == frozenset()
 
 

@@ -32,13 +32,14 @@ pytestmark = [
     pytest.mark.timeout(1800),
 ]
 
-SEED = 346  # issue 34, item 6
+SEED = 347  # issue 34, item 6 (a sample that holds a NotReady node kube-scheduler still uses)
 SAMPLE = 60  # cases, about 5 pods each: some 20 s on 2 cores
-FLAGGED = 8  # cases per feature our filters do not judge yet
+FLAGGED = 8  # cases per feature asked on its own
 # Known differences, each an xfail below until fixed.
-KNOWN_GAPS = {"existing-anti-affinity", "nodes-without-pod-slots"}
-# Features our filters do not judge yet and refuse.
-REFUSED_FEATURES = sorted(set(FEATURES) - DEFAULT_FEATURES - KNOWN_GAPS)
+KNOWN_GAPS = {"nodes-without-pod-slots"}
+# Every feature is judged by our filters or a known gap: none is refused any more (pods with
+# resourceClaims are, until the DRA filter lands; the generator makes none yet).
+assert set(FEATURES) == DEFAULT_FEATURES | KNOWN_GAPS
 
 
 @pytest.fixture(scope="module")
@@ -165,26 +166,6 @@ async def test_kube_scheduler_and_ours_find_the_same_nodes_for_every_pod_of_the_
     assert tally.outcomes["by-design"] >= 1, tally.summary()
 
 
-@pytest.mark.parametrize("feature", REFUSED_FEATURES)
-async def test_a_constraint_our_filters_do_not_judge_is_refused_never_misjudged(
-    differential: Differential, feature: str
-) -> None:
-    """A pod with a constraint none of our filters judges yet is refused outright (reported,
-    never placed); its other pods, preferred terms and ScheduleAnyway spreads included, get
-    kube-scheduler's nodes."""
-    tally = Tally()
-    for index in range(FLAGGED):
-        tally.add(await differential.run(generate(SEED, 1000 + index, frozenset({feature}))))
-    print(feature, tally.summary())
-    assert not tally.disagreements, _report(tally.disagreements)
-    assert tally.outcomes["refused"] >= 1, tally.summary()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="ours does not see the required anti-affinity of pods already bound: kube-scheduler keeps "
-    "an incoming pod they match out of their domain (InterPodAffinity), ours places it there",
-)
 async def test_a_bound_pods_anti_affinity_keeps_a_matching_pod_out_of_its_domain_for_both(
     differential: Differential,
 ) -> None:
