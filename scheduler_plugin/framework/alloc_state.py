@@ -27,7 +27,7 @@ import numpy.typing as npt
 from ..filters.plugin import StatefulFilter
 from ..filters.registry import STATEFUL_FILTERS
 from ..model.memo import MemoKey
-from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting
+from ..model.snapshot import UNBOUNDED, ClusterSnapshot, Shape, pods_fitting
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -94,6 +94,7 @@ class AllocState:
         self._gen = 0
         self._touched: list[I64] = []  # nodes whose usage changed, placement by placement
         self._vol_counts: dict[int, _Volatile] = {}
+        self._judged_by: dict[int, bool] = {}
 
     # ------------------------------------------------------------------ counts
     def compute_counts(self, shape: Shape, nodes: I64 | None = None) -> I64:
@@ -219,23 +220,55 @@ class AllocState:
         return self._dom_counts[shape.id]
 
     def _refresh(self, nodes: I64) -> None:
-        if not len(nodes):
+        """Recount every cached shape on ``nodes`` and push the changes to their HyperNodes.
+        Shapes no stateful filter judges are recounted together, in one array operation per
+        chunk of shapes (a gang of per-pod claims has a shape per pod, and each placement would
+        otherwise recount them one by one)."""
+        if not len(nodes) or not self._node_counts:
             return
-        tree = self.tree
-        for sid, cnt in self._node_counts.items():
-            shape = self.snap.shapes[sid]
-            new = self.compute_counts(shape, nodes)
-            delta = new - cnt[nodes]
-            if not delta.any():
-                continue
-            cnt[nodes] = new
-            nz = delta != 0
-            nn, dd = nodes[nz], delta[nz]
-            # Each changed node's HyperNodes get its delta.
-            hns, deg = self._node_hns(nn)
-            self._dom_counts[sid] += np.bincount(hns, weights=np.repeat(dd, deg), minlength=len(tree)).astype(
-                np.int64
-            )
+        plain: list[int] = []
+        where = self._node_hns(nodes)  # the same for every shape
+        for sid in self._node_counts:
+            if self._judged(sid):
+                self._push(sid, self.compute_counts(self.snap.shapes[sid], nodes), nodes, where)
+            else:
+                plain.append(sid)
+        if not plain:
+            return
+        free = self.alloc[nodes] - self.used[nodes]  # (k, R)
+        step = max(1, (1 << 20) // max(1, len(nodes) * free.shape[1]))
+        for i in range(0, len(plain), step):
+            chunk = plain[i : i + step]
+            req = self._shape_req[chunk]  # (S, R)
+            pos = req > 0
+            q = free[None, :, :] // np.where(pos, req, 1)[:, None, :]
+            new = np.where(pos[:, None, :], q, UNBOUNDED).min(axis=2)
+            np.maximum(new, 0, out=new)
+            masks = np.stack([self.snap.static_mask(self.snap.shapes[sid])[nodes] for sid in chunk])
+            new = np.where(masks, new, 0)
+            for row, sid in enumerate(chunk):
+                self._push(sid, new[row], nodes, where)
+
+    def _judged(self, sid: int) -> bool:
+        """Whether a stateful filter applies to shape ``sid`` (its counts need the filter)."""
+        got = self._judged_by.get(sid)
+        if got is None:
+            cons = self.snap.shapes[sid].constraints
+            got = self._judged_by[sid] = any(f.applies(st, cons) for f, st in self.filters)
+        return got
+
+    def _push(self, sid: int, new: I64, nodes: I64, where: tuple[I64, I64]) -> None:
+        """Shape ``sid``'s fresh counts ``new`` on ``nodes``: kept, and their change added to the
+        HyperNodes holding those nodes (``where``: :meth:`_node_hns` of ``nodes``)."""
+        cnt = self._node_counts[sid]
+        delta = new - cnt[nodes]
+        if not delta.any():
+            return
+        cnt[nodes] = new
+        hns, deg = where
+        self._dom_counts[sid] += np.bincount(
+            hns, weights=np.repeat(delta, deg), minlength=len(self.tree)
+        ).astype(np.int64)
 
     # ------------------------------------------------------------------ mutation
     def apply(self, shape_ids: Sequence[int], nodes: Sequence[int], sign: int = 1) -> None:

@@ -515,6 +515,12 @@ class Placer:
         ok = np.ones(len(ids), dtype=bool)
         for sid, k in demand.total.items():
             ok &= self.state.dom_counts(self.shape(sid))[ids] >= k
+        if len(demand.total) > 1:
+            # Many shapes each fit alone where their sum does not (a gang of per-pod claims is a
+            # shape per pod): the domain's free resources must hold them all.
+            need = np.sum([self.shape(sid).requests * k for sid, k in demand.total.items()], axis=0)
+            free = self.state.hn_alloc[ids] - self.state.hn_used[ids]
+            ok &= (free >= need).all(axis=1)
         for sid in demand.loose:
             ok &= self.state.dom_counts(self.shape(sid))[ids] >= 1
         for key, n in demand.classes.items():
