@@ -51,6 +51,7 @@ from hyperplace.api.constants import GROUP_NAME_ANNOTATION, TASK_INDEX_KEY, TASK
 from scheduler_plugin.algorithms.fragmentation import FragmentationConfig, snapshot_fragmentation
 from scheduler_plugin.cache.cluster_state import ClusterState
 from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.cache.storage import StorageListing
 from scheduler_plugin.cache.verify import snapshot_differences
 from scheduler_plugin.cycle import LastSession, SessionResult, run_session, run_session_reusing
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -249,11 +250,49 @@ ZONES = 8
 TERMS_SHARE = 0.3  # of the jobs (and so of the pods) carrying inter-pod terms
 
 
+def dataset(job: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The bound ReadWriteMany claim a job's pods mount (its dataset) and its volume."""
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": f"data-{job}",
+            "namespace": "default",
+            "uid": f"pvc-{job}",
+            # Bound as kube-controller-manager leaves a claim (kube-scheduler's isPVCFullyBound).
+            "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": "1Ti"}},
+            "storageClassName": "shared",
+            "volumeName": f"pv-{job}",
+        },
+        "status": {"phase": "Bound"},
+    }
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"pv-{job}"},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "capacity": {"storage": "1Ti"},
+            "storageClassName": "shared",
+            "claimRef": {"namespace": "default", "name": f"data-{job}", "uid": f"pvc-{job}"},
+            "nfs": {"server": "nfs.example", "path": f"/{job}"},
+        },
+        "status": {"phase": "Bound"},
+    }
+    return claim, volume
+
+
 def with_terms(p: dict[str, Any], job: str, terms: bool) -> dict[str, Any]:
     """A bench pod labelled with its job; with ``terms``, one per node (hostname anti-affinity
-    against its own job) and spread over the zones (maxSkew 1)."""
+    against its own job), spread over the zones (maxSkew 1) and mounting its job's dataset claim
+    (:func:`dataset`)."""
     p["metadata"]["labels"]["bench/job"] = job
     if terms:
+        p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{job}"}}]
         sel = {"matchLabels": {"bench/job": job}}
         p["spec"]["affinity"] = {
             "podAntiAffinity": {
@@ -274,8 +313,8 @@ def with_terms(p: dict[str, Any], job: str, terms: bool) -> dict[str, Any]:
 
 
 def terms_variant(n: int, reps: int) -> None:
-    """The same cluster and job stream twice, without and with inter-pod terms on 30 % of the
-    jobs: N nodes in 8 zones (a zone is every 8th node, so each leaf spans all zones), 5 running
+    """The same cluster and job stream twice, without and with inter-pod terms and a dataset claim
+    on 30 % of the jobs: N nodes in 8 zones (a zone is every 8th node, so each leaf spans all zones), 5 running
     pods per node, each of a 50-pod job spread one per node; cycles of (b) 1 % done + 100 new
     pending pods (10 gangs of 10, hard tier 1) and (c) a 2,000-pod gang (soft topology).
     Prints each cycle (view + session, median) and the ratio with terms / without."""
@@ -297,9 +336,20 @@ def terms_variant(n: int, reps: int) -> None:
                 node = names[(j * JOB_SIZE + i * 7) % n]  # a job's pods on distinct nodes
                 p = with_terms(make_pod(job, i, 1, node), job, marked)
                 world.pods[f"default/{p['metadata']['name']}"] = p
+        # Every job's dataset claim (the jobs with terms mount theirs), and those of the jobs to come.
+        claims, volumes = zip(
+            *(
+                dataset(j)
+                for j in [f"run-{j:05d}" for j in range(n_jobs)]
+                + [f"new-{r}-{g}" for r in range(reps) for g in range(10)]
+                + ["big"]
+            ),
+            strict=True,
+        )
+        storage = StorageListing(claims=list(claims), volumes=list(volumes))
         world.state = ClusterState()
         t = time.perf_counter()
-        world.state.replace_all(nodes, list(world.pods.values()), hns, world.pgs)
+        world.state.replace_all(nodes, list(world.pods.values()), hns, world.pgs, storage=storage)
         world.state.snapshot()
         world.initial = time.perf_counter() - t
         last = LastSession()
@@ -342,7 +392,10 @@ def terms_variant(n: int, reps: int) -> None:
         del world, snap, res
         gc.collect()
     fmt = "{:<44} {:>14} {:>14} {:>7}"
-    print(f"{n} nodes, {n * PODS_PER_NODE} running pods; terms on {TERMS_SHARE:.0%} of the jobs")
+    print(
+        f"{n} nodes, {n * PODS_PER_NODE} running pods; anti-affinity, zone spread and a dataset claim "
+        f"on {TERMS_SHARE:.0%} of the jobs"
+    )
     print(fmt.format("cycle (view + session), median", "without ms", "with terms ms", "ratio"))
     for key, what in (
         ("churn", "(b) 1% done + 100 new (30 with terms)"),
@@ -364,7 +417,7 @@ def main() -> None:
     ap.add_argument(
         "--terms",
         action="store_true",
-        help="the variant with inter-pod anti-affinity and zone spread on 30%% of the jobs (10k nodes)",
+        help="the variant with hostname anti-affinity, zone spread and a dataset claim on 30%% of the jobs (10k nodes)",
     )
     args = ap.parse_args()
     if args.terms:

@@ -68,6 +68,10 @@ class Shortfall:
                 if not self.snap.static_mask(self.shape(sid))[self.tree.node_sets[h]].any():
                     parts.append(f"{what}: no node passes the pods' node selector, affinity or taints")
                     continue
+                why = self.pre_filtered(sid)
+                if why is not None:
+                    parts.append(f"{what}: {why}")
+                    continue
                 if self.state.volatile(self.shape(sid)):
                     # Inter-pod affinity or spread: the nodes' own verdicts, in kube's words.
                     _, tally = self.node_tally(sid, self.tree.node_sets[h])
@@ -120,6 +124,10 @@ class Shortfall:
         att.best = names[best]
         att.fits = int(self.state.dom_counts(self.shape(sid))[best])
         att.needed = need
+        why = self.pre_filtered(sid)
+        if why is not None:  # refused whatever the room: the one reason
+            att.lacking = [why]
+            return att
         if self.state.volatile(self.shape(sid)):
             # Inter-pod affinity or spread holds the pods back, not room: say what refuses.
             _, tally = self.node_tally(sid, self.tree.node_sets[best])
