@@ -38,8 +38,6 @@ from .pod_classes import terms_of
 
 I64 = npt.NDArray[np.int64]
 log = logging.getLogger(__name__)
-# Pod slots of a Node that reports none (test fixtures often omit them; kubelet's default).
-DEFAULT_PODS = 110_000
 # deletionTimestamp: PodTopologySpread does not count a pod being deleted.
 _META_READ = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp")
 
@@ -59,18 +57,17 @@ class NodeRecord:
     """What the scheduler reads of a Node."""
 
     static: NodeStatic
-    alloc: dict[str, int]  # milli, what the matrices hold (``pods`` defaulted)
+    alloc: dict[str, int]  # milli, what the matrices hold
     plain: bool  # ready, schedulable, no NoSchedule/NoExecute taint: no predicate to ask
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeRecord:
     """A Node as the scheduler reads it. ``NodeStatic`` falls back to capacity when allocatable
-    is absent; the matrices do not (a node without allocatable offers nothing)."""
+    is absent; the matrices do not (a node without allocatable offers nothing). A node whose
+    allocatable names no ``pods`` has no pod slot, as in kube-scheduler (every kubelet reports
+    them; only hand-written nodes lack them)."""
     st = node_static_from_dict(obj)
     alloc: dict[str, int] = dict(st.allocatable) if (obj.get("status") or {}).get("allocatable") else {}
-    # A Node object always reports allocatable pods; a missing value would make every node
-    # refuse every pod.
-    alloc.setdefault("pods", DEFAULT_PODS)
     plain = bool(
         st.ready
         and not st.unschedulable

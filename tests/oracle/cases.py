@@ -49,12 +49,11 @@ FEATURES: dict[str, str] = {
     "nodeAffinityPolicy, nodeTaintsPolicy, matchLabelKeys)",
     "volumes": "PVCs bound to PVs with node affinity, WaitForFirstConsumer claims with available PVs, "
     "Immediate unbound claims, ReadWriteOncePod claims in use, missing claims, CSINode volume limits",
-    "nodes-without-pod-slots": "nodes whose allocatable names no pods (kube-scheduler: no pod fits; "
-    "ours counts 110, scheduler_plugin/cache/records.py)",
+    "nodes-without-pod-slots": "nodes whose allocatable names no pods (no pod fits, for both)",
 }
-# The flags our filters judge: every kind of case but the known gap of nodes without pod slots.
+# The flags our filters judge: every kind of case.
 DEFAULT_FEATURES: frozenset[str] = frozenset(
-    {"pod-affinity", "existing-anti-affinity", "topology-spread", "volumes"}
+    {"pod-affinity", "existing-anti-affinity", "topology-spread", "volumes", "nodes-without-pod-slots"}
 )
 
 APPS = ("web", "db", "cache", "batch")

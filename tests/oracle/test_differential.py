@@ -32,11 +32,11 @@ pytestmark = [
     pytest.mark.timeout(1800),
 ]
 
-SEED = 347  # issue 34, item 6 (a sample that holds a NotReady node kube-scheduler still uses)
+SEED = 348  # issue 34, item 6 (a sample that holds a NotReady node kube-scheduler still uses)
 SAMPLE = 60  # cases, about 5 pods each: some 20 s on 2 cores
 FLAGGED = 8  # cases per feature asked on its own
-# Known differences, each an xfail below until fixed.
-KNOWN_GAPS = {"nodes-without-pod-slots"}
+# Known differences, each an xfail until fixed (none left).
+KNOWN_GAPS: set[str] = set()
 # Every feature is judged by our filters or a known gap: none is refused any more (pods with
 # resourceClaims are, until the DRA filter lands; the generator makes none yet).
 assert set(FEATURES) == DEFAULT_FEATURES | KNOWN_GAPS
@@ -176,11 +176,6 @@ async def test_a_bound_pods_anti_affinity_keeps_a_matching_pod_out_of_its_domain
     assert not tally.disagreements, _report(tally.disagreements)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a node whose allocatable names no pods offers no pod slot to kube-scheduler (Too many pods); "
-    "our cache counts 110 (scheduler_plugin/cache/records.py parse_node, DEFAULT_PODS)",
-)
 async def test_a_node_that_reports_no_pod_slots_takes_no_pod_for_both(differential: Differential) -> None:
     """Nodes whose allocatable has no ``pods``: the pods asked about must get the same nodes."""
     tally = Tally()

@@ -68,10 +68,10 @@ def test_bound_pods_with_and_without_a_job_claim_their_host_ports_and_room() -> 
     assert snap.used[:, snap.resources.index("pods")].tolist() == [1000, 1000, 0]
 
 
-def test_allocatable_falls_back_to_nothing_but_pods_when_the_node_reports_only_capacity() -> None:
+def test_a_node_that_reports_only_capacity_offers_nothing_as_in_kube_scheduler() -> None:
     n = node("n0", cpu=8)
     del n["status"]["allocatable"]
-    snap = build_snapshot(nodes=[n], pods=[])
+    snap = build_snapshot(nodes=[n], pods=[pod("p", None, cpu=1)])
     assert snap.allocatable[0, snap.resources.index("cpu")] == 0
-    assert snap.allocatable[0, snap.resources.index("pods")] == 110_000
+    assert snap.allocatable[0, snap.resources.index("pods")] == 0  # no pod slot: "Too many pods"
     assert snap.node_static[0].allocatable["cpu"] == 8000
