@@ -24,7 +24,8 @@ from scheduler_plugin.model.jobs import JobInfo
 from scheduler_plugin.model.reservation import RESERVED_CONDITION, held_hypernode
 
 # kube-scheduler's per-node summary, as model.explanation.predicate_summary_of_counts writes it.
-_PREDICATES = re.compile(r"(?:^|; )\d+/\d+ nodes are available: (?P<kinds>[^;]*?)\.?(?:;|$)")
+# "pod ns/name: 0/N nodes are available: ..." names the pod of a gang that fits nowhere.
+_PREDICATES = re.compile(r"(?:^|; |: )\d+/\d+ nodes are available: (?P<kinds>[^;]*?)\.?(?:;|$)")
 _COUNT = re.compile(r"^\d+ ")
 _MORE_KINDS = re.compile(r"^\d+ more kinds$")
 
