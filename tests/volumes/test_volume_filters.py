@@ -168,7 +168,8 @@ def test_an_unbound_immediate_claim_keeps_the_pod_waiting() -> None:
     assert result.bindings == {}
     why = result.unschedulable["default/solo"]
     assert why.endswith("0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
-    assert "room refused by VolumeBinding" in why
+    # The tier's shortfall names the PreFilter's refusal too, not room.
+    assert "fits 0 of 1 pods, pod has unbound immediate PersistentVolumeClaims" in why
 
 
 def test_a_missing_claim_is_named() -> None:
