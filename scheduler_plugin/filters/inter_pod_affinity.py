@@ -95,8 +95,8 @@ class InterPodAffinity:
         # The label keys some term reads: a class keeps only those, so pods that differ in
         # nothing a term reads are counted together.
         keys: set[str] = set()
-        for p in pending:
-            keys |= p.terms.label_keys()
+        for terms in {p.terms for p in pending}:  # shapes share their terms: each once
+            keys |= terms.label_keys()
         for c, _ in classes:
             keys.update(k for k, _ in c.labels)
             for t in c.anti_affinity:
@@ -110,8 +110,8 @@ class InterPodAffinity:
         )
         for c in st.bound.classes:
             st.anti_terms.update(c.anti_affinity)
-        for p in pending:
-            st.anti_terms.update(p.terms.anti_affinity)
+        for terms in {p.terms for p in pending}:
+            st.anti_terms.update(terms.anti_affinity)
         return st
 
     def applies(self, state: AffinityState, pod: CompiledPod) -> bool:

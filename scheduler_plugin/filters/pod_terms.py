@@ -330,16 +330,17 @@ class BoundPods:
 
     def __init__(self, grouped: Sequence[tuple[PodClass, I64]]) -> None:
         ids: dict[PodClass, int] = {}
-        cls: list[I64] = []
+        which: list[int] = []
+        sizes: list[int] = []
         nodes: list[I64] = []
         for c, n in grouped:
             if not len(n):
                 continue
-            i = ids.setdefault(c, len(ids))
-            cls.append(np.full(len(n), i, dtype=np.int64))
+            which.append(ids.setdefault(c, len(ids)))
+            sizes.append(len(n))
             nodes.append(n)
         self.classes: list[PodClass] = list(ids)
-        self.class_of: I64 = np.concatenate(cls) if cls else np.zeros(0, dtype=np.int64)
+        self.class_of: I64 = np.repeat(np.asarray(which, dtype=np.int64), sizes)
         self.node_of: I64 = np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int64)
 
         self._by_label: dict[tuple[str, str], list[int]] | None = None

@@ -25,10 +25,18 @@ class RestrictionsState:
     """Pods using each claim: the bound ones, plus the cycle's placements."""
 
     storage: Storage
-    users: dict[str, int]
     n_nodes: int
     pending: dict[str, int]  # pods waiting to be placed, per claim
     _rwop: dict[Any, tuple[str | None, tuple[str, ...]]] = field(default_factory=dict)
+    _users: dict[str, int] | None = None
+
+    @property
+    def users(self) -> dict[str, int]:
+        """Pods using each claim, counted from the bound pods when first asked (only a
+        ReadWriteOncePod claim is ever asked about: most cycles never count them)."""
+        if self._users is None:
+            self._users = dict(self.storage.claim_users())
+        return self._users
 
     def rwop(self, pod: CompiledPod) -> tuple[str | None, tuple[str, ...]]:
         """(PreFilter refusal, the pod's ReadWriteOncePod claims), once per pod signature."""
@@ -71,12 +79,7 @@ class VolumeRestrictions(LocalFilter):
 
     def cycle_state(self, snapshot: CycleInput) -> RestrictionsState:
         """The bound pods' use of every claim (persistentVolumeClaim volumes)."""
-        return RestrictionsState(
-            snapshot.storage,
-            dict(snapshot.storage.claim_users()),
-            len(snapshot.node_static),
-            pending_claim_uses(snapshot),
-        )
+        return RestrictionsState(snapshot.storage, len(snapshot.node_static), pending_claim_uses(snapshot))
 
     def pre_filter(self, state: RestrictionsState, pod: CompiledPod) -> str | None:
         """A ``persistentVolumeClaim`` whose claim does not exist."""
@@ -109,17 +112,13 @@ class VolumeRestrictions(LocalFilter):
         return self._use(state, pod, -1)
 
     def _use(self, state: RestrictionsState, pod: CompiledPod, sign: int) -> Sequence[int] | None:
-        pv = pod.volumes
         flipped = False
-        rwop = set(state.rwop(pod)[1])
-        for c in pv.claims:
-            if c.ephemeral or not c.name:
-                continue
-            k = pv.key(c)
+        # Only a ReadWriteOncePod claim's use is ever asked about: the others are not counted.
+        for k in state.rwop(pod)[1]:
             before = state.users.get(k, 0)
             after = max(before + sign, 0)
             state.users[k] = after
-            if k in rwop and (before == 0) != (after == 0) and state.pending.get(k, 0) > 1:
+            if (before == 0) != (after == 0) and state.pending.get(k, 0) > 1:
                 flipped = True
         # A ReadWriteOncePod claim coming into use (or out of it) changes every node for the
         # other pods that wait with it.
