@@ -17,6 +17,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -121,6 +122,12 @@ def used_resource(snap: ClusterSnapshot) -> Res:
     )
 
 
+# (resource columns, the request vectors, their Res): what _shape_requests carries.
+_SHAPE_REQUESTS_CARRIED: MemoKey[tuple[tuple[str, ...], list[Any], list[Res]]] = MemoKey(
+    "shape requests, carried"
+)
+
+
 def task_res(snap: ClusterSnapshot, t: TaskInfo) -> Res:
     """A task's request (shared object: clone before changing it)."""
     return task_res_of_shape(snap, t.shape)
@@ -128,10 +135,26 @@ def task_res(snap: ClusterSnapshot, t: TaskInfo) -> Res:
 
 def task_res_of_shape(snap: ClusterSnapshot, shape: int) -> Res:
     """The request of a pod shape (shared object: clone before changing it)."""
-    by_shape = snap.memo.get_or_put(
-        SHAPE_REQUESTS, lambda: [res_of_vector(snap.resources, s.requests) for s in snap.shapes]
-    )
+    by_shape = snap.memo.get_or_put(SHAPE_REQUESTS, lambda: _shape_requests(snap))
     return by_shape[shape]
+
+
+def _shape_requests(snap: ClusterSnapshot) -> list[Res]:
+    """Every shape's request, carried from the previous snapshot of the same cache for the
+    shapes it had (a shape keeps its id and its request vector while the layout holds: a
+    cluster of thousands of shapes converts only the new ones)."""
+    prev = snap.carry.get(_SHAPE_REQUESTS_CARRIED)
+    shapes = snap.shapes
+    done: list[Res] = []
+    if prev is not None and prev[0] == tuple(snap.resources):
+        vecs, res = prev[1], prev[2]
+        k = 0
+        while k < min(len(vecs), len(shapes)) and shapes[k].requests is vecs[k]:
+            k += 1
+        done = res[:k]
+    out = done + [res_of_vector(snap.resources, s.requests) for s in shapes[len(done) :]]
+    snap.carry.put(_SHAPE_REQUESTS_CARRIED, (tuple(snap.resources), [s.requests for s in shapes], out))
+    return out
 
 
 def shape_res_times(snap: ClusterSnapshot, shape: int, n: int) -> Res:

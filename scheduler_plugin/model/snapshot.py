@@ -114,8 +114,13 @@ class ClusterSnapshot:
 
     @property
     def pending(self) -> list[PodConstraints]:
-        """The compiled pods of every shape (what the stateful filters start their state for)."""
-        return [sh.constraints for sh in self.shapes]
+        """The compiled pods of every shape (what the stateful filters start their state for),
+        listed once per snapshot."""
+        got = self._derived.get("pending")
+        if got is None:
+            got = self._derived["pending"] = [sh.constraints for sh in self.shapes]
+        assert isinstance(got, list)
+        return got
 
     @property
     def num_nodes(self) -> int:
