@@ -101,6 +101,11 @@ def _key(pod: CompiledPod) -> object:
     )
 
 
+def _own_class(pod: CompiledPod) -> PodClass:
+    """The pod itself as the class :func:`_counted` asks about (all its labels)."""
+    return PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
+
+
 def _counted(c: PodClass, con: SpreadConstraint, namespace: str) -> bool:
     """kube's ``countPodsMatchSelector``: same namespace, not being deleted, selector matches (an
     empty selector counts nothing)."""
@@ -247,7 +252,7 @@ class PodTopologySpread:
     def _move(self, state: SpreadState, pod: CompiledPod, nodes: I64, k: int) -> None:
         if not len(nodes):
             return
-        c = PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
+        c = _own_class(pod)
         ks = np.full(len(nodes), k, dtype=np.int64)
         state.events += 1
         for counts in state.counts.values():
@@ -257,7 +262,7 @@ class PodTopologySpread:
         """A constraint that counts the pod itself: one per domain of its key (a placement only
         raises its own domain's count, and the global minimum only rises, which lets more in)."""
         got = self._counts(state, pod)
-        own = PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
+        own = _own_class(pod)
         return [c.topology_key for c in got.constraints if _counted(own, c, pod.namespace)]
 
     def batch_quota(
@@ -268,7 +273,7 @@ class PodTopologySpread:
         no domain may take one more. One constraint on ``key`` counting the pod, every
         candidate counted by it; else None."""
         got = self._counts(state, pod)
-        own = PodClass(pod.namespace, tuple(sorted(pod.labels.items())))
+        own = _own_class(pod)
         which = [
             i
             for i, c in enumerate(got.constraints)

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from ..filters.plugin import StatefulFilter
 from ..filters.registry import STATEFUL_FILTERS
 from ..model.memo import MemoKey
-from ..model.snapshot import UNBOUNDED, ClusterSnapshot, Shape, pods_fitting
+from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting, pods_fitting_many
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -239,11 +239,7 @@ class AllocState:
         step = max(1, (1 << 20) // max(1, len(nodes) * free.shape[1]))
         for i in range(0, len(plain), step):
             chunk = plain[i : i + step]
-            req = self._shape_req[chunk]  # (S, R)
-            pos = req > 0
-            q = free[None, :, :] // np.where(pos, req, 1)[:, None, :]
-            new = np.where(pos[:, None, :], q, UNBOUNDED).min(axis=2)
-            np.maximum(new, 0, out=new)
+            new = pods_fitting_many(free, self._shape_req[chunk])
             masks = np.stack([self.snap.static_mask(self.snap.shapes[sid])[nodes] for sid in chunk])
             new = np.where(masks, new, 0)
             for row, sid in enumerate(chunk):
