@@ -66,6 +66,7 @@ from .records import (
     detached,
     job_task_verdict,
     name_of,
+    namespace_labels,
     parse_node,
     parse_pod,
     same_for_scheduling,
@@ -421,10 +422,7 @@ class ClusterState:
 
     def replace_namespaces(self, objs: Iterable[Mapping[str, Any]]) -> None:
         """The Namespaces as listed: their labels are what a term's namespaceSelector reads."""
-        fresh = {
-            name_of(o): {str(k): str(v) for k, v in ((o.get("metadata") or {}).get("labels") or {}).items()}
-            for o in objs
-        }
+        fresh = namespace_labels(objs)
         if fresh != self._namespaces:
             self._namespaces = fresh
             self.changes += 1

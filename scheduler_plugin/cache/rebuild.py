@@ -32,6 +32,7 @@ from .records import (
     bind_task,
     job_task_verdict,
     name_of,
+    namespace_labels,
     parse_node,
     parse_pod,
     with_default_queue,
@@ -107,10 +108,7 @@ def build_snapshot(
             for r in recs
             if keys.active and r.node and not r.terminal and r.node in table.nidx
         ),
-        namespace_labels={
-            name_of(o): {str(k): str(v) for k, v in ((o.get("metadata") or {}).get("labels") or {}).items()}
-            for o in namespaces
-        },
+        namespace_labels=namespace_labels(namespaces),
         storage=build_storage_view(storage, pods),
     )
     snap.build_seconds = time.perf_counter() - t0

@@ -47,6 +47,14 @@ def name_of(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 
 
+def namespace_labels(objs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Each Namespace's labels, by name: what a pod affinity term's namespaceSelector reads."""
+    return {
+        name_of(o): {str(k): str(v) for k, v in ((o.get("metadata") or {}).get("labels") or {}).items()}
+        for o in objs
+    }
+
+
 def detached(obj: dict[str, Any]) -> dict[str, Any]:
     """A copy that in-place changes of the original's top-level sections do not reach."""
     return {k: (dict(v) if isinstance(v, dict) else v) for k, v in obj.items()}
