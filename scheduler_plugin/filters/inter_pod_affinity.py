@@ -127,6 +127,9 @@ class InterPodAffinity:
 
     name = "InterPodAffinity"
     local = False
+    # The verdict for a gang's first pod bounds the rest (its own pods only add repulsion, and
+    # a group affine to itself may start anywhere): victim planning asks it with victims gone.
+    first_pod_bounds = True
 
     def cycle_state(self, snapshot: CycleInput) -> AffinityState | None:
         """The bound pods by class; None when no pod of the cluster has a required term."""
