@@ -15,9 +15,9 @@ each term; a node passes when (in kube-scheduler's order)
 
 Scoring (kube-scheduler's Score and NormalizeScore): the incoming pod's preferred terms add
 their weight (affinity) or take it off (anti-affinity) once per matching pod in a node's domain
-of the term's key; the scores of the nodes being scored are stretched to 0-100. The other half
-of kube's score, the preferred terms of the pods already bound (and their required affinity,
-``hardPodAffinityWeight``) pointing at the incoming pod, is not counted: the session says so.
+of the term's key, and so do the terms of the pods already there that match the incoming pod
+(their preferred terms, and their required affinity with ``hardPodAffinityWeight``, 1); the
+scores of the nodes being scored are stretched to 0-100.
 
 Gang-aware: every pod placed in the cycle is counted as it is placed (Reserve), so the pods of
 one gang see each other as if bound one after another. The filter is not local (a pod placed
@@ -40,6 +40,7 @@ REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 HOSTNAME_KEY = "kubernetes.io/hostname"
 MAX_NODE_SCORE = 100
+HARD_POD_AFFINITY_WEIGHT = 1  # kube-scheduler's InterPodAffinityArgs default
 
 
 @dataclass
@@ -60,11 +61,13 @@ class _Counts:
 @dataclass
 class _Preferred:
     """Score counts for one incoming pod class: per preferred term (signed weight), the
-    matching pods per domain of the term's key."""
+    matching pods per domain of the term's key; per topology key, the weights the terms of the
+    pods there that match the incoming pod add up to per domain."""
 
     me: PodClass
     terms: tuple[tuple[int, AffinityTerm], ...]
     counts: list[I64]
+    existing: dict[str, I64] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,9 +86,8 @@ class AffinityState:
     anti_terms: set[AffinityTerm] = field(default_factory=set)
     # (incoming class, its affinity terms) -> counts (the class holds the anti-affinity terms)
     counts: dict[tuple[PodClass, tuple[AffinityTerm, ...]], _Counts] = field(default_factory=dict)
-    preferred: dict[tuple[PodClass, tuple[tuple[int, AffinityTerm], ...]], _Preferred] = field(
-        default_factory=dict
-    )
+    preferred: dict[PodClass, _Preferred] = field(default_factory=dict)
+    scoring: bool = False  # some bound or placed pod has terms that score incoming pods
     events: int = 0  # Reserve and Unreserve calls so far
     _applies: dict[PodClass, bool] = field(default_factory=dict)
     _applies_of: dict[int, bool] = field(default_factory=dict)
@@ -119,7 +121,7 @@ class AffinityState:
 
 
 def _class_of(state: AffinityState, pod: CompiledPod) -> PodClass:
-    return pod_class(pod.namespace, pod.labels, state.keys, pod.terms.anti_affinity)
+    return pod_class(pod.namespace, pod.labels, state.keys, pod.terms)
 
 
 class InterPodAffinity:
@@ -141,7 +143,7 @@ class InterPodAffinity:
             or p.terms.preferred_affinity
             or p.terms.preferred_anti_affinity
             for p in pending
-        ) and not any(c.anti_affinity for c, _ in classes):
+        ) and not any(c.anti_affinity or c.affinity or c.preferred for c, _ in classes):
             return None
         # The label keys some term reads: a class keeps only those, so pods that differ in
         # nothing a term reads are counted together.
@@ -150,7 +152,7 @@ class InterPodAffinity:
             keys |= terms.label_keys()
         for c, _ in classes:
             keys.update(k for k, _ in c.labels)
-            for t in c.anti_affinity:
+            for t in (*c.anti_affinity, *c.affinity, *(t for _, t in c.preferred)):
                 keys |= t.keys()
         # Pods being deleted count for affinity as any other (only PodTopologySpread skips them).
         st = AffinityState(
@@ -161,6 +163,7 @@ class InterPodAffinity:
         )
         for c in st.bound.classes:
             st.anti_terms.update(c.anti_affinity)
+        st.scoring = bool(st.bound.scoring)
         for terms in {p.terms for p in pending}:
             st.anti_terms.update(terms.anti_affinity)
         return st
@@ -391,11 +394,11 @@ class InterPodAffinity:
     # ------------------------------------------------------------------ Score
     def _preferred(self, state: AffinityState, pod: CompiledPod) -> _Preferred:
         c = _class_of(state, pod)
-        terms = pod.terms.preferred
-        got = state.preferred.get((c, terms))
+        got = state.preferred.get(c)
         if got is not None:
             return got
-        got = state.preferred[(c, terms)] = _Preferred(
+        terms = c.preferred
+        got = state.preferred[c] = _Preferred(
             c, terms, [np.zeros(state.topo.domains(t.topology_key)[1], dtype=np.int64) for _, t in terms]
         )
         bound, topo = state.bound, state.topo
@@ -408,6 +411,20 @@ class InterPodAffinity:
             if len(nodes):
                 d = topo.domains(t.topology_key)[0][nodes]
                 arr += np.bincount(d[d >= 0], minlength=len(arr))[: len(arr)]
+        # The bound pods' own terms that match the incoming pod, weighed per pod.
+        weights: dict[str, list[int]] = {}
+        for j in bound.scoring:
+            for w, t in self._toward(state, bound.classes[j], c):
+                weights.setdefault(t.topology_key, [0] * len(bound.classes))[j] += w
+        for key, per_class in weights.items():
+            arr = got.existing.setdefault(key, np.zeros(topo.domains(key)[1], dtype=np.int64))
+            w_pod = np.asarray(per_class, dtype=np.int64)[bound.class_of]
+            keep = w_pod != 0
+            d = topo.domains(key)[0][bound.node_of[keep]]
+            ok = d >= 0
+            arr += np.bincount(d[ok], weights=w_pod[keep][ok], minlength=len(arr))[: len(arr)].astype(
+                np.int64
+            )
         for other, per in state.placed.items():
             if per:
                 self._count_preferred(
@@ -420,26 +437,52 @@ class InterPodAffinity:
         return got
 
     @staticmethod
-    def _count_preferred(state: AffinityState, got: _Preferred, other: PodClass, nodes: I64, ks: I64) -> None:
+    def _toward(state: AffinityState, other: PodClass, me: PodClass) -> list[tuple[int, AffinityTerm]]:
+        """The terms of pods of class ``other`` that score a pod of class ``me``, with their
+        weights: required affinity (kube's ``hardPodAffinityWeight``, 1) and preferred terms."""
+        if not other.affinity and not other.preferred:
+            return []
+        nsl = state.ns(me.namespace)
+        weighted = [*((HARD_POD_AFFINITY_WEIGHT, t) for t in other.affinity), *other.preferred]
+        return [(w, t) for w, t in weighted if t.matches(me.namespace, me.label_map, nsl)]
+
+    def _count_preferred(
+        self, state: AffinityState, got: _Preferred, other: PodClass, nodes: I64, ks: I64
+    ) -> None:
         nsl = state.ns(other.namespace)
+        topo = state.topo
         for (_, t), arr in zip(got.terms, got.counts, strict=True):
             if t.matches(other.namespace, other.label_map, nsl):
-                d = state.topo.domains(t.topology_key)[0][nodes]
+                d = topo.domains(t.topology_key)[0][nodes]
                 keep = d >= 0
                 np.add.at(arr, d[keep], ks[keep])
+        for w, t in self._toward(state, other, got.me):
+            key = t.topology_key
+            if key not in got.existing:
+                got.existing[key] = np.zeros(topo.domains(key)[1], dtype=np.int64)
+            d = topo.domains(key)[0][nodes]
+            keep = d >= 0
+            np.add.at(got.existing[key], d[keep], w * ks[keep])
 
     def score(self, state: AffinityState, pod: CompiledPod, nodes: I64) -> npt.NDArray[np.float64] | None:
-        """kube-scheduler's Score and NormalizeScore over ``nodes`` (the nodes being scored) for
-        the pod's preferred terms, counting the pods placed so far; None without any."""
-        if not pod.terms.preferred:
+        """kube-scheduler's Score and NormalizeScore over ``nodes`` (the nodes being scored): the
+        pod's preferred terms against the pods there, and those pods' required affinity and
+        preferred terms against the pod, counting the pods placed so far; None when neither
+        side has a term."""
+        if not pod.terms.preferred and not state.scoring:
             return None
         got = self._preferred(state, pod)
         idx = np.asarray(nodes, dtype=np.int64)
         raw = np.zeros(len(idx), dtype=np.int64)
+        topo = state.topo
         for (w, t), arr in zip(got.terms, got.counts, strict=True):
-            d = state.topo.domains(t.topology_key)[0][idx]
+            d = topo.domains(t.topology_key)[0][idx]
             if len(arr):
                 raw += np.where(d >= 0, w * arr[np.maximum(d, 0)], 0)
+        for key, arr in got.existing.items():
+            d = topo.domains(key)[0][idx]
+            if len(arr):
+                raw += np.where(d >= 0, arr[np.maximum(d, 0)], 0)
         out = np.zeros(len(idx))
         if len(idx):
             low, high = int(raw.min()), int(raw.max())
@@ -469,6 +512,8 @@ class InterPodAffinity:
             per[node] = per.get(node, 0) + k
             if not per[node]:
                 del per[node]
+        if k > 0 and (c.affinity or c.preferred):
+            state.scoring = True  # the counts of every incoming class take it in below
         if c.anti_affinity and k > 0 and not state.anti_terms.issuperset(c.anti_affinity):
             state.anti_terms.update(c.anti_affinity)
             state._anti_index = None

@@ -332,13 +332,17 @@ def compile_pod_terms(pod: Mapping[str, Any]) -> PodTerms:
 @dataclass(frozen=True)
 class PodClass:
     """A bound or placed pod as the two filters see it: its namespace, the labels any term of
-    the cycle reads, its required anti-affinity terms, and whether it is being deleted
-    (PodTopologySpread does not count those). Pods of one class are counted together."""
+    the cycle reads, its required anti-affinity terms, whether it is being deleted
+    (PodTopologySpread does not count those), and the terms with which it scores an incoming
+    pod (its required affinity, kube's ``hardPodAffinityWeight``, and its preferred terms with
+    signed weights). Pods of one class are counted together."""
 
     namespace: str
     labels: tuple[tuple[str, str], ...]
     anti_affinity: tuple[AffinityTerm, ...] = ()
     deleting: bool = False
+    affinity: tuple[AffinityTerm, ...] = ()
+    preferred: tuple[tuple[int, AffinityTerm], ...] = ()
     _labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -354,12 +358,15 @@ def pod_class(
     namespace: str,
     labels: Mapping[str, str],
     keys: frozenset[str],
-    anti: tuple[AffinityTerm, ...] = (),
+    terms: PodTerms | None = None,
     deleting: bool = False,
 ) -> PodClass:
-    """The class of a pod whose labels are ``labels``, keeping only the ``keys`` some term reads."""
+    """The class of a pod whose labels are ``labels`` and terms ``terms``, keeping only the
+    ``keys`` some term reads."""
     kept = tuple(sorted((k, v) for k, v in labels.items() if k in keys))
-    return PodClass(namespace, kept, anti, deleting)
+    if terms is None:
+        return PodClass(namespace, kept, (), deleting)
+    return PodClass(namespace, kept, terms.anti_affinity, deleting, terms.affinity, terms.preferred)
 
 
 class BoundPods:
@@ -384,6 +391,8 @@ class BoundPods:
 
         self._by_label: dict[tuple[str, str], list[int]] | None = None
         self.with_anti = [i for i, c in enumerate(self.classes) if c.anti_affinity]
+        # Classes whose terms score an incoming pod (required affinity, preferred terms).
+        self.scoring = [i for i, c in enumerate(self.classes) if c.affinity or c.preferred]
         self._by_anti: dict[AffinityTerm, list[int]] | None = None
 
     def with_anti_term(self, term: AffinityTerm) -> Sequence[int]:

@@ -141,3 +141,50 @@ def test_with_no_weight_for_them_the_notes_say_preferred_terms_do_not_score() ->
     )
     default, _ = schedule([node("n0", cpu=8)], gang("soft", 1, 1, spec), [], [podgroup("soft", 1)])
     assert not any("without effect on node scores" in n for n in default.notes)
+
+
+def test_a_running_pods_preference_draws_the_pod_it_prefers_to_its_host() -> None:
+    # kube scores both ways: the web pod already on n1 prefers a cache beside it, so the
+    # incoming cache pod, which has no term of its own, goes to n1 though n1 is busier.
+    nodes = [node(f"n{i}", cpu=8) for i in range(3)]
+    web = pod(
+        "web", None, cpu=4, node_name="n1", extra_spec=preferred("podAffinity", 100, term(HOST, app="cache"))
+    )
+    cache = [labelled(p, app="cache") for p in gang("cache", 1, 1, None)]
+    result, _ = schedule(nodes, [web, *cache], [], [podgroup("cache", 1)])
+    assert result.bindings == {"default/cache-t0-0": "n1"}
+    other = [labelled(p, app="other") for p in gang("other", 1, 1, None)]
+    result, _ = schedule(nodes, [web, *other], [], [podgroup("other", 1)])
+    assert result.bindings["default/other-t0-0"] != "n1"
+
+
+def test_a_running_pods_required_affinity_also_draws_the_pods_it_needs() -> None:
+    # A running pod's required affinity scores the pods it matches (kube's hardPodAffinityWeight).
+    nodes = [node(f"n{i}", cpu=8) for i in range(3)]
+    need = {
+        "affinity": {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(HOST, app="db")]}
+        }
+    }
+    client = pod("client", None, cpu=4, node_name="n2", extra_spec=need)
+    db = [labelled(p, app="db") for p in gang("db", 1, 1, None)]
+    result, _ = schedule(nodes, [client, *db], [], [podgroup("db", 1)])
+    assert result.bindings == {"default/db-t0-0": "n2"}
+
+
+def test_a_running_pods_preference_to_be_apart_pushes_the_pod_away() -> None:
+    nodes = [node(f"n{i}", cpu=8) for i in range(2)]
+    loner = pod(
+        "loner",
+        None,
+        cpu=1,
+        node_name="n0",
+        extra_spec=preferred("podAntiAffinity", 100, term(HOST, app="noisy")),
+    )
+    filler = pod("filler", None, cpu=4, node_name="n1")
+    noisy = [labelled(p, app="noisy") for p in gang("noisy", 1, 1, None)]
+    result, _ = schedule(nodes, [loner, filler, *noisy], [], [podgroup("noisy", 1)])
+    assert result.bindings == {"default/noisy-t0-0": "n1"}
+    calm = gang("calm", 1, 1, None)
+    result, _ = schedule(nodes, [loner, filler, *calm], [], [podgroup("calm", 1)])
+    assert result.bindings == {"default/calm-t0-0": "n0"}
