@@ -312,85 +312,104 @@ def with_terms(p: dict[str, Any], job: str, terms: bool) -> dict[str, Any]:
     return p
 
 
+def _terms_world(n: int, reps: int, terms: bool) -> tuple[World, LastSession]:
+    """The cluster of :func:`terms_variant`, synced and decided once."""
+    nodes, hns = make_cluster(n)
+    for i, nd in enumerate(nodes):
+        nd["metadata"]["labels"]["topology.kubernetes.io/zone"] = f"zone-{i % ZONES}"
+    names = [nd["metadata"]["name"] for nd in nodes]
+    world = World.__new__(World)
+    world.nodes, world.hns, world.pgs = nodes, hns, []
+    world.pods = {}
+    n_jobs = n * PODS_PER_NODE // JOB_SIZE
+    for j in range(n_jobs):
+        job = f"run-{j:05d}"
+        marked = terms and j % 10 < TERMS_SHARE * 10
+        world.pgs.append(make_pg(job, JOB_SIZE))
+        for i in range(JOB_SIZE):
+            node = names[(j * JOB_SIZE + i * 7) % n]  # a job's pods on distinct nodes
+            p = with_terms(make_pod(job, i, 1, node), job, marked)
+            world.pods[f"default/{p['metadata']['name']}"] = p
+    # Every job's dataset claim (the jobs with terms mount theirs), and those of the jobs to come.
+    claims, volumes = zip(
+        *(
+            dataset(j)
+            for j in [f"run-{j:05d}" for j in range(n_jobs)]
+            + [f"new-{r}-{g}" for r in range(reps) for g in range(10)]
+            + ["big"]
+        ),
+        strict=True,
+    )
+    storage = StorageListing(claims=list(claims), volumes=list(volumes))
+    world.state = ClusterState()
+    t = time.perf_counter()
+    world.state.replace_all(nodes, list(world.pods.values()), hns, world.pgs, storage=storage)
+    world.state.snapshot()
+    world.initial = time.perf_counter() - t
+    last = LastSession()
+    decide(world.view(), last)
+    gc.collect()
+    return world, last
+
+
+def _terms_churn(world: World, last: LastSession, rep: int, terms: bool) -> tuple[float, int]:
+    """Cycle (b) of :func:`terms_variant`: (seconds, pods placed)."""
+    running = [k for k, p in world.pods.items() if p["spec"].get("nodeName")]
+    for k in running[rep * len(running) // 100 : (rep + 1) * len(running) // 100]:
+        p = copy.copy(world.pods[k])
+        p["status"] = {"phase": "Succeeded"}
+        world.put_pod(p)
+    for g in range(10):
+        job = f"new-{rep}-{g}"
+        world.add_pg(make_pg(job, 10, {"mode": "hard", "highestTierAllowed": 1}))
+        for i in range(10):
+            world.put_pod(with_terms(make_pod(job, i, 1, None), job, terms and g < 3))
+    dt, snap = timed(world.view)
+    dts, res = timed(lambda s=snap, la=last: decide(s, la))
+    world.bind(res)
+    return dt + dts, len(res.bindings)
+
+
+def _terms_big(world: World, last: LastSession, terms: bool) -> tuple[float, int]:
+    """Cycle (c) of :func:`terms_variant`: (seconds, pods of the gang placed)."""
+    world.add_pg(make_pg("big", 2000, {"mode": "soft"}))
+    for i in range(2000):
+        world.put_pod(with_terms(make_pod("big", i, 1, None), "big", terms))
+    dt, snap = timed(world.view)
+    dts, res = timed(lambda s=snap, la=last: decide(s, la))
+    on = [res.bindings[k] for k in res.bindings if k.startswith("default/big-")]
+    if terms:
+        assert len(set(on)) == len(on), "the anti-affine gang shares a node"
+    return dt + dts, len(on)
+
+
 def terms_variant(n: int, reps: int) -> None:
     """The same cluster and job stream twice, without and with inter-pod terms and a dataset claim
     on 30 % of the jobs: N nodes in 8 zones (a zone is every 8th node, so each leaf spans all zones), 5 running
     pods per node, each of a 50-pod job spread one per node; cycles of (b) 1 % done + 100 new
     pending pods (10 gangs of 10, hard tier 1) and (c) a 2,000-pod gang (soft topology).
+    Both clusters are held at once and their cycles alternate, so a machine that gets busier
+    or quieter during the run weighs on both alike.
     Prints each cycle (view + session, median) and the ratio with terms / without."""
+    worlds = {terms: _terms_world(n, reps, terms) for terms in (False, True)}
+    churn: dict[bool, list[float]] = {False: [], True: []}
+    placed: dict[bool, int] = {}
+    for rep in range(reps):
+        for terms, (world, last) in worlds.items():
+            dt, placed[terms] = _terms_churn(world, last, rep, terms)
+            churn[terms].append(dt)
     results: dict[bool, dict[str, float]] = {}
-    for terms in (False, True):
-        nodes, hns = make_cluster(n)
-        for i, nd in enumerate(nodes):
-            nd["metadata"]["labels"]["topology.kubernetes.io/zone"] = f"zone-{i % ZONES}"
-        names = [nd["metadata"]["name"] for nd in nodes]
-        world = World.__new__(World)
-        world.nodes, world.hns, world.pgs = nodes, hns, []
-        world.pods = {}
-        n_jobs = n * PODS_PER_NODE // JOB_SIZE
-        for j in range(n_jobs):
-            job = f"run-{j:05d}"
-            marked = terms and j % 10 < TERMS_SHARE * 10
-            world.pgs.append(make_pg(job, JOB_SIZE))
-            for i in range(JOB_SIZE):
-                node = names[(j * JOB_SIZE + i * 7) % n]  # a job's pods on distinct nodes
-                p = with_terms(make_pod(job, i, 1, node), job, marked)
-                world.pods[f"default/{p['metadata']['name']}"] = p
-        # Every job's dataset claim (the jobs with terms mount theirs), and those of the jobs to come.
-        claims, volumes = zip(
-            *(
-                dataset(j)
-                for j in [f"run-{j:05d}" for j in range(n_jobs)]
-                + [f"new-{r}-{g}" for r in range(reps) for g in range(10)]
-                + ["big"]
-            ),
-            strict=True,
-        )
-        storage = StorageListing(claims=list(claims), volumes=list(volumes))
-        world.state = ClusterState()
-        t = time.perf_counter()
-        world.state.replace_all(nodes, list(world.pods.values()), hns, world.pgs, storage=storage)
-        world.state.snapshot()
-        world.initial = time.perf_counter() - t
-        last = LastSession()
-        decide(world.view(), last)
-        gc.collect()
-        running = [k for k, p in world.pods.items() if p["spec"].get("nodeName")]
-        churn = []
-        for rep in range(reps):
-            for k in running[rep * len(running) // 100 : (rep + 1) * len(running) // 100]:
-                p = copy.copy(world.pods[k])
-                p["status"] = {"phase": "Succeeded"}
-                world.put_pod(p)
-            for g in range(10):
-                job = f"new-{rep}-{g}"
-                world.add_pg(make_pg(job, 10, {"mode": "hard", "highestTierAllowed": 1}))
-                for i in range(10):
-                    world.put_pod(with_terms(make_pod(job, i, 1, None), job, terms and g < 3))
-            dt, snap = timed(world.view)
-            dts, res = timed(lambda s=snap, la=last: decide(s, la))
-            churn.append(dt + dts)
-            placed = len(res.bindings)
-            world.bind(res)
-        job = "big"
-        world.add_pg(make_pg(job, 2000, {"mode": "soft"}))
-        for i in range(2000):
-            world.put_pod(with_terms(make_pod(job, i, 1, None), job, terms))
-        dt, snap = timed(world.view)
-        dts, res = timed(lambda s=snap, la=last: decide(s, la))
-        big_placed = sum(1 for k in res.bindings if k.startswith("default/big-"))
-        if terms:
-            on = [res.bindings[k] for k in res.bindings if k.startswith("default/big-")]
-            assert len(set(on)) == len(on), "the anti-affine gang shares a node"
+    for terms, (world, last) in worlds.items():
+        big, big_placed = _terms_big(world, last, terms)
         results[terms] = {
-            "churn": statistics.median(churn),
-            "big": dt + dts,
-            "placed": placed,
+            "churn": statistics.median(churn[terms]),
+            "big": big,
+            "placed": placed[terms],
             "big_placed": big_placed,
             "sync": world.initial,
         }
-        del world, snap, res
-        gc.collect()
+    del worlds
+    gc.collect()
     fmt = "{:<44} {:>14} {:>14} {:>7}"
     print(
         f"{n} nodes, {n * PODS_PER_NODE} running pods; anti-affinity, zone spread and a dataset claim "

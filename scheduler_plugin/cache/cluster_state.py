@@ -143,6 +143,9 @@ class ClusterState:
         self._sig_masks_gen = -1
         # Shapes: stable ids while the layout holds.
         self._shape_idx: dict[Any, int] = {}
+        # The Shape objects of the last snapshot, for (layout, node facts) generation.
+        self._shape_objs_key: tuple[int, int] | None = None
+        self._shape_objs: list[Shape] = []
         self._shape_list: list[tuple[I64, PodConstraints]] = []
         # Tree and derived caches.
         self._tree: HyperNodeTree | None = None
@@ -547,6 +550,18 @@ class ClusterState:
         task = rec.task(rec.sid, rec.vec, self._prios.of(f.priority_class, f.priority))
         return dict(task.__dict__)
 
+    def _shapes(self) -> list[Shape]:
+        """The snapshot's shapes: those of the last snapshot while the layout and the nodes'
+        facts hold (a shape caches its static mask), and the shapes new since."""
+        key = (self._layout_gen, self._node_gen)
+        if self._shape_objs_key != key:
+            self._shape_objs_key, self._shape_objs = key, []
+        made = self._shape_objs
+        for i in range(len(made), len(self._shape_list)):
+            v, c = self._shape_list[i]
+            made.append(Shape(i, v, c))
+        return list(made)
+
     def _bound_classes(self) -> list[tuple[PodClass, I64]]:
         """The bound pods by class, while some pod has a term (else nobody asks)."""
         return self._classes.arrays(
@@ -618,7 +633,7 @@ class ClusterState:
             tree=tree,
             jobs=jobs,
             queues=self._queue_map,
-            shapes=[Shape(i, v, c) for i, (v, c) in enumerate(self._shape_list)],
+            shapes=self._shapes(),
             scheduler_names=self.scheduler_names,
             orphan_pods=orphans,
             standalone=sorted(standalone),
@@ -629,6 +644,7 @@ class ClusterState:
             plain_mask=table.plain,
             pod_classes=self._bound_classes(),
             namespace_labels=self._namespaces,
+            term_keys=self._term_keys.keys() if self._term_keys.active else frozenset(),
             # Static masks depend on node facts only: shared while no node changed.
             _sig_masks=self._sig_masks,
             _node_derived=self._node_derived,

@@ -109,6 +109,7 @@ def build_snapshot(
             if keys.active and r.node and not r.terminal and r.node in table.nidx
         ),
         namespace_labels=namespace_labels(namespaces),
+        term_keys=keys.keys() if keys.active else frozenset(),
         storage=build_storage_view(storage, pods),
     )
     snap.build_seconds = time.perf_counter() - t0

@@ -146,14 +146,16 @@ class InterPodAffinity:
         ) and not any(c.anti_affinity or c.affinity or c.preferred for c, _ in classes):
             return None
         # The label keys some term reads: a class keeps only those, so pods that differ in
-        # nothing a term reads are counted together.
-        keys: set[str] = set()
+        # nothing a term reads are counted together. The cache knows them for every pod; the
+        # pending pods' are added for a snapshot made without it.
+        keys: set[str] = set(snapshot.term_keys)
         for terms in {p.terms for p in pending}:  # shapes share their terms: each once
             keys |= terms.label_keys()
-        for c, _ in classes:
-            keys.update(k for k, _ in c.labels)
-            for t in (*c.anti_affinity, *c.affinity, *(t for _, t in c.preferred)):
-                keys |= t.keys()
+        if not snapshot.term_keys:
+            for c, _ in classes:
+                keys.update(k for k, _ in c.labels)
+                for t in (*c.anti_affinity, *c.affinity, *(t for _, t in c.preferred)):
+                    keys |= t.keys()
         # Pods being deleted count for affinity as any other (only PodTopologySpread skips them).
         st = AffinityState(
             snapshot.topology,
@@ -161,8 +163,8 @@ class InterPodAffinity:
             frozenset(keys),
             snapshot.bound_pods(),
         )
-        for c in st.bound.classes:
-            st.anti_terms.update(c.anti_affinity)
+        for j in st.bound.with_anti:
+            st.anti_terms.update(st.bound.classes[j].anti_affinity)
         st.scoring = bool(st.bound.scoring)
         for terms in {p.terms for p in pending}:
             st.anti_terms.update(terms.anti_affinity)

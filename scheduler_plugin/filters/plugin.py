@@ -75,6 +75,11 @@ class CycleInput(Protocol):
         ...
 
     @property
+    def term_keys(self) -> frozenset[str]:
+        """The pod label keys some inter-pod or spread term of the cluster's pods reads."""
+        ...
+
+    @property
     def pod_classes(self) -> Sequence[tuple[PodClass, I64]]:
         """The pods bound to nodes, by class, with the node index of each pod (empty when no
         pod of the cluster carries an inter-pod affinity or spread term)."""

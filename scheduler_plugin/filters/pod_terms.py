@@ -369,63 +369,89 @@ def pod_class(
     return PodClass(namespace, kept, terms.anti_affinity, deleting, terms.affinity, terms.preferred)
 
 
+class ClassIndex:
+    """Ids for pod classes, with what the filters look up by class (by label, by anti-affinity
+    term, the classes whose terms score others), kept from snapshot to snapshot of one cache:
+    a cycle indexes only the classes it has not seen before."""
+
+    def __init__(self) -> None:
+        self.classes: list[PodClass] = []
+        self._ids: dict[PodClass, int] = {}
+        self.by_label: dict[tuple[str, str], list[int]] = {}
+        self.with_anti: list[int] = []
+        self.scoring: list[int] = []  # required affinity or preferred terms (they score others)
+        self.by_anti: dict[AffinityTerm, list[int]] = {}
+
+    def id_of(self, c: PodClass) -> int:
+        """The class's id, indexed the first time it is seen."""
+        i = self._ids.get(c)
+        if i is None:
+            i = self._ids[c] = len(self.classes)
+            self.classes.append(c)
+            for kv in c.labels:
+                self.by_label.setdefault(kv, []).append(i)
+            if c.anti_affinity:
+                self.with_anti.append(i)
+                for t in c.anti_affinity:
+                    self.by_anti.setdefault(t, []).append(i)
+            if c.affinity or c.preferred:
+                self.scoring.append(i)
+        return i
+
+
 class BoundPods:
     """The bound pods of a cycle as arrays: their classes, and per pod its class and node, so a
     filter counts the pods of the classes a term matches with array work (a cluster holds tens
-    of thousands of pods in a few thousand classes)."""
+    of thousands of pods in a few thousand classes). Class ids come from ``index`` (shared by
+    the snapshots of one cache) and cover classes with no pod now; the lookups below name only
+    the classes present."""
 
-    def __init__(self, grouped: Sequence[tuple[PodClass, I64]]) -> None:
-        ids: dict[PodClass, int] = {}
+    def __init__(self, grouped: Sequence[tuple[PodClass, I64]], index: ClassIndex | None = None) -> None:
+        index = ClassIndex() if index is None else index
         which: list[int] = []
         sizes: list[int] = []
         nodes: list[I64] = []
         for c, n in grouped:
             if not len(n):
                 continue
-            which.append(ids.setdefault(c, len(ids)))
+            which.append(index.id_of(c))
             sizes.append(len(n))
             nodes.append(n)
-        self.classes: list[PodClass] = list(ids)
+        self.index = index
+        # The ids known now (the index grows with later snapshots: this one reads its own).
+        self.classes: list[PodClass] = list(index.classes)
         self.class_of: I64 = np.repeat(np.asarray(which, dtype=np.int64), sizes)
         self.node_of: I64 = np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int64)
-
-        self._by_label: dict[tuple[str, str], list[int]] | None = None
-        self.with_anti = [i for i, c in enumerate(self.classes) if c.anti_affinity]
-        # Classes whose terms score an incoming pod (required affinity, preferred terms).
-        self.scoring = [i for i, c in enumerate(self.classes) if c.affinity or c.preferred]
-        self._by_anti: dict[AffinityTerm, list[int]] | None = None
+        self.present = np.zeros(len(index.classes), dtype=bool)
+        self.present[which] = True
+        self.present_ids: list[int] = sorted(set(which))
+        self.with_anti = [i for i in index.with_anti if self.present[i]]
+        self.scoring = [i for i in index.scoring if self.present[i]]  # both as long as present
 
     def with_anti_term(self, term: AffinityTerm) -> Sequence[int]:
-        """The classes whose anti-affinity holds ``term``, a class once per time it holds it."""
-        if self._by_anti is None:
-            self._by_anti = {}
-            for i in self.with_anti:
-                for t in self.classes[i].anti_affinity:
-                    self._by_anti.setdefault(t, []).append(i)
-        return self._by_anti.get(term, ())
+        """The classes present whose anti-affinity holds ``term``, a class once per time it
+        holds it."""
+        n = len(self.present)
+        return [i for i in self.index.by_anti.get(term, ()) if i < n and self.present[i]]
 
     def candidates(self, sel: Selector) -> Sequence[int]:
-        """The classes that may match ``sel``: those with a label an ``In`` requirement asks
-        for (most selectors name their app or job), else every class."""
+        """The classes present that may match ``sel``: those with a label an ``In`` requirement
+        asks for (most selectors name their app or job), else every class."""
         ins = [r for r in sel.requirements if r[1] == "In"]
         if sel.nothing:
             return ()
         if not ins:
-            return range(len(self.classes))
-        if self._by_label is None:
-            self._by_label = {}
-            for i, c in enumerate(self.classes):
-                for kv in c.labels:
-                    self._by_label.setdefault(kv, []).append(i)
+            return self.present_ids
+        by_label, present, n = self.index.by_label, self.present, len(self.present)
         best: list[int] | None = None
         for key, _, values in ins:
-            got = sorted({i for v in values for i in self._by_label.get((key, v), ())})
+            got = sorted({i for v in values for i in by_label.get((key, v), ()) if i < n and present[i]})
             if best is None or len(got) < len(best):
                 best = got
         return best or ()
 
     def flags(self, sel: Selector, test: Callable[[PodClass], bool]) -> list[bool]:
-        """One flag per class: ``test`` holds (asked only of :meth:`candidates` of ``sel``)."""
+        """One flag per class id: ``test`` holds (asked only of :meth:`candidates` of ``sel``)."""
         out = [False] * len(self.classes)
         for i in self.candidates(sel):
             out[i] = test(self.classes[i])

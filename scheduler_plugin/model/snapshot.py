@@ -18,11 +18,14 @@ from hyperplace.api.podgroup import Queue
 from ..filters.nodes import NodeStatic
 from ..filters.plugin import HostPort
 from ..filters.pod_constraints import PodConstraints, static_feasibility_mask
-from ..filters.pod_terms import BoundPods, PodClass, TopologyIndex
+from ..filters.pod_terms import BoundPods, ClassIndex, PodClass, TopologyIndex
 from ..filters.volumes import Storage
 from .hypernode_tree import HyperNodeTree
 from .jobs import JobInfo
-from .memo import Memo
+from .memo import Memo, MemoKey
+
+# The bound pods' class ids and lookups, shared by the snapshots of one cache (node-free).
+CLASS_INDEX: MemoKey[ClassIndex] = MemoKey("pod class index", node_free=True)
 
 I64 = npt.NDArray[np.int64]
 
@@ -91,6 +94,8 @@ class ClusterSnapshot:
     # (empty while no pod has a term), and the namespaces' labels (namespaceSelector).
     pod_classes: list[tuple[PodClass, I64]] = field(default_factory=list)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The pod label keys some term of the cluster's pods reads (what the pod classes keep).
+    term_keys: frozenset[str] = frozenset()
     _derived: dict[Any, object] = field(default_factory=dict)
     # What depends on the nodes' facts only (shared across snapshots while no node changed).
     _node_derived: dict[Any, object] = field(default_factory=dict)
@@ -109,7 +114,10 @@ class ClusterSnapshot:
         """The bound pods as arrays (:class:`BoundPods`), made once per snapshot."""
         got = self._derived.get("bound pods")
         if got is None:
-            got = self._derived["bound pods"] = BoundPods(self.pod_classes)
+            index = self.carry.get(CLASS_INDEX)
+            if index is None or len(index.classes) > 2 * len(self.pod_classes) + 1024:
+                index = self.carry.put(CLASS_INDEX, ClassIndex())  # new, or mostly classes gone
+            got = self._derived["bound pods"] = BoundPods(self.pod_classes, index)
         assert isinstance(got, BoundPods)
         return got
 
