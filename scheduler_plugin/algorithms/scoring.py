@@ -25,7 +25,6 @@ from ..model.hypernode_tree import HyperNodeTree
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 Num = npt.NDArray[Any]  # int64 per-node values or float64 HyperNode sums
-MAX_NODE_SCORE = 100.0
 
 
 def hypernode_binpack(used: Num, alloc: Num, request: I64, weights: F64) -> F64:

@@ -182,6 +182,7 @@ class PodRecord:
                     tuple(sorted(cons.host_ports)),
                     cons.terms,
                     cons.volumes.signature,  # the claims: per-pod claims make pods distinct
+                    cons.score_signature,
                 ),
             )
         return self._fields

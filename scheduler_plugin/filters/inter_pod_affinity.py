@@ -32,14 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from .plugin import I64, CompiledPod, CycleInput
+from .plugin import I64, MAX_NODE_SCORE, CompiledPod, CycleInput
 from .pod_terms import AffinityTerm, BoundPods, ChangeLog, PodClass, TopologyIndex, pod_class
 
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 HOSTNAME_KEY = "kubernetes.io/hostname"
-MAX_NODE_SCORE = 100
 HARD_POD_AFFINITY_WEIGHT = 1  # kube-scheduler's InterPodAffinityArgs default
 
 

@@ -1,5 +1,6 @@
-"""kube-scheduler's NodeAffinity filter: ``spec.nodeSelector`` (every label equal) and required
-node affinity (any NodeSelectorTerm). Preferred node affinity only affects scoring."""
+"""kube-scheduler's NodeAffinity plugin: its filter, ``spec.nodeSelector`` (every label equal)
+and required node affinity (any NodeSelectorTerm); its score, the weights of the preferred
+node affinity terms a node matches."""
 
 from __future__ import annotations
 
@@ -26,6 +27,26 @@ def compile_node_affinity(
     # A present required selector with no terms matches no node (NodeSelector.Match).
     terms = None if required is None else tuple(required.get("nodeSelectorTerms") or [])
     return node_selector, terms
+
+
+def compile_preferred_node_affinity(spec: Mapping[str, Any]) -> tuple[tuple[int, Mapping[str, Any]], ...]:
+    """``preferredDuringSchedulingIgnoredDuringExecution`` as (weight, NodeSelectorTerm), the
+    terms of weight 0 left out as kube-scheduler leaves them out."""
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    out: list[tuple[int, Mapping[str, Any]]] = []
+    for t in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
+        if not isinstance(t, Mapping):
+            continue  # the API server refuses such pods
+        weight = t.get("weight")
+        if isinstance(weight, int) and not isinstance(weight, bool) and weight:
+            out.append((weight, t.get("preference") or {}))
+    return tuple(out)
+
+
+def preferred_node_affinity_score(terms: tuple[tuple[int, Mapping[str, Any]], ...], node: NodeStatic) -> int:
+    """NodeAffinity's Score: the sum of the weights of the preferred terms the node matches
+    (before NormalizeScore)."""
+    return sum(w for w, t in terms if node_selector_term_matches_node(t, node.name, node.labels))
 
 
 def _match_fields_requirement(req: Mapping[str, Any], node_name: str) -> bool:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pod_terms and volumes read this module's protocols and erro
 HostPort = tuple[str, str, int]  # (protocol, hostIP, hostPort)
 Toleration = tuple[str, str, str, str]  # canonical (key, operator, value, effect)
 I64 = npt.NDArray[np.int64]
+MAX_NODE_SCORE = 100  # kube-scheduler's framework.MaxNodeScore
 
 
 class CompiledPod(Protocol):
@@ -287,6 +288,29 @@ class LocalFilter:
             if got:
                 more.extend(got)
         return np.asarray(more, dtype=np.int64) if more else None
+
+
+def freeze(value: Any) -> Any:
+    """A hashable, order-preserving copy of a JSON-like value (maps sorted by key): what a
+    signature holds of a term given as wire data."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def default_normalize_score(scores: npt.NDArray[np.int64], reverse: bool) -> npt.NDArray[np.float64]:
+    """kube-scheduler's ``DefaultNormalizeScore`` to 0-100 over the nodes scored: each score
+    times 100 over the highest (whole numbers), reversed (100 minus it) for a count of bad
+    things; with every score 0, all 0 (reversed: all 100)."""
+    if not len(scores):
+        return np.zeros(0)
+    top = int(scores.max())
+    if top == 0:
+        return np.full(len(scores), float(MAX_NODE_SCORE if reverse else 0))
+    out = (MAX_NODE_SCORE * scores) // top
+    return (MAX_NODE_SCORE - out if reverse else out).astype(np.float64)
 
 
 class PredicateError(ValueError):

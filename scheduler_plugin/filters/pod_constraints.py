@@ -13,24 +13,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .node_affinity import compile_node_affinity
+from .node_affinity import compile_node_affinity, compile_preferred_node_affinity
 from .node_ports import pod_host_ports
 from .nodes import NodeStatic
-from .plugin import HostPort, PredicateError, Toleration
+from .plugin import HostPort, PredicateError, Toleration, freeze
 from .pod_terms import NO_TERMS, PodTerms, compile_pod_terms
 from .registry import STATIC_FILTERS
 from .taint_toleration import compile_tolerations
 from .unsupported import unsupported_constraints
 from .volumes import NO_VOLUMES, PodVolumes, compile_pod_volumes
-
-
-def _freeze(value: Any) -> Any:
-    """A hashable, order-preserving copy of a JSON-like value (maps sorted by key)."""
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    return value
 
 
 @dataclass(frozen=True)
@@ -60,6 +51,14 @@ class PodConstraints:
     # waits with this message instead of being placed against half its rules.
     error: str | None = None
     volumes: PodVolumes = NO_VOLUMES  # the claims the volume filters judge
+    # Preferred node affinity (weight, NodeSelectorTerm): NodeAffinity's score only, so kept
+    # out of the static signature (the shape's signature adds it, see cache.records).
+    preferred_node_terms: tuple[tuple[int, Mapping[str, Any]], ...] = field(default=(), compare=False)
+
+    @property
+    def score_signature(self) -> tuple[Any, ...]:
+        """What the node scores of a pod read beyond the static signature and its terms."""
+        return freeze(list(self.preferred_node_terms)) if self.preferred_node_terms else ()
 
     def node_reason(self, node: NodeStatic) -> str | None:
         """None if the node passes every static filter, else the first refusing filter's
@@ -82,7 +81,7 @@ def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
         pod_terms = compile_pod_terms(pod)
     except PredicateError as exc:
         pod_terms, error = NO_TERMS, str(exc)
-    signature = (node_selector, None if terms is None else _freeze(list(terms)), tolerations)
+    signature = (node_selector, None if terms is None else freeze(list(terms)), tolerations)
     return PodConstraints(
         signature=signature,
         unsupported=unsupported_constraints(spec),
@@ -96,6 +95,7 @@ def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
         terms=pod_terms,
         error=error,
         volumes=compile_pod_volumes(pod),
+        preferred_node_terms=compile_preferred_node_affinity(spec),
     )
 
 

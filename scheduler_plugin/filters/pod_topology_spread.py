@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from .node_affinity import matches_node_affinity
 from .nodes import NodeStatic
-from .plugin import I64, CompiledPod, CycleInput
+from .plugin import I64, MAX_NODE_SCORE, CompiledPod, CycleInput
 from .pod_terms import BoundPods, ChangeLog, PodClass, SpreadConstraint, TopologyIndex
 from .taint_toleration import first_untolerated
 
@@ -40,7 +40,6 @@ REASON_SPREAD = "node(s) didn't match pod topology spread constraints"
 REASON_SPREAD_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
 MAX_INT32 = (1 << 31) - 1
 HOSTNAME_KEY = "kubernetes.io/hostname"
-MAX_NODE_SCORE = 100
 F64 = npt.NDArray[np.float64]
 
 

@@ -1,5 +1,6 @@
-"""kube-scheduler's TaintToleration filter: a taint with effect NoSchedule or NoExecute keeps a
-pod off the node unless the pod tolerates it; PreferNoSchedule only affects scoring."""
+"""kube-scheduler's TaintToleration plugin: its filter, a taint with effect NoSchedule or
+NoExecute keeps a pod off the node unless the pod tolerates it; its score, the PreferNoSchedule
+taints the pod does not tolerate (fewer is better)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,20 @@ def first_untolerated(
         if not any(tolerates(t, key, value, effect) for t in tolerations):
             return taint
     return None
+
+
+def intolerable_prefer_no_schedule(node: NodeStatic, tolerations: tuple[Toleration, ...]) -> int:
+    """TaintToleration's Score: the node's PreferNoSchedule taints that none of the pod's
+    tolerations of that effect (or of every effect) tolerates (before NormalizeScore)."""
+    mine = [t for t in tolerations if t[3] in ("", "PreferNoSchedule")]
+    return sum(
+        1
+        for taint in node.taints
+        if taint.get("effect") == "PreferNoSchedule"
+        and not any(
+            tolerates(t, taint.get("key", ""), taint.get("value", ""), "PreferNoSchedule") for t in mine
+        )
+    )
 
 
 def taint_reason(taint: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from hyperplace.kube.labels import label_selector_matches
 from hyperplace.kube.quantity import QuantityError, parse_quantity
 
 from .node_affinity import node_selector_term_matches_node
+from .plugin import freeze
 
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -74,15 +75,6 @@ def _terms(owner: str, path: str, value: Any) -> tuple[Mapping[str, Any], ...]:
     if not isinstance(value, list) or not all(isinstance(t, Mapping) for t in value):
         raise VolumeError(f"{owner}: {path}: must be a list of NodeSelectorTerms, got {value!r}")
     return tuple(value)
-
-
-def _freeze(value: Any) -> Any:
-    """A hashable copy of a JSON-like value (maps sorted by key)."""
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    return value
 
 
 def bytes_of(q: Fraction) -> int:
@@ -171,7 +163,7 @@ def parse_claim(obj: Mapping[str, Any]) -> Claim:
             "request": request,
             "volume_mode": str(spec.get("volumeMode") or FILESYSTEM),
             "selector": selector,
-            "selector_key": _freeze(selector),
+            "selector_key": freeze(selector),
             "attributes_class": str(spec.get("volumeAttributesClassName") or ""),
         }
     )
@@ -280,7 +272,7 @@ def parse_volume(obj: Mapping[str, Any]) -> Volume:
             "access_modes": modes,
             "capacity": capacity,
             "affinity": affinity,
-            "affinity_key": _freeze(list(affinity)) if affinity is not None else None,
+            "affinity_key": freeze(list(affinity)) if affinity is not None else None,
         }
     )
 
@@ -399,7 +391,7 @@ def parse_capacity(obj: Mapping[str, Any]) -> CapacityInfo:
         key=key,
         class_name=str(obj.get("storageClassName") or ""),
         node_topology=topo if isinstance(topo, Mapping) else None,
-        topology_key=_freeze(topo),
+        topology_key=freeze(topo),
     )
     raw = obj.get("maximumVolumeSize")
     path = "maximumVolumeSize"

@@ -131,6 +131,23 @@ class ClusterSnapshot:
         return got
 
     @property
+    def prefer_no_schedule(self) -> I64:
+        """The indices of the nodes with a PreferNoSchedule taint (TaintToleration's score
+        reads only those), found once while no node changed."""
+        got = self._node_derived.get("prefer no schedule")
+        if got is None:
+            got = self._node_derived["prefer no schedule"] = np.array(
+                [
+                    i
+                    for i, n in enumerate(self.node_static)
+                    if any(t.get("effect") == "PreferNoSchedule" for t in n.taints)
+                ],
+                dtype=np.int64,
+            )
+        assert isinstance(got, np.ndarray)
+        return got
+
+    @property
     def pending_shapes(self) -> list[int]:
         """The ids of the shapes some pending pod has, in order, listed once per snapshot."""
         got = self._derived.get("pending shapes")

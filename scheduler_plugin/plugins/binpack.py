@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..algorithms.scoring import MAX_NODE_SCORE, node_binpack_scores
+from ..algorithms.scoring import node_binpack_scores
 from ..config.arguments import ResourceWeights, get_int, resource_weights
 from ..config.scheduler_conf import PluginOption
+from ..filters.plugin import MAX_NODE_SCORE
 from ..framework.extension_points import NODE_ORDER
 from ..framework.session import Session
 from ..model.jobs import SubJobInfo, TaskInfo

@@ -10,7 +10,6 @@ import numpy as np
 import numpy.typing as npt
 
 from ..algorithms.scoring import (
-    MAX_NODE_SCORE,
     hypernode_binpack,
     lca_node_scores,
     normal_pod_scores,
@@ -18,6 +17,7 @@ from ..algorithms.scoring import (
 )
 from ..config.arguments import ResourceWeights, get_bool, get_float, get_int, resource_weights
 from ..config.scheduler_conf import PluginOption
+from ..filters.plugin import MAX_NODE_SCORE
 from ..framework.extension_points import HYPERNODE_GRADIENT, HYPERNODE_ORDER, NODE_ORDER
 from ..framework.session import Session
 from ..model.jobs import SubJobInfo, TaskInfo, TopologyConstraint
