@@ -320,6 +320,8 @@ class InterPodAffinity:
         topo = state.topo
         ok_existing = np.ones(len(idx), dtype=bool)
         for key, arr in counts.existing_anti.items():
+            if not len(arr):
+                continue  # a key no node carries: no domain, nothing refused
             d = topo.domains(key)[0][idx]
             ok_existing &= ~((d >= 0) & (arr[np.maximum(d, 0)] > 0))
         terms = pod.terms

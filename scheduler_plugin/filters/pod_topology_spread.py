@@ -341,6 +341,8 @@ class PodTopologySpread:
         raw = np.zeros(len(idx))
         for i, (c, d) in enumerate(zip(got.constraints, doms, strict=True)):
             size = int(counted.sum()) if c.topology_key == HOSTNAME_KEY else len(np.unique(d[counted]))
+            if not len(got.counts[i]):
+                continue  # a key no node carries: every node is left out of the scores
             weight = np.log(size + 2)
             cnt = got.counts[i][np.maximum(d, 0)]
             raw += np.where(d >= 0, cnt * weight + (c.max_skew - 1), 0.0)

@@ -183,3 +183,16 @@ def test_a_running_pods_anti_affinity_is_named_as_kube_names_it() -> None:
     assert "0/3 nodes are available: 3 node(s) didn't satisfy existing pods anti-affinity rules" in (
         expl.predicates or ""
     )
+
+
+def test_terms_on_a_topology_key_no_node_carries_refuse_nothing() -> None:
+    # kube-scheduler: a node without the key is in no domain of it, so neither the pod's own
+    # anti-affinity nor a running pod's can refuse it (a case from Volcano's predicates tests).
+    nodes = [node(f"n{i}", cpu=8) for i in range(2)]
+    for n in nodes:
+        n["metadata"]["labels"].pop(HOST, None)
+    rule = anti(term("example.com/nowhere", job="w"))
+    running = labelled([pod("old", None, cpu=1, node_name="n0", extra_spec=rule)], job="w")
+    pods = labelled(job_pods("w", 2, cpu=1, extra_spec=rule), job="w")
+    result, _ = schedule(nodes, [*running, *pods], [], [podgroup("w", 2)])
+    assert len(result.bindings) == 2

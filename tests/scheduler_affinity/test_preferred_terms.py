@@ -188,3 +188,10 @@ def test_a_running_pods_preference_to_be_apart_pushes_the_pod_away() -> None:
     calm = gang("calm", 1, 1, None)
     result, _ = schedule(nodes, [loner, filler, *calm], [], [podgroup("calm", 1)])
     assert result.bindings == {"default/calm-t0-0": "n0"}
+
+
+def test_a_schedule_anyway_spread_over_a_key_no_node_carries_scores_nothing_and_places() -> None:
+    nodes = [node(f"n{i}", cpu=8) for i in range(2)]
+    spread = soft_spread("example.com/nowhere", job="w")
+    result, _ = schedule(nodes, gang("w", 3, 1, spread), one_leaf(["n0", "n1"]), [hard_tier_1("w", 3)])
+    assert len(result.bindings) == 3
