@@ -200,6 +200,19 @@ class World:
         self.pgs.append(pg)
         self.state.set_podgroup(pg)
 
+    def churn(self, done: list[str], rep: int, pod: Any = None) -> None:
+        """The churn of scenario (b): the pods ``done`` finish and 10 gangs of 10 arrive
+        (``new-<rep>-<g>``, hard tier 1), each pod made by ``pod(job, g, i)`` (plain by default)."""
+        for k in done:
+            p = copy.copy(self.pods[k])
+            p["status"] = {"phase": "Succeeded"}
+            self.put_pod(p)
+        for g in range(10):
+            job = f"new-{rep}-{g}"
+            self.add_pg(make_pg(job, 10, {"mode": "hard", "highestTierAllowed": 1}))
+            for i in range(10):
+                self.put_pod(make_pod(job, i, 1, None) if pod is None else pod(job, g, i))
+
     def bind(self, result: SessionResult) -> None:
         """What the informer would show next: the decided pods bound."""
         for key, node in result.bindings.items():
@@ -355,15 +368,8 @@ def _terms_world(n: int, reps: int, terms: bool) -> tuple[World, LastSession]:
 def _terms_churn(world: World, last: LastSession, rep: int, terms: bool) -> tuple[float, int]:
     """Cycle (b) of :func:`terms_variant`: (seconds, pods placed)."""
     running = [k for k, p in world.pods.items() if p["spec"].get("nodeName")]
-    for k in running[rep * len(running) // 100 : (rep + 1) * len(running) // 100]:
-        p = copy.copy(world.pods[k])
-        p["status"] = {"phase": "Succeeded"}
-        world.put_pod(p)
-    for g in range(10):
-        job = f"new-{rep}-{g}"
-        world.add_pg(make_pg(job, 10, {"mode": "hard", "highestTierAllowed": 1}))
-        for i in range(10):
-            world.put_pod(with_terms(make_pod(job, i, 1, None), job, terms and g < 3))
+    done = running[rep * len(running) // 100 : (rep + 1) * len(running) // 100]
+    world.churn(done, rep, lambda job, g, i: with_terms(make_pod(job, i, 1, None), job, terms and g < 3))
     dt, snap = timed(world.view)
     dts, res = timed(lambda s=snap, la=last: decide(s, la))
     world.bind(res)
@@ -493,15 +499,7 @@ def main() -> None:
         for rep in range(reps):
             done = running[rep * len(running) // 100 : (rep + 1) * len(running) // 100]
             t = time.perf_counter()
-            for k in done:
-                p = copy.copy(world.pods[k])
-                p["status"] = {"phase": "Succeeded"}
-                world.put_pod(p)
-            for g in range(10):
-                job = f"new-{rep}-{g}"
-                world.add_pg(make_pg(job, 10, {"mode": "hard", "highestTierAllowed": 1}))
-                for i in range(10):
-                    world.put_pod(make_pod(job, i, 1, None))
+            world.churn(done, rep)
             events = time.perf_counter() - t
             dt, snap = timed(world.view)
             dts, res = timed(lambda s=snap: decide(s, LAST))

@@ -25,7 +25,6 @@ Per cycle, in the same process and on the same snapshot:
 from __future__ import annotations
 
 import argparse
-import copy
 import gc
 import statistics
 import sys
@@ -97,15 +96,7 @@ def main() -> None:
             if p["spec"].get("nodeName") and p["status"]["phase"] == "Running"
         ]
         for rep in range(reps):
-            for k in running[rep * len(running) // 100 : (rep + 1) * len(running) // 100]:
-                p = copy.copy(world.pods[k])
-                p["status"] = {"phase": "Succeeded"}
-                world.put_pod(p)
-            for g in range(10):
-                job = f"new-{rep}-{g}"
-                world.add_pg(make_pg(job, 10, {"mode": "hard", "highestTierAllowed": 1}))
-                for i in range(10):
-                    world.put_pod(make_pod(job, i, 1, None))
+            world.churn(running[rep * len(running) // 100 : (rep + 1) * len(running) // 100], rep)
             view, snap = timed(st.snapshot)
             cycles.append(measure_cycle(snap, view))
             decisions.append(measure_decision(snap, cycles[-1][2], 2))

@@ -26,7 +26,7 @@ applies to are recounted after each placement rather than kept incrementally."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -113,6 +113,16 @@ class AffinityState:
         for kv in c.labels:
             out += by_label.get(kv, ())
         return out
+
+    def placed_arrays(self) -> Iterator[tuple[PodClass, I64, I64]]:
+        """Per class placed in the cycle (less victims taken out): its nodes and pods on each."""
+        for other, per in self.placed.items():
+            if per:
+                yield (
+                    other,
+                    np.fromiter(per.keys(), dtype=np.int64, count=len(per)),
+                    np.fromiter(per.values(), dtype=np.int64, count=len(per)),
+                )
 
     def ns(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels (none when the namespace is unknown)."""
@@ -212,15 +222,8 @@ class InterPodAffinity:
         )
         state.counts[key] = got
         self._count_bound(state, got)
-        for other, per in state.placed.items():
-            if per:
-                self._count(
-                    state,
-                    got,
-                    other,
-                    np.fromiter(per.keys(), dtype=np.int64, count=len(per)),
-                    np.fromiter(per.values(), dtype=np.int64, count=len(per)),
-                )
+        for other, nodes, ks in state.placed_arrays():
+            self._count(state, got, other, nodes, ks)
         return got
 
     def _count_bound(self, state: AffinityState, counts: _Counts) -> None:
@@ -428,15 +431,8 @@ class InterPodAffinity:
             arr += np.bincount(d[ok], weights=w_pod[keep][ok], minlength=len(arr))[: len(arr)].astype(
                 np.int64
             )
-        for other, per in state.placed.items():
-            if per:
-                self._count_preferred(
-                    state,
-                    got,
-                    other,
-                    np.fromiter(per.keys(), dtype=np.int64, count=len(per)),
-                    np.fromiter(per.values(), dtype=np.int64, count=len(per)),
-                )
+        for other, nodes, ks in state.placed_arrays():
+            self._count_preferred(state, got, other, nodes, ks)
         return got
 
     @staticmethod
