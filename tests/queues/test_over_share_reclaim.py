@@ -1,0 +1,94 @@
+"""Reclaim from queues over their share, as Volcano's proportion plugin and victim queue do.
+
+Stories from Volcano's own reclaim tests (tests/conformance has them as converted cases)."""
+
+from __future__ import annotations
+
+from hyperplace.api import PodGroup, Queue
+from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.config.scheduler_conf import load_scheduler_config
+from scheduler_plugin.cycle import run_session
+from tests.scheduler.builders import node, pod
+
+RECLAIM = load_scheduler_config(
+    """
+actions: "reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: proportion
+"""
+)
+
+CLASSES = [
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+    for n, v in (("low", 100), ("mid", 500), ("high", 1000))
+]
+
+
+def group(name: str, queue: str, phase: str, priority_class: str) -> PodGroup:
+    return PodGroup.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"minMember": 1, "queue": queue, "priorityClassName": priority_class},
+            "status": {"phase": phase},
+        }
+    )
+
+
+def running(name: str, grp: str, preemptable: bool = True) -> dict:
+    p = pod(name, grp, cpu=1, memory="1Gi", node_name="n1")
+    p["metadata"]["labels"]["volcano.sh/preemptable"] = "true" if preemptable else "false"
+    return p
+
+
+def session(pods: list[dict], groups: list[PodGroup], queues: list[str]):
+    snap = build_snapshot(
+        nodes=[node("n1", cpu=4, memory="4Gi")],
+        pods=pods,
+        podgroups=groups,
+        queues=[Queue.model_validate({"metadata": {"name": q}, "spec": {"weight": 1}}) for q in queues],
+        priority_classes=CLASSES,
+    )
+    return run_session(snap, RECLAIM, now=0.0)
+
+
+def test_a_newcomer_team_gets_its_share_back_even_if_that_leaves_the_over_share_team_just_below_its_own():
+    # Teams A and B each run two 1-cpu pods on a 4-cpu node; team C submits one. Each share is
+    # 1 cpu for C and 1.5 for A and B: both are over theirs, and whichever gives a pod back
+    # drops to 1, below its 1.5. C must still get its pod: it holds nothing, and it cannot
+    # take more than its share, so the team that gave cannot be reclaimed from again by C.
+    pods = [
+        running("a-0", "a"),
+        running("a-1", "a", preemptable=False),
+        running("b-0", "b"),
+        running("b-1", "b", preemptable=False),
+        pod("c-0", "c", cpu=1, memory="1Gi"),
+    ]
+    groups = [
+        group("a", "team-a", "Running", "mid"),
+        group("b", "team-b", "Running", "low"),
+        group("c", "team-c", "Inqueue", "high"),
+    ]
+    result = session(pods, groups, ["team-a", "team-b", "team-c"])
+    # One pod goes, the preemptable one of the lower-priority job (B's PodGroup is "low"; the
+    # pods carry no priority of their own, so the jobs' priorities decide, as in Volcano).
+    assert [e.victim for e in result.evictions] == ["default/b-0"]
+    assert result.nominations["default/c"].pods == {"default/c-0": "n1"}
+
+
+def test_a_team_at_or_below_its_share_gives_nothing():
+    # A holds one pod, exactly its share of a node it shares with C: nothing is reclaimed.
+    pods = [running("a-0", "a"), running("x-0", "x"), running("x-1", "x"), running("x-2", "x")]
+    pods.append(pod("c-0", "c", cpu=1, memory="1Gi"))
+    groups = [
+        group("a", "team-a", "Running", "low"),
+        group("x", "team-x", "Running", "low"),
+        group("c", "team-a", "Inqueue", "high"),
+    ]
+    result = session(pods, groups, ["team-a", "team-x"])
+    # Team A (a and c) is below its share of 2 cpu; team X is over (3 > 2): X gives one pod, A none.
+    assert {e.victim_job for e in result.evictions} == {"default/x"}
+    assert len(result.evictions) == 1
