@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Convert Volcano's scheduler tests into our conformance cases (issue 37).
+
+    python hack/volcano-conformance.py [--repo /work/.mirror/volcano-sh+volcano/repo] [--ref v1.15.1]
+
+Reads the table-driven tests of the listed action and plugin test files of a Volcano git
+checkout or bare mirror at ``--ref`` (tests/conformance/volcano_go.py evaluates their Go
+values), and writes one YAML file per table entry under tests/conformance/cases/<file>/,
+with the commit it came from. Entries that cannot be converted are written too, with the
+reason, so the suite lists them; then rewrites docs/volcano-differences.md from the cases and
+tests/conformance/differences.yaml. tests/conformance/test_volcano_cases.py runs the cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.conformance.cases import SOURCES, load_cases, write_cases  # noqa: E402
+from tests.conformance.differences import DOC, load_differences, render_table  # noqa: E402
+from tests.conformance.volcano_go import GoSource, convert_file  # noqa: E402
+
+
+def git(repo: str, *args: str) -> str:
+    return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True, text=True).stdout
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", default="/work/.mirror/volcano-sh+volcano/repo", help="Volcano git directory")
+    ap.add_argument("--ref", default="v1.15.1", help="tag or commit to read")
+    ap.add_argument("--docs-only", action="store_true", help="only rewrite docs/volcano-differences.md")
+    args = ap.parse_args()
+    if args.docs_only:
+        DOC.write_text(render_table(load_cases(), load_differences()))
+        return 0
+    commit = git(args.repo, "rev-parse", f"{args.ref}^{{commit}}").strip()
+
+    def read(path: str) -> str:
+        return git(args.repo, "show", f"{commit}:{path}")
+
+    def list_dir(path: str) -> list[str]:
+        return git(args.repo, "ls-tree", "--name-only", f"{commit}:{path}").split()
+
+    source = GoSource(read, list_dir)
+    cases = [case for path in SOURCES for case in convert_file(source, path)]
+    written = write_cases(cases, ref=args.ref, commit=commit)
+    done = sum(1 for c in cases if not c.reason)
+    DOC.write_text(render_table(load_cases(), load_differences()))
+    print(
+        f"{len(cases)} cases from {len(SOURCES)} files at {args.ref} ({commit}): {done} converted, {len(cases) - done} not convertible; {written} files written"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
