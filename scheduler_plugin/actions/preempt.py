@@ -45,7 +45,8 @@ from ..framework.statement import Statement
 from ..model.explanation import Explanation
 from ..model.jobs import PREEMPTABLE_KEY, JobInfo, TaskInfo, task_preemptable
 from ..model.memo import MemoKey
-from ..model.resources import Res
+from ..model.resources import Missing, Res
+from ..model.snapshot import ClusterSnapshot
 from ..placement.domain_search import Placer, record
 from ..placement.exclusive_fences import Fences
 from ..placement.gang_units import Group, gang_groups, job_skip_reason, within_queue
@@ -221,21 +222,24 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
         # looks for lower-priority victims inside the queue, as Volcano's preempt evicts until
         # its queue is Allocatable again.
         _, over_why = within_queue(ssn, job, groups)
-        need = ssn.queue_excess(job.queue, [t for g in groups for t in g.tasks]) if over_why else None
+        gang_tasks = [t for g in groups for t in g.tasks]
+        need = ssn.queue_excess(job.queue, gang_tasks) if over_why else None
+        relieving: set[str] | None = None
         if reclaim and over_why is not None:
-            _note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
-            continue
+            # Only pods of queues that share the limit (with hierarchical capacity: under the
+            # same full ancestor) give the gang's queue room back.
+            relieving = _relieving_queues(
+                ssn, job, gang_tasks, need, candidates(ssn, job, _other_queue, order)
+            )
+            if not relieving:
+                _note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
+                continue
         if reclaim and not ssn.preemptive(job.queue, rep):
             _note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
             continue
+        eligible: VictimFilter
         if reclaim:
-
-            def eligible(me: JobInfo, other: JobInfo) -> bool:
-                if other.queue == me.queue:
-                    return False
-                q = snap.queues.get(other.queue)
-                return q is None or q.spec is None or q.spec.reclaimable is not False
-
+            eligible = _reclaim_filter(snap, relieving)
             allowed = ssn.reclaimable(rep, candidates(ssn, job, eligible, order))
         else:
             eligible = _same_queue
@@ -312,6 +316,46 @@ def _evict_and_place(
     else:
         _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
     return False
+
+
+def _reclaim_filter(snap: ClusterSnapshot, relieving: set[str] | None) -> VictimFilter:
+    """Reclaim's victims: pods of other queues (of ``relieving`` ones only, when given) whose
+    Queue does not say ``reclaimable: false``."""
+
+    def eligible(me: JobInfo, other: JobInfo) -> bool:
+        if not _other_queue(me, other) or (relieving is not None and other.queue not in relieving):
+            return False
+        q = snap.queues.get(other.queue)
+        return q is None or q.spec is None or q.spec.reclaimable is not False
+
+    return eligible
+
+
+def _other_queue(me: JobInfo, other: JobInfo) -> bool:
+    return other.queue != me.queue
+
+
+def _relieving_queues(
+    ssn: Session, job: JobInfo, tasks: list[TaskInfo], need: Res | None, cands: list[TaskInfo]
+) -> set[str]:
+    """The other queues whose pods, once gone, lessen what ``job``'s queue must give back
+    before it may take ``tasks`` (``need``): each queue is asked once, with one of its pods
+    leaving, as the queue plugins see an eviction."""
+    if need is None:
+        return set()
+    out: set[str] = set()
+    seen: set[str] = set()
+    for t in cands:
+        queue = ssn.snap.jobs[t.job].queue
+        if queue in seen:
+            continue
+        seen.add(queue)
+        ssn.on_deallocate([t])
+        after = ssn.queue_excess(job.queue, tasks)
+        ssn.on_allocate([t])
+        if after is None or not need.less_equal(after, Missing.ZERO):
+            out.add(queue)
+    return out
 
 
 def _same_queue(me: JobInfo, other: JobInfo) -> bool:

@@ -92,3 +92,48 @@ def test_a_team_at_or_below_its_share_gives_nothing():
     # Team A (a and c) is below its share of 2 cpu; team X is over (3 > 2): X gives one pod, A none.
     assert {e.victim_job for e in result.evictions} == {"default/x"}
     assert len(result.evictions) == 1
+
+
+HIERARCHY = load_scheduler_config(
+    """
+actions: "enqueue, reclaim"
+tiers:
+- plugins:
+  - name: gang
+  - name: conformance
+  - name: capacity
+    enableHierarchy: true
+"""
+)
+
+
+def test_a_team_takes_its_share_back_from_a_sibling_team_when_their_department_is_full():
+    # Department D may hold 4 cpu, shared by teams D1 and D2 (2 cpu deserved each). D1 runs
+    # two 2-cpu pods, filling D; D2 submits one. Only D1's pods can give D room back, and D1
+    # is above its share: its preemptable pod goes for D2.
+    def queue(name: str, parent: str, cap: int, deserved: int) -> Queue:
+        res = lambda n: {"cpu": str(n), "memory": f"{n}Gi"}  # noqa: E731
+        return Queue.model_validate(
+            {
+                "metadata": {"name": name},
+                "spec": {"weight": 1, "parent": parent, "capability": res(cap), "deserved": res(deserved)},
+            }
+        )
+
+    d1_pods = [pod(f"d1-{i}", "d1", cpu=2, memory="2Gi", node_name="n1") for i in range(2)]
+    d1_pods[0]["metadata"]["labels"]["volcano.sh/preemptable"] = "false"
+    snap = build_snapshot(
+        nodes=[node("n1", cpu=8, memory="8Gi")],
+        pods=[*d1_pods, pod("d2-0", "d2", cpu=2, memory="2Gi")],
+        podgroups=[group("d1", "team-d1", "Running", "low"), group("d2", "team-d2", "Inqueue", "low")],
+        queues=[
+            Queue.model_validate({"metadata": {"name": "root"}}),
+            queue("dept", "root", 4, 4),
+            queue("team-d1", "dept", 4, 2),
+            queue("team-d2", "dept", 4, 2),
+        ],
+        priority_classes=CLASSES,
+    )
+    result = run_session(snap, HIERARCHY, now=0.0)
+    assert [e.victim for e in result.evictions] == ["default/d1-1"]
+    assert result.nominations["default/d2"].pods == {"default/d2-0": "n1"}
