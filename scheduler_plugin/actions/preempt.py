@@ -188,7 +188,8 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
     jobs = [
         j
         for j in snap.jobs.values()
-        if j.pending and j.key not in ssn.ledger.nominations and not ssn.job_ready(j)
+        if j.pending and j.key not in ssn.ledger.nominations
+        if not ssn.job_ready(j) or (not reclaim and _waiting_best_effort(ssn, j))
         if job_skip_reason(ssn, j) is None
     ]
     jobs.sort(key=lambda j: (queue_key(j.queue), job_key(j)))
@@ -196,12 +197,19 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
     order = victim_job_order(ssn) if jobs else []
     fences = Fences(ssn)
     for job in jobs:
+        groups: list[Group] | str
         if ssn.job_ready(job):
-            continue
-        if reclaim and ssn.overused(job.queue):
+            # A best-effort pod counts as ready for its gang (Volcano's ReadyTaskNum) yet needs a
+            # pod slot: when a node's slots are full it preempts too, one pod at a time.
+            waiting = [] if reclaim else _waiting_best_effort(ssn, job)
+            if not waiting:
+                continue
+            groups = [Group(job.subjobs[waiting[0].subjob], waiting[:1])]
+        elif reclaim and ssn.overused(job.queue):
             _note(ssn, job, f"reclaim: queue {job.queue!r} is overused, it cannot reclaim")
             continue
-        groups = gang_groups(ssn, job)
+        else:
+            groups = gang_groups(ssn, job)
         if isinstance(groups, str) or not groups:
             continue
         rep = groups[0].tasks[0]
@@ -329,6 +337,11 @@ def _reclaim_filter(snap: ClusterSnapshot, relieving: set[str] | None) -> Victim
         return q is None or q.spec is None or q.spec.reclaimable is not False
 
     return eligible
+
+
+def _waiting_best_effort(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    """The job's best-effort pods no action has placed in this session, in task order."""
+    return [t for t in job.pending if t.best_effort and t.key not in ssn.placed]
 
 
 def _other_queue(me: JobInfo, other: JobInfo) -> bool:
