@@ -143,7 +143,18 @@ def _plan(
         vec,
         mode.max_domains,
         mode.whole_gangs,
+        _victim_queue_rank(ssn, allowed) if mode.kind == "reclaim" else None,
     )
+
+
+def _victim_queue_rank(ssn: Session, victims: list[TaskInfo]) -> dict[str, int]:
+    """Per victim job, its queue's place in the queue order reversed: reclaim takes first from
+    the queue the scheduler serves last (lowest priority, then largest share), as Volcano's
+    victim queue order does by default."""
+    jobs = ssn.snap.jobs
+    queues = sorted({jobs[t.job].queue for t in victims}, key=ssn.queue_sort_key(), reverse=True)
+    rank = {q: i for i, q in enumerate(queues)}
+    return {t.job: rank[jobs[t.job].queue] for t in victims}
 
 
 VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job) -> candidate?
@@ -151,11 +162,12 @@ VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job)
 
 def victim_job_order(ssn: Session) -> list[JobInfo]:
     """Jobs with running pods in the order their pods are offered as victims: lowest priority
-    first, then the youngest (least running time lost), then by key, so the plugins that walk
-    the candidates in order (a queue giving back down to its share) take the same pods every
-    time, whatever order the cluster state keeps its jobs in."""
+    first, then the youngest (least running time lost), then the last by key (the job order
+    reversed, as Volcano's victim queue), so the plugins that walk the candidates in order (a
+    queue giving back down to its share) take the same pods every time, whatever order the
+    cluster state keeps its jobs in."""
     jobs = [j for j in ssn.snap.jobs.values() if j.tasks and len(j.pending) < len(j.tasks)]
-    jobs.sort(key=lambda j: j.key)
+    jobs.sort(key=lambda j: j.key, reverse=True)
     jobs.sort(key=lambda j: j.creation, reverse=True)
     jobs.sort(key=lambda j: j.priority)
     return jobs
@@ -296,34 +308,66 @@ def _evict_and_place(
         _note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, guarded, reclaim))
         return False
     last_why: str | None = None
-    for plan in outcome.plans[:MAX_EXACT_TRIES]:
-        victims = plan.victims
-        ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
-        # The queue plugins see the victims leave (Volcano's deallocate event) before the
-        # gang's queue is asked again: no nomination takes a queue past its limit.
-        if victims:
-            ssn.on_deallocate(list(victims))
-        _, last_why = within_queue(ssn, job, groups)
-        if last_why is None:
-            res, stmt = placer.place(job, groups)
-            if res.ok and ssn.job_ready(job):
-                record(ssn, job, res)
-                if victims:
-                    spared = _protected(ssn, job, eligible, guarded, reclaim)
-                    _nominate(ssn, job, plan, stmt, mode, spared)
-                else:  # room without evicting anyone (allocate's exact placement missed it): bind
-                    stmt.commit()
-                    ssn.explanations.pop(job.key, None)
-                return True
-            stmt.discard()
-        if victims:
-            ssn.on_allocate(list(victims))
-        ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
+    tried: list[Plan] = list(outcome.plans[:MAX_EXACT_TRIES])
+    n_planned = len(tried)
+    for i in range(n_planned + 1):
+        if i == n_planned:
+            # The counts do not see every constraint (an anti-affinity to a pod that stays):
+            # when no plan made room, the plan made without the best one's victims goes last.
+            spared = {t.key for t in tried[0].victims}
+            if not spared:
+                break
+            retry = _plan(ssn, job, groups, [t for t in allowed if t.key not in spared], need, mode)
+            if not retry.plans:
+                break
+            tried.append(retry.plans[0])
+        plan = tried[i]
+        placed, last_why = _try_plan(ssn, placer, job, groups, plan, mode, eligible, guarded)
+        if placed:
+            return True
     if last_why is not None:
         _note(ssn, job, f"{action}: {last_why} even after evicting its victims")
     else:
         _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
     return False
+
+
+def _try_plan(
+    ssn: Session,
+    placer: Placer,
+    job: JobInfo,
+    groups: list[Group],
+    plan: Plan,
+    mode: Mode,
+    eligible: VictimFilter,
+    guarded: list[tuple[str, int]],
+) -> tuple[bool, str | None]:
+    """Place the gang exactly on the state without ``plan``'s victims; nominated (or bound,
+    when no victim was needed) on success, else everything is put back. (placed, why the
+    queue refused)."""
+    victims = plan.victims
+    ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
+    # The queue plugins see the victims leave (Volcano's deallocate event) before the
+    # gang's queue is asked again: no nomination takes a queue past its limit.
+    if victims:
+        ssn.on_deallocate(list(victims))
+    _, why = within_queue(ssn, job, groups)
+    if why is None:
+        res, stmt = placer.place(job, groups)
+        if res.ok and ssn.job_ready(job):
+            record(ssn, job, res)
+            if victims:
+                spared = _protected(ssn, job, eligible, guarded, mode.kind == "reclaim")
+                _nominate(ssn, job, plan, stmt, mode, spared)
+            else:  # room without evicting anyone (allocate's exact placement missed it): bind
+                stmt.commit()
+                ssn.explanations.pop(job.key, None)
+            return True, None
+        stmt.discard()
+    if victims:
+        ssn.on_allocate(list(victims))
+    ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
+    return False, why
 
 
 def _reclaim_filter(snap: ClusterSnapshot, relieving: set[str] | None) -> VictimFilter:

@@ -137,3 +137,86 @@ def test_a_team_takes_its_share_back_from_a_sibling_team_when_their_department_i
     result = run_session(snap, HIERARCHY, now=0.0)
     assert [e.victim for e in result.evictions] == ["default/d1-1"]
     assert result.nominations["default/d2"].pods == {"default/d2-0": "n1"}
+
+
+def _teams(specs: list[tuple[str, str, dict]]) -> list[Queue]:
+    return [
+        Queue.model_validate({"metadata": {"name": n}, "spec": {"weight": 1, "parent": p, **extra}})
+        for n, p, extra in specs
+    ]
+
+
+def test_a_team_without_a_share_of_its_own_reclaims_on_its_department_share():
+    # Department D deserves 1 GPU; its team D1 has no deserved share of its own. Team X, outside
+    # D, holds all 4 GPUs. With ancestorReclaimLevel 1, D1's pod may reclaim because D is below
+    # its share, and X's pod goes.
+    conf = load_scheduler_config(
+        """
+actions: "enqueue, reclaim"
+tiers:
+- plugins:
+  - name: gang
+  - name: capacity
+    enableHierarchy: true
+    arguments: {ancestorReclaimLevel: 1}
+"""
+    )
+    x = pod("x-0", "x", cpu=1, memory="1Gi", gpu=4, node_name="n1")
+    d1 = pod("d1-0", "d1", cpu=1, memory="1Gi", gpu=1)
+    snap = build_snapshot(
+        nodes=[node("n1", cpu=16, memory="16Gi", gpu=4)],
+        pods=[x, d1],
+        podgroups=[group("x", "team-x", "Running", "low"), group("d1", "team-d1", "Inqueue", "low")],
+        queues=_teams(
+            [
+                ("root", "", {}),
+                ("dept", "root", {"deserved": {"nvidia.com/gpu": "1"}}),
+                ("team-d1", "dept", {}),
+                ("team-x", "root", {}),
+            ]
+        ),
+        priority_classes=CLASSES,
+    )
+    result = run_session(snap, conf, now=0.0)
+    assert [e.victim for e in result.evictions] == ["default/x-0"]
+
+
+def test_reclaim_takes_from_the_queue_served_last_first():
+    # Teams A (priority 5) and B (priority 10) are both over their share; C reclaims one pod.
+    # The queue order serves B before A, so A, served last, gives the pod (Volcano's victim
+    # queue order), although B's job comes later by name.
+    pods = [
+        running("a-0", "a"),
+        running("a-1", "a", preemptable=False),
+        running("b-0", "b"),
+        running("b-1", "b", preemptable=False),
+        pod("c-0", "c", cpu=1, memory="1Gi"),
+    ]
+    groups = [
+        group("a", "team-a", "Running", "mid"),
+        group("b", "team-b", "Running", "mid"),
+        group("c", "team-c", "Inqueue", "mid"),
+    ]
+    snap = build_snapshot(
+        nodes=[node("n1", cpu=4, memory="4Gi")],
+        pods=pods,
+        podgroups=groups,
+        queues=[
+            Queue.model_validate({"metadata": {"name": q}, "spec": {"weight": 1, "priority": prio}})
+            for q, prio in (("team-a", 5), ("team-b", 10), ("team-c", 1))
+        ],
+        priority_classes=CLASSES,
+    )
+    result = run_session(snap, RECLAIM, now=0.0)
+    assert [e.victim for e in result.evictions] == ["default/a-0"]
+
+
+def test_among_equal_victims_the_job_last_in_order_goes():
+    # Three identical one-pod jobs of team X over its share; C needs one pod's room. Volcano's
+    # victim queue is the job order reversed: the job that sorts last (x3) goes.
+    pods = [running(f"x{i}-0", f"x{i}") for i in (1, 2, 3)] + [running("y-0", "y", preemptable=False)]
+    pods.append(pod("c-0", "c", cpu=1, memory="1Gi"))
+    groups = [group(f"x{i}", "team-x", "Running", "low") for i in (1, 2, 3)]
+    groups += [group("y", "team-x", "Running", "low"), group("c", "team-c", "Inqueue", "low")]
+    result = session(pods, groups, ["team-x", "team-c"])
+    assert [e.victim for e in result.evictions] == ["default/x3-0"]
