@@ -230,7 +230,7 @@ class Parser:
                 name = self.take().text
                 if self.at("["):
                     self.balanced("[", "]")
-                params = _param_names(self.balanced("(", ")")[1:-1])
+                params = param_names(self.balanced("(", ")")[1:-1])
                 while not self.at("{"):  # the result types
                     self.take()
                 body = self.balanced("{", "}")
@@ -485,7 +485,7 @@ class Parser:
         raise GoSyntaxError(f"line {t.line}: cannot read a type at {t.text!r}")
 
 
-def _param_names(toks: tuple[Tok, ...]) -> tuple[str, ...]:
+def param_names(toks: tuple[Tok, ...]) -> tuple[str, ...]:
     """``a, b string, c int`` -> ("a", "b", "c"): the first identifier of each comma part."""
     out: list[str] = []
     depth = 0

@@ -12,7 +12,6 @@ is returned as not convertible, with the reason.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from .golit import (
     Tok,
     TypeExpr,
     Unary,
+    param_names,
     parse_functions,
 )
 
@@ -53,6 +53,15 @@ class GoStruct:
 
     type: str
     fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Closure:
+    """A func literal of the test, with the variables it sees."""
+
+    params: tuple[str, ...]
+    body: list[Statement]
+    env: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -310,7 +319,7 @@ class Evaluator:
         if isinstance(e, TypeExpr):
             return Opaque(e.text)
         if isinstance(e, Block):
-            return Opaque("func literal")
+            return closure_of(e, env)
         raise Unconvertible(f"expression {type(e).__name__}")
 
     def composite(self, e: Composite, env: Mapping[str, Any], hint: TypeExpr | None) -> Any:
@@ -352,9 +361,11 @@ class Evaluator:
 
     def call(self, e: Call, env: Mapping[str, Any]) -> Any:
         func = e.func
-        if isinstance(func, Selector):  # a method: x.Name(), wrapper.Weight(1)
+        if isinstance(func, Selector):  # a method: x.Name(), wrapper.Weight(1), or a func field
             recv = self.eval(func.base, env)
             args = [self.eval(a, env) for a in e.args]
+            if isinstance(recv, GoStruct) and isinstance(recv.fields.get(func.name), Closure):
+                return self.run(recv.fields[func.name], args)
             return call_method(recv, func.name, args)
         if isinstance(func, TypeExpr):  # []byte(x)
             return self.eval(e.args[0], env)
@@ -362,8 +373,16 @@ class Evaluator:
             raise Unconvertible("call of an expression")
         name = func.name
         if name in env and isinstance(env[name], Opaque):
-            raise Unconvertible(f"call of local closure {name}")
+            raise Unconvertible(f"call of {name}, which was not read")
         args = [self.eval(a, env) for a in e.args]
+        if name in env and isinstance(env[name], Closure):
+            return self.run(env[name], args)
+        if "." in name and name.split(".", 1)[0] in env:  # x.method(...) or a func field x.build(...)
+            base_name, method = name.rsplit(".", 1)
+            recv = self.resolve(base_name, env)
+            if isinstance(recv, GoStruct) and isinstance(recv.fields.get(method), Closure):
+                return self.run(recv.fields[method], args)
+            return call_method(recv, method, args)
         if e.ellipsis and args:
             args = [*args[:-1], *args[-1]]
         canon = self.canonical(name)
@@ -381,29 +400,84 @@ class Evaluator:
         raise Unconvertible(f"helper {name}")
 
     def local_call(self, fn: Func, args: list[Any]) -> Any:
-        """Interpret a helper function of the test file: assignments, then ``return``."""
+        """Interpret a helper function of the test file."""
+        return self.run(Closure(fn.params, fn.body, {}), args)
+
+    def run(self, fn: Closure, args: list[Any]) -> Any:
+        """Call a closure: its statements (assignments, ``if``, ``return``) in its own scope."""
         if self.depth > 8:
-            raise Unconvertible(f"recursion in {fn.name}")
+            raise Unconvertible("calls nested too deep")
         self.depth += 1
         try:
-            env: dict[str, Any] = dict(zip(fn.params, args, strict=False))
-            for st in fn.body:
-                if st.value is not None:
-                    self.assign(st, env)
-                    continue
-                toks = st.tokens
-                if toks and toks[0].text == "return":
-                    return self.eval(Parser([*toks[1:], Tok(";", ";", 0)]).expr(), env)
-                raise Unconvertible(f"statement in helper {fn.name} (line {st.line})")
-            return None
+            env: dict[str, Any] = {**fn.env, **dict(zip(fn.params, args, strict=False))}
+            done, value = self.exec_block(fn.body, env)
+            return value if done else None
         finally:
             self.depth -= 1
 
+    def exec_block(self, body: list[Statement], env: dict[str, Any]) -> tuple[bool, Any]:
+        """Run statements; (True, value) once one returns."""
+        for st in body:
+            if st.value is not None:
+                self.assign(st, env)
+                continue
+            toks = list(st.tokens)
+            head = toks[0].text if toks else ""
+            if head == "return":
+                p = Parser([*toks[1:], Tok(";", ";", 0)])
+                values = [] if p.peek().kind == ";" else [p.expr()]
+                while p.at(","):
+                    p.take()
+                    values.append(p.expr())
+                got = [self.eval(v, env) for v in values]
+                return True, (got[0] if len(got) == 1 else tuple(got))
+            if head == "if":
+                done, value = self.exec_if(toks, env)
+                if done:
+                    return True, value
+                continue
+            if head in ("defer",) or (head == "t" and len(toks) > 1 and toks[1].text == "."):
+                continue  # the test's own bookkeeping
+            raise Unconvertible(f"statement {head!r} (line {st.line})")
+        return False, None
+
+    def exec_if(self, toks: list[Tok], env: dict[str, Any]) -> tuple[bool, Any]:
+        """``if cond { ... } [else { ... }]`` (no init statement)."""
+        i = 1
+        depth = 0
+        while i < len(toks) and not (toks[i].text == "{" and depth == 0):
+            if toks[i].text in ("(", "["):
+                depth += 1
+            elif toks[i].text in (")", "]"):
+                depth -= 1
+            if toks[i].kind == ";" and depth == 0:
+                raise Unconvertible("if with an init statement")
+            i += 1
+        cond = self.eval(Parser([*toks[1:i], Tok(";", ";", 0)]).expr(), env)
+        p = Parser([*toks[i:], Tok(";", ";", 0)])
+        then = p.balanced("{", "}")
+        other: tuple[Tok, ...] = ()
+        if p.at("else"):
+            p.take()
+            if not p.at("{"):
+                raise Unconvertible("else if")
+            other = p.balanced("{", "}")
+        chosen = then if cond else other
+        if not chosen:
+            return False, None
+        stmts = Parser([*chosen[1:-1], Tok(";", ";", 0)]).statements()
+        return self.exec_block(stmts, env)
+
     def assign(self, st: Statement, env: dict[str, Any]) -> None:
         value = self.eval(st.value, env)
-        name = st.names[0]
         if len(st.names) != 1:
-            raise Unconvertible("multiple assignment")
+            if not isinstance(value, tuple) or len(value) != len(st.names):
+                raise Unconvertible("multiple assignment")
+            for n, v in zip(st.names, value, strict=True):
+                if n != "_":
+                    env[n] = v
+            return
+        name = st.names[0]
         if "." not in name:
             env[name] = value
             return
@@ -416,6 +490,22 @@ class Evaluator:
 
 # Named map types of the tests, with their value type.
 MAP_TYPES = {"v1.ResourceList": "resource.Quantity", "framework.Arguments": "interface{}"}
+
+
+def closure_of(block: Block, env: Mapping[str, Any]) -> Closure:
+    """A func literal's parameters and statements (it sees ``env``: Go closures share the
+    variables, and the tests only read them)."""
+    p = Parser([*block.tokens, Tok(";", ";", 0)])
+    p.take("func")
+    params = param_names(p.balanced("(", ")")[1:-1])
+    while not p.at("{"):
+        if p.at("("):
+            p.balanced("(", ")")
+        else:
+            p.take()
+    body = p.balanced("{", "}")
+    return Closure(params, Parser([*body[1:-1], Tok(";", ";", 0)]).statements(), dict(env))
+
 
 CONVERSIONS = {"int", "int32", "int64", "float64", "string", "JobID", "TaskID", "ResourceName", "PodGroupPhase",
                "QueueState", "MustParse", "PreemptionPolicy", "NetworkTopologyMode", "TaskStatus", "To",
@@ -838,6 +928,7 @@ BUILDERS: Mapping[str, Callable[..., Any]] = {
     "api.BuildHyperNodeWithTierName": lambda n, t, tn, m: build_hypernode(n, t, m, tn),
     "api.NewHyperNodeInfo": lambda hn: hn,
     "sets.New": _set_new,
+    "append": lambda xs, *items: [*(xs or []), *items],
     "sets.NewString": _set_new,
     "make": lambda *a: {} if a and isinstance(a[0], Opaque) and a[0].name.startswith("map") else [],
 }
@@ -887,15 +978,16 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
         return [Case(path, fn.name, fn.name, reason=f"test table not read: {reason}")]
     loop_var = _loop_var(loop.tokens)
     register = _find_call(loop.tokens, "RegisterSession")
-    run = _find_call(loop.tokens, "Run", receiver=loop_var)
     if register is None:
         return []  # not a session test (a table of unit inputs)
+    holder = _receiver(loop.tokens, "RegisterSession")
+    run = _find_call(loop.tokens, "Run", receiver=holder)
     if run is None:
         why = "checks the plugin's functions on an opened session (no action runs)"
         return [
             Case(path, fn.name, _entry_name(ev, e) or f"case {i}", reason=why) for i, e in enumerate(table)
         ]
-    assigns = _loop_assignments(loop.tokens, loop_var)
+    body = _loop_body(loop.tokens)
     cases: list[Case] = []
     for i, entry in enumerate(table):
         name = _entry_name(ev, entry) or f"case {i}"
@@ -903,29 +995,68 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
         try:
             if not isinstance(entry, GoStruct):
                 raise Unconvertible("table entry is not a struct literal")
-            case_env = {**env, loop_var: entry}
-            for field_path, expr in assigns:
-                if field_path.startswith(":"):
-                    try:
-                        case_env[field_path[1:]] = ev.eval(expr, case_env)
-                    except (Unconvertible, KeyError, TypeError, IndexError):
-                        case_env[field_path[1:]] = Opaque(field_path[1:])
-                    continue
-                target = entry
-                parts = field_path.split(".")
-                for p in parts[:-1]:
-                    target = ev.field(target, p)
-                value = ev.eval(expr, case_env)
-                if isinstance(target, GoStruct):
-                    target.fields[parts[-1]] = value
+            case_env: dict[str, Any] = {**env, loop_var: entry, "i": i}
+            for st in body:
+                try:
+                    ev.assign(st, case_env)
+                except (Unconvertible, KeyError, TypeError, IndexError, AttributeError) as exc:
+                    if "." in st.names[0]:
+                        raise
+                    for n in st.names:
+                        case_env[n] = Opaque(f"{n}: {exc}")
+            test = case_env.get(holder)
+            if not isinstance(test, GoStruct):
+                raise Unconvertible(f"the test struct {holder} was not read: {test!r}")
             tiers = ev.eval(register.args[0], case_env)
             configurations = ev.eval(register.args[1], case_env) if len(register.args) > 1 else None
             actions = ev.eval(run.args[0], case_env)
-            case.data = case_data(ev, entry, tiers, configurations, actions)
+            case.data = case_data(ev, test, tiers, configurations, actions)
         except (Unconvertible, GoSyntaxError, KeyError, TypeError, IndexError, AttributeError) as exc:
             case.reason = str(exc) if isinstance(exc, Unconvertible) else f"{type(exc).__name__}: {exc}"
         cases.append(case)
     return cases
+
+
+def _loop_body(toks: tuple[Tok, ...]) -> list[Statement]:
+    """The assignments of a ``for ... range`` loop's body, with those of the ``t.Run`` closure
+    inside it, in order."""
+    p = Parser([*toks, Tok(";", ";", 0)])
+    while not p.at("{"):
+        p.take()
+    block = p.balanced("{", "}")
+    return _assignments(Parser([*block[1:-1], Tok(";", ";", 0)]).statements())
+
+
+def _assignments(stmts: list[Statement]) -> list[Statement]:
+    out: list[Statement] = []
+    for st in stmts:
+        if st.value is not None:
+            out.append(st)
+            continue
+        toks = st.tokens
+        if len(toks) > 3 and toks[0].text == "t" and toks[2].text == "Run":
+            texts = [t.text for t in toks]
+            if "func" in texts:
+                p = Parser([*toks[texts.index("func") :], Tok(";", ";", 0)])
+                closure = p.primary()
+                if isinstance(closure, Block):
+                    inner = closure.tokens
+                    q = Parser([*inner, Tok(";", ";", 0)])
+                    while not q.at("{"):
+                        if q.at("("):
+                            q.balanced("(", ")")
+                        else:
+                            q.take()
+                    body = q.balanced("{", "}")
+                    out.extend(_assignments(Parser([*body[1:-1], Tok(";", ";", 0)]).statements()))
+    return out
+
+
+def _receiver(toks: tuple[Tok, ...], method: str) -> str:
+    for i, t in enumerate(toks):
+        if t.text == method and i >= 2 and toks[i - 1].text == "." and toks[i + 1].text == "(":
+            return toks[i - 2].text
+    return ""
 
 
 def _entry_name(ev: Evaluator, entry: Any) -> str | None:
@@ -972,39 +1103,6 @@ def _find_call(toks: tuple[Tok, ...], method: str, receiver: str | None = None) 
             if isinstance(e, Call):
                 return e
     return None
-
-
-def _loop_assignments(toks: tuple[Tok, ...], var: str) -> list[tuple[str, Any]]:
-    """``var.Field = expr`` and ``name := expr`` statements inside the loop, in order (the
-    target of the first is the field path, of the second ``:name``)."""
-    out: list[tuple[str, Any]] = []
-    for i, t in enumerate(toks):
-        at_start = i > 0 and (toks[i - 1].kind == ";" or toks[i - 1].text == "{")
-        if (
-            t.kind == "ident"
-            and at_start
-            and i + 2 < len(toks)
-            and toks[i + 1].text == ":="
-            and toks[i + 2].text != "range"
-        ):
-            with contextlib.suppress(GoSyntaxError):  # a statement that is no expression
-                out.append((":" + t.text, Parser([*toks[i + 2 :], Tok(";", ";", 0)]).expr()))
-            continue
-        if (
-            t.text == var
-            and (i == 0 or toks[i - 1].kind == ";" or toks[i - 1].text == "{")
-            and i + 3 < len(toks)
-            and toks[i + 1].text == "."
-        ):
-            j = i + 1
-            path = []
-            while j + 1 < len(toks) and toks[j].text == "." and toks[j + 1].kind == "ident":
-                path.append(toks[j + 1].text)
-                j += 2
-            if j < len(toks) and toks[j].text == "=":
-                p = Parser([*toks[j + 1 :], Tok(";", ";", 0)])
-                out.append((".".join(path), p.expr()))
-    return out
 
 
 def case_data(
