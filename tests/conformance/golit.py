@@ -149,6 +149,13 @@ class Binary:
 
 
 @dataclass(frozen=True)
+class Tuple:
+    """``a, b`` on the right of an assignment."""
+
+    items: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
 class Block:
     """Tokens the parser keeps unread: a func literal, a statement it does not model."""
 
@@ -220,11 +227,21 @@ class Parser:
 
     # -- file level
     def functions(self) -> list[Func]:
-        """Every top-level ``func Name(...) {...}`` with its body's statements."""
+        """Every top-level ``func Name(...) {...}`` with its body's statements; the file's
+        ``var`` declarations come first, as a function named ``""``."""
         out: list[Func] = []
+        top = Func("")
         depth = 0
         while self.peek().kind != "eof":
             t = self.peek()
+            if depth == 0 and t.text == "var" and t.kind == "ident":
+                self.take()
+                if self.at("("):
+                    block = self.balanced("(", ")")
+                    top.body.extend(Parser([*block[1:-1], Tok(";", ";", t.line)]).statements())
+                else:
+                    top.body.append(self.statement())
+                continue
             if depth == 0 and t.text == "func" and t.kind == "ident" and self.peek(1).kind == "ident":
                 self.take()
                 name = self.take().text
@@ -242,7 +259,7 @@ class Parser:
             elif t.kind == "op" and t.text in ")}]":
                 depth -= 1
             self.take()
-        return out
+        return [top, *out]
 
     def statements(self) -> list[Statement]:
         out: list[Statement] = []
@@ -271,6 +288,12 @@ class Parser:
             self.i += j + 2
             try:
                 value = self.expr()
+                if self.at(","):  # a, b := x, y
+                    items = [value]
+                    while self.at(","):
+                        self.take()
+                        items.append(self.expr())
+                    value = Tuple(tuple(items))
             except GoSyntaxError:
                 self.i = start
                 return Statement((), None, self.raw_statement(), line)

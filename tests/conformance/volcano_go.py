@@ -31,6 +31,7 @@ from .golit import (
     Selector,
     Statement,
     Tok,
+    Tuple,
     TypeExpr,
     Unary,
     param_names,
@@ -225,6 +226,21 @@ class Evaluator:
         self.imports = imports_of(src)
         self.funcs = {f.name: f for f in parse_functions(src)}
         self.depth = 0
+        self._file_vars: dict[str, Any] | None = None
+
+    def file_vars(self) -> dict[str, Any]:
+        """The file's top-level ``var`` values (those that can be read)."""
+        if self._file_vars is None:
+            self._file_vars = {}
+            for st in self.funcs[""].body if "" in self.funcs else []:
+                if st.value is None:
+                    continue
+                try:
+                    self.assign(st, self._file_vars)
+                except (Unconvertible, KeyError, TypeError, IndexError):
+                    for n in st.names:
+                        self._file_vars[n] = Opaque(n)
+        return self._file_vars
 
     # -- names
     def package_of(self, alias: str) -> str | None:
@@ -282,6 +298,9 @@ class Evaluator:
             for key in (name, _json_name(name)):
                 if key in value:
                     return value[key]
+            meta = value.get("metadata")  # ObjectMeta's fields are promoted: pg.Name
+            if isinstance(meta, dict) and _json_name(name) in meta:
+                return meta[_json_name(name)]
         raise Unconvertible(f"field {name} of {type(value).__name__}")
 
     # -- expressions
@@ -320,6 +339,8 @@ class Evaluator:
             return Opaque(e.text)
         if isinstance(e, Block):
             return closure_of(e, env)
+        if isinstance(e, Tuple):
+            return tuple(self.eval(x, env) for x in e.items)
         raise Unconvertible(f"expression {type(e).__name__}")
 
     def composite(self, e: Composite, env: Mapping[str, Any], hint: TypeExpr | None) -> Any:
@@ -959,7 +980,7 @@ def convert_file(source: GoSource, path: str) -> list[Case]:
 
 
 def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
-    env: dict[str, Any] = {}
+    env: dict[str, Any] = dict(ev.file_vars())
     loop: Statement | None = None
     for st in fn.body:
         if st.value is not None and len(st.names) == 1:
