@@ -779,22 +779,24 @@ def build_podgroup_min_resources(
     return pg
 
 
+def _with_topology(pg: dict[str, Any], hn: str, topology: dict[str, Any]) -> dict[str, Any]:
+    pg["metadata"]["annotations"] = {"volcano.sh/allocated-hypernode": hn}
+    pg["spec"]["networkTopology"] = topology
+    return pg
+
+
 def build_podgroup_topology(
     name: str, ns: str, hn: str, queue: str, mm: int, tm: Any, phase: str, mode: str, highest: int
 ) -> dict[str, Any]:
     pg = build_podgroup(name, ns, queue, mm, tm, phase)
-    pg["metadata"]["annotations"] = {"volcano.sh/allocated-hypernode": hn}
-    pg["spec"]["networkTopology"] = {"mode": mode, "highestTierAllowed": highest}
-    return pg
+    return _with_topology(pg, hn, {"mode": mode, "highestTierAllowed": highest})
 
 
 def build_podgroup_topology_tier_name(
     name: str, ns: str, hn: str, queue: str, mm: int, tm: Any, phase: str, mode: str, tier_name: str
 ) -> dict[str, Any]:
     pg = build_podgroup(name, ns, queue, mm, tm, phase)
-    pg["metadata"]["annotations"] = {"volcano.sh/allocated-hypernode": hn}
-    pg["spec"]["networkTopology"] = {"mode": mode, "highestTierName": tier_name}
-    return pg
+    return _with_topology(pg, hn, {"mode": mode, "highestTierName": tier_name})
 
 
 def build_subgroup_policy(

@@ -44,22 +44,27 @@ def running(name: str, grp: str, preemptable: bool = True) -> dict:
     return p
 
 
-def session(pods: list[dict], groups: list[PodGroup], queues: list[str]):
+def session(
+    pods: list[dict], groups: list[PodGroup], queues: list[str], priority: dict[str, int] | None = None
+):
     snap = build_snapshot(
         nodes=[node("n1", cpu=4, memory="4Gi")],
         pods=pods,
         podgroups=groups,
-        queues=[Queue.model_validate({"metadata": {"name": q}, "spec": {"weight": 1}}) for q in queues],
+        queues=[
+            Queue.model_validate(
+                {"metadata": {"name": q}, "spec": {"weight": 1, "priority": (priority or {}).get(q, 0)}}
+            )
+            for q in queues
+        ],
         priority_classes=CLASSES,
     )
     return run_session(snap, RECLAIM, now=0.0)
 
 
-def test_a_newcomer_team_gets_its_share_back_even_if_that_leaves_the_over_share_team_just_below_its_own():
-    # Teams A and B each run two 1-cpu pods on a 4-cpu node; team C submits one. Each share is
-    # 1 cpu for C and 1.5 for A and B: both are over theirs, and whichever gives a pod back
-    # drops to 1, below its 1.5. C must still get its pod: it holds nothing, and it cannot
-    # take more than its share, so the team that gave cannot be reclaimed from again by C.
+def two_teams_over_their_share(a_class: str, b_class: str, c_class: str) -> tuple[list[dict], list[PodGroup]]:
+    """Teams A and B each run two 1-cpu pods (one preemptable) on a 4-cpu node; team C submits
+    one. Each share is 1 cpu for C and 1.5 for A and B: both are over theirs."""
     pods = [
         running("a-0", "a"),
         running("a-1", "a", preemptable=False),
@@ -68,10 +73,18 @@ def test_a_newcomer_team_gets_its_share_back_even_if_that_leaves_the_over_share_
         pod("c-0", "c", cpu=1, memory="1Gi"),
     ]
     groups = [
-        group("a", "team-a", "Running", "mid"),
-        group("b", "team-b", "Running", "low"),
-        group("c", "team-c", "Inqueue", "high"),
+        group("a", "team-a", "Running", a_class),
+        group("b", "team-b", "Running", b_class),
+        group("c", "team-c", "Inqueue", c_class),
     ]
+    return pods, groups
+
+
+def test_a_newcomer_team_gets_its_share_back_even_if_that_leaves_the_over_share_team_just_below_its_own():
+    # Whichever of A and B gives a pod back drops to 1, below its 1.5. C must still get its
+    # pod: it holds nothing, and it cannot take more than its share, so the team that gave
+    # cannot be reclaimed from again by C.
+    pods, groups = two_teams_over_their_share("mid", "low", "high")
     result = session(pods, groups, ["team-a", "team-b", "team-c"])
     # One pod goes, the preemptable one of the lower-priority job (B's PodGroup is "low"; the
     # pods carry no priority of their own, so the jobs' priorities decide, as in Volcano).
@@ -185,29 +198,8 @@ def test_reclaim_takes_from_the_queue_served_last_first():
     # Teams A (priority 5) and B (priority 10) are both over their share; C reclaims one pod.
     # The queue order serves B before A, so A, served last, gives the pod (Volcano's victim
     # queue order), although B's job comes later by name.
-    pods = [
-        running("a-0", "a"),
-        running("a-1", "a", preemptable=False),
-        running("b-0", "b"),
-        running("b-1", "b", preemptable=False),
-        pod("c-0", "c", cpu=1, memory="1Gi"),
-    ]
-    groups = [
-        group("a", "team-a", "Running", "mid"),
-        group("b", "team-b", "Running", "mid"),
-        group("c", "team-c", "Inqueue", "mid"),
-    ]
-    snap = build_snapshot(
-        nodes=[node("n1", cpu=4, memory="4Gi")],
-        pods=pods,
-        podgroups=groups,
-        queues=[
-            Queue.model_validate({"metadata": {"name": q}, "spec": {"weight": 1, "priority": prio}})
-            for q, prio in (("team-a", 5), ("team-b", 10), ("team-c", 1))
-        ],
-        priority_classes=CLASSES,
-    )
-    result = run_session(snap, RECLAIM, now=0.0)
+    pods, groups = two_teams_over_their_share("mid", "mid", "mid")
+    result = session(pods, groups, ["team-a", "team-b", "team-c"], {"team-a": 5, "team-b": 10, "team-c": 1})
     assert [e.victim for e in result.evictions] == ["default/a-0"]
 
 
