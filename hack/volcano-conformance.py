@@ -8,7 +8,8 @@ checkout or bare mirror at ``--ref`` (tests/conformance/volcano_go.py evaluates 
 values), and writes one YAML file per table entry under tests/conformance/cases/<file>/,
 with the commit it came from. Entries that cannot be converted are written too, with the
 reason, so the suite lists them; then rewrites docs/volcano-differences.md from the cases and
-tests/conformance/differences.yaml. tests/conformance/test_volcano_cases.py runs the cases.
+tests/conformance/differences.yaml, and the README's conformance line.
+tests/conformance/test_volcano_cases.py runs the cases.
 """
 
 from __future__ import annotations
@@ -22,7 +23,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.conformance.cases import SOURCES, load_cases, write_cases  # noqa: E402
-from tests.conformance.differences import DOC, load_differences, render_table  # noqa: E402
+from tests.conformance.differences import (  # noqa: E402
+    DOC,
+    README,
+    load_differences,
+    render_table,
+    status_line,
+    with_status,
+)
+
+
+def write_docs() -> None:
+    """docs/volcano-differences.md and the README's conformance line, from the cases on disk."""
+    cases, differences = load_cases(), load_differences()
+    DOC.write_text(render_table(cases, differences))
+    README.write_text(with_status(README.read_text(), status_line(cases, differences)))
+
+
 from tests.conformance.volcano_go import GoSource, convert_file  # noqa: E402
 
 
@@ -34,10 +51,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default="/work/.mirror/volcano-sh+volcano/repo", help="Volcano git directory")
     ap.add_argument("--ref", default="v1.15.1", help="tag or commit to read")
-    ap.add_argument("--docs-only", action="store_true", help="only rewrite docs/volcano-differences.md")
+    ap.add_argument(
+        "--docs-only",
+        action="store_true",
+        help="only rewrite docs/volcano-differences.md and the README's line",
+    )
     args = ap.parse_args()
     if args.docs_only:
-        DOC.write_text(render_table(load_cases(), load_differences()))
+        write_docs()
         return 0
     commit = git(args.repo, "rev-parse", f"{args.ref}^{{commit}}").strip()
 
@@ -51,7 +72,7 @@ def main() -> int:
     cases = [case for path in SOURCES for case in convert_file(source, path)]
     written = write_cases(cases, ref=args.ref, commit=commit)
     done = sum(1 for c in cases if not c.reason)
-    DOC.write_text(render_table(load_cases(), load_differences()))
+    write_docs()
     print(
         f"{len(cases)} cases from {len(SOURCES)} files at {args.ref} ({commit}): {done} converted, {len(cases) - done} not convertible; {written} files written"
     )

@@ -16,6 +16,9 @@ from .cases import StoredCase
 
 DATA = Path(__file__).parent / "differences.yaml"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "volcano-differences.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
+# The README's conformance line stands between these markers.
+STATUS_MARKERS = ("<!-- conformance: made by hack/volcano-conformance.py -->", "<!-- /conformance -->")
 
 
 @dataclass(frozen=True)
@@ -43,14 +46,17 @@ def load_differences() -> dict[str, Difference]:
 
 
 def tally(cases: Sequence[StoredCase], differences: Mapping[str, Difference]) -> dict[str, Counter[str]]:
-    """Per action or plugin: cases that pass as Volcano's, deliberate, not convertible."""
+    """Per action or plugin: cases that end as Volcano's, deliberately differently, as our bugs
+    not fixed yet, and those not convertible."""
     out: dict[str, Counter[str]] = {}
     for c in cases:
-        kind = (
-            "not convertible"
-            if "not_convertible" in c.body
-            else ("deliberate" if c.id in differences else "as Volcano")
-        )
+        d = differences.get(c.id)
+        if "not_convertible" in c.body:
+            kind = "not convertible"
+        elif d is None:
+            kind = "as Volcano"
+        else:
+            kind = "our bug" if d.bug else "deliberate"
         out.setdefault(c.group, Counter())[kind] += 1
     return out
 
@@ -70,8 +76,10 @@ def render_table(cases: Sequence[StoredCase], differences: Mapping[str, Differen
         "The scheduler tests of Volcano v1.15.1 (`pkg/scheduler/actions/*` and `pkg/scheduler/plugins/*`)",
         "are converted into cases under `tests/conformance/cases/` and each runs through one of our",
         "sessions (`tests/conformance/test_volcano_cases.py`). Every converted case ends as Volcano's test",
-        "expects, except the deliberate differences below, whose outcome the suite checks just as strictly.",
-        "Cases that could not be converted faithfully are listed with the reason.",
+        "expects, except the deliberate differences below, whose outcome the suite checks just as strictly,",
+        "and our bugs not fixed yet, each with the fix it needs. Cases that could not be converted",
+        "faithfully are listed with the reason. Regenerate the cases, this page and the README's line:",
+        "`python hack/volcano-conformance.py`.",
         "",
         "| action or plugin | as Volcano | deliberate | our bug, not fixed yet | not convertible |",
         "|---|---|---|---|---|",
@@ -100,3 +108,31 @@ def render_table(cases: Sequence[StoredCase], differences: Mapping[str, Differen
         elif "not_convertible" in c.body:
             lines.append(f"| {name} | not convertible | | {_cell(c.body['not_convertible'])} |")
     return "\n".join(lines) + "\n"
+
+
+def status_line(cases: Sequence[StoredCase], differences: Mapping[str, Difference]) -> str:
+    """The README's line on conformance: totals, then per action and plugin the cases that end
+    as Volcano's / deliberately differently / as our bugs not fixed yet / not convertible."""
+    counts = tally(cases, differences)
+    total: Counter[str] = Counter()
+    for c in counts.values():
+        total.update(c)
+    per = ", ".join(
+        f"{g} {c['as Volcano']}/{c['deliberate']}/{c['our bug']}/{c['not convertible']}"
+        for g, c in sorted(counts.items())
+    )
+    return (
+        f"Volcano conformance: of the {sum(total.values())} table cases of Volcano v1.15.1's scheduler tests, "
+        f"{total['as Volcano']} end as Volcano's test expects, {total['deliberate']} differ on purpose, "
+        f"{total['our bug']} are our bugs not fixed yet and {total['not convertible']} cannot be converted "
+        f"(per action and plugin, as Volcano / deliberate / bug / not convertible: {per}); "
+        "the cases, the reasons and the differences: [docs/volcano-differences.md](docs/volcano-differences.md)."
+    )
+
+
+def with_status(readme: str, line: str) -> str:
+    """``readme`` with the text between the conformance markers replaced by ``line``."""
+    start, end = STATUS_MARKERS
+    head, rest = readme.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{line}\n{end}{tail}"

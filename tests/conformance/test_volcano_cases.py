@@ -11,7 +11,14 @@ from __future__ import annotations
 import pytest
 
 from tests.conformance.cases import load_cases
-from tests.conformance.differences import load_differences, render_table
+from tests.conformance.differences import (
+    DOC,
+    README,
+    load_differences,
+    render_table,
+    status_line,
+    with_status,
+)
 from tests.conformance.session import mismatches, outcome_of, run_case
 
 CASES = load_cases()
@@ -46,9 +53,11 @@ def test_every_difference_names_a_converted_case():
     assert set(DIFFERENCES) <= ids, sorted(set(DIFFERENCES) - ids)
 
 
-def test_the_differences_table_is_up_to_date():
-    from tests.conformance.differences import DOC
-
+def test_the_differences_table_and_the_readme_line_are_up_to_date():
     assert DOC.read_text() == render_table(CASES, DIFFERENCES), (
+        "run: python hack/volcano-conformance.py --docs-only"
+    )
+    readme = README.read_text()
+    assert with_status(readme, status_line(CASES, DIFFERENCES)) == readme, (
         "run: python hack/volcano-conformance.py --docs-only"
     )
