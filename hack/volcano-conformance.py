@@ -15,14 +15,21 @@ tests/conformance/test_volcano_cases.py runs the cases.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.conformance.cases import SOURCES, load_cases, write_cases  # noqa: E402
+from tests.conformance.cases import (  # noqa: E402
+    SOURCES,
+    VOLCANO_REF,
+    VOLCANO_REPO,
+    convert_all,
+    git_source,
+    load_cases,
+    write_cases,
+)
 from tests.conformance.differences import (  # noqa: E402
     DOC,
     README,
@@ -40,17 +47,10 @@ def write_docs() -> None:
     README.write_text(with_status(README.read_text(), status_line(cases, differences)))
 
 
-from tests.conformance.volcano_go import GoSource, convert_file  # noqa: E402
-
-
-def git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True, text=True).stdout
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repo", default="/work/.mirror/volcano-sh+volcano/repo", help="Volcano git directory")
-    ap.add_argument("--ref", default="v1.15.1", help="tag or commit to read")
+    ap.add_argument("--repo", default=VOLCANO_REPO, help="Volcano git directory")
+    ap.add_argument("--ref", default=VOLCANO_REF, help="tag or commit to read")
     ap.add_argument(
         "--docs-only",
         action="store_true",
@@ -60,16 +60,8 @@ def main() -> int:
     if args.docs_only:
         write_docs()
         return 0
-    commit = git(args.repo, "rev-parse", f"{args.ref}^{{commit}}").strip()
-
-    def read(path: str) -> str:
-        return git(args.repo, "show", f"{commit}:{path}")
-
-    def list_dir(path: str) -> list[str]:
-        return git(args.repo, "ls-tree", "--name-only", f"{commit}:{path}").split()
-
-    source = GoSource(read, list_dir)
-    cases = [case for path in SOURCES for case in convert_file(source, path)]
+    source, commit = git_source(args.repo, args.ref)
+    cases = convert_all(source)
     written = write_cases(cases, ref=args.ref, commit=commit)
     done = sum(1 for c in cases if not c.reason)
     write_docs()

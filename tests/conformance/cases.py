@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,11 @@ from typing import Any
 
 import yaml
 
-from .volcano_go import Case
+from .volcano_go import Case, GoSource, convert_file
+
+# Where the Volcano snapshot is kept on the development machines, and the release converted.
+VOLCANO_REPO = "/work/.mirror/volcano-sh+volcano/repo"
+VOLCANO_REF = "v1.15.1"
 
 CASES_DIR = Path(__file__).parent / "cases"
 
@@ -42,6 +47,24 @@ SOURCES = (
 )
 
 
+def git_source(repo: str, ref: str) -> tuple[GoSource, str]:
+    """The Go files of ``ref`` in the git directory ``repo`` (bare or not), and its commit."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True, text=True).stdout
+
+    commit = git("rev-parse", f"{ref}^{{commit}}").strip()
+    return GoSource(
+        lambda path: git("show", f"{commit}:{path}"),
+        lambda path: git("ls-tree", "--name-only", f"{commit}:{path}").split(),
+    ), commit
+
+
+def convert_all(source: GoSource) -> list[Case]:
+    """Every case of the files in :data:`SOURCES`, in order."""
+    return [case for path in SOURCES for case in convert_file(source, path)]
+
+
 def group_of(path: str) -> str:
     """``pkg/scheduler/actions/preempt/preempt_test.go`` -> ``actions.preempt``."""
     parts = path.split("/")
@@ -68,21 +91,14 @@ class StoredCase:
         return self.path.parent.name
 
 
-def write_cases(cases: Iterable[Case], *, ref: str, commit: str) -> int:
-    """Replace ``cases/`` with one file per case; returns how many were written."""
-    if CASES_DIR.exists():
-        shutil.rmtree(CASES_DIR)
+def render_cases(cases: Iterable[Case], *, ref: str, commit: str) -> dict[Path, str]:
+    """One file per case (its path under ``cases/`` and its text)."""
     counters: dict[str, int] = {}
-    n = 0
+    out: dict[Path, str] = {}
     for case in cases:
         group = group_of(case.file)
         counters[group] = counters.get(group, 0) + 1
-        out = (
-            CASES_DIR
-            / group
-            / f"{counters[group]:03d}-{slug(case.test.removeprefix('Test'))}--{slug(case.name)}.yaml"
-        )
-        out.parent.mkdir(parents=True, exist_ok=True)
+        name = f"{counters[group]:03d}-{slug(case.test.removeprefix('Test'))}--{slug(case.name)}.yaml"
         body: dict[str, Any] = {
             "source": {
                 "file": case.file,
@@ -96,10 +112,23 @@ def write_cases(cases: Iterable[Case], *, ref: str, commit: str) -> int:
             body["not_convertible"] = case.reason
         else:
             body.update(case.data)
-        note = f"# Converted from Volcano {ref} ({commit}) {case.file}, {case.test}.\n# Regenerate: python hack/volcano-conformance.py\n"
-        out.write_text(note + yaml.safe_dump(body, sort_keys=False, width=120))
-        n += 1
-    return n
+        note = (
+            f"# Converted from Volcano {ref} ({commit}) {case.file}, {case.test}.\n"
+            "# Regenerate: python hack/volcano-conformance.py\n"
+        )
+        out[Path(group) / name] = note + yaml.safe_dump(body, sort_keys=False, width=120)
+    return out
+
+
+def write_cases(cases: Iterable[Case], *, ref: str, commit: str) -> int:
+    """Replace ``cases/`` with one file per case; returns how many were written."""
+    files = render_cases(cases, ref=ref, commit=commit)
+    if CASES_DIR.exists():
+        shutil.rmtree(CASES_DIR)
+    for rel, text in files.items():
+        (CASES_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+        (CASES_DIR / rel).write_text(text)
+    return len(files)
 
 
 def load_cases() -> list[StoredCase]:
