@@ -87,6 +87,18 @@ CONSTANTS: Mapping[str, Any] = {
     "v1.ResourcePods": "pods",
     "v1.ResourceEphemeralStorage": "ephemeral-storage",
     "v1.ResourceName": "ResourceName",
+    "v1.NodeSelectorOpIn": "In",
+    "v1.NodeSelectorOpNotIn": "NotIn",
+    "v1.NodeSelectorOpExists": "Exists",
+    "v1.NodeSelectorOpDoesNotExist": "DoesNotExist",
+    "metav1.LabelSelectorOpIn": "In",
+    "metav1.LabelSelectorOpNotIn": "NotIn",
+    "metav1.LabelSelectorOpExists": "Exists",
+    "v1.TaintEffectNoSchedule": "NoSchedule",
+    "v1.TaintEffectNoExecute": "NoExecute",
+    "v1.TaintEffectPreferNoSchedule": "PreferNoSchedule",
+    "v1.TolerationOpEqual": "Equal",
+    "v1.TolerationOpExists": "Exists",
     "corev1.PodRunning": "Running",
     "corev1.PodPending": "Pending",
     "corev1.ResourceCPU": "cpu",
@@ -418,7 +430,7 @@ class Evaluator:
             return args[0] if args else None
         if name in self.funcs:
             return self.local_call(self.funcs[name], args)
-        raise Unconvertible(f"helper {name}")
+        raise Unconvertible(f"uses {name}, which the converter does not model")
 
     def local_call(self, fn: Func, args: list[Any]) -> Any:
         """Interpret a helper function of the test file."""
@@ -602,7 +614,7 @@ def to_wire(v: Any) -> Any:
     if isinstance(v, dict):
         return {k: to_wire(x) for k, x in v.items()}
     if isinstance(v, Opaque):
-        raise Unconvertible(f"unresolved {v.name}")
+        raise Unconvertible(f"uses {v.name}, which the converter could not read")
     return v
 
 
@@ -998,7 +1010,7 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
     table = env.get(tests_var)
     if not isinstance(table, list):
         reason = table.name if isinstance(table, Opaque) else f"{tests_var} is not a list"
-        return [Case(path, fn.name, fn.name, reason=f"test table not read: {reason}")]
+        return [Case(path, fn.name, fn.name, reason=f"its test table could not be read ({reason})")]
     loop_var = _loop_var(loop.tokens)
     register = _find_call(loop.tokens, "RegisterSession")
     if register is None:
