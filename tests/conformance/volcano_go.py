@@ -1017,7 +1017,8 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
         return []  # not a session test (a table of unit inputs)
     holder = _receiver(loop.tokens, "RegisterSession")
     run = _find_call(loop.tokens, "Run", receiver=holder)
-    if run is None:
+    verdict = _enqueue_verdict_field(loop.tokens, loop_var) if run is None else None
+    if run is None and verdict is None:
         why = "checks the plugin's functions on an opened session (no action runs)"
         return [
             Case(path, fn.name, _entry_name(ev, e) or f"case {i}", reason=why) for i, e in enumerate(table)
@@ -1044,12 +1045,51 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
                 raise Unconvertible(f"the test struct {holder} was not read: {test!r}")
             tiers = ev.eval(register.args[0], case_env)
             configurations = ev.eval(register.args[1], case_env) if len(register.args) > 1 else None
-            actions = ev.eval(run.args[0], case_env)
-            case.data = case_data(ev, test, tiers, configurations, actions)
+            if run is not None:
+                case.data = case_data(ev, test, tiers, configurations, ev.eval(run.args[0], case_env))
+            else:
+                assert verdict is not None
+                case.data = enqueue_vote_case(ev, test, tiers, configurations, bool(ev.field(entry, verdict)))
         except (Unconvertible, GoSyntaxError, KeyError, TypeError, IndexError, AttributeError) as exc:
             case.reason = str(exc) if isinstance(exc, Unconvertible) else f"{type(exc).__name__}: {exc}"
         cases.append(case)
     return cases
+
+
+def _enqueue_verdict_field(toks: tuple[Tok, ...], var: str) -> str | None:
+    """The entry's field a loop compares ``ssn.JobEnqueueable(job)`` with, if it does."""
+    texts = [t.text for t in toks]
+    if "JobEnqueueable" not in texts:
+        return None
+    for i in range(len(texts) - 2):
+        if (
+            texts[i] == var
+            and texts[i + 1] == "."
+            and "nqueue" in texts[i + 2]
+            and texts[i + 2].startswith("expect")
+        ):
+            return texts[i + 2]
+    return None
+
+
+def enqueue_vote_case(
+    ev: Evaluator, test: GoStruct, tiers: Any, configurations: Any, admitted: bool
+) -> dict[str, Any]:
+    """A test that asks ``ssn.JobEnqueueable`` of every job, as one ``enqueue`` session: its
+    PodGroups made Pending (enqueue asks only those), each expected Inqueue when the vote says
+    yes and Pending when it says no."""
+    data = case_data(ev, test, tiers, configurations, [Action("enqueue")])
+    for pg in data["objects"]["podgroups"]:
+        pg["status"] = {**pg.get("status", {}), "phase": "Pending"}
+    data["expect"]["status"] = {
+        f"{pg['metadata']['namespace']}/{pg['metadata']['name']}": "Inqueue" if admitted else "Pending"
+        for pg in data["objects"]["podgroups"]
+    }
+    data["note"] = (
+        "Volcano's test asks JobEnqueueable of each job; converted as one enqueue session over its "
+        "PodGroups made Pending"
+    )
+    return data
 
 
 def _loop_body(toks: tuple[Tok, ...]) -> list[Statement]:
