@@ -93,13 +93,13 @@ def group_bound(pods: Iterable[tuple[PodClass, int]]) -> list[tuple[PodClass, I6
 
 
 def bound_class(obj: Mapping[str, Any], terms: PodTerms, keys: TermKeys) -> PodClass:
-    """The class of a bound pod: namespace, labels under the keys read, anti-affinity, deleting."""
+    """The class of a bound pod: namespace, labels under the keys read, terms, deleting."""
     meta = obj.get("metadata") or {}
     return pod_class(
         str(meta.get("namespace") or "default"),
         {str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         keys.keys(),
-        terms.anti_affinity,
+        terms,
         bool(meta.get("deletionTimestamp")),
     )
 

@@ -13,6 +13,12 @@ each term; a node passes when (in kube-scheduler's order)
 3. no pod in the node's domains has an anti-affinity term matching the incoming pod
    ("didn't satisfy existing pods anti-affinity rules").
 
+Scoring (kube-scheduler's Score and NormalizeScore): the incoming pod's preferred terms add
+their weight (affinity) or take it off (anti-affinity) once per matching pod in a node's domain
+of the term's key, and so do the terms of the pods already there that match the incoming pod
+(their preferred terms, and their required affinity with ``hardPodAffinityWeight``, 1); the
+scores of the nodes being scored are stretched to 0-100.
+
 Gang-aware: every pod placed in the cycle is counted as it is placed (Reserve), so the pods of
 one gang see each other as if bound one after another. The filter is not local (a pod placed
 in a zone changes the verdict on the zone's every node), so the counts of the shapes it
@@ -24,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from .plugin import I64, CompiledPod, CycleInput
 from .pod_terms import AffinityTerm, BoundPods, ChangeLog, PodClass, TopologyIndex, pod_class
@@ -32,6 +39,8 @@ REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affin
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 HOSTNAME_KEY = "kubernetes.io/hostname"
+MAX_NODE_SCORE = 100
+HARD_POD_AFFINITY_WEIGHT = 1  # kube-scheduler's InterPodAffinityArgs default
 
 
 @dataclass
@@ -50,6 +59,18 @@ class _Counts:
 
 
 @dataclass
+class _Preferred:
+    """Score counts for one incoming pod class: per preferred term (signed weight), the
+    matching pods per domain of the term's key; per topology key, the weights the terms of the
+    pods there that match the incoming pod add up to per domain."""
+
+    me: PodClass
+    terms: tuple[tuple[int, AffinityTerm], ...]
+    counts: list[I64]
+    existing: dict[str, I64] = field(default_factory=dict)
+
+
+@dataclass
 class AffinityState:
     """The cycle's pods by class (bound, then placed), and the counts of each incoming pod
     class asked about so far (kept current by Reserve/Unreserve)."""
@@ -65,9 +86,34 @@ class AffinityState:
     anti_terms: set[AffinityTerm] = field(default_factory=set)
     # (incoming class, its affinity terms) -> counts (the class holds the anti-affinity terms)
     counts: dict[tuple[PodClass, tuple[AffinityTerm, ...]], _Counts] = field(default_factory=dict)
+    preferred: dict[PodClass, _Preferred] = field(default_factory=dict)
+    scoring: bool = False  # some bound or placed pod has terms that score incoming pods
     events: int = 0  # Reserve and Unreserve calls so far
     _applies: dict[PodClass, bool] = field(default_factory=dict)
     _applies_of: dict[int, bool] = field(default_factory=dict)
+    # anti_terms by a label ``key=value`` their selector requires, and those requiring none
+    # (a class can match only the terms of its labels, and the latter): made when first asked.
+    _anti_index: tuple[dict[tuple[str, str], list[AffinityTerm]], list[AffinityTerm]] | None = None
+
+    def anti_terms_for(self, c: PodClass) -> list[AffinityTerm]:
+        """The anti-affinity terms that may match pods of class ``c`` (a superset)."""
+        if self._anti_index is None:
+            by_label: dict[tuple[str, str], list[AffinityTerm]] = {}
+            generic: list[AffinityTerm] = []
+            for t in self.anti_terms:
+                ins = [r for r in t.selector.requirements if r[1] == "In"]
+                if not ins:
+                    generic.append(t)
+                    continue
+                key, _, values = ins[0]
+                for v in values:
+                    by_label.setdefault((key, v), []).append(t)
+            self._anti_index = (by_label, generic)
+        by_label, generic = self._anti_index
+        out = list(generic)
+        for kv in c.labels:
+            out += by_label.get(kv, ())
+        return out
 
     def ns(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels (none when the namespace is unknown)."""
@@ -75,7 +121,7 @@ class AffinityState:
 
 
 def _class_of(state: AffinityState, pod: CompiledPod) -> PodClass:
-    return pod_class(pod.namespace, pod.labels, state.keys, pod.terms.anti_affinity)
+    return pod_class(pod.namespace, pod.labels, state.keys, pod.terms)
 
 
 class InterPodAffinity:
@@ -83,14 +129,21 @@ class InterPodAffinity:
 
     name = "InterPodAffinity"
     local = False
+    # The verdict for a gang's first pod bounds the rest (its own pods only add repulsion, and
+    # a group affine to itself may start anywhere): victim planning asks it with victims gone.
+    first_pod_bounds = True
 
     def cycle_state(self, snapshot: CycleInput) -> AffinityState | None:
         """The bound pods by class; None when no pod of the cluster has a required term."""
         pending = snapshot.pending
         classes = snapshot.pod_classes
-        if not any(p.terms.affinity or p.terms.anti_affinity for p in pending) and not any(
-            c.anti_affinity for c, _ in classes
-        ):
+        if not any(
+            p.terms.affinity
+            or p.terms.anti_affinity
+            or p.terms.preferred_affinity
+            or p.terms.preferred_anti_affinity
+            for p in pending
+        ) and not any(c.anti_affinity or c.affinity or c.preferred for c, _ in classes):
             return None
         # The label keys some term reads: a class keeps only those, so pods that differ in
         # nothing a term reads are counted together.
@@ -99,7 +152,7 @@ class InterPodAffinity:
             keys |= terms.label_keys()
         for c, _ in classes:
             keys.update(k for k, _ in c.labels)
-            for t in c.anti_affinity:
+            for t in (*c.anti_affinity, *c.affinity, *(t for _, t in c.preferred)):
                 keys |= t.keys()
         # Pods being deleted count for affinity as any other (only PodTopologySpread skips them).
         st = AffinityState(
@@ -110,6 +163,7 @@ class InterPodAffinity:
         )
         for c in st.bound.classes:
             st.anti_terms.update(c.anti_affinity)
+        st.scoring = bool(st.bound.scoring)
         for terms in {p.terms for p in pending}:
             st.anti_terms.update(terms.anti_affinity)
         return st
@@ -127,7 +181,7 @@ class InterPodAffinity:
             if got is None:
                 nsl = state.ns(c.namespace)
                 got = state._applies[c] = any(
-                    t.matches(c.namespace, c.label_map, nsl) for t in state.anti_terms
+                    t.matches(c.namespace, c.label_map, nsl) for t in state.anti_terms_for(c)
                 )
             state._applies_of[id(pod)] = got
         return got
@@ -195,11 +249,12 @@ class InterPodAffinity:
         # Per topology key, how many anti-affinity terms of each class match the incoming pod
         # (kube counts a pod once per matching term; Unreserve of a victim takes as many off).
         by_key: dict[str, list[int]] = {}
-        for j in bound.with_anti:
-            c = classes[j]
-            for t in c.anti_affinity:
-                if t.matches(me.namespace, me.label_map, nsl_me):
-                    by_key.setdefault(t.topology_key, [0] * len(classes))[j] += 1
+        for t in state.anti_terms_for(me):  # every bound class's anti-affinity term is among them
+            held = bound.with_anti_term(t)
+            if held and t.matches(me.namespace, me.label_map, nsl_me):
+                per_class = by_key.setdefault(t.topology_key, [0] * len(classes))
+                for j in held:
+                    per_class[j] += 1
         for key, per_class in by_key.items():
             n_dom = topo.domains(key)[1]
             arr = counts.existing_anti.setdefault(key, np.zeros(n_dom, dtype=np.int64))
@@ -336,6 +391,117 @@ class InterPodAffinity:
         inv = inv.reshape(-1)
         return [nodes[inv == g] for g in range(int(inv.max()) + 1)]
 
+    # ------------------------------------------------------------------ Score
+    def _preferred(self, state: AffinityState, pod: CompiledPod) -> _Preferred:
+        c = _class_of(state, pod)
+        got = state.preferred.get(c)
+        if got is not None:
+            return got
+        terms = c.preferred
+        got = state.preferred[c] = _Preferred(
+            c, terms, [np.zeros(state.topo.domains(t.topology_key)[1], dtype=np.int64) for _, t in terms]
+        )
+        bound, topo = state.bound, state.topo
+        for (_, t), arr in zip(terms, got.counts, strict=True):
+
+            def matched(o: PodClass, t: AffinityTerm = t) -> bool:
+                return t.matches(o.namespace, o.label_map, state.ns(o.namespace))
+
+            nodes = bound.nodes_of(bound.flags(t.selector, matched))
+            if len(nodes):
+                d = topo.domains(t.topology_key)[0][nodes]
+                arr += np.bincount(d[d >= 0], minlength=len(arr))[: len(arr)]
+        # The bound pods' own terms that match the incoming pod, weighed per pod.
+        weights: dict[str, list[int]] = {}
+        for j in bound.scoring:
+            for w, t in self._toward(state, bound.classes[j], c):
+                weights.setdefault(t.topology_key, [0] * len(bound.classes))[j] += w
+        for key, per_class in weights.items():
+            arr = got.existing.setdefault(key, np.zeros(topo.domains(key)[1], dtype=np.int64))
+            w_pod = np.asarray(per_class, dtype=np.int64)[bound.class_of]
+            keep = w_pod != 0
+            d = topo.domains(key)[0][bound.node_of[keep]]
+            ok = d >= 0
+            arr += np.bincount(d[ok], weights=w_pod[keep][ok], minlength=len(arr))[: len(arr)].astype(
+                np.int64
+            )
+        for other, per in state.placed.items():
+            if per:
+                self._count_preferred(
+                    state,
+                    got,
+                    other,
+                    np.fromiter(per.keys(), dtype=np.int64, count=len(per)),
+                    np.fromiter(per.values(), dtype=np.int64, count=len(per)),
+                )
+        return got
+
+    @staticmethod
+    def _toward(state: AffinityState, other: PodClass, me: PodClass) -> list[tuple[int, AffinityTerm]]:
+        """The terms of pods of class ``other`` that score a pod of class ``me``, with their
+        weights: required affinity (kube's ``hardPodAffinityWeight``, 1) and preferred terms."""
+        if not other.affinity and not other.preferred:
+            return []
+        nsl = state.ns(me.namespace)
+        weighted = [*((HARD_POD_AFFINITY_WEIGHT, t) for t in other.affinity), *other.preferred]
+        return [(w, t) for w, t in weighted if t.matches(me.namespace, me.label_map, nsl)]
+
+    def _count_preferred(
+        self, state: AffinityState, got: _Preferred, other: PodClass, nodes: I64, ks: I64
+    ) -> None:
+        nsl = state.ns(other.namespace)
+        topo = state.topo
+        for (_, t), arr in zip(got.terms, got.counts, strict=True):
+            if t.matches(other.namespace, other.label_map, nsl):
+                d = topo.domains(t.topology_key)[0][nodes]
+                keep = d >= 0
+                np.add.at(arr, d[keep], ks[keep])
+        for w, t in self._toward(state, other, got.me):
+            key = t.topology_key
+            if key not in got.existing:
+                got.existing[key] = np.zeros(topo.domains(key)[1], dtype=np.int64)
+            d = topo.domains(key)[0][nodes]
+            keep = d >= 0
+            np.add.at(got.existing[key], d[keep], w * ks[keep])
+
+    def score(self, state: AffinityState, pod: CompiledPod, nodes: I64) -> npt.NDArray[np.float64] | None:
+        """kube-scheduler's Score and NormalizeScore over ``nodes`` (the nodes being scored): the
+        pod's preferred terms against the pods there, and those pods' required affinity and
+        preferred terms against the pod, counting the pods placed so far; None when neither
+        side has a term."""
+        if not pod.terms.preferred and not state.scoring:
+            return None
+        got = self._preferred(state, pod)
+        idx = np.asarray(nodes, dtype=np.int64)
+        raw = np.zeros(len(idx), dtype=np.int64)
+        topo = state.topo
+        for (w, t), arr in zip(got.terms, got.counts, strict=True):
+            d = topo.domains(t.topology_key)[0][idx]
+            if len(arr):
+                raw += np.where(d >= 0, w * arr[np.maximum(d, 0)], 0)
+        for key, arr in got.existing.items():
+            d = topo.domains(key)[0][idx]
+            if len(arr):
+                raw += np.where(d >= 0, arr[np.maximum(d, 0)], 0)
+        out = np.zeros(len(idx))
+        if len(idx):
+            low, high = int(raw.min()), int(raw.max())
+            if high > low:
+                out = np.floor(MAX_NODE_SCORE * ((raw - low) / (high - low)))  # kube's order
+        return out
+
+    def soft_keys(self, state: AffinityState, pod: CompiledPod) -> list[str]:
+        """The keys of the preferred anti-affinity terms the pod matches itself: each placement
+        lowers the next one's scores in its domain. (A preferred affinity to itself only raises
+        them where the gang already is, which packing the gang does anyway.)"""
+        c = _class_of(state, pod)
+        nsl = state.ns(c.namespace)
+        return [
+            t.topology_key
+            for _, t in pod.terms.preferred_anti_affinity
+            if t.matches(c.namespace, c.label_map, nsl)
+        ]
+
     # ------------------------------------------------------------------ Reserve
     def _move(self, state: AffinityState, pod: CompiledPod, nodes: I64, k: int) -> None:
         if not len(nodes):
@@ -346,14 +512,19 @@ class InterPodAffinity:
             per[node] = per.get(node, 0) + k
             if not per[node]:
                 del per[node]
+        if k > 0 and (c.affinity or c.preferred):
+            state.scoring = True  # the counts of every incoming class take it in below
         if c.anti_affinity and k > 0 and not state.anti_terms.issuperset(c.anti_affinity):
             state.anti_terms.update(c.anti_affinity)
+            state._anti_index = None
             state._applies.clear()
             state._applies_of.clear()
         ks = np.full(len(nodes), k, dtype=np.int64)
         state.events += 1
         for counts in state.counts.values():
             self._count(state, counts, c, nodes, ks, state.events)
+        for got in state.preferred.values():
+            self._count_preferred(state, got, c, nodes, ks)
 
     def batch_keys(self, state: AffinityState, pod: CompiledPod) -> list[str] | None:
         """An anti-affinity term the pod matches itself makes each placement repel the next in

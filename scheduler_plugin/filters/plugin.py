@@ -71,7 +71,7 @@ class CycleInput(Protocol):
 
     @property
     def pending(self) -> Sequence[CompiledPod]:
-        """The compiled pods of every shape of the cycle."""
+        """The compiled pods of the shapes pending pods of the cycle have."""
         ...
 
     @property
@@ -113,6 +113,7 @@ class StaticFilter(Protocol):
 
 
 S = TypeVar("S")
+S_contra = TypeVar("S_contra", contravariant=True)
 
 
 class StatefulFilter(Protocol[S]):
@@ -191,6 +192,23 @@ class StatefulFilter(Protocol[S]):
     def unreserve(self, state: S, pod: CompiledPod, nodes: I64) -> I64 | None:
         """The placements :meth:`reserve` recorded are undone (or running pods leave); returns
         as :meth:`reserve` does."""
+        ...
+
+
+class ScoringFilter(Protocol[S_contra]):
+    """A stateful filter whose plugin also scores (kube-scheduler's InterPodAffinity and
+    PodTopologySpread): Score and NormalizeScore from the same counts, kept current by Reserve."""
+
+    name: str
+
+    def score(self, state: S_contra, pod: CompiledPod, nodes: I64) -> npt.NDArray[np.float64] | None:
+        """Normalized scores (0-100) of ``nodes`` for ``pod``; None when the pod has nothing
+        this plugin scores."""
+        ...
+
+    def soft_keys(self, state: S_contra, pod: CompiledPod) -> list[str]:
+        """Topology keys in whose domains a placement of the pod changes the next one's scores
+        (terms the pod matches itself); empty when placements do not interact so."""
         ...
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,8 +19,33 @@ from .plugin import I64, PredicateError
 # A requirement: (key, operator, values).
 Requirement = tuple[str, str, tuple[str, ...]]
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_T = TypeVar("_T")
 
 
+def cached_hash(cls: type[_T]) -> type[_T]:
+    """Keeps a frozen dataclass's hash once computed: classes and terms are dictionary keys
+    cycle after cycle, and hashing their nested tuples again each time costs more than the
+    lookups (a cluster has thousands of pod classes). The cached value is left out of pickles,
+    since string hashes differ between processes."""
+    inner = cls.__hash__
+
+    def __hash__(self: Any) -> int:
+        d = self.__dict__
+        h = d.get("_hash")
+        if h is None:
+            h = inner(self)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self: Any) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    setattr(cls, "__hash__", __hash__)  # noqa: B010 - mypy refuses assigning a method
+    setattr(cls, "__getstate__", __getstate__)  # noqa: B010
+    return cls
+
+
+@cached_hash
 @dataclass(frozen=True)
 class Selector:
     """A compiled ``metav1.LabelSelector``. ``nothing``: a nil selector, which matches no
@@ -100,6 +125,7 @@ def with_label_keys(
     return Selector(tuple(dict.fromkeys((*sel.requirements, *extra))))
 
 
+@cached_hash
 @dataclass(frozen=True)
 class AffinityTerm:
     """One PodAffinityTerm: pods matching ``selector`` in the term's namespaces, counted per
@@ -150,6 +176,7 @@ def compile_affinity_terms(
     return tuple(out)
 
 
+@cached_hash
 @dataclass(frozen=True)
 class SpreadConstraint:
     """One TopologySpreadConstraint, with its defaults filled in."""
@@ -207,6 +234,7 @@ def compile_spread(raw: Any, labels: Mapping[str, str]) -> tuple[SpreadConstrain
     return tuple(out)
 
 
+@cached_hash
 @dataclass(frozen=True)
 class PodTerms:
     """A pod's inter-pod affinity and spread terms (empty tuples when it has none)."""
@@ -221,6 +249,16 @@ class PodTerms:
     def hard_spread(self) -> tuple[SpreadConstraint, ...]:
         """The DoNotSchedule constraints (the only ones that filter)."""
         return tuple(c for c in self.spread if c.hard)
+
+    @property
+    def soft_spread(self) -> tuple[SpreadConstraint, ...]:
+        """The ScheduleAnyway constraints (the ones that only score)."""
+        return tuple(c for c in self.spread if not c.hard)
+
+    @property
+    def preferred(self) -> tuple[tuple[int, AffinityTerm], ...]:
+        """The preferred terms with signed weights: affinity adds, anti-affinity takes off."""
+        return (*self.preferred_affinity, *((-w, t) for w, t in self.preferred_anti_affinity))
 
     def any(self) -> bool:
         """Whether the pod carries any term at all."""
@@ -290,16 +328,21 @@ def compile_pod_terms(pod: Mapping[str, Any]) -> PodTerms:
     return terms if terms.any() else NO_TERMS
 
 
+@cached_hash
 @dataclass(frozen=True)
 class PodClass:
     """A bound or placed pod as the two filters see it: its namespace, the labels any term of
-    the cycle reads, its required anti-affinity terms, and whether it is being deleted
-    (PodTopologySpread does not count those). Pods of one class are counted together."""
+    the cycle reads, its required anti-affinity terms, whether it is being deleted
+    (PodTopologySpread does not count those), and the terms with which it scores an incoming
+    pod (its required affinity, kube's ``hardPodAffinityWeight``, and its preferred terms with
+    signed weights). Pods of one class are counted together."""
 
     namespace: str
     labels: tuple[tuple[str, str], ...]
     anti_affinity: tuple[AffinityTerm, ...] = ()
     deleting: bool = False
+    affinity: tuple[AffinityTerm, ...] = ()
+    preferred: tuple[tuple[int, AffinityTerm], ...] = ()
     _labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -315,12 +358,15 @@ def pod_class(
     namespace: str,
     labels: Mapping[str, str],
     keys: frozenset[str],
-    anti: tuple[AffinityTerm, ...] = (),
+    terms: PodTerms | None = None,
     deleting: bool = False,
 ) -> PodClass:
-    """The class of a pod whose labels are ``labels``, keeping only the ``keys`` some term reads."""
+    """The class of a pod whose labels are ``labels`` and terms ``terms``, keeping only the
+    ``keys`` some term reads."""
     kept = tuple(sorted((k, v) for k, v in labels.items() if k in keys))
-    return PodClass(namespace, kept, anti, deleting)
+    if terms is None:
+        return PodClass(namespace, kept, (), deleting)
+    return PodClass(namespace, kept, terms.anti_affinity, deleting, terms.affinity, terms.preferred)
 
 
 class BoundPods:
@@ -345,6 +391,18 @@ class BoundPods:
 
         self._by_label: dict[tuple[str, str], list[int]] | None = None
         self.with_anti = [i for i, c in enumerate(self.classes) if c.anti_affinity]
+        # Classes whose terms score an incoming pod (required affinity, preferred terms).
+        self.scoring = [i for i, c in enumerate(self.classes) if c.affinity or c.preferred]
+        self._by_anti: dict[AffinityTerm, list[int]] | None = None
+
+    def with_anti_term(self, term: AffinityTerm) -> Sequence[int]:
+        """The classes whose anti-affinity holds ``term``, a class once per time it holds it."""
+        if self._by_anti is None:
+            self._by_anti = {}
+            for i in self.with_anti:
+                for t in self.classes[i].anti_affinity:
+                    self._by_anti.setdefault(t, []).append(i)
+        return self._by_anti.get(term, ())
 
     def candidates(self, sel: Selector) -> Sequence[int]:
         """The classes that may match ``sel``: those with a label an ``In`` requirement asks

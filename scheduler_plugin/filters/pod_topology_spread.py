@@ -1,5 +1,5 @@
-"""kube-scheduler's PodTopologySpread filter: the ``DoNotSchedule`` topology spread constraints
-of the incoming pod (``ScheduleAnyway`` ones only score).
+"""kube-scheduler's PodTopologySpread plugin: the ``DoNotSchedule`` topology spread constraints
+of the incoming pod filter, the ``ScheduleAnyway`` ones score.
 
 For each constraint, kube-scheduler's PreFilter counts the pods of the incoming pod's
 namespace matching the constraint's selector (pods being deleted excluded) per domain of the
@@ -14,7 +14,12 @@ node passes when it carries the key and
 where the global minimum is the fewest matching pods of any counted domain, or 0 while fewer
 domains than ``minDomains`` exist. An empty selector counts no pod but matches the pod itself,
 as in kube-scheduler. Every pod placed in the cycle is counted as it is placed (Reserve), so a
-gang's pods spread as if bound one after another."""
+gang's pods spread as if bound one after another.
+
+Scoring counts the same way for the ``ScheduleAnyway`` constraints: a node scores, per
+constraint whose key it carries, the matching pods of its domain times ``log(domains + 2)``
+(the domains among the scored nodes; for the hostname, the scored nodes) plus ``maxSkew - 1``;
+NormalizeScore turns the fewest into the most points, and a node without every key gets none."""
 
 from __future__ import annotations
 
@@ -34,6 +39,9 @@ from .taint_toleration import first_untolerated
 REASON_SPREAD = "node(s) didn't match pod topology spread constraints"
 REASON_SPREAD_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
 MAX_INT32 = (1 << 31) - 1
+HOSTNAME_KEY = "kubernetes.io/hostname"
+MAX_NODE_SCORE = 100
+F64 = npt.NDArray[np.float64]
 
 
 @dataclass
@@ -47,6 +55,7 @@ class _Counts:
     counts: list[I64]  # per constraint, per domain
     present: list[npt.NDArray[np.bool_]]  # per constraint, per domain: some counted node has it
     self_match: list[bool]
+    soft: bool = False  # the ScheduleAnyway constraints (scoring: no verdict to log)
     log: ChangeLog = field(default_factory=ChangeLog)  # verdict changes since made
 
     def domain_verdicts(self, i: int) -> npt.NDArray[np.bool_]:
@@ -83,16 +92,16 @@ class SpreadState:
     events: int = 0  # Reserve and Unreserve calls so far
 
 
-def _key(pod: CompiledPod) -> object:
+def _key(pod: CompiledPod, cons: tuple[SpreadConstraint, ...]) -> object:
     # Everything the counts depend on: the constraints, the namespace, the node inclusion
     # inputs (selector, affinity, tolerations) and the labels the selectors read.
     keys: set[str] = set()
-    for c in pod.terms.hard_spread:
+    for c in cons:
         keys |= c.selector.keys()
     labels = tuple(sorted((k, v) for k, v in pod.labels.items() if k in keys))
     terms = pod.required_terms
     return (
-        pod.terms.hard_spread,
+        cons,
         pod.namespace,
         labels,
         pod.node_selector,
@@ -124,8 +133,8 @@ class PodTopologySpread:
     local = False
 
     def cycle_state(self, snapshot: CycleInput) -> SpreadState | None:
-        """The bound pods by class; None when no pod of the cycle has a hard constraint."""
-        if not any(p.terms.hard_spread for p in snapshot.pending):
+        """The bound pods by class; None when no pod of the cycle has a constraint."""
+        if not any(p.terms.spread for p in snapshot.pending):
             return None
         nodes = snapshot.node_static
         return SpreadState(nodes, snapshot.topology, snapshot.bound_pods())
@@ -138,12 +147,12 @@ class PodTopologySpread:
         """No bound of its own: how many one node takes depends on the other domains."""
         return None
 
-    def _counts(self, state: SpreadState, pod: CompiledPod) -> _Counts:
-        key = _key(pod)
+    def _counts(self, state: SpreadState, pod: CompiledPod, soft: bool = False) -> _Counts:
+        cons = pod.terms.soft_spread if soft else pod.terms.hard_spread
+        key = _key(pod, cons)
         got = state.counts.get(key)
         if got is not None:
             return got
-        cons = pod.terms.hard_spread
         n = len(state.nodes)
         doms = [state.topo.domains(c.topology_key) for c in cons]
         has_all = np.ones(n, dtype=bool)
@@ -170,7 +179,13 @@ class PodTopologySpread:
             p[dom[e]] = True
             present.append(p)
         got = _Counts(
-            cons, pod.namespace, eligible, counts, present, [c.selector.matches(pod.labels) for c in cons]
+            cons,
+            pod.namespace,
+            eligible,
+            counts,
+            present,
+            [c.selector.matches(pod.labels) for c in cons],
+            soft,
         )
         state.counts[key] = got
         bound = state.bound
@@ -205,7 +220,7 @@ class PodTopologySpread:
             if not keep.any():
                 continue
             d = state.topo.domains(c.topology_key)[0][nodes[keep]]
-            before = counts.domain_verdicts(i) if event is not None else None
+            before = counts.domain_verdicts(i) if event is not None and not counts.soft else None
             np.add.at(counts.counts[i], d, ks[keep])
             if before is not None and event is not None:
                 for x in np.flatnonzero(before != counts.domain_verdicts(i)).tolist():
@@ -314,6 +329,38 @@ class PodTopologySpread:
             if nxt[d] < len(queues[d]):
                 heapq.heappush(heap, (cnt + 1, queues[d][nxt[d]], d))
         return out
+
+    def score(self, state: SpreadState, pod: CompiledPod, nodes: I64) -> F64 | None:
+        """kube-scheduler's Score and NormalizeScore over ``nodes`` (the nodes being scored) for
+        the pod's ScheduleAnyway constraints, counting the pods placed so far; None without any."""
+        if not pod.terms.soft_spread:
+            return None
+        got = self._counts(state, pod, soft=True)
+        idx = np.asarray(nodes, dtype=np.int64)
+        doms = [state.topo.domains(c.topology_key)[0][idx] for c in got.constraints]
+        counted = np.logical_and.reduce([d >= 0 for d in doms])  # else ignored: no points
+        raw = np.zeros(len(idx))
+        for i, (c, d) in enumerate(zip(got.constraints, doms, strict=True)):
+            size = int(counted.sum()) if c.topology_key == HOSTNAME_KEY else len(np.unique(d[counted]))
+            weight = np.log(size + 2)
+            cnt = got.counts[i][np.maximum(d, 0)]
+            raw += np.where(d >= 0, cnt * weight + (c.max_skew - 1), 0.0)
+        score = np.round(raw).astype(np.int64)  # Score returns whole numbers
+        out = np.zeros(len(idx))
+        if not counted.any():
+            return out
+        low, high = int(score[counted].min()), int(score[counted].max())
+        if high == 0:
+            out[counted] = MAX_NODE_SCORE
+        else:
+            out[counted] = (MAX_NODE_SCORE * (high + low - score[counted])) // high
+        return out
+
+    def soft_keys(self, state: SpreadState, pod: CompiledPod) -> list[str]:
+        """The keys of the ScheduleAnyway constraints that count the pod itself: each placement
+        changes the next one's scores in its domain."""
+        own = _own_class(pod)
+        return [c.topology_key for c in pod.terms.soft_spread if _counted(own, c, pod.namespace)]
 
     def mark(self, state: SpreadState) -> int:
         """The last Reserve or Unreserve so far."""

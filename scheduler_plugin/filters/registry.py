@@ -18,7 +18,7 @@ from . import (
     volume_restrictions,
     volume_zone,
 )
-from .plugin import StatefulFilter, StaticFilter
+from .plugin import ScoringFilter, StatefulFilter, StaticFilter
 
 STATIC_FILTERS: tuple[StaticFilter, ...] = (
     node_ready.FILTER,
@@ -39,3 +39,9 @@ STATEFUL_FILTERS: tuple[StatefulFilter[Any], ...] = (
     inter_pod_affinity.FILTER,
 )
 FIT_AFTER = 1
+# The filters whose kube-scheduler plugin also scores (the nodeorder plugin's podaffinity and
+# podtopologyspread weights), by name.
+SCORING_FILTERS: dict[str, ScoringFilter[Any]] = {
+    "InterPodAffinity": inter_pod_affinity.FILTER,
+    "PodTopologySpread": pod_topology_spread.FILTER,
+}

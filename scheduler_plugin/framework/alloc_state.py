@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..filters.plugin import StatefulFilter
-from ..filters.registry import STATEFUL_FILTERS
+from ..filters.plugin import ScoringFilter, StatefulFilter
+from ..filters.registry import SCORING_FILTERS, STATEFUL_FILTERS
 from ..model.memo import MemoKey
 from ..model.snapshot import ClusterSnapshot, Shape, pods_fitting, pods_fitting_many
 
@@ -95,6 +95,9 @@ class AllocState:
         self._touched: list[I64] = []  # nodes whose usage changed, placement by placement
         self._vol_counts: dict[int, _Volatile] = {}
         self._judged_by: dict[int, bool] = {}
+        # The filters whose plugin scores, once a node order asks for them (score_with).
+        self._scorers: list[tuple[ScoringFilter[Any], Any]] = []
+        self._soft_keys: dict[int, list[str]] = {}
 
     # ------------------------------------------------------------------ counts
     def compute_counts(self, shape: Shape, nodes: I64 | None = None) -> I64:
@@ -115,10 +118,47 @@ class AllocState:
         return c
 
     def volatile(self, shape: Shape) -> bool:
-        """Whether a non-local stateful filter applies to the shape (see the module text)."""
+        """Whether a non-local stateful filter applies to the shape (see the module text), or
+        its pods' placements change one another's scores (:meth:`soft_keys`)."""
         got = self._volatile.get(shape.id)
         if got is None:
-            got = self._volatile[shape.id] = any(f.applies(st, shape.constraints) for f, st in self._nonlocal)
+            got = self._volatile[shape.id] = any(
+                f.applies(st, shape.constraints) for f, st in self._nonlocal
+            ) or bool(self.soft_keys(shape))
+        return got
+
+    def score_with(self, names: set[str]) -> None:
+        """The scoring plugins a node order weighs (by name): only their scores are computed,
+        and only their terms make a gang's placements step by step (:meth:`soft_keys`)."""
+        self._scorers = [
+            (SCORING_FILTERS[f.name], st)
+            for f, st in self.filters
+            if f.name in SCORING_FILTERS and f.name in names
+        ]
+        self._soft_keys = {}
+        self._volatile = {}
+
+    def scores(self, shape: Shape, nodes: I64) -> dict[str, F64]:
+        """kube-scheduler's normalized scores (0-100) of ``nodes`` for a pod of the shape, by the
+        plugins that score from a filter's counts (InterPodAffinity, PodTopologySpread), given
+        what the cycle has placed so far; only those with something to score."""
+        out: dict[str, F64] = {}
+        for f, st in self._scorers:
+            got = f.score(st, shape.constraints, nodes)
+            if got is not None:
+                out[f.name] = got
+        return out
+
+    def soft_keys(self, shape: Shape) -> list[str]:
+        """Topology keys in whose domains a placed pod of the shape changes the next one's
+        scores (a preferred anti-affinity or ScheduleAnyway spread the pod matches itself): its
+        pods are placed a step at a time, one per domain of each, and scored again."""
+        got = self._soft_keys.get(shape.id)
+        if got is None:
+            got = []
+            for f, st in self._scorers:
+                got += [k for k in f.soft_keys(st, shape.constraints) if k not in got]
+            self._soft_keys[shape.id] = got
         return got
 
     def cohorts(self, shape: Shape) -> list[I64] | None:

@@ -169,23 +169,35 @@ class Session:
         return ssn
 
     def _note_unscored_terms(self) -> None:
-        """Preferred inter-pod terms and ScheduleAnyway spread are accepted without effect on
-        node scores: said in the notes while a pending pod carries them."""
+        """Preferred inter-pod terms and ScheduleAnyway spread score through the nodeorder
+        plugin (``podaffinity.weight``, ``podtopologyspread.weight``): without it, or with a
+        weight of 0, they are accepted without effect, said in the notes while a pending pod
+        carries them."""
+        shapes = self.snap.shapes
         soft = {
-            sh.id
-            for sh in self.snap.shapes
-            if sh.constraints.terms.preferred_affinity
-            or sh.constraints.terms.preferred_anti_affinity
-            or len(sh.constraints.terms.hard_spread) < len(sh.constraints.terms.spread)
+            sid
+            for sid in self.snap.pending_shapes
+            if shapes[sid].constraints.terms.preferred or shapes[sid].constraints.terms.soft_spread
         }
         if not soft:
             return
+        # The plugin's weights per scoring filter (plugins stand above the session: read by name).
+        weights = getattr(self.plugins.get("nodeorder"), "term_weights", None) or {}
         for job in self.snap.jobs.values():
-            for t in job.tasks:
-                if not t.running and t.shape in soft:
+            for t in job.pending:
+                if t.shape not in soft:
+                    continue
+                terms = shapes[t.shape].constraints.terms
+                unscored = []
+                if terms.preferred and not weights.get("InterPodAffinity"):
+                    unscored.append("preferred podAffinity/podAntiAffinity terms")
+                if terms.soft_spread and not weights.get("PodTopologySpread"):
+                    unscored.append("ScheduleAnyway topology spread constraints")
+                if unscored:
                     self.note(
-                        "preferred podAffinity/podAntiAffinity terms and ScheduleAnyway topology spread "
-                        f"constraints are accepted without effect on node scores (pod {t.key})"
+                        f"{' and '.join(unscored)} are accepted without effect on node scores: the "
+                        "nodeorder plugin, which scores them (podaffinity.weight, podtopologyspread.weight), "
+                        f"is not enabled or gives them no weight (pod {t.key})"
                     )
                     return
 

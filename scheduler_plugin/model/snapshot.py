@@ -123,12 +123,25 @@ class ClusterSnapshot:
         return got
 
     @property
+    def pending_shapes(self) -> list[int]:
+        """The ids of the shapes some pending pod has, in order, listed once per snapshot."""
+        got = self._derived.get("pending shapes")
+        if got is None:
+            got = self._derived["pending shapes"] = sorted(
+                {t.shape for j in self.jobs.values() for t in j.pending}
+            )
+        assert isinstance(got, list)
+        return got
+
+    @property
     def pending(self) -> list[PodConstraints]:
-        """The compiled pods of every shape (what the stateful filters start their state for),
-        listed once per snapshot."""
+        """The compiled pods of the shapes some pending pod has (what the stateful filters start
+        their state for), listed once per snapshot. Running pods have shapes too (a class each
+        while some pod has a term); a filter judges them only as victims, with a state that
+        pending pods called for."""
         got = self._derived.get("pending")
         if got is None:
-            got = self._derived["pending"] = [sh.constraints for sh in self.shapes]
+            got = self._derived["pending"] = [self.shapes[s].constraints for s in self.pending_shapes]
         assert isinstance(got, list)
         return got
 

@@ -253,9 +253,13 @@ class Placer:
         leaf_of = self.tree.leaf_of
         shape = self.shape(tasks[0].shape)
         state = self.state
+        soft = state.soft_keys(shape)
         scores = self.ssn.node_scores(tasks[0], sj, nodes_d) if len(nodes_d) > 1 else np.zeros(len(nodes_d))
         placed = 0
         while placed < len(tasks):
+            if soft and placed and len(nodes_d) > 1:
+                # The pods placed so far changed the scores of the rest (preferred terms).
+                scores = self.ssn.node_scores(tasks[placed], sj, nodes_d)
             c = state.node_counts(shape)[nodes_d]
             ok = c > 0
             if not ok.any():
@@ -272,6 +276,8 @@ class Placer:
             o = np.lexsort((cand, -scores[ok], ~held))
             cand, cc = cand[o], cc[o]
             keys = state.batch_keys(shape)
+            if keys is not None and soft:
+                keys = keys + [k for k in soft if k not in keys]
             left = len(tasks) - placed
             if keys is None:
                 nodes = cand[:1]

@@ -28,8 +28,10 @@ topology; its gang actions look at a few domains and evict whole bundles. Here a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -62,9 +64,43 @@ class FitCounter:
         self.state = state
         self.demand = demand
         self._bottom_up = np.argsort(-self.tree.depth, kind="stable").tolist()
+        # Per shape of the gang, the filters that judge it whose verdict victims change and
+        # whose verdict for its first pod bounds the rest (InterPodAffinity): asked with the
+        # victims gone, so a pod kept out by the terms of pods that may go finds its room.
+        self.judged: dict[int, list[tuple[Any, Any]]] = {
+            sid: [
+                (f, fst)
+                for f, fst in state.filters
+                if getattr(f, "first_pod_bounds", False) and f.applies(fst, snap.shapes[sid].constraints)
+            ]
+            for sid in demand.total
+        }
+        self.judges = any(self.judged.values())
 
-    def counts(self, sid: int, nodes: I64 | None, freed: I64) -> I64:
-        """Pods of shape ``sid`` each of ``nodes`` (all when None) could take with ``freed`` back."""
+    @contextmanager
+    def _without(self, sid: int, gone: Sequence[TaskInfo]) -> Iterator[None]:
+        """The judging filters of shape ``sid`` see the pods ``gone`` leave, then come back."""
+        by_shape: dict[int, list[int]] = {}
+        for t in gone:
+            if t.node >= 0:
+                by_shape.setdefault(t.shape, []).append(t.node)
+        moves = [
+            (self.snap.shapes[s].constraints, np.asarray(n, dtype=np.int64)) for s, n in by_shape.items()
+        ]
+        judged = self.judged.get(sid, [])
+        for f, fst in judged:
+            for pod, nodes in moves:
+                f.unreserve(fst, pod, nodes)
+        try:
+            yield
+        finally:
+            for f, fst in judged:
+                for pod, nodes in moves:
+                    f.reserve(fst, pod, nodes)
+
+    def counts(self, sid: int, nodes: I64 | None, freed: I64, gone: Sequence[TaskInfo] = ()) -> I64:
+        """Pods of shape ``sid`` each of ``nodes`` (all when None) could take with ``freed`` back
+        (the requests of the pods ``gone``)."""
         shape = self.snap.shapes[sid]
         st = self.state
         if nodes is None:
@@ -86,6 +122,10 @@ class FitCounter:
                 c = np.minimum(c, most)
             if getattr(f, "victims_change_nothing", False):
                 f.cap_counts(fst, shape.constraints, np.arange(len(c)) if nodes is None else nodes, c)
+        if self.judged.get(sid):
+            with self._without(sid, gone):
+                for f, fst in self.judged[sid]:
+                    f.cap_counts(fst, shape.constraints, np.arange(len(c)) if nodes is None else nodes, c)
         return c
 
     def _pcap(self, per_node: I64, limit: int, size: int, within: list[int] | None) -> I64:
@@ -98,22 +138,23 @@ class FitCounter:
                 out[h] = int(out[tree.children[h]].sum())
         return out
 
-    def feasible_all(self, ids: I64, freed_all: I64) -> npt.NDArray[np.bool_]:
-        """Which of ``ids`` could host the gang if every allowed victim left (counts)."""
+    def feasible_all(self, ids: I64, freed_all: I64, gone: Sequence[TaskInfo]) -> npt.NDArray[np.bool_]:
+        """Which of ``ids`` could host the gang if every allowed victim (``gone``) left (counts)."""
         ok = np.ones(len(ids), dtype=bool)
         per_shape: dict[int, I64] = {}
         for sid, k in self.demand.total.items():
-            per_shape[sid] = self.counts(sid, None, freed_all)
+            per_shape[sid] = self.counts(sid, None, freed_all, gone)
             ok &= self.tree.domain_sums(per_shape[sid])[ids] >= k
         for (sid, limit, k), n in self.demand.classes.items():
             ok &= self._pcap(per_shape[sid], limit, k, None)[ids] >= n
         return ok
 
-    def fits_in(self, d: int, nodes: I64, freed: I64) -> bool:
-        """Does the gang fit in domain ``d`` (its ``nodes``) with ``freed`` given back (counts)."""
+    def fits_in(self, d: int, nodes: I64, freed: I64, gone: Sequence[TaskInfo] = ()) -> bool:
+        """Does the gang fit in domain ``d`` (its ``nodes``) with ``freed`` given back by the
+        pods ``gone`` (counts)."""
         per_shape: dict[int, I64] = {}
         for sid, k in self.demand.total.items():
-            c = self.counts(sid, nodes, freed)
+            c = self.counts(sid, nodes, freed, gone)
             if int(c.sum()) < k:
                 return False
             per_shape[sid] = c
@@ -193,16 +234,17 @@ def _domain_plan(
             np.add.at(out, loc[mask], req[mask])
         return out
 
-    def fits(freed: I64) -> bool:
+    def fits(mask: npt.NDArray[np.bool_]) -> bool:
+        freed = freed_for(mask)
         if need is not None and not bool((freed.sum(axis=0) >= need).all()):
             return False
-        return fc.fits_in(d, nodes, freed)
+        gone = [units.tasks[i] for i in pd[mask].tolist()] if fc.judges else ()
+        return fc.fits_in(d, nodes, freed, gone)
 
     def fits_set(chosen: I64) -> bool:
-        m = np.isin(sr, chosen) | np.isin(wr, chosen)
-        return fits(freed_for(m))
+        return fits(np.isin(sr, chosen) | np.isin(wr, chosen))
 
-    if fits(np.zeros((n_nodes_d, r_dim), dtype=np.int64)):
+    if fits(np.zeros(len(pd), dtype=bool)):
         return Plan(d, tier, [], [], (0, -(1 << 62), 0, 0.0))
     if not len(ranks):
         return None
@@ -215,7 +257,7 @@ def _domain_plan(
         psr, pwr = pos[sr], pos[wr]
 
         def fits_j(j: int) -> bool:
-            return fits(freed_for((psr <= j) | (pwr <= j)))
+            return fits((psr <= j) | (pwr <= j))
 
         if not fits_j(len(perm) - 1):
             return None
@@ -261,7 +303,11 @@ def _domain_plan(
     # A class whose tier limit the domain meets is implied by the per-shape totals.
     if not prune:
         pass
-    elif need is not None or any(limit < fc.tree.tiers[d] for (_, limit, _) in fc.demand.classes):
+    elif (
+        need is not None
+        or fc.judges  # a unit taken back changes the verdicts beyond its own nodes
+        or any(limit < fc.tree.tiers[d] for (_, limit, _) in fc.demand.classes)
+    ):
         for r in sorted(chosen, reverse=True)[:MAX_PRUNE_TRIALS]:
             rest = np.array([x for x in chosen if x != r], dtype=np.int64)
             if fits_set(rest):
@@ -362,7 +408,7 @@ def plan_victims(
         ids = np.asarray(level, dtype=np.int64)
         if not len(ids):
             continue
-        ok = fc.feasible_all(ids, freed_all)
+        ok = fc.feasible_all(ids, freed_all, units.tasks if fc.judges else ())
         cands = ids[ok]
         if not len(cands):
             continue

@@ -173,21 +173,6 @@ def test_a_zone_anti_affinity_gang_in_a_tier_sees_the_zones_it_has_taken() -> No
     assert "didn't match pod anti-affinity rules" in (expl.predicates or "")
 
 
-def test_preferred_terms_are_accepted_and_the_notes_say_they_do_not_score() -> None:
-    pref = {
-        "affinity": {
-            "podAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 50, "podAffinityTerm": term(ZONE, app="db")}
-                ]
-            }
-        }
-    }
-    result, _ = schedule(racks(1, 2), job_pods("soft", 1, extra_spec=pref), [], [podgroup("soft", 1)])
-    assert len(result.bindings) == 1
-    assert any("accepted without effect on node scores" in n for n in result.notes)
-
-
 def test_a_running_pods_anti_affinity_is_named_as_kube_names_it() -> None:
     noisy = pod("noisy", None, cpu=1, node_name="r0-n0", extra_spec=anti(term(ZONE, tier="batch")))
     pods = labelled(job_pods("batch", 1, cpu=1), tier="batch")
