@@ -308,20 +308,7 @@ def _evict_and_place(
         _note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, guarded, reclaim))
         return False
     last_why: str | None = None
-    tried: list[Plan] = list(outcome.plans[:MAX_EXACT_TRIES])
-    n_planned = len(tried)
-    for i in range(n_planned + 1):
-        if i == n_planned:
-            # The counts do not see every constraint (an anti-affinity to a pod that stays):
-            # when no plan made room, the plan made without the best one's victims goes last.
-            spared = {t.key for t in tried[0].victims}
-            if not spared:
-                break
-            retry = _plan(ssn, job, groups, [t for t in allowed if t.key not in spared], need, mode)
-            if not retry.plans:
-                break
-            tried.append(retry.plans[0])
-        plan = tried[i]
+    for plan in outcome.plans[:MAX_EXACT_TRIES]:
         placed, last_why = _try_plan(ssn, placer, job, groups, plan, mode, eligible, guarded)
         if placed:
             return True
