@@ -28,6 +28,7 @@ from tests.conformance.cases import (  # noqa: E402
     convert_all,
     git_source,
     load_cases,
+    load_tableless,
     write_cases,
 )
 from tests.conformance.differences import (  # noqa: E402
@@ -43,7 +44,7 @@ from tests.conformance.differences import (  # noqa: E402
 def write_docs() -> None:
     """docs/volcano-differences.md and the README's conformance line, from the cases on disk."""
     cases, differences = load_cases(), load_differences()
-    DOC.write_text(render_table(cases, differences))
+    DOC.write_text(render_table(cases, differences, load_tableless()))
     README.write_text(with_status(README.read_text(), status_line(cases, differences)))
 
 
@@ -61,8 +62,9 @@ def main() -> int:
         write_docs()
         return 0
     source, commit = git_source(args.repo, args.ref)
-    cases = convert_all(source)
-    written = write_cases(cases, ref=args.ref, commit=commit)
+    tableless: dict[str, list[str]] = {}
+    cases = convert_all(source, tableless)
+    written = write_cases(cases, ref=args.ref, commit=commit, tableless=tableless)
     done = sum(1 for c in cases if not c.reason)
     write_docs()
     print(

@@ -20,6 +20,9 @@ VOLCANO_REPO = "/work/.mirror/volcano-sh+volcano/repo"
 VOLCANO_REF = "v1.15.1"
 
 CASES_DIR = Path(__file__).parent / "cases"
+# Per Volcano test file, its test functions that hold no session table (they check a function
+# of the action or plugin directly): not cases, listed in docs/volcano-differences.md.
+TABLELESS = CASES_DIR / "tableless.yaml"
 
 # Volcano's test files with session tables: the actions, and the plugins whose effect a
 # session shows (binds, evictions, PodGroup phases).
@@ -60,9 +63,16 @@ def git_source(repo: str, ref: str) -> tuple[GoSource, str]:
     ), commit
 
 
-def convert_all(source: GoSource) -> list[Case]:
-    """Every case of the files in :data:`SOURCES`, in order."""
-    return [case for path in SOURCES for case in convert_file(source, path)]
+def convert_all(source: GoSource, tableless: dict[str, list[str]] | None = None) -> list[Case]:
+    """Every case of the files in :data:`SOURCES`, in order; per file, the test functions
+    with no session table go to ``tableless``."""
+    out: list[Case] = []
+    for path in SOURCES:
+        names: list[str] = []
+        out.extend(convert_file(source, path, names))
+        if tableless is not None and names:
+            tableless[path] = names
+    return out
 
 
 def group_of(path: str) -> str:
@@ -91,10 +101,17 @@ class StoredCase:
         return self.path.parent.name
 
 
-def render_cases(cases: Iterable[Case], *, ref: str, commit: str) -> dict[Path, str]:
-    """One file per case (its path under ``cases/`` and its text)."""
+def render_cases(
+    cases: Iterable[Case], *, ref: str, commit: str, tableless: dict[str, list[str]] | None = None
+) -> dict[Path, str]:
+    """One file per case (its path under ``cases/`` and its text), and ``tableless.yaml``."""
     counters: dict[str, int] = {}
-    out: dict[Path, str] = {}
+    out: dict[Path, str] = {
+        TABLELESS.relative_to(
+            CASES_DIR
+        ): f"# Test functions of Volcano {ref} ({commit}) with no session table.\n"
+        + yaml.safe_dump(tableless or {}, sort_keys=False, width=120)
+    }
     for case in cases:
         group = group_of(case.file)
         counters[group] = counters.get(group, 0) + 1
@@ -120,15 +137,23 @@ def render_cases(cases: Iterable[Case], *, ref: str, commit: str) -> dict[Path, 
     return out
 
 
-def write_cases(cases: Iterable[Case], *, ref: str, commit: str) -> int:
-    """Replace ``cases/`` with one file per case; returns how many were written."""
-    files = render_cases(cases, ref=ref, commit=commit)
+def write_cases(
+    cases: Iterable[Case], *, ref: str, commit: str, tableless: dict[str, list[str]] | None = None
+) -> int:
+    """Replace ``cases/`` with one file per case and ``tableless.yaml``; returns how many files
+    were written."""
+    files = render_cases(cases, ref=ref, commit=commit, tableless=tableless)
     if CASES_DIR.exists():
         shutil.rmtree(CASES_DIR)
     for rel, text in files.items():
         (CASES_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
         (CASES_DIR / rel).write_text(text)
     return len(files)
+
+
+def load_tableless() -> dict[str, list[str]]:
+    """``tableless.yaml``: per Volcano test file, its test functions with no session table."""
+    return yaml.safe_load(TABLELESS.read_text()) or {} if TABLELESS.exists() else {}
 
 
 def load_cases() -> list[StoredCase]:

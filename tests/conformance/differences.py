@@ -65,8 +65,11 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def render_table(cases: Sequence[StoredCase], differences: Mapping[str, Difference]) -> str:
-    """docs/volcano-differences.md."""
+def render_table(
+    cases: Sequence[StoredCase], differences: Mapping[str, Difference], tableless: Mapping[str, list[str]]
+) -> str:
+    """docs/volcano-differences.md (``tableless``: per Volcano test file, its test functions
+    with no session table)."""
     lines = [
         "# Where hyperplace ends Volcano's own test cases differently",
         "",
@@ -107,6 +110,15 @@ def render_table(cases: Sequence[StoredCase], differences: Mapping[str, Differen
             lines.append(f"| {name} | {_cell(d.volcano)} | {_cell(d.hyperplace)} | {_cell(why)} |")
         elif "not_convertible" in c.body:
             lines.append(f"| {name} | not convertible | | {_cell(c.body['not_convertible'])} |")
+    lines += [
+        "",
+        "Test functions of these files with no table of sessions the converter reads are not cases:",
+        "most call a function of the action or plugin directly (argument parsing, an ordering, a",
+        "scoring helper), which has no counterpart in our code to call; a few build their session by",
+        "hand and check the plugin's internal sums:",
+        "",
+    ]
+    lines += [f"- `{path}`: {', '.join(names)}" for path, names in tableless.items()]
     return "\n".join(lines) + "\n"
 
 

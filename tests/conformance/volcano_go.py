@@ -983,13 +983,17 @@ class Case:
     reason: str = ""
 
 
-def convert_file(source: GoSource, path: str) -> list[Case]:
-    """Every table entry of every test function of ``path`` that runs sessions with actions."""
+def convert_file(source: GoSource, path: str, tableless: list[str] | None = None) -> list[Case]:
+    """Every table entry of every test function of ``path`` that runs sessions; the names of
+    the test functions with no such table go to ``tableless``."""
     ev = Evaluator(source, path)
     out: list[Case] = []
     for fn in ev.funcs.values():
-        if fn.name.startswith("Test"):
-            out.extend(convert_function(ev, path, fn))
+        if fn.name.startswith("Test") and fn.name != "TestMain":
+            got = convert_function(ev, path, fn)
+            if not got and tableless is not None:
+                tableless.append(fn.name)
+            out.extend(got)
     return out
 
 
