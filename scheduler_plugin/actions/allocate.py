@@ -31,6 +31,7 @@ from ..placement.gang_units import (
     Group,
     extension_units,
     gang_groups,
+    gang_groups_around,
     job_skip_reason,
     not_enqueued_explanation,
     within_queue,
@@ -127,7 +128,11 @@ def _place_gang_minimums(
         if isinstance(groups, str):
             ssn.explanations[job.key] = Explanation(summary=groups, reason="NotEnoughPods")
             continue
-        _place_gang(ssn, placer, job, groups, fences, holder)
+        if not _place_gang(ssn, placer, job, groups, fences, holder):
+            # A pod of the minimum no node takes: try the minimum with the job's other pods.
+            alt = gang_groups_around(ssn, job, groups)
+            if alt is not None:
+                _place_gang(ssn, placer, job, alt, fences, holder)
     for job in skipped:
         if not ssn.job_ready(job):
             ssn.explanations[job.key] = _overused_explanation(ssn, job)

@@ -36,10 +36,12 @@ def enqueue(ssn: Session) -> None:
             continue  # the job waits with "queue not found" (allocate says so)
         if ssn.job_phase(job) != "Pending":
             continue
-        if ssn.job_ready(job):
+        if job.tasks and ssn.job_ready(job):
             # Its gang minimum runs: admitted in all but the written phase (its PodGroup becomes
             # Running at this session's close). No vote to ask and nothing to reserve, which
             # keeps a cycle over thousands of running jobs whose PodGroups carry no phase cheap.
+            # A PodGroup with no pod yet has nothing running, whatever the (possibly absent)
+            # JobReady votes say: it is asked like any other, so its minResources count.
             ssn.enqueued.add(job.key)
             continue
         state = queue_state(snap.queues.get(job.queue))

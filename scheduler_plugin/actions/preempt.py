@@ -45,7 +45,8 @@ from ..framework.statement import Statement
 from ..model.explanation import Explanation
 from ..model.jobs import PREEMPTABLE_KEY, JobInfo, TaskInfo, task_preemptable
 from ..model.memo import MemoKey
-from ..model.resources import Res
+from ..model.resources import Missing, Res
+from ..model.snapshot import ClusterSnapshot
 from ..placement.domain_search import Placer, record
 from ..placement.exclusive_fences import Fences
 from ..placement.gang_units import Group, gang_groups, job_skip_reason, within_queue
@@ -142,7 +143,18 @@ def _plan(
         vec,
         mode.max_domains,
         mode.whole_gangs,
+        _victim_queue_rank(ssn, allowed) if mode.kind == "reclaim" else None,
     )
+
+
+def _victim_queue_rank(ssn: Session, victims: list[TaskInfo]) -> dict[str, int]:
+    """Per victim job, its queue's place in the queue order reversed: reclaim takes first from
+    the queue the scheduler serves last (lowest priority, then largest share), as Volcano's
+    victim queue order does by default."""
+    jobs = ssn.snap.jobs
+    queues = sorted({jobs[t.job].queue for t in victims}, key=ssn.queue_sort_key(), reverse=True)
+    rank = {q: i for i, q in enumerate(queues)}
+    return {t.job: rank[jobs[t.job].queue] for t in victims}
 
 
 VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job) -> candidate?
@@ -150,11 +162,12 @@ VictimFilter = Callable[[JobInfo, JobInfo], bool]  # (preemptor job, victim job)
 
 def victim_job_order(ssn: Session) -> list[JobInfo]:
     """Jobs with running pods in the order their pods are offered as victims: lowest priority
-    first, then the youngest (least running time lost), then by key, so the plugins that walk
-    the candidates in order (a queue giving back down to its share) take the same pods every
-    time, whatever order the cluster state keeps its jobs in."""
+    first, then the youngest (least running time lost), then the last by key (the job order
+    reversed, as Volcano's victim queue), so the plugins that walk the candidates in order (a
+    queue giving back down to its share) take the same pods every time, whatever order the
+    cluster state keeps its jobs in."""
     jobs = [j for j in ssn.snap.jobs.values() if j.tasks and len(j.pending) < len(j.tasks)]
-    jobs.sort(key=lambda j: j.key)
+    jobs.sort(key=lambda j: j.key, reverse=True)
     jobs.sort(key=lambda j: j.creation, reverse=True)
     jobs.sort(key=lambda j: j.priority)
     return jobs
@@ -187,7 +200,8 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
     jobs = [
         j
         for j in snap.jobs.values()
-        if j.pending and j.key not in ssn.ledger.nominations and not ssn.job_ready(j)
+        if j.pending and j.key not in ssn.ledger.nominations
+        if not ssn.job_ready(j) or (not reclaim and _waiting_best_effort(ssn, j))
         if job_skip_reason(ssn, j) is None
     ]
     jobs.sort(key=lambda j: (queue_key(j.queue), job_key(j)))
@@ -195,12 +209,19 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
     order = victim_job_order(ssn) if jobs else []
     fences = Fences(ssn)
     for job in jobs:
+        groups: list[Group] | str
         if ssn.job_ready(job):
-            continue
-        if reclaim and ssn.overused(job.queue):
+            # A best-effort pod counts as ready for its gang (Volcano's ReadyTaskNum) yet needs a
+            # pod slot: when a node's slots are full it preempts too, one pod at a time.
+            waiting = [] if reclaim else _waiting_best_effort(ssn, job)
+            if not waiting:
+                continue
+            groups = [Group(job.subjobs[waiting[0].subjob], waiting[:1])]
+        elif reclaim and ssn.overused(job.queue):
             _note(ssn, job, f"reclaim: queue {job.queue!r} is overused, it cannot reclaim")
             continue
-        groups = gang_groups(ssn, job)
+        else:
+            groups = gang_groups(ssn, job)
         if isinstance(groups, str) or not groups:
             continue
         rep = groups[0].tasks[0]
@@ -221,21 +242,24 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
         # looks for lower-priority victims inside the queue, as Volcano's preempt evicts until
         # its queue is Allocatable again.
         _, over_why = within_queue(ssn, job, groups)
-        need = ssn.queue_excess(job.queue, [t for g in groups for t in g.tasks]) if over_why else None
+        gang_tasks = [t for g in groups for t in g.tasks]
+        need = ssn.queue_excess(job.queue, gang_tasks) if over_why else None
+        relieving: set[str] | None = None
         if reclaim and over_why is not None:
-            _note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
-            continue
+            # Only pods of queues that share the limit (with hierarchical capacity: under the
+            # same full ancestor) give the gang's queue room back.
+            relieving = _relieving_queues(
+                ssn, job, gang_tasks, need, candidates(ssn, job, _other_queue, order)
+            )
+            if not relieving:
+                _note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
+                continue
         if reclaim and not ssn.preemptive(job.queue, rep):
             _note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
             continue
+        eligible: VictimFilter
         if reclaim:
-
-            def eligible(me: JobInfo, other: JobInfo) -> bool:
-                if other.queue == me.queue:
-                    return False
-                q = snap.queues.get(other.queue)
-                return q is None or q.spec is None or q.spec.reclaimable is not False
-
+            eligible = _reclaim_filter(snap, relieving)
             allowed = ssn.reclaimable(rep, candidates(ssn, job, eligible, order))
         else:
             eligible = _same_queue
@@ -285,33 +309,97 @@ def _evict_and_place(
         return False
     last_why: str | None = None
     for plan in outcome.plans[:MAX_EXACT_TRIES]:
-        victims = plan.victims
-        ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
-        # The queue plugins see the victims leave (Volcano's deallocate event) before the
-        # gang's queue is asked again: no nomination takes a queue past its limit.
-        if victims:
-            ssn.on_deallocate(list(victims))
-        _, last_why = within_queue(ssn, job, groups)
-        if last_why is None:
-            res, stmt = placer.place(job, groups)
-            if res.ok and ssn.job_ready(job):
-                record(ssn, job, res)
-                if victims:
-                    spared = _protected(ssn, job, eligible, guarded, reclaim)
-                    _nominate(ssn, job, plan, stmt, mode, spared)
-                else:  # room without evicting anyone (allocate's exact placement missed it): bind
-                    stmt.commit()
-                    ssn.explanations.pop(job.key, None)
-                return True
-            stmt.discard()
-        if victims:
-            ssn.on_allocate(list(victims))
-        ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
+        placed, last_why = _try_plan(ssn, placer, job, groups, plan, mode, eligible, guarded)
+        if placed:
+            return True
     if last_why is not None:
         _note(ssn, job, f"{action}: {last_why} even after evicting its victims")
     else:
         _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
     return False
+
+
+def _try_plan(
+    ssn: Session,
+    placer: Placer,
+    job: JobInfo,
+    groups: list[Group],
+    plan: Plan,
+    mode: Mode,
+    eligible: VictimFilter,
+    guarded: list[tuple[str, int]],
+) -> tuple[bool, str | None]:
+    """Place the gang exactly on the state without ``plan``'s victims; nominated (or bound,
+    when no victim was needed) on success, else everything is put back. (placed, why the
+    queue refused)."""
+    victims = plan.victims
+    ssn.state.apply([t.shape for t in victims], [t.node for t in victims], -1)
+    # The queue plugins see the victims leave (Volcano's deallocate event) before the
+    # gang's queue is asked again: no nomination takes a queue past its limit.
+    if victims:
+        ssn.on_deallocate(list(victims))
+    _, why = within_queue(ssn, job, groups)
+    if why is None:
+        res, stmt = placer.place(job, groups)
+        if res.ok and ssn.job_ready(job):
+            record(ssn, job, res)
+            if victims:
+                spared = _protected(ssn, job, eligible, guarded, mode.kind == "reclaim")
+                _nominate(ssn, job, plan, stmt, mode, spared)
+            else:  # room without evicting anyone (allocate's exact placement missed it): bind
+                stmt.commit()
+                ssn.explanations.pop(job.key, None)
+            return True, None
+        stmt.discard()
+    if victims:
+        ssn.on_allocate(list(victims))
+    ssn.state.apply([t.shape for t in victims], [t.node for t in victims], +1)
+    return False, why
+
+
+def _reclaim_filter(snap: ClusterSnapshot, relieving: set[str] | None) -> VictimFilter:
+    """Reclaim's victims: pods of other queues (of ``relieving`` ones only, when given) whose
+    Queue does not say ``reclaimable: false``."""
+
+    def eligible(me: JobInfo, other: JobInfo) -> bool:
+        if not _other_queue(me, other) or (relieving is not None and other.queue not in relieving):
+            return False
+        q = snap.queues.get(other.queue)
+        return q is None or q.spec is None or q.spec.reclaimable is not False
+
+    return eligible
+
+
+def _waiting_best_effort(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    """The job's best-effort pods no action has placed in this session, in task order."""
+    return [t for t in job.pending if t.best_effort and t.key not in ssn.placed]
+
+
+def _other_queue(me: JobInfo, other: JobInfo) -> bool:
+    return other.queue != me.queue
+
+
+def _relieving_queues(
+    ssn: Session, job: JobInfo, tasks: list[TaskInfo], need: Res | None, cands: list[TaskInfo]
+) -> set[str]:
+    """The other queues whose pods, once gone, lessen what ``job``'s queue must give back
+    before it may take ``tasks`` (``need``): each queue is asked once, with one of its pods
+    leaving, as the queue plugins see an eviction."""
+    if need is None:
+        return set()
+    out: set[str] = set()
+    seen: set[str] = set()
+    for t in cands:
+        queue = ssn.snap.jobs[t.job].queue
+        if queue in seen:
+            continue
+        seen.add(queue)
+        ssn.on_deallocate([t])
+        after = ssn.queue_excess(job.queue, tasks)
+        ssn.on_allocate([t])
+        if after is None or not need.less_equal(after, Missing.ZERO):
+            out.add(queue)
+    return out
 
 
 def _same_queue(me: JobInfo, other: JobInfo) -> bool:

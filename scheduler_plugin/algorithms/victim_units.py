@@ -3,8 +3,8 @@ that never leave a victim gang below its minimum, and ranked by disruption (pure
 
 A unit is either one *spare* pod, which its job can lose while keeping its minMember (and each
 partition its size, each task its minTaskMember), or the *whole gang* (every running pod),
-which breaks it. Units are ranked: spare pods before whole gangs, then victim priority, then
-size (fewest pods stopped), then running time lost.
+which breaks it. Units are ranked: spare pods before whole gangs, then the victim job's priority,
+then the pod's, then size (fewest pods stopped), then running time lost.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import itertools
 import math
 import operator
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -169,12 +170,19 @@ def _general_block(job: JobInfo, cand: list[TaskInfo], gone: set[str]) -> tuple[
 
 
 def build_units(
-    snap: ClusterSnapshot, allowed: list[TaskInfo], gone: set[str], whole_gangs: bool = True
+    snap: ClusterSnapshot,
+    allowed: list[TaskInfo],
+    gone: set[str],
+    whole_gangs: bool = True,
+    job_rank: Mapping[str, int] | None = None,
 ) -> VictimUnits:
     """Group allowed victims per job into spare-pod and whole-gang units, ranked by disruption
-    (gangs broken, priority, pods, running seconds lost; then job and victim order). ``gone``:
+    (gangs broken, the job's priority, the pods' priority, pods, running seconds lost; then the
+    job last in name order, then victim order). ``gone``:
     pods already leaving (victims chosen earlier); ``whole_gangs`` False: no unit breaks a gang
-    (spare pods only, as Volcano's gang actions with ``allowWholeBundle: false``)."""
+    (spare pods only, as Volcano's gang actions with ``allowWholeBundle: false``). ``job_rank``:
+    per job key, a rank taken before the priorities (lower first; reclaim ranks victims by
+    their queue)."""
     r_dim = len(snap.resources)
     by_job = group_by_job(allowed)
     tasks: list[TaskInfo] = []
@@ -245,7 +253,15 @@ def build_units(
             u_prio[i] = int(prio[sl].max())
             u_lost[i] = float(lost[sl].sum())
             u_n[i] = int(b_size[b])
-    order = np.lexsort((up, np.array(u_job, dtype=np.int64), u_lost, u_n, u_prio, broken))
+    # Between jobs their PodGroups' priority ranks first, as Volcano's victim queue orders
+    # victims of different jobs by job order (a pod's own priority only within its job).
+    j_prio = np.array([snap.jobs[b[0]].priority for b in blocks], dtype=np.int64)
+    u_jprio = j_prio[np.array(u_job, dtype=np.int64)] if len(up) else np.zeros(0, dtype=np.int64)
+    # Last tie: the job the scheduler would place last goes first (Volcano's victim queue is
+    # the job order reversed, whose last key is the job's name).
+    j_rank = np.array([(job_rank or {}).get(b[0], 0) for b in blocks], dtype=np.int64)
+    u_jrank = j_rank[np.array(u_job, dtype=np.int64)] if len(up) else np.zeros(0, dtype=np.int64)
+    order = np.lexsort((up, -np.array(u_job, dtype=np.int64), u_lost, u_n, u_prio, u_jprio, u_jrank, broken))
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     spare_rank = np.full(p, -1, dtype=np.int64)

@@ -377,10 +377,12 @@ class Session:
         return None
 
     def job_ready(self, job: JobInfo) -> bool:
-        """Every JobReady function agrees (default: every pod ready)."""
+        """Every JobReady function agrees (default: its minMember pods are ready, the phase
+        Volcano's job updater writes as Running; Volcano's own default takes every job as
+        ready, which would leave "ready" meaning nothing here)."""
         fns = self.fns(JOB_READY)
         if not fns:
-            return all(self.task_ready(t) for t in job.tasks) if job.tasks else True
+            return self.n_ready_job[job.key] >= job.min_member
         return all(fn(job) for fn in fns)
 
     def subjob_ready(self, sj: SubJobInfo) -> bool:

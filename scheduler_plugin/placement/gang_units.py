@@ -81,8 +81,32 @@ def gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
     return got if isinstance(got, str) else list(got)  # groups are never changed; the list may be
 
 
-def _gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
+def gang_groups_around(ssn: Session, job: JobInfo, groups: list[Group]) -> list[Group] | None:
+    """Volcano's allocate tries a job's pods in task order and passes over one that no node
+    takes: when ``groups`` (the job's minimum) hold pods whose shape fits no node now, the
+    minimum chosen with those pods last, or None when that is the same minimum."""
+    shapes = ssn.snap.shapes
+    nowhere = frozenset(
+        t.shape for g in groups for t in g.tasks if not ssn.state.node_counts(shapes[t.shape]).any()
+    )
+    if not nowhere:
+        return None
+    alt = _gang_groups(ssn, job, last=nowhere)
+    if isinstance(alt, str):
+        return None
+    if {t.key for g in alt for t in g.tasks} == {t.key for g in groups for t in g.tasks}:
+        return None
+    return alt
+
+
+def _gang_groups(ssn: Session, job: JobInfo, last: frozenset[int] = frozenset()) -> list[Group] | str:
+    """The gang minimum; pods whose shape is in ``last`` are chosen only when no other will do."""
     subjobs = sorted(job.subjobs.values(), key=ssn.subjob_sort_key())
+
+    def pending(sj: SubJobInfo) -> list[TaskInfo]:
+        tasks = ssn.pending_tasks(sj)
+        return sorted(tasks, key=lambda t: t.shape in last) if last else tasks
+
     chosen: dict[str, list[TaskInfo]] = {}
     chosen_keys: set[str] = set()
     chosen_roles: dict[str, int] = {}
@@ -93,7 +117,7 @@ def _gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
     def add_subjob_min(sj: SubJobInfo) -> bool:
         if sj.id in chosen:
             return True
-        pend = ssn.pending_tasks(sj)
+        pend = pending(sj)
         n = need_of(sj)
         if len(pend) < n:
             return False
@@ -127,7 +151,7 @@ def _gang_groups(ssn: Session, job: JobInfo) -> list[Group] | str:
     def candidates() -> list[TaskInfo]:
         # Default SubJob first (plain pods), then SubJobs in order.
         ordered = sorted(subjobs, key=lambda s: not s.is_default)
-        return [t for sj in ordered for t in ssn.pending_tasks(sj) if t.key not in chosen_keys]
+        return [t for sj in ordered for t in pending(sj) if t.key not in chosen_keys]
 
     cands = candidates()  # computed once: the loops below walk it linearly
     ready_total = ssn.job_ready_count(job)

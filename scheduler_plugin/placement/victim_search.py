@@ -28,7 +28,7 @@ topology; its gang actions look at a few domains and evict whole bundles. Here a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -382,6 +382,7 @@ def plan_victims(
     need: I64 | None = None,
     max_domains: int = MAX_DOMAINS_PER_TIER,
     whole_gangs: bool = True,
+    job_rank: Mapping[str, int] | None = None,
 ) -> Outcome:
     """Domains (best first, of the lowest tier where any fits) and victims for a gang asking
     ``demand``: ``levels`` are the tiers of candidate HyperNodes (its gradient), ``allowed`` the
@@ -389,13 +390,14 @@ def plan_victims(
     vector): what the victims must free in total on top of making room, as when the gang's
     queue is at its limit and gives back from its own pods first. ``max_domains``: domains of a
     tier examined in detail (Volcano's gang actions' ``maxDomains``); ``whole_gangs`` False:
-    victims are spare pods only, no gang is broken (their ``allowWholeBundle: false``)."""
+    victims are spare pods only, no gang is broken (their ``allowWholeBundle: false``).
+    ``job_rank``: victims' jobs ranked before their priorities (:func:`build_units`)."""
     tree = snap.tree
     if need is not None and not need.any():
         need = None
     if not allowed:
         return Outcome(why="no running pod may be evicted for it")
-    units = build_units(snap, allowed, gone, whole_gangs)
+    units = build_units(snap, allowed, gone, whole_gangs, job_rank)
     fc = FitCounter(snap, state, demand)
     n = snap.num_nodes
     freed_all = np.zeros((n, units.req.shape[1]), dtype=np.int64)

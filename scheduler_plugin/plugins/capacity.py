@@ -101,6 +101,13 @@ def _guarantee(q: Queue) -> Res:
     return _spec_res((q.spec.guarantee or {}).get("resource"))
 
 
+def _below_deserved(a: CapacityAttr, req: Res) -> bool:
+    """With ``req`` on top, the queue stays within deserved on some dimension ``req`` asks for
+    (one it has a deserved share of)."""
+    future = a.allocated.clone().add(req)
+    return any(future.get(n) <= a.deserved.get(n) for n in _dims(req) if a.deserved.get(n) > 0)
+
+
 def _dims(r: Res) -> set[str]:
     return {n for n in r.names() if n != "pods"}
 
@@ -338,18 +345,32 @@ class Capacity(QueueLedger):
         return PERMIT
 
     def preemptive(self, queue: str, task: TaskInfo) -> bool:
-        """Within real capability, and below deserved on some dimension the task asks for."""
+        """Within real capability, and below deserved on some dimension the task asks for; with
+        ``ancestorReclaimLevel`` an ancestor that many levels up (root left out) below its own
+        deserved will do when the queue is not (Volcano's ancestor reclaim)."""
         if queue_state(self.ssn.snap.queues.get(queue)) != OPEN:
             return False
         a = self.attrs.get(queue)
         if a is None:
             return False
         req = task_res(self.ssn.snap, task)
-        future = a.allocated.clone().add(req)
-        ok, _ = future.less_equal_on(a.real_capability, req)
+        ok, _ = a.allocated.clone().add(req).less_equal_on(a.real_capability, req)
         if not ok:
             return False
-        return any(future.get(n) <= a.deserved.get(n) for n in _dims(req) if a.deserved.get(n) > 0)
+        if _below_deserved(a, req):
+            return True
+        if not self.hierarchy:
+            return False
+        for level in range(1, self.ancestor_level + 1):
+            anc = self._ancestor(a, level)
+            if (
+                anc is not None
+                and anc != ROOT
+                and anc in self.attrs
+                and _below_deserved(self.attrs[anc], req)
+            ):
+                return True
+        return False
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
         """Victims of queues above deserved (see the module docstring)."""

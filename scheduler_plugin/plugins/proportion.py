@@ -48,7 +48,7 @@ from ..framework.extension_points import (
 from ..framework.session import Session
 from ..model.jobs import JobInfo, TaskInfo
 from ..model.memo import MemoKey
-from ..model.resources import MIN_RESOURCE, Missing, Res
+from ..model.resources import Missing, Res
 from .queue_ledger import QueueLedger, reclaim_walk, register_ledger
 
 # The deserved shares of the queues at open, once per snapshot (sessions move copies).
@@ -159,24 +159,16 @@ class Proportion(QueueLedger):
     # -- reclaim
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
         """Tasks of queues above their deserved share, in the order given, and never of a queue
-        with ``reclaimable: false``. A task goes while its queue is above deserved on some
-        dimension (Volcano's ``!allocated.LessEqual(deserved)``), and only while the queue keeps
-        its deserved share on every dimension it is above it once the task has left.
+        with ``reclaimable: false``: a task goes while its queue, less the victims taken before
+        it, is still above deserved on some dimension (Volcano's ``!allocated.LessEqual(deserved)``).
 
-        Volcano takes a victim while its queue is above deserved *before* it leaves, so the
-        last victim may take the queue below deserved, and the queue then reclaims back: here a
-        queue is never taken below its deserved share on the dimensions it holds too much of.
-        A dimension it holds less than deserved of (cpu a GPU queue barely uses) does not stop
-        the reclaim, as it does not in Volcano."""
+        The last victim may take its queue below deserved. That queue cannot take the pod
+        back: it held more than deserved with it, so asking for it again would take it past
+        its share, which ``preemptive`` refuses; and the reclaimer, which stays within its own
+        share, is no victim of anyone."""
 
         def may_take(a: QueueShare, allocated: Res, req: Res) -> bool:
-            if allocated.less_equal(a.deserved, Missing.ZERO):
-                return False
-            after = allocated.clone().sub(req)
-            over = [
-                n for n in req.names() if n != "pods" and allocated.get(n) > a.deserved.get(n) + MIN_RESOURCE
-            ]
-            return all(after.get(n) >= a.deserved.get(n) - MIN_RESOURCE for n in over)
+            return not allocated.less_equal(a.deserved, Missing.ZERO)
 
         return reclaim_walk(self.ssn, self.attrs, reclaimees, may_take)
 
