@@ -170,6 +170,7 @@ class Statement:
     value: Any
     tokens: tuple[Tok, ...] = ()
     line: int = 0
+    index: Any = None  # ``name[index] = value``: a map entry set
 
 
 @dataclass
@@ -284,6 +285,20 @@ class Parser:
                 j += 2
                 continue
             break
+        if len(names) == 1 and self.at("[", j + 1):  # n1.Labels["kubernetes.io/hostname"] = "node1"
+            self.i += j + 1
+            try:
+                self.take("[")
+                index = self.expr()
+                self.take("]")
+                if self.at("=") and self.peek().kind == "op":
+                    self.take()
+                    value = self.expr()
+                    if self.peek().kind == ";" or self.peek().kind == "eof":
+                        return Statement(tuple(names), value, tuple(self.toks[start : self.i]), line, index)
+            except GoSyntaxError:
+                pass
+            self.i = start
         if names and self.peek(j + 1).text in (":=", "=") and self.peek(j + 1).kind == "op":
             self.i += j + 2
             try:

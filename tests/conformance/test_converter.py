@@ -99,6 +99,24 @@ def test_a_table_entry_becomes_a_case_with_the_session_volcano_runs():
     assert data["expect"]["evict_num"] == 0
 
 
+def test_a_label_set_on_a_node_after_it_is_built_reaches_the_case():
+    # Volcano's predicates tests give nodes their hostname so: n1.Labels["..."] = "node1".
+    text = TABLE.replace(
+        "\ttests := []uthelper.TestCommonStruct{",
+        '\tn1 := util.BuildNode("n1", api.BuildResourceList("2", "2G"), map[string]string{})\n'
+        '\tn1.Labels["kubernetes.io/hostname"] = "node1"\n'
+        "\ttests := []uthelper.TestCommonStruct{",
+    ).replace(
+        'util.BuildNode("n1", api.BuildResourceList("2", "2G", []api.ScalarResource{{Name: "pods", Value: "10"}}...), nil)',
+        "n1",
+    )
+    source = GoSource({"pkg/scheduler/actions/preempt/preempt_test.go": text}.__getitem__, lambda _: [])
+    (case,) = convert_file(source, "pkg/scheduler/actions/preempt/preempt_test.go")
+    assert case.reason == ""
+    (node,) = case.data["objects"]["nodes"]
+    assert node["metadata"]["labels"] == {"kubernetes.io/hostname": "node1"}
+
+
 def test_an_unknown_helper_makes_the_case_not_convertible_with_the_reason():
     text = TABLE.replace('util.BuildQueue("q1", 1, nil)', 'util.BuildSomethingNew("q1")')
     source = GoSource({"pkg/scheduler/actions/preempt/preempt_test.go": text}.__getitem__, lambda _: [])

@@ -511,6 +511,15 @@ class Evaluator:
                     env[n] = v
             return
         name = st.names[0]
+        if st.index is not None:  # m[k] = v, m a variable or a field path
+            parts = name.split(".")
+            target = env[parts[0]]
+            for p in parts[1:]:
+                target = _go_field(target, p, create=True)
+            if not isinstance(target, dict):
+                raise Unconvertible(f"index assignment into {name}")
+            target[self.eval(st.index, env)] = to_wire(value)
+            return
         if "." not in name:
             env[name] = value
             return
@@ -573,10 +582,27 @@ def _json_name(go: str) -> str | None:
     return go[:1].lower() + go[1:]
 
 
+# ObjectMeta's fields, promoted into the objects that embed it (node.Labels is metadata.labels).
+_META_FIELDS = frozenset(
+    {
+        "Name",
+        "Namespace",
+        "Labels",
+        "Annotations",
+        "UID",
+        "OwnerReferences",
+        "Finalizers",
+        "CreationTimestamp",
+    }
+)
+
+
 def _go_field(obj: Any, name: str, create: bool = False) -> Any:
     if isinstance(obj, GoStruct):
         return obj.fields.setdefault(name, {}) if create else obj.fields.get(name)
     key = _json_name(name)
+    if isinstance(obj, dict) and name in _META_FIELDS and isinstance(obj.get("metadata"), dict):
+        obj = obj["metadata"]
     if isinstance(obj, dict) and key is not None:
         if create:
             return obj.setdefault(key, {})
@@ -589,6 +615,8 @@ def _set_go_field(obj: Any, name: str, value: Any) -> None:
         obj.fields[name] = value
         return
     key = _json_name(name)
+    if isinstance(obj, dict) and name in _META_FIELDS and isinstance(obj.get("metadata"), dict):
+        obj = obj["metadata"]
     if not isinstance(obj, dict) or key is None:
         raise Unconvertible(f"field {name}")
     obj[key] = to_wire(value)
