@@ -328,7 +328,9 @@ class Draft:
     min_available: int
     counts: dict[str, int] = field(default_factory=dict)
     per_task: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Why the phase last moved: the action (and its event) or the rule that ended the job.
     reason: str | None = None
+    message: str | None = None
 
 
 Update = Callable[[Job, Draft], bool]
@@ -490,7 +492,6 @@ class Outcome:
     marks: set[str]
     create: bool
     wait: float | None
-    message: str | None = None
 
 
 def _targets(pods: Sequence[PodView], action: str, event: Event | None) -> list[PodView]:
@@ -569,6 +570,7 @@ def run(
         version=_current(job),
         min_available=effective_min_available(job),
         reason=status.state.reason if status and status.state else None,
+        message=status.state.message if status and status.state else None,
     )
     if command is not None:
         decision = Decision(command)
@@ -596,14 +598,13 @@ def run(
         entered.append(draft.phase)
         if current.action != SYNC_JOB:
             draft.reason = current.action
-        elif draft.phase in SYNCING_PHASES:
-            draft.reason = None
+            draft.message = (
+                f"{current.action} on {current.event.describe()}"
+                if current.event
+                else f"{current.action} by Command"
+            )
         current = Decision(SYNC_JOB)
 
-    message = None
-    if decision.action != SYNC_JOB:
-        what = decision.event.describe() if decision.event else "Command"
-        message = f"{decision.action} on {what}" if decision.event else f"{decision.action} by {what}"
     older_left = any(p.version is not None and p.version < draft.version for p in pods)
     return Outcome(
         draft=draft,
@@ -614,5 +615,4 @@ def run(
         marks=marks,
         create=draft.phase in SYNCING_PHASES and not older_left,
         wait=decision.wait,
-        message=message,
     )

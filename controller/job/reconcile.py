@@ -440,7 +440,8 @@ def job_status(job: Job, outcome: lifecycle.Outcome, *, now: str | None = None) 
 
     ``lastTransitionTime`` changes (to ``now``) only when the phase changes, and a Volcano-style
     ``{status: <phase>, lastTransitionTime}`` condition is appended for each phase entered. The
-    state's ``message`` says which action (and on which event) moved it.
+    state's ``reason`` and ``message`` say which action (on which event) last moved it, or which
+    rule ended it.
     """
     old = job.status or JobStatus()
     d = outcome.draft
@@ -449,14 +450,11 @@ def job_status(job: Job, outcome: lifecycle.Outcome, *, now: str | None = None) 
     conditions = list(old.conditions or [])
     for phase in outcome.entered:
         conditions.append({"status": phase, "lastTransitionTime": now} if now else {"status": phase})
-    message = old_state.message
-    if changed:
-        message = outcome.message
     return JobStatus(
         state=JobState(
             phase=d.phase,
             reason=d.reason,
-            message=message,
+            message=d.message,
             last_transition_time=now if changed else old_state.last_transition_time,
         ),
         min_available=d.min_available,
