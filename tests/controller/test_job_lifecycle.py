@@ -293,3 +293,84 @@ async def test_a_pod_failure_without_a_policy_leaves_the_job_running(
     await asyncio.sleep(0.05)
     st = status(api)
     assert (st["state"]["phase"], st["retryCount"], len(pods(api))) == ("Running", 0, 4)
+
+
+async def test_a_controller_that_stopped_mid_restart_finishes_it_without_two_versions_running() -> None:
+    api = FakeApi()
+    first = ControllerManager(api, ManagerConfig(workers=2, seed=0), now=rfc3339)
+    run = asyncio.create_task(first.run())
+    await running_job(api, training_job(policies=[{"event": "PodEvicted", "action": "RestartJob"}]))
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    # What the stopped controller left: the restart recorded (the status is written first), the
+    # pods of version 0 not deleted yet.
+    await api.patch(
+        JOBS,
+        "train",
+        {"status": {"state": {"phase": "Restarting", "reason": "RestartJob"}, "version": 1, "retryCount": 1}},
+        NS,
+        subresource="status",
+    )
+    old = uids(api)
+
+    second = ControllerManager(api, ManagerConfig(workers=2, seed=0), now=rfc3339)
+    run = asyncio.create_task(second.run())
+    seen: list[set[str]] = []
+
+    def done() -> bool:
+        live = {p["metadata"]["labels"][VERSION] for p in pods(api).values()}
+        seen.append(live)
+        return live == {"1"} and len(pods(api)) == 4
+
+    try:
+        await eventually(done)
+    finally:
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+    assert all(len(versions_seen) <= 1 for versions_seen in seen)
+    assert not set(uids(api).values()) & set(old.values())
+    st = status(api)
+    assert (st["retryCount"], st["version"], st["state"]["phase"]) == (1, 1, "Pending")
+
+
+async def test_a_restart_whose_pod_deletes_fail_is_retried_and_counted_once(
+    cluster: tuple[FakeApi, ControllerManager],
+) -> None:
+    api, mgr = cluster
+    await running_job(api, training_job(policies=[{"event": "PodEvicted", "action": "RestartJob"}]))
+    api.fail_next("delete", 500, "InternalError", times=2)
+    await evict(api, "train-worker-2")
+    await eventually(lambda: set(versions(api).values()) == {"1"} and len(pods(api)) == 4)
+    assert status(api)["retryCount"] == 1
+    assert mgr.metrics.reconciles.labels("job", "retry")._value.get() >= 1
+
+
+async def test_a_lifecycle_move_is_written_only_onto_the_job_it_was_computed_from(
+    cluster: tuple[FakeApi, ControllerManager],
+) -> None:
+    # Two passes that both read the Job at retryCount 0 must not both count a restart: the status
+    # patch of a lifecycle move carries the resourceVersion it was computed from, so the API
+    # server refuses the one made from a stale read.
+    api, _ = cluster
+    sent: list[dict[str, Any]] = []
+    patch = api.patch
+
+    async def recording(res: Any, name: str, body: Any, namespace: Any = None, **kw: Any) -> Any:
+        if res is JOBS and kw.get("subresource") == "status":
+            sent.append(body)
+        return await patch(res, name, body, namespace, **kw)
+
+    api.patch = recording  # type: ignore[method-assign]
+    await running_job(api, training_job(policies=[{"event": "PodEvicted", "action": "RestartJob"}]))
+    phases = [b["status"]["state"]["phase"] for b in sent]
+    # Counts alone are written as they stand; the move to Running only onto the Job as read.
+    assert [("metadata" in b) for b in sent] == [
+        p != q for p, q in zip(["Pending", *phases], phases, strict=False)
+    ]
+    assert phases[-1] == "Running" and "metadata" in sent[-1]
+    before = len(sent)
+    await evict(api, "train-worker-0")
+    await eventually(lambda: status(api).get("retryCount") == 1)
+    restart = next(b for b in sent[before:] if (b["status"] or {}).get("retryCount") == 1)
+    assert restart["metadata"]["resourceVersion"]
+    assert restart["status"]["state"]["phase"] == "Restarting"
