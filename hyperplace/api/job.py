@@ -72,8 +72,10 @@ POLICY_ACTIONS: Final = (
 )
 
 
+# What the job controller does on an event or an exit code: ``event``/``events`` or ``exitCode``,
+# an ``action``, and (required for PodPending) a ``timeout``. A comment, not a docstring: a
+# docstring becomes a description in the generated CRDs (and must then match the chart's copy).
 class LifecyclePolicy(KubeModel):
-    """LifecyclePolicy specifies the lifecycle and error handling of task and job."""
 
     event: str | None = None
     events: list[str] | None = None
