@@ -76,7 +76,6 @@ POLICY_ACTIONS: Final = (
 # an ``action``, and (required for PodPending) a ``timeout``. A comment, not a docstring: a
 # docstring becomes a description in the generated CRDs (and must then match the chart's copy).
 class LifecyclePolicy(KubeModel):
-
     event: str | None = None
     events: list[str] | None = None
     action: str | None = None
