@@ -546,7 +546,8 @@ def _kills(
 
 
 # A pass follows the phases a SyncJob moves the Job through at once (Pending, Running, Completed)
-# rather than waiting for the next event; this bounds the walk.
+# rather than waiting for the next event, as far as a kill (whose phase stands until its pods are
+# seen going); this bounds the walk.
 _MAX_STEPS = 4
 
 
@@ -576,6 +577,9 @@ def run(
         decision = Decision(command)
     else:
         decision = decide(job, observe(job, pods, evicted=evicted, podgroup_phase=podgroup_phase), now)
+    if decision.action == RESTART_PARTITION and (decision.event is None or decision.event.partition is None):
+        # Volcano skips a partition restart of a pod in no partition: nothing is killed or counted.
+        decision = Decision(SYNC_JOB, None, decision.wait)
 
     deletes: set[str] = set()
     marks: set[str] = set()
@@ -603,6 +607,8 @@ def run(
                 if current.event
                 else f"{current.action} by Command"
             )
+        if act.kill != "sync":
+            break  # a kill's phase (Restarting, Aborting, ...) stands until the next pass sees its pods go
         current = Decision(SYNC_JOB)
 
     older_left = any(p.version is not None and p.version < draft.version for p in pods)

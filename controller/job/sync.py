@@ -226,28 +226,6 @@ class JobController:
         elif result.podgroup_changed:
             await self.io.api.replace(PODGROUPS, result.podgroup.to_dict(), ns)
             self.io.wrote("podgroups", "update")
-        # The status first: a lifecycle move is recorded (against the Job as read) before a pod
-        # is deleted for it.
-        precondition = str(meta(obj).get("resourceVersion") or "") if result.lifecycle_changed else None
-        await self.io.patch_status(
-            JOBS,
-            job.name,
-            ns,
-            obj.get("status"),
-            result.status.to_dict(),
-            resource_version=precondition or None,
-        )
-        if actions:
-            actions.pop(0)
-            if actions:
-                self.queue.add(key)
-        if evicted:
-            left = [p for p in self._evicted.get(key) or [] if not any(p is e for e in evicted)]
-            if left:
-                self._evicted[key] = left
-            else:
-                self._evicted.pop(key, None)
-
         limit = self.pod_concurrency
         by_name = {str(meta(p).get("name")): p for p in pods}
 
@@ -274,12 +252,38 @@ class JobController:
                 if not exc.not_found:
                     raise
 
-        # A pod is marked before it is deleted, so its deletion is never taken for an eviction.
-        # Every create and delete is tried; the first failure then fails the reconcile, which
-        # retries with backoff (the pods that were created are in the informer by then).
+        # The marks first: a pod a restart kills is marked before the restart is recorded, so a
+        # controller that stops after the record never takes the pod's failure for a new event,
+        # and the pod's deletion is never taken for an eviction.
         errors = await run_bounded(result.mark_pods, mark, limit)
         if errors:
             raise errors[0]
+        # Then the status: a lifecycle move is recorded (onto the Job as read) before a pod is
+        # deleted for it.
+        precondition = str(meta(obj).get("resourceVersion") or "") if result.lifecycle_changed else None
+        await self.io.patch_status(
+            JOBS,
+            job.name,
+            ns,
+            obj.get("status"),
+            result.status.to_dict(),
+            resource_version=precondition or None,
+        )
+        # The Command's action and the evictions are applied now; whatever fails below is
+        # finished by the next pass from the recorded status.
+        if actions:
+            actions.pop(0)
+            if actions:
+                self.queue.add(key)
+        if evicted:
+            left = [p for p in self._evicted.get(key) or [] if not any(p is e for e in evicted)]
+            if left:
+                self._evicted[key] = left
+            else:
+                self._evicted.pop(key, None)
+
+        # Every create and delete is tried; the first failure then fails the reconcile, which
+        # retries with backoff (the pods that were created are in the informer by then).
         errors = await run_bounded(result.delete_pods, delete, limit)
         errors += await run_bounded(result.create_pods, create, limit)
         if errors:
