@@ -77,7 +77,7 @@ from hyperplace.api.constants import (
     TASK_INDEX_KEY,
     TASK_SPEC_KEY,
 )
-from hyperplace.api.job import PENDING, SYNC_JOB, TaskState
+from hyperplace.api.job import SYNC_JOB, TaskState
 from hyperplace.api.times import parse_rfc3339
 from hyperplace.kube.requests import PODS, pod_requests
 
@@ -94,11 +94,10 @@ PARTITION_SIZE_ANNOTATION = "volcano.sh/partition-size"
 class JobReconcile:
     """What the controller must do to make the cluster match one Job.
 
-    Written in this order: the PodGroup, the status (``lifecycle_changed``: its phase, version or
-    retry count moved, so the write must be made against the Job as read), the out-of-sync marks
-    on ``mark_pods``, the deletes, the creates. ``requeue_after``: seconds until a policy's
-    timeout falls due. ``action``: what the lifecycle did (``SyncJob``: no policy or Command
-    acted)."""
+    Written in this order: the PodGroup, the out-of-sync marks on ``mark_pods``, the status (onto
+    the Job as read: it carries the phase, version and retry count the lifecycle moved), the
+    deletes, the creates. ``requeue_after``: seconds until a policy's timeout falls due.
+    ``action``: what the lifecycle did (``SyncJob``: no policy or Command acted)."""
 
     podgroup: PodGroup
     podgroup_changed: bool
@@ -106,7 +105,6 @@ class JobReconcile:
     delete_pods: list[str] = field(default_factory=list)
     status: JobStatus = field(default_factory=JobStatus)
     mark_pods: list[str] = field(default_factory=list)
-    lifecycle_changed: bool = False
     requeue_after: float | None = None
     action: str = SYNC_JOB
 
@@ -533,8 +531,6 @@ def reconcile_job(
                 if (name, index) not in existing:
                     creates.append(build_pod(versioned, task, ti, index, pg.name))
 
-    old = job.status or JobStatus()
-    old_state = old.state or JobState()
     return JobReconcile(
         podgroup=pg,
         podgroup_changed=pg_changed,
@@ -542,8 +538,6 @@ def reconcile_job(
         delete_pods=sorted(outcome.deletes),
         status=status,
         mark_pods=sorted(outcome.marks),
-        lifecycle_changed=(old_state.phase or PENDING, old.version or 0, old.retry_count or 0)
-        != (outcome.draft.phase, outcome.draft.version, outcome.draft.retry_count),
         requeue_after=outcome.wait,
         action=outcome.action,
     )

@@ -8,12 +8,13 @@ deterministic, so creating or deleting from a slightly stale cache is harmless: 
 gets AlreadyExists, a second delete NotFound, and both are ignored.
 
 A lifecycle move (phase, version or retry count; :mod:`controller.job.lifecycle`) is not
-harmless twice, so its status patch carries the Job's resourceVersion: a pass that read a stale
-Job gets 409 Conflict and is retried on the fresh one. The status is written before any pod is
-deleted, so a controller that stops half-way finds the restart recorded and finishes it (the
-pods of the older version are deleted on the next pass). The pods a pass marked out-of-sync are
-remembered until the pod informer shows them marked or gone, so a lagging cache does not
-replay their failure as a new event.
+harmless twice, nor is a stale status written back over it, so every status patch carries the
+Job's resourceVersion: a pass that read a stale Job gets 409 Conflict and is retried on the fresh
+one. The pods a restart kills are marked out-of-sync first, then the status is written, then
+pods are deleted, so a controller that stops half-way finds the restart recorded and finishes it
+(the marked pods, and the pods of an older version, are deleted on the next pass) without
+counting it again. The pods a pass marked are remembered until the pod informer shows them
+marked or gone, so a lagging cache does not replay their failure as a new event.
 
 **PodEvicted.** A pod of a Job deleted without the controller's out-of-sync mark is remembered
 (in memory) and handed to the next reconcile as evicted; a terminating pod without the mark is
@@ -258,16 +259,16 @@ class JobController:
         errors = await run_bounded(result.mark_pods, mark, limit)
         if errors:
             raise errors[0]
-        # Then the status: a lifecycle move is recorded (onto the Job as read) before a pod is
-        # deleted for it.
-        precondition = str(meta(obj).get("resourceVersion") or "") if result.lifecycle_changed else None
+        # Then the status, before a pod is deleted for a lifecycle move it records, and only onto
+        # the Job as read: a pass from a stale cache must neither count a restart twice nor write
+        # an older phase, version or retry count back (409 Conflict; retried on the fresh Job).
         await self.io.patch_status(
             JOBS,
             job.name,
             ns,
             obj.get("status"),
             result.status.to_dict(),
-            resource_version=precondition or None,
+            resource_version=str(meta(obj).get("resourceVersion") or "") or None,
         )
         # The Command's action and the evictions are applied now; whatever fails below is
         # finished by the next pass from the recorded status.
