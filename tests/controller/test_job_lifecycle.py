@@ -27,8 +27,11 @@ def training_job(
     worker_policies: list[dict[str, Any]] | None = None,
     master_policies: list[dict[str, Any]] | None = None,
     max_retry: int = 3,
+    workers: int = 3,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """A 1-master, 3-worker training Job as admission leaves it (names, minAvailable, maxRetry)."""
+    """A 1-master training Job (3 workers unless told) as admission leaves it (names,
+    minAvailable, maxRetry)."""
 
     def task(name: str, replicas: int, policies: list[dict[str, Any]] | None) -> dict[str, Any]:
         t: dict[str, Any] = {
@@ -52,16 +55,16 @@ def training_job(
     spec: dict[str, Any] = {
         "schedulerName": "volcano",
         "queue": "default",
-        "minAvailable": 4,
+        "minAvailable": 1 + workers,
         "maxRetry": max_retry,
-        "tasks": [task("master", 1, master_policies), task("worker", 3, worker_policies)],
+        "tasks": [task("master", 1, master_policies), task("worker", workers, worker_policies)],
     }
     if policies:
         spec["policies"] = policies
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"name": "train"},
+        "metadata": {"name": "train", **({"namespace": namespace} if namespace else {})},
         "spec": spec,
     }
 

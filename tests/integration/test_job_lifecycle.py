@@ -7,12 +7,13 @@ a pod whose node is gone is."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
 import pytest
 
+from ..controller.test_job_lifecycle import training_job
 from . import components
 from .conftest import Cluster
 from .kube import Kubectl, wait_for
@@ -51,40 +52,6 @@ def _leader(kubectl: Kubectl) -> bool:
     return out.returncode == 0 and bool(out.stdout.strip())
 
 
-def training_job(namespace: str, policies: list[dict[str, Any]]) -> dict[str, Any]:
-    """A 1-master, 2-worker Job as admission would leave it (no webhook runs here)."""
-
-    def task(name: str, replicas: int) -> dict[str, Any]:
-        return {
-            "name": name,
-            "replicas": replicas,
-            "minAvailable": replicas,
-            "maxRetry": 3,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "c", "image": "trainer", "resources": {"requests": {"cpu": "1"}}}
-                    ],
-                }
-            },
-        }
-
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": "train", "namespace": namespace},
-        "spec": {
-            "schedulerName": "volcano",
-            "queue": "default",
-            "minAvailable": 3,
-            "maxRetry": 3,
-            "policies": policies,
-            "tasks": [task("master", 1), task("worker", 2)],
-        },
-    }
-
-
 def pods(kubectl: Kubectl, namespace: str) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["name"]: p for p in kubectl.items("pods", "-n", namespace)}
 
@@ -98,12 +65,24 @@ def job_status(kubectl: Kubectl, namespace: str) -> dict[str, Any]:
     return dict(kubectl.get("jobs.batch.volcano.sh", "-n", namespace, "train").get("status") or {})
 
 
+def submit(
+    controller: components.Component, kubectl: Kubectl, namespace: str, policies: list[dict[str, Any]]
+) -> tuple[Callable[[], str], dict[str, dict[str, Any]]]:
+    """Apply a 1-master, 2-worker Job with ``policies``; what to show on a timeout, and its pods."""
+    kubectl.apply([training_job(namespace=namespace, workers=2, policies=policies)])
+
+    def describe() -> str:
+        return f"{pods(kubectl, namespace)}\n{job_status(kubectl, namespace)}\n{controller.tail()}"
+
+    return describe, wait_for(partial(pods_when, kubectl, namespace, 3), "3 pods", describe=describe)
+
+
 def test_an_evicted_pod_restarts_the_whole_job_as_a_new_version(
     controller: components.Component, kubectl: Kubectl, namespace: str
 ) -> None:
-    kubectl.apply([training_job(namespace, [{"event": "PodEvicted", "action": "RestartJob"}])])
-    describe = lambda: f"{pods(kubectl, namespace)}\n{job_status(kubectl, namespace)}\n{controller.tail()}"  # noqa: E731
-    first = wait_for(partial(pods_when, kubectl, namespace, 3), "3 pods", describe=describe)
+    describe, first = submit(
+        controller, kubectl, namespace, [{"event": "PodEvicted", "action": "RestartJob"}]
+    )
     assert {p["metadata"]["labels"][VERSION] for p in first.values()} == {"0"}
     [pg] = kubectl.items("podgroups", "-n", namespace)
 
@@ -127,9 +106,7 @@ def test_an_evicted_pod_restarts_the_whole_job_as_a_new_version(
 def test_a_failed_pod_restarts_the_job_and_a_suspend_command_aborts_it(
     controller: components.Component, kubectl: Kubectl, namespace: str
 ) -> None:
-    kubectl.apply([training_job(namespace, [{"event": "PodFailed", "action": "RestartJob"}])])
-    describe = lambda: f"{pods(kubectl, namespace)}\n{job_status(kubectl, namespace)}\n{controller.tail()}"  # noqa: E731
-    wait_for(lambda: len(pods(kubectl, namespace)) == 3, "3 pods", describe=describe)
+    describe, _ = submit(controller, kubectl, namespace, [{"event": "PodFailed", "action": "RestartJob"}])
 
     # The kubelet reports the master's container exited with code 1.
     failed = '{"status":{"phase":"Failed","containerStatuses":[{"name":"c","image":"trainer","imageID":"","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":1,"reason":"Error"}}}]}}'
