@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hyperplace.api import Job, TaskSpec
+from hyperplace.api import Job, LifecyclePolicy, TaskSpec
 from hyperplace.api.constants import JOB_VERSION_KEY, PARTITION_ID_KEY
 from hyperplace.api.job import (
     ABORT_JOB,
@@ -274,7 +274,7 @@ def policy_action(job: Job, event: Event) -> tuple[str, float | None]:
     return _match(job.spec.policies or [], event) or (SYNC_JOB, None)
 
 
-def _match(policies: Iterable[Any], event: Event) -> tuple[str, float | None] | None:
+def _match(policies: Iterable[LifecyclePolicy], event: Event) -> tuple[str, float | None] | None:
     for policy in policies:
         names = [*(policy.events or []), *([policy.event] if policy.event else [])]
         delay = _timeout(policy.timeout)
@@ -333,7 +333,8 @@ class Draft:
     message: str | None = None
 
 
-Update = Callable[[Job, Draft], bool]
+# A phase's rule on the counts a step left: it may move the phase (and the retries, the reason).
+Update = Callable[[Job, Draft], None]
 
 
 @dataclass(frozen=True)
@@ -348,11 +349,10 @@ class Step:
 
 
 def _to(phase: str, *, retry: bool = False) -> Update:
-    def update(_job: Job, d: Draft) -> bool:
+    def update(_job: Job, d: Draft) -> None:
         d.phase = phase
         if retry:
             d.retry_count += 1
-        return True
 
     return update
 
@@ -364,11 +364,9 @@ def _alive(d: Draft) -> int:
 def _drain_to(phase: str) -> Update:
     """Aborting, Terminating, Completing: done once no pod is alive."""
 
-    def update(_job: Job, d: Draft) -> bool:
-        if _alive(d):
-            return False
-        d.phase = phase
-        return True
+    def update(_job: Job, d: Draft) -> None:
+        if not _alive(d):
+            d.phase = phase
 
     return update
 
@@ -378,27 +376,26 @@ def replicas(job: Job) -> int:
     return sum(t.replicas for t in job.spec.tasks)
 
 
-def _pending_sync(job: Job, d: Draft) -> bool:
+def _pending_sync(job: Job, d: Draft) -> None:
+    """Volcano's pending state on SyncJob: Running once minAvailable pods run or finished."""
     c = d.counts
     if effective_min_available(job) <= c.get("Running", 0) + c.get("Succeeded", 0) + c.get("Failed", 0):
         d.phase = RUNNING
-        return True
-    return False
 
 
-def _running_sync(job: Job, d: Draft) -> bool:
+def _running_sync(job: Job, d: Draft) -> None:
     """Volcano's running state on SyncJob: completion or failure once every pod finished,
     minSuccess reached, or back to Pending when too many pods wait."""
     total = replicas(job)
     if total == 0:
-        return False  # scaled to zero: the phase stays
+        return  # scaled to zero: the phase stays
     c = d.counts
     succeeded, failed = c.get("Succeeded", 0), c.get("Failed", 0)
     min_success = job.spec.min_success
     min_available = effective_min_available(job)
     if min_success is not None and succeeded >= min_success:
         d.phase, d.reason = COMPLETED, "MinSuccessReached"
-        return True
+        return
     if succeeded + failed == total:
         task_min_total = sum(
             t.min_available if t.min_available is not None else t.replicas for t in job.spec.tasks
@@ -409,30 +406,25 @@ def _running_sync(job: Job, d: Draft) -> bool:
                     continue
                 if d.per_task[name].get("Succeeded", 0) < task.min_available:
                     d.phase, d.reason = FAILED, "NotEnoughSucceeded"
-                    return True
+                    return
         if min_success is not None and succeeded < min_success:
             d.phase, d.reason = FAILED, "NotEnoughSucceeded"
         elif succeeded >= min_available:
             d.phase, d.reason = COMPLETED, "AllPodsFinished"
         else:
             d.phase, d.reason = FAILED, "NotEnoughSucceeded"
-        return True
+        return
     if c.get("Pending", 0) > total - min_available:
         d.phase = PENDING
-        return True
-    return False
 
 
-def _restarting_sync(job: Job, d: Draft) -> bool:
+def _restarting_sync(job: Job, d: Draft) -> None:
     """Restarting ends in Failed once the retries are used up, else in Pending once enough pods
     are not terminating."""
     if d.retry_count >= max_retry(job):
         d.phase, d.reason = FAILED, "MaxRetryReached"
-        return True
-    if replicas(job) - d.counts.get("Terminating", 0) >= d.min_available:
+    elif replicas(job) - d.counts.get("Terminating", 0) >= d.min_available:
         d.phase = PENDING
-        return True
-    return False
 
 
 def max_retry(job: Job) -> int:
