@@ -102,15 +102,25 @@ class KubeIO:
                 raise
 
     async def patch_status(
-        self, res: Resource, name: str, namespace: str | None, old: Any, new: dict[str, Any]
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None,
+        old: Any,
+        new: dict[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> None:
-        """Merge-patch the status subresource from ``old`` to ``new`` (nothing when equal)."""
+        """Merge-patch the status subresource from ``old`` to ``new`` (nothing when equal);
+        with ``resource_version``, only onto that version of the object (409 Conflict else)."""
         old = old if isinstance(old, dict) else {}
         if old == new:
             return
         # A merge patch merges nested objects: stale keys are nulled where they sit.
-        body = merge_patch_to(old, new)
-        await self.status_writer.patch_status(res, name, {"status": body}, namespace)
+        patch: dict[str, Any] = {"status": merge_patch_to(old, new)}
+        if resource_version:
+            patch["metadata"] = {"resourceVersion": resource_version}
+        await self.status_writer.patch_status(res, name, patch, namespace)
         self.wrote(res.plural, "patch-status")
 
 

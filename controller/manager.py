@@ -12,6 +12,7 @@ HyperNode status     :mod:`controller.hypernode.sync`                ``hypernode
 HyperNode discovery  :mod:`controller.hypernode.discovery_sync`      ``hypernode.discovery``
 Queue status         :mod:`controller.queue.sync`                    ``queue.status``
 Queue Commands       :mod:`controller.queue.command_sync`            ``queue.command``
+Job Commands         :mod:`controller.job.sync`                      ``job.lifecycle``
 ==================== =============================================== ======================
 
 What they share (writes, metrics, the worker loop) is :mod:`controller.kube_io`. This module
@@ -152,6 +153,7 @@ class ControllerManager:
             self.priority_classes,
             pod_concurrency=self.config.pod_concurrency,
             now=now,
+            commands=self.commands,
         )
         self.queue_ctl = QueueController(io, self.queue_objs, self.podgroups)
         self.command_ctl = CommandController(
@@ -175,6 +177,7 @@ class ControllerManager:
             self.discovery_ctl.queue,
             self.queue_ctl.queue,
             self.command_ctl.queue,
+            self.job_ctl.command_queue,
             self.podgroup_ctl.queue,
         ]
         for q in self.queues:
@@ -223,6 +226,11 @@ class ControllerManager:
                     workers.append(
                         asyncio.create_task(
                             worker(self.command_ctl.queue, "command", self.command_ctl.reconcile, m)
+                        )
+                    )
+                    workers.append(
+                        asyncio.create_task(
+                            worker(self.job_ctl.command_queue, "job-command", self.job_ctl.serve_command, m)
                         )
                     )
                     workers.append(

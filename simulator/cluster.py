@@ -72,6 +72,9 @@ class Cluster:
         self.input_order: list[Key] = []  # input objects admitted, in input order
         self.created: dict[Key, None] = {}  # in creation order (a dict: membership in O(1))
         self.evictions: list[str] = []  # "ns/pod" removed or evicted, in order
+        # The pods the scheduler evicted, as they were, in order: what a Job's controller sees
+        # as PodEvicted (its own deletes are not in it).
+        self.evicted_pods: list[dict[str, Any]] = []
 
     def warn_once(self, text: str) -> None:
         """Add a warning, unless it was given already."""

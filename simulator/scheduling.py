@@ -179,7 +179,9 @@ class Scheduler:
         self.nominations = dict(result.nominations)
         for ev in result.evictions:
             ns, _, name = ev.victim.partition("/")
-            if c.objects.pop(("Pod", ns, name), None) is not None:
+            pod = c.objects.pop(("Pod", ns, name), None)
+            if pod is not None:
+                c.evicted_pods.append(pod)
                 c.evictions.append(ev.victim)
                 self.preemptions.append(ev)
                 self.bindings.pop(ev.victim, None)

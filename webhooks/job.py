@@ -18,6 +18,8 @@ from pydantic import ValidationError
 
 from hyperplace.api import Job
 from hyperplace.api.constants import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, DEFAULT_SCHEDULER_NAME
+from hyperplace.api.job import ANY_EVENT, POD_PENDING, POLICY_ACTIONS, POLICY_EVENTS
+from hyperplace.api.times import parse_go_duration
 
 from .annotations import annotation_problems
 from .context import AdmissionContext, Verdict, as_dict, as_int, as_list
@@ -174,6 +176,73 @@ def _partition_chain(task: dict[str, Any], i: int, task_name: str, job_name: str
     return out
 
 
+def _valid_lists() -> str:
+    return f"valid events are [{' '.join(POLICY_EVENTS)}], valid actions are [{' '.join(POLICY_ACTIONS)}]"
+
+
+def _policy_problems(raw: Any, path: str, v: Verdict) -> None:
+    """Volcano's ``validatePolicies`` on one list of lifecycle policies (it stops at the first
+    bad policy, then checks ``*``), plus ours: an exitCode policy's action must be one too, a
+    ``timeout`` must be a Go duration, and a PodPending policy without one (which never acts)
+    is worth a warning."""
+    events_seen: set[str] = set()
+    codes_seen: set[int] = set()
+    for i, item in enumerate(as_list(raw)):
+        policy = as_dict(item)
+        at = f"{path}[{i}]"
+        event = policy.get("event")
+        events = [e for e in as_list(policy.get("events")) if isinstance(e, str)]
+        code = as_int(policy.get("exitCode"))
+        action = policy.get("action")
+        named = [*events, *([event] if isinstance(event, str) and event else [])]
+        timeout = policy.get("timeout")
+        if timeout is not None:
+            try:
+                parse_go_duration(str(timeout))
+            except ValueError:
+                v.messages.append(f'{at}.timeout: Invalid value: "{timeout}": not a duration (e.g. "10m")')
+                return
+        if named and code is not None:
+            v.messages.append(f"{at}.exitCode: must not specify event and exitCode simultaneously")
+            return
+        if not named and code is None:
+            v.messages.append(f"{at}.event: either event and exitCode should be specified")
+            return
+        bad_action = f'{at}.action: Invalid value: "{action or ""}": invalid policy action; {_valid_lists()}'
+        if code is not None:
+            if code == 0:
+                v.messages.append(f"{at}.exitCode: 0 is not a valid error code")
+                return
+            if code in codes_seen:
+                v.messages.append(f"{at}.exitCode: duplicate exitCode {code}")
+                return
+            codes_seen.add(code)
+            if action not in POLICY_ACTIONS:  # ours: Volcano admits it, and its controller ignores it
+                v.messages.append(bad_action)
+                return
+            continue
+        field = "event" if isinstance(event, str) and event else "events"
+        for name in dict.fromkeys(named):
+            if name not in POLICY_EVENTS:
+                v.messages.append(
+                    f'{at}.{field}: Invalid value: "{name}": invalid policy event; {_valid_lists()}'
+                )
+                return
+            if action not in POLICY_ACTIONS:
+                v.messages.append(bad_action)
+                return
+            if name in events_seen:
+                v.messages.append(f"{at}.{field}: duplicate event {name}  across different policy")
+                return
+            events_seen.add(name)
+        if POD_PENDING in named and timeout is None:
+            v.warnings.append(
+                f"{at}.timeout: a PodPending policy acts only after its timeout; without one it never acts"
+            )
+    if ANY_EVENT in events_seen and len(events_seen) > 1:
+        v.messages.append(f"{path}: if there's * here, no other policy should be here")
+
+
 def _topology_checks(spec: dict[str, Any], job_name: str, ctx: AdmissionContext | None, v: Verdict) -> None:
     """Our additions: partition tier within the job's tier; tier names that exist."""
     tier_names = ctx.tier_names() if ctx is not None else None
@@ -280,6 +349,7 @@ def _validate_create(obj: Mapping[str, Any], ctx: AdmissionContext | None) -> Ve
             msgs.append(f"{base}.name: duplicated task name {name}")
             break  # Volcano stops looking at tasks here
         seen.add(name)
+        _policy_problems(task.get("policies"), f"{base}.policies", v)
         pod_name = f"{job_name}-{name}-{i}"
         if errs := is_qualified_name(pod_name):
             msgs.append(f"{base}.name: create pod with name {pod_name} validate failed {go_list(errs)}")
@@ -290,6 +360,7 @@ def _validate_create(obj: Mapping[str, Any], ctx: AdmissionContext | None) -> Ve
         msgs.append(
             "spec.minAvailable: job 'minAvailable' should not be greater than total replicas in tasks"
         )
+    _policy_problems(spec.get("policies"), "spec.policies", v)
     if problem := _queue_problem(spec, ctx):
         msgs.append(problem)
     _topology_checks(spec, job_name, ctx, v)

@@ -37,7 +37,8 @@ v1.5) is found and updated instead of a second one being created (:func:`find_po
 Pods ``<job>-<task>-<index>`` are built from the task template (kept unchanged apart from
 what we add), as ``createJobPod`` does; see :func:`build_pod`.
 
-Job status is a documented subset of Volcano's state machine; see :func:`job_status`.
+The Job's phase, retries and version follow Volcano's lifecycle (policies, actions, Commands,
+the state machine): :mod:`controller.job.lifecycle`; :func:`job_status` writes its outcome.
 """
 
 from __future__ import annotations
@@ -76,44 +77,39 @@ from hyperplace.api.constants import (
     TASK_INDEX_KEY,
     TASK_SPEC_KEY,
 )
-from hyperplace.api.job import TaskState
+from hyperplace.api.job import SYNC_JOB, TaskState
+from hyperplace.api.times import parse_rfc3339
 from hyperplace.kube.requests import PODS, pod_requests
+
+from . import lifecycle
+from .lifecycle import PodView
+from .tasks import effective_min_available, min_task_member, task_name
 
 # Not a Volcano key: tells the pod webhook (and humans) the partition size without a
 # lookup of the owning Job.
 PARTITION_SIZE_ANNOTATION = "volcano.sh/partition-size"
 
-# Volcano names a task without a name ``default<i>`` (mutating webhook).
-DEFAULT_TASK_PREFIX = "default"
-
-# Job phases of our subset (Volcano's JobPhase strings).
-PENDING = "Pending"
-RUNNING = "Running"
-COMPLETED = "Completed"
-FAILED = "Failed"
-TERMINAL_PHASES = frozenset({COMPLETED, FAILED, "Terminated", "Aborted"})
-
-# Pod phases that keep a pod around after the job finishes (Volcano's retain phases).
-_FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
-
 
 @dataclass
 class JobReconcile:
-    """What the controller must do to make the cluster match one Job."""
+    """What the controller must do to make the cluster match one Job.
+
+    Written in this order: the PodGroup, the out-of-sync marks on ``mark_pods``, the status (onto
+    the Job as read: it carries the phase, version and retry count the lifecycle moved), the
+    deletes, the creates. ``requeue_after``: seconds until a policy's timeout falls due.
+    ``action``: what the lifecycle did (``SyncJob``: no policy or Command acted)."""
 
     podgroup: PodGroup
     podgroup_changed: bool
     create_pods: list[dict[str, Any]] = field(default_factory=list)
     delete_pods: list[str] = field(default_factory=list)
     status: JobStatus = field(default_factory=JobStatus)
+    mark_pods: list[str] = field(default_factory=list)
+    requeue_after: float | None = None
+    action: str = SYNC_JOB
 
 
 # --- names -------------------------------------------------------------------------------
-
-
-def task_name(task: TaskSpec, index: int) -> str:
-    """The task's name, or ``default<i>`` as Volcano's mutating webhook would set it."""
-    return task.name or f"{DEFAULT_TASK_PREFIX}{index}"
 
 
 def podgroup_name(job: Job) -> str:
@@ -170,24 +166,6 @@ def _owner_reference(job: Job) -> OwnerReference:
 
 
 # --- PodGroup ----------------------------------------------------------------------------
-
-
-def effective_min_available(job: Job) -> int:
-    """``job.spec.minAvailable``, or the sum of the tasks' minimum members when unset
-    (what Volcano's mutating webhook writes; only a job that bypassed admission lacks it)."""
-    if job.spec.min_available is not None:
-        return job.spec.min_available
-    return sum(min_task_member(t) for t in job.spec.tasks)
-
-
-def min_task_member(task: TaskSpec) -> int:
-    """Volcano's per-task minimum member count."""
-    if task.min_available is not None:
-        return task.min_available
-    pp = task.partition_policy
-    if pp is not None and pp.min_partitions != 0 and pp.partition_size != 0:
-        return pp.min_partitions * pp.partition_size
-    return task.replicas
 
 
 def _podgroup_network_topology(nt: NetworkTopologySpec | None) -> NetworkTopologySpec | None:
@@ -453,91 +431,56 @@ def _pod_identity(pod: Mapping[str, Any], job: Job) -> tuple[str, int] | None:
 # --- status ------------------------------------------------------------------------------
 
 
-def _pod_phase(pod: Mapping[str, Any]) -> str:
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return "Terminating"
-    return str((pod.get("status") or {}).get("phase") or "Pending")
+def job_status(job: Job, outcome: lifecycle.Outcome, *, now: str | None = None) -> JobStatus:
+    """The Job's status after one lifecycle pass: its counts (a pod being deleted counts as
+    terminating), ``taskStatusCount`` ``{task: {phase: {PodPhase: n}}}``, ``minAvailable``, and
+    the phase, retry count and version the pass left.
 
-
-def job_status(
-    job: Job, pods: Iterable[tuple[str, Mapping[str, Any]]], *, now: str | None = None
-) -> JobStatus:
-    """The Job's status from its pods: a subset of Volcano's state machine.
-
-    * Counts: pending/running/succeeded/failed/terminating/unknown over the job's pods
-      (a pod with a deletionTimestamp counts as terminating), ``taskStatusCount``
-      ``{task: {phase: {PodPhase: n}}}``, ``minAvailable``.
-    * ``Pending`` until running + succeeded + failed >= minAvailable (Volcano's
-      pending state), then ``Running``.
-    * ``Completed`` when ``minSuccess`` is set and reached, or when every replica has
-      finished and succeeded >= minAvailable with every task's minAvailable succeeded
-      (and ``minSuccess``, when set, reached).
-    * ``Failed`` when every replica has finished without meeting that, or when so many
-      pods failed that minSuccess (or minAvailable) can no longer be reached. Volcano
-      reaches Failed through lifecycle policies and ``maxRetry`` restarts; we do not
-      restart jobs (no Restarting/Aborting/Terminating phases), so the failure is
-      declared as soon as it is certain.
-    * Completed/Failed (and Volcano's other terminal phases) are sticky.
-
-    ``lastTransitionTime`` changes (to ``now``) only when the phase changes, and a
-    Volcano-style ``{status: <phase>, lastTransitionTime}`` condition is appended then.
+    ``lastTransitionTime`` changes (to ``now``) only when the phase changes, and a Volcano-style
+    ``{status: <phase>, lastTransitionTime}`` condition is appended for each phase entered. The
+    state's ``reason`` and ``message`` say which action (on which event) last moved it, or which
+    rule ended it.
     """
     old = job.status or JobStatus()
-    counts = dict.fromkeys(("Pending", "Running", "Succeeded", "Failed", "Terminating", "Unknown"), 0)
-    per_task: dict[str, dict[str, int]] = {}
-    for task, pod in pods:
-        phase = _pod_phase(pod)
-        counts[phase if phase in counts else "Unknown"] += 1
-        per_task.setdefault(task, {})
-        per_task[task][phase] = per_task[task].get(phase, 0) + 1
-
-    task_members = {task_name(t, i): min_task_member(t) for i, t in enumerate(job.spec.tasks)}
-    min_available = effective_min_available(job)
-    replicas = sum(t.replicas for t in job.spec.tasks)
-    running, succeeded, failed = counts["Running"], counts["Succeeded"], counts["Failed"]
-    min_success = job.spec.min_success
-
-    old_phase = old.state.phase if old.state and old.state.phase else None
-    phase = old_phase or PENDING
-    reason: str | None = old.state.reason if old.state else None
-    if phase not in TERMINAL_PHASES:
-        tasks_ok = all(per_task.get(t, {}).get("Succeeded", 0) >= m for t, m in task_members.items())
-        if min_success is not None and succeeded >= min_success:
-            phase, reason = COMPLETED, "MinSuccessReached"
-        elif replicas > 0 and succeeded + failed >= replicas:
-            ok = succeeded >= min_available and tasks_ok and (min_success is None or succeeded >= min_success)
-            phase, reason = (COMPLETED, "AllPodsFinished") if ok else (FAILED, "NotEnoughSucceeded")
-        elif replicas - failed < (min_success if min_success is not None else min_available):
-            phase, reason = FAILED, "TooManyPodsFailed"
-        elif running + succeeded + failed >= min_available and (running + succeeded + failed) > 0:
-            phase, reason = RUNNING, None
-        else:
-            phase, reason = PENDING, None
-
-    changed = phase != old_phase
-    transition = now if changed else (old.state.last_transition_time if old.state else None)
+    d = outcome.draft
+    old_state = old.state or JobState()
+    changed = bool(outcome.entered)
     conditions = list(old.conditions or [])
-    if changed:
+    for phase in outcome.entered:
         conditions.append({"status": phase, "lastTransitionTime": now} if now else {"status": phase})
-
     return JobStatus(
-        state=JobState(phase=phase, reason=reason, last_transition_time=transition),
-        min_available=min_available,
-        task_status_count={t: TaskState(phase=dict(sorted(p.items()))) for t, p in sorted(per_task.items())}
+        state=JobState(
+            phase=d.phase,
+            reason=d.reason,
+            message=d.message,
+            last_transition_time=now if changed else old_state.last_transition_time,
+        ),
+        min_available=d.min_available,
+        task_status_count={t: TaskState(phase=dict(sorted(p.items()))) for t, p in sorted(d.per_task.items())}
         or None,
-        pending=counts["Pending"],
-        running=running,
-        succeeded=succeeded,
-        failed=failed,
-        terminating=counts["Terminating"],
-        unknown=counts["Unknown"],
-        version=old.version or 0,
-        retry_count=old.retry_count or 0,
+        pending=d.counts["Pending"],
+        running=d.counts["Running"],
+        succeeded=d.counts["Succeeded"],
+        failed=d.counts["Failed"],
+        terminating=d.counts["Terminating"],
+        unknown=d.counts["Unknown"],
+        version=d.version,
+        retry_count=d.retry_count,
         conditions=conditions or None,
     )
 
 
 # --- the reconcile -----------------------------------------------------------------------
+
+
+def _views(job: Job, pods: Iterable[Mapping[str, Any]]) -> list[PodView]:
+    """What the lifecycle reads of the job's own pods among ``pods``."""
+    out: list[PodView] = []
+    for pod in pods:
+        ident = _pod_identity(pod, job)
+        if ident is not None:
+            out.append(lifecycle.view_pod(ident[0], ident[1], pod))
+    return out
 
 
 def reconcile_job(
@@ -547,12 +490,16 @@ def reconcile_job(
     *,
     now: str | None = None,
     priority_classes: Mapping[str, int] | None = None,
+    command: str | None = None,
+    evicted: Iterable[Mapping[str, Any]] = (),
 ) -> JobReconcile:
     """Everything the controller must do for ``job`` given the current PodGroup and pods.
 
     ``pods`` may include pods of other jobs; only this job's pods (controller
-    ownerReference to this Job's uid, or the job-name label) are considered. Output is
-    deterministic: pods to create in task order then index order, deletions sorted.
+    ownerReference to this Job's uid, or the job-name label) are considered. ``command``: the
+    action of a Command for this Job, applied instead of the policies' events; ``evicted``:
+    pods of the Job seen deleted by someone else since the last pass (``PodEvicted``). Output
+    is deterministic: pods to create in task order then index order, deletions sorted.
     """
     desired = desired_podgroup(job, priority_classes)
     if podgroup is None:
@@ -560,41 +507,37 @@ def reconcile_job(
     else:
         pg, pg_changed = update_podgroup(podgroup, desired)
 
-    ours: list[tuple[str, int, dict[str, Any]]] = []
-    for pod in pods:
-        ident = _pod_identity(pod, job)
-        if ident is not None:
-            ours.append((ident[0], ident[1], pod))
-
-    status = job_status(job, [(t, p) for t, _, p in ours], now=now)
-    phase = status.state.phase if status.state else None
-
-    replicas = {task_name(t, i): t.replicas for i, t in enumerate(job.spec.tasks)}
-    existing = {(t, i) for t, i, _ in ours}
-    deletes: set[str] = set()
-    for t, i, pod in ours:
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            continue
-        name = str(meta.get("name", ""))
-        if t not in replicas or i < 0 or i >= replicas[t]:
-            deletes.add(name)  # scale down (or a task that no longer exists)
-        elif phase in TERMINAL_PHASES and _pod_phase(pod) not in _FINISHED_POD_PHASES:
-            # Volcano's KillJob on completion/failure: free what is still pending or running.
-            deletes.add(name)
+    views = _views(job, pods)
+    gone = _views(job, evicted)
+    pg_phase = podgroup.status.phase if podgroup is not None and podgroup.status is not None else None
+    outcome = lifecycle.run(
+        job,
+        views,
+        command=command,
+        evicted=gone,
+        podgroup_phase=pg_phase,
+        now=parse_rfc3339(now) if now else None,
+    )
+    status = job_status(job, outcome, now=now)
 
     creates: list[dict[str, Any]] = []
-    if phase not in TERMINAL_PHASES:
+    if outcome.create:
+        # Build the new pods for the version the pass left (a restart's new version).
+        versioned = job.model_copy(update={"status": status})
+        existing = {(v.task, v.index) for v in views}
         for ti, task in enumerate(job.spec.tasks):
             name = task_name(task, ti)
             for index in range(task.replicas):
                 if (name, index) not in existing:
-                    creates.append(build_pod(job, task, ti, index, pg.name))
+                    creates.append(build_pod(versioned, task, ti, index, pg.name))
 
     return JobReconcile(
         podgroup=pg,
         podgroup_changed=pg_changed,
         create_pods=creates,
-        delete_pods=sorted(deletes),
+        delete_pods=sorted(outcome.deletes),
         status=status,
+        mark_pods=sorted(outcome.marks),
+        requeue_after=outcome.wait,
+        action=outcome.action,
     )

@@ -14,12 +14,22 @@ from typing import Final
 from pydantic import Field
 
 from .common import OwnerReference, TypedObject
-from .constants import BUS_GROUP, BUS_VERSION, SCHEDULING_GROUP, SCHEDULING_VERSION
+from .constants import (
+    BATCH_GROUP,
+    BATCH_VERSION,
+    BUS_GROUP,
+    BUS_VERSION,
+    SCHEDULING_GROUP,
+    SCHEDULING_VERSION,
+)
+from .job import ABORT_JOB, COMPLETE_JOB, RESTART_JOB, RESUME_JOB, TERMINATE_JOB
 
 # The queue actions (Volcano's bus/v1alpha1 OpenQueueAction and CloseQueueAction).
 OPEN_QUEUE: Final = "OpenQueue"
 CLOSE_QUEUE: Final = "CloseQueue"
 QUEUE_ACTIONS: Final = (OPEN_QUEUE, CLOSE_QUEUE)
+# The job actions a Command may carry (what ``vcctl job suspend|resume|...`` creates).
+JOB_ACTIONS: Final = (ABORT_JOB, RESUME_JOB, RESTART_JOB, TERMINATE_JOB, COMPLETE_JOB)
 
 
 class Command(TypedObject):
@@ -45,5 +55,13 @@ class Command(TypedObject):
         (Volcano's IsQueueReference: apiVersion ``scheduling.volcano.sh/v1beta1``, kind Queue)."""
         t = self.target
         if t is None or t.api_version != f"{SCHEDULING_GROUP}/{SCHEDULING_VERSION}" or t.kind != "Queue":
+            return None
+        return t.name
+
+    def target_job(self) -> str | None:
+        """The name of the Volcano Job this command targets (in the Command's own namespace, as
+        Volcano reads it), or None when it targets something else."""
+        t = self.target
+        if t is None or t.api_version != f"{BATCH_GROUP}/{BATCH_VERSION}" or t.kind != "Job":
             return None
         return t.name

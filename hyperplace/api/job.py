@@ -5,7 +5,7 @@ Pod templates are kept as plain dicts so that any field in them survives unchang
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pydantic import Field
 
@@ -13,7 +13,68 @@ from .common import Condition, KubeModel, TypedObject
 from .constants import BATCH_GROUP, BATCH_VERSION
 from .podgroup import NetworkTopologySpec
 
+# Job phases (Volcano's batch/v1alpha1 JobPhase).
+PENDING: Final = "Pending"
+ABORTING: Final = "Aborting"
+ABORTED: Final = "Aborted"
+RUNNING: Final = "Running"
+RESTARTING: Final = "Restarting"
+COMPLETING: Final = "Completing"
+COMPLETED: Final = "Completed"
+TERMINATING: Final = "Terminating"
+TERMINATED: Final = "Terminated"
+FAILED: Final = "Failed"
 
+# Lifecycle events (Volcano's bus/v1alpha1 Event). The last three are the controller's own and
+# may not be named in a policy.
+ANY_EVENT: Final = "*"
+POD_FAILED: Final = "PodFailed"
+POD_EVICTED: Final = "PodEvicted"
+POD_PENDING: Final = "PodPending"
+JOB_UNKNOWN: Final = "Unknown"
+TASK_COMPLETED: Final = "TaskCompleted"
+TASK_FAILED: Final = "TaskFailed"
+JOB_UPDATED: Final = "JobUpdated"
+OUT_OF_SYNC: Final = "OutOfSync"
+COMMAND_ISSUED: Final = "CommandIssued"
+POD_RUNNING: Final = "PodRunning"
+POLICY_EVENTS: Final = (
+    ANY_EVENT,
+    POD_FAILED,
+    POD_EVICTED,
+    POD_PENDING,
+    JOB_UNKNOWN,
+    TASK_COMPLETED,
+    TASK_FAILED,
+    JOB_UPDATED,
+)
+
+# Lifecycle actions (Volcano's bus/v1alpha1 Action) a policy or a Command may name; SyncJob is
+# the controller's own (what happens when no policy matches).
+ABORT_JOB: Final = "AbortJob"
+RESTART_JOB: Final = "RestartJob"
+RESTART_TASK: Final = "RestartTask"
+RESTART_POD: Final = "RestartPod"
+RESTART_PARTITION: Final = "RestartPartition"
+TERMINATE_JOB: Final = "TerminateJob"
+COMPLETE_JOB: Final = "CompleteJob"
+RESUME_JOB: Final = "ResumeJob"
+SYNC_JOB: Final = "SyncJob"
+POLICY_ACTIONS: Final = (
+    ABORT_JOB,
+    RESTART_JOB,
+    RESTART_TASK,
+    RESTART_POD,
+    RESTART_PARTITION,
+    TERMINATE_JOB,
+    COMPLETE_JOB,
+    RESUME_JOB,
+)
+
+
+# What the job controller does on an event or an exit code: ``event``/``events`` or ``exitCode``,
+# an ``action``, and (required for PodPending) a ``timeout``. A comment, not a docstring: a
+# docstring becomes a description in the generated CRDs (and must then match the chart's copy).
 class LifecyclePolicy(KubeModel):
     event: str | None = None
     events: list[str] | None = None

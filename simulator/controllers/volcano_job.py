@@ -1,5 +1,7 @@
 """Adapter of the Volcano Job controller (``controller.job``): each Job's PodGroup and pods,
-pods beyond its replicas removed, and the Job's status."""
+pods beyond its replicas removed, the Job's lifecycle (its policies acting on the pods the
+scheduler evicted, on failed pods and on pods pending past a timeout; restarts with a new job
+version) and the Job's status."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class VolcanoJobs:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        self._evictions_seen = 0  # how far into cluster.evicted_pods the Jobs were told
 
     def _podgroup_named(self, ns: str, name: str) -> dict[str, Any] | None:
         return self.cluster.objects.get(("PodGroup", ns, name))
@@ -33,19 +36,9 @@ class VolcanoJobs:
         priority_classes = {
             str(pc["metadata"]["name"]): int(pc.get("value") or 0) for pc in c.of_kind("PriorityClass")
         }
-        # A Job's pods name it in their controller ownerReference or job-name label (the
-        # controller needs one of them to claim a pod), so hand each Job only those:
-        # passing every pod of the namespace to every Job is quadratic on big inputs.
-        pods_by_job: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for p in c.of_kind("Pod"):
-            meta = p["metadata"]
-            ns = meta.get("namespace") or "default"
-            names = {str(o.get("name")) for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"}
-            label = (meta.get("labels") or {}).get(JOB_NAME_KEY)
-            if label:
-                names.add(str(label))
-            for n in names:
-                pods_by_job.setdefault((ns, n), []).append(p)
+        pods_by_job = _by_job(c.of_kind("Pod"))
+        evicted_by_job = _by_job(c.evicted_pods[self._evictions_seen :])
+        self._evictions_seen = len(c.evicted_pods)
         changed = False
         for jobj, job in c.models(Job):
             ns = job.namespace or "default"
@@ -68,6 +61,7 @@ class VolcanoJobs:
                 pods_by_job.get((ns, job.name), []),
                 now=c.clock.now,
                 priority_classes=priority_classes,
+                evicted=evicted_by_job.get((ns, job.name), []),
             )
             desired = r.podgroup.to_dict()
             c.clock.freeze_times(desired)
@@ -92,3 +86,20 @@ class VolcanoJobs:
                 jobj["status"] = status
                 changed = True
         return changed
+
+
+def _by_job(pods: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Pods by the (namespace, name) of the Job they name in their controller ownerReference or
+    job-name label (the controller needs one of them to claim a pod), so that each Job is handed
+    only those: passing every pod of the namespace to every Job is quadratic on big inputs."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in pods:
+        meta = p["metadata"]
+        ns = meta.get("namespace") or "default"
+        names = {str(o.get("name")) for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"}
+        label = (meta.get("labels") or {}).get(JOB_NAME_KEY)
+        if label:
+            names.add(str(label))
+        for n in names:
+            out.setdefault((ns, n), []).append(p)
+    return out
