@@ -411,12 +411,16 @@ class BoundPods:
         which: list[int] = []
         sizes: list[int] = []
         nodes: list[I64] = []
+        self._nodes_by_class: dict[int, I64] = {}
         for c, n in grouped:
             if not len(n):
                 continue
-            which.append(index.id_of(c))
+            i = index.id_of(c)
+            which.append(i)
             sizes.append(len(n))
             nodes.append(n)
+            got = self._nodes_by_class.get(i)
+            self._nodes_by_class[i] = n if got is None else np.concatenate([got, n])
         self.index = index
         # The ids known now (the index grows with later snapshots: this one reads its own).
         self.classes: list[PodClass] = list(index.classes)
@@ -461,6 +465,12 @@ class BoundPods:
         """The node of every pod whose class is marked in ``matched`` (one flag per class)."""
         if not any(matched):
             return np.zeros(0, dtype=np.int64)
+        ids = [i for i, m in enumerate(matched) if m] if len(matched) < 4096 else None
+        if ids is not None and len(ids) <= 64:
+            # A term matches few classes (its app, its job): their own arrays, not a mask over
+            # every bound pod.
+            parts = [a for i in ids if (a := self._nodes_by_class.get(i)) is not None]
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         flags = np.asarray(matched, dtype=bool)
         nodes: I64 = self.node_of[flags[self.class_of]]
         return nodes
