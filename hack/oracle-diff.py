@@ -9,7 +9,8 @@ directory in $HYPERPLACE_KUBE_BIN), runs the cases of tests/oracle/cases.py one 
 number of cases and pods, agreements, disagreements, refusals and by-design differences, and the
 score figures (pods compared, kube-scheduler's choice among our best nodes or not, its logged
 scores the same as ours or not), with the first disagreements of each kind in full. Exits 1 when
-a pod got different feasible nodes, or kube-scheduler chose a node ours does not score best. SIGTERM or Ctrl-C
+a pod got different feasible nodes, or kube-scheduler chose a node ours does not score best, or
+logged scores other than ours (the finer check: a wrong score need not change the best node). SIGTERM or Ctrl-C
 stops it cleanly (the processes it started are stopped) and prints the figures so far. Run it
 with the project's .venv active.
 """
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         f"features {sorted(args.features) or ['(none of the flags)']}, {time.monotonic() - started:.0f} s"
     )
     print(tally.summary())
-    return 1 if tally.disagreements or tally.score_disagreements else 0
+    return 1 if tally.disagreements or tally.score_disagreements or tally.score_map_diffs else 0
 
 
 if __name__ == "__main__":
