@@ -11,7 +11,8 @@ DoesNotExist, Gt, Lt, matchFields on metadata.name) and tolerations.
 
 Behind the flags of :data:`FEATURES` (on where our filters judge them, see
 :data:`DEFAULT_FEATURES`): pod affinity and anti-affinity, required anti-affinity of bound pods,
-bound pods' terms that score the incoming pods, topology spread constraints, and volumes. A filter that lands adds its flag to
+bound pods' terms that score the incoming pods, nodes missing a topology label, topology spread
+constraints, and volumes. A filter that lands adds its flag to
 :data:`DEFAULT_FEATURES`; a new kind of case is a new flag here.
 
 Every case is a pure function of ``(seed, index, features)``; names carry both numbers, so the
@@ -49,6 +50,8 @@ FEATURES: dict[str, str] = {
     "already bound (they score the incoming pods they match)",
     "topology-spread": "topologySpreadConstraints (DoNotSchedule/ScheduleAnyway, maxSkew, minDomains, "
     "nodeAffinityPolicy, nodeTaintsPolicy, matchLabelKeys)",
+    "partial-topology": "nodes without the zone or rack label (topology spread skips them, a term "
+    "by that key matches nothing there)",
     "volumes": "PVCs bound to PVs with node affinity, WaitForFirstConsumer claims with available PVs, "
     "Immediate unbound claims, ReadWriteOncePod claims in use, missing claims, CSINode volume limits",
     "nodes-without-pod-slots": "nodes whose allocatable names no pods (no pod fits, for both)",
@@ -59,6 +62,7 @@ DEFAULT_FEATURES: frozenset[str] = frozenset(
         "pod-affinity",
         "existing-anti-affinity",
         "existing-preferred",
+        "partial-topology",
         "topology-spread",
         "volumes",
         "nodes-without-pod-slots",
@@ -134,8 +138,9 @@ class _Gen:
         self.c = case
         self.tag = case.tag
         self.on = case.features
-        # Flags added later draw from a stream of their own, so that turning them on leaves every
-        # other draw, and so the cases of the earlier flags, as they were.
+        # Flags added later (existing-preferred, partial-topology) draw from a stream of their
+        # own, so that turning them on leaves every other draw, and so the cases of the earlier
+        # flags, as they were.
         self.scoring_rng = random.Random(f"{case.seed}:{case.index}:existing-preferred")
         self.label_values: dict[str, set[str]] = {}
         self.csi_nodes: set[str] = set()
@@ -176,6 +181,8 @@ class _Gen:
             name = f"{self.tag}-n{i}"
             zone = r.choice(zones)
             labels = {HOSTNAME: name, ZONE: zone, RACK: r.choice(racks[zone])}
+            if "partial-topology" in self.on and self.scoring_rng.random() < 0.2:
+                del labels[self.scoring_rng.choice((ZONE, RACK))]
             if r.random() < 0.5:
                 labels["disktype"] = r.choice(("ssd", "hdd"))
             if r.random() < 0.3:
