@@ -203,21 +203,30 @@ def _affine(pod: dict[str, Any], kind: str, key: str, app: str, weight: int = 10
     return pod
 
 
-async def test_a_pod_that_prefers_to_avoid_a_web_pod_goes_to_the_other_node_for_both(
+async def test_web_pods_that_prefer_to_avoid_web_pods_go_to_the_other_node_for_both(
     differential: Differential,
 ) -> None:
-    """Two nodes with room for everyone; a web pod runs on node a. A pod that would rather not
-    share a host with a web pod (preferred anti-affinity, weight 100): ours scores a 0 and b 100,
-    and kube-scheduler, scoring with InterPodAffinity and PodTopologySpread, chooses b."""
+    """Two nodes with room for everyone; a web pod runs on node a. Web pods that would rather
+    not share a host with a web pod (preferred anti-affinity, weight 100): ours scores a 0 and
+    b 100, and kube-scheduler, scoring with InterPodAffinity and PodTopologySpread, chooses b.
+    The second is asked after the first and finds the same scores: kube-scheduler chose b for
+    the first, yet bound nothing and kept nothing of it (else b would hold a web pod too)."""
     nodes = [_node("hand4-a", "4"), _node("hand4-b", "4")]
     web = _pod("web", "hand4", "1", node="hand4-a")
     web["metadata"]["labels"] = {"app": "web"}
-    shy = _affine(_pod("shy", "hand4", "1"), "podAntiAffinity", "kubernetes.io/hostname", "web")
-    [result] = await differential.run(_hand_made(4, nodes, [web], [shy]))
-    assert result.outcome == "agree" and result.ours.nodes == {"hand4-a", "hand4-b"}, result.describe()
-    assert result.our_scores is not None and result.our_scores.total == {"hand4-a": 0.0, "hand4-b": 100.0}
-    assert result.kube_choice is not None and result.kube_choice.node == "hand4-b", result.describe()
-    assert result.score == "same best" and result.score_maps == "same", result.describe()
+    shy = []
+    for name in ("shy1", "shy2"):
+        pod = _affine(_pod(name, "hand4", "1"), "podAntiAffinity", "kubernetes.io/hostname", "web")
+        pod["metadata"]["labels"] = {"app": "web"}
+        shy.append(pod)
+    results = await differential.run(_hand_made(4, nodes, [web], shy))
+    for result in results:
+        assert result.outcome == "agree" and result.ours.nodes == {"hand4-a", "hand4-b"}, result.describe()
+        assert result.our_scores is not None
+        assert result.our_scores.total == {"hand4-a": 0.0, "hand4-b": 100.0}
+        assert result.kube_choice is not None and result.kube_choice.node == "hand4-b", result.describe()
+        assert result.kube_scores["InterPodAffinity"] == {"hand4-a": 0, "hand4-b": 100}, result.describe()
+        assert result.score == "same best" and result.score_maps == "same", result.describe()
 
 
 async def test_kube_scheduler_chooses_a_node_ours_scores_best_for_every_pod_of_the_scoring_sample(
