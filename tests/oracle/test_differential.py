@@ -244,5 +244,7 @@ async def test_kube_scheduler_chooses_a_node_ours_scores_best_for_every_pod_of_t
     assert not tally.disagreements, _report(tally.disagreements)
     assert not tally.score_disagreements, _report(tally.score_disagreements)
     assert tally.score_maps["differ"] == 0, _report(tally.score_map_diffs)
+    # kube-scheduler's scores were read for every pod it was asked about.
+    assert tally.score_maps["same"] == tally.scores_compared, tally.summary()
     # Worth something only if enough pods' scores told their nodes apart.
     assert tally.scores_compared >= SCORED, tally.summary()
