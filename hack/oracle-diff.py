@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Our filters against the real kube-scheduler on many random cases (issue 34, item 6).
+"""Our filters and scores against the real kube-scheduler on many random cases (issue 34, item 6).
 
     python hack/oracle-diff.py --cases 1000 --seed 1 [--features pod-affinity,volumes] [--show 3]
 
 Starts a throw-away etcd + kube-apiserver and kube-scheduler (built by hack/kube-bin.sh, or the
 directory in $HYPERPLACE_KUBE_BIN), runs the cases of tests/oracle/cases.py one after the other
 (tests/oracle/differential.py: the same code as tests/oracle/test_differential.py), and prints the
-number of cases and pods, agreements, disagreements, refusals and by-design differences, with the
-first disagreements in full. Exits 1 when a pod got different feasible nodes. SIGTERM or Ctrl-C
+number of cases and pods, agreements, disagreements, refusals and by-design differences, and the
+score figures (pods compared, kube-scheduler's choice among our best nodes or not, its logged
+scores the same as ours or not), with the first disagreements of each kind in full. Exits 1 when
+a pod got different feasible nodes, or kube-scheduler chose a node ours does not score best, or
+logged scores other than ours (the finer check: a wrong score need not change the best node). SIGTERM or Ctrl-C
 stops it cleanly (the processes it started are stopped) and prints the figures so far. Run it
 with the project's .venv active.
 """
@@ -66,8 +69,9 @@ async def run(args: argparse.Namespace, bin_dir: Path, tally: Tally) -> None:
                 if (k + 1) % 100 == 0:
                     o = tally.outcomes
                     print(
-                        f"... {k + 1} cases, {tally.pods} pods, {o['disagree']} disagreements "
-                        f"({time.monotonic() - started:.0f} s)",
+                        f"... {k + 1} cases, {tally.pods} pods, {o['disagree']} disagreements, "
+                        f"{tally.scores_compared} pods' scores compared, {tally.scores['score disagree']} "
+                        f"score disagreements ({time.monotonic() - started:.0f} s)",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -97,12 +101,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stopped after {tally.cases} cases", file=sys.stderr)
     for r in tally.disagreements[: args.show]:
         print(r.describe(), end="\n\n")
+    for r in tally.score_disagreements[: args.show]:
+        print(r.describe(), end="\n\n")
+    for r in [r for r in tally.score_map_diffs if r not in tally.score_disagreements][: args.show]:
+        print(r.describe(), end="\n\n")
     print(
         f"seed {args.seed}, cases {args.start}..{args.start + tally.cases - 1}, "
         f"features {sorted(args.features) or ['(none of the flags)']}, {time.monotonic() - started:.0f} s"
     )
     print(tally.summary())
-    return 1 if tally.disagreements else 0
+    return 1 if tally.disagreements or tally.score_disagreements or tally.score_map_diffs else 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ DoesNotExist, Gt, Lt, matchFields on metadata.name) and tolerations.
 
 Behind the flags of :data:`FEATURES` (on where our filters judge them, see
 :data:`DEFAULT_FEATURES`): pod affinity and anti-affinity, required anti-affinity of bound pods,
-topology spread constraints, and volumes. A filter that lands adds its flag to
+bound pods' terms that score the incoming pods, nodes missing a topology label, topology spread
+constraints, and volumes. A filter that lands adds its flag to
 :data:`DEFAULT_FEATURES`; a new kind of case is a new flag here.
 
 Every case is a pure function of ``(seed, index, features)``; names carry both numbers, so the
@@ -45,15 +46,27 @@ FEATURES: dict[str, str] = {
     "matchLabelKeys/mismatchLabelKeys)",
     "existing-anti-affinity": "required podAntiAffinity on pods already bound (kube-scheduler keeps "
     "an incoming pod they match out of their domain)",
+    "existing-preferred": "preferred podAffinity/podAntiAffinity and required podAffinity on pods "
+    "already bound (they score the incoming pods they match)",
     "topology-spread": "topologySpreadConstraints (DoNotSchedule/ScheduleAnyway, maxSkew, minDomains, "
     "nodeAffinityPolicy, nodeTaintsPolicy, matchLabelKeys)",
+    "partial-topology": "nodes without the zone or rack label (topology spread skips them, a term "
+    "by that key matches nothing there)",
     "volumes": "PVCs bound to PVs with node affinity, WaitForFirstConsumer claims with available PVs, "
     "Immediate unbound claims, ReadWriteOncePod claims in use, missing claims, CSINode volume limits",
     "nodes-without-pod-slots": "nodes whose allocatable names no pods (no pod fits, for both)",
 }
 # The flags our filters judge: every kind of case.
 DEFAULT_FEATURES: frozenset[str] = frozenset(
-    {"pod-affinity", "existing-anti-affinity", "topology-spread", "volumes", "nodes-without-pod-slots"}
+    {
+        "pod-affinity",
+        "existing-anti-affinity",
+        "existing-preferred",
+        "partial-topology",
+        "topology-spread",
+        "volumes",
+        "nodes-without-pod-slots",
+    }
 )
 
 APPS = ("web", "db", "cache", "batch")
@@ -125,6 +138,10 @@ class _Gen:
         self.c = case
         self.tag = case.tag
         self.on = case.features
+        # Flags added later (existing-preferred, partial-topology) draw from a stream of their
+        # own, so that turning them on leaves every other draw, and so the cases of the earlier
+        # flags, as they were.
+        self.scoring_rng = random.Random(f"{case.seed}:{case.index}:existing-preferred")
         self.label_values: dict[str, set[str]] = {}
         self.csi_nodes: set[str] = set()
 
@@ -164,6 +181,8 @@ class _Gen:
             name = f"{self.tag}-n{i}"
             zone = r.choice(zones)
             labels = {HOSTNAME: name, ZONE: zone, RACK: r.choice(racks[zone])}
+            if "partial-topology" in self.on and self.scoring_rng.random() < 0.2:
+                del labels[self.scoring_rng.choice((ZONE, RACK))]
             if r.random() < 0.5:
                 labels["disktype"] = r.choice(("ssd", "hdd"))
             if r.random() < 0.3:
@@ -356,6 +375,8 @@ class _Gen:
                             "requiredDuringSchedulingIgnoredDuringExecution": [self.pod_term()]
                         }
                     }
+                if "existing-preferred" in self.on and self.scoring_rng.random() < 0.4:
+                    self.existing_terms(spec)
                 if "volumes" in self.on and r.random() < 0.3:
                     self.use_claims(spec, ns, missing=False)
                 self.c.bound.append(
@@ -499,9 +520,10 @@ class _Gen:
         return out
 
     # ------------------------------------------------------------------ flagged features
-    def pod_term(self) -> dict[str, Any]:
-        """A PodAffinityTerm (pod affinity, anti-affinity, and bound pods' anti-affinity)."""
-        r = self.rng
+    def pod_term(self, rng: random.Random | None = None) -> dict[str, Any]:
+        """A PodAffinityTerm (pod affinity, anti-affinity, and bound pods' terms), drawn from
+        ``rng`` (the case's stream when None)."""
+        r = rng or self.rng
         if r.random() < 0.7:
             selector: dict[str, Any] = {"matchLabels": {"app": r.choice(APPS)}}
         else:
@@ -509,7 +531,7 @@ class _Gen:
         term: dict[str, Any] = {"labelSelector": selector, "topologyKey": r.choice(TOPOLOGY_KEYS)}
         roll = r.random()
         if roll < 0.25:
-            term["namespaces"] = [self.namespace()]
+            term["namespaces"] = [str(r.choice(self.c.namespaces)["metadata"]["name"])]
         elif roll < 0.45:
             term["namespaceSelector"] = {"matchLabels": {"team": r.choice(TEAMS)}} if r.random() < 0.7 else {}
         if r.random() < 0.15:
@@ -517,6 +539,23 @@ class _Gen:
         if r.random() < 0.1:
             term["mismatchLabelKeys"] = ["tier"]
         return term
+
+    def existing_terms(self, spec: dict[str, Any]) -> None:
+        """A bound pod's terms that score the incoming pods they match (kube-scheduler's
+        InterPodAffinity: its preferred terms by their weight, its required affinity by
+        ``hardPodAffinityWeight``); a required anti-affinity already there stays."""
+        r = self.scoring_rng
+        affinity = spec.setdefault("affinity", {})
+        for kind in ("podAffinity", "podAntiAffinity"):
+            if kind == "podAffinity" and r.random() < 0.3:
+                affinity.setdefault(kind, {})["requiredDuringSchedulingIgnoredDuringExecution"] = [
+                    self.pod_term(r)
+                ]
+            if r.random() < 0.6:
+                affinity.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                    {"weight": r.randint(1, 100), "podAffinityTerm": self.pod_term(r)}
+                    for _ in range(r.randint(1, 2))
+                ]
 
     def spread(self) -> list[dict[str, Any]]:
         r = self.rng

@@ -36,8 +36,8 @@ from scheduler_plugin.filters.node_ready import REASON_NOT_READY
 from scheduler_plugin.filters.plugin import HostPort
 
 from .cases import Case
-from .kube_scheduler import KubeSchedulerOracle, OracleError, OracleVerdict, pod_scheduled_false
-from .ours import OurVerdict, our_verdict
+from .kube_scheduler import KubeSchedulerOracle, OracleChoice, OracleError, OracleVerdict, pod_scheduled_false
+from .ours import OurScores, OurVerdict, our_scores, our_verdict
 from .rest import Rest
 
 SYNC_TIMEOUT = 30.0
@@ -65,6 +65,13 @@ class PodResult:
     our_text_reasons: dict[str, int] = field(default_factory=dict)
     # kube-scheduler's whole text for the pod (also when the extender was called), for reports.
     kube_text: str | None = None
+    # Scores (see the module docstring): the outcome, our scores of the feasible nodes, the
+    # scorer's choice, the scores kube-scheduler logged for it and whether they equal ours.
+    score: str | None = None
+    our_scores: OurScores | None = None
+    kube_choice: OracleChoice | None = None
+    kube_scores: dict[str, dict[str, int]] = field(default_factory=dict)
+    score_maps: str | None = None
 
     @property
     def pod_key(self) -> str:
@@ -96,6 +103,17 @@ class PodResult:
             lines.append(
                 f"  reason counts: kube-scheduler {self.kube_reasons}, ours in its order {self.our_reasons}"
             )
+        if self.score is not None and self.our_scores is not None and self.kube_choice is not None:
+            chose = self.kube_choice.node or f"nothing ({self.kube_choice.message})"
+            lines.append(f"  scores: {self.score}; kube-scheduler chose {chose}")
+            if self.kube_choice.nodes != self.kube.nodes:
+                lines.append(f"  kube-scheduler's scorer filtered to: {sorted(self.kube_choice.nodes)}")
+            lines.append(f"  our best:  {sorted(self.our_scores.best)}")
+            lines.append(f"  our total: {self.our_scores.total}")
+            for plugin, by_node in sorted(self.our_scores.by_plugin.items()):
+                lines.append(f"  ours {plugin}: {dict(sorted(by_node.items()))}")
+            for plugin, logged in sorted(self.kube_scores.items()):
+                lines.append(f"  kube-scheduler {plugin}: {dict(sorted(logged.items()))}")
         text = "\n".join(lines)
         return text + ("\n" + self.case.yaml() if with_case else "")
 
@@ -201,6 +219,26 @@ def compare(
     return PodResult(case, "disagree", kube, ours, kube_text=kube.message)
 
 
+def score_outcome(ours: OurScores, choice: OracleChoice, feasible: frozenset[str]) -> str:
+    """How kube-scheduler's choice stands to our scores (see the module docstring)."""
+    if choice.node is None:
+        return "no choice"
+    if choice.nodes != feasible:
+        return "scored other nodes"
+    return "same best" if choice.node in ours.best else "score disagree"
+
+
+def same_score_maps(ours: OurScores, logged: Mapping[str, Mapping[str, int]]) -> bool:
+    """Whether kube-scheduler's logged scores are ours, plugin by plugin and node by node (a
+    plugin that skipped the pod logs nothing: it gave every node 0)."""
+    for plugin in {*ours.by_plugin, *logged}:
+        mine = {n: int(v) for n, v in ours.by_plugin.get(plugin, {}).items()}
+        theirs = logged.get(plugin, {})
+        if any(mine.get(n, 0) != theirs.get(n, 0) for n in ours.nodes):
+            return False
+    return True
+
+
 def barrier_pod(case: Case) -> dict[str, Any]:
     """A pod every node takes while it has a free pod slot: it tolerates every taint and asks for
     nothing else."""
@@ -252,6 +290,21 @@ class Differential:
                 if r.outcome == "disagree" and r.kube_text is None:
                     live = await self.api.get(r.kube.pod)
                     r.kube_text = pod_scheduled_false(live or {})
+            # Scores, one pod at a time (a pod kube-scheduler chose a node for is assumed there
+            # until its bind fails), after every filter query of the case.
+            for r, pod in zip(results, case.pods, strict=True):
+                if r.outcome != "agree" or len(r.ours.nodes) < 2:
+                    continue
+                r.our_scores = our_scores(nodes, bound, r.kube.pod, r.ours.nodes, others)
+                if r.our_scores.uniform:
+                    r.score = "uniform"
+                    continue
+                r.kube_choice = await self.oracle.chosen_node(pod)
+                r.score = score_outcome(r.our_scores, r.kube_choice, r.kube.nodes)
+                meta = r.kube_choice.pod["metadata"]
+                r.kube_scores = self.oracle.logged_scores(f"{meta['namespace']}/{meta['name']}")
+                if r.kube_scores or not any(r.our_scores.total.values()):
+                    r.score_maps = "same" if same_score_maps(r.our_scores, r.kube_scores) else "differ"
             return results
         finally:
             await self._delete(case)
@@ -337,6 +390,11 @@ class Tally:
     refusals: Counter[str] = field(default_factory=Counter)
     disagreements: list[PodResult] = field(default_factory=list)
     reason_diffs: list[PodResult] = field(default_factory=list)
+    # Score outcomes (PodResult.score, "uniform": not asked) and logged score maps.
+    scores: Counter[str] = field(default_factory=Counter)
+    score_maps: Counter[str] = field(default_factory=Counter)
+    score_disagreements: list[PodResult] = field(default_factory=list)
+    score_map_diffs: list[PodResult] = field(default_factory=list)
     # Reasons of our text that kube-scheduler's lacks, and the other way round (the order of
     # the filters, or wording).
     only_kube: Counter[str] = field(default_factory=Counter)
@@ -358,11 +416,24 @@ class Tally:
                 self.reasons[r.reasons] += 1
                 if r.reasons == "differ":
                     self.reason_diffs.append(r)
+            if r.score:
+                self.scores[r.score] += 1
+                if r.score in ("score disagree", "scored other nodes", "no choice"):
+                    self.score_disagreements.append(r)
+            if r.score_maps:
+                self.score_maps[r.score_maps] += 1
+                if r.score_maps == "differ":
+                    self.score_map_diffs.append(r)
             if r.text_reasons:
                 self.text_reasons[r.text_reasons] += 1
                 if r.text_reasons == "differ":
                     self.only_kube.update(set(r.kube_reasons) - set(r.our_text_reasons))
                     self.only_ours.update(set(r.our_text_reasons) - set(r.kube_reasons))
+
+    @property
+    def scores_compared(self) -> int:
+        """Pods whose scores kube-scheduler was asked about."""
+        return sum(n for k, n in self.scores.items() if k != "uniform")
 
     def summary(self) -> str:
         """One paragraph of figures."""
@@ -379,6 +450,14 @@ class Tally:
             f"\nreason counts where neither finds a node ({both} pods): our filters in kube-scheduler's order "
             f"the same for {self.reasons['same']}, different for {self.reasons['differ']}; our scheduler's text "
             f"the same for {self.text_reasons['same']}, different for {self.text_reasons['differ']}"
+        )
+        sc = self.scores
+        text += (
+            f"\nscores (same feasible nodes, 2 or more): {self.scores_compared} pods compared, "
+            f"{sc['same best']} same best, {sc['score disagree']} score disagree, "
+            f"{sc['scored other nodes']} scored other nodes, {sc['no choice']} no choice; {sc['uniform']} with all our scores equal, not asked; "
+            f"kube-scheduler's logged scores the same as ours for {self.score_maps['same']}, "
+            f"different for {self.score_maps['differ']}"
         )
         if self.refusals:
             text += "\nrefusals: " + ", ".join(f"{n} {why}" for why, n in self.refusals.most_common())

@@ -1,4 +1,5 @@
-"""The real kube-scheduler as an oracle: which nodes it finds feasible for a pod.
+"""The real kube-scheduler as an oracle: which nodes it finds feasible for a pod, and which of
+them its InterPodAffinity and PodTopologySpread scores make it choose.
 
 kube-scheduler (built by ``hack/kube-bin.sh`` from the same Go modules as the test apiserver) runs
 against the test control plane with one profile, ``oracle-scheduler``, every node scored
@@ -13,8 +14,19 @@ called; the pod's ``PodScheduled`` condition then carries kube-scheduler's
 Each query creates a fresh pod (a generated name), so kube-scheduler's back-off of the
 unschedulable pods of earlier queries never delays a verdict.
 
+Scores: a second profile, ``oracle-scorer``, scores with InterPodAffinity and PodTopologySpread
+alone (weight 1 each). Extenders serve every profile, so the filter extender lets the scorer's
+pods through (every node it is shown passes), and the extender is also the *binder*
+(``bindVerb``): kube-scheduler then asks it, not the apiserver, to bind the pod to the node it
+chose. The ``/bind`` handler records that node and answers with an error, so nothing is bound;
+kube-scheduler forgets the pod it had assumed on the node (``handleBindingCycleError``:
+Unreserve, ``Cache.ForgetPod``) before it writes the pod's ``PodScheduled=False`` condition, and
+the query waits for that condition and deletes the pod before the next query, so no query's
+assumed pod is counted by another's.
+
     async with KubeSchedulerOracle(cp, api, workdir) as oracle:
         verdict = await oracle.feasible_nodes(pod)   # OracleVerdict(nodes, message, pod)
+        choice = await oracle.chosen_node(pod)       # OracleChoice(node, nodes, pod)
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import asyncio
 import contextlib
 import copy
 import os
+import re
 import ssl
 import subprocess
 import time
@@ -40,11 +53,24 @@ from hyperplace.localup.controlplane import ControlPlane, free_port, tail
 from .rest import Rest
 
 ORACLE_SCHEDULER = "oracle-scheduler"
+ORACLE_SCORER = "oracle-scorer"
+# The score plugins the scorer profile keeps, each with weight 1 (what ours.our_scores adds up).
+SCORE_PLUGINS = ("InterPodAffinity", "PodTopologySpread")
+# What the extender answers to a bind: kube-scheduler reports it as the pod's scheduling error.
+NOT_BOUND = "not bound: choice recorded by the hyperplace oracle"
 # What the extender answers for every node it is shown: the pod then fits nowhere.
 RECORDED = "recorded by the hyperplace oracle"
 START_TIMEOUT = 60.0
 VERDICT_TIMEOUT = 30.0
 LOG_LINES = 60
+
+
+# What kube-scheduler logs at level 10 for each score plugin and node (schedule_one.go,
+# prioritizeNodes): the plugin's score times its weight, after NormalizeScore.
+PLUGIN_SCORE = re.compile(
+    r'"Plugin scored node for pod" pod="(?P<pod>[^"]+)" plugin="(?P<plugin>[^"]+)" '
+    r'node="(?P<node>[^"]+)" score=(?P<score>-?\d+)'
+)
 
 
 class OracleError(AssertionError):
@@ -63,6 +89,19 @@ class OracleVerdict:
     pod: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class OracleChoice:
+    """The node kube-scheduler's scorer profile chose for one pod (at random among the nodes
+    with the best total score), and the feasible nodes it scored (what its filters and the
+    extender's filter let through). ``pod`` is the pod as the apiserver stored it. When it chose
+    none, ``node`` is None and ``message`` says why."""
+
+    node: str | None
+    nodes: frozenset[str]
+    pod: dict[str, Any]
+    message: str | None = None
+
+
 def scheduler_config(kubeconfig: Path, extender_port: int) -> dict[str, Any]:
     """The ``KubeSchedulerConfiguration`` of the oracle."""
     return {
@@ -78,12 +117,52 @@ def scheduler_config(kubeconfig: Path, extender_port: int) -> dict[str, Any]:
                 "percentageOfNodesToScore": 100,
                 # Preemption could delete existing pods and so change the cluster under the cases.
                 "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}},
-            }
+            },
+            {
+                "schedulerName": ORACLE_SCORER,
+                "percentageOfNodesToScore": 100,
+                "plugins": {
+                    "postFilter": {"disabled": [{"name": "DefaultPreemption"}]},
+                    # Only the scores our scheduler computes as kube-scheduler does; the other
+                    # plugins' PreScore goes too (NodeAffinity's fails on a preferred Gt/Lt
+                    # value that is no integer, which the filters never read).
+                    "preScore": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [{"name": name} for name in SCORE_PLUGINS],
+                    },
+                    "score": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [{"name": name, "weight": 1} for name in SCORE_PLUGINS],
+                    },
+                    # Nothing may act for the chosen node before the extender's bind: VolumeBinding
+                    # would bind the pod's claims (API writes) and wait for a PV controller there is
+                    # none of, and its Reserve assumes those bindings.
+                    "reserve": {"disabled": [{"name": "*"}]},
+                    "preBind": {"disabled": [{"name": "*"}]},
+                },
+                "pluginConfig": [
+                    # No system default constraints (a pod without constraints of its own would
+                    # be spread by hostname and zone): ours does not implement them.
+                    {
+                        "name": "PodTopologySpread",
+                        "args": {"defaultingType": "List", "defaultConstraints": []},
+                    },
+                    # The defaults, spelt out: ours implements hardPodAffinityWeight 1 and scores
+                    # the existing pods' preferred terms.
+                    {
+                        "name": "InterPodAffinity",
+                        "args": {"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods": False},
+                    },
+                ],
+            },
         ],
         "extenders": [
             {
                 "urlPrefix": f"http://127.0.0.1:{extender_port}",
                 "filterVerb": "filter",
+                # kube-scheduler lets the first binder extender bind every pod (of every profile);
+                # only the scorer's pods get that far.
+                "bindVerb": "bind",
                 "nodeCacheCapable": True,
                 "weight": 1,
             }
@@ -113,6 +192,11 @@ class KubeSchedulerOracle:
         self.log = workdir / "kube-scheduler.log"
         self._calls: dict[str, frozenset[str]] = {}  # pod UID -> nodes of its first filter call
         self._called = asyncio.Event()
+        self._binds: dict[str, str] = {}  # pod UID -> node of its first bind call
+        self._bound = asyncio.Event()
+        # "namespace/name" -> plugin -> node -> score, as logged; and how far the log was read.
+        self._logged: dict[str, dict[str, dict[str, int]]] = {}
+        self._log_offset = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._runner: web.AppRunner | None = None
         self.extender_calls = 0
@@ -136,6 +220,7 @@ class KubeSchedulerOracle:
         self.workdir.mkdir(parents=True, exist_ok=True)
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/filter", self._filter)
+        app.router.add_post("/bind", self._bind)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -160,6 +245,9 @@ class KubeSchedulerOracle:
                     f"--cert-dir={self.workdir / 'certs'}",
                     # v=2 logs each pod it could not schedule, with the reason: enough to debug.
                     "--v=2",
+                    # Level 10 in schedule_one.go alone: each plugin's score of each node, for
+                    # the scorer's pods (logged_scores), and nothing else of level 10.
+                    "--vmodule=schedule_one=10",
                 ],
                 stdout=fh,
                 stderr=subprocess.STDOUT,
@@ -220,7 +308,20 @@ class KubeSchedulerOracle:
         # The first call is the verdict; a pod requeued later (another pod's event) is asked again.
         self._calls.setdefault(uid, frozenset(str(n) for n in names))
         self._called.set()
+        if (pod.get("spec") or {}).get("schedulerName") == ORACLE_SCORER:
+            # The scorer's pods go on to be scored on every node kube-scheduler's filters passed.
+            return web.json_response({"NodeNames": list(names), "FailedNodes": {}})
         return web.json_response({"NodeNames": [], "FailedNodes": {str(n): RECORDED for n in names}})
+
+    async def _bind(self, request: web.Request) -> web.Response:
+        args = await request.json()
+        # ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node}: no JSON tags either.
+        uid = str(args.get("PodUID") or args.get("podUID") or "")
+        node = str(args.get("Node") or args.get("node") or "")
+        self._binds.setdefault(uid, node)
+        self._bound.set()
+        # ExtenderBindingResult {Error}: a bind that failed, so the pod stays unbound.
+        return web.json_response({"Error": NOT_BOUND})
 
     # ------------------------------------------------------------------ queries
     async def feasible_nodes(self, pod: Mapping[str, Any]) -> OracleVerdict:
@@ -263,12 +364,77 @@ class KubeSchedulerOracle:
                     await asyncio.wait_for(self._called.wait(), 0.05)
         return [verdicts[str(p["metadata"]["uid"])] for p in stored]
 
+    async def chosen_node(self, pod: Mapping[str, Any]) -> OracleChoice:
+        """The node kube-scheduler's scorer profile chooses for a fresh copy of ``pod`` (a
+        generated name, ``schedulerName: oracle-scorer``), or, when it fails to choose one, its
+        message; the copy is deleted before this returns."""
+        stored = await self.api.create(self._query_pod(pod, ORACLE_SCORER))
+        meta = stored["metadata"]
+        uid = str(meta["uid"])
+        deadline = time.monotonic() + self.verdict_timeout
+        failed: str | None = None
+        try:
+            polls = 0
+            while uid not in self._binds:
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise OracleError(
+                        f"kube-scheduler chose no node within {self.verdict_timeout:.0f}s for "
+                        f"{meta['namespace']}/{meta['name']}\n{self.log_tail()}"
+                    )
+                polls += 1
+                if polls % 5 == 0:
+                    # The condition is written after a bind answered, so a condition without a
+                    # bind is a failure before it (no node passed, or a plugin's error).
+                    failed = pod_scheduled_false(await self.api.get(stored) or {})
+                    if failed is not None and uid not in self._binds:
+                        break
+                    failed = None
+                self._bound.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._bound.wait(), 0.05)
+            # kube-scheduler writes the failed bind into the pod's condition after it forgot the
+            # pod it had assumed on the node: until then the pod would count for the next query.
+            while failed is None and pod_scheduled_false(await self.api.get(stored) or {}) is None:
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise OracleError(
+                        f"kube-scheduler did not report the failed bind of {uid} within "
+                        f"{self.verdict_timeout:.0f}s\n{self.log_tail()}"
+                    )
+                await asyncio.sleep(0.02)
+        finally:
+            # Before its back-off ends and kube-scheduler assumes it on a node again.
+            await self.api.delete(stored)
+        node = None if failed is not None else self._binds[uid]
+        return OracleChoice(node, self._calls.get(uid, frozenset()), stored, failed)
+
+    async def chosen_nodes_many(self, pods: Sequence[Mapping[str, Any]]) -> list[OracleChoice]:
+        """:meth:`chosen_node` of each pod, one after the other (a pod kube-scheduler assumed on
+        a node counts there until it forgets it, so queries must not overlap)."""
+        return [await self.chosen_node(p) for p in pods]
+
+    def logged_scores(self, pod_key: str) -> dict[str, dict[str, int]]:
+        """The scores kube-scheduler logged when it scored the pod ``namespace/name`` (its first
+        scoring): per score plugin that did not skip the pod, its weighted, normalized score of
+        each feasible node. Empty when it logged none (one feasible node is not scored)."""
+        with self.log.open("rb") as fh:
+            fh.seek(self._log_offset)
+            data = fh.read()
+        # Only whole lines: the rest is read next time.
+        end = data.rfind(b"\n") + 1
+        self._log_offset += end
+        for m in PLUGIN_SCORE.finditer(data[:end].decode(errors="replace")):
+            nodes = self._logged.setdefault(m["pod"], {}).setdefault(m["plugin"], {})
+            nodes.setdefault(m["node"], int(m["score"]))
+        return self._logged.get(pod_key, {})
+
     @staticmethod
-    def _query_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    def _query_pod(pod: Mapping[str, Any], scheduler: str = ORACLE_SCHEDULER) -> dict[str, Any]:
         out = copy.deepcopy(dict(pod))
         meta = out.setdefault("metadata", {})
         name = meta.pop("name", None) or meta.get("generateName") or "oracle"
         meta["generateName"] = f"{str(name).rstrip('-')}-"
-        out.setdefault("spec", {})["schedulerName"] = ORACLE_SCHEDULER
+        out.setdefault("spec", {})["schedulerName"] = scheduler
         out.pop("status", None)
         return out

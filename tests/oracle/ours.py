@@ -4,7 +4,8 @@ The nodes, the pods already bound (``spec.nodeName``) and the pod asked about, w
 ``schedulerName: hyperplace``, go through the snapshot the scheduler builds from listings
 (:func:`scheduler_plugin.cache.rebuild.build_snapshot`); a node is feasible when the session's
 fit count of the pod's shape is positive there (:meth:`AllocState.compute_counts`: the static
-filters' mask, the room by requests, the stateful filters' caps). A pod our scheduler refuses
+filters' mask, the room by requests, the stateful filters' caps). Our scores of the feasible
+nodes (:func:`our_scores`) come from the same snapshot (:func:`our_session`). A pod our scheduler refuses
 outright (``PodRecord.refusal``: scheduling gates, or a constraint no filter of ours judges yet,
 ``scheduler_plugin/filters/unsupported.py``) is a verdict of its own, *refused*: such a pod is
 reported, never placed."""
@@ -12,7 +13,7 @@ reported, never placed."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,10 @@ from scheduler_plugin.filters import node_affinity, node_unschedulable, taint_to
 from scheduler_plugin.filters.node_ports import REASON_HOST_PORTS, host_ports_conflict
 from scheduler_plugin.filters.node_resources_fit import insufficient_resources
 from scheduler_plugin.framework.alloc_state import AllocState
+from scheduler_plugin.model.snapshot import ClusterSnapshot, Shape
 from scheduler_plugin.placement.shortfall import Shortfall
+
+from .kube_scheduler import SCORE_PLUGINS
 
 OUR_SCHEDULER = "hyperplace"
 
@@ -52,16 +56,28 @@ def as_ours(pod: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def our_verdict(
+@dataclass(frozen=True)
+class OurSession:
+    """What our scheduler starts a session with for one pod: the snapshot built from the
+    listings, the pod's key, the pod as we get it, and its shape, or why it is refused."""
+
+    snap: ClusterSnapshot
+    key: str
+    pod: dict[str, Any]
+    shape: Shape | None
+    refused: str | None
+
+
+def our_session(
     nodes: Sequence[Mapping[str, Any]],
     bound: Sequence[Mapping[str, Any]],
     pod: Mapping[str, Any],
     others: Sequence[Mapping[str, Any]] = (),
-) -> OurVerdict:
-    """Which of ``nodes`` our scheduler finds feasible for ``pod``, with ``bound`` (pods with
-    ``spec.nodeName``) already running and ``others`` (Namespaces, claims, volumes, classes,
-    CSI objects) in the cluster. Pass the objects as the apiserver stored them: admission adds
-    tolerations, defaults fields and drops what a feature gate disables."""
+) -> OurSession:
+    """The snapshot our scheduler builds with ``bound`` (pods with ``spec.nodeName``) running on
+    ``nodes``, ``others`` (Namespaces, claims, volumes, classes, CSI objects) in the cluster and
+    ``pod`` pending, addressed to us. Pass the objects as the apiserver stored them: admission
+    adds tolerations, defaults fields and drops what a feature gate disables."""
     mine = as_ours(pod)
     meta = mine.get("metadata") or {}
     key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
@@ -85,10 +101,24 @@ def our_verdict(
         storage=storage,
     )
     if key in snap.orphan_pods:
-        return OurVerdict(frozenset(), refused=snap.orphan_pods[key])
+        return OurSession(snap, key, mine, None, snap.orphan_pods[key])
     shapes = {t.shape for job in snap.jobs.values() for t in job.tasks if t.key == key}
     assert len(shapes) == 1, f"{key}: expected one task of ours, found shapes {shapes}"
-    shape = snap.shapes[shapes.pop()]
+    return OurSession(snap, key, mine, snap.shapes[shapes.pop()], None)
+
+
+def our_verdict(
+    nodes: Sequence[Mapping[str, Any]],
+    bound: Sequence[Mapping[str, Any]],
+    pod: Mapping[str, Any],
+    others: Sequence[Mapping[str, Any]] = (),
+) -> OurVerdict:
+    """Which of ``nodes`` our scheduler finds feasible for ``pod`` (the cluster as in
+    :func:`our_session`)."""
+    session = our_session(nodes, bound, pod, others)
+    if session.shape is None:
+        return OurVerdict(frozenset(), refused=session.refused)
+    snap, shape, mine = session.snap, session.shape, session.pod
     state = AllocState(snap)
     counts = state.compute_counts(shape)
     feasible = frozenset(snap.node_names[i] for i in np.flatnonzero(counts > 0).tolist())
@@ -128,6 +158,55 @@ def our_verdict(
         first = next((r for r in in_order if r is not None), None)
         kube_order[name] = (first,) if first else ports or short or later or reasons[name]
     return OurVerdict(feasible, message, None, reasons, kube_order)
+
+
+@dataclass(frozen=True)
+class OurScores:
+    """Our normalized scores (0-100) of the feasible nodes for one pod, per scoring plugin that
+    had something to score (as kube-scheduler's oracle-scorer profile weighs them: 1 each)."""
+
+    by_plugin: Mapping[str, Mapping[str, float]]
+    nodes: frozenset[str]
+
+    @property
+    def total(self) -> dict[str, float]:
+        """Per node, the sum of the plugins' scores (what kube-scheduler picks the best of)."""
+        return {n: sum(s[n] for s in self.by_plugin.values()) for n in sorted(self.nodes)}
+
+    @property
+    def best(self) -> frozenset[str]:
+        """The nodes with the highest total: kube-scheduler picks one of them at random."""
+        total = self.total
+        top = max(total.values(), default=0.0)
+        return frozenset(n for n, v in total.items() if v == top)
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every node scores the same total (then any choice is as good)."""
+        return len(set(self.total.values())) <= 1
+
+
+def our_scores(
+    nodes: Sequence[Mapping[str, Any]],
+    bound: Sequence[Mapping[str, Any]],
+    pod: Mapping[str, Any],
+    feasible: Iterable[str],
+    others: Sequence[Mapping[str, Any]] = (),
+) -> OurScores:
+    """Our InterPodAffinity and PodTopologySpread scores of the ``feasible`` nodes for ``pod``
+    (the cluster as in :func:`our_session`), normalized over those nodes as kube-scheduler
+    normalizes over the nodes its filters passed."""
+    session = our_session(nodes, bound, pod, others)
+    assert session.shape is not None, f"{session.key}: refused by ours ({session.refused})"
+    snap = session.snap
+    names = sorted(feasible)
+    index = {n: i for i, n in enumerate(snap.node_names)}
+    idx = np.asarray([index[n] for n in names], dtype=np.int64)
+    state = AllocState(snap)
+    state.score_with(set(SCORE_PLUGINS))
+    got = state.scores(session.shape, idx)
+    by_plugin = {p: dict(zip(names, v.tolist(), strict=True)) for p, v in got.items()}
+    return OurScores(by_plugin, frozenset(names))
 
 
 # kube-scheduler's static filters, in its order (it has no NodeReady: a node that is not ready

@@ -38,6 +38,19 @@ def test_a_case_holds_small_clusters_with_pods_bound_to_its_nodes() -> None:
         assert {o["kind"] for o in case.cluster} == {"RuntimeClass"}
 
 
+def test_bound_pods_carry_terms_that_score_incoming_pods_only_behind_their_flag() -> None:
+    def scoring_terms(features: frozenset[str]) -> int:
+        found = 0
+        for index in range(10):
+            for pod in generate(5, index, features).bound:
+                for kind in (pod["spec"].get("affinity") or {}).values():
+                    found += "preferredDuringSchedulingIgnoredDuringExecution" in kind
+        return found
+
+    assert scoring_terms(frozenset({"existing-preferred"})) > 0
+    assert scoring_terms(frozenset({"existing-anti-affinity"})) == 0
+
+
 def test_our_verdict_reads_the_objects_alone() -> None:
     case = generate(5, 0)
     pod = {**case.pods[0], "metadata": {**case.pods[0]["metadata"], "uid": "u"}}

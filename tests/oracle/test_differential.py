@@ -1,7 +1,9 @@
-"""Our filters against the real kube-scheduler, on the real apiserver: for every pod of a fixed,
-seeded sample of random clusters, the nodes our scheduler finds feasible are the nodes kube-
-scheduler finds feasible (issue 34, item 6). ``hack/oracle-diff.py`` runs as many cases as you
-like with the same code and prints the figures.
+"""Our filters and scores against the real kube-scheduler, on the real apiserver: for every pod
+of a fixed, seeded sample of random clusters, the nodes our scheduler finds feasible are the
+nodes kube-scheduler finds feasible (issue 34, item 6), and where our InterPodAffinity and
+PodTopologySpread scores tell those nodes apart, kube-scheduler scoring with the same two
+plugins chooses one of the nodes ours scores best. ``hack/oracle-diff.py`` runs as many cases as
+you like with the same code and prints the figures.
 
 One control plane and one kube-scheduler serve the whole module; every case brings its own
 nodes, namespaces and pods and takes them away again."""
@@ -35,6 +37,9 @@ pytestmark = [
 SEED = 348  # issue 34, item 6 (a sample that holds a NotReady node kube-scheduler still uses)
 SAMPLE = 60  # cases, about 5 pods each: some 20 s on 2 cores
 FLAGGED = 8  # cases per feature asked on its own
+SCORE_FEATURES = frozenset({"pod-affinity", "existing-preferred", "partial-topology", "topology-spread"})
+SCORE_SAMPLE = 40  # cases of SCORE_FEATURES: some 30 s on 2 cores
+SCORED = 20  # pods at least whose scores tell their feasible nodes apart, in that sample
 # Known differences, each an xfail until fixed (none left).
 KNOWN_GAPS: set[str] = set()
 # Every feature is judged by our filters or a known gap: none is refused any more (pods with
@@ -184,3 +189,62 @@ async def test_a_node_that_reports_no_pod_slots_takes_no_pod_for_both(differenti
             await differential.run(generate(SEED, 3000 + index, frozenset({"nodes-without-pod-slots"})))
         )
     assert not tally.disagreements, _report(tally.disagreements)
+
+
+def _affine(pod: dict[str, Any], kind: str, key: str, app: str, weight: int = 100) -> dict[str, Any]:
+    """The pod with a preferred ``kind`` (podAffinity or podAntiAffinity) term for pods labelled
+    ``app`` in its namespace, by topology key ``key``."""
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+    pod["spec"]["affinity"] = {
+        kind: {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": weight, "podAffinityTerm": term}]
+        }
+    }
+    return pod
+
+
+async def test_web_pods_that_prefer_to_avoid_web_pods_go_to_the_other_node_for_both(
+    differential: Differential,
+) -> None:
+    """Two nodes with room for everyone; a web pod runs on node a. Web pods that would rather
+    not share a host with a web pod (preferred anti-affinity, weight 100): ours scores a 0 and
+    b 100, and kube-scheduler, scoring with InterPodAffinity and PodTopologySpread, chooses b.
+    The second is asked after the first and finds the same scores: kube-scheduler chose b for
+    the first, yet bound nothing and kept nothing of it (else b would hold a web pod too)."""
+    nodes = [_node("hand4-a", "4"), _node("hand4-b", "4")]
+    web = _pod("web", "hand4", "1", node="hand4-a")
+    web["metadata"]["labels"] = {"app": "web"}
+    shy = []
+    for name in ("shy1", "shy2"):
+        pod = _affine(_pod(name, "hand4", "1"), "podAntiAffinity", "kubernetes.io/hostname", "web")
+        pod["metadata"]["labels"] = {"app": "web"}
+        shy.append(pod)
+    results = await differential.run(_hand_made(4, nodes, [web], shy))
+    for result in results:
+        assert result.outcome == "agree" and result.ours.nodes == {"hand4-a", "hand4-b"}, result.describe()
+        assert result.our_scores is not None
+        assert result.our_scores.total == {"hand4-a": 0.0, "hand4-b": 100.0}
+        assert result.kube_choice is not None and result.kube_choice.node == "hand4-b", result.describe()
+        assert result.kube_scores["InterPodAffinity"] == {"hand4-a": 0, "hand4-b": 100}, result.describe()
+        assert result.score == "same best" and result.score_maps == "same", result.describe()
+
+
+async def test_kube_scheduler_chooses_a_node_ours_scores_best_for_every_pod_of_the_scoring_sample(
+    differential: Differential,
+) -> None:
+    """The fixed sample with pod affinity and topology spread: preferred podAffinity and
+    podAntiAffinity and ScheduleAnyway constraints on the pods asked about, preferred terms and
+    required affinity on the pods already bound (they score the pods they match), required
+    terms on the pods asked about, nodes without a zone or rack label. Wherever both find the same nodes and our scores tell them apart, kube-scheduler
+    chooses one of our best, and the scores it logs are ours, node by node."""
+    tally = Tally()
+    for index in range(SCORE_SAMPLE):
+        tally.add(await differential.run(generate(SEED, 4000 + index, SCORE_FEATURES)))
+    print(tally.summary())
+    assert not tally.disagreements, _report(tally.disagreements)
+    assert not tally.score_disagreements, _report(tally.score_disagreements)
+    assert tally.score_maps["differ"] == 0, _report(tally.score_map_diffs)
+    # kube-scheduler's scores were read for every pod it was asked about.
+    assert tally.score_maps["same"] == tally.scores_compared, tally.summary()
+    # Worth something only if enough pods' scores told their nodes apart.
+    assert tally.scores_compared >= SCORED, tally.summary()
