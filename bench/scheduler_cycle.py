@@ -365,19 +365,28 @@ def _terms_world(n: int, reps: int, terms: bool) -> tuple[World, LastSession]:
     return world, last
 
 
-def _terms_churn(world: World, last: LastSession, rep: int, terms: bool) -> tuple[float, int]:
-    """Cycle (b) of :func:`terms_variant`: (seconds, pods placed)."""
+def _cycle(world: World, last: LastSession) -> tuple[float, float, SessionResult]:
+    """One cycle (view + session): (wall seconds, CPU seconds of this process, result). The
+    CPU time is what the cycle costs whatever else the machine runs meanwhile."""
+    gc.collect()
+    t, c = time.perf_counter(), time.process_time()
+    snap = world.view()
+    res = decide(snap, last)
+    return time.perf_counter() - t, time.process_time() - c, res
+
+
+def _terms_churn(world: World, last: LastSession, rep: int, terms: bool) -> tuple[float, float, int]:
+    """Cycle (b) of :func:`terms_variant`: (wall seconds, CPU seconds, pods placed)."""
     running = [k for k, p in world.pods.items() if p["spec"].get("nodeName")]
     done = running[rep * len(running) // 100 : (rep + 1) * len(running) // 100]
     world.churn(done, rep, lambda job, g, i: with_terms(make_pod(job, i, 1, None), job, terms and g < 3))
-    dt, snap = timed(world.view)
-    dts, res = timed(lambda s=snap, la=last: decide(s, la))
+    wall, cpu, res = _cycle(world, last)
     world.bind(res)
-    return dt + dts, len(res.bindings)
+    return wall, cpu, len(res.bindings)
 
 
-def _terms_big(world: World, last: LastSession, rep: int, terms: bool) -> tuple[float, int]:
-    """Cycle (c) of :func:`terms_variant`: (seconds, pods of the gang placed). The gang is
+def _terms_big(world: World, last: LastSession, rep: int, terms: bool) -> tuple[float, float, int]:
+    """Cycle (c) of :func:`terms_variant`: (wall seconds, CPU seconds, pods of the gang placed). The gang is
     taken away again afterwards (not bound), so every repetition meets the same cluster."""
     job = f"big-{rep}"
     pg = make_pg(job, 2000, {"mode": "soft"})
@@ -387,8 +396,7 @@ def _terms_big(world: World, last: LastSession, rep: int, terms: bool) -> tuple[
         p = with_terms(make_pod(job, i, 1, None), job, terms)
         keys.append(f"default/{p['metadata']['name']}")
         world.put_pod(p)
-    dt, snap = timed(world.view)
-    dts, res = timed(lambda s=snap, la=last: decide(s, la))
+    wall, cpu, res = _cycle(world, last)
     on = [res.bindings[k] for k in keys if k in res.bindings]
     if terms:
         assert len(set(on)) == len(on), "the anti-affine gang shares a node"
@@ -397,7 +405,7 @@ def _terms_big(world: World, last: LastSession, rep: int, terms: bool) -> tuple[
         world.state.remove_pod(k)
     world.pgs.remove(pg)
     world.state.remove_podgroup(f"default/{job}")
-    return dt + dts, len(on)
+    return wall, cpu, len(on)
 
 
 def terms_variant(n: int, reps: int) -> None:
@@ -407,49 +415,40 @@ def terms_variant(n: int, reps: int) -> None:
     pending pods (10 gangs of 10, hard tier 1) and (c) a 2,000-pod gang (soft topology).
     Both clusters are held at once and their cycles alternate, so a machine that gets busier
     or quieter during the run weighs on both alike.
-    Prints each cycle (view + session, median) and the ratio with terms / without."""
+    Prints each cycle (view + session, median; wall and this process's CPU time, which other
+    load on the machine does not inflate) and the ratio with terms / without."""
     worlds = {terms: _terms_world(n, reps, terms) for terms in (False, True)}
     gc.collect()
     gc.freeze()  # long-lived objects, as the main scenarios have them
-    churn: dict[bool, list[float]] = {False: [], True: []}
-    placed: dict[bool, int] = {}
-    for rep in range(reps):
-        for terms, (world, last) in worlds.items():
-            dt, placed[terms] = _terms_churn(world, last, rep, terms)
-            churn[terms].append(dt)
-    big: dict[bool, list[float]] = {False: [], True: []}
-    big_placed: dict[bool, int] = {}
-    for rep in range(reps):
-        for terms, (world, last) in worlds.items():
-            dt, big_placed[terms] = _terms_big(world, last, rep, terms)
-            big[terms].append(dt)
-    results: dict[bool, dict[str, float]] = {}
-    for terms, (world, _) in worlds.items():
-        results[terms] = {
-            "churn": statistics.median(churn[terms]),
-            "big": statistics.median(big[terms]),
-            "placed": placed[terms],
-            "big_placed": big_placed[terms],
-            "sync": world.initial,
-        }
+    # Per cycle kind and variant: (wall seconds, CPU seconds) of each repetition.
+    times: dict[tuple[str, bool], list[tuple[float, float]]] = {}
+    placed: dict[tuple[str, bool], int] = {}
+    for kind, cycle in (("churn", _terms_churn), ("big", _terms_big)):
+        for rep in range(reps):
+            for terms, (world, last) in worlds.items():
+                wall, cpu, placed[kind, terms] = cycle(world, last, rep, terms)
+                times.setdefault((kind, terms), []).append((wall, cpu))
+    sync = {terms: world.initial for terms, (world, _) in worlds.items()}
     del worlds
     gc.collect()
     fmt = "{:<44} {:>14} {:>14} {:>7}"
     print(
         f"{n} nodes, {n * PODS_PER_NODE} running pods; anti-affinity, zone spread and a dataset claim "
-        f"on {TERMS_SHARE:.0%} of the jobs"
+        f"on {TERMS_SHARE:.0%} of the jobs; medians of {reps} cycles, the two clusters alternating"
     )
-    print(fmt.format("cycle (view + session), median", "without ms", "with terms ms", "ratio"))
-    for key, what in (
+    print(fmt.format("cycle (view + session)", "without ms", "with terms ms", "ratio"))
+    for kind, what in (
         ("churn", "(b) 1% done + 100 new (30 with terms)"),
-        ("big", "(c) gang of 2000 (with terms: all), median"),
-        ("sync", "initial sync of the state"),
+        ("big", "(c) gang of 2000 (with terms: all)"),
     ):
-        a, b = results[False][key] * 1000, results[True][key] * 1000
-        print(fmt.format(what, f"{a:.1f}", f"{b:.1f}", f"{b / a:.2f}x"))
+        for col, clock in ((0, "wall"), (1, "CPU")):
+            a, b = (statistics.median(x[col] for x in times[kind, t]) * 1000 for t in (False, True))
+            print(fmt.format(f"{what}, {clock}", f"{a:.1f}", f"{b:.1f}", f"{b / a:.2f}x"))
+    a, b = sync[False] * 1000, sync[True] * 1000
+    print(fmt.format("initial sync of the state, wall", f"{a:.1f}", f"{b:.1f}", f"{b / a:.2f}x"))
     print(
-        f"placed: churn {results[False]['placed']:.0f} / {results[True]['placed']:.0f} pods per cycle, "
-        f"big gang {results[False]['big_placed']:.0f} / {results[True]['big_placed']:.0f}"
+        f"placed: churn {placed['churn', False]} / {placed['churn', True]} pods per cycle, "
+        f"big gang {placed['big', False]} / {placed['big', True]}"
     )
 
 
