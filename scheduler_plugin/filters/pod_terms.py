@@ -424,13 +424,33 @@ class BoundPods:
         self.index = index
         # The ids known now (the index grows with later snapshots: this one reads its own).
         self.classes: list[PodClass] = list(index.classes)
-        self.class_of: I64 = np.repeat(np.asarray(which, dtype=np.int64), sizes)
-        self.node_of: I64 = np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int64)
+        self._parts = (which, sizes, nodes)
+        self._flat: tuple[I64, I64] | None = None
         self.present = np.zeros(len(index.classes), dtype=bool)
         self.present[which] = True
         self.present_ids: list[int] = sorted(set(which))
         self.with_anti = [i for i in index.with_anti if self.present[i]]
         self.scoring = [i for i in index.scoring if self.present[i]]  # both as long as present
+
+    def _flatten(self) -> tuple[I64, I64]:
+        if self._flat is None:
+            which, sizes, nodes = self._parts
+            self._flat = (
+                np.repeat(np.asarray(which, dtype=np.int64), sizes),
+                np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int64),
+            )
+        return self._flat
+
+    @property
+    def class_of(self) -> I64:
+        """Per bound pod, its class id (made when first asked: most terms match few classes,
+        whose own arrays serve them)."""
+        return self._flatten()[0]
+
+    @property
+    def node_of(self) -> I64:
+        """Per bound pod, its node index (in :attr:`class_of` order)."""
+        return self._flatten()[1]
 
     def with_anti_term(self, term: AffinityTerm) -> Sequence[int]:
         """The classes present whose anti-affinity holds ``term``, a class once per time it
