@@ -87,7 +87,13 @@ class StorageState:
         self.csinodes = _Kind(parse_csinode, name_of, detach)
         self.drivers = _Kind(parse_csidriver, name_of, detach)
         self.capacities = _Kind(parse_capacity, namespaced_key, detach)
-        self._uses: dict[str, PodUse] = {}
+        # The claims of the bound pods, by node then pod. A view shares the inner dicts: one a
+        # view holds is copied before it changes (a cycle copies the nodes whose pods changed,
+        # not every pod's use), and the claims' users are counted as pods come and go.
+        self._by_node: dict[str, dict[str, PodUse]] = {}
+        self._owned: set[str] = set()  # nodes whose inner dict no view holds yet
+        self._node_of: dict[str, str] = {}  # pod key -> node of its use
+        self._users: dict[str, int] = {}
         self._uses_dirty = True
         self._view: Storage | None = None
 
@@ -99,12 +105,42 @@ class StorageState:
         """A pod added, updated (as the scheduler sees it: assumed pods bound) or, with None,
         deleted: the claims it holds on its node, if it is bound and uses any."""
         use = None if obj is None else pod_use(obj)
-        if self._uses.get(key) != use:
-            if use is None:
-                self._uses.pop(key, None)
+        node = self._node_of.get(key)
+        old = None if node is None else self._by_node[node][key]
+        if old == use:
+            return
+        if old is not None and node is not None:
+            inner = self._mutable(node)
+            del inner[key]
+            if not inner:
+                del self._by_node[node]
+                self._owned.discard(node)
+            self._count(old, -1)
+            del self._node_of[key]
+        if use is not None:
+            self._mutable(use.node)[key] = use
+            self._node_of[key] = use.node
+            self._count(use, +1)
+        self._uses_dirty = True
+
+    def _mutable(self, node: str) -> dict[str, PodUse]:
+        """The node's uses, copied first if a view holds them."""
+        if node not in self._owned:
+            self._by_node[node] = dict(self._by_node.get(node, {}))
+            self._owned.add(node)
+        return self._by_node[node]
+
+    def _count(self, use: PodUse, sign: int) -> None:
+        """Bound pods per claim, counting ``persistentVolumeClaim`` volumes only (what
+        kube-scheduler's ``IsPVCUsedByPods`` counts)."""
+        for claim, ephemeral in use.claims:
+            if ephemeral:
+                continue
+            n = self._users.get(claim, 0) + sign
+            if n:
+                self._users[claim] = n
             else:
-                self._uses[key] = use
-            self._uses_dirty = True
+                self._users.pop(claim, None)
 
     # ------------------------------------------------------------------ listings
     def replace(self, listing: StorageListing) -> None:
@@ -140,8 +176,12 @@ class StorageState:
             csinodes=take(self.csinodes, prev.csinodes if prev else None),
             drivers=take(self.drivers, prev.drivers if prev else None),
             capacities=take(self.capacities, prev.capacities if prev else None),
-            pod_uses=prev.pod_uses if prev is not None and not self._uses_dirty else dict(self._uses),
+            uses_by_node=prev.uses_by_node
+            if prev is not None and not self._uses_dirty
+            else dict(self._by_node),
+            users=prev.users if prev is not None and not self._uses_dirty else dict(self._users),
         )
+        self._owned.clear()  # the view holds every inner dict now
         self._uses_dirty = False
         self._view = view
         return view

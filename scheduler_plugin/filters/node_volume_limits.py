@@ -55,10 +55,7 @@ class LimitsState:
         got = self._attached.get(n)
         if got is None:
             got = {}
-            name = self.nodes[n].name
-            for use in self.storage.pod_uses.values():
-                if use.node != name:
-                    continue
+            for use in self.storage.uses_by_node.get(self.nodes[n].name, {}).values():
                 for key, _eph in use.claims:
                     u = unique_volume(self.storage, key)
                     if u is not None:

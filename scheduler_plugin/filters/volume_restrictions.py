@@ -35,7 +35,7 @@ class RestrictionsState:
         """Pods using each claim, counted from the bound pods when first asked (only a
         ReadWriteOncePod claim is ever asked about: most cycles never count them)."""
         if self._users is None:
-            self._users = dict(self.storage.claim_users())
+            self._users = dict(self.storage.users)
         return self._users
 
     def rwop(self, pod: CompiledPod) -> tuple[str | None, tuple[str, ...]]:

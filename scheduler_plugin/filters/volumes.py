@@ -502,9 +502,12 @@ class Storage:
     csinodes: Mapping[str, CSINodeInfo] = field(default_factory=dict)
     drivers: Mapping[str, CSIDriverInfo] = field(default_factory=dict)
     capacities: Mapping[str, CapacityInfo] = field(default_factory=dict)
-    pod_uses: Mapping[str, PodUse] = field(default_factory=dict)  # pod key -> its claims, if bound
+    # The claims of the bound pods (assumed ones included), by node then pod key.
+    uses_by_node: Mapping[str, Mapping[str, PodUse]] = field(default_factory=dict)
+    # Bound pods per claim, counting ``persistentVolumeClaim`` volumes only (what
+    # kube-scheduler's ``IsPVCUsedByPods`` counts).
+    users: Mapping[str, int] = field(default_factory=dict)
     _by_class: dict[str, list[Volume]] | None = field(default=None, repr=False)
-    _users: dict[str, int] | None = field(default=None, repr=False)
 
     def volumes_of_class(self, class_name: str) -> list[Volume]:
         """``pvCache.ListPVs(class)``: the PersistentVolumes of a class, by name."""
@@ -515,17 +518,10 @@ class Storage:
             self._by_class = by
         return self._by_class.get(class_name, [])
 
-    def claim_users(self) -> dict[str, int]:
-        """Bound pods per claim, counting ``persistentVolumeClaim`` volumes only (what
-        kube-scheduler's ``IsPVCUsedByPods`` counts)."""
-        if self._users is None:
-            users: dict[str, int] = {}
-            for use in self.pod_uses.values():
-                for key, eph in use.claims:
-                    if not eph:
-                        users[key] = users.get(key, 0) + 1
-            self._users = users
-        return self._users
+    @property
+    def pod_uses(self) -> dict[str, PodUse]:
+        """Pod key -> the claims it uses, for every bound pod that uses one."""
+        return {k: u for per in self.uses_by_node.values() for k, u in per.items()}
 
     def content(self) -> tuple[Any, ...]:
         """Everything the filters read, comparable (``--verify-state``)."""
@@ -536,13 +532,13 @@ class Storage:
             dict(self.csinodes),
             dict(self.drivers),
             dict(self.capacities),
-            dict(self.pod_uses),
+            self.pod_uses,
         )
 
     @property
     def empty(self) -> bool:
         """No storage object and no bound pod using a claim."""
-        return not (self.claims or self.volumes or self.classes or self.pod_uses)
+        return not (self.claims or self.volumes or self.classes or self.uses_by_node)
 
 
 EMPTY_STORAGE = Storage()

@@ -44,9 +44,29 @@ def test_bound_pods_count_as_users_of_their_claims_until_they_end() -> None:
     running = pod("holder", None, node_name="n0", extra_spec=mounts("data"))
     state.replace_all([node("n0")], [running])
     assert state.snapshot().storage.pod_uses == {"default/holder": PodUse("n0", (("default/data", False),))}
-    assert state.snapshot().storage.claim_users() == {"default/data": 1}
+    assert state.snapshot().storage.users == {"default/data": 1}
     state.set_pod({**running, "status": {"phase": "Succeeded"}})
     assert state.snapshot().storage.pod_uses == {}
+
+
+def test_a_view_keeps_the_claims_in_use_it_was_made_with_while_pods_come_and_go() -> None:
+    # The cycle reads a view while the watch goes on changing the state: what a view holds
+    # never changes under it, though a node's uses are shared between views until they change.
+    state = StorageState()
+    a = pod("a", None, node_name="n0", extra_spec=mounts("data"))
+    b = pod("b", None, node_name="n0", extra_spec=mounts("data"))
+    state.set_pod("default/a", a)
+    first = state.view()
+    state.set_pod("default/b", b)
+    second = state.view()
+    state.set_pod("default/a", None)
+    third = state.view()
+    assert set(first.pod_uses) == {"default/a"} and first.users == {"default/data": 1}
+    assert set(second.pod_uses) == {"default/a", "default/b"} and second.users == {"default/data": 2}
+    assert set(third.pod_uses) == {"default/b"} and third.users == {"default/data": 1}
+    state.set_pod("default/b", None)
+    assert state.view().uses_by_node == {} and state.view().users == {}
+    assert set(third.pod_uses) == {"default/b"}
 
 
 def test_objects_that_cannot_be_read_name_the_field() -> None:
