@@ -1,0 +1,99 @@
+"""What a session's plugins make of a snapshot before any action runs: the parsed arguments of
+each plugin, each plugin's node scores per task and HyperNode scores per SubJob.
+
+Nothing here scores: every number comes from the functions the plugins registered at the
+session's ``nodeOrder`` and ``hyperNodeOrder`` points (:meth:`Session.node_scores_by_plugin`,
+:meth:`Session.hypernode_scores_by_plugin`), called as the domain search calls them. It is what
+``explain --output json`` shows under ``scores`` and what the conformance suite compares with
+the scores Volcano's plugin tests assert.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ..config.scheduler_conf import SchedulerConfig
+from ..framework.session import Session
+from ..model.snapshot import ClusterSnapshot
+from .run import open_session
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionScores:
+    """One opened session's plugin arguments and scores, by name."""
+
+    # plugin -> its arguments after parsing and defaulting (plugins that keep them as data).
+    arguments: dict[str, dict[str, Any]]
+    # task key -> node -> plugin -> score (every node; 0 where a plugin scores none).
+    node_scores: dict[str, dict[str, dict[str, float]]]
+    # SubJob id -> HyperNode -> plugin -> score (the SubJob's pending requests, every HyperNode).
+    hypernode_scores: dict[str, dict[str, dict[str, float]]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form ``explain`` prints."""
+        return {
+            "arguments": self.arguments,
+            "nodeScores": self.node_scores,
+            "hyperNodeScores": self.hypernode_scores,
+        }
+
+
+def plugin_arguments(ssn: Session) -> dict[str, dict[str, Any]]:
+    """The parsed arguments of each plugin that keeps them as a dataclass (``args``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, plugin in ssn.plugins.items():
+        args = getattr(plugin, "args", None)
+        if dataclasses.is_dataclass(args) and not isinstance(args, type):
+            out[name] = _plain(dataclasses.asdict(args))
+    return out
+
+
+def _plain(v: Any) -> Any:
+    """Tuples as lists, so the arguments read the same in JSON and YAML."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    return v
+
+
+def session_scores(
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    *,
+    jobs: set[str] | None = None,
+    nodes: list[str] | None = None,
+    clock: float | None = None,
+) -> SessionScores:
+    """Open a session on ``snapshot`` (no action runs) and ask its plugins for the scores of
+    every task of ``jobs`` (every job when None) on ``nodes`` (every node when None) scored
+    together, as the domain search scores a domain's nodes (network-topology-aware breaks a tie
+    among the best of them), and of every HyperNode for each of their SubJobs."""
+    ssn = open_session(snapshot, config, clock)
+    index = {n: i for i, n in enumerate(snapshot.node_names)}
+    names = list(snapshot.node_names) if nodes is None else nodes
+    every_node = np.array([index[n] for n in names], dtype=np.int64)
+    hns = np.arange(len(snapshot.tree), dtype=np.int64)
+    node_scores: dict[str, dict[str, dict[str, float]]] = {}
+    hn_scores: dict[str, dict[str, dict[str, float]]] = {}
+    for key, job in sorted(snapshot.jobs.items()):
+        if jobs is not None and key not in jobs:
+            continue
+        for sj in job.subjobs.values():
+            for t in sj.tasks:
+                parts = ssn.node_scores_by_plugin(t, sj, every_node)
+                node_scores[t.key] = {
+                    n: {p: float(s[i]) for p, s in parts.items()} for i, n in enumerate(names)
+                }
+            pending = [t.requests for t in sj.tasks if t.node < 0]
+            if not pending:
+                continue
+            request = np.sum(pending, axis=0).astype(np.int64)
+            parts = ssn.hypernode_scores_by_plugin(sj, request, hns)
+            hn_scores[sj.id] = {
+                snapshot.tree.names[h]: {p: float(s[i]) for p, s in parts.items()} for i, h in enumerate(hns)
+            }
+    return SessionScores(plugin_arguments(ssn), node_scores, hn_scores)
