@@ -14,6 +14,8 @@ from hyperplace.api import HyperNode, PodGroup, Queue
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import ENABLE_FLAGS, SchedulerConfig, load_scheduler_config
 from scheduler_plugin.cycle import SessionResult, run_session
+from scheduler_plugin.cycle.scores import SessionScores, session_scores
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 # The session's clock: nothing in a converted case depends on wall time.
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -54,8 +56,8 @@ def node_for_session(node: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_case(case: Mapping[str, Any]) -> SessionResult:
-    """The case's one session."""
+def case_snapshot(case: Mapping[str, Any]) -> ClusterSnapshot:
+    """The case's objects as the snapshot a session reads."""
     objs = case["objects"]
     snap = build_snapshot(
         nodes=[node_for_session(n) for n in objs["nodes"]],
@@ -66,7 +68,45 @@ def run_case(case: Mapping[str, Any]) -> SessionResult:
         priority_classes=objs["priorityclasses"],
         quotas=objs["resourcequotas"],
     )
-    return run_session(snap, case_config(case), now=NOW)
+    return snap
+
+
+def run_case(case: Mapping[str, Any]) -> SessionResult:
+    """The case's one session."""
+    return run_session(case_snapshot(case), case_config(case), now=NOW)
+
+
+def case_scores(case: Mapping[str, Any]) -> SessionScores:
+    """What the plugins of the case's session, opened and no action run, score."""
+    nodes = case["scores"].get("scored_nodes")
+    return session_scores(case_snapshot(case), case_config(case), nodes=nodes, clock=NOW)
+
+
+def score_mismatches(expect: Mapping[str, Any], got: SessionScores) -> list[str]:
+    """Scores off by more than the Go test's tolerance: a task's node score is the sum over the
+    plugins (Volcano's ``NodeOrderFn`` and ``BatchNodeOrderFn`` sum them too), a HyperNode's is
+    the named plugin's part (``HyperNodeOrderMapFn`` answers per plugin)."""
+    eps = float(expect["tolerance"])
+    out: list[str] = []
+    for task, by_node in (expect.get("nodes") or {}).items():
+        ours = got.node_scores.get(task)
+        if ours is None:
+            out.append(f"{task}: not scored")
+            continue
+        for node, want in by_node.items():
+            have = sum(ours.get(node, {}).values())
+            if abs(have - want) > eps:
+                out.append(f"{task} on {node}: {have:g}, want {want:g}")
+    if "hypernodes" in expect:
+        plugin = expect["plugin"]
+        subjobs = list(got.hypernode_scores.values())
+        if len(subjobs) != 1:
+            return [*out, f"{len(subjobs)} SubJobs with pending pods scored, want 1"]
+        for hn, want in expect["hypernodes"].items():
+            have = subjobs[0].get(hn, {}).get(plugin, 0.0)
+            if abs(have - want) > eps:
+                out.append(f"HyperNode {hn}: {have:g}, want {want:g}")
+    return out
 
 
 @dataclass

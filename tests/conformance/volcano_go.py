@@ -119,6 +119,7 @@ CONSTANTS: Mapping[str, Any] = {
     "MemberTypeHyperNode": "HyperNode",
     "JobAllocatedHyperNode": "volcano.sh/allocated-hypernode",
     "PodGroupReady": "Ready",
+    "ClusterTopHyperNode": "<cluster-top-hypernode>",
     "HardNetworkTopologyMode": "hard",
     "SoftNetworkTopologyMode": "soft",
     "true": True,
@@ -197,17 +198,23 @@ class GoSource:
                     continue
                 text = self.read(f"{pkg_dir}/{name}")
                 for m in re.finditer(
-                    r'^\s*(\w+)\s*(?:\w+\s*)?=\s*("(?:[^"\\]|\\.)*"|\d+|true|false)\s*$', text, re.M
+                    r'^\s*(\w+)\s*(?:\w+\s*)?=\s*("(?:[^"\\]|\\.)*"|\d+(?:\.\d+)?(?:e-?\d+)?|true|false)\s*$',
+                    text,
+                    re.M,
                 ):
                     raw = m.group(2)
                     out.setdefault(
                         m.group(1),
                         raw[1:-1]
                         if raw.startswith('"')
-                        else (raw == "true" if raw in ("true", "false") else int(raw)),
+                        else (raw == "true" if raw in ("true", "false") else _number(raw)),
                     )
             self._consts[pkg_dir] = out
         return self._consts[pkg_dir]
+
+
+def _number(raw: str) -> int | float:
+    return int(raw) if raw.isdigit() else float(raw)
 
 
 def imports_of(src: str) -> dict[str, str]:
@@ -1036,6 +1043,8 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
                 env[st.names[0].split(".")[0]] = Opaque(f"{st.names[0]}: {exc}")
         elif st.tokens and st.tokens[0].text == "for" and _ranges_over(st.tokens) in env and loop is None:
             loop = st
+        elif st.tokens and st.tokens[0].text in ev.funcs and loop is None:
+            _run_helper(ev, st, env)
     if loop is None:
         return []
     tests_var = _ranges_over(loop.tokens)
@@ -1050,7 +1059,8 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
     holder = _receiver(loop.tokens, "RegisterSession")
     run = _find_call(loop.tokens, "Run", receiver=holder)
     verdict = _enqueue_verdict_field(loop.tokens, loop_var) if run is None else None
-    if run is None and verdict is None:
+    scored = _score_call(loop.tokens) if run is None and verdict is None else None
+    if run is None and verdict is None and scored is None:
         why = "checks the plugin's functions on an opened session (no action runs)"
         return [
             Case(path, fn.name, _entry_name(ev, e) or f"case {i}", reason=why) for i, e in enumerate(table)
@@ -1072,13 +1082,15 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
                         raise
                     for n in st.names:
                         case_env[n] = Opaque(f"{n}: {exc}")
-            test = case_env.get(holder)
+            test = ev.resolve(holder, case_env) if holder.split(".")[0] in case_env else None
             if not isinstance(test, GoStruct):
                 raise Unconvertible(f"the test struct {holder} was not read: {test!r}")
             tiers = ev.eval(register.args[0], case_env)
             configurations = ev.eval(register.args[1], case_env) if len(register.args) > 1 else None
             if run is not None:
                 case.data = case_data(ev, test, tiers, configurations, ev.eval(run.args[0], case_env))
+            elif scored is not None:
+                case.data = score_case(ev, test, tiers, configurations, scored, entry, case_env)
             else:
                 assert verdict is not None
                 case.data = enqueue_vote_case(ev, test, tiers, configurations, bool(ev.field(entry, verdict)))
@@ -1086,6 +1098,99 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
             case.reason = str(exc) if isinstance(exc, Unconvertible) else f"{type(exc).__name__}: {exc}"
         cases.append(case)
     return cases
+
+
+# Session functions a plugin test asks of an opened session, whose answers our
+# ``scheduler_plugin.cycle.scores`` shows: Volcano's name -> what the case compares.
+SCORE_CALLS = {"NodeOrderFn": "node", "BatchNodeOrderFn": "node", "HyperNodeOrderMapFn": "hypernode"}
+
+
+def _score_call(toks: tuple[Tok, ...]) -> Call | None:
+    """The ``ssn.<score function>(...)`` call of a loop that asks scores, if it does."""
+    for name in SCORE_CALLS:
+        got = _find_call(toks, name, receiver="ssn")
+        if got is not None:
+            return got
+    return None
+
+
+def score_case(
+    ev: Evaluator,
+    test: GoStruct,
+    tiers: Any,
+    configurations: Any,
+    call: Call,
+    entry: GoStruct,
+    env: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A test that asks an opened session for node or HyperNode scores: the session's objects
+    and configuration (its actions are never run), and ``scores``: per scored task (or the
+    SubJob's HyperNodes) the values Volcano's test expects, within the test's tolerance."""
+    fn = call.func.name if isinstance(call.func, Selector) else str(getattr(call.func, "name", ""))
+    fn = fn.rsplit(".", 1)[-1]
+    data = case_data(ev, test, tiers, configurations, [Action("allocate")])
+    data["actions"] = []
+    expected = next((entry.fields[k] for k in ("expected", "expectedScores") if k in entry.fields), None)
+    if not isinstance(expected, dict):
+        raise Unconvertible(f"the expected scores of {fn} were not read")
+    if entry.fields.get("expectErr"):
+        raise Unconvertible(f"expects {fn} to fail")
+    eps = ev.source.package_constants(ev.pkg_dir).get("eps")
+    if not isinstance(eps, int | float):
+        raise Unconvertible("the test's tolerance (eps) was not read")
+    pods = data["objects"]["pods"]
+    pending = [
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods if not p["spec"].get("nodeName")
+    ]
+    scores: dict[str, Any] = {"tolerance": eps}
+    if fn == "NodeOrderFn":
+        # Every task of every job on every node, as the test's loop asks.
+        scores["nodes"] = {str(t): {str(n): float(v) for n, v in by.items()} for t, by in expected.items()}
+    elif fn == "BatchNodeOrderFn":
+        if len(pending) != 1:
+            raise Unconvertible(f"scores the first pending task of Go's map order, of {len(pending)}")
+        nodes_arg = call.args[1]
+        if isinstance(nodes_arg, Ident) and nodes_arg.name == "ssn.NodeList":
+            nodes = [n["metadata"]["name"] for n in data["objects"]["nodes"]]
+        else:
+            listed = ev.eval(nodes_arg, env)
+            nodes = [ev.field(n, "Name") for n in listed or []]
+        missing = sorted(set(expected) - set(nodes))
+        if missing:
+            raise Unconvertible(f"expects scores of nodes it does not score: {missing}")
+        # An empty expectation: Volcano's plugin scores no node, which its sum reads as 0.
+        by_node = expected or dict.fromkeys(nodes, 0.0)
+        scores["nodes"] = {pending[0]: {str(n): float(v) for n, v in by_node.items()}}
+        scores["scored_nodes"] = nodes
+    else:
+        jobs = {
+            pg["metadata"]["namespace"] + "/" + pg["metadata"]["name"] for pg in data["objects"]["podgroups"]
+        }
+        if len(jobs) != 1:
+            raise Unconvertible(f"scores a SubJob of the last job of Go's map order, of {len(jobs)}")
+        scores["hypernodes"] = {str(h): float(v) for h, v in expected.items()}
+        scores["plugin"] = ev.plugin_name(ev.pkg_dir.rsplit("/", 1)[-1])
+    data["scores"] = scores
+    return data
+
+
+def _run_helper(ev: Evaluator, st: Statement, env: dict[str, Any]) -> None:
+    """A call of a helper of the test file that changes the values it is given
+    (``addResource(p3.Spec.Containers[0].Resources.Requests, GPU, "2")``). Should it not be
+    read, the variables it was given are unread too, so no case uses them unchanged."""
+    call = Parser([*st.tokens, Tok(";", ";", 0)]).expr()
+    try:
+        if not isinstance(call, Call):
+            raise Unconvertible(f"statement {st.tokens[0].text!r} (line {st.line})")
+        ev.eval(call, env)
+    except (Unconvertible, KeyError, TypeError, IndexError) as exc:
+        args = call.args if isinstance(call, Call) else []
+        for a in args:
+            while isinstance(a, Selector | Index | Unary):
+                a = a.operand if isinstance(a, Unary) else a.base
+            if isinstance(a, Ident):
+                root = a.name.split(".")[0]
+                env[root] = Opaque(f"{root}: {exc}")
 
 
 def _enqueue_verdict_field(toks: tuple[Tok, ...], var: str) -> str | None:
@@ -1160,8 +1265,11 @@ def _assignments(stmts: list[Statement]) -> list[Statement]:
 
 
 def _receiver(toks: tuple[Tok, ...], method: str) -> str:
+    """The variable, or field path (``tt.testCommonStruct``), ``method`` is called on."""
     for i, t in enumerate(toks):
         if t.text == method and i >= 2 and toks[i - 1].text == "." and toks[i + 1].text == "(":
+            if i >= 4 and toks[i - 3].text == ".":
+                return f"{toks[i - 4].text}.{toks[i - 2].text}"
             return toks[i - 2].text
     return ""
 
@@ -1203,7 +1311,7 @@ def _find_call(toks: tuple[Tok, ...], method: str, receiver: str | None = None) 
             and i >= 1
             and toks[i - 1].text == "."
         ):
-            if receiver is not None and (i < 2 or toks[i - 2].text != receiver):
+            if receiver is not None and (i < 2 or toks[i - 2].text != receiver.rsplit(".", 1)[-1]):
                 continue
             p = Parser([*toks[i - 2 : len(toks)], Tok(";", ";", 0)])
             e = p.expr()
