@@ -1,8 +1,9 @@
 """What a session's plugins make of a snapshot before any action runs: the parsed arguments of
-each plugin, each plugin's node scores per task and HyperNode scores per SubJob.
+each plugin, each plugin's node scores per task and HyperNode scores per SubJob, and the nodes a
+plugin's predicate keeps a job's queue off.
 
 Nothing here scores: every number comes from the functions the plugins registered at the
-session's ``nodeOrder`` and ``hyperNodeOrder`` points (:meth:`Session.node_scores_by_plugin`,
+session's ``nodeOrder``, ``hyperNodeOrder`` and ``nodeFence`` points (:meth:`Session.node_scores_by_plugin`,
 :meth:`Session.hypernode_scores_by_plugin`), called as the domain search calls them. It is what
 ``explain --output json`` shows under ``scores`` and what the conformance suite compares with
 the scores Volcano's plugin tests assert.
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..config.scheduler_conf import SchedulerConfig
+from ..framework.extension_points import NODE_FENCE
 from ..framework.session import Session
 from ..model.snapshot import ClusterSnapshot
 from .run import open_session
@@ -31,6 +33,8 @@ class SessionScores:
     node_scores: dict[str, dict[str, dict[str, float]]]
     # SubJob id -> HyperNode -> plugin -> score (the SubJob's pending requests, every HyperNode).
     hypernode_scores: dict[str, dict[str, dict[str, float]]]
+    # job -> plugin -> the nodes its predicate keeps the job's queue off (``nodeFence``), and why.
+    node_fences: dict[str, dict[str, dict[str, Any]]]
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form ``explain`` prints."""
@@ -38,6 +42,7 @@ class SessionScores:
             "arguments": self.arguments,
             "nodeScores": self.node_scores,
             "hyperNodeScores": self.hypernode_scores,
+            "nodeFences": self.node_fences,
         }
 
 
@@ -79,9 +84,18 @@ def session_scores(
     hns = np.arange(len(snapshot.tree), dtype=np.int64)
     node_scores: dict[str, dict[str, dict[str, float]]] = {}
     hn_scores: dict[str, dict[str, dict[str, float]]] = {}
+    fences: dict[str, dict[str, dict[str, Any]]] = {}
     for key, job in sorted(snapshot.jobs.items()):
         if jobs is not None and key not in jobs:
             continue
+        for plugin, fence in ssn.fns_by_plugin(NODE_FENCE):
+            got = fence(job)
+            if got is not None:
+                off, why = got
+                fences.setdefault(key, {})[plugin] = {
+                    "nodes": [snapshot.node_names[i] for i in off.tolist()],
+                    "reason": why,
+                }
         for sj in job.subjobs.values():
             for t in sj.tasks:
                 parts = ssn.node_scores_by_plugin(t, sj, every_node)
@@ -96,4 +110,4 @@ def session_scores(
             hn_scores[sj.id] = {
                 snapshot.tree.names[h]: {p: float(s[i]) for p, s in parts.items()} for i, h in enumerate(hns)
             }
-    return SessionScores(plugin_arguments(ssn), node_scores, hn_scores)
+    return SessionScores(plugin_arguments(ssn), node_scores, hn_scores, fences)

@@ -589,10 +589,15 @@ class Session:
 
     def _parts(self, point: ExtensionPoint[Any], *args: Any) -> dict[str, F64]:
         out: dict[str, F64] = {}
-        for name, fn in zip(self._owners.get(point, []), self.fns(point), strict=True):
+        for name, fn in self.fns_by_plugin(point):
             part = fn(*args)
             out[name] = out[name] + part if name in out else part
         return out
+
+    def fns_by_plugin(self, point: ExtensionPoint[F]) -> list[tuple[str, F]]:
+        """The functions registered at an untiered ``point``, in tier order, each with the name
+        of the plugin that registered it."""
+        return list(zip(self._owners.get(point, []), self.fns(point), strict=True))
 
     def hypernode_scores(self, sj: SubJobInfo | None, request: I64, candidates: I64) -> F64:
         """Sum of the HyperNode order functions over ``candidates``."""

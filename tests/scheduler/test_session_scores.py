@@ -67,6 +67,9 @@ def test_an_operator_sees_each_plugins_part_of_the_node_scores_the_session_sums(
     assert got.arguments["binpack"]["weight"] == 10
     assert got.arguments["network-topology-aware"]["weight"] == 3
 
+    # No plugin of this configuration fences nodes off.
+    assert got.node_fences == {}
+
     # HyperNode scores of the job's SubJob for its two pending pods (4 cpu): rack0 packs tighter.
     hn = got.hypernode_scores[sj.id]
     assert hn["rack0"]["network-topology-aware"] > hn["rack1"]["network-topology-aware"]
