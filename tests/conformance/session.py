@@ -82,10 +82,12 @@ def case_scores(case: Mapping[str, Any]) -> SessionScores:
     return session_scores(case_snapshot(case), case_config(case), nodes=nodes, clock=NOW)
 
 
-def score_mismatches(expect: Mapping[str, Any], got: SessionScores) -> list[str]:
+def score_mismatches(expect: Mapping[str, Any], got: SessionScores, pods: list[dict[str, Any]]) -> list[str]:
     """Scores off by more than the Go test's tolerance: a task's node score is the sum over the
     plugins (Volcano's ``NodeOrderFn`` and ``BatchNodeOrderFn`` sum them too), a HyperNode's is
-    the named plugin's part (``HyperNodeOrderMapFn`` answers per plugin)."""
+    the named plugin's part (``HyperNodeOrderMapFn`` answers per plugin); and predicate
+    verdicts: a node a plugin fences the task's job off (our ``nodeFence``, a predicate of the
+    job's queue) where Volcano's ``PredicateFn`` fails, and no other."""
     eps = float(expect["tolerance"])
     out: list[str] = []
     for task, by_node in (expect.get("nodes") or {}).items():
@@ -97,6 +99,17 @@ def score_mismatches(expect: Mapping[str, Any], got: SessionScores) -> list[str]
             have = sum(ours.get(node, {}).values())
             if abs(have - want) > eps:
                 out.append(f"{task} on {node}: {have:g}, want {want:g}")
+    jobs = {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}": f"{p['metadata']['namespace']}/"
+        + (p["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name", "")
+        for p in pods
+    }
+    for task, by_node in (expect.get("predicates") or {}).items():
+        fences = got.node_fences.get(jobs.get(task, ""), {})
+        off = {n for f in fences.values() for n in f["nodes"]}
+        for node, status in by_node.items():
+            if (node in off) != (status != "Success"):
+                out.append(f"{task} on {node}: {'fenced' if node in off else 'passes'}, want {status}")
     if "hypernodes" in expect:
         plugin = expect["plugin"]
         subjobs = list(got.hypernode_scores.values())

@@ -30,7 +30,7 @@ def problems_of(body: dict, ours: dict) -> list[str]:
     we differ on purpose): what an action run ends with or, for a plugin test that asks the
     opened session for scores, the scores the session sums."""
     if "scores" in body:
-        return score_mismatches({**body["scores"], **ours}, case_scores(body))
+        return score_mismatches({**body["scores"], **ours}, case_scores(body), body["objects"]["pods"])
     return mismatches({**body["expect"], **ours}, outcome_of(body, run_case(body)))
 
 

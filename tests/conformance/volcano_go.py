@@ -120,6 +120,11 @@ CONSTANTS: Mapping[str, Any] = {
     "JobAllocatedHyperNode": "volcano.sh/allocated-hypernode",
     "PodGroupReady": "Ready",
     "ClusterTopHyperNode": "<cluster-top-hypernode>",
+    # framework.Status codes (iota in Go), by name.
+    "api.Success": "Success",
+    "api.Error": "Error",
+    "api.Unschedulable": "Unschedulable",
+    "api.UnschedulableAndUnresolvable": "UnschedulableAndUnresolvable",
     "HardNetworkTopologyMode": "hard",
     "SoftNetworkTopologyMode": "soft",
     "true": True,
@@ -1090,7 +1095,7 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
             if run is not None:
                 case.data = case_data(ev, test, tiers, configurations, ev.eval(run.args[0], case_env))
             elif scored is not None:
-                case.data = score_case(ev, test, tiers, configurations, scored, entry, case_env)
+                case.data = score_case(ev, test, tiers, configurations, scored, entry, case_env, loop.tokens)
             else:
                 assert verdict is not None
                 case.data = enqueue_vote_case(ev, test, tiers, configurations, bool(ev.field(entry, verdict)))
@@ -1122,6 +1127,7 @@ def score_case(
     call: Call,
     entry: GoStruct,
     env: Mapping[str, Any],
+    loop: tuple[Tok, ...],
 ) -> dict[str, Any]:
     """A test that asks an opened session for node or HyperNode scores: the session's objects
     and configuration (its actions are never run), and ``scores``: per scored task (or the
@@ -1131,11 +1137,15 @@ def score_case(
     data = case_data(ev, test, tiers, configurations, [Action("allocate")])
     data["actions"] = []
     expected = next((entry.fields[k] for k in ("expected", "expectedScores") if k in entry.fields), None)
+    if expected is None and fn == "NodeOrderFn":
+        expected = {}  # Go's nil map: every score 0
     if not isinstance(expected, dict):
         raise Unconvertible(f"the expected scores of {fn} were not read")
     if entry.fields.get("expectErr"):
         raise Unconvertible(f"expects {fn} to fail")
-    eps = ev.source.package_constants(ev.pkg_dir).get("eps")
+    texts = {t.text for t in loop}
+    # A loop that compares with == asks the exact score.
+    eps = ev.source.package_constants(ev.pkg_dir).get("eps") if "eps" in texts else 0
     if not isinstance(eps, int | float):
         raise Unconvertible("the test's tolerance (eps) was not read")
     pods = data["objects"]["pods"]
@@ -1144,8 +1154,22 @@ def score_case(
     ]
     scores: dict[str, Any] = {"tolerance": eps}
     if fn == "NodeOrderFn":
-        # Every task of every job on every node, as the test's loop asks.
-        scores["nodes"] = {str(t): {str(n): float(v) for n, v in by.items()} for t, by in expected.items()}
+        # Every task of every job on every node, as the test's loop asks; what the table leaves
+        # out is Go's zero value: score 0, status Success.
+        tasks = [
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            for p in pods
+            if (p["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name")
+        ]
+        nodes = [n["metadata"]["name"] for n in data["objects"]["nodes"]]
+        scores["nodes"] = {t: {n: float((expected.get(t) or {}).get(n, 0.0)) for n in nodes} for t in tasks}
+        if "PredicateFn" in texts:
+            statuses = entry.fields.get("expectedStatus") or {}
+            if not isinstance(statuses, dict):
+                raise Unconvertible("the expected predicate statuses were not read")
+            scores["predicates"] = {
+                t: {n: str((statuses.get(t) or {}).get(n, "Success")) for n in nodes} for t in tasks
+            }
     elif fn == "BatchNodeOrderFn":
         if len(pending) != 1:
             raise Unconvertible(f"scores the first pending task of Go's map order, of {len(pending)}")
