@@ -97,6 +97,8 @@ CONSTANTS: Mapping[str, Any] = {
     "v1.TaintEffectNoSchedule": "NoSchedule",
     "v1.TaintEffectNoExecute": "NoExecute",
     "v1.TaintEffectPreferNoSchedule": "PreferNoSchedule",
+    "v1.ScheduleAnyway": "ScheduleAnyway",
+    "v1.DoNotSchedule": "DoNotSchedule",
     "v1.TolerationOpEqual": "Equal",
     "v1.TolerationOpExists": "Exists",
     "corev1.PodRunning": "Running",
@@ -222,6 +224,24 @@ def _number(raw: str) -> int | float:
     return int(raw) if raw.isdigit() else float(raw)
 
 
+# Go's zero values of the basic types.
+_ZERO = {"int": 0, "int32": 0, "int64": 0, "float64": 0.0, "string": "", "bool": False}
+
+
+def struct_zero_values(src: str) -> dict[str, dict[str, Any]]:
+    """Per struct type declared at the top of a Go file, its fields of a basic type with their
+    zero values."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in re.finditer(r"^type\s+(\w+)\s+struct\s*\{(.*?)^\}", src, re.S | re.M):
+        fields = {}
+        for line in m.group(2).splitlines():
+            f = re.match(r"\s*(\w+)\s+(\w+)\s*(?://.*)?$", line)
+            if f and f.group(2) in _ZERO:
+                fields[f.group(1)] = _ZERO[f.group(2)]
+        out[m.group(1)] = fields
+    return out
+
+
 def imports_of(src: str) -> dict[str, str]:
     """alias -> import path of a Go file."""
     out: dict[str, str] = {}
@@ -249,6 +269,7 @@ class Evaluator:
         src = source.read(path)
         self.imports = imports_of(src)
         self.funcs = {f.name: f for f in parse_functions(src)}
+        self.zero_fields = struct_zero_values(src)
         self.depth = 0
         self._file_vars: dict[str, Any] | None = None
 
@@ -382,6 +403,9 @@ class Evaluator:
             return out
         fields = dict(ty.fields) if ty and ty.fields else {}
         struct = GoStruct(self.canonical(bare) if bare else "")
+        # A field of a basic type the literal leaves out holds Go's zero value (an int argument
+        # not set is 0, not absent).
+        struct.fields.update(self.zero_fields.get(bare, {}))
         for i, (k, v) in enumerate(e.elements):
             if k is None:
                 struct.fields[f"_{i}"] = self.eval(v, env)
