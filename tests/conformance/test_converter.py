@@ -182,6 +182,49 @@ def test_a_plugin_test_that_asks_node_scores_becomes_a_case_of_expected_scores()
     assert pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "2"
 
 
+WEIGHTED = """package nodeorder
+
+import (
+	"volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/util"
+	"volcano.sh/volcano/pkg/scheduler/actions/allocate"
+)
+
+type weighted struct {
+	uthelper.TestCommonStruct
+	Most  int
+	Least int
+}
+
+func TestWeights(t *testing.T) {
+	tests := []weighted{
+		{
+			TestCommonStruct: uthelper.TestCommonStruct{
+				Name:  "most",
+				Nodes: []*v1.Node{util.BuildNode("n1", api.BuildResourceList("2", "2G"), nil)},
+			},
+			Most: 1,
+		},
+	}
+	for _, test := range tests {
+		tiers := []conf.Tier{{Plugins: []conf.PluginOption{{Name: "nodeorder", Arguments: framework.Arguments{"most": test.Most, "least": test.Least}}}}}
+		test.RegisterSession(tiers, nil)
+		test.Run([]framework.Action{allocate.New()})
+	}
+}
+"""
+
+
+def test_an_int_field_the_table_leaves_out_is_zero_not_the_plugins_default():
+    # nodeorder's table sets one strategy weight per entry; Go gives the others 0, which turns
+    # them off (were it absent, our nodeorder would take its default weight).
+    path = "pkg/scheduler/plugins/nodeorder/nodeorder_test.go"
+    (case,) = convert_file(GoSource({path: WEIGHTED}.__getitem__, lambda _: []), path)
+    assert case.reason == "", case.reason
+    (plugin,) = case.data["conf"]["tiers"][0]["plugins"]
+    assert plugin["arguments"] == {"most": 1, "least": 0}
+
+
 def test_an_unknown_helper_makes_the_case_not_convertible_with_the_reason():
     text = TABLE.replace('util.BuildQueue("q1", 1, nil)', 'util.BuildSomethingNew("q1")')
     source = GoSource({"pkg/scheduler/actions/preempt/preempt_test.go": text}.__getitem__, lambda _: [])
