@@ -1074,8 +1074,8 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
             loop = st
         elif st.tokens and st.tokens[0].text in ev.funcs and loop is None:
             _run_helper(ev, st, env)
-    if loop is None:
-        return []
+    if loop is None or _find_call(loop.tokens, "RegisterSession") is None:
+        return []  # not a session test (arguments parsed, a plugin's own function called)
     tests_var = _ranges_over(loop.tokens)
     table = env.get(tests_var)
     if not isinstance(table, list):
@@ -1083,8 +1083,7 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
         return [Case(path, fn.name, fn.name, reason=f"its test table could not be read ({reason})")]
     loop_var = _loop_var(loop.tokens)
     register = _find_call(loop.tokens, "RegisterSession")
-    if register is None:
-        return []  # not a session test (a table of unit inputs)
+    assert register is not None
     holder = _receiver(loop.tokens, "RegisterSession")
     run = _find_call(loop.tokens, "Run", receiver=holder)
     verdict = _enqueue_verdict_field(loop.tokens, loop_var) if run is None else None
