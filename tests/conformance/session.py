@@ -4,6 +4,7 @@ bound, evicted, pipelined (our nominations) and which phase each PodGroup ends i
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,10 +131,13 @@ class Outcome:
     evicted: list[str] = field(default_factory=list)
     pipelined: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> pod -> node
     status: dict[str, str] = field(default_factory=dict)
+    # Binds per lowest-tier HyperNode of their node, sorted (nodes in none are not counted).
+    binds_per_leaf: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "binds": self.binds,
+            "binds_per_leaf": self.binds_per_leaf,
             "evicted": self.evicted,
             "pipelined": self.pipelined,
             "status": self.status,
@@ -156,7 +160,13 @@ def outcome_of(case: Mapping[str, Any], result: SessionResult) -> Outcome:
             status[key] = "Running"
         else:
             status[key] = "Inqueue" if before.get(key) == "Inqueue" else "Pending"
+    tree = case_snapshot(case).tree
+    node_index = {n: i for i, n in enumerate(tree.node_names)}
+    per_leaf: Counter[int] = Counter(
+        int(tree.leaf_of[node_index[n]]) for n in result.bindings.values() if tree.leaf_of[node_index[n]] >= 0
+    )
     return Outcome(
+        binds_per_leaf=sorted(per_leaf.values()),
         binds=dict(result.bindings),
         evicted=sorted(e.victim for e in result.evictions),
         pipelined={k: dict(n.pods) for k, n in result.nominations.items()},
@@ -173,6 +183,8 @@ def mismatches(expect: Mapping[str, Any], got: Outcome) -> list[str]:
         out.append(f"{len(got.binds)} binds, want {expect.get('binds_num', 0)}: {got.binds}")
     if "binds" in expect and got.binds != expect["binds"]:
         out.append(f"binds {got.binds}, want {expect['binds']}")
+    if "binds_per_leaf" in expect and got.binds_per_leaf != expect["binds_per_leaf"]:
+        out.append(f"binds per leaf HyperNode {got.binds_per_leaf}, want {expect['binds_per_leaf']}")
     if sorted(got.evicted) != sorted(expect.get("evicted") or []) or len(got.evicted) != expect.get(
         "evict_num", 0
     ):

@@ -989,6 +989,17 @@ def build_hypernode(
     }
 
 
+def _hypernode_info(hn: dict[str, Any], opts: tuple[Any, ...]) -> dict[str, Any]:
+    """``api.NewHyperNodeInfo``: the HyperNode, with the parent an option names kept aside
+    (``_parent``) for :func:`hypernodes` to hold against the parent's members."""
+    out = dict(hn)
+    for opt in opts:
+        if not (isinstance(opt, tuple) and opt[:1] == ("parent",)):
+            raise Unconvertible(f"HyperNodeInfo option {opt!r}")
+        out["_parent"] = opt[1]
+    return out
+
+
 def _set_new(*items: Any) -> list[Any]:
     return sorted(set(items), key=str)
 
@@ -1025,7 +1036,8 @@ BUILDERS: Mapping[str, Callable[..., Any]] = {
     "util.BuildResourceQuota": build_resource_quota,
     "api.BuildHyperNode": build_hypernode,
     "api.BuildHyperNodeWithTierName": lambda n, t, tn, m: build_hypernode(n, t, m, tn),
-    "api.NewHyperNodeInfo": lambda hn: hn,
+    "api.NewHyperNodeInfo": lambda hn, *opts: _hypernode_info(hn, opts),
+    "api.ParentOpt": lambda parent: ("parent", parent),
     "sets.New": _set_new,
     "append": lambda xs, *items: [*(xs or []), *items],
     "sets.NewString": _set_new,
@@ -1117,6 +1129,10 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
             configurations = ev.eval(register.args[1], case_env) if len(register.args) > 1 else None
             if run is not None:
                 case.data = case_data(ev, test, tiers, configurations, ev.eval(run.args[0], case_env))
+                if any(t.text == "CheckBindInHyperNode" for t in loop.tokens):
+                    # uthelper's CheckBindInHyperNode checks the number of binds and how many
+                    # land in each lowest-tier HyperNode, not which pod goes to which node.
+                    case.data["expect"].pop("binds", None)
             elif scored is not None:
                 case.data = score_case(ev, test, tiers, configurations, scored, entry, case_env, loop.tokens)
             else:
@@ -1384,8 +1400,6 @@ def case_data(
         raise Unconvertible(
             "checks task status counts (ExpectTaskStatusNums), which our session does not expose"
         )
-    if get("ExpectBindNumsInHyperNode"):
-        raise Unconvertible("checks binds per HyperNode through Volcano's session index")
     for key, value in common.items():
         if isinstance(value, Opaque):
             raise Unconvertible(f"{key}: unresolved {value.name}")
@@ -1410,6 +1424,10 @@ def case_data(
     expect["binds_num"] = int(get("ExpectBindsNum") or 0)
     if not minimal:
         expect["binds"] = dict(binds)
+    per_leaf = get("ExpectBindNumsInHyperNode")
+    if per_leaf and not minimal:
+        # The binds counted per lowest-tier HyperNode of their node, sorted (uthelper's CheckBind).
+        expect["binds_per_leaf"] = sorted(int(n) for n in per_leaf)
     expect["evict_num"] = int(get("ExpectEvictNum") or 0)
     expect["evicted"] = sorted(get("ExpectEvicted") or [])
     pipelined = get("ExpectPipeLined")
@@ -1495,6 +1513,20 @@ def hypernodes(by_map: Any, by_tier: Any, members: Any) -> list[dict[str, Any]]:
             # object under another name).
             obj["metadata"] = {**obj["metadata"], "name": key}
             out.append(obj)
+        # A parent set by ParentOpt is the one whose members list the child (our tree is made
+        # from members only), or the case cannot be given to our session.
+        children = {
+            m["selector"]["exactMatch"]["name"]: hn["metadata"]["name"]
+            for hn in out
+            for m in hn["spec"]["members"]
+            if m["type"] == "HyperNode" and "exactMatch" in m["selector"]
+        }
+        for hn in out:
+            parent = hn.pop("_parent", None)
+            if parent is not None and children.get(hn["metadata"]["name"]) != parent:
+                raise Unconvertible(
+                    f"HyperNode {hn['metadata']['name']} is given parent {parent}, whose members do not list it"
+                )
         return out
     if not by_tier or not members:
         return []
