@@ -1101,7 +1101,19 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
     verdict = _enqueue_verdict_field(loop.tokens, loop_var) if run is None else None
     scored = _score_call(loop.tokens) if run is None and verdict is None else None
     if run is None and verdict is None and scored is None:
-        why = "checks the plugin's functions on an opened session (no action runs)"
+        asked = sorted(
+            {
+                loop.tokens[i + 2].text
+                for i in range(len(loop.tokens) - 3)
+                if loop.tokens[i].text == "ssn"
+                and loop.tokens[i + 1].text == "."
+                and loop.tokens[i + 3].text == "("
+            }
+        )
+        why = (
+            f"asks an opened session's {', '.join(asked) or 'functions'} (no action runs), an answer no "
+            "output of ours shows (explain's scores show node and HyperNode scores and node fences)"
+        )
         return [
             Case(path, fn.name, _entry_name(ev, e) or f"case {i}", reason=why) for i, e in enumerate(table)
         ]
