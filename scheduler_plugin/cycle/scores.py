@@ -29,18 +29,26 @@ class SessionScores:
 
     # plugin -> its arguments after parsing and defaulting (plugins that keep them as data).
     arguments: dict[str, dict[str, Any]]
-    # task key -> node -> plugin -> score (every node; 0 where a plugin scores none).
+    # task key -> node -> plugin -> score (every node; 0 where a plugin scores none), for the
+    # first task of each SubJob and pod shape; ``same_as`` names it for the others.
     node_scores: dict[str, dict[str, dict[str, float]]]
     # SubJob id -> HyperNode -> plugin -> score (the SubJob's pending requests, every HyperNode).
     hypernode_scores: dict[str, dict[str, dict[str, float]]]
     # job -> plugin -> the nodes its predicate keeps the job's queue off (``nodeFence``), and why.
     node_fences: dict[str, dict[str, dict[str, Any]]]
+    # task key -> the task of the same SubJob and pod shape whose node scores it shares.
+    same_as: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def scores_of(self, task: str) -> dict[str, dict[str, float]] | None:
+        """A task's node -> plugin -> score, through ``same_as``."""
+        return self.node_scores.get(self.same_as.get(task, task))
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form ``explain`` prints."""
         return {
             "arguments": self.arguments,
             "nodeScores": self.node_scores,
+            "sameScoresAs": self.same_as,
             "hyperNodeScores": self.hypernode_scores,
             "nodeFences": self.node_fences,
         }
@@ -85,6 +93,7 @@ def session_scores(
     node_scores: dict[str, dict[str, dict[str, float]]] = {}
     hn_scores: dict[str, dict[str, dict[str, float]]] = {}
     fences: dict[str, dict[str, dict[str, Any]]] = {}
+    same_as: dict[str, str] = {}
     for key, job in sorted(snapshot.jobs.items()):
         if jobs is not None and key not in jobs:
             continue
@@ -97,7 +106,15 @@ def session_scores(
                     "reason": why,
                 }
         for sj in job.subjobs.values():
+            # The node order functions read a task's requests and pod shape, its SubJob and its
+            # job: tasks of one SubJob and shape score alike, and are scored once (what keeps
+            # ``explain`` of a big gang on a big cluster small).
+            first: dict[int, str] = {}
             for t in sj.tasks:
+                if t.shape in first:
+                    same_as[t.key] = first[t.shape]
+                    continue
+                first[t.shape] = t.key
                 parts = ssn.node_scores_by_plugin(t, sj, every_node)
                 node_scores[t.key] = {
                     n: {p: float(s[i]) for p, s in parts.items()} for i, n in enumerate(names)
@@ -110,4 +127,4 @@ def session_scores(
             hn_scores[sj.id] = {
                 snapshot.tree.names[h]: {p: float(s[i]) for p, s in parts.items()} for i, h in enumerate(hns)
             }
-    return SessionScores(plugin_arguments(ssn), node_scores, hn_scores, fences)
+    return SessionScores(plugin_arguments(ssn), node_scores, hn_scores, fences, same_as)

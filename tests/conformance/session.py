@@ -92,7 +92,7 @@ def score_mismatches(expect: Mapping[str, Any], got: SessionScores, pods: list[d
     eps = float(expect["tolerance"])
     out: list[str] = []
     for task, by_node in (expect.get("nodes") or {}).items():
-        ours = got.node_scores.get(task)
+        ours = got.scores_of(task)
         if ours is None:
             out.append(f"{task}: not scored")
             continue

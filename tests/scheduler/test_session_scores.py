@@ -53,6 +53,9 @@ def test_an_operator_sees_each_plugins_part_of_the_node_scores_the_session_sums(
     assert scores["n1"]["binpack"] > scores["n0"]["binpack"] > scores["n2"]["binpack"]
     assert set(scores["n0"]) == {"binpack", "network-topology-aware"}
     assert "default/busy" not in got.node_scores  # only the job asked for
+    # w-1 is of the same SubJob and shape: scored once, for both.
+    assert "default/w-1" not in got.node_scores and got.same_as == {"default/w-1": "default/w-0"}
+    assert got.scores_of("default/w-1") == scores
 
     # The parts add up to what the session's domain search ranks nodes by.
     ssn = open_session(snap, config, 0.0)
