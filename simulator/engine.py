@@ -132,6 +132,8 @@ class Simulation:
             preemption_reasons=dict(scheduler.preemption_reasons),
             snapshot=scheduler.snapshot,
             session=scheduler.session,
+            config=scheduler.config,
+            clock=scheduler.clock,
             hypernodes=[
                 m for o in cluster.of_kind("HyperNode") if (m := spec_model(o, HyperNode)) is not None
             ],

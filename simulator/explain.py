@@ -128,7 +128,20 @@ def explain_dict(view: JobView, result: SimResult, topo: TopologyView) -> dict[s
         **extras,
         **_preemption(view, result),
         **_reservation(view, result),
+        "scores": _scores(view, result),
     }
+
+
+def _scores(view: JobView, result: SimResult) -> dict[str, Any] | None:
+    """``scores``: what the plugins of the last session made of its snapshot for this job
+    before any action ran (parsed arguments, node scores per task, HyperNode scores per
+    SubJob, each by plugin); null when no session ran or the job was not in it."""
+    if result.snapshot is None or result.config is None or view.podgroup not in result.snapshot.jobs:
+        return None
+    # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+    from scheduler_plugin.cycle.scores import session_scores
+
+    return session_scores(result.snapshot, result.config, jobs={view.podgroup}, clock=result.clock).as_dict()
 
 
 def _reservation(view: JobView, result: SimResult) -> dict[str, Any]:

@@ -57,6 +57,8 @@ class SimResult:
     preemption_reasons: dict[str, str] = field(default_factory=dict)
     snapshot: Any = None  # the last ClusterSnapshot (its .tree is the scheduler's view)
     session: Any = None  # the last SessionResult
+    config: Any = None  # the SchedulerConfig the sessions ran with
+    clock: float | None = None  # the last session's time (epoch seconds)
     # The HyperNodes' models as the run left them (specs; parsed once per spec in the run), in
     # object order; None when not given, and readers parse ``objects`` themselves.
     hypernodes: list[Any] | None = None

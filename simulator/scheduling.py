@@ -56,6 +56,7 @@ class Scheduler:
         self.reservations: dict[str, Any] = {}  # head-of-queue holds, kept across cycles too
         self.ran = False
         self.snapshot: Any = None  # the last session's
+        self.clock: float | None = None  # the last session's time (epoch seconds)
         self.session: Any = None  # the last SessionResult
         self.bindings: dict[str, str] = {}  # "ns/pod" -> node, in binding order
         self.bound_in_cycle: dict[str, int] = {}
@@ -151,12 +152,13 @@ class Scheduler:
             )
             verify_state(self.state, snap, rebuilt)
         # Candidates are recorded for ``explain`` (bounded per tier; the decisions are the same).
+        self.clock = c.clock.scheduler_clock()
         result = run_session(
             snap,
             config=self.config,
             nominations=self.nominations,
             record_candidates=True,
-            now=c.clock.scheduler_clock(),
+            now=self.clock,
             reserve=c.clock.given,
             reservations=self.reservations,
             history=self._runtime_history(),

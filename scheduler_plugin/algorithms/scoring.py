@@ -28,13 +28,21 @@ Num = npt.NDArray[Any]  # int64 per-node values or float64 HyperNode sums
 
 
 def hypernode_binpack(used: Num, alloc: Num, request: I64, weights: F64) -> F64:
-    """Bin-packing score of k domains (rows of ``used``/``alloc``) for a summed ``request``."""
+    """Bin-packing score of k domains (rows of ``used``/``alloc``) for a summed ``request``;
+    0 where it overflows, a resource the domain has none of included."""
+    return _binpack(used, alloc, request, weights, absent_overflows=True)
+
+
+def _binpack(used: Num, alloc: Num, request: I64, weights: F64, *, absent_overflows: bool) -> F64:
+    """Weighted mean over the requested, weighted resources of (used + request) / allocatable,
+    0 for a row where the request overflows. A resource a row has none of counts 0 with its
+    weight, or overflows (``absent_overflows``)."""
     sel = (request > 0) & (weights > 0)
     if not sel.any():
         return np.zeros(used.shape[0], dtype=np.float64)
     u = used[:, sel] + request[sel]
     a = alloc[:, sel]
-    fits = (u <= a).all(axis=1)
+    fits = ((u <= a) | (not absent_overflows and a == 0)).all(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(a > 0, u / np.where(a > 0, a, 1), 0.0)
     w = weights[sel]
@@ -114,5 +122,7 @@ def normal_pod_scores(
 
 
 def node_binpack_scores(used: Num, alloc: Num, request: I64, weights: F64) -> F64:
-    """Volcano ``binpack`` plugin: weighted (used + request) / allocatable; 0 if it overflows."""
-    return hypernode_binpack(used, alloc, request, weights)
+    """Volcano ``binpack`` plugin: weighted (used + request) / allocatable; 0 if it overflows.
+    A requested resource the node has none of scores 0 with its weight (Volcano's
+    ``ResourceBinPackingScore`` for a zero capacity), unlike a HyperNode's, where it overflows."""
+    return _binpack(used, alloc, request, weights, absent_overflows=False)

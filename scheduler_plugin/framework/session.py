@@ -87,6 +87,9 @@ class Session:
     # The plugins' functions per extension point, in tier order (see register; one list per
     # tier for tiered points).
     _fns: dict[ExtensionPoint[Any], list[Any]] = field(default_factory=dict)
+    # The plugin that registered each function of an untiered point, in the same order: what
+    # each plugin's part of a sum (``node_scores_by_plugin``) is named by.
+    _owners: dict[ExtensionPoint[Any], list[str]] = field(default_factory=dict)
     # Jobs moved Pending -> Inqueue by this session's enqueue action, and why the others were
     # not (the first rejecting plugin's words).
     enqueued: set[str] = field(default_factory=set)
@@ -237,6 +240,7 @@ class Session:
             fns[tier].append(fn)
         else:
             fns.append(fn)
+            self._owners.setdefault(point, []).append(opt.name)
 
     def fns(self, point: ExtensionPoint[F]) -> list[F]:
         """The functions registered at an untiered ``point``, in tier order."""
@@ -571,6 +575,29 @@ class Session:
         for fn in self.fns(NODE_ORDER):
             total += fn(task, sj, nodes)
         return total
+
+    def node_scores_by_plugin(self, task: TaskInfo, sj: SubJobInfo, nodes: I64) -> dict[str, F64]:
+        """Each plugin's part of :meth:`node_scores`, by plugin name (what ``explain`` and the
+        conformance suite show; the session itself only sums them)."""
+        return self._parts(NODE_ORDER, task, sj, nodes)
+
+    def hypernode_scores_by_plugin(
+        self, sj: SubJobInfo | None, request: I64, candidates: I64
+    ) -> dict[str, F64]:
+        """Each plugin's part of :meth:`hypernode_scores`, by plugin name."""
+        return self._parts(HYPERNODE_ORDER, sj, request, candidates)
+
+    def _parts(self, point: ExtensionPoint[Any], *args: Any) -> dict[str, F64]:
+        out: dict[str, F64] = {}
+        for name, fn in self.fns_by_plugin(point):
+            part = fn(*args)
+            out[name] = out[name] + part if name in out else part
+        return out
+
+    def fns_by_plugin(self, point: ExtensionPoint[F]) -> list[tuple[str, F]]:
+        """The functions registered at an untiered ``point``, in tier order, each with the name
+        of the plugin that registered it."""
+        return list(zip(self._owners.get(point, []), self.fns(point), strict=True))
 
     def hypernode_scores(self, sj: SubJobInfo | None, request: I64, candidates: I64) -> F64:
         """Sum of the HyperNode order functions over ``candidates``."""

@@ -4,6 +4,7 @@ bound, evicted, pipelined (our nominations) and which phase each PodGroup ends i
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,8 @@ from hyperplace.api import HyperNode, PodGroup, Queue
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import ENABLE_FLAGS, SchedulerConfig, load_scheduler_config
 from scheduler_plugin.cycle import SessionResult, run_session
+from scheduler_plugin.cycle.scores import SessionScores, session_scores
+from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 # The session's clock: nothing in a converted case depends on wall time.
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -54,8 +57,8 @@ def node_for_session(node: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_case(case: Mapping[str, Any]) -> SessionResult:
-    """The case's one session."""
+def case_snapshot(case: Mapping[str, Any]) -> ClusterSnapshot:
+    """The case's objects as the snapshot a session reads."""
     objs = case["objects"]
     snap = build_snapshot(
         nodes=[node_for_session(n) for n in objs["nodes"]],
@@ -66,7 +69,58 @@ def run_case(case: Mapping[str, Any]) -> SessionResult:
         priority_classes=objs["priorityclasses"],
         quotas=objs["resourcequotas"],
     )
-    return run_session(snap, case_config(case), now=NOW)
+    return snap
+
+
+def run_case(case: Mapping[str, Any]) -> SessionResult:
+    """The case's one session."""
+    return run_session(case_snapshot(case), case_config(case), now=NOW)
+
+
+def case_scores(case: Mapping[str, Any]) -> SessionScores:
+    """What the plugins of the case's session, opened and no action run, score."""
+    nodes = case["scores"].get("scored_nodes")
+    return session_scores(case_snapshot(case), case_config(case), nodes=nodes, clock=NOW)
+
+
+def score_mismatches(expect: Mapping[str, Any], got: SessionScores, pods: list[dict[str, Any]]) -> list[str]:
+    """Scores off by more than the Go test's tolerance: a task's node score is the sum over the
+    plugins (Volcano's ``NodeOrderFn`` and ``BatchNodeOrderFn`` sum them too), a HyperNode's is
+    the named plugin's part (``HyperNodeOrderMapFn`` answers per plugin); and predicate
+    verdicts: a node a plugin fences the task's job off (our ``nodeFence``, a predicate of the
+    job's queue) where Volcano's ``PredicateFn`` fails, and no other."""
+    eps = float(expect["tolerance"])
+    out: list[str] = []
+    for task, by_node in (expect.get("nodes") or {}).items():
+        ours = got.scores_of(task)
+        if ours is None:
+            out.append(f"{task}: not scored")
+            continue
+        for node, want in by_node.items():
+            have = sum(ours.get(node, {}).values())
+            if abs(have - want) > eps:
+                out.append(f"{task} on {node}: {have:g}, want {want:g}")
+    jobs = {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}": f"{p['metadata']['namespace']}/"
+        + (p["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name", "")
+        for p in pods
+    }
+    for task, by_node in (expect.get("predicates") or {}).items():
+        fences = got.node_fences.get(jobs.get(task, ""), {})
+        off = {n for f in fences.values() for n in f["nodes"]}
+        for node, status in by_node.items():
+            if (node in off) != (status != "Success"):
+                out.append(f"{task} on {node}: {'fenced' if node in off else 'passes'}, want {status}")
+    if "hypernodes" in expect:
+        plugin = expect["plugin"]
+        subjobs = list(got.hypernode_scores.values())
+        if len(subjobs) != 1:
+            return [*out, f"{len(subjobs)} SubJobs with pending pods scored, want 1"]
+        for hn, want in expect["hypernodes"].items():
+            have = subjobs[0].get(hn, {}).get(plugin, 0.0)
+            if abs(have - want) > eps:
+                out.append(f"HyperNode {hn}: {have:g}, want {want:g}")
+    return out
 
 
 @dataclass
@@ -77,10 +131,13 @@ class Outcome:
     evicted: list[str] = field(default_factory=list)
     pipelined: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> pod -> node
     status: dict[str, str] = field(default_factory=dict)
+    # Binds per lowest-tier HyperNode of their node, sorted (nodes in none are not counted).
+    binds_per_leaf: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "binds": self.binds,
+            "binds_per_leaf": self.binds_per_leaf,
             "evicted": self.evicted,
             "pipelined": self.pipelined,
             "status": self.status,
@@ -103,7 +160,13 @@ def outcome_of(case: Mapping[str, Any], result: SessionResult) -> Outcome:
             status[key] = "Running"
         else:
             status[key] = "Inqueue" if before.get(key) == "Inqueue" else "Pending"
+    tree = case_snapshot(case).tree
+    node_index = {n: i for i, n in enumerate(tree.node_names)}
+    per_leaf: Counter[int] = Counter(
+        int(tree.leaf_of[node_index[n]]) for n in result.bindings.values() if tree.leaf_of[node_index[n]] >= 0
+    )
     return Outcome(
+        binds_per_leaf=sorted(per_leaf.values()),
         binds=dict(result.bindings),
         evicted=sorted(e.victim for e in result.evictions),
         pipelined={k: dict(n.pods) for k, n in result.nominations.items()},
@@ -120,6 +183,8 @@ def mismatches(expect: Mapping[str, Any], got: Outcome) -> list[str]:
         out.append(f"{len(got.binds)} binds, want {expect.get('binds_num', 0)}: {got.binds}")
     if "binds" in expect and got.binds != expect["binds"]:
         out.append(f"binds {got.binds}, want {expect['binds']}")
+    if "binds_per_leaf" in expect and got.binds_per_leaf != expect["binds_per_leaf"]:
+        out.append(f"binds per leaf HyperNode {got.binds_per_leaf}, want {expect['binds_per_leaf']}")
     if sorted(got.evicted) != sorted(expect.get("evicted") or []) or len(got.evicted) != expect.get(
         "evict_num", 0
     ):

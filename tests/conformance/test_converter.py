@@ -117,6 +117,114 @@ def test_a_label_set_on_a_node_after_it_is_built_reaches_the_case():
     assert node["metadata"]["labels"] == {"kubernetes.io/hostname": "node1"}
 
 
+SCORES = """package binpack
+
+import (
+	"volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/util"
+)
+
+const (
+	eps = 1e-8
+)
+
+func addResource(resourceList v1.ResourceList, name v1.ResourceName, need string) {
+	resourceList[name] = resource.MustParse(need)
+}
+
+func TestNode(t *testing.T) {
+	p1 := util.BuildPod("c1", "p1", "", v1.PodPending, api.BuildResourceList("1", "1Gi"), "pg1", nil, nil)
+	addResource(p1.Spec.Containers[0].Resources.Requests, "nvidia.com/gpu", "2")
+	tests := []struct {
+		uthelper.TestCommonStruct
+		arguments framework.Arguments
+		expected  map[string]map[string]float64
+	}{
+		{
+			TestCommonStruct: uthelper.TestCommonStruct{
+				Name:  "one pod",
+				Pods:  []*v1.Pod{p1},
+				Nodes: []*v1.Node{util.BuildNode("n1", api.BuildResourceList("2", "4Gi"), nil)},
+			},
+			arguments: framework.Arguments{"binpack.weight": 10},
+			expected:  map[string]map[string]float64{"c1/p1": {"n1": 0}},
+		},
+	}
+	trueValue := true
+	for i, test := range tests {
+		tiers := []conf.Tier{{Plugins: []conf.PluginOption{{Name: PluginName, EnabledNodeOrder: &trueValue, Arguments: test.arguments}}}}
+		ssn := test.RegisterSession(tiers, nil)
+		for _, job := range ssn.Jobs {
+			for _, task := range job.Tasks {
+				for _, node := range ssn.Nodes {
+					score, err := ssn.NodeOrderFn(task, node)
+				}
+			}
+		}
+	}
+}
+"""
+
+
+def test_a_plugin_test_that_asks_node_scores_becomes_a_case_of_expected_scores():
+    source = GoSource(
+        {"pkg/scheduler/plugins/binpack/binpack_test.go": SCORES}.__getitem__, lambda _: ["binpack_test.go"]
+    )
+    (case,) = convert_file(source, "pkg/scheduler/plugins/binpack/binpack_test.go")
+    assert case.reason == ""
+    # No action runs: the session is opened and its plugins asked. The loop compares with ==
+    # (it does not use the file's eps), so the score must be exact.
+    assert case.data["actions"] == []
+    assert case.data["scores"] == {"tolerance": 0, "nodes": {"c1/p1": {"n1": 0.0}}}
+    assert case.data["conf"]["tiers"][0]["plugins"][0]["arguments"] == {"binpack.weight": 10}
+    # The helper's change to the pod, made before the table, is in the case.
+    (pod,) = case.data["objects"]["pods"]
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "2"
+
+
+WEIGHTED = """package nodeorder
+
+import (
+	"volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/util"
+	"volcano.sh/volcano/pkg/scheduler/actions/allocate"
+)
+
+type weighted struct {
+	uthelper.TestCommonStruct
+	Most  int
+	Least int
+}
+
+func TestWeights(t *testing.T) {
+	tests := []weighted{
+		{
+			TestCommonStruct: uthelper.TestCommonStruct{
+				Name:  "most",
+				Nodes: []*v1.Node{util.BuildNode("n1", api.BuildResourceList("2", "2G"), nil)},
+			},
+			Most: 1,
+		},
+	}
+	for _, test := range tests {
+		tiers := []conf.Tier{{Plugins: []conf.PluginOption{{Name: "nodeorder", Arguments: framework.Arguments{"most": test.Most, "least": test.Least}}}}}
+		test.RegisterSession(tiers, nil)
+		test.Run([]framework.Action{allocate.New()})
+	}
+}
+"""
+
+
+def test_an_int_field_the_table_leaves_out_is_zero_not_the_plugins_default():
+    # nodeorder's table sets one strategy weight per entry; Go gives the others 0, which turns
+    # them off (were it absent, our nodeorder would take its default weight).
+    path = "pkg/scheduler/plugins/nodeorder/nodeorder_test.go"
+    (case,) = convert_file(GoSource({path: WEIGHTED}.__getitem__, lambda _: []), path)
+    assert case.reason == "", case.reason
+    (plugin,) = case.data["conf"]["tiers"][0]["plugins"]
+    assert plugin["arguments"] == {"most": 1, "least": 0}
+
+
 def test_an_unknown_helper_makes_the_case_not_convertible_with_the_reason():
     text = TABLE.replace('util.BuildQueue("q1", 1, nil)', 'util.BuildSomethingNew("q1")')
     source = GoSource({"pkg/scheduler/actions/preempt/preempt_test.go": text}.__getitem__, lambda _: [])

@@ -97,6 +97,8 @@ CONSTANTS: Mapping[str, Any] = {
     "v1.TaintEffectNoSchedule": "NoSchedule",
     "v1.TaintEffectNoExecute": "NoExecute",
     "v1.TaintEffectPreferNoSchedule": "PreferNoSchedule",
+    "v1.ScheduleAnyway": "ScheduleAnyway",
+    "v1.DoNotSchedule": "DoNotSchedule",
     "v1.TolerationOpEqual": "Equal",
     "v1.TolerationOpExists": "Exists",
     "corev1.PodRunning": "Running",
@@ -119,6 +121,12 @@ CONSTANTS: Mapping[str, Any] = {
     "MemberTypeHyperNode": "HyperNode",
     "JobAllocatedHyperNode": "volcano.sh/allocated-hypernode",
     "PodGroupReady": "Ready",
+    "ClusterTopHyperNode": "<cluster-top-hypernode>",
+    # framework.Status codes (iota in Go), by name.
+    "api.Success": "Success",
+    "api.Error": "Error",
+    "api.Unschedulable": "Unschedulable",
+    "api.UnschedulableAndUnresolvable": "UnschedulableAndUnresolvable",
     "HardNetworkTopologyMode": "hard",
     "SoftNetworkTopologyMode": "soft",
     "true": True,
@@ -197,17 +205,41 @@ class GoSource:
                     continue
                 text = self.read(f"{pkg_dir}/{name}")
                 for m in re.finditer(
-                    r'^\s*(\w+)\s*(?:\w+\s*)?=\s*("(?:[^"\\]|\\.)*"|\d+|true|false)\s*$', text, re.M
+                    r'^\s*(\w+)\s*(?:\w+\s*)?=\s*("(?:[^"\\]|\\.)*"|\d+(?:\.\d+)?(?:e-?\d+)?|true|false)\s*$',
+                    text,
+                    re.M,
                 ):
                     raw = m.group(2)
                     out.setdefault(
                         m.group(1),
                         raw[1:-1]
                         if raw.startswith('"')
-                        else (raw == "true" if raw in ("true", "false") else int(raw)),
+                        else (raw == "true" if raw in ("true", "false") else _number(raw)),
                     )
             self._consts[pkg_dir] = out
         return self._consts[pkg_dir]
+
+
+def _number(raw: str) -> int | float:
+    return int(raw) if raw.isdigit() else float(raw)
+
+
+# Go's zero values of the basic types.
+_ZERO = {"int": 0, "int32": 0, "int64": 0, "float64": 0.0, "string": "", "bool": False}
+
+
+def struct_zero_values(src: str) -> dict[str, dict[str, Any]]:
+    """Per struct type declared at the top of a Go file, its fields of a basic type with their
+    zero values."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in re.finditer(r"^type\s+(\w+)\s+struct\s*\{(.*?)^\}", src, re.S | re.M):
+        fields = {}
+        for line in m.group(2).splitlines():
+            f = re.match(r"\s*(\w+)\s+(\w+)\s*(?://.*)?$", line)
+            if f and f.group(2) in _ZERO:
+                fields[f.group(1)] = _ZERO[f.group(2)]
+        out[m.group(1)] = fields
+    return out
 
 
 def imports_of(src: str) -> dict[str, str]:
@@ -237,6 +269,7 @@ class Evaluator:
         src = source.read(path)
         self.imports = imports_of(src)
         self.funcs = {f.name: f for f in parse_functions(src)}
+        self.zero_fields = struct_zero_values(src)
         self.depth = 0
         self._file_vars: dict[str, Any] | None = None
 
@@ -370,6 +403,9 @@ class Evaluator:
             return out
         fields = dict(ty.fields) if ty and ty.fields else {}
         struct = GoStruct(self.canonical(bare) if bare else "")
+        # A field of a basic type the literal leaves out holds Go's zero value (an int argument
+        # not set is 0, not absent).
+        struct.fields.update(self.zero_fields.get(bare, {}))
         for i, (k, v) in enumerate(e.elements):
             if k is None:
                 struct.fields[f"_{i}"] = self.eval(v, env)
@@ -953,6 +989,17 @@ def build_hypernode(
     }
 
 
+def _hypernode_info(hn: dict[str, Any], opts: tuple[Any, ...]) -> dict[str, Any]:
+    """``api.NewHyperNodeInfo``: the HyperNode, with the parent an option names kept aside
+    (``_parent``) for :func:`hypernodes` to hold against the parent's members."""
+    out = dict(hn)
+    for opt in opts:
+        if not (isinstance(opt, tuple) and opt[:1] == ("parent",)):
+            raise Unconvertible(f"HyperNodeInfo option {opt!r}")
+        out["_parent"] = opt[1]
+    return out
+
+
 def _set_new(*items: Any) -> list[Any]:
     return sorted(set(items), key=str)
 
@@ -989,7 +1036,8 @@ BUILDERS: Mapping[str, Callable[..., Any]] = {
     "util.BuildResourceQuota": build_resource_quota,
     "api.BuildHyperNode": build_hypernode,
     "api.BuildHyperNodeWithTierName": lambda n, t, tn, m: build_hypernode(n, t, m, tn),
-    "api.NewHyperNodeInfo": lambda hn: hn,
+    "api.NewHyperNodeInfo": lambda hn, *opts: _hypernode_info(hn, opts),
+    "api.ParentOpt": lambda parent: ("parent", parent),
     "sets.New": _set_new,
     "append": lambda xs, *items: [*(xs or []), *items],
     "sets.NewString": _set_new,
@@ -1036,8 +1084,10 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
                 env[st.names[0].split(".")[0]] = Opaque(f"{st.names[0]}: {exc}")
         elif st.tokens and st.tokens[0].text == "for" and _ranges_over(st.tokens) in env and loop is None:
             loop = st
-    if loop is None:
-        return []
+        elif st.tokens and st.tokens[0].text in ev.funcs and loop is None:
+            _run_helper(ev, st, env)
+    if loop is None or _find_call(loop.tokens, "RegisterSession") is None:
+        return []  # not a session test (arguments parsed, a plugin's own function called)
     tests_var = _ranges_over(loop.tokens)
     table = env.get(tests_var)
     if not isinstance(table, list):
@@ -1045,13 +1095,25 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
         return [Case(path, fn.name, fn.name, reason=f"its test table could not be read ({reason})")]
     loop_var = _loop_var(loop.tokens)
     register = _find_call(loop.tokens, "RegisterSession")
-    if register is None:
-        return []  # not a session test (a table of unit inputs)
+    assert register is not None
     holder = _receiver(loop.tokens, "RegisterSession")
     run = _find_call(loop.tokens, "Run", receiver=holder)
     verdict = _enqueue_verdict_field(loop.tokens, loop_var) if run is None else None
-    if run is None and verdict is None:
-        why = "checks the plugin's functions on an opened session (no action runs)"
+    scored = _score_call(loop.tokens) if run is None and verdict is None else None
+    if run is None and verdict is None and scored is None:
+        asked = sorted(
+            {
+                loop.tokens[i + 2].text
+                for i in range(len(loop.tokens) - 3)
+                if loop.tokens[i].text == "ssn"
+                and loop.tokens[i + 1].text == "."
+                and loop.tokens[i + 3].text == "("
+            }
+        )
+        why = (
+            f"asks an opened session's {', '.join(asked) or 'functions'} (no action runs), an answer no "
+            "output of ours shows (explain's scores show node and HyperNode scores and node fences)"
+        )
         return [
             Case(path, fn.name, _entry_name(ev, e) or f"case {i}", reason=why) for i, e in enumerate(table)
         ]
@@ -1072,13 +1134,19 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
                         raise
                     for n in st.names:
                         case_env[n] = Opaque(f"{n}: {exc}")
-            test = case_env.get(holder)
+            test = ev.resolve(holder, case_env) if holder.split(".")[0] in case_env else None
             if not isinstance(test, GoStruct):
                 raise Unconvertible(f"the test struct {holder} was not read: {test!r}")
             tiers = ev.eval(register.args[0], case_env)
             configurations = ev.eval(register.args[1], case_env) if len(register.args) > 1 else None
             if run is not None:
                 case.data = case_data(ev, test, tiers, configurations, ev.eval(run.args[0], case_env))
+                if any(t.text == "CheckBindInHyperNode" for t in loop.tokens):
+                    # uthelper's CheckBindInHyperNode checks the number of binds and how many
+                    # land in each lowest-tier HyperNode, not which pod goes to which node.
+                    case.data["expect"].pop("binds", None)
+            elif scored is not None:
+                case.data = score_case(ev, test, tiers, configurations, scored, entry, case_env, loop.tokens)
             else:
                 assert verdict is not None
                 case.data = enqueue_vote_case(ev, test, tiers, configurations, bool(ev.field(entry, verdict)))
@@ -1086,6 +1154,118 @@ def convert_function(ev: Evaluator, path: str, fn: Func) -> list[Case]:
             case.reason = str(exc) if isinstance(exc, Unconvertible) else f"{type(exc).__name__}: {exc}"
         cases.append(case)
     return cases
+
+
+# Session functions a plugin test asks of an opened session, whose answers our
+# ``scheduler_plugin.cycle.scores`` shows: Volcano's name -> what the case compares.
+SCORE_CALLS = {"NodeOrderFn": "node", "BatchNodeOrderFn": "node", "HyperNodeOrderMapFn": "hypernode"}
+
+
+def _score_call(toks: tuple[Tok, ...]) -> Call | None:
+    """The ``ssn.<score function>(...)`` call of a loop that asks scores, if it does."""
+    for name in SCORE_CALLS:
+        got = _find_call(toks, name, receiver="ssn")
+        if got is not None:
+            return got
+    return None
+
+
+def score_case(
+    ev: Evaluator,
+    test: GoStruct,
+    tiers: Any,
+    configurations: Any,
+    call: Call,
+    entry: GoStruct,
+    env: Mapping[str, Any],
+    loop: tuple[Tok, ...],
+) -> dict[str, Any]:
+    """A test that asks an opened session for node or HyperNode scores: the session's objects
+    and configuration (its actions are never run), and ``scores``: per scored task (or the
+    SubJob's HyperNodes) the values Volcano's test expects, within the test's tolerance."""
+    fn = call.func.name if isinstance(call.func, Selector) else str(getattr(call.func, "name", ""))
+    fn = fn.rsplit(".", 1)[-1]
+    data = case_data(ev, test, tiers, configurations, [Action("allocate")])
+    data["actions"] = []
+    expected = next((entry.fields[k] for k in ("expected", "expectedScores") if k in entry.fields), None)
+    if expected is None and fn == "NodeOrderFn":
+        expected = {}  # Go's nil map: every score 0
+    if not isinstance(expected, dict):
+        raise Unconvertible(f"the expected scores of {fn} were not read")
+    if entry.fields.get("expectErr"):
+        raise Unconvertible(f"expects {fn} to fail")
+    texts = {t.text for t in loop}
+    # A loop that compares with == asks the exact score.
+    eps = ev.source.package_constants(ev.pkg_dir).get("eps") if "eps" in texts else 0
+    if not isinstance(eps, int | float):
+        raise Unconvertible("the test's tolerance (eps) was not read")
+    pods = data["objects"]["pods"]
+    pending = [
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods if not p["spec"].get("nodeName")
+    ]
+    scores: dict[str, Any] = {"tolerance": eps}
+    if fn == "NodeOrderFn":
+        # Every task of every job on every node, as the test's loop asks; what the table leaves
+        # out is Go's zero value: score 0, status Success.
+        tasks = [
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            for p in pods
+            if (p["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name")
+        ]
+        nodes = [n["metadata"]["name"] for n in data["objects"]["nodes"]]
+        scores["nodes"] = {t: {n: float((expected.get(t) or {}).get(n, 0.0)) for n in nodes} for t in tasks}
+        if "PredicateFn" in texts:
+            statuses = entry.fields.get("expectedStatus") or {}
+            if not isinstance(statuses, dict):
+                raise Unconvertible("the expected predicate statuses were not read")
+            scores["predicates"] = {
+                t: {n: str((statuses.get(t) or {}).get(n, "Success")) for n in nodes} for t in tasks
+            }
+    elif fn == "BatchNodeOrderFn":
+        if len(pending) != 1:
+            raise Unconvertible(f"scores the first pending task of Go's map order, of {len(pending)}")
+        nodes_arg = call.args[1]
+        if isinstance(nodes_arg, Ident) and nodes_arg.name == "ssn.NodeList":
+            nodes = [n["metadata"]["name"] for n in data["objects"]["nodes"]]
+        else:
+            listed = ev.eval(nodes_arg, env)
+            nodes = [ev.field(n, "Name") for n in listed or []]
+        missing = sorted(set(expected) - set(nodes))
+        if missing:
+            raise Unconvertible(f"expects scores of nodes it does not score: {missing}")
+        # An empty expectation: Volcano's plugin scores no node, which its sum reads as 0.
+        by_node = expected or dict.fromkeys(nodes, 0.0)
+        scores["nodes"] = {pending[0]: {str(n): float(v) for n, v in by_node.items()}}
+        scores["scored_nodes"] = nodes
+    else:
+        jobs = {
+            pg["metadata"]["namespace"] + "/" + pg["metadata"]["name"] for pg in data["objects"]["podgroups"]
+        }
+        if len(jobs) != 1:
+            raise Unconvertible(f"scores a SubJob of the last job of Go's map order, of {len(jobs)}")
+        scores["hypernodes"] = {str(h): float(v) for h, v in expected.items()}
+        scores["plugin"] = ev.plugin_name(ev.pkg_dir.rsplit("/", 1)[-1])
+    data["scores"] = scores
+    return data
+
+
+def _run_helper(ev: Evaluator, st: Statement, env: dict[str, Any]) -> None:
+    """A call of a helper of the test file that changes the values it is given
+    (``addResource(p3.Spec.Containers[0].Resources.Requests, GPU, "2")``). Should it not be
+    read, the variables it was given are unread too, so no case uses them unchanged."""
+    call = Parser([*st.tokens, Tok(";", ";", 0)]).expr()
+    try:
+        if not isinstance(call, Call):
+            raise Unconvertible(f"statement {st.tokens[0].text!r} (line {st.line})")
+        ev.eval(call, env)
+    except (Unconvertible, KeyError, TypeError, IndexError) as exc:
+        args = call.args if isinstance(call, Call) else []
+        for a in args:
+            while isinstance(a, Selector | Index | Unary):
+                a = a.operand if isinstance(a, Unary) else a.base
+            if isinstance(a, Ident):
+                root = a.name.split(".")[0]
+                env[root] = Opaque(f"{root}: {exc}")
 
 
 def _enqueue_verdict_field(toks: tuple[Tok, ...], var: str) -> str | None:
@@ -1160,8 +1340,11 @@ def _assignments(stmts: list[Statement]) -> list[Statement]:
 
 
 def _receiver(toks: tuple[Tok, ...], method: str) -> str:
+    """The variable, or field path (``tt.testCommonStruct``), ``method`` is called on."""
     for i, t in enumerate(toks):
         if t.text == method and i >= 2 and toks[i - 1].text == "." and toks[i + 1].text == "(":
+            if i >= 4 and toks[i - 3].text == ".":
+                return f"{toks[i - 4].text}.{toks[i - 2].text}"
             return toks[i - 2].text
     return ""
 
@@ -1203,7 +1386,7 @@ def _find_call(toks: tuple[Tok, ...], method: str, receiver: str | None = None) 
             and i >= 1
             and toks[i - 1].text == "."
         ):
-            if receiver is not None and (i < 2 or toks[i - 2].text != receiver):
+            if receiver is not None and (i < 2 or toks[i - 2].text != receiver.rsplit(".", 1)[-1]):
                 continue
             p = Parser([*toks[i - 2 : len(toks)], Tok(";", ";", 0)])
             e = p.expr()
@@ -1229,8 +1412,6 @@ def case_data(
         raise Unconvertible(
             "checks task status counts (ExpectTaskStatusNums), which our session does not expose"
         )
-    if get("ExpectBindNumsInHyperNode"):
-        raise Unconvertible("checks binds per HyperNode through Volcano's session index")
     for key, value in common.items():
         if isinstance(value, Opaque):
             raise Unconvertible(f"{key}: unresolved {value.name}")
@@ -1255,6 +1436,10 @@ def case_data(
     expect["binds_num"] = int(get("ExpectBindsNum") or 0)
     if not minimal:
         expect["binds"] = dict(binds)
+    per_leaf = get("ExpectBindNumsInHyperNode")
+    if per_leaf and not minimal:
+        # The binds counted per lowest-tier HyperNode of their node, sorted (uthelper's CheckBind).
+        expect["binds_per_leaf"] = sorted(int(n) for n in per_leaf)
     expect["evict_num"] = int(get("ExpectEvictNum") or 0)
     expect["evicted"] = sorted(get("ExpectEvicted") or [])
     pipelined = get("ExpectPipeLined")
@@ -1340,6 +1525,20 @@ def hypernodes(by_map: Any, by_tier: Any, members: Any) -> list[dict[str, Any]]:
             # object under another name).
             obj["metadata"] = {**obj["metadata"], "name": key}
             out.append(obj)
+        # A parent set by ParentOpt is the one whose members list the child (our tree is made
+        # from members only), or the case cannot be given to our session.
+        children = {
+            m["selector"]["exactMatch"]["name"]: hn["metadata"]["name"]
+            for hn in out
+            for m in hn["spec"]["members"]
+            if m["type"] == "HyperNode" and "exactMatch" in m["selector"]
+        }
+        for hn in out:
+            parent = hn.pop("_parent", None)
+            if parent is not None and children.get(hn["metadata"]["name"]) != parent:
+                raise Unconvertible(
+                    f"HyperNode {hn['metadata']['name']} is given parent {parent}, whose members do not list it"
+                )
         return out
     if not by_tier or not members:
         return []

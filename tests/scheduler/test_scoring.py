@@ -8,6 +8,7 @@ import pytest
 from scheduler_plugin.algorithms.scoring import (
     hypernode_binpack,
     lca_node_scores,
+    node_binpack_scores,
     normal_pod_scores,
     tier_representatives,
     tier_score,
@@ -30,6 +31,22 @@ def test_hypernode_binpack_is_the_weighted_mean_of_used_plus_request_over_alloca
     assert s[0] == pytest.approx((5 * 0.75 + 2 * 0.5) / 7)
     assert s[1] == pytest.approx((5 * 0.25 + 2 * 0.25) / 7)
     assert s[2] == 0.0  # cpu 15 + 4 > 16
+
+
+def test_binpack_scores_a_node_without_a_requested_resource_as_volcano_does_a_hypernode_not() -> None:
+    # A pod asks 3 cpu, 4Gi and 3 example.com/foo of a node with 4 cpu, 16Gi and no foo, under
+    # weights cpu 2, memory 3, foo 8 (Volcano's binpack TestNode). Volcano's binpack plugin
+    # counts foo as 0 with its weight, (2*3/4 + 3*4/16 + 8*0) / 13, and does not call it an
+    # overflow; network-topology-aware's HyperNode bin-packing refuses the HyperNode.
+    w = np.array([2.0, 3.0, 0.0, 8.0])  # cpu, memory, pods, example.com/foo
+    used = np.zeros((1, 4), dtype=np.int64)
+    alloc = np.array([[4000, 16 << 30, 10000, 0]])
+    req = np.array([3000, 4 << 30, 1000, 3000])
+    assert node_binpack_scores(used, alloc, req, w)[0] == pytest.approx((2 * 0.75 + 3 * 0.25) / 13)
+    assert hypernode_binpack(used, alloc, req, w)[0] == 0.0
+    # Where the node has some foo, too little of it is an overflow for both.
+    alloc[0, 3] = 2000
+    assert node_binpack_scores(used, alloc, req, w)[0] == 0.0
 
 
 def test_tier_score_is_linear_between_the_lowest_and_the_highest_tier() -> None:

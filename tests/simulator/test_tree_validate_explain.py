@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
+
 from .conftest import hypernode_yaml, nodes_yaml
 from .test_simulate_cli import job_yaml, small_cluster
 
@@ -272,6 +274,37 @@ def test_explain_placed_and_waiting_jobs(run_cli, write):
     assert tiers and tiers[0]["tier"] == 1
     text = run_cli("explain", "waits", d).stdout
     assert "Why waiting" in text and "tier 1" in text
+
+
+def test_explain_json_shows_each_plugins_scores_of_the_waiting_job(run_cli, write):
+    # An operator asks why a waiting gang's pods would go where they go: explain shows, per pod
+    # and node, each node-order plugin's score, per SubJob each HyperNode's, and the arguments.
+    d = small_cluster(write)
+    write(
+        "c/waits.yaml", job_yaml("waits", 3, topology="networkTopology: {mode: hard, highestTierAllowed: 1}")
+    )
+    doc = json.loads(run_cli("explain", "default/waits", d, "--output", "json").stdout)
+    scores = doc["scores"]
+    # The three pods are alike: one is scored, the others say whose scores they share.
+    (pod,) = scores["nodeScores"]
+    assert pod.startswith("default/waits-")
+    assert sorted(scores["sameScoresAs"].values()) == [pod, pod]
+    by_node = scores["nodeScores"][pod]
+    assert set(by_node) == {p["metadata"]["name"] for p in _nodes(d)}
+    plugins = set(next(iter(by_node.values())))
+    assert "binpack" in plugins and "network-topology-aware" in plugins
+    assert scores["arguments"]["binpack"]["weight"] == 1  # Volcano's default
+    (subjob,) = scores["hyperNodeScores"].values()
+    assert {"leaf0", "leaf1"} <= set(subjob)
+
+
+def _nodes(d) -> list[dict]:
+    return [
+        o
+        for f in sorted(Path(d).rglob("*.yaml"))
+        for o in yaml.safe_load_all(f.read_text())
+        if o and o.get("kind") == "Node"
+    ]
 
 
 def test_explain_unknown_job_exit_2(run_cli, write):
