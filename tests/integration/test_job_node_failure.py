@@ -23,29 +23,19 @@ from ..controller.test_job_lifecycle import training_job
 from . import components
 from .conftest import Cluster
 from .kube import Kubectl, node, wait_for
-from .test_job_lifecycle import LEASE_NAMESPACE, VERSION, _leader, job_status, pods, pods_when
+from .test_job_lifecycle import job_status, leading_controller, pods, pods_of_version, pods_when
 
 pytestmark = pytest.mark.apiserver
 
 
 @pytest.fixture(scope="module")
 def controller(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[components.Component]:
-    kubectl = cluster.kubectl
-    if kubectl.run("get", "namespace", LEASE_NAMESPACE, check=False).returncode != 0:
-        kubectl.run("create", "namespace", LEASE_NAMESPACE)
-    log_dir = tmp_path_factory.mktemp("node-failure")
-    ctl = components.controller(
-        cluster.kubeconfig,
-        log_dir / "controller.log",
-        LEASE_NAMESPACE,
+    yield from leading_controller(
+        cluster,
+        tmp_path_factory.mktemp("node-failure"),
         "--node-not-ready-grace=1s",
         "--force-delete-unreachable-after=1s",
     )
-    try:
-        wait_for(partial(_leader, kubectl), "the controller to hold its Lease", describe=ctl.tail)
-        yield ctl
-    finally:
-        ctl.stop()
 
 
 @pytest.fixture
@@ -101,12 +91,9 @@ def test_a_node_gone_not_ready_under_a_running_pod_restarts_the_job_and_frees_th
         "-p", json.dumps({"status": {"conditions": [unknown]}}),
     )  # fmt: skip
 
-    def restarted() -> dict[str, dict[str, Any]] | None:
-        now = pods(kubectl, namespace)
-        versions = {p["metadata"]["labels"][VERSION] for p in now.values()}
-        return now if len(now) == 3 and versions == {"1"} else None
-
-    after = wait_for(restarted, "3 pods of version 1", describe=describe)
+    after = wait_for(
+        partial(pods_of_version, kubectl, namespace, 3, "1"), "3 pods of version 1", describe=describe
+    )
     assert not {p["metadata"]["uid"] for p in after.values()} & {p["metadata"]["uid"] for p in first.values()}
     status = job_status(kubectl, namespace)
     assert (status["retryCount"], status["version"]) == (1, 1)
