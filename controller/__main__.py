@@ -113,9 +113,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--node-not-ready-grace",
         metavar="DURATION",
         type=flags.duration,
-        default=flags.duration(
-            os.environ.get("HYPERPLACE_NODE_NOT_READY_GRACE") or str(DEFAULT_NOT_READY_GRACE)
-        ),
+        # A string default goes through ``type``: a bad environment value is a usage error.
+        default=os.environ.get("HYPERPLACE_NODE_NOT_READY_GRACE")
+        or flags.format_duration(DEFAULT_NOT_READY_GRACE),
         help="how long a node's Ready condition may be False or Unknown (and a missing Node stay "
         "missing) before the Volcano Job pods on it count as lost (env HYPERPLACE_NODE_NOT_READY_GRACE)",
     )
@@ -123,11 +123,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--force-delete-unreachable-after",
         metavar="DURATION|off",
         type=flags.duration_or_off,
-        default=flags.duration_or_off(os.environ.get("HYPERPLACE_FORCE_DELETE_UNREACHABLE_AFTER") or "off"),
+        default=os.environ.get("HYPERPLACE_FORCE_DELETE_UNREACHABLE_AFTER") or "off",
         help="force-delete (grace 0) a Volcano Job's pod still terminating this long after its grace "
         "period on a node that is gone or not Ready, so its replacement is not blocked; the "
         "apiserver then forgets a pod whose containers may still run on a partitioned node "
-        "(env HYPERPLACE_FORCE_DELETE_UNREACHABLE_AFTER; default: off)",
+        "(env HYPERPLACE_FORCE_DELETE_UNREACHABLE_AFTER)",
     )
     flags.add_log_level(p)
     flags.add_metrics_serving(p)

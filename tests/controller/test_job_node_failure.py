@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from controller.__main__ import parse_args
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.api.times import rfc3339
 from hyperplace.runtime.api import JOBS, NODES, PODS
@@ -235,3 +236,18 @@ async def test_a_controller_restarted_while_the_lost_pod_is_stuck_does_not_count
         second.cancel()
         await asyncio.gather(second, return_exceptions=True)
     assert (status(api)["retryCount"], status(api)["version"]) == (1, 1)
+
+
+def test_the_node_failure_flags_default_to_a_30s_grace_and_no_force_delete(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    args = parse_args([])
+    assert (args.node_not_ready_grace, args.force_delete_unreachable_after) == (30.0, None)
+    args = parse_args(["--node-not-ready-grace=1m", "--force-delete-unreachable-after=90s"])
+    assert (args.node_not_ready_grace, args.force_delete_unreachable_after) == (60.0, 90.0)
+    monkeypatch.setenv("HYPERPLACE_FORCE_DELETE_UNREACHABLE_AFTER", "2m")
+    assert parse_args([]).force_delete_unreachable_after == 120.0
+    assert parse_args(["--force-delete-unreachable-after=off"]).force_delete_unreachable_after is None
+    monkeypatch.setenv("HYPERPLACE_NODE_NOT_READY_GRACE", "soon")
+    with pytest.raises(SystemExit):
+        parse_args([])  # a usage error, not a traceback
