@@ -18,6 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from controller.job.node_failure import DEFAULT_NOT_READY_GRACE
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.pki.commandmark import load_key
 from hyperplace.runtime import flags
@@ -107,6 +108,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="obey every queue Command, as Volcano does (anyone who may create a Command may then "
         "open or close any queue; env HYPERPLACE_ACCEPT_UNADMITTED_COMMANDS=true)",
     )
+    g = p.add_argument_group("node failure (a Volcano Job's pod lost with its node is evicted)")
+    g.add_argument(
+        "--node-not-ready-grace",
+        metavar="DURATION",
+        type=flags.duration,
+        # A string default goes through ``type``: a bad environment value is a usage error.
+        default=os.environ.get("HYPERPLACE_NODE_NOT_READY_GRACE")
+        or flags.format_duration(DEFAULT_NOT_READY_GRACE),
+        help="how long a node's Ready condition may be False or Unknown (and a missing Node stay "
+        "missing) before the Volcano Job pods on it count as lost (env HYPERPLACE_NODE_NOT_READY_GRACE)",
+    )
+    g.add_argument(
+        "--force-delete-unreachable-after",
+        metavar="DURATION|off",
+        type=flags.duration_or_off,
+        default=os.environ.get("HYPERPLACE_FORCE_DELETE_UNREACHABLE_AFTER") or "off",
+        help="force-delete (grace 0) a Volcano Job's pod still terminating this long after its grace "
+        "period on a node that is gone or not Ready, so its replacement is not blocked; the "
+        "apiserver then forgets a pod whose containers may still run on a partitioned node "
+        "(env HYPERPLACE_FORCE_DELETE_UNREACHABLE_AFTER)",
+    )
     flags.add_log_level(p)
     flags.add_metrics_serving(p)
     flags.add_leader_election(p, "hyperplace-controller", "reconcile")
@@ -169,6 +191,8 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
             inherit_owner_annotations=args.inherit_owner_annotations,
             command_key=_command_key(args),
             accept_unadmitted_commands=args.accept_unadmitted_commands,
+            not_ready_grace=args.node_not_ready_grace,
+            force_delete_unreachable_after=args.force_delete_unreachable_after,
         ),
     )
     elector = leader_elector(api, args, default_identity())

@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry
 from controller.hypernode.discovery import CONFIGMAP_NAME
 from controller.hypernode.discovery_sync import RETRYABLE, DiscoveryController
 from controller.hypernode.sync import HyperNodeController
+from controller.job.node_failure import DEFAULT_NOT_READY_GRACE
 from controller.job.sync import JobController
 from controller.kube_io import KubeIO, Metrics, worker
 from controller.podgroup.sync import PodGroupController
@@ -78,6 +79,10 @@ class ManagerConfig:
     # (Volcano's behaviour).
     command_key: bytes | None = None
     accept_unadmitted_commands: bool = False
+    # A Volcano Job's pod on a node not Ready (or missing) this long is lost with it; a pod stuck
+    # terminating on such a node this long past its grace period is force-deleted (None: never).
+    not_ready_grace: float = DEFAULT_NOT_READY_GRACE
+    force_delete_unreachable_after: float | None = None
 
 
 class ControllerManager:
@@ -154,6 +159,9 @@ class ControllerManager:
             pod_concurrency=self.config.pod_concurrency,
             now=now,
             commands=self.commands,
+            nodes=self.nodes,
+            not_ready_grace=self.config.not_ready_grace,
+            force_delete_after=self.config.force_delete_unreachable_after,
         )
         self.queue_ctl = QueueController(io, self.queue_objs, self.podgroups)
         self.command_ctl = CommandController(

@@ -11,7 +11,9 @@ pod's events are outdated, as in Volcano):
 
 * ``PodFailed``: a pod in phase Failed (its exit code: the first container's, as Volcano reads it);
 * ``PodEvicted``: a pod deleted by someone else than this controller: one that is terminating
-  without the controller's out-of-sync mark, or one the caller saw disappear (``evicted``);
+  without the controller's out-of-sync mark, or one the caller saw disappear (``evicted``); and
+  a pod lost with its node (``PodView.lost``, :mod:`controller.job.node_failure`), which when no
+  policy kills it is deleted all the same, then recreated as a missing pod;
 * ``PodPending``: a pod still Pending; only a policy with a ``timeout`` acts on it, once the pod
   has waited that long since it was created;
 * ``TaskCompleted``: every replica of a task Succeeded; ``TaskFailed``: the containers of a
@@ -117,6 +119,8 @@ class PodView:
     created: float | None = None
     finished: float | None = None
     restarts: int = 0
+    # Why the pod is lost with its node (controller.job.node_failure), None while it is not.
+    lost: str | None = None
 
 
 def _first_terminated(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -126,8 +130,9 @@ def _first_terminated(status: Mapping[str, Any]) -> Mapping[str, Any]:
     return terminated if isinstance(terminated, Mapping) else {}
 
 
-def view_pod(task: str, index: int, pod: Mapping[str, Any]) -> PodView:
-    """The :class:`PodView` of a pod of the Job (task and index already known)."""
+def view_pod(task: str, index: int, pod: Mapping[str, Any], lost: str | None = None) -> PodView:
+    """The :class:`PodView` of a pod of the Job (task and index already known); ``lost``: why
+    the pod is lost with its node, if it is."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
@@ -158,6 +163,7 @@ def view_pod(task: str, index: int, pod: Mapping[str, Any]) -> PodView:
         created=parse_rfc3339(meta.get("creationTimestamp")),
         finished=parse_rfc3339(terminated.get("finishedAt")),
         restarts=restarts,
+        lost=lost,
     )
 
 
@@ -175,12 +181,15 @@ class Event:
     partition: str | None = None
     exit_code: int = 0
     since: float | None = None
+    # What raised it when the pod itself does not say (a node failure names its node).
+    cause: str = ""
 
     def describe(self) -> str:
         """How a status message names it."""
         where = f" of pod {self.pod}" if self.pod else (f" of task {self.task}" if self.task else "")
         code = f" (exit code {self.exit_code})" if self.exit_code else ""
-        return f"{self.event}{where}{code}"
+        cause = f" ({self.cause})" if self.cause else ""
+        return f"{self.event}{where}{code}{cause}"
 
 
 def _tasks(job: Job) -> list[tuple[str, TaskSpec]]:
@@ -222,6 +231,9 @@ def observe(
         ev: Event | None = None
         if p.terminating:
             ev = Event(POD_EVICTED, p.task, p.name, p.partition)
+        elif p.lost:
+            # What the taint eviction controller would do to it, later: see node_failure.
+            ev = Event(POD_EVICTED, p.task, p.name, p.partition, cause=p.lost)
         elif p.phase == "Failed":
             ev = Event(POD_FAILED, p.task, p.name, p.partition, p.exit_code, p.finished)
         elif p.phase == "Pending":
@@ -532,6 +544,8 @@ def _kills(
             continue
         if not _desired(job, p) or p.out_of_sync:
             deletes.add(p.name)  # scaled away, or killed by a pass that stopped half-way
+        elif p.lost:
+            deletes.add(p.name)  # lost with its node and no policy acted: replaced as missing
         elif clear_old and p.version is not None and p.version < draft.version:
             deletes.add(p.name)  # a restart's old pod, left by a controller that stopped
     return deletes, set()
@@ -603,6 +617,13 @@ def run(
             break  # a kill's phase (Restarting, Aborting, ...) stands until the next pass sees its pods go
         current = Decision(SYNC_JOB)
 
+    if decision.action == SYNC_JOB:
+        # No policy acted on a pod lost with its node, yet it is replaced: the message says so.
+        lost = [p for p in pods if p.lost and p.name in deletes]
+        if lost:
+            more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+            first = Event(POD_EVICTED, lost[0].task, lost[0].name, cause=lost[0].lost or "")
+            draft.message = f"{first.describe()}{more}: deleted, to be created again"
     older_left = any(p.version is not None and p.version < draft.version for p in pods)
     return Outcome(
         draft=draft,

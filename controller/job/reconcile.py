@@ -38,7 +38,8 @@ Pods ``<job>-<task>-<index>`` are built from the task template (kept unchanged a
 what we add), as ``createJobPod`` does; see :func:`build_pod`.
 
 The Job's phase, retries and version follow Volcano's lifecycle (policies, actions, Commands,
-the state machine): :mod:`controller.job.lifecycle`; :func:`job_status` writes its outcome.
+the state machine): :mod:`controller.job.lifecycle`; :func:`job_status` writes its outcome. A pod
+lost with its node (:mod:`controller.job.node_failure`) is a ``PodEvicted`` event for it.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ from hyperplace.api.job import SYNC_JOB, TaskState
 from hyperplace.api.times import parse_rfc3339
 from hyperplace.kube.requests import PODS, pod_requests
 
-from . import lifecycle
+from . import lifecycle, node_failure
 from .lifecycle import PodView
 from .tasks import effective_min_available, min_task_member, task_name
 
@@ -107,6 +108,10 @@ class JobReconcile:
     mark_pods: list[str] = field(default_factory=list)
     requeue_after: float | None = None
     action: str = SYNC_JOB
+    # Pods lost with their node, and why (each named in the status message or deleted).
+    lost_pods: dict[str, str] = field(default_factory=dict)
+    # Pods stuck terminating on an unreachable node past the grace, to delete with grace 0, and why.
+    force_delete_pods: dict[str, str] = field(default_factory=dict)
 
 
 # --- names -------------------------------------------------------------------------------
@@ -473,14 +478,59 @@ def job_status(job: Job, outcome: lifecycle.Outcome, *, now: str | None = None) 
 # --- the reconcile -----------------------------------------------------------------------
 
 
-def _views(job: Job, pods: Iterable[Mapping[str, Any]]) -> list[PodView]:
-    """What the lifecycle reads of the job's own pods among ``pods``."""
+def _views(
+    job: Job, pods: Iterable[Mapping[str, Any]], lost: Mapping[str, str] | None = None
+) -> list[PodView]:
+    """What the lifecycle reads of the job's own pods among ``pods`` (``lost``: pods lost with
+    their node, by name)."""
     out: list[PodView] = []
     for pod in pods:
         ident = _pod_identity(pod, job)
         if ident is not None:
-            out.append(lifecycle.view_pod(ident[0], ident[1], pod))
+            name = str((pod.get("metadata") or {}).get("name", ""))
+            out.append(lifecycle.view_pod(ident[0], ident[1], pod, (lost or {}).get(name)))
     return out
+
+
+@dataclass(frozen=True)
+class NodeFailures:
+    """How the caller sees the nodes of a Job's pods: ``nodes`` maps a node name to its Node, or
+    to None once it counts as gone (a name not in it is not judged); ``not_ready_grace`` and
+    ``force_delete_after`` (None: never) are the controller's settings, in seconds."""
+
+    nodes: Mapping[str, Mapping[str, Any] | None]
+    not_ready_grace: float = node_failure.DEFAULT_NOT_READY_GRACE
+    force_delete_after: float | None = None
+
+
+def _node_verdicts(
+    pods: Iterable[Mapping[str, Any]], failures: NodeFailures, now: float
+) -> tuple[dict[str, str], dict[str, str], float | None]:
+    """The pods lost with their node, those to force-delete (each with why), and when a verdict
+    may change unless a node does."""
+    lost: dict[str, str] = {}
+    force: dict[str, str] = {}
+    waits: list[float] = []
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name or node_name not in failures.nodes:
+            continue
+        node = failures.nodes[node_name]
+        name = str((pod.get("metadata") or {}).get("name", ""))
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            if failures.force_delete_after is not None:
+                due = node_failure.force_delete_due(pod, node, now=now, after=failures.force_delete_after)
+                if due.reason is not None:
+                    force[name] = due.reason
+                elif due.wait is not None:
+                    waits.append(due.wait)
+            continue
+        verdict = node_failure.node_failure(pod, node, now=now, not_ready_grace=failures.not_ready_grace)
+        if verdict.reason is not None:
+            lost[name] = verdict.reason
+        elif verdict.wait is not None:
+            waits.append(verdict.wait)
+    return lost, force, min(waits) if waits else None
 
 
 def reconcile_job(
@@ -492,14 +542,17 @@ def reconcile_job(
     priority_classes: Mapping[str, int] | None = None,
     command: str | None = None,
     evicted: Iterable[Mapping[str, Any]] = (),
+    nodes: NodeFailures | None = None,
 ) -> JobReconcile:
     """Everything the controller must do for ``job`` given the current PodGroup and pods.
 
     ``pods`` may include pods of other jobs; only this job's pods (controller
     ownerReference to this Job's uid, or the job-name label) are considered. ``command``: the
     action of a Command for this Job, applied instead of the policies' events; ``evicted``:
-    pods of the Job seen deleted by someone else since the last pass (``PodEvicted``). Output
-    is deterministic: pods to create in task order then index order, deletions sorted.
+    pods of the Job seen deleted by someone else since the last pass (``PodEvicted``);
+    ``nodes``: the nodes of the pods, to find pods lost with their node (``PodEvicted`` too) and
+    pods stuck terminating on an unreachable one (judged only with ``now``). Output is
+    deterministic: pods to create in task order then index order, deletions sorted.
     """
     desired = desired_podgroup(job, priority_classes)
     if podgroup is None:
@@ -507,7 +560,14 @@ def reconcile_job(
     else:
         pg, pg_changed = update_podgroup(podgroup, desired)
 
-    views = _views(job, pods)
+    now_s = parse_rfc3339(now) if now else None
+    lost: dict[str, str] = {}
+    force: dict[str, str] = {}
+    node_wait: float | None = None
+    if nodes is not None and now_s is not None:
+        ours = [p for p in pods if _pod_identity(p, job) is not None]
+        lost, force, node_wait = _node_verdicts(ours, nodes, now_s)
+    views = _views(job, pods, lost)
     gone = _views(job, evicted)
     pg_phase = podgroup.status.phase if podgroup is not None and podgroup.status is not None else None
     outcome = lifecycle.run(
@@ -516,7 +576,7 @@ def reconcile_job(
         command=command,
         evicted=gone,
         podgroup_phase=pg_phase,
-        now=parse_rfc3339(now) if now else None,
+        now=now_s,
     )
     status = job_status(job, outcome, now=now)
 
@@ -538,6 +598,8 @@ def reconcile_job(
         delete_pods=sorted(outcome.deletes),
         status=status,
         mark_pods=sorted(outcome.marks),
-        requeue_after=outcome.wait,
+        requeue_after=min((w for w in (outcome.wait, node_wait) if w is not None), default=None),
         action=outcome.action,
+        lost_pods=lost,
+        force_delete_pods=force,
     )

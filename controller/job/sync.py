@@ -20,6 +20,16 @@ marked or gone, so a lagging cache does not replay their failure as a new event.
 (in memory) and handed to the next reconcile as evicted; a terminating pod without the mark is
 seen as evicted by the reconcile itself, across restarts too.
 
+**Nodes.** A pod bound to a node that failed is lost with it (:mod:`controller.job.node_failure`):
+a Node event whose health changed (its Ready condition, its NoExecute taints) or that deleted it
+requeues the Jobs with pods there, and a reconcile looks again when a grace ends. A Node deleted
+while this controller watched is gone at once; one that is missing without a delete seen (deleted
+while the controller was down, or a watch that lags behind the pod's binding) counts as gone once
+it has been missing for the NotReady grace. A pod the lifecycle deletes for it gets no out-of-sync
+mark (it is an eviction, as the taint eviction controller's would be); a pod terminating on a node
+that is gone or not Ready is force-deleted (grace 0) once it has been stuck past its
+``deletionTimestamp`` for ``force_delete_after`` seconds, when that is set.
+
 **Commands.** A ``bus.volcano.sh`` Command whose target is a Volcano Job (``vcctl job suspend``
 creates ``AbortJob``, ``resume`` ``ResumeJob``; also ``RestartJob``, ``TerminateJob``,
 ``CompleteJob``) is deleted first, with a uid precondition, so it applies at most once (as in
@@ -38,13 +48,15 @@ from controller.kube_io import KubeIO
 from hyperplace.api import Command, Job, PodGroup
 from hyperplace.api.command import JOB_ACTIONS
 from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
+from hyperplace.api.times import parse_rfc3339
 from hyperplace.runtime.api import COMMANDS, JOBS, PODGROUPS, PODS, ApiError, Obj, meta
 from hyperplace.runtime.informer import Informer
 from hyperplace.runtime.parallel import run_bounded
 from hyperplace.runtime.workqueue import WorkQueue
 
 from .lifecycle import OUT_OF_SYNC_ANNOTATION
-from .reconcile import find_podgroup, reconcile_job
+from .node_failure import DEFAULT_NOT_READY_GRACE, NO_EXECUTE, ready_condition
+from .reconcile import NodeFailures, find_podgroup, reconcile_job
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +87,28 @@ def _is_marked(pod: Obj) -> bool:
     return OUT_OF_SYNC_ANNOTATION in (meta(pod).get("annotations") or {})
 
 
+def _node_of(pod: Obj) -> str | None:
+    spec = pod.get("spec")
+    name = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    return str(name) if name else None
+
+
+def node_health(node: Obj | None) -> tuple[Any, ...]:
+    """What of a Node the job controller reacts to: its Ready condition's status and transition
+    time, its NoExecute taints. Heartbeats change none of it, so they requeue nothing."""
+    if node is None:
+        return ()
+    ready = ready_condition(node) or {}
+    spec = node.get("spec")
+    taints = spec.get("taints") if isinstance(spec, Mapping) else None
+    no_execute = sorted(
+        (str(t.get("key")), str(t.get("value")), str(t.get("timeAdded")))
+        for t in (taints if isinstance(taints, list) else [])
+        if isinstance(t, Mapping) and t.get("effect") == NO_EXECUTE
+    )
+    return (ready.get("status"), ready.get("lastTransitionTime"), tuple(no_execute))
+
+
 class JobController:
     """Volcano Jobs into PodGroups, pods and Job status; see the module docstring."""
 
@@ -89,6 +123,9 @@ class JobController:
         pod_concurrency: int,
         now: Callable[[], str],
         commands: Informer | None = None,
+        nodes: Informer | None = None,
+        not_ready_grace: float = DEFAULT_NOT_READY_GRACE,
+        force_delete_after: float | None = None,
     ) -> None:
         self.io = io
         self.jobs = jobs
@@ -96,6 +133,9 @@ class JobController:
         self.podgroups = podgroups
         self.priority_classes = priority_classes
         self.commands = commands
+        self.nodes = nodes
+        self.not_ready_grace = not_ready_grace
+        self.force_delete_after = force_delete_after
         self.pod_concurrency = pod_concurrency
         self._now = now
         self.queue: WorkQueue[str] = WorkQueue(name="jobs")
@@ -107,6 +147,9 @@ class JobController:
         self._evicted: dict[str, list[Obj]] = {}
         # Per Job key: uids of pods this controller marked out-of-sync, until the cache shows it.
         self._marked: dict[str, set[str]] = {}
+        # Per node name missing from the node informer: since when it counts as missing (epoch
+        # seconds; a delete seen backdates it by the grace, so it is gone at once).
+        self._missing: dict[str, float] = {}
         self._wire()
 
     def _wire(self) -> None:
@@ -136,6 +179,26 @@ class JobController:
             ):
                 self.command_queue.add(f"{meta(o).get('namespace')}/{meta(o).get('name')}")
 
+        self.pods.add_index("node", lambda o: [n] if (n := _node_of(o)) else [])
+
+        def jobs_on(node: Obj) -> None:
+            for pod in self.pods.by_index("node", str(meta(node).get("name"))):
+                owner(pod)
+
+        def node_changed(old: Obj, new: Obj) -> None:
+            if node_health(old) != node_health(new):
+                jobs_on(new)
+
+        def node_deleted(node: Obj) -> None:
+            name = str(meta(node).get("name"))
+            self._missing[name] = self._epoch() - self.not_ready_grace
+            # Forget the deleted nodes no pod is bound to any more.
+            for gone in [n for n in self._missing if not self.pods.by_index("node", n)]:
+                del self._missing[gone]
+            jobs_on(node)
+
+        if self.nodes is not None:
+            self.nodes.add_handler(jobs_on, node_changed, node_deleted)
         self.jobs.add_handler(job_key, lambda _old, new: job_key(new), job_key)
         self.pods.add_handler(owner, lambda _old, new: owner(new), pod_deleted)
         self.podgroups.add_handler(owner, lambda _old, new: owner(new), owner)
@@ -174,6 +237,33 @@ class JobController:
         self._actions.setdefault(job_key, []).append((key, action))
         self.queue.add(job_key)
 
+    def _epoch(self) -> float:
+        return parse_rfc3339(self._now()) or 0.0
+
+    def _node_failures(self, pods: list[Obj]) -> tuple[NodeFailures | None, float | None]:
+        """The nodes of ``pods`` as the lifecycle judges them (see the module docstring), and
+        when a node missing from the cache but not counted as gone yet will be."""
+        if self.nodes is None:
+            return None, None
+        now = self._epoch()
+        nodes: dict[str, Obj | None] = {}
+        waits: list[float] = []
+        for pod in pods:
+            name = _node_of(pod)
+            if name is None or name in nodes:
+                continue
+            node = self.nodes.get(name)
+            if node is not None:
+                self._missing.pop(name, None)
+                nodes[name] = node
+                continue
+            left = self._missing.setdefault(name, now) + self.not_ready_grace - now
+            if left <= 0:
+                nodes[name] = None
+            else:
+                waits.append(left)
+        return NodeFailures(nodes, self.not_ready_grace, self.force_delete_after), min(waits, default=None)
+
     def _pods_of(self, key: str) -> list[Obj]:
         """The Job's pods from the informer, with the marks this controller made and the cache
         does not show yet."""
@@ -205,6 +295,7 @@ class JobController:
         actions = self._actions.get(key) or []
         evicted = list(self._evicted.get(key) or [])
         pods = self._pods_of(key)
+        node_failures, missing_wait = self._node_failures(pods)
         result = reconcile_job(
             job,
             pg,
@@ -213,7 +304,12 @@ class JobController:
             priority_classes=prios,
             command=actions[0][1] if actions else None,
             evicted=evicted,
+            nodes=node_failures,
         )
+        if missing_wait is not None:
+            result.requeue_after = min(missing_wait, result.requeue_after or missing_wait)
+        for name, why in sorted(result.lost_pods.items()):
+            log.warning("job %s: pod %s lost with its node: %s", key, name, why)
         if result.action != "SyncJob":
             log.info(
                 "job %s: %s (%s)",
@@ -253,6 +349,19 @@ class JobController:
                 if not exc.not_found:
                     raise
 
+        async def force_delete(name: str) -> None:
+            uid = meta(by_name.get(name) or {}).get("uid")
+            log.warning("job %s: force-deleting pod %s: %s", key, name, result.force_delete_pods[name])
+            try:
+                # The uid precondition: never the replacement that took the name meanwhile.
+                await self.io.api.delete(
+                    PODS, name, ns, uid=str(uid) if uid else None, grace_period_seconds=0
+                )
+                self.io.wrote("pods", "delete")
+            except ApiError as exc:
+                if not (exc.not_found or exc.conflict):
+                    raise
+
         # The marks first: a pod a restart kills is marked before the restart is recorded, so a
         # controller that stops after the record never takes the pod's failure for a new event,
         # and the pod's deletion is never taken for an eviction.
@@ -286,6 +395,7 @@ class JobController:
         # Every create and delete is tried; the first failure then fails the reconcile, which
         # retries with backoff (the pods that were created are in the informer by then).
         errors = await run_bounded(result.delete_pods, delete, limit)
+        errors += await run_bounded(sorted(result.force_delete_pods), force_delete, limit)
         errors += await run_bounded(result.create_pods, create, limit)
         if errors:
             if len(errors) > 1:

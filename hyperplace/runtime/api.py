@@ -171,10 +171,18 @@ class ApiClient(Protocol):
         ...
 
     async def delete(
-        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> None:
         """DELETE; with ``uid`` a precondition (409 Conflict when the name now belongs to
-        another object), as ``metav1.Preconditions`` on a real API server."""
+        another object), as ``metav1.Preconditions`` on a real API server;
+        ``grace_period_seconds`` overrides the object's own (0 on a terminating pod: a force
+        delete, the object goes without waiting for its kubelet)."""
         ...
 
 

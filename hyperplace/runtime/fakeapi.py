@@ -51,6 +51,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperplace.api.times import parse_rfc3339, rfc3339
+
 from . import api as _api
 from .api import PODS, ApiError, Obj, Resource, clone, meta, object_key
 
@@ -123,6 +125,9 @@ class FakeApi:
         # give the scheduler the same clock (its waits are measured from creationTimestamp).
         self.clock: Callable[[], str] = lambda: "2026-01-01T00:00:00Z"
         self.evicted: list[Obj] = []  # pods evicted through pods/eviction, as they were then
+        # Nodes whose kubelet is unreachable: a pod bound to one, deleted with a grace period,
+        # stays Terminating (deletionTimestamp set) until it is deleted with grace 0.
+        self.unreachable_nodes: set[str] = set()
 
     # -- test controls ------------------------------------------------------------------------
 
@@ -247,7 +252,9 @@ class FakeApi:
         if meta(cur).get("deletionTimestamp"):
             return
         new = clone(cur)
-        new["metadata"]["deletionTimestamp"] = self.clock()
+        # The time the grace period ends, as the apiserver writes it.
+        now = parse_rfc3339(self.clock())
+        new["metadata"]["deletionTimestamp"] = rfc3339(now + grace) if now is not None else self.clock()
         new["metadata"]["deletionGracePeriodSeconds"] = grace
         self._bump(new)
         self._bucket(res)[key] = new
@@ -486,7 +493,13 @@ class FakeApi:
         return out
 
     async def delete(
-        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> None:
         self.calls.append(("delete", res.plural, name))
         self.accesses.append(access_of("delete", res, namespace, name))
@@ -502,6 +515,12 @@ class FakeApi:
             # Finalizers hold the object: it is marked (once) and stays until they are removed.
             self._mark_deleting(res, key, cur, 0)
             return
+        if res is PODS and grace_period_seconds != 0:
+            grace = _pod_grace(cur, grace_period_seconds)
+            if grace and (cur.get("spec") or {}).get("nodeName") in self.unreachable_nodes:
+                # Nobody finishes it: it stays Terminating until a delete with grace 0.
+                self._mark_deleting(res, key, cur, grace)
+                return
         del self._bucket(res)[key]
         self._bump(cur)
         self._emit(res, "DELETED", cur)
@@ -674,12 +693,32 @@ class Connection:
         return out
 
     async def delete(
-        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> None:
         await self._call(
             access_of("delete", res, namespace, name),
-            lambda: self.server.delete(res, name, namespace, uid=uid),
+            lambda: self.server.delete(
+                res, name, namespace, uid=uid, grace_period_seconds=grace_period_seconds
+            ),
         )
+
+
+def _pod_grace(pod: Mapping[str, Any], given: int | None) -> int:
+    """The grace period a pod's delete gets, as the pod registry's ``CheckGracefulDelete``
+    decides it: the one given, else the pod's ``terminationGracePeriodSeconds`` (30 when unset);
+    0 for a pod on no node or one that finished."""
+    spec = pod.get("spec") or {}
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return 0
+    if given is not None:
+        return given
+    return int(spec.get("terminationGracePeriodSeconds", 30) or 0)
 
 
 def store_name(res: Resource) -> str:

@@ -57,6 +57,13 @@ def duration(text: str) -> float:
     return seconds
 
 
+def duration_or_off(text: str) -> float | None:
+    """A :func:`duration`, or None for ``off`` (also ``0``): a setting that can be turned off."""
+    if text.strip().lower() in ("off", "0", "0s"):
+        return None
+    return duration(text)
+
+
 def format_duration(seconds: float) -> str:
     """``15s``, ``1m30s``, ``0.5s``: how ``--help`` shows a duration default."""
     if seconds >= 60 and float(seconds).is_integer():
@@ -78,7 +85,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         if isinstance(action, argparse.BooleanOptionalAction):
             return f"{text} (default: {'on' if action.default else 'off'})".strip()
         default = action.default
-        if isinstance(default, float) and action.type is duration:
+        if isinstance(default, float) and action.type in (duration, duration_or_off):
             shown = format_duration(default)
         elif isinstance(default, list):
             shown = ", ".join(str(d) for d in default)

@@ -237,11 +237,21 @@ class KubeApiClient:
         return await _json(resp)
 
     async def delete(
-        self, res: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> None:
-        body = None
-        if uid is not None:
-            body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        body: dict[str, Any] | None = None
+        if uid is not None or grace_period_seconds is not None:
+            body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+            if uid is not None:
+                body["preconditions"] = {"uid": uid}
+            if grace_period_seconds is not None:
+                body["gracePeriodSeconds"] = grace_period_seconds
         await _json(
             await self._call(
                 "DELETE",

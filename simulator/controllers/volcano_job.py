@@ -1,7 +1,12 @@
 """Adapter of the Volcano Job controller (``controller.job``): each Job's PodGroup and pods,
 pods beyond its replicas removed, the Job's lifecycle (its policies acting on the pods the
-scheduler evicted, on failed pods and on pods pending past a timeout; restarts with a new job
-version) and the Job's status."""
+scheduler evicted, on pods lost with their node, on failed pods and on pods pending past a
+timeout; restarts with a new job version) and the Job's status.
+
+A pod's node is judged as the controller judges it (``controller.job.node_failure``, its default
+NotReady grace, on the simulated clock): a Node missing from the input is gone (the input is the
+whole cluster), one whose Ready condition is False or Unknown past the grace, or with a NoExecute
+taint the pod does not tolerate, loses the pod. Deleted pods go at once, so none is force-deleted."""
 
 from __future__ import annotations
 
@@ -30,12 +35,13 @@ class VolcanoJobs:
     def reconcile(self) -> bool:
         """One pass; whether it changed anything."""
         # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
-        from controller.job.reconcile import find_podgroup, reconcile_job
+        from controller.job.reconcile import NodeFailures, find_podgroup, reconcile_job
 
         c = self.cluster
         priority_classes = {
             str(pc["metadata"]["name"]): int(pc.get("value") or 0) for pc in c.of_kind("PriorityClass")
         }
+        nodes = {str(n["metadata"]["name"]): n for n in c.of_kind("Node")}
         pods_by_job = _by_job(c.of_kind("Pod"))
         evicted_by_job = _by_job(c.evicted_pods[self._evictions_seen :])
         self._evictions_seen = len(c.evicted_pods)
@@ -55,13 +61,16 @@ class VolcanoJobs:
             except ValidationError:
                 c.warn_once(f"PodGroup {ns}/{pg_name} is invalid; the Job controller leaves it alone")
                 continue
+            pods = pods_by_job.get((ns, job.name), [])
+            bound = {str(n) for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}
             r = reconcile_job(
                 job,
                 pg,
-                pods_by_job.get((ns, job.name), []),
+                pods,
                 now=c.clock.now,
                 priority_classes=priority_classes,
                 evicted=evicted_by_job.get((ns, job.name), []),
+                nodes=NodeFailures({n: nodes.get(n) for n in bound}),
             )
             desired = r.podgroup.to_dict()
             c.clock.freeze_times(desired)

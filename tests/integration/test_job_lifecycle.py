@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,18 +25,22 @@ LEASE_NAMESPACE = "hyperplace-system"
 VERSION = "volcano.sh/job-version"
 
 
-@pytest.fixture(scope="module")
-def controller(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[components.Component]:
+def leading_controller(cluster: Cluster, log_dir: Path, *flags: str) -> Iterator[components.Component]:
+    """The real controller with ``flags``, once it holds its Lease; stopped afterwards."""
     kubectl = cluster.kubectl
     if kubectl.run("get", "namespace", LEASE_NAMESPACE, check=False).returncode != 0:
         kubectl.run("create", "namespace", LEASE_NAMESPACE)
-    log_dir = tmp_path_factory.mktemp("lifecycle")
-    ctl = components.controller(cluster.kubeconfig, log_dir / "controller.log", LEASE_NAMESPACE)
+    ctl = components.controller(cluster.kubeconfig, log_dir / "controller.log", LEASE_NAMESPACE, *flags)
     try:
         wait_for(partial(_leader, kubectl), "the controller to hold its Lease", describe=ctl.tail)
         yield ctl
     finally:
         ctl.stop()
+
+
+@pytest.fixture(scope="module")
+def controller(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[components.Component]:
+    yield from leading_controller(cluster, tmp_path_factory.mktemp("lifecycle"))
 
 
 def _leader(kubectl: Kubectl) -> bool:
@@ -59,6 +64,15 @@ def pods(kubectl: Kubectl, namespace: str) -> dict[str, dict[str, Any]]:
 def pods_when(kubectl: Kubectl, namespace: str, count: int) -> dict[str, dict[str, Any]] | None:
     now = pods(kubectl, namespace)
     return now if len(now) == count else None
+
+
+def pods_of_version(
+    kubectl: Kubectl, namespace: str, count: int, version: str
+) -> dict[str, dict[str, Any]] | None:
+    """The Job's pods once there are ``count`` of them, all of ``version``."""
+    now = pods(kubectl, namespace)
+    versions = {p["metadata"]["labels"][VERSION] for p in now.values()}
+    return now if len(now) == count and versions == {version} else None
 
 
 def job_status(kubectl: Kubectl, namespace: str) -> dict[str, Any]:
@@ -88,12 +102,9 @@ def test_an_evicted_pod_restarts_the_whole_job_as_a_new_version(
 
     kubectl.run("delete", "pod", "-n", namespace, "train-worker-1")
 
-    def restarted() -> dict[str, dict[str, Any]] | None:
-        now = pods(kubectl, namespace)
-        versions = {p["metadata"]["labels"][VERSION] for p in now.values()}
-        return now if len(now) == 3 and versions == {"1"} else None
-
-    after = wait_for(restarted, "3 pods of version 1", describe=describe)
+    after = wait_for(
+        partial(pods_of_version, kubectl, namespace, 3, "1"), "3 pods of version 1", describe=describe
+    )
     assert not {p["metadata"]["uid"] for p in after.values()} & {p["metadata"]["uid"] for p in first.values()}
     status = job_status(kubectl, namespace)
     assert (status["retryCount"], status["version"]) == (1, 1)
