@@ -44,18 +44,6 @@ def tolerates(tol: Toleration, key: str, value: str, effect: str) -> bool:
     return False  # an operator kube does not know tolerates nothing
 
 
-def toleration_tolerates_taint(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """``v1.Toleration.ToleratesTaint``: empty effect/key are wildcards, operator Exists
-    ignores the value, empty operator means Equal, an unknown operator tolerates nothing.
-    tolerationSeconds only matters for eviction, never for scheduling."""
-    return tolerates(
-        _canonical_toleration(toleration),
-        str(taint.get("key") or ""),
-        str(taint.get("value") or ""),
-        str(taint.get("effect") or ""),
-    )
-
-
 def first_untolerated(
     taints: Iterable[Mapping[str, str]], tolerations: tuple[Toleration, ...]
 ) -> Mapping[str, str] | None:

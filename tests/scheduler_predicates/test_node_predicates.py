@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from hyperplace.kube.requests import ResourceError
+from hyperplace.kube.tolerations import tolerates_taint as toleration_tolerates_taint
 from scheduler_plugin.filters.node_affinity import REASON_NODE_AFFINITY
 from scheduler_plugin.filters.node_ready import REASON_NOT_READY
 from scheduler_plugin.filters.node_unschedulable import REASON_UNSCHEDULABLE
 from scheduler_plugin.filters.nodes import node_static_from_dict
 from scheduler_plugin.filters.pod_constraints import compile_pod_constraints, static_feasibility_mask
-from scheduler_plugin.filters.taint_toleration import toleration_tolerates_taint
 
 from .helpers import KWOK_TAINT, KWOK_TOLERATION, make_node, make_pod
 

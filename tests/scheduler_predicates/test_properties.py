@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperplace.kube.requests import pod_requests
+from hyperplace.kube.tolerations import tolerates_taint as toleration_tolerates_taint
 from scheduler_plugin.filters.node_resources_fit import insufficient_resources
 from scheduler_plugin.filters.nodes import node_static_from_dict
 from scheduler_plugin.filters.pod_constraints import compile_pod_constraints, static_feasibility_mask
-from scheduler_plugin.filters.taint_toleration import toleration_tolerates_taint
 
 from .helpers import make_node
 
