@@ -128,6 +128,20 @@ class AffinityState:
         """A namespace's labels (none when the namespace is unknown)."""
         return self.ns_labels.get(namespace) or {}
 
+    def matched_by(self, term: AffinityTerm) -> list[bool]:
+        """Per bound class, whether ``term`` matches its pods."""
+        return self.bound.flags(
+            term.selector, lambda c: term.matches(c.namespace, c.label_map, self.ns(c.namespace))
+        )
+
+    def add_bound(self, arr: I64, key: str, matched: Sequence[bool]) -> None:
+        """Add the bound pods of the ``matched`` classes to ``arr``, per domain of ``key`` (pods
+        on a node without the key count nowhere)."""
+        nodes = self.bound.nodes_of(matched)
+        if len(nodes):
+            d = self.topo.domains(key)[0][nodes]
+            arr += np.bincount(d[d >= 0], minlength=len(arr))[: len(arr)]
+
 
 def _class_of(state: AffinityState, pod: CompiledPod) -> PodClass:
     return pod_class(pod.namespace, pod.labels, state.keys, pod.terms)
@@ -157,8 +171,9 @@ class InterPodAffinity:
         # The label keys some term reads: a class keeps only those, so pods that differ in
         # nothing a term reads are counted together. The cache knows them for every pod; the
         # pending pods' are added for a snapshot made without it.
+        pending_terms = {p.terms for p in pending}  # shapes share their terms: each once
         keys: set[str] = set(snapshot.term_keys)
-        for terms in {p.terms for p in pending}:  # shapes share their terms: each once
+        for terms in pending_terms:
             keys |= terms.label_keys()
         if not snapshot.term_keys:
             for c, _ in classes:
@@ -175,7 +190,7 @@ class InterPodAffinity:
         for j in st.bound.with_anti:
             st.anti_terms.update(st.bound.classes[j].anti_affinity)
         st.scoring = bool(st.bound.scoring)
-        for terms in {p.terms for p in pending}:
+        for terms in pending_terms:
             st.anti_terms.update(terms.anti_affinity)
         return st
 
@@ -231,24 +246,13 @@ class InterPodAffinity:
         is asked per class, the pods of those classes are counted with array work."""
         me, aff, anti = counts.me, counts.aff_terms, counts.anti_terms
         bound, topo = state.bound, state.topo
-
-        def add(arr: I64, key: str, matched: Sequence[bool]) -> None:
-            nodes = bound.nodes_of(matched)
-            if len(nodes):
-                d = topo.domains(key)[0][nodes]
-                arr += np.bincount(d[d >= 0], minlength=len(arr))[: len(arr)]
-
         classes = bound.classes
         if aff:
             all_aff = bound.flags(aff[0].selector, lambda c: self._matches_all(state, aff, c))
             for i, t in enumerate(aff):
-                add(counts.affinity[i], t.topology_key, all_aff)
+                state.add_bound(counts.affinity[i], t.topology_key, all_aff)
         for i, t in enumerate(anti):
-
-            def matched(c: PodClass, t: AffinityTerm = t) -> bool:
-                return t.matches(c.namespace, c.label_map, state.ns(c.namespace))
-
-            add(counts.anti[i], t.topology_key, bound.flags(t.selector, matched))
+            state.add_bound(counts.anti[i], t.topology_key, state.matched_by(t))
         nsl_me = state.ns(me.namespace)
         # Per topology key, how many anti-affinity terms of each class match the incoming pod
         # (kube counts a pod once per matching term; Unreserve of a victim takes as many off).
@@ -263,7 +267,7 @@ class InterPodAffinity:
             n_dom = topo.domains(key)[1]
             arr = counts.existing_anti.setdefault(key, np.zeros(n_dom, dtype=np.int64))
             for k in range(1, max(per_class) + 1):
-                add(arr, key, [x >= k for x in per_class])
+                state.add_bound(arr, key, [x >= k for x in per_class])
 
     @staticmethod
     def _matches_all(state: AffinityState, terms: Sequence[AffinityTerm], c: PodClass) -> bool:
@@ -409,14 +413,7 @@ class InterPodAffinity:
         )
         bound, topo = state.bound, state.topo
         for (_, t), arr in zip(terms, got.counts, strict=True):
-
-            def matched(o: PodClass, t: AffinityTerm = t) -> bool:
-                return t.matches(o.namespace, o.label_map, state.ns(o.namespace))
-
-            nodes = bound.nodes_of(bound.flags(t.selector, matched))
-            if len(nodes):
-                d = topo.domains(t.topology_key)[0][nodes]
-                arr += np.bincount(d[d >= 0], minlength=len(arr))[: len(arr)]
+            state.add_bound(arr, t.topology_key, state.matched_by(t))
         # The bound pods' own terms that match the incoming pod, weighed per pod.
         weights: dict[str, list[int]] = {}
         for j in bound.scoring:

@@ -485,8 +485,8 @@ class BoundPods:
         """The node of every pod whose class is marked in ``matched`` (one flag per class)."""
         if not any(matched):
             return np.zeros(0, dtype=np.int64)
-        ids = [i for i, m in enumerate(matched) if m] if len(matched) < 4096 else None
-        if ids is not None and len(ids) <= 64:
+        ids = [i for i, m in enumerate(matched) if m]
+        if len(ids) <= 64:
             # A term matches few classes (its app, its job): their own arrays, not a mask over
             # every bound pod.
             parts = [a for i in ids if (a := self._nodes_by_class.get(i)) is not None]
