@@ -490,6 +490,8 @@ class InterPodAffinity:
         """The keys of the preferred anti-affinity terms the pod matches itself: each placement
         lowers the next one's scores in its domain. (A preferred affinity to itself only raises
         them where the gang already is, which packing the gang does anyway.)"""
+        if not pod.terms.preferred_anti_affinity:
+            return []  # asked of every shape placed: most have no such term
         c = _class_of(state, pod)
         nsl = state.ns(c.namespace)
         return [

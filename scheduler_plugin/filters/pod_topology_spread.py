@@ -360,8 +360,11 @@ class PodTopologySpread:
     def soft_keys(self, state: SpreadState, pod: CompiledPod) -> list[str]:
         """The keys of the ScheduleAnyway constraints that count the pod itself: each placement
         changes the next one's scores in its domain."""
+        soft = pod.terms.soft_spread
+        if not soft:
+            return []  # asked of every shape placed: most have no such constraint
         own = _own_class(pod)
-        return [c.topology_key for c in pod.terms.soft_spread if _counted(own, c, pod.namespace)]
+        return [c.topology_key for c in soft if _counted(own, c, pod.namespace)]
 
     def mark(self, state: SpreadState) -> int:
         """The last Reserve or Unreserve so far."""
