@@ -218,7 +218,7 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
                 continue
             groups = [Group(job.subjobs[waiting[0].subjob], waiting[:1])]
         elif reclaim and ssn.overused(job.queue):
-            _note(ssn, job, f"reclaim: queue {job.queue!r} is overused, it cannot reclaim")
+            note(ssn, job, f"reclaim: queue {job.queue!r} is overused, it cannot reclaim")
             continue
         else:
             groups = gang_groups(ssn, job)
@@ -230,7 +230,7 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
             # without it, so the gang does not preempt.
             never = next(t for g in groups for t in g.tasks if t.preempt_never)
             cls = f" (PriorityClass {never.priority_class})" if never.priority_class else ""
-            _note(
+            note(
                 ssn,
                 job,
                 f"{action}: pod {never.name} has preemptionPolicy Never{cls}: the gang waits for room "
@@ -252,10 +252,10 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
                 ssn, job, gang_tasks, need, candidates(ssn, job, _other_queue, order)
             )
             if not relieving:
-                _note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
+                note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
                 continue
         if reclaim and not ssn.preemptive(job.queue, rep):
-            _note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
+            note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
             continue
         eligible: VictimFilter
         if reclaim:
@@ -266,7 +266,7 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
             allowed = ssn.preemptable(rep, candidates(ssn, job, eligible, order))
         allowed, guarded = ssn.guard(rep, allowed)
         if over_why is not None and not allowed:
-            _note(
+            note(
                 ssn,
                 job,
                 f"{action}: {over_why}, and no lower-priority pod of queue {job.queue} may be evicted for it"
@@ -278,17 +278,17 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
         done = False
         fences.before(job)
         try:
-            done = _evict_and_place(ssn, placer, job, groups, allowed, need, mode, eligible, guarded)
+            done = evict_and_place(ssn, placer, job, groups, allowed, need, mode, eligible, guarded)
         finally:
             fences.after(job, done)
         if not done:
             held = fences.why(job)
             if held:
-                _note(ssn, job, f"{action}: {held}")
+                note(ssn, job, f"{action}: {held}")
     fences.finish()
 
 
-def _evict_and_place(
+def evict_and_place(
     ssn: Session,
     placer: Placer,
     job: JobInfo,
@@ -305,7 +305,7 @@ def _evict_and_place(
     action, reclaim = mode.name, mode.kind == "reclaim"
     outcome = _plan(ssn, job, groups, allowed, need, mode)
     if not outcome.plans:
-        _note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, guarded, reclaim))
+        note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, guarded, reclaim))
         return False
     last_why: str | None = None
     for plan in outcome.plans[:MAX_EXACT_TRIES]:
@@ -313,9 +313,9 @@ def _evict_and_place(
         if placed:
             return True
     if last_why is not None:
-        _note(ssn, job, f"{action}: {last_why} even after evicting its victims")
+        note(ssn, job, f"{action}: {last_why} even after evicting its victims")
     else:
-        _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
+        note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
     return False
 
 
@@ -452,7 +452,7 @@ def _pods(n: int) -> str:
     return f"{n} running pod" if n == 1 else f"{n} running pods"
 
 
-def _note(ssn: Session, job: JobInfo, text: str) -> None:
+def note(ssn: Session, job: JobInfo, text: str) -> None:
     expl = ssn.explanations.get(job.key)
     if expl is None:
         expl = ssn.explanations[job.key] = Explanation(summary="gang minimum not reached")
@@ -479,17 +479,18 @@ def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, mode: Mod
     place = where(ssn, job, plan.domain)
     why = (plan.describe(place) if plan.victims else f"tier {plan.tier}: {place} has room") + spared
     action = mode.kind
-    verb = "preempted" if action == "preempt" else "reclaimed"
     by = f" ({mode.name})" if mode.name != mode.kind else ""
     for t in plan.victims:
         victim_job = snap.jobs[t.job]
         if action == "preempt":
             reason = (
-                f"{verb}{by} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang "
+                f"preempted{by} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang "
                 f"in {place}"
             )
+        elif action == "repair":
+            reason = f"evicted by the repair step for {job.key}, a gang that lost pods, to make it whole in {place}"
         else:
-            reason = f"{verb}{by} by queue {job.queue!r} for {job.key}, to place its gang in {place}"
+            reason = f"reclaimed{by} by queue {job.queue!r} for {job.key}, to place its gang in {place}"
         ledger.evictions.append(Eviction(t.key, names[t.node], t.job, job.key, action, reason))
         ledger.gone.add(t.key)
     hn = ssn.job_hn.get(job.key, -1)
@@ -542,7 +543,7 @@ def explain_without_preemption(ssn: Session) -> None:
         out = _plan(ssn, job, groups, cands, need)
         if out.plans and out.plans[0].victims:
             p = out.plans[0]
-            _note(
+            note(
                 ssn,
                 job,
                 f"tier {p.tier}: {where(ssn, job, p.domain)} would fit it after evicting {len(p.victims)} "
