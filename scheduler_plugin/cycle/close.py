@@ -69,6 +69,7 @@ def close_session(ssn: Session, relaxed: Mapping[str, Relaxation]) -> SessionRes
     _close_nominations(ssn, out)
     record_relaxations(relaxed, out)
     _close_reservations(ssn, out)
+    out.spares = ssn.spare_report
     return out
 
 

@@ -7,9 +7,10 @@ replacement was made. Nothing but the pods records that, so it is read from them
 scheduler that restarts reads the same answer:
 
 * **Damaged** (some pods still bound, the *remainder*): its replacements are the pending pods
-  created after the first of its bound pods was scheduled. A gang's minimum is bound only once
-  all its pods exist, so the pods of a gang never yet whole were all created before any bind;
-  a pod created after one is a replacement (a failed pod recreated, a pod lost with its node).
+  created after the first of its bound pods was scheduled and after every bound pod was made.
+  A gang's minimum is bound only once all its pods exist, so the pods of a gang never yet whole
+  were all created before any bind, no later than their siblings; a pod created after both is a
+  replacement (a failed pod recreated, a pod lost with its node).
   The gang stopped being whole when the first replacement was made.
 * **Restarted whole** (none bound, the Volcano Job's pods carry ``volcano.sh/job-version`` above
   0: ``RestartJob`` made them anew): it stopped being whole when the first pod of that version
@@ -42,9 +43,15 @@ def stopped_whole_at(job: JobInfo) -> float | None:
 def _stopped_whole_at(job: JobInfo) -> float | None:
     if not job.pending:
         return None
-    bound = [t.scheduled_at for t in job.tasks if t.running and t.scheduled_at is not None]
+    bound = [t for t in job.tasks if t.running and t.scheduled_at is not None]
     if bound:
-        first = min(bound)
+        # Made after the first bind, and after the bound pods themselves: a pod as old as the
+        # remainder is one of the gang's own (timestamps are whole seconds, and a bind's may
+        # come from another clock than a creation's).
+        first = max(
+            min(t.scheduled_at or 0.0 for t in bound),
+            max((c for t in bound if (c := parse_rfc3339(t.creation)) is not None), default=0.0),
+        )
         made = [c for t in job.pending if (c := parse_rfc3339(t.creation)) is not None and c > first]
         return min(made) if made else None
     if any(t.running for t in job.tasks):
@@ -65,8 +72,9 @@ def _version(text: str | None) -> int:
 
 
 def replacements(job: JobInfo) -> bool:
-    """Whether ``job`` is a gang that ran and now waits for pods to make it whole again."""
-    return stopped_whole_at(job) is not None
+    """Whether ``job`` is a damaged gang: a remainder bound, and replacements that wait to make
+    it whole again (a gang restarted whole has no remainder: it is placed as a new one)."""
+    return stopped_whole_at(job) is not None and any(t.running for t in job.tasks)
 
 
 def waiting_since(job: JobInfo) -> float | None:
