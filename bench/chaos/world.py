@@ -338,8 +338,12 @@ class World:
             self.scheduler = sched
             self.noise(0.0)
         else:
+            # The controller reads the virtual clock too: its waits (a policy's timeout, a node's
+            # grace, a damaged gang's restart) are measured against the objects' timestamps.
             mgr = ControllerManager(
-                proc.conn, ManagerConfig(workers=2, config_namespace="kube-system", seed=self.seed)
+                proc.conn,
+                ManagerConfig(workers=2, config_namespace="kube-system", seed=self.seed),
+                now=self.wall,
             )
             proc.task = asyncio.create_task(mgr.run())
         self.procs[kind] = proc

@@ -126,6 +126,7 @@ class JobController:
         nodes: Informer | None = None,
         not_ready_grace: float = DEFAULT_NOT_READY_GRACE,
         force_delete_after: float | None = None,
+        damaged_restart_after: float | None = None,
     ) -> None:
         self.io = io
         self.jobs = jobs
@@ -136,6 +137,7 @@ class JobController:
         self.nodes = nodes
         self.not_ready_grace = not_ready_grace
         self.force_delete_after = force_delete_after
+        self.damaged_restart_after = damaged_restart_after
         self.pod_concurrency = pod_concurrency
         self._now = now
         self.queue: WorkQueue[str] = WorkQueue(name="jobs")
@@ -305,6 +307,7 @@ class JobController:
             command=actions[0][1] if actions else None,
             evicted=evicted,
             nodes=node_failures,
+            damaged_restart_after=self.damaged_restart_after,
         )
         if missing_wait is not None:
             result.requeue_after = min(missing_wait, result.requeue_after or missing_wait)

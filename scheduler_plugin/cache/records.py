@@ -23,6 +23,7 @@ from hyperplace.api.constants import (
 )
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.api.times import parse_rfc3339
+from hyperplace.kube.gang_damage import running_since
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
 from hyperplace.kube.workloads import controlled_podgroup_name, rank_index
@@ -244,22 +245,6 @@ class PodRecord:
         task.prio_order_key, task.order_key = order_keys(task)
         task.rank = rank_key(task)
         return task
-
-
-def running_since(pod: Mapping[str, Any]) -> float | None:
-    """Since when a pod runs, as Volcano's cdp plugin counts it: the last transition of its
-    ``PodScheduled`` condition when True (the apiserver sets it on binding), else
-    ``status.startTime``; None while it is not Running."""
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return None
-    for c in status.get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "True":
-            got = parse_rfc3339(c.get("lastTransitionTime"))
-            if got is not None:
-                return got
-            break
-    return parse_rfc3339(status.get("startTime"))
 
 
 def active_deadline(spec: Mapping[str, Any]) -> float | None:

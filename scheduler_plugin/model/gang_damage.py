@@ -7,10 +7,8 @@ replacement was made. Nothing but the pods records that, so it is read from them
 scheduler that restarts reads the same answer:
 
 * **Damaged** (some pods still bound, the *remainder*): its replacements are the pending pods
-  created after the first of its bound pods was scheduled and after every bound pod was made.
-  A gang's minimum is bound only once all its pods exist, so the pods of a gang never yet whole
-  were all created before any bind, no later than their siblings; a pod created after both is a
-  replacement (a failed pod recreated, a pod lost with its node).
+  made after the remainder was bound and made (:func:`hyperplace.kube.gang_damage.replacements_since`,
+  the rule the Job controller reads too).
   The gang stopped being whole when the first replacement was made.
 * **Restarted whole** (none bound, the Volcano Job's pods carry ``volcano.sh/job-version`` above
   0: ``RestartJob`` made them anew): it stopped being whole when the first pod of that version
@@ -23,6 +21,7 @@ from __future__ import annotations
 
 from hyperplace.api.constants import JOB_VERSION_KEY
 from hyperplace.api.times import parse_rfc3339
+from hyperplace.kube.gang_damage import replacements_since
 
 from .jobs import JobInfo
 from .memo import MemoKey
@@ -43,17 +42,9 @@ def stopped_whole_at(job: JobInfo) -> float | None:
 def _stopped_whole_at(job: JobInfo) -> float | None:
     if not job.pending:
         return None
-    bound = [t for t in job.tasks if t.running and t.scheduled_at is not None]
-    if bound:
-        # Made after the first bind, and after the bound pods themselves: a pod as old as the
-        # remainder is one of the gang's own (timestamps are whole seconds, and a bind's may
-        # come from another clock than a creation's).
-        first = max(
-            min(t.scheduled_at or 0.0 for t in bound),
-            max((c for t in bound if (c := parse_rfc3339(t.creation)) is not None), default=0.0),
-        )
-        made = [c for t in job.pending if (c := parse_rfc3339(t.creation)) is not None and c > first]
-        return min(made) if made else None
+    bound = [(t.scheduled_at, parse_rfc3339(t.creation)) for t in job.tasks if t.running]
+    if any(at is not None for at, _ in bound):
+        return replacements_since(bound, (parse_rfc3339(t.creation) for t in job.pending))
     if any(t.running for t in job.tasks):
         return None  # bound, not yet started: nothing says when
     restarted = [
