@@ -19,6 +19,7 @@ from hyperplace.api.constants import (
     DEFAULT_QUEUE,
     DEFAULT_SCHEDULER_NAME,
     GROUP_NAME_ANNOTATION,
+    REPLACES_NODE_ANNOTATION,
     TASK_SPEC_KEY,
 )
 from hyperplace.api.podgroup import PodGroup, Queue
@@ -102,6 +103,7 @@ class TaskFields:
     scheduled_at: float | None  # PodScheduled True since, else status.startTime
     deadline: float | None  # spec.activeDeadlineSeconds (None: unset or not a positive number)
     started_at: float | None  # status.startTime (the kubelet counts the deadline from it)
+    replaces_node: str | None  # hyperplace.io/replaces-node: where its lost predecessor ran
     priority: Any
     creation: str
     best_effort: bool
@@ -173,6 +175,9 @@ class PodRecord:
                 scheduled_at=running_since(self.obj),
                 deadline=active_deadline(spec),
                 started_at=parse_rfc3339((self.obj.get("status") or {}).get("startTime")),
+                replaces_node=str(annotations[REPLACES_NODE_ANNOTATION])
+                if annotations.get(REPLACES_NODE_ANNOTATION)
+                else None,
                 priority=spec.get("priority"),
                 creation=str(meta.get("creationTimestamp") or ""),
                 # Requests are never negative: best effort when only the pod slot is asked.
@@ -241,6 +246,7 @@ class PodRecord:
             bad_cooldown=f.bad_cooldown,
             deadline=f.deadline,
             started_at=f.started_at,
+            replaces_node=f.replaces_node,
         )
         task.prio_order_key, task.order_key = order_keys(task)
         task.rank = rank_key(task)
