@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -442,7 +441,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"{share:>8} {sum(c.restarts for c in cases):>8} {sum(c.evicted for c in cases):>7} {spare:>10} "
                 f"{spare * 24:>9}"
             )
-            _ = statistics  # p50/p99 by rank, as the other benchmarks report them
     return 0
 
 

@@ -228,3 +228,35 @@ def test_the_metrics_show_spares_wanted_held_and_used() -> None:
     assert value("hyperplace_scheduler_spare_nodes", {"hypernode": "leaf0", "state": "wanted"}) == 1
     assert value("hyperplace_scheduler_spare_nodes", {"hypernode": "leaf1", "state": "held"}) == 1
     assert value("hyperplace_scheduler_spare_pods_placed_total", {"hypernode": "leaf0"}) == 1
+
+
+def test_replacements_go_back_into_the_leaf_their_lost_pods_ran_in() -> None:
+    """A spine-wide gang (tier 2) lost a node in each of leaf0 and leaf1; both leaves keep a
+    spare. Each replacement names the node it replaces, and goes back into that node's leaf."""
+    pods = job_pods("wide", 12, cpu=8, gpu=8, created=LONG_AGO)
+    where = [f"n{i:02d}" for i in (0, 1, 2, 3, 4, 13, 8, 9, 10, 11, 12, 5)]
+    for p, n in zip(pods, where, strict=True):
+        p["spec"]["nodeName"] = n
+        p["status"]["phase"] = "Running"
+        started(p, LONG_AGO)
+    # wide-t0-5 ran on n13 (leaf1), wide-t0-11 on n05 (leaf0): both lost and made again. (In
+    # rank order alone, wide-t0-5 would take the first leaf's spare.)
+    for p, lost_on in ((pods[5], "n13"), (pods[11], "n05")):
+        del p["spec"]["nodeName"]
+        p["status"] = {"phase": "Pending"}
+        p["metadata"]["creationTimestamp"] = FAILED
+        p["metadata"]["annotations"]["hyperplace.io/replaces-node"] = lost_on
+    pg = podgroup(
+        "wide",
+        12,
+        topology={"mode": "hard", "highestTierAllowed": 2},
+        priority_class="training",
+        created=LONG_AGO,
+    )
+    fill, fill_pgs = stream(2, prefix="fill")
+    for p, n in zip(fill, ("n06", "n14"), strict=True):
+        p["spec"]["nodeName"] = n
+        p["status"]["phase"] = "Running"
+    result = session(pods + fill, [pg, *fill_pgs], tree(spare_nodes="1"), down=("n05", "n13"))
+    # Each leaf's spare is its last free node: n07 in leaf0, n15 in leaf1.
+    assert result.bindings == {"default/wide-t0-5": "n15", "default/wide-t0-11": "n07"}
