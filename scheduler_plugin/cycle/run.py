@@ -34,9 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..actions import ACTIONS
-from ..actions.preempt import explain_without_preemption
-from ..actions.repair import NAME as REPAIR
-from ..actions.repair import repair
+from ..actions.preempt import REPAIR, explain_without_preemption, repair
 from ..config.scheduler_conf import DEFAULT_CONFIG, NOOP_ACTIONS, SchedulerConfig
 from ..framework.evictions import Nomination
 from ..framework.session import Session

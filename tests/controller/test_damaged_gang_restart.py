@@ -99,3 +99,11 @@ def test_off_means_the_gang_waits_as_on_volcano() -> None:
     lose_a_pod(c)
     out = c.reconcile(now=at(LOST + 7200))
     assert not out.delete_pods
+
+
+def test_the_controller_flag_sets_the_wait_and_off_turns_it_off() -> None:
+    from controller.__main__ import parse_args
+
+    assert parse_args([]).damaged_gang_restart_after == TEN_MINUTES
+    assert parse_args(["--damaged-gang-restart-after", "90s"]).damaged_gang_restart_after == 90
+    assert parse_args(["--damaged-gang-restart-after", "off"]).damaged_gang_restart_after is None
