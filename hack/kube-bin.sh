@@ -15,7 +15,7 @@
 # the four share one compilation; etcd is a second wrapper module (kept apart so MVS cannot move
 # kube-apiserver's etcd client). Builds only the binaries that are missing (each link takes a while,
 # so one added binary does not relink the others); binaries are never committed.
-# A cold build takes about 8.5 minutes on 2 idle cores (see tests/README.md); cached afterwards.
+# A cold build takes about 8 to 12 minutes on 2 cores (v1.37.2; see tests/README.md); cached afterwards.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 
@@ -141,7 +141,7 @@ GO
     done
     mapfile -t targets < <(kube_targets)
     tmp="$(mktemp -d "$OUT/.build.XXXXXX")"
-    echo "kube-bin: building ${targets[*]} $K8S_VERSION (cold: about 8.5 min on 2 idle cores)" >&2
+    echo "kube-bin: building ${targets[*]} $K8S_VERSION (cold: about 8 to 12 min on 2 cores)" >&2
     # -o DIR/ (the slash matters) writes each main package's binary into DIR, one package or several.
     go build -p 2 -trimpath -tags=notest,grpcnotrace -ldflags "$ld" -o "$tmp/" "${targets[@]/#/./}"
     mv "$tmp"/* "$OUT/"
