@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Build the real control plane from Go modules into a cache outside the repository.
 #
-#   hack/kube-bin.sh            # prints the directory holding the binaries below
+#   hack/kube-bin.sh                            # prints the directory holding the binaries below
+#   K8S_VERSION=v1.34.10 hack/kube-bin.sh       # another release, by hand (CI builds the default only)
 #
 # That directory holds kube-apiserver, kube-controller-manager (garbage collection, namespace
 # deletion), kube-scheduler (the oracle tests/oracle holds our filters against), etcd, and crdcheck
 # (hack/crdcheck/main.go: kube-apiserver's own CRD validation code).
+# The default, v1.37.2, is the release CI and hack/local-up.sh run (tests/README.md, "The Kubernetes
+# release the tests run"); hyperplace/localup/controlplane.py turns its Workload API on.
 # No registry ships a kube-apiserver binary and this project's machines have no Docker, so they are
 # built: a wrapper module requires k8s.io/kubernetes and
 # replaces every staging module with its published v0.Y.Z twin, with one main package per binary so
 # the four share one compilation; etcd is a second wrapper module (kept apart so MVS cannot move
 # kube-apiserver's etcd client). Builds only the binaries that are missing (each link takes a while,
 # so one added binary does not relink the others); binaries are never committed.
-# A cold build takes about 8.5 minutes on 2 idle cores (see tests/README.md); cached afterwards.
+# A cold build takes about 8 to 12 minutes on 2 cores (v1.37.2; see tests/README.md); cached afterwards.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 
-K8S_VERSION="${K8S_VERSION:-v1.34.10}"
+K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.14}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/hyperplace/kube-bin"
 OUT="$CACHE/$K8S_VERSION"
@@ -66,10 +69,16 @@ if kube_missing; then
     kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils
     pod-security-admission sample-apiserver sample-cli-plugin sample-controller)
   if [ "$minor" -ge 36 ]; then staging+=(cri-streaming streaming); fi
+  # The wrapper's go directive must be at least k8s.io/kubernetes's own (1.24.0 for v1.34, 1.26.0
+  # for v1.37), so it is read from that release's go.mod rather than fixed here.
+  kube_gomod="$(cd "$src" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+  go_directive="$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$kube_gomod")"
+  [ -n "$go_directive" ] || { echo "kube-bin: no go directive in $kube_gomod" >&2; exit 1; }
   {
     echo "module localbuild/kube"
     echo
-    echo "go 1.24.0"
+    echo "go $go_directive"
     echo
     echo "require k8s.io/kubernetes $K8S_VERSION"
     echo
@@ -132,7 +141,7 @@ GO
     done
     mapfile -t targets < <(kube_targets)
     tmp="$(mktemp -d "$OUT/.build.XXXXXX")"
-    echo "kube-bin: building ${targets[*]} $K8S_VERSION (cold: about 8.5 min on 2 idle cores)" >&2
+    echo "kube-bin: building ${targets[*]} $K8S_VERSION (cold: about 8 to 12 min on 2 cores)" >&2
     # -o DIR/ (the slash matters) writes each main package's binary into DIR, one package or several.
     go build -p 2 -trimpath -tags=notest,grpcnotrace -ldflags "$ld" -o "$tmp/" "${targets[@]/#/./}"
     mv "$tmp"/* "$OUT/"

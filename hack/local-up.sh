@@ -19,7 +19,7 @@
 #
 # State, logs and process ids live in ${XDG_STATE_HOME:-~/.local/state}/hyperplace/local-up
 # (or $HYPERPLACE_LOCAL_UP_DIR); `down` stops exactly the processes `up` started and removes it.
-# Needs kubectl on PATH; the first run builds the Kubernetes binaries (needs Go; about 8.5 min on 2 idle cores).
+# Needs kubectl on PATH; the first run builds the Kubernetes binaries (needs Go; about 8 to 12 min on 2 cores).
 # With --helm the CRDs, Queue, RBAC, ConfigMaps and webhook configurations come from `helm install`
 # of charts/hyperplace (helm built by hack/helm-bin.sh) instead of kubectl apply of manifests/.
 set -euo pipefail
@@ -61,7 +61,7 @@ done
 set -- "${args[@]+"${args[@]}"}"
 bin_dir="${HYPERPLACE_KUBE_BIN:-}"
 if [ -z "$bin_dir" ]; then
-  echo "local-up: looking for the Kubernetes binaries (hack/kube-bin.sh; the first build takes about 8.5 min)" >&2
+  echo "local-up: looking for the Kubernetes binaries (hack/kube-bin.sh; the first build takes about 8 to 12 min)" >&2
   bin_dir="$(bash hack/kube-bin.sh | tail -1)"
 fi
 # --with NAMES: the real workload controllers, built (or found cached) by hack/workload-bin.sh.

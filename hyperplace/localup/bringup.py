@@ -233,7 +233,10 @@ class _BringUp:
         wait_for(
             lambda: (
                 kubectl.run(
-                    "get", "hypernodes,jobs.batch.volcano.sh,podgroups,queues", "-A", check=False
+                    "get",
+                    "hypernodes,jobs.batch.volcano.sh,podgroups.scheduling.volcano.sh,queues",
+                    "-A",
+                    check=False,
                 ).returncode
                 == 0
             ),

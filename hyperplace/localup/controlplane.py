@@ -22,8 +22,10 @@ import argparse
 import base64
 import contextlib
 import datetime as dt
+import functools
 import ipaddress
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -45,6 +47,52 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 START_TIMEOUT = float(os.environ.get("HYPERPLACE_CONTROL_PLANE_TIMEOUT", "90"))
+
+# The Workload API of Kubernetes 1.37 (issue 36), off by default there, so each component turns it on:
+# GenericWorkload (beta, default off) serves scheduling.k8s.io Workloads and PodGroups and gives
+# kube-scheduler its GangScheduling plugin; TopologyAwareWorkloadScheduling (alpha) the PodGroup's
+# topology constraint; WorkloadWithJob (alpha) Job.spec.scheduling and the Job controller's
+# Workloads. Every component gets the same gates (kube-apiserver, kube-controller-manager and, in
+# tests/oracle, kube-scheduler), as a cluster would run them.
+FEATURE_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
+# scheduling.k8s.io/v1beta1 (Workload, PodGroup) is a beta API, off by default; v1alpha3 serves the
+# same two kinds (and CompositePodGroup, whose own alpha gate stays off).
+RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
+# The first minor release with that API; older ones (``K8S_VERSION=v1.34.10 bash hack/kube-bin.sh``)
+# know neither the gates nor the versions and would refuse to start with them, so they get neither.
+WORKLOAD_API_MINOR = 37
+
+
+@functools.cache
+def kube_minor(bin_dir: Path) -> int | None:
+    """The minor release of the Kubernetes binaries in ``bin_dir`` (``kube-apiserver --version``,
+    which hack/kube-bin.sh stamps), or None when it says none (then taken as the newest)."""
+    try:
+        out = subprocess.run(
+            [str(bin_dir / "kube-apiserver"), "--version"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"\bv1\.(\d+)\.", out)
+    return int(m.group(1)) if m else None
+
+
+def has_workload_api(bin_dir: Path) -> bool:
+    """Whether the binaries in ``bin_dir`` are Kubernetes 1.37 or newer (None: assumed so)."""
+    minor = kube_minor(bin_dir)
+    return minor is None or minor >= WORKLOAD_API_MINOR
+
+
+def feature_gate_args(bin_dir: Path) -> list[str]:
+    """``--feature-gates`` for kube-apiserver, kube-controller-manager and kube-scheduler."""
+    return [f"--feature-gates={FEATURE_GATES}"] if has_workload_api(bin_dir) else []
+
+
+def runtime_config_args(bin_dir: Path) -> list[str]:
+    """``--runtime-config`` for kube-apiserver."""
+    return [f"--runtime-config={RUNTIME_CONFIG}"] if has_workload_api(bin_dir) else []
+
+
 LOG_TAIL_LINES = 40
 
 
@@ -311,6 +359,8 @@ class ControlPlane:
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 # Keep the apiserver from writing its loopback address into the kubernetes Endpoints.
                 "--endpoint-reconciler-type=none",
+                *feature_gate_args(self.bin_dir),
+                *runtime_config_args(self.bin_dir),
                 "--v=1",
                 *self.apiserver_args,
                 # Benchmarks add flags here (bench/job_stream.py: an audit log of every write).
@@ -361,6 +411,7 @@ class ControlPlane:
                 # Everything a cluster runs by default (garbage collector, namespace deletion,
                 # node lifecycle, ServiceAccounts...); no cloud, no CIDR allocation.
                 "--controllers=*",
+                *feature_gate_args(self.bin_dir),
                 "--v=1",
             ],
             self.controller_manager_log,

@@ -83,7 +83,10 @@ def cluster() -> Iterator[Cluster]:
         wait_for(
             lambda: (
                 c.kubectl.run(
-                    "get", "hypernodes,jobs.batch.volcano.sh,podgroups,queues,commands", "-A", check=False
+                    "get",
+                    "hypernodes,jobs.batch.volcano.sh,podgroups.scheduling.volcano.sh,queues,commands",
+                    "-A",
+                    check=False,
                 ).returncode
                 == 0
             ),
@@ -110,7 +113,13 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl.run("create", "namespace", name)
     yield name
     cluster.kubectl.run(
-        "delete", "jobs.batch.volcano.sh,podgroups", "--all", "-n", name, "--wait=false", check=False
+        "delete",
+        "jobs.batch.volcano.sh,podgroups.scheduling.volcano.sh",
+        "--all",
+        "-n",
+        name,
+        "--wait=false",
+        check=False,
     )
     # Bound pods are deleted only by "the kubelet" (grace 0); there is none, so force it.
     cluster.kubectl.run(

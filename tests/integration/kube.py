@@ -26,6 +26,10 @@ T = TypeVar("T")
 # the apiserver, etcd and two Python components can be slow.
 DEFAULT_TIMEOUT = 120.0
 
+# Volcano's PodGroups by their full name: on Kubernetes 1.37 with its Workload API on (as the test
+# control plane runs), plain ``podgroups`` names Kubernetes' own scheduling.k8s.io PodGroups.
+PODGROUPS = "podgroups.scheduling.volcano.sh"
+
 
 @dataclass(frozen=True)
 class Kubectl:

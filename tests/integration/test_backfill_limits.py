@@ -22,14 +22,14 @@ from hyperplace.api.times import parse_rfc3339, rfc3339
 
 from . import components
 from .conftest import Cluster
-from .kube import Kubectl, pod_node, two_racks, wait_for
+from .kube import PODGROUPS, Kubectl, pod_node, two_racks, wait_for
 from .test_preemption import pod, podgroup, start
 
 pytestmark = pytest.mark.apiserver
 
 
 def _conditions(kubectl: Kubectl, ns: str, name: str) -> dict[str, dict[str, Any]]:
-    pgs = {g["metadata"]["name"]: g for g in kubectl.items("podgroups", "-n", ns)}
+    pgs = {g["metadata"]["name"]: g for g in kubectl.items(PODGROUPS, "-n", ns)}
     conds = (pgs.get(name, {}).get("status") or {}).get("conditions") or []
     return {c.get("type"): c for c in conds}
 
@@ -156,7 +156,7 @@ def _queue(kubectl: Kubectl, name: str, **annotations: str) -> None:
 
 
 def _phase(kubectl: Kubectl, ns: str, name: str) -> str:
-    pgs = {g["metadata"]["name"]: g for g in kubectl.items("podgroups", "-n", ns)}
+    pgs = {g["metadata"]["name"]: g for g in kubectl.items(PODGROUPS, "-n", ns)}
     return str((pgs.get(name, {}).get("status") or {}).get("phase") or "")
 
 

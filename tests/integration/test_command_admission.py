@@ -25,7 +25,7 @@ from hyperplace.pki.certificates import generate_webhook_certs, write_tls_files
 
 from . import components
 from .conftest import Cluster
-from .kube import REPO, Kubectl, wait_for
+from .kube import PODGROUPS, REPO, Kubectl, wait_for
 
 pytestmark = pytest.mark.apiserver
 
@@ -257,13 +257,13 @@ def test_a_plain_user_cannot_forge_podgroup_status(setup: Setup) -> None:
         "spec": {"minMember": 5, "queue": "default"},
     }
     assert setup.create_as("tenant", pg).returncode == 0
-    stored = setup.kubectl.get("podgroup", "forged", "-n", setup.namespace)
+    stored = setup.kubectl.get(PODGROUPS, "forged", "-n", setup.namespace)
     stored["status"] = {"phase": "Inqueue", "running": 5}
     out = setup.kubectl.run("replace", "--as=tenant", "-f", "-", input=yaml.safe_dump(stored), check=False)
     assert out.returncode != 0
     assert "validatepodgroups.hyperplace.io" in out.stderr
     assert "status: a PodGroup's status is written only by the scheduler and the controller" in out.stderr
     assert "user 'tenant' may not set it" in out.stderr
-    assert not (setup.kubectl.get("podgroup", "forged", "-n", setup.namespace).get("status") or {}).get(
+    assert not (setup.kubectl.get(PODGROUPS, "forged", "-n", setup.namespace).get("status") or {}).get(
         "running"
     )

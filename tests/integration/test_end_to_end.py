@@ -26,7 +26,18 @@ from hyperplace.localup.fakekubelet import running_status
 
 from . import components
 from .conftest import Cluster
-from .kube import REPO, Kubectl, exact, hypernode, in_namespace, load_yaml, node, pod_node, wait_for
+from .kube import (
+    PODGROUPS,
+    REPO,
+    Kubectl,
+    exact,
+    hypernode,
+    in_namespace,
+    load_yaml,
+    node,
+    pod_node,
+    wait_for,
+)
 
 pytestmark = pytest.mark.apiserver
 
@@ -194,7 +205,7 @@ def test_partitioned_job_puts_each_partition_in_its_own_tier1_hypernode(
     pg_name = f"network-topology-job-{job['metadata']['uid']}"
     pg = wait_for(
         lambda: next(
-            (g for g in kubectl.items("podgroups", "-n", namespace) if g["metadata"]["name"] == pg_name), None
+            (g for g in kubectl.items(PODGROUPS, "-n", namespace) if g["metadata"]["name"] == pg_name), None
         ),
         f"PodGroup {pg_name}",
         describe=running.describe,

@@ -15,7 +15,7 @@ import pytest
 
 from . import components
 from .conftest import Cluster
-from .kube import Kubectl, pod_node, two_racks, wait_for
+from .kube import PODGROUPS, Kubectl, pod_node, two_racks, wait_for
 from .test_preemption import pod, podgroup, start
 
 pytestmark = pytest.mark.apiserver
@@ -60,7 +60,7 @@ def test_a_later_job_stays_out_of_the_rack_an_exclusive_gang_holds(
         kubectl.create([podgroup("small", namespace, 1, prio), small])
 
         def held() -> str | None:
-            pgs = {g["metadata"]["name"]: g for g in kubectl.items("podgroups", "-n", namespace)}
+            pgs = {g["metadata"]["name"]: g for g in kubectl.items(PODGROUPS, "-n", namespace)}
             for c in (pgs.get("small", {}).get("status") or {}).get("conditions") or []:
                 if c.get("type") == "Unschedulable" and "held exclusively" in (c.get("message") or ""):
                     return str(c["message"])

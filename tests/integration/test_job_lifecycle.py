@@ -17,7 +17,7 @@ import pytest
 from ..controller.test_job_lifecycle import training_job
 from . import components
 from .conftest import Cluster
-from .kube import Kubectl, wait_for
+from .kube import PODGROUPS, Kubectl, wait_for
 
 pytestmark = pytest.mark.apiserver
 
@@ -98,7 +98,7 @@ def test_an_evicted_pod_restarts_the_whole_job_as_a_new_version(
         controller, kubectl, namespace, [{"event": "PodEvicted", "action": "RestartJob"}]
     )
     assert {p["metadata"]["labels"][VERSION] for p in first.values()} == {"0"}
-    [pg] = kubectl.items("podgroups", "-n", namespace)
+    [pg] = kubectl.items(PODGROUPS, "-n", namespace)
 
     kubectl.run("delete", "pod", "-n", namespace, "train-worker-1")
 
@@ -110,7 +110,7 @@ def test_an_evicted_pod_restarts_the_whole_job_as_a_new_version(
     assert (status["retryCount"], status["version"]) == (1, 1)
     assert status["state"]["message"] == "RestartJob on PodEvicted of pod train-worker-1"
     assert "Restarting" in [c["status"] for c in status["conditions"]]
-    [kept] = kubectl.items("podgroups", "-n", namespace)
+    [kept] = kubectl.items(PODGROUPS, "-n", namespace)
     assert kept["metadata"]["uid"] == pg["metadata"]["uid"]
 
 

@@ -32,7 +32,7 @@ from hyperplace.localup.state import State, is_ours
 from simulator.cli import app
 
 from ..kube_bin import kube_bin_dir
-from .kube import REPO, Kubectl, in_namespace, load_yaml, pod_node, wait_for
+from .kube import PODGROUPS, REPO, Kubectl, in_namespace, load_yaml, pod_node, wait_for
 
 pytestmark = pytest.mark.apiserver
 
@@ -238,11 +238,11 @@ def test_the_podgroup_of_a_partly_placed_gang_says_why_the_rest_wait(
     """§3.3.1: the gang minimum (4) runs, so the PodGroup is Running; 4 more pods wait, and a
     condition on the PodGroup says why, as the simulator's does."""
     kubectl = local_up.kubectl
-    (pg,) = kubectl.items("podgroups", "-n", "section-3-3-1")
+    (pg,) = kubectl.items(PODGROUPS, "-n", "section-3-3-1")
     assert pg["status"]["phase"] == "Running"
 
     def conditions() -> list[dict[str, Any]] | None:
-        (pg,) = kubectl.items("podgroups", "-n", "section-3-3-1")
+        (pg,) = kubectl.items(PODGROUPS, "-n", "section-3-3-1")
         found: list[dict[str, Any]] = pg["status"].get("conditions") or []
         return found if any("within tier <= 1" in (c.get("message") or "") for c in found) else None
 
@@ -250,7 +250,7 @@ def test_the_podgroup_of_a_partly_placed_gang_says_why_the_rest_wait(
         conditions,
         "a PodGroup condition saying why 4 pods wait",
         timeout=30,
-        describe=lambda: str(kubectl.items("podgroups", "-n", "section-3-3-1")[0]["status"]),
+        describe=lambda: str(kubectl.items(PODGROUPS, "-n", "section-3-3-1")[0]["status"]),
     )
     simulated_pg = next(v for k, v in applied.sim["podgroups"].items() if k.startswith("section-3-3-1/"))
     assert {(c["type"], c["status"], c["reason"]) for c in simulated_pg["conditions"]} <= {
@@ -296,9 +296,12 @@ def test_deleting_a_job_or_a_namespace_cleans_up_after_it(local_up: LocalUp) -> 
     assert len(running) == 2
     kubectl.run("delete", "jobs.batch.volcano.sh", "network-topology-job", "-n", ns, "--wait=false")
     wait_for(
-        lambda: not kubectl.items("pods", "-n", ns) and not kubectl.items("podgroups", "-n", ns),
+        lambda: not kubectl.items("pods", "-n", ns) and not kubectl.items(PODGROUPS, "-n", ns),
         "the Job's pods and PodGroup to be garbage-collected",
-        describe=lambda: kubectl.run("get", "pods,podgroups", "-n", ns, check=False).stdout + local_up.logs(),
+        describe=lambda: (
+            kubectl.run("get", "pods,podgroups.scheduling.volcano.sh", "-n", ns, check=False).stdout
+            + local_up.logs()
+        ),
     )
     kubectl.create([job])
     wait_for(lambda: len(kubectl.items("pods", "-n", ns)) == 2, "the new Job's pods", describe=local_up.logs)

@@ -31,7 +31,7 @@ from hyperplace.localup.controlplane import free_port
 from ..go_bin import go_built
 from . import components
 from .conftest import Cluster
-from .kube import Kubectl, node, pod_node, wait_for
+from .kube import PODGROUPS, Kubectl, node, pod_node, wait_for
 
 pytestmark = pytest.mark.apiserver
 
@@ -200,7 +200,7 @@ def bound(kubectl: Kubectl, ns: str, group: str, size: int) -> dict[str, str] | 
 
 
 def phase(kubectl: Kubectl, ns: str, group: str) -> str | None:
-    return (kubectl.get("podgroup", "-n", ns, group).get("status") or {}).get("phase")
+    return (kubectl.get(PODGROUPS, "-n", ns, group).get("status") or {}).get("phase")
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -271,7 +271,7 @@ def test_each_places_only_its_own_and_never_on_the_others_node(
     )
 
     def statuses() -> dict[str, Any]:
-        return {g: kubectl.get("podgroup", "-n", ns, g).get("status") for g in ("vc", "hp")}
+        return {g: kubectl.get(PODGROUPS, "-n", ns, g).get("status") for g in ("vc", "hp")}
 
     def unschedulable(status: dict[str, Any]) -> list[dict[str, Any]]:
         return [
@@ -304,7 +304,7 @@ def test_each_places_only_its_own_and_never_on_the_others_node(
     assert after == before
     managers = {
         g: sorted(
-            {m["manager"] for m in kubectl.get("podgroup", "-n", ns, g)["metadata"].get("managedFields", [])}
+            {m["manager"] for m in kubectl.get(PODGROUPS, "-n", ns, g)["metadata"].get("managedFields", [])}
         )
         for g in ("vc", "hp")
     }

@@ -21,7 +21,7 @@ from hyperplace.localup.fakekubelet import running_status
 
 from . import components
 from .conftest import Cluster
-from .kube import Kubectl, node, wait_for
+from .kube import PODGROUPS, Kubectl, node, wait_for
 
 pytestmark = pytest.mark.apiserver
 
@@ -221,7 +221,7 @@ def test_a_resource_quota_keeps_a_podgroup_pending_naming_the_quota(
         wait_for(small_bound, "the PodGroup within the quota to run", describe=sch.tail)
 
         def refused() -> dict[str, Any] | None:
-            pg = kubectl.get("podgroup", "-n", namespace, "big")
+            pg = kubectl.get(PODGROUPS, "-n", namespace, "big")
             conds = (pg.get("status") or {}).get("conditions") or []
             hit = [c for c in conds if "resource quota" in str(c.get("message"))]
             return pg if hit else None

@@ -14,7 +14,7 @@ import yaml
 from hyperplace.pki import commandmark
 
 from .components import COMMAND_KEY
-from .kube import Kubectl, wait_for
+from .kube import PODGROUPS, Kubectl, wait_for
 from .test_end_to_end import SELECT_LABEL, Running, make_topology, running
 
 pytestmark = pytest.mark.apiserver
@@ -56,7 +56,7 @@ def job(
 
 
 def podgroup_of(kubectl: Kubectl, namespace: str, job_name: str) -> dict[str, Any] | None:
-    for pg in kubectl.items("podgroups", "-n", namespace):
+    for pg in kubectl.items(PODGROUPS, "-n", namespace):
         if pg["metadata"]["name"].startswith(f"{job_name}-"):
             return pg
     return None
@@ -205,7 +205,7 @@ def test_vcctl_queue_operate_closes_and_opens_a_queue(
     operate("CloseQueue")
     wait_for(lambda: state() == "Closing", f"queue {queue} Closing", describe=running.describe)
     wait_for(lambda: commands_left() == [], "the Command deleted once served", describe=running.describe)
-    kubectl.run("delete", "podgroup", "left-over", "-n", namespace)
+    kubectl.run("delete", PODGROUPS, "left-over", "-n", namespace)
     wait_for(lambda: state() == "Closed", f"queue {queue} Closed", describe=running.describe)
 
     operate("OpenQueue")

@@ -25,7 +25,7 @@ from hyperplace.localup import controlplane
 
 from ..kube_bin import kube_bin_dir
 from . import components
-from .kube import REPO, Kubectl, exact, hypernode, node, pod_node, wait_for
+from .kube import PODGROUPS, REPO, Kubectl, exact, hypernode, node, pod_node, wait_for
 
 pytestmark = pytest.mark.apiserver
 
@@ -70,7 +70,10 @@ def volcano(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VolcanoCluster
             wait_for(
                 lambda: (
                     kubectl.run(
-                        "get", "hypernodes,jobs.batch.volcano.sh,podgroups,queues", "-A", check=False
+                        "get",
+                        "hypernodes,jobs.batch.volcano.sh,podgroups.scheduling.volcano.sh,queues",
+                        "-A",
+                        check=False,
                     ).returncode
                     == 0
                 ),
@@ -143,7 +146,7 @@ def _job(name: str, namespace: str, label: str, replicas: int = 2) -> dict[str, 
 
 
 def _podgroups(kubectl: Kubectl, namespace: str) -> list[dict[str, Any]]:
-    return kubectl.items("podgroups", "-n", namespace)
+    return kubectl.items(PODGROUPS, "-n", namespace)
 
 
 def _condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:

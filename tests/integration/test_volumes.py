@@ -50,7 +50,12 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
         kubectl = Kubectl(cp.kubeconfig)
         kubectl.run("apply", "-f", str(REPO / "manifests" / "crds"))
         wait_for(
-            lambda: kubectl.run("get", "podgroups,hypernodes,queues", "-A", check=False).returncode == 0,
+            lambda: (
+                kubectl.run(
+                    "get", "podgroups.scheduling.volcano.sh,hypernodes,queues", "-A", check=False
+                ).returncode
+                == 0
+            ),
             "the CRDs to be served",
         )
         kubectl.run("apply", "-f", str(REPO / "manifests" / "default-queue.yaml"))

@@ -25,7 +25,7 @@ from hyperplace.localup import workloads
 
 from ..go_bin import go_built
 from . import components
-from .kube import Kubectl, node, pod_node, wait_for
+from .kube import PODGROUPS, Kubectl, node, pod_node, wait_for
 from .test_workloads import LEASE_NAMESPACE, SELECT, TOPOLOGY, Plane, Racks, plane, two_racks
 
 pytestmark = pytest.mark.apiserver
@@ -142,20 +142,21 @@ def test_a_pytorchjob_starts_whole_in_one_rack_workers_in_index_order(
         lambda: bound_pods(kubectl, namespace, 4),
         "the PyTorchJob's 4 pods bound",
         describe=lambda: (
-            kubectl.run("get", "podgroups,pods", "-n", namespace, "-o", "yaml").stdout + plane.describe()
+            kubectl.run("get", "podgroups.scheduling.volcano.sh,pods", "-n", namespace, "-o", "yaml").stdout
+            + plane.describe()
         ),
     )
     nodes = {p["metadata"]["name"]: pod_node(p) for p in pods}
     assert len({racks.rack_of(n) for n in nodes.values()}) == 1
     workers = [nodes[f"bert-worker-{i}"] for i in range(3)]
     assert workers == sorted(str(n) for n in workers), nodes  # workers in replica-index order
-    pg = kubectl.get("podgroups", "-n", namespace, "bert")  # the operator's PodGroup, no other
+    pg = kubectl.get(PODGROUPS, "-n", namespace, "bert")  # the operator's PodGroup, no other
     # The operator's Volcano client knows no networkTopology: its annotations stand for it.
     assert "networkTopology" not in pg["spec"]
     assert PodGroup.model_validate(pg).spec.network_topology == NetworkTopologySpec(
         mode="hard", highest_tier_allowed=1
     )
-    assert [p["metadata"]["name"] for p in kubectl.items("podgroups", "-n", namespace)] == ["bert"]
+    assert [p["metadata"]["name"] for p in kubectl.items(PODGROUPS, "-n", namespace)] == ["bert"]
 
 
 def test_a_jobset_starts_whole_in_one_rack_as_one_gang(
@@ -203,7 +204,7 @@ def test_a_jobset_starts_whole_in_one_rack_as_one_gang(
         ),
     )
     assert [pod_node(p) for p in by_rank] == sorted(str(pod_node(p)) for p in pods)
-    [pg] = kubectl.items("podgroups", "-n", namespace)
+    [pg] = kubectl.items(PODGROUPS, "-n", namespace)
     assert pg["metadata"]["name"] == f"podgroup-{uid}" and pg["spec"]["minMember"] == 4
     assert [s["name"] for s in pg["spec"]["subGroupPolicy"]] == ["workers"]
 
@@ -245,7 +246,7 @@ def test_leaderworkerset_groups_each_start_whole_inside_one_rack(
     for nodes in groups.values():
         assert len({racks.rack_of(n) for n in nodes.values()}) == 1, groups  # each group in one rack
         assert [nodes[w] for w in sorted(nodes)] == sorted(nodes.values())  # leader first, workers in order
-    pgs = {pg["metadata"]["name"]: pg for pg in kubectl.items("podgroups", "-n", namespace)}
+    pgs = {pg["metadata"]["name"]: pg for pg in kubectl.items(PODGROUPS, "-n", namespace)}
     assert set(pgs) == {"llm-0", "llm-1"}
     assert all(pg["spec"]["minMember"] == 3 for pg in pgs.values())
 
@@ -332,7 +333,7 @@ def test_an_exclusive_topology_leaderworkerset_takes_one_rack_per_group_live(
     def describe() -> str:
         pgs = [
             (pg["metadata"]["name"], pg["metadata"].get("annotations"), pg.get("spec"), pg.get("status"))
-            for pg in kubectl.items("podgroups", "-n", namespace)
+            for pg in kubectl.items(PODGROUPS, "-n", namespace)
         ]
         conds = [
             (p["metadata"]["name"], pod_node(p), (p.get("status") or {}).get("conditions"))
@@ -358,7 +359,7 @@ def test_an_exclusive_topology_leaderworkerset_takes_one_rack_per_group_live(
             groups.setdefault(group, set()).add(rack_of[str(pod_node(p))])
     assert len(groups) == 3 and all(len(r) == 1 for r in groups.values()), groups  # each group in one rack
     assert len(set().union(*groups.values())) == 3, groups  # no two groups share a rack
-    pgs = {pg["metadata"]["name"]: pg for pg in kubectl.items("podgroups", "-n", namespace)}
+    pgs = {pg["metadata"]["name"]: pg for pg in kubectl.items(PODGROUPS, "-n", namespace)}
     assert set(pgs) == {f"excl-{g}" for g in range(4)}
     for pg in pgs.values():
         assert pg["metadata"]["annotations"]["hyperplace.io/exclusive-topology-key"] == rack_key

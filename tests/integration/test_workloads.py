@@ -25,7 +25,7 @@ from hyperplace.localup import controlplane
 
 from ..kube_bin import kube_bin_dir
 from . import components
-from .kube import REPO, Kubectl, exact, hypernode, node, pod_node, wait_for
+from .kube import PODGROUPS, REPO, Kubectl, exact, hypernode, node, pod_node, wait_for
 
 pytestmark = pytest.mark.apiserver
 
@@ -59,7 +59,12 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
         kubectl = Kubectl(cp.kubeconfig)
         kubectl.run("apply", "-f", str(REPO / "manifests" / "crds"))
         wait_for(
-            lambda: kubectl.run("get", "podgroups,hypernodes,queues", "-A", check=False).returncode == 0,
+            lambda: (
+                kubectl.run(
+                    "get", "podgroups.scheduling.volcano.sh,hypernodes,queues", "-A", check=False
+                ).returncode
+                == 0
+            ),
             "the CRDs to be served",
         )
         kubectl.run("apply", "-f", str(REPO / "manifests" / "default-queue.yaml"))
@@ -192,7 +197,7 @@ def test_an_indexed_job_starts_whole_in_one_rack_in_completion_index_order(
     assert sorted(by_index) == [0, 1, 2, 3]
     assert {racks.rack_of(n) for n in by_index.values()} == {f"{racks.label}-rack1"}
     assert [by_index[i] for i in range(4)] == rack1  # rank i on the rack's node i
-    pg = kubectl.get("podgroups", "-n", namespace, f"podgroup-{uid}")
+    pg = kubectl.get(PODGROUPS, "-n", namespace, f"podgroup-{uid}")
     assert pg["spec"]["minMember"] == 4
     assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
     assert pg["metadata"]["ownerReferences"][0]["uid"] == uid
@@ -204,7 +209,7 @@ def test_an_indexed_job_starts_whole_in_one_rack_in_completion_index_order(
     kubectl.run("delete", "jobs.batch", "-n", namespace, "allreduce", "--wait=false")
     wait_for(
         lambda: (
-            kubectl.run("get", "podgroups", "-n", namespace, f"podgroup-{uid}", check=False).returncode != 0
+            kubectl.run("get", PODGROUPS, "-n", namespace, f"podgroup-{uid}", check=False).returncode != 0
         ),
         "the PodGroup to go with its Job",
         describe=plane.describe,
@@ -218,13 +223,13 @@ def test_a_gang_no_rack_can_hold_starts_no_pod_at_all(plane: Plane, namespace: s
     uid = kubectl.get("jobs.batch", "-n", namespace, "allreduce")["metadata"]["uid"]
 
     def waiting() -> dict[str, Any] | None:
-        pg = kubectl.run("get", "podgroups", "-n", namespace, f"podgroup-{uid}", "-o", "json", check=False)
+        pg = kubectl.run("get", PODGROUPS, "-n", namespace, f"podgroup-{uid}", "-o", "json", check=False)
         if pg.returncode != 0:
             return None
         got = pods(kubectl, namespace)
         conds = [
             c.get("type")
-            for c in (kubectl.get("podgroups", "-n", namespace, f"podgroup-{uid}").get("status") or {}).get(
+            for c in (kubectl.get(PODGROUPS, "-n", namespace, f"podgroup-{uid}").get("status") or {}).get(
                 "conditions"
             )
             or []
@@ -262,14 +267,14 @@ def test_a_statefulset_starts_whole_in_one_rack_in_ordinal_order(plane: Plane, n
     by_ordinal = {int(p["metadata"]["labels"]["apps.kubernetes.io/pod-index"]): pod_node(p) for p in got}
     assert len({racks.rack_of(n) for n in by_ordinal.values()}) == 1
     assert [by_ordinal[i] for i in range(3)] == sorted(by_ordinal.values(), key=lambda n: str(n))
-    pg = kubectl.get("podgroups", "-n", namespace, f"podgroup-{uid}")
+    pg = kubectl.get(PODGROUPS, "-n", namespace, f"podgroup-{uid}")
     assert pg["spec"]["minMember"] == 3 and pg["spec"]["networkTopology"]["highestTierAllowed"] == 1
 
     # Scaled to zero, the StatefulSet's PodGroup goes (Volcano deletes it).
     kubectl.run("scale", "statefulset", "-n", namespace, "shard", "--replicas=0")
     wait_for(
         lambda: (
-            kubectl.run("get", "podgroups", "-n", namespace, f"podgroup-{uid}", check=False).returncode != 0
+            kubectl.run("get", PODGROUPS, "-n", namespace, f"podgroup-{uid}", check=False).returncode != 0
         ),
         "the scaled-to-zero StatefulSet's PodGroup to go",
         describe=plane.describe,
@@ -316,4 +321,48 @@ def test_pods_of_another_scheduler_get_no_podgroup(plane: Plane, namespace: str)
     )
     theirs = next(p for p in pods(kubectl, namespace) if p["metadata"]["name"] != "probe")
     assert "scheduling.k8s.io/group-name" not in (theirs["metadata"].get("annotations") or {})
-    assert len(kubectl.items("podgroups", "-n", namespace)) == 1
+    assert len(kubectl.items(PODGROUPS, "-n", namespace)) == 1
+
+
+def test_a_job_asking_for_a_gang_gets_its_kubernetes_workload_and_podgroup(
+    plane: Plane, namespace: str
+) -> None:
+    """Kubernetes 1.37's own side of issue 36: kube-controller-manager runs with WorkloadWithJob, so
+    a Job with ``spec.scheduling`` gets a scheduling.k8s.io Workload and PodGroup (a gang of its
+    parallelism), controlled by the Job. The Job stays suspended: no pod, nothing to schedule."""
+    if not controlplane.has_workload_api(plane.cp.bin_dir):
+        pytest.skip(f"the Workload API needs Kubernetes 1.{controlplane.WORKLOAD_API_MINOR} or newer")
+    kubectl = plane.kubectl
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "gang", "namespace": namespace},
+        "spec": {
+            "parallelism": 3,
+            "completions": 3,
+            "suspend": True,
+            "scheduling": {"schedulingPolicy": {"gang": {}}},
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+            },
+        },
+    }
+    kubectl.create([job])
+    uid = kubectl.get("job", "-n", namespace, "gang")["metadata"]["uid"]
+    [workload] = wait_for(
+        lambda: kubectl.items("workloads.scheduling.k8s.io", "-n", namespace),
+        "the Job's Workload",
+        describe=plane.describe,
+    )
+    assert workload["spec"]["controllerRef"] == {"apiGroup": "batch", "kind": "Job", "name": "gang"}
+    assert [o["uid"] for o in workload["metadata"]["ownerReferences"]] == [uid]
+    [group] = wait_for(
+        lambda: kubectl.items("podgroups.scheduling.k8s.io", "-n", namespace),
+        "the Job's PodGroup",
+        describe=plane.describe,
+    )
+    assert group["spec"]["workloadRef"]["workloadName"] == workload["metadata"]["name"]
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    # Volcano's PodGroups are another kind: the Job's pods, when it runs, get none from hyperplace
+    # (it is no pod of ours), and the Kubernetes one is not listed under Volcano's name.
+    assert kubectl.items("podgroups.scheduling.volcano.sh", "-n", namespace) == []

@@ -41,7 +41,7 @@ from .ours import OurScores, OurVerdict, our_scores, our_verdict
 from .rest import Rest
 
 SYNC_TIMEOUT = 30.0
-# Our words for a reason kube-scheduler words otherwise, as kube-scheduler v1.34 words it.
+# Our words for a reason kube-scheduler words otherwise, as kube-scheduler v1.37 (and v1.34) words it.
 SAME_MEANING: tuple[tuple[re.Pattern[str], str], ...] = (
     # v1.32 dropped the taint from the text; ours still names it.
     (re.compile(r"^node\(s\) had untolerated taint \{.*\}$"), "node(s) had untolerated taint(s)"),

@@ -48,7 +48,7 @@ import aiohttp
 import yaml
 from aiohttp import web
 
-from hyperplace.localup.controlplane import ControlPlane, free_port, tail
+from hyperplace.localup.controlplane import ControlPlane, feature_gate_args, free_port, tail
 
 from .rest import Rest
 
@@ -243,6 +243,8 @@ class KubeSchedulerOracle:
                     "--bind-address=127.0.0.1",
                     f"--secure-port={health_port}",
                     f"--cert-dir={self.workdir / 'certs'}",
+                    # The control plane's gates (the Workload API and its plugins), as a cluster runs them.
+                    *feature_gate_args(self.cp.bin_dir),
                     # v=2 logs each pod it could not schedule, with the reason: enough to debug.
                     "--v=2",
                     # Level 10 in schedule_one.go alone: each plugin's score of each node, for
