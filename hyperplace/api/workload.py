@@ -15,7 +15,9 @@ from pydantic import Field, model_validator
 
 from .common import Condition, KubeModel, TypedObject
 from .constants import QUEUE_NAME_KEY
+from .exclusive import EXCLUSIVE_TOPOLOGY_ANNOTATION
 from .podgroup import NetworkTopologySpec, PodGroup
+from .relax import RELAX_TOPOLOGY_ANNOTATION
 
 UPSTREAM_SCHEDULING_GROUP = "scheduling.k8s.io"
 UPSTREAM_SCHEDULING_VERSION = "v1beta1"
@@ -190,9 +192,9 @@ def pod_group_name(pod: Mapping[str, Any]) -> str | None:
 # on a Volcano PodGroup: kept as they are on the PodGroup the scheduler builds from it.
 PASSED_ANNOTATIONS = (
     QUEUE_NAME_KEY,
-    "hyperplace.io/relax-topology",
-    "hyperplace.io/exclusive-topology",
-    "volcano.sh/preemptable",
+    RELAX_TOPOLOGY_ANNOTATION,
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    "volcano.sh/preemptable",  # the scheduler's names for these two: scheduler_plugin.model.jobs
     "volcano.sh/cooldown-time",
 )
 

@@ -226,3 +226,30 @@ def test_the_example_runs(tmp_path: Path):
     assert len({n.split("-")[1] for n in nodes_of(out, "fits") if n}) == 1
     assert nodes_of(out, "too-big") == [None] * 5
     assert not any("not simulated" in n for n in out["notes"])
+
+
+def test_an_invalid_podgroup_is_refused_as_the_apiserver_would_naming_the_field(tmp_path: Path):
+    bad = gang("bad", 0)
+    out = simulate(tmp_path, [*racks(1, 1), bad, *pods("bad", 1)])
+    [r] = out["rejected"]
+    assert (r["kind"], r["name"]) == ("PodGroup", "bad")
+    assert r["message"].startswith("spec.schedulingPolicy.gang.minCount")
+
+
+def test_our_annotations_apply_queue_and_exclusive_topology(tmp_path: Path):
+    # exclusive-topology: the gang's rack is its own; a second gang goes to the other rack
+    # although both fit in one. The queue is read from volcano.sh/queue-name.
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "research"}}
+    excl = gang("excl", 1)
+    excl["metadata"]["annotations"] = {
+        "hyperplace.io/exclusive-topology": "true",
+        "volcano.sh/queue-name": "research",
+    }
+    objs = [*racks(2, 4), queue, excl, *pods("excl", 1), gang("other", 2), *pods("other", 2)]
+    out = simulate(tmp_path, objs)
+    [e] = nodes_of(out, "excl")
+    other = nodes_of(out, "other")
+    assert e is not None and None not in other
+    assert {n.split("-")[0] for n in other if n} != {e.split("-")[0]}
+    research = out["queues"]["research"]
+    assert research["allocated"].get("cpu") in ("4", 4, "4000m")
