@@ -14,7 +14,8 @@ from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
-from hyperplace.api import HyperNode, Job, Queue, TypedObject
+from hyperplace.api import HyperNode, Job, Queue, TypedObject, format_validation_error
+from hyperplace.api.workload import UpstreamPodGroup, Workload, is_upstream
 from hyperplace.runtime.api import object_key
 
 from .loader import Inputs, controller_conf_configmap
@@ -161,6 +162,10 @@ class Admission:
         # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
         from webhooks.admission import admit
 
+        schema = upstream_schema_refusals(obj)
+        if schema:
+            self._reject(obj, schema, source)
+            return None
         out = admit(obj, operation="CREATE", old=None, ctx=self.caches.context())
         for w in out.warnings:
             self._warn(f"{obj.get('kind')} {object_key(obj)}: {w}")
@@ -233,3 +238,16 @@ class Admission:
         spec["priority"] = value
         spec["preemptionPolicy"] = policy
         return None
+
+
+def upstream_schema_refusals(obj: dict[str, Any]) -> list[str]:
+    """What kube-apiserver 1.37's validation says of a ``scheduling.k8s.io/v1beta1`` PodGroup or
+    Workload (built-in kinds, no webhook of ours), each naming the field; [] for other kinds."""
+    if not is_upstream(obj) or obj.get("kind") not in ("PodGroup", "Workload"):
+        return []
+    model = UpstreamPodGroup if obj.get("kind") == "PodGroup" else Workload
+    try:
+        model.model_validate(obj)
+    except ValidationError as exc:
+        return format_validation_error(exc)
+    return []

@@ -85,13 +85,14 @@ class Cluster:
         """The stored objects of one kind, in insertion order."""
         return self.objects.of_kind(kind)
 
-    def models(self, model: type[M]) -> list[tuple[dict[str, Any], M]]:
-        """(wire object, model) of every object of the model's kind.
+    def models(self, model: type[M], kind: str | None = None) -> list[tuple[dict[str, Any], M]]:
+        """(wire object, model) of every object of the model's kind (``kind``: the kind key,
+        when it is not the model's ``kind``).
 
         Admitted objects always parse; objects read from a live cluster skipped admission,
         so one that does not parse is left out with a warning instead of stopping the run.
         """
-        kind = str(model.model_fields["kind"].default)
+        kind = kind or str(model.model_fields["kind"].default)
         out: list[tuple[dict[str, Any], M]] = []
         for o in self.of_kind(kind):
             try:

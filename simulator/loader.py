@@ -31,6 +31,10 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     ("scheduling.volcano.sh", "Queue"): False,
     ("scheduling.volcano.sh", "PodGroup"): True,
     ("scheduling.k8s.io", "PriorityClass"): False,
+    # Kubernetes' own gang API (1.37): the scheduler places the pods of a PodGroup; a
+    # Workload's templates are read by its controllers, kept here as given.
+    ("scheduling.k8s.io", "PodGroup"): True,
+    ("scheduling.k8s.io", "Workload"): True,
     ("topology.volcano.sh", "HyperNode"): False,
     ("batch.volcano.sh", "Job"): True,
     # Read by the scheduler's pdb and resourcequota plugins.
@@ -57,6 +61,9 @@ SUPPORTED: dict[tuple[str, str], bool] = {
 # Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped
 # without a warning. (Namespaces are kept for their labels; every namespace is taken to exist.)
 SKIPPED_SILENTLY: frozenset[tuple[str, str]] = frozenset()
+
+# The kind key of a scheduling.k8s.io PodGroup (beside Volcano's ``PodGroup``).
+UPSTREAM_PODGROUP = "PodGroup.scheduling.k8s.io"
 
 SCHEDULER_CONF_FILES = ("scheduler.conf", "volcano-scheduler.conf")
 SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
@@ -158,10 +165,13 @@ class Inputs:
 
 def kind_key(obj: dict[str, Any]) -> str:
     """The kind objects are keyed and listed by: the ``kind``, except ``Job.batch`` for a
-    batch/v1 Job, which would otherwise share ``Job`` with Volcano's."""
+    batch/v1 Job and ``PodGroup.scheduling.k8s.io`` for Kubernetes' own PodGroup, which would
+    otherwise share ``Job`` and ``PodGroup`` with Volcano's."""
     kind = str(obj.get("kind", ""))
     if kind == "Job" and group_of(str(obj.get("apiVersion", ""))) == "batch":
         return "Job.batch"
+    if kind == "PodGroup" and group_of(str(obj.get("apiVersion", ""))) == "scheduling.k8s.io":
+        return UPSTREAM_PODGROUP
     return kind
 
 

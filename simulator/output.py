@@ -15,6 +15,7 @@ import yaml
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.runtime.api import object_key
 
+from .loader import UPSTREAM_PODGROUP
 from .render import waiting_lines
 from .result import SimResult
 from .store import key_of
@@ -71,10 +72,9 @@ def result_dict(result: SimResult) -> dict[str, Any]:
             entry["reason"] = pending_reason(result, p)
         pods[key] = entry
     reasons = {v.podgroup: waiting_lines(v) for v in job_views(result) if v.waiting}
-    podgroups = {
-        object_key(pg): podgroup_entry(result, pg, reasons.get(object_key(pg)))
-        for pg in result.of_kind("PodGroup")
-    }
+    podgroups: dict[str, Any] = {}
+    for pg in [*result.of_kind("PodGroup"), *result.of_kind(UPSTREAM_PODGROUP)]:  # Volcano's first
+        podgroups.setdefault(object_key(pg), podgroup_entry(result, pg, reasons.get(object_key(pg))))
     evictions = list(dict.fromkeys(result.evictions))
     out = {
         "bindings": natural_order(dict(result.bindings)),

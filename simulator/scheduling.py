@@ -16,11 +16,17 @@ from typing import Any
 from hyperplace.api import HyperNode, PodGroup, Queue
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION
 from hyperplace.api.times import rfc3339
+from hyperplace.api.workload import (
+    UpstreamPodGroup,
+    as_volcano_podgroup,
+    initially_scheduled_conditions,
+    with_upstream,
+)
 from hyperplace.kube.objects import namespaced_key
 
 from .clock import strip_times
 from .cluster import Cluster
-from .loader import scheduler_conf_from_configmaps
+from .loader import UPSTREAM_PODGROUP, scheduler_conf_from_configmaps
 from .result import SimulationError
 
 
@@ -105,7 +111,11 @@ class Scheduler:
                 and (p.get("status") or {}).get("phase") == "Pending"
             ):
                 return True
-        return any(namespaced_key(pg) not in self.outcomes for pg in c.of_kind("PodGroup"))
+        return any(
+            namespaced_key(pg) not in self.outcomes
+            for kind in ("PodGroup", UPSTREAM_PODGROUP)
+            for pg in c.of_kind(kind)
+        )
 
     def run_session(self) -> bool:
         """One scheduler session; returns whether it changed anything (bindings, PodGroups)."""
@@ -124,6 +134,13 @@ class Scheduler:
         # (the simulator edits objects in place, so the state compares contents).
         nodes, hns = c.of_kind("Node"), [m for _, m in c.models(HyperNode)]
         pgs, queues = [m for _, m in c.models(PodGroup)], [m for _, m in c.models(Queue)]
+        # Kubernetes' own PodGroups, as the jobs the scheduler builds from them.
+        upstream = [as_volcano_podgroup(m) for _, m in c.models(UpstreamPodGroup, UPSTREAM_PODGROUP)]
+        pgs, clashes = with_upstream(pgs, upstream)
+        for key in clashes:
+            c.warn_once(
+                f"PodGroup.scheduling.k8s.io {key}: a Volcano PodGroup of the same name is scheduled instead"
+            )
         pcs = c.of_kind("PriorityClass")
         pdbs, quotas = c.of_kind("PodDisruptionBudget"), c.of_kind("ResourceQuota")
         storage = StorageListing(
@@ -166,11 +183,19 @@ class Scheduler:
         self.reservations = dict(result.reservations)
         self.snapshot, self.session, self.ran = snap, result, True
         self._evict(result)
-        before = {namespaced_key(pg): strip_times(pg) for pg in c.of_kind("PodGroup")}
+        before = {
+            namespaced_key(pg): strip_times(pg)
+            for k in ("PodGroup", UPSTREAM_PODGROUP)
+            for pg in c.of_kind(k)
+        }
         bound = self._bind(result)
         self._podgroup_status(result)
         self._queue_status(result)
-        after = {namespaced_key(pg): strip_times(pg) for pg in c.of_kind("PodGroup")}
+        after = {
+            namespaced_key(pg): strip_times(pg)
+            for k in ("PodGroup", UPSTREAM_PODGROUP)
+            for pg in c.of_kind(k)
+        }
         return bound > 0 or before != after or bool(result.evictions)
 
     def _evict(self, result: Any) -> None:
@@ -283,6 +308,9 @@ class Scheduler:
             ns, _, name = pg_key.partition("/")
             pg = c.objects.get(("PodGroup", ns, name))
             if pg is None:
+                upg = c.objects.get((UPSTREAM_PODGROUP, ns, name))
+                if upg is not None:
+                    self._upstream_status(upg, outcome)
                 continue
             status = pg.setdefault("status", {})
             if outcome.pg_phase or outcome.phase:
@@ -298,6 +326,17 @@ class Scheduler:
                 pg.setdefault("metadata", {}).setdefault("annotations", {})[
                     JOB_ALLOCATED_HYPERNODE_ANNOTATION
                 ] = outcome.allocated_hypernode
+
+    def _upstream_status(self, pg: dict[str, Any], outcome: Any) -> None:
+        """A scheduling.k8s.io PodGroup's ``PodGroupInitiallyScheduled``, as kube-scheduler
+        writes it (the rest of its status is not the scheduler's)."""
+        expl = outcome.explanation
+        message = expl.message() if expl is not None else "waiting for the gang's pods"
+        conds = initially_scheduled_conditions(
+            pg, outcome.phase == "Running", message, self.cluster.clock.now
+        )
+        if conds is not None:
+            pg.setdefault("status", {})["conditions"] = conds
 
     def _queue_status(self, result: Any) -> None:
         """The scheduler's part of Queue status."""

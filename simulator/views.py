@@ -13,9 +13,11 @@ from typing import Any
 
 from hyperplace.api.constants import PARTITION_ID_KEY, TASK_SPEC_KEY
 from hyperplace.api.topology_annotations import operator_podgroup_topology
+from hyperplace.api.workload import is_upstream, upstream_spec_view
 from hyperplace.kube.objects import namespaced_key, podgroup_key_of
 from hyperplace.kube.workloads import rank_index
 
+from .loader import UPSTREAM_PODGROUP
 from .result import SimResult
 from .topology import TopologyView, natural_key, natural_order
 
@@ -109,8 +111,13 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
             pods_by_group.setdefault(g, []).append(p)
     jobs_by_uid = {(j.get("metadata") or {}).get("uid"): j for j in result.of_kind("Job")}
     out: list[JobView] = []
-    for pg in result.of_kind("PodGroup"):
+    seen: set[str] = set()
+    for pg in [*result.of_kind("PodGroup"), *result.of_kind(UPSTREAM_PODGROUP)]:
         pg_key = namespaced_key(pg)
+        if pg_key in seen:
+            continue  # a Volcano PodGroup of the same name is the job
+        seen.add(pg_key)
+        upstream = is_upstream(pg)
         meta = pg.get("metadata") or {}
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
         job = jobs_by_uid.get(owner.get("uid")) if owner else None
@@ -120,6 +127,8 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
         pods = [pod_view(p, result, topo) for p in pods_by_group.get(pg_key, [])]
         pods.sort(key=lambda v: (v.task or "", v.index if v.index is not None else -1, natural_key(v.name)))
         spec = pg.get("spec") or {}
+        if upstream:
+            spec = upstream_spec_view(pg)
         partitions: dict[str, dict[str, Any]] = {}
         if job is not None:
             for i, t in enumerate((job.get("spec") or {}).get("tasks") or []):
@@ -129,7 +138,9 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
             JobView(
                 key=namespaced_key(job) if job is not None else (workload[1] if workload else pg_key),
                 podgroup=pg_key,
-                kind="Job" if job is not None else (workload[0] if workload else "PodGroup"),
+                kind="Job"
+                if job is not None
+                else (workload[0] if workload else (UPSTREAM_PODGROUP if upstream else "PodGroup")),
                 phase=str(status.get("phase") or getattr(outcome, "phase", None) or "Pending"),
                 min_member=int(spec.get("minMember") or 0),
                 pods=pods,

@@ -32,7 +32,13 @@ import jsonpatch
 from pydantic import ValidationError
 
 from hyperplace.api import HyperNode, Job, TypedObject, format_validation_error
-from hyperplace.api.constants import BATCH_GROUP, BATCH_VERSION, TOPOLOGY_GROUP, TOPOLOGY_VERSION
+from hyperplace.api.constants import (
+    BATCH_GROUP,
+    BATCH_VERSION,
+    SCHEDULING_GROUP,
+    TOPOLOGY_GROUP,
+    TOPOLOGY_VERSION,
+)
 from hyperplace.runtime.api import clone
 
 from . import crd_schema
@@ -147,8 +153,9 @@ def crd_errors(obj: Mapping[str, Any]) -> list[str] | None:
         return None
     report = crd_schema.check(obj)
     out = None if report is None else report.messages()
-    if obj.get("kind") == "PodGroup":
+    if obj.get("kind") == "PodGroup" and str(obj.get("apiVersion", "")).startswith(f"{SCHEDULING_GROUP}/"):
         # The relax-topology annotation is honoured on PodGroups too: refuse a malformed one.
+        # (Not on Kubernetes' own scheduling.k8s.io PodGroups: our webhooks do not see them.)
         out = [*(out or []), *annotation_problems(obj)]
     return out
 

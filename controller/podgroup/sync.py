@@ -25,6 +25,7 @@ from typing import Any
 
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION
 from hyperplace.api.topology_annotations import TRAINING_KINDS
+from hyperplace.api.workload import pod_group_name
 from hyperplace.kube.workloads import JOBSET_UID, LWS_NAME, lws_group
 from hyperplace.runtime.api import (
     BATCH_JOBS,
@@ -142,6 +143,8 @@ class PodGroupController:
         """``namespace/podgroup-<uid>`` of a pod this controller serves, else None."""
         if (pod.get("spec") or {}).get("schedulerName") not in self.scheduler_names:
             return None
+        if pod_group_name(pod) is not None:
+            return None  # in a scheduling.k8s.io PodGroup of its own controller's
         m = meta(pod)
         name = podgroup_name(pod)
         have = (m.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION
+from hyperplace.api.workload import pod_group_name
 
 # Pod phases after which a pod holds no room and is never scheduled again.
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -20,7 +21,9 @@ def namespaced_key(obj: Mapping[str, Any]) -> str:
 
 
 def podgroup_key_of(pod: Mapping[str, Any]) -> str | None:
-    """``namespace/podgroup`` a pod belongs to by Volcano's group-name annotation, or None."""
+    """``namespace/podgroup`` a pod belongs to, or None: Kubernetes' own
+    ``spec.schedulingGroup.podGroupName`` (a ``scheduling.k8s.io`` PodGroup), else Volcano's
+    group-name annotation."""
     meta = pod.get("metadata") or {}
-    group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+    group = pod_group_name(pod) or (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
     return f"{meta.get('namespace') or 'default'}/{group}" if group else None

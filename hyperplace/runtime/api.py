@@ -22,6 +22,7 @@ from hyperplace.api.constants import (
     TOPOLOGY_GROUP,
     TOPOLOGY_VERSION,
 )
+from hyperplace.api.workload import UPSTREAM_SCHEDULING_GROUP, UPSTREAM_SCHEDULING_VERSION
 
 Obj = dict[str, Any]
 
@@ -75,6 +76,11 @@ PODGROUPS = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "podgroups", "PodGrou
 QUEUES = Resource(SCHEDULING_GROUP, SCHEDULING_VERSION, "queues", "Queue", False)
 HYPERNODES = Resource(TOPOLOGY_GROUP, TOPOLOGY_VERSION, "hypernodes", "HyperNode", False)
 COMMANDS = Resource(BUS_GROUP, BUS_VERSION, "commands", "Command", True)
+# Kubernetes' own gang API (1.37, built into kube-apiserver, not CRDs).
+K8S_PODGROUPS = Resource(
+    UPSTREAM_SCHEDULING_GROUP, UPSTREAM_SCHEDULING_VERSION, "podgroups", "PodGroup", True
+)
+WORKLOADS = Resource(UPSTREAM_SCHEDULING_GROUP, UPSTREAM_SCHEDULING_VERSION, "workloads", "Workload", True)
 # Storage the scheduler's volume filters read (and its PreBind writes: claimRef, selected-node).
 PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", False)

@@ -725,11 +725,16 @@ def _pod_grace(pod: Mapping[str, Any], given: int | None) -> int:
 def store_name(res: Resource) -> str:
     """Where the fake keeps a resource's objects: the plural, qualified by the group for the
     built-in groups whose plurals Volcano's reuse (batch/v1 ``jobs`` beside Volcano's Jobs)."""
-    return f"{res.plural}.{res.group}" if res.group in ("batch", "apps") else res.plural
+    qualified = res.group in ("batch", "apps") or res == _api.K8S_PODGROUPS  # beside Volcano's podgroups
+    return f"{res.plural}.{res.group}" if qualified else res.plural
 
 
 def _has_status_subresource(res: Resource) -> bool:
-    return res.custom or res.plural in ("pods", "nodes", "persistentvolumes", "persistentvolumeclaims")
+    return (
+        res.custom
+        or res.plural in ("pods", "nodes", "persistentvolumes", "persistentvolumeclaims")
+        or res == _api.K8S_PODGROUPS
+    )
 
 
 def _in_namespace(obj: Mapping[str, Any], namespace: str | None) -> bool:

@@ -47,6 +47,7 @@ from hyperplace.api.constants import (
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.api.spares import spare_marks
+from hyperplace.api.workload import upstream_topology_keys
 from hyperplace.kube.members import MemberIndex
 from hyperplace.kube.objects import namespaced_key
 from hyperplace.runtime.gcpause import no_cyclic_gc
@@ -114,6 +115,8 @@ class ClusterState:
         # Claims, volumes, classes, CSI objects (fed by the caller) and the claims bound pods use.
         self.storage = StorageState(detach=detach)
         self._podgroups: dict[str, PodGroup] = {}
+        # Upstream PodGroups' topology keys by job: the tree names a tier after each.
+        self._label_keys: dict[str, str] = {}
         self._queues: dict[str, Queue] = {}
         self._policies: tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]] = ((), ())
         self._prios = Priorities()
@@ -151,7 +154,7 @@ class ClusterState:
         self._shape_list: list[tuple[I64, PodConstraints]] = []
         # Tree and derived caches.
         self._tree: HyperNodeTree | None = None
-        self._tree_key: tuple[int, int] | None = None
+        self._tree_key: tuple[int, int, tuple[str, ...]] | None = None
         self._layout_gen = 0
         self._prio_gen = 0  # moves with every change of the PriorityClasses
         self._queue_map: dict[str, Queue] | None = None
@@ -343,12 +346,18 @@ class ClusterState:
     def set_podgroup(self, pg: PodGroup) -> None:
         """A PodGroup added or updated (parsed)."""
         self._podgroups[pg.key] = pg
+        key = upstream_topology_keys((pg,))
+        if key:
+            self._label_keys[pg.key] = key[0]
+        else:
+            self._label_keys.pop(pg.key, None)
         self._dirty_jobs.add(pg.key)
         self.changes += 1
 
     def remove_podgroup(self, key: str) -> None:
         """A PodGroup deleted."""
         if self._podgroups.pop(key, None) is not None:
+            self._label_keys.pop(key, None)
             self._dirty_jobs.add(key)
             self.changes += 1
 
@@ -533,7 +542,7 @@ class ClusterState:
         job_pg = standalone_pg if standalone_pg is not None else pg
         info = None
         if job_pg is not None:
-            prio = self._prios.of(job_pg.spec.priority_class_name)
+            prio = self._prios.of_podgroup(job_pg)
             info = build_job(job_pg, tasks, prio, tree.tier_names, tree.top_tier)
         return _Job(info, orphans, standalone_pg is not None, missing)
 
@@ -588,12 +597,13 @@ class ClusterState:
             self._relayout()
         elif self._added or self._removed:
             self._renode()
-        tree_key = (self.members.generation, self._nodeset_gen)
+        label_keys = tuple(sorted(set(self._label_keys.values())))
+        tree_key = (self.members.generation, self._nodeset_gen, label_keys)
         if self._tree is None or self._tree_key != tree_key:
             old = self._tree
             labels = self.members.node_labels
             self._tree = HyperNodeTree.build(
-                list(self._hns.values()), self._table.names, labels, self.members
+                list(self._hns.values()), self._table.names, labels, self.members, label_keys
             )
             self._tree_key = tree_key
             if old is None or old.tier_names != self._tree.tier_names or old.top_tier != self._tree.top_tier:

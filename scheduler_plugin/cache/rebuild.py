@@ -19,6 +19,7 @@ from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.api.spares import spare_marks
+from hyperplace.api.workload import upstream_topology_keys
 from hyperplace.kube.members import MemberIndex
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
@@ -77,7 +78,7 @@ def build_snapshot(
     if members is not None:
         members.sync_nodes(node_labels)
         members.sync_hypernodes(hypernodes)
-    tree = HyperNodeTree.build(hypernodes, names, node_labels, members)
+    tree = HyperNodeTree.build(hypernodes, names, node_labels, members, upstream_topology_keys(podgroups))
     keys = TermKeys()
     for rec in recs:
         keys.add(rec.terms, +1)
@@ -178,6 +179,6 @@ class _Jobs:
         """Every job of the listing (PodGroups, and one per group-less pending pod of ours)."""
         jobs: dict[str, JobInfo] = {}
         for gkey, pg in {**self.pg_map, **self.standalone_pgs}.items():
-            prio = self.prios.of(pg.spec.priority_class_name)
+            prio = self.prios.of_podgroup(pg)
             jobs[gkey] = build_job(pg, self.tasks.get(gkey, []), prio, tree.tier_names, tree.top_tier)
         return jobs

@@ -24,6 +24,7 @@ from hyperplace.api.constants import (
 )
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.api.times import parse_rfc3339
+from hyperplace.api.workload import pod_group_name, upstream_priority
 from hyperplace.kube.gang_damage import running_since
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
@@ -278,7 +279,8 @@ def parse_pod(obj: dict[str, Any], scheduler_names: Sequence[str]) -> PodRecord:
     node = spec.get("nodeName") or None
     terminal = status.get("phase", "Pending") in TERMINAL_PHASES
     owned = owned_by(obj, scheduler_names)
-    group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+    # Kubernetes' own field first (kube-scheduler 1.37 reads only it), else Volcano's annotation.
+    group = pod_group_name(obj) or (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
     bad: str | None = None
     try:
         rq: dict[str, int] | None = pod_requests(obj)
@@ -362,6 +364,11 @@ class Priorities:
         for pc in self.by_name.values():
             if pc.get("globalDefault"):
                 self.default = int(pc.get("value", 0))
+
+    def of_podgroup(self, pg: PodGroup) -> int:
+        """A job's priority: an upstream PodGroup's own ``priority``, else its class's value,
+        else the default."""
+        return self.of(pg.spec.priority_class_name, upstream_priority(pg))
 
     def of(self, name: str | None, explicit: Any = None) -> int:
         """A pod's priority: its own ``spec.priority``, else its class's value, else the default."""

@@ -28,6 +28,63 @@ from hyperplace.kube.members import MemberIndex
 IntArray = npt.NDArray[np.int64]
 
 
+def label_domains(
+    key: str, node_names: Sequence[str], node_labels: Mapping[str, Mapping[str, str]]
+) -> dict[str, frozenset[int]]:
+    """The nodes (indices into ``node_names``) of each value of the node label ``key``; nodes
+    without the label are in none (kube-scheduler's TopologyPlacementGenerator leaves them out)."""
+    out: dict[str, set[int]] = {}
+    for i, n in enumerate(node_names):
+        v = (node_labels.get(n) or {}).get(key)
+        if v is not None:
+            out.setdefault(v, set()).add(i)
+    return {v: frozenset(s) for v, s in out.items()}
+
+
+def label_domain_hypernodes(
+    keys: Sequence[str], node_names: Sequence[str], node_labels: Mapping[str, Mapping[str, str]]
+) -> list[HyperNode]:
+    """A virtual HyperNode tree of the keys' label domains, as label-based discovery groups
+    nodes (a tier per key, a HyperNode per value, ``tierName`` the key): the finest key is tier
+    1, and each coarser key whose every domain is a union of the tier below's is the next tier.
+    A key whose domains cut across the others' gets no tier (its jobs wait, saying so)."""
+    by_key = {k: label_domains(k, node_names, node_labels) for k in dict.fromkeys(keys)}
+    order = sorted((k for k in by_key if by_key[k]), key=lambda k: (-len(by_key[k]), k))
+    tiers: list[str] = []
+    for key in order:
+        if tiers:
+            below = by_key[tiers[-1]]
+            doms = list(by_key[key].values())
+            if not all(any(d <= big for big in doms) for d in below.values()) or not all(
+                big == frozenset().union(*(d for d in below.values() if d <= big)) for big in doms
+            ):
+                continue
+        tiers.append(key)
+    out: list[HyperNode] = []
+    names: dict[tuple[str, frozenset[int]], str] = {}
+    for t, key in enumerate(tiers, start=1):
+        for value, nodes in sorted(by_key[key].items()):
+            name = f"{key}={value}"  # not a HyperNode name a user can make: no clash
+            names[(key, nodes)] = name
+            if t == 1:
+                members = [
+                    {"type": "Node", "selector": {"exactMatch": {"name": node_names[i]}}}
+                    for i in sorted(nodes)
+                ]
+            else:
+                members = [
+                    {"type": "HyperNode", "selector": {"exactMatch": {"name": names[(tiers[t - 2], d)]}}}
+                    for d in sorted(by_key[tiers[t - 2]].values(), key=min)
+                    if d <= nodes
+                ]
+            out.append(
+                HyperNode.model_validate(
+                    {"metadata": {"name": name}, "spec": {"tier": t, "tierName": key, "members": members}}
+                )
+            )
+    return out
+
+
 @dataclass
 class HyperNodeTree:
     """Resolved HyperNode tree. Build with :meth:`build`; treat as read-only afterwards."""
@@ -60,13 +117,25 @@ class HyperNodeTree:
         node_names: Sequence[str],
         node_labels: Mapping[str, Mapping[str, str]],
         members: MemberIndex | None = None,
+        label_keys: Sequence[str] = (),
     ) -> HyperNodeTree:
         """Resolve members, link parents (:func:`~hyperplace.kube.hypertree.link_hypernodes`:
         cycles and second parents are problems, and broken), add the virtual root.
 
         ``members``, when given, is an index already holding exactly ``hypernodes`` and the
         nodes of ``node_labels``; its resolved members are used instead of resolving afresh.
+
+        ``label_keys``: node label keys some job's pods must share one value of (Kubernetes'
+        PodGroup ``schedulingConstraints.topology``), each named as a tier in ``tier_names``
+        where one can be found (:meth:`_name_label_tiers`); with no HyperNodes at all, the
+        keys' label domains become a virtual tree of their own (:func:`label_domain_hypernodes`).
         """
+        if not hypernodes and label_keys:
+            virtual = label_domain_hypernodes(label_keys, node_names, node_labels)
+            if virtual:
+                tree = cls.build(virtual, node_names, node_labels, None)
+                tree._name_label_tiers(label_keys, node_labels)
+                return tree
         node_index = {n: i for i, n in enumerate(node_names)}
         hns = sorted(hypernodes, key=lambda h: h.name)
         if members is None:
@@ -111,7 +180,31 @@ class HyperNodeTree:
             node_names=list(node_names),
         )
         tree._derive()
+        if label_keys:
+            tree._name_label_tiers(label_keys, node_labels)
         return tree
+
+    def _name_label_tiers(self, keys: Sequence[str], node_labels: Mapping[str, Mapping[str, str]]) -> None:
+        """Name after each key the lowest tier whose HyperNodes are exactly the key's domains
+        (every HyperNode of the tier holds the nodes of one value of the key, and every value's
+        nodes are one HyperNode of it; nodes without the key are in none). A key no tier
+        matches stays unnamed: its jobs wait (a tier of that name given by HyperNodes is
+        replaced by the matching one, or dropped when none matches)."""
+        for key in keys:
+            self.tier_names.pop(key, None)
+            domains = label_domains(key, self.node_names, node_labels)
+            if not domains:
+                continue
+            want = set(domains.values())
+            for tier in self.sorted_tiers:
+                got = {
+                    frozenset(int(n) for n in self.node_sets[h])
+                    for h in range(len(self.names) - 1)
+                    if int(self.tiers[h]) == tier and len(self.node_sets[h])
+                }
+                if got == want:
+                    self.tier_names[key] = tier
+                    break
 
     def _derive(self) -> None:
         h = len(self.names)

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from hyperplace.api.podgroup import NetworkTopologySpec, PodGroup, SubGroupPolicySpec
 from hyperplace.api.times import parse_go_duration
+from hyperplace.api.workload import UPSTREAM_TOPOLOGY_KEY
 from hyperplace.kube import SelectorError, label_selector_matches
 
 from .memo import Memo
@@ -348,7 +349,14 @@ def build_job(
         job.bad_marks.append(f"PodGroup {key}: {bad}")
     for p in policies:
         job.min_subjobs[f"{key}/{p.name}"] = p.min_sub_groups or 0
-    if topo is not None and topo.problem:
+    upstream_key = (meta.annotations or {}).get(UPSTREAM_TOPOLOGY_KEY)
+    if upstream_key is not None and (topo is None or topo.limit is None):
+        # Kubernetes' PodGroup topology is required: no tier of its domains, no placement.
+        job.problems.append(
+            f"topology key {upstream_key!r}: no HyperNode tier has exactly its label domains "
+            "(one HyperNode per value of the key); the gang waits"
+        )
+    elif topo is not None and topo.problem:
         job.warnings.append(topo.problem)
     job.bad_marks.extend(t.bad_mark for t in tasks if t.bad_mark)
     job.bad_marks.extend(t.bad_cooldown for t in tasks if t.bad_cooldown)

@@ -48,8 +48,9 @@ from typing import Any
 
 from hyperplace.api import PodGroup, PodGroupStatus
 from hyperplace.api.constants import JOB_ALLOCATED_HYPERNODE_ANNOTATION
+from hyperplace.api.workload import POD_GROUP_INITIALLY_SCHEDULED, initially_scheduled_conditions
 from hyperplace.kube.objects import podgroup_key_of
-from hyperplace.runtime.api import PODGROUPS, PODS, QUEUES, ApiClient, ApiError, Obj, meta
+from hyperplace.runtime.api import K8S_PODGROUPS, PODGROUPS, PODS, QUEUES, ApiClient, ApiError, Obj, meta
 from hyperplace.runtime.informer import Informer
 from hyperplace.runtime.status_writer import StatusWriter
 from scheduler_plugin.cache.records import owned_by
@@ -105,6 +106,7 @@ class Reporter:
         settle: float = SETTLE,
         queue_interval: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        k8s_podgroups: Informer | None = None,
     ) -> None:
         """``throttle``: the rate status writes keep to (apart from the binds');
         ``podgroup_interval``: seconds between PodGroup status writes in which only numbers
@@ -112,6 +114,7 @@ class Reporter:
         self.api = api
         self.status_writer = StatusWriter(api)
         self.pods, self.podgroups, self.queues = pods, podgroups, queues
+        self.k8s_podgroups = k8s_podgroups  # Kubernetes' own PodGroups (scheduling.k8s.io)
         self.assumed, self.events, self.metrics = assumed, events, metrics
         self.names = scheduler_names
         self._now = now
@@ -271,6 +274,14 @@ class Reporter:
                 if last is not None and last[0] is job and last[1] == outcome:
                     continue
             pg = self.podgroups.get(jkey)
+            if pg is None and self.k8s_podgroups is not None and jkey in self.k8s_podgroups.store:
+                # Kubernetes' own PodGroup: its PodGroupInitiallyScheduled condition only.
+                if jkey not in forming:
+                    if outcome.phase != "Running":
+                        pending += 1
+                    self._pg_wanted[jkey] = outcome
+                    self.status_queue.add(("k8s-pg", jkey))
+                continue
             members = self.pods.by_index("group", jkey)
             # Not ours to report on: no pod of this PodGroup names our scheduler. A PodGroup of no
             # pod yet is reported (Inqueue): a training operator creates the pods only then.
@@ -333,6 +344,9 @@ class Reporter:
                 self.metrics.writes.labels("pods/status", "ok").inc()
                 self._pod_sent[key] = (uid, rv, message)
             return
+        if kind == "k8s-pg":
+            await self._report_k8s_podgroup(item, ns, name)
+            return
         pg = self.podgroups.get(key)
         outcome = self._pg_wanted.get(key)
         if pg is None or outcome is None:
@@ -369,6 +383,43 @@ class Reporter:
                 self._admitting.pop(key, None)
         else:
             self._admitting.pop(key, None)  # the object says what is wanted: nothing held
+
+    async def _report_k8s_podgroup(self, item: tuple[str, str], ns: str, name: str) -> None:
+        """``PodGroupInitiallyScheduled`` on a ``scheduling.k8s.io`` PodGroup through its
+        ``/status``, as kube-scheduler 1.37 writes it (:func:`initially_scheduled_conditions`):
+        at once when its status or reason changes, else (only the message moved) at most once
+        per ``podgroup_interval``; with the resourceVersion as a precondition, so another
+        writer's condition (``DisruptionTarget``) is never lost (a conflict retries)."""
+        key = item[1]
+        pg = self.k8s_podgroups.get(key) if self.k8s_podgroups is not None else None
+        outcome = self._pg_wanted.get(key)
+        if pg is None or outcome is None:
+            self.status_queue.dropped(item)
+            return
+        expl = outcome.explanation
+        message = expl.message() if expl is not None else "waiting for the gang's pods"
+        conds = initially_scheduled_conditions(pg, outcome.phase == "Running", message, self._now())
+        if conds is None:
+            return  # what the object says already (or True: it never regresses)
+        uid, rv = str(meta(pg).get("uid") or ""), str(meta(pg).get("resourceVersion") or "")
+        want = next(c for c in conds if c.get("type") == POD_GROUP_INITIALLY_SCHEDULED)
+        kind = f"{want['status']}/{want['reason']}"
+        sent = (uid, rv, json.dumps(_timeless({"conditions": conds}), sort_keys=True))
+        if self._pg_sent.get(key) == sent or (self._pg_sent.get(key) or ("", ""))[:2] == (uid, rv):
+            return  # written already; the informer does not show it yet
+        last = self._pg_written.get(key)
+        if last is not None and last[0] == uid and last[1] == kind:
+            wait = last[2] + self.podgroup_interval - self._clock()
+            if wait > 0:  # only the numbers moved
+                self.metrics.status_deferred.inc()
+                self.status_queue.add_after(item, wait)
+                return
+        await self.status_queue.throttle()
+        patch = {"metadata": {"resourceVersion": rv}, "status": {"conditions": conds}}
+        await self.api.patch(K8S_PODGROUPS, name, patch, ns, subresource="status")
+        self.metrics.writes.labels("podgroups.scheduling.k8s.io/status", "ok").inc()
+        self._pg_sent[key] = sent
+        self._pg_written[key] = (uid, kind, self._clock())
 
     async def _annotate(self, name: str, ns: str, ann: Obj) -> None:
         await self.status_queue.throttle()

@@ -60,6 +60,7 @@ from pydantic import BaseModel, ValidationError
 
 from hyperplace.api import HyperNode, PodGroup, Queue, format_validation_error
 from hyperplace.api.times import parse_rfc3339, rfc3339
+from hyperplace.api.workload import UpstreamPodGroup, as_volcano_podgroup, with_upstream
 from hyperplace.kube.objects import TERMINAL_PHASES, namespaced_key, podgroup_key_of
 from hyperplace.runtime.api import (
     CONFIGMAPS,
@@ -67,6 +68,7 @@ from hyperplace.runtime.api import (
     CSI_NODES,
     CSI_STORAGE_CAPACITIES,
     HYPERNODES,
+    K8S_PODGROUPS,
     NAMESPACES,
     NODES,
     PDBS,
@@ -185,6 +187,9 @@ class Scheduler:
         self.nodes = Informer(api, NODES)
         self.pods = Informer(api, PODS)
         self.podgroups = Informer(api, PODGROUPS)
+        # Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1, 1.37; optional: a cluster that
+        # does not serve the group version, or whose RBAC does not grant it, runs without them).
+        self.k8s_podgroups = Informer(api, K8S_PODGROUPS)
         self.queues = Informer(api, QUEUES)
         self.hypernodes = Informer(api, HYPERNODES)
         self.priority_classes = Informer(api, PRIORITY_CLASSES)
@@ -219,6 +224,7 @@ class Scheduler:
             self.csinodes,
             self.csidrivers,
             self.capacities,
+            self.k8s_podgroups,
         ]
         self.configmaps: Informer | None = None
         if self.conf.source.configmap is not None:
@@ -230,6 +236,7 @@ class Scheduler:
         # Namespaces only matter to affinity terms with a namespaceSelector, the CSI objects only
         # with CSI limits and capacity.
         optional = (
+            self.k8s_podgroups,
             self.priority_classes,
             self.pdbs,
             self.quotas,
@@ -241,6 +248,11 @@ class Scheduler:
         self.required_informers = [i for i in self.informers if all(i is not o for o in optional)]
 
         self._pg_models = _Models(self.podgroups, PodGroup)
+        self._k8s_pg_models = _Models(self.k8s_podgroups, UpstreamPodGroup)
+        # key -> (the parsed upstream PodGroup, the job's PodGroup made from it): the same
+        # object while the PodGroup stands, so the state does not rebuild its job every cycle.
+        self._upstream_jobs: dict[str, tuple[UpstreamPodGroup, PodGroup]] = {}
+        self._clashes: set[str] = set()
         self._queue_models = _Models(self.queues, Queue)
         self._hn_models = _Models(self.hypernodes, HyperNode)
 
@@ -305,6 +317,7 @@ class Scheduler:
             self.events,
             self.metrics,
             status_throttle,
+            k8s_podgroups=self.k8s_podgroups,
             scheduler_names=self.options.scheduler_names,
             gang_creation_grace=self.options.gang_creation_grace,
             now=now,
@@ -394,6 +407,15 @@ class Scheduler:
             wake()
 
         self.podgroups.add_handler(lambda _o: wake(), spec_changed, podgroup_deleted)
+
+        def k8s_podgroup_changed(old: Obj, new: Obj) -> None:
+            # Our own status writes change neither: no wake-up loop.
+            if old.get("spec") != new.get("spec") or meta(old).get("annotations") != meta(new).get(
+                "annotations"
+            ):
+                wake()
+
+        self.k8s_podgroups.add_handler(lambda _o: wake(), k8s_podgroup_changed, podgroup_deleted)
         self.hypernodes.add_handler(lambda _o: wake(), spec_changed, lambda _o: wake())
 
         def queue_changed(old: Obj, new: Obj) -> None:
@@ -574,6 +596,22 @@ class Scheduler:
         )
         return snap, result
 
+    def _with_upstream(self, podgroups: list[PodGroup]) -> list[PodGroup]:
+        """Volcano's PodGroups and the jobs made from Kubernetes' own (a Volcano PodGroup of
+        the same name wins, said once in the log)."""
+        made: dict[str, tuple[UpstreamPodGroup, PodGroup]] = {}
+        for upg in self._k8s_pg_models.parse():
+            seen = self._upstream_jobs.get(upg.key)
+            made[upg.key] = seen if seen is not None and seen[0] is upg else (upg, as_volcano_podgroup(upg))
+        self._upstream_jobs = made
+        out, clashes = with_upstream(podgroups, (pg for _, pg in made.values()))
+        for key in set(clashes) - self._clashes:
+            log.warning(
+                "PodGroup.scheduling.k8s.io %s: a Volcano PodGroup of the same name is scheduled instead", key
+            )
+        self._clashes = set(clashes)
+        return out
+
     async def run_cycle(self) -> SessionResult:
         """Snapshot, decide, assume, start binds, queue status reports. Returns the session result."""
         t0 = time.perf_counter()
@@ -582,11 +620,15 @@ class Scheduler:
         elif self.conf.source.path is not None:
             self._config_outcome(False, None)
         podgroups = self.reporter.with_admissions(self._pg_models.parse())
+        podgroups = self._with_upstream(podgroups)
         queues = self._queue_models.parse()
         hypernodes = self._hn_models.parse()
         pcs = self.priority_classes.objects()
         self.metrics.skipped.set(
-            len(self._pg_models.invalid) + len(self._queue_models.invalid) + len(self._hn_models.invalid)
+            len(self._pg_models.invalid)
+            + len(self._k8s_pg_models.invalid)
+            + len(self._queue_models.invalid)
+            + len(self._hn_models.invalid)
         )
         # The view is taken here, on the loop thread: no event can interleave with it, and
         # the session in the worker thread reads only that immutable view (or copies).

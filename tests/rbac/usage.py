@@ -32,6 +32,7 @@ from hyperplace.runtime.api import (
     CONFIGMAPS,
     HYPERNODES,
     JOBS,
+    K8S_PODGROUPS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
@@ -253,6 +254,24 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
         p["status"].update(phase="Running", startTime="2026-01-01T00:00:00Z")
         api.seed(PODS, p)
     api.seed(PODGROUPS, podgroup("urgent", 2, topology=topology, priority_class="high").to_dict())
+    # Kubernetes' own PodGroup (scheduling.k8s.io/v1beta1), a gang no node can hold: its
+    # PodGroupInitiallyScheduled=False goes through its /status.
+    api.seed(
+        K8S_PODGROUPS,
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "k8s-gang", "namespace": "default"},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": 2}},
+                "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]},
+            },
+        },
+    )
+    for p in job_pods("k8s-gang", 2, cpu=8):
+        p["metadata"].get("annotations", {}).pop("scheduling.k8s.io/group-name", None)
+        p["spec"]["schedulingGroup"] = {"podGroupName": "k8s-gang"}
+        api.seed(PODS, p)
     for p in job_pods("urgent", 2, cpu=4):
         p["spec"]["priorityClassName"] = "high"
         api.seed(PODS, p)
@@ -273,6 +292,16 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
         await eventually(lambda: _used(api, "patch", "pods/status"), "the unplaceable pods' conditions")
         await eventually(lambda: _used(api, "patch", "podgroups"), "the allocated-HyperNode annotation")
         await eventually(lambda: _used(api, "patch", "podgroups/status"), "PodGroup status")
+        if incarnation == 0:
+            await eventually(
+                lambda: any(
+                    a.verb == "patch"
+                    and a.group == "scheduling.k8s.io"
+                    and a.resource_path == "podgroups/status"
+                    for a in api.accesses
+                ),
+                "PodGroupInitiallyScheduled on Kubernetes' own PodGroup",
+            )
         await eventually(lambda: _used(api, "patch", "queues/status"), "Queue status.allocated")
         if incarnation == 0:
             await eventually(lambda: _used(api, "create", "events"), "Events")
