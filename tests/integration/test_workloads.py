@@ -31,6 +31,9 @@ pytestmark = pytest.mark.apiserver
 
 LEASE_NAMESPACE = "hyperplace-system"
 SELECT = "hyperplace.io/workload-test"
+# Every rack's nodes carry its name: a tier-1 HyperNode is exactly one value of this label, so
+# Kubernetes' own PodGroups can name it as their topology key.
+RACK_KEY = "topology.kubernetes.io/rack"
 
 
 @dataclass
@@ -102,7 +105,9 @@ def two_racks(kubectl: Kubectl, per_rack: int = 4) -> Racks:
     test alone."""
     label = f"w{uuid.uuid4().hex[:6]}"
     racks = {f"{label}-rack{r}": [f"{label}-r{r}-n{i}" for i in range(per_rack)] for r in range(2)}
-    objs: list[dict[str, Any]] = [node(n, {SELECT: label}, cpu="4") for ns in racks.values() for n in ns]
+    objs: list[dict[str, Any]] = [
+        node(n, {SELECT: label, RACK_KEY: r}, cpu="4") for r, ns in racks.items() for n in ns
+    ]
     objs += [hypernode(r, 1, [exact("Node", n) for n in ns]) for r, ns in racks.items()]
     objs.append(hypernode(f"{label}-spine", 2, [exact("HyperNode", r) for r in racks]))
     kubectl.create(objs)
@@ -366,3 +371,95 @@ def test_a_job_asking_for_a_gang_gets_its_kubernetes_workload_and_podgroup(
     # Volcano's PodGroups are another kind: the Job's pods, when it runs, get none from hyperplace
     # (it is no pod of ours), and the Kubernetes one is not listed under Volcano's name.
     assert kubectl.items("podgroups.scheduling.volcano.sh", "-n", namespace) == []
+
+
+def gang_job(ns: str, racks: Racks, n: int) -> dict[str, Any]:
+    """An indexed Job asking Kubernetes 1.37 for a gang of ``n`` in one rack (``spec.scheduling``):
+    kube-controller-manager makes its Workload and PodGroup, and its pods name the group."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "allreduce", "namespace": ns},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": n,
+            "parallelism": n,
+            "scheduling": {
+                "schedulingPolicy": {"gang": {}},
+                "schedulingConstraints": {"topology": [{"key": RACK_KEY}]},
+            },
+            "template": {
+                **template(racks, "4"),
+                "spec": {**template(racks, "4")["spec"], "restartPolicy": "Never"},
+            },
+        },
+    }
+
+
+def initially_scheduled(kubectl: Kubectl, ns: str) -> dict[str, Any] | None:
+    groups = kubectl.items("podgroups.scheduling.k8s.io", "-n", ns)
+    for g in groups:
+        for c in (g.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodGroupInitiallyScheduled":
+                return c
+    return None
+
+
+def test_a_job_with_kubernetes_gang_scheduling_is_placed_by_us_whole_in_one_rack(
+    plane: Plane, namespace: str
+) -> None:
+    """Issue 36's interop: kube-controller-manager's Job controller (WorkloadWithJob) makes the
+    Workload and PodGroup; hyperplace-scheduler reads the PodGroup (gang.minCount, the rack key)
+    and binds the four pods whole in the one rack that holds them, then says so on the group."""
+    if not controlplane.has_workload_api(plane.cp.bin_dir):
+        pytest.skip(f"the Workload API needs Kubernetes 1.{controlplane.WORKLOAD_API_MINOR} or newer")
+    kubectl = plane.kubectl
+    racks = two_racks(kubectl)
+    blocker = racks.racks[f"{racks.label}-rack0"][0]
+    kubectl.create(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "blocker", "namespace": namespace},
+                "spec": {
+                    "nodeName": blocker,
+                    "containers": [
+                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
+                    ],
+                },
+            }
+        ]
+    )
+    kubectl.create([gang_job(namespace, racks, 4)])
+    got = wait_for(
+        partial(all_bound, kubectl, namespace, 5), "the Job's 4 pods bound", describe=plane.describe
+    )
+    workers = [p for p in got if p["metadata"]["name"] != "blocker"]
+    assert all(p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in workers)
+    assert {racks.rack_of(pod_node(p)) for p in workers} == {f"{racks.label}-rack1"}
+    cond = wait_for(
+        lambda: initially_scheduled(kubectl, namespace), "PodGroupInitiallyScheduled", describe=plane.describe
+    )
+    assert (cond["status"], cond["reason"]) == ("True", "Scheduled")
+    # The group is Kubernetes' own: hyperplace-controller made no Volcano PodGroup for these pods.
+    assert kubectl.items(PODGROUPS, "-n", namespace) == []
+
+
+def test_a_kubernetes_gang_no_rack_can_hold_binds_no_pod(plane: Plane, namespace: str) -> None:
+    """The issue's report: kube-scheduler bound a 5-pod gang that no rack holds across two racks.
+    Ours binds none and says why on the PodGroup."""
+    if not controlplane.has_workload_api(plane.cp.bin_dir):
+        pytest.skip(f"the Workload API needs Kubernetes 1.{controlplane.WORKLOAD_API_MINOR} or newer")
+    kubectl = plane.kubectl
+    racks = two_racks(kubectl)
+    kubectl.create([gang_job(namespace, racks, 5)])
+
+    def judged() -> dict[str, Any] | None:
+        cond = initially_scheduled(kubectl, namespace)
+        return cond if cond is not None and len(pods(kubectl, namespace)) == 5 else None
+
+    cond = wait_for(judged, "the gang of 5 judged unschedulable", describe=plane.describe)
+    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    assert "tier" in cond["message"] or "rack" in cond["message"]
+    assert not any(pod_node(p) for p in pods(kubectl, namespace))
