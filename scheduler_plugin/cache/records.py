@@ -105,6 +105,7 @@ class TaskFields:
     deadline: float | None  # spec.activeDeadlineSeconds (None: unset or not a positive number)
     started_at: float | None  # status.startTime (the kubelet counts the deadline from it)
     replaces_node: str | None  # hyperplace.io/replaces-node: where its lost predecessor ran
+    releasing: bool  # being deleted (deletionTimestamp): Volcano's Releasing
     priority: Any
     creation: str
     best_effort: bool
@@ -179,6 +180,7 @@ class PodRecord:
                 replaces_node=str(annotations[REPLACES_NODE_ANNOTATION])
                 if annotations.get(REPLACES_NODE_ANNOTATION)
                 else None,
+                releasing=bool(meta.get("deletionTimestamp")),
                 priority=spec.get("priority"),
                 creation=str(meta.get("creationTimestamp") or ""),
                 # Requests are never negative: best effort when only the pod slot is asked.
@@ -248,6 +250,7 @@ class PodRecord:
             deadline=f.deadline,
             started_at=f.started_at,
             replaces_node=f.replaces_node,
+            releasing=f.releasing,
         )
         task.prio_order_key, task.order_key = order_keys(task)
         task.rank = rank_key(task)

@@ -24,7 +24,7 @@ def _task_view(t: TaskInfo, snap: ClusterSnapshot) -> tuple[Any, ...]:
         sh.constraints.signature, sh.constraints.host_ports, t.priority, t.creation, t.best_effort,
         t.node, t.running, t.subjob, t.job, t.order_key, t.prio_order_key, t.rank, t.priority_class,
         t.preempt_never, t.preemptable, t.bad_mark, t.cooldown, t.scheduled_at, t.bad_cooldown, t.deadline,
-        t.started_at, t.replaces_node,
+        t.started_at, t.replaces_node, t.releasing,
     )  # fmt: skip
 
 

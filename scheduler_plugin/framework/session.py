@@ -361,7 +361,7 @@ class Session:
     # ------------------------------------------------------------------ readiness
     def task_ready(self, t: TaskInfo) -> bool:
         """Bound/running, allocated in this session, or pending best-effort (Volcano's ReadyTaskNum)."""
-        return t.running or t.key in self.placed or t.best_effort
+        return (t.running and not t.releasing) or t.key in self.placed or t.best_effort
 
     def subjob_ready_count(self, sj: SubJobInfo) -> int:
         """Ready tasks of a SubJob."""

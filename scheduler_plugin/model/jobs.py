@@ -132,6 +132,10 @@ class TaskInfo:
     started_at: float | None = None  # status.startTime, epoch seconds: the limit counts from it
     # hyperplace.io/replaces-node: the node its lost predecessor ran on (a placement preference).
     replaces_node: str | None = None
+    # Bound and being deleted (deletionTimestamp): Volcano's Releasing. It holds its room until it
+    # is gone, but no longer counts for its gang (a pod stuck Terminating on a dead node is no
+    # member to start the rest beside).
+    releasing: bool = False
 
     @property
     def name_ordinal(self) -> int | None:
@@ -234,7 +238,7 @@ class JobInfo:
         per_role = dict.fromkeys(self.role_counts, 0)
         total = 0
         for t in self.tasks:
-            if t.running or t.best_effort:
+            if (t.running and not t.releasing) or t.best_effort:
                 total += 1
                 per_sj[t.subjob] += 1
                 per_role[t.role] += 1
