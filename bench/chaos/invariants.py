@@ -12,7 +12,8 @@ after a quiet period without faults (:meth:`Invariants.check_final`):
 ``lost``        every Job created still exists, with its PodGroup and all its pods; a
                 PodGroup once seen never disappears;
 ``double-bind`` no pod is bound twice, or moves to another node;
-``topology``    the bound pods of a hard-topology gang share one HyperNode within its tier;
+``topology``    the bound pods of a hard-topology gang share one HyperNode within its tier
+                (not counting a pod being deleted on a dead node);
 ``unexplained`` every job is placed, or says why not (PodGroup Unschedulable condition or
                 PodScheduled=False on its pods);
 ``starved``     no job waits, all pending, while a rack (or the cluster, for tier 2) has the
@@ -174,7 +175,15 @@ class Invariants:
             else:
                 self._partial_since.pop(job.name, None)
             if job.tier is not None and bound:
-                nodes = {p["spec"]["nodeName"] for p in bound if pod_phase(p) not in TERMINAL}
+                # A pod being deleted on a dead node is no longer the gang's: nobody will ever
+                # finish it, and its replacement (or, after a restart, the new gang) is placed
+                # without it (``escaped``).
+                nodes = {
+                    p["spec"]["nodeName"]
+                    for p in bound
+                    if pod_phase(p) not in TERMINAL
+                    and not (terminating(p) and p["spec"]["nodeName"] in world.dead)
+                }
                 racks = {r for r, members in world.racks.items() if nodes & set(members)}
                 if job.tier == 1 and len(racks) > 1:
                     world.violate("topology", f"{job.name} (hard tier 1) spans {sorted(racks)}")
