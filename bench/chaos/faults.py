@@ -7,24 +7,25 @@ come in bursts (:class:`~.settings.Settings`). In a storm:
 * process crashes, immediately or at the k-th API call of the process, before or after the call
   lands (its answer lost), or as the scheduler's n-th bind lands (a gang half-bound); a fresh
   instance starts after a pause, knowing nothing (:meth:`.world.World.crash`);
-* bind-failure windows (409/429/500), errors on any call (409 Conflict, 410 Gone, 429, 500),
+* bind-failure windows (409/429/500), errors on any call (409 Conflict but on deletes, 410 Gone,
+  429, 500),
   etcd compactions, dropped watches, slow API windows (requests, answers and watch events later
   still);
 * racks cordoned for maintenance for 3-10 s (most often the rack of a gang that is partly bound,
   whose rest must wait for its rack and not go to another).
 
 Node deaths, storm or calm (a machine dies when it dies), 1-3 per run at times drawn in the
-chaos period's first 30 s, each under a running gang (one hard-bound to a rack when there is
-one): the node's kubelet goes silent, and what kube-controller-manager's node lifecycle
-controller then writes is written at once (its node-monitor grace is not modelled): ``Ready``
-Unknown and the ``node.kubernetes.io/unreachable`` NoSchedule and NoExecute taints; or (30 %)
-the Node object is deleted with its machine. Either way a pod deleted there stays Terminating
-(nobody finishes it) until it is deleted with grace 0, and no pod bound there starts. The
-first death of a run is for good; of the later ones, 30 % of the machines come back after
-3-15 s (a reboot: Ready, untainted, or the Node created anew; the kubelet then finishes the
-deletions that waited), the rest stay dead for the run. The
-controller's node-failure handling replaces the pods per each Job's policy; the gangs hit are
-checked by ``recovered`` and ``escaped`` (:mod:`.invariants`).
+chaos period's first 30 s, each under a running gang (first choice one whose rack, or the
+cluster, has room to replace the pods there; then one hard-bound to a rack): the node's kubelet
+goes silent, and what kube-controller-manager's node lifecycle controller then writes is written
+at once (its node-monitor grace is not modelled): ``Ready`` Unknown and the
+``node.kubernetes.io/unreachable`` NoSchedule and NoExecute taints; or (30 %) the Node object is
+deleted with its machine. Either way a pod deleted there stays Terminating (nobody finishes it)
+until it is deleted with grace 0, and no pod bound there starts. The first death of a run is for
+good; of the later ones, 30 % of the machines come back after 3-15 s (a reboot: Ready,
+untainted, or the Node created anew; the kubelet then finishes the deletions that waited), the
+rest stay dead for the run. The controller's node-failure handling replaces the pods per each
+Job's policy; the gangs hit are checked by ``recovered`` and ``escaped`` (:mod:`.invariants`).
 
 Storm or calm, until the quiet period at the end: stray bind failures (any bind may fail, 25 %:
 gangs are left half-bound at any moment), a failed bind's rack sometimes cordoned with it (the
@@ -138,9 +139,15 @@ class Faults:
                 await self._cordon(0.0, rng.uniform(3, 10), self.world.job_of_pod(a.name))
             raise ApiError(code, _REASONS[code], "injected bind failure")
         if now < self.error_until and rng.random() < self.error_rate:
-            codes = {"list": (410, 429, 500), "watch": (410, 429, 500), "get": (429, 500)}.get(
-                a.verb, (409, 429, 500)
-            )
+            # No 409 for a delete: the apiserver answers a delete so only when its uid
+            # precondition fails, and the controller rightly takes that for "the name now holds
+            # a newer pod" (a force-delete of a pod stuck on a dead node is then not retried).
+            codes = {
+                "list": (410, 429, 500),
+                "watch": (410, 429, 500),
+                "get": (429, 500),
+                "delete": (429, 500),
+            }.get(a.verb, (409, 429, 500))
             code = rng.choice(codes)
             self.world.events[f"{a.verb}-{code}"] += 1
             raise ApiError(code, _REASONS[code], "injected")
@@ -282,16 +289,41 @@ class Faults:
             await self._kill(node, death)
 
     def _doomed(self, pick: float) -> str | None:
-        """A live node under a gang that runs whole, one hard-bound to a rack if any."""
+        """A live node under a gang that runs whole: first choice, one whose domain (its rack
+        for hard tier 1, else the cluster) has room elsewhere for the gang's pods on that
+        node, so that a working controller and scheduler must replace them; then one
+        hard-bound to a rack; then any."""
+        from .world import NODE_CPU, POD_CPU
+
         world = self.world
         by_job = world.pods_by_job()
-        candidates: dict[bool, set[str]] = {True: set(), False: set()}
+        used: dict[str, int] = {}
+        for pods in by_job.values():
+            for p in pods:
+                node = p["spec"].get("nodeName")
+                if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    used[node] = used.get(node, 0) + 1
+        free = {
+            n: 0 if n in world.cordoned or n in world.dead else NODE_CPU // POD_CPU - used.get(n, 0)
+            for members in world.racks.values()
+            for n in members
+        }
+        ranked: dict[tuple[bool, bool], set[str]] = {}
         for name, job in world.jobs.items():
             pods = by_job.get(name, [])
-            if not job.finished and world.whole(job, pods):
-                candidates[job.tier == 1] |= {str(p["spec"]["nodeName"]) for p in pods}
-        pool = sorted(candidates[True]) or sorted(candidates[False])
-        return pool[int(pick * len(pool)) % len(pool)] if pool else None
+            if job.finished or not world.whole(job, pods):
+                continue
+            for node in {str(p["spec"]["nodeName"]) for p in pods}:
+                rack = world.rack_of(node)
+                domain = world.racks.get(rack or "", []) if job.tier == 1 else list(free)
+                lost = sum(p["spec"]["nodeName"] == node for p in pods)
+                room = sum(free[n] for n in domain if n != node) >= lost
+                ranked.setdefault((room, job.tier == 1), set()).add(node)
+        for key in ((True, True), (True, False), (False, True), (False, False)):
+            pool = sorted(ranked.get(key, ()))
+            if pool:
+                return pool[int(pick * len(pool)) % len(pool)]
+        return None
 
     async def _kill(self, node: str, death: _Death) -> None:
         """The machine under ``node`` dies (see the module docstring)."""
@@ -332,6 +364,11 @@ class Faults:
                 for p in pods
             ):
                 world.hit(job, node)
+        # Until its pods are replaced, they count towards the queue's share while the node's
+        # room no longer counts in the cluster's (proportion): gangs arriving meanwhile may
+        # wait for that, as in Volcano. The idle clocks wait it out.
+        s = self.settings
+        world.noise(s.not_ready_grace + s.termination_grace + s.force_delete_after + 2.0)
         world.events["node-death"] += 1
 
     async def nodes_back(self) -> None:
