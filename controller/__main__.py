@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from controller.job.node_failure import DEFAULT_NOT_READY_GRACE
+from controller.job.node_failure import DEFAULT_DAMAGED_RESTART_AFTER, DEFAULT_NOT_READY_GRACE
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.pki.commandmark import load_key
 from hyperplace.runtime import flags
@@ -129,6 +129,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "apiserver then forgets a pod whose containers may still run on a partitioned node "
         "(env HYPERPLACE_FORCE_DELETE_UNREACHABLE_AFTER)",
     )
+    g.add_argument(
+        "--damaged-gang-restart-after",
+        metavar="DURATION|off",
+        type=flags.duration_or_off,
+        default=os.environ.get("HYPERPLACE_DAMAGED_GANG_RESTART_AFTER")
+        or flags.format_duration(DEFAULT_DAMAGED_RESTART_AFTER),
+        help="restart a Volcano Job whole (RestartJob, counted against maxRetry) when its gang ran, lost "
+        "pods and has been short of its minimum this long while its replacements wait for room in "
+        "its domain; a Job with its own PodPending policy is left to it "
+        "(env HYPERPLACE_DAMAGED_GANG_RESTART_AFTER)",
+    )
     flags.add_log_level(p)
     flags.add_metrics_serving(p)
     flags.add_leader_election(p, "hyperplace-controller", "reconcile")
@@ -193,6 +204,7 @@ async def run(args: argparse.Namespace, api: ApiClient | None = None) -> None:
             accept_unadmitted_commands=args.accept_unadmitted_commands,
             not_ready_grace=args.node_not_ready_grace,
             force_delete_unreachable_after=args.force_delete_unreachable_after,
+            damaged_restart_after=args.damaged_gang_restart_after,
         ),
     )
     elector = leader_elector(api, args, default_identity())

@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry
 from controller.hypernode.discovery import CONFIGMAP_NAME
 from controller.hypernode.discovery_sync import RETRYABLE, DiscoveryController
 from controller.hypernode.sync import HyperNodeController
-from controller.job.node_failure import DEFAULT_NOT_READY_GRACE
+from controller.job.node_failure import DEFAULT_DAMAGED_RESTART_AFTER, DEFAULT_NOT_READY_GRACE
 from controller.job.sync import JobController
 from controller.kube_io import KubeIO, Metrics, worker
 from controller.podgroup.sync import PodGroupController
@@ -83,6 +83,8 @@ class ManagerConfig:
     # terminating on such a node this long past its grace period is force-deleted (None: never).
     not_ready_grace: float = DEFAULT_NOT_READY_GRACE
     force_delete_unreachable_after: float | None = None
+    # A gang that lost pods and has waited this long for its replacements restarts whole (None: never).
+    damaged_restart_after: float | None = DEFAULT_DAMAGED_RESTART_AFTER
 
 
 class ControllerManager:
@@ -162,6 +164,7 @@ class ControllerManager:
             nodes=self.nodes,
             not_ready_grace=self.config.not_ready_grace,
             force_delete_after=self.config.force_delete_unreachable_after,
+            damaged_restart_after=self.config.damaged_restart_after,
         )
         self.queue_ctl = QueueController(io, self.queue_objs, self.podgroups)
         self.command_ctl = CommandController(

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperplace.api import HyperNode
+from hyperplace.api.spares import spare_problems
 from hyperplace.kube.goregex import GoRegexError, compile_go_regex
 from hyperplace.kube.hypertree import child_claims
 from hyperplace.kube.labels import LABEL_VALUE, QUALIFIED_NAME
@@ -254,6 +255,8 @@ def validate_hypernode(
     self_name = name if isinstance(name, str) else ""
     spec = as_dict(obj.get("spec"))
     children = _check_members(obj, self_name, v, ctx)
+    for problem in spare_problems(as_dict(as_dict(obj.get("metadata")).get("annotations"))):
+        v.messages.append(problem)
     tier = as_int(spec.get("tier"))
     if ctx is not None and ctx.hypernodes is not None and self_name:
         _check_tree(self_name, tier, spec.get("tierName"), children, ctx.hypernodes, v)

@@ -430,7 +430,8 @@ class World:
                 not_ready_grace=self.settings.not_ready_grace,
                 force_delete_unreachable_after=self.settings.force_delete_after,
             )
-            # On the virtual clock, as the server stamps times (graces, deletion timestamps).
+            # The controller reads the virtual clock too: its waits (a policy's timeout, a node's
+            # grace, a damaged gang's restart) are measured against the objects' timestamps.
             mgr = ControllerManager(proc.conn, config, now=self.wall)
             proc.task = asyncio.create_task(mgr.run())
         self.procs[kind] = proc

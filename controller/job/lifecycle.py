@@ -82,6 +82,7 @@ from hyperplace.api.job import (
     TERMINATING,
 )
 from hyperplace.api.times import parse_go_duration, parse_rfc3339
+from hyperplace.kube.gang_damage import replacements_since, running_since
 
 from .tasks import effective_min_available, task_name
 
@@ -121,6 +122,7 @@ class PodView:
     restarts: int = 0
     # Why the pod is lost with its node (controller.job.node_failure), None while it is not.
     lost: str | None = None
+    running_since: float | None = None  # bound and running since (None: not Running)
 
 
 def _first_terminated(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -164,6 +166,7 @@ def view_pod(task: str, index: int, pod: Mapping[str, Any], lost: str | None = N
         finished=parse_rfc3339(terminated.get("finishedAt")),
         restarts=restarts,
         lost=lost,
+        running_since=running_since(pod),
     )
 
 
@@ -307,6 +310,44 @@ class Decision:
     action: str = SYNC_JOB
     event: Event | None = None
     wait: float | None = None
+
+
+def damaged_gang(job: Job, pods: Sequence[PodView], min_available: int) -> Event | None:
+    """The ``PodPending`` of a gang that ran and lost pods, now short of its minimum: its first
+    replacement (:func:`hyperplace.kube.gang_damage.replacements_since`), with since when it
+    waits; None for any other gang."""
+    version = _current(job)
+    mine = [p for p in pods if p.version == version and not p.terminating and _desired(job, p)]
+    running = [p for p in mine if p.phase == "Running"]
+    pending = [p for p in mine if p.phase == "Pending"]
+    if not running or not pending or len(running) >= min_available:
+        return None
+    since = replacements_since(((p.running_since, p.created) for p in running), (p.created for p in pending))
+    if since is None:
+        return None
+    first = min(
+        (p for p in pending if p.created is not None and p.created >= since), key=lambda p: p.created or 0.0
+    )
+    return Event(
+        POD_PENDING,
+        first.task,
+        first.name,
+        first.partition,
+        since=since,
+        cause=f"the gang is short of its minimum ({len(running)} of {min_available} running) since it lost pods",
+    )
+
+
+def restart_damaged(job: Job, event: Event, after: float, now: float | None) -> Decision:
+    """RestartJob for a damaged gang that waited ``after`` seconds for its replacements (the
+    controller's ``--damaged-gang-restart-after``), unless the Job's own policies say what a
+    pending pod does: the gang starts again whole, wherever it fits."""
+    if policy_action(job, event)[0] != SYNC_JOB or event.since is None or now is None:
+        return Decision(SYNC_JOB)
+    left = after - (now - event.since)
+    if left > 0:
+        return Decision(SYNC_JOB, None, left)
+    return Decision(RESTART_JOB, event)
 
 
 def decide(job: Job, events: Iterable[Event], now: float | None) -> Decision:
@@ -565,10 +606,13 @@ def run(
     evicted: Iterable[PodView] = (),
     podgroup_phase: str | None = None,
     now: float | None = None,
+    damaged_restart_after: float | None = None,
 ) -> Outcome:
     """One pass of the lifecycle over the Job's pods: a Command's action (``command``) or the
     first event a policy acts on, executed in the Job's phase, then SyncJob in each phase it
-    enters; see the module docstring."""
+    enters; see the module docstring. ``damaged_restart_after`` (seconds; None: never): a gang
+    that lost pods and has waited that long for its replacements restarts whole
+    (:func:`restart_damaged`)."""
     status = job.status
     old_phase = (status.state.phase if status and status.state else None) or PENDING
     draft = Draft(
@@ -583,6 +627,12 @@ def run(
         decision = Decision(command)
     else:
         decision = decide(job, observe(job, pods, evicted=evicted, podgroup_phase=podgroup_phase), now)
+    if decision.action == SYNC_JOB and damaged_restart_after is not None and old_phase in (PENDING, RUNNING):
+        damaged = damaged_gang(job, pods, draft.min_available)
+        if damaged is not None:
+            restart = restart_damaged(job, damaged, damaged_restart_after, now)
+            waits = [w for w in (decision.wait, restart.wait) if w is not None]
+            decision = Decision(restart.action, restart.event, min(waits) if waits else None)
     if decision.action == RESTART_PARTITION and (decision.event is None or decision.event.partition is None):
         # Volcano skips a partition restart of a pod in no partition: nothing is killed or counted.
         decision = Decision(SYNC_JOB, None, decision.wait)

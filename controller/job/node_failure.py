@@ -43,6 +43,9 @@ NO_EXECUTE = "NoExecute"
 # How long a NotReady node is given before its pods count as lost, unless the controller is
 # told otherwise: longer than a kubelet restart, far shorter than the 300 s default toleration.
 DEFAULT_NOT_READY_GRACE = 30.0
+# How long a gang that lost pods waits for its replacements in its own domain (the scheduler's
+# repair step and spares work there first) before the Job restarts whole, wherever it fits.
+DEFAULT_DAMAGED_RESTART_AFTER = 600.0
 
 FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
 

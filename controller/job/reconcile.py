@@ -543,6 +543,7 @@ def reconcile_job(
     command: str | None = None,
     evicted: Iterable[Mapping[str, Any]] = (),
     nodes: NodeFailures | None = None,
+    damaged_restart_after: float | None = None,
 ) -> JobReconcile:
     """Everything the controller must do for ``job`` given the current PodGroup and pods.
 
@@ -577,6 +578,7 @@ def reconcile_job(
         evicted=gone,
         podgroup_phase=pg_phase,
         now=now_s,
+        damaged_restart_after=damaged_restart_after,
     )
     status = job_status(job, outcome, now=now)
 

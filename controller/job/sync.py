@@ -47,7 +47,7 @@ from typing import Any
 from controller.kube_io import KubeIO
 from hyperplace.api import Command, Job, PodGroup
 from hyperplace.api.command import JOB_ACTIONS
-from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY
+from hyperplace.api.constants import BATCH_GROUP, JOB_NAME_KEY, REPLACES_NODE_ANNOTATION
 from hyperplace.api.times import parse_rfc3339
 from hyperplace.runtime.api import COMMANDS, JOBS, PODGROUPS, PODS, ApiError, Obj, meta
 from hyperplace.runtime.informer import Informer
@@ -126,6 +126,7 @@ class JobController:
         nodes: Informer | None = None,
         not_ready_grace: float = DEFAULT_NOT_READY_GRACE,
         force_delete_after: float | None = None,
+        damaged_restart_after: float | None = None,
     ) -> None:
         self.io = io
         self.jobs = jobs
@@ -136,6 +137,7 @@ class JobController:
         self.nodes = nodes
         self.not_ready_grace = not_ready_grace
         self.force_delete_after = force_delete_after
+        self.damaged_restart_after = damaged_restart_after
         self.pod_concurrency = pod_concurrency
         self._now = now
         self.queue: WorkQueue[str] = WorkQueue(name="jobs")
@@ -147,6 +149,9 @@ class JobController:
         self._evicted: dict[str, list[Obj]] = {}
         # Per Job key: uids of pods this controller marked out-of-sync, until the cache shows it.
         self._marked: dict[str, set[str]] = {}
+        # Per Job: pods lost with their node, by name -> that node, until made again (the
+        # replacement names it, REPLACES_NODE_ANNOTATION). Memory only: a hint, lost on restart.
+        self._replaces: dict[str, dict[str, str]] = {}
         # Per node name missing from the node informer: since when it counts as missing (epoch
         # seconds; a delete seen backdates it by the grace, so it is gone at once).
         self._missing: dict[str, float] = {}
@@ -280,7 +285,7 @@ class JobController:
         obj = self.jobs.get(key)
         if obj is None:
             # deleted: ownerReferences let the garbage collector remove the rest
-            for memo in (self._actions, self._evicted, self._marked):
+            for memo in (self._actions, self._evicted, self._marked, self._replaces):
                 memo.pop(key, None)
             return
         job = Job.model_validate(obj)
@@ -305,11 +310,17 @@ class JobController:
             command=actions[0][1] if actions else None,
             evicted=evicted,
             nodes=node_failures,
+            damaged_restart_after=self.damaged_restart_after,
         )
         if missing_wait is not None:
             result.requeue_after = min(missing_wait, result.requeue_after or missing_wait)
         for name, why in sorted(result.lost_pods.items()):
             log.warning("job %s: pod %s lost with its node: %s", key, name, why)
+            node = next(
+                ((p.get("spec") or {}).get("nodeName") for p in pods if meta(p).get("name") == name), None
+            )
+            if node:
+                self._replaces.setdefault(key, {})[name] = str(node)
         if result.action != "SyncJob":
             log.info(
                 "job %s: %s (%s)",
@@ -339,6 +350,9 @@ class JobController:
                 self._marked.setdefault(key, set()).add(str(uid))
 
         async def create(pod: Obj) -> None:
+            lost_on = self._replaces.get(key, {}).pop(str(meta(pod).get("name")), None)
+            if lost_on:
+                pod["metadata"].setdefault("annotations", {})[REPLACES_NODE_ANNOTATION] = lost_on
             await self.io.create(PODS, pod, ns)
 
         async def delete(name: str) -> None:

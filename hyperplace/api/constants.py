@@ -29,6 +29,10 @@ JOB_RETRY_COUNT_KEY: Final = "volcano.sh/job-retry-count"
 # recover the truth from running pods (see scheduler recovery).
 JOB_ALLOCATED_HYPERNODE_ANNOTATION: Final = "volcano.sh/job-allocated-hypernode"
 
+# On a pod the Job controller made again after its predecessor was lost with its node: that
+# node's name. The scheduler puts the replacement in the same leaf when it can (a preference).
+REPLACES_NODE_ANNOTATION: Final = "hyperplace.io/replaces-node"
+
 # HyperNode discovery.
 NETWORK_TOPOLOGY_SOURCE_LABEL: Final = "volcano.sh/network-topology-source"
 

@@ -398,7 +398,8 @@ class FakeApi:
             for c in (new.setdefault("status", {}).get("conditions") or [])
             if c.get("type") != "PodScheduled"
         ]
-        conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        # The apiserver stamps the binding with its own clock, as it stamps creations.
+        conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": self.clock()})
         new["status"]["conditions"] = conds
         self._write(PODS, key, cur, new)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

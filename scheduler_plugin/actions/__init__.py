@@ -1,6 +1,7 @@
 """Every action the scheduler runs, in one registry; a session runs those its configuration
 lists, in the configuration's order (``enqueue``, ``allocate``, ``backfill``, ``preempt``,
-``reclaim``, and Volcano v1.15's ``gangpreempt`` and ``gangreclaim``)."""
+``reclaim``, and Volcano v1.15's ``gangpreempt`` and ``gangreclaim``). The ``repair`` step
+(in :mod:`.preempt`) is no configured action: the session runs it after them."""
 
 from __future__ import annotations
 

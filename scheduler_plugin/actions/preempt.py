@@ -1,6 +1,7 @@
 """``preempt`` and ``reclaim`` actions (Volcano's, domain first), and Volcano v1.15's
 ``gangpreempt`` and ``gangreclaim``, which run the same way with their ``maxDomains`` and
-``allowWholeBundle`` arguments.
+``allowWholeBundle`` arguments; and the ``repair`` step every session runs after the configured
+actions (at the end of this module), which evicts the same way for gangs that lost pods.
 
 * ``preempt``: a starving gang takes room from lower-priority pods of its own queue (victims
   as ``ssn.preemptable`` allows: priority, gang, conformance; lower priority whatever the
@@ -43,6 +44,7 @@ from ..framework.evictions import Eviction, Nomination
 from ..framework.session import Session
 from ..framework.statement import Statement
 from ..model.explanation import Explanation
+from ..model.gang_damage import replacements
 from ..model.jobs import PREEMPTABLE_KEY, JobInfo, TaskInfo, task_preemptable
 from ..model.memo import MemoKey
 from ..model.resources import Missing, Res
@@ -218,7 +220,7 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
                 continue
             groups = [Group(job.subjobs[waiting[0].subjob], waiting[:1])]
         elif reclaim and ssn.overused(job.queue):
-            _note(ssn, job, f"reclaim: queue {job.queue!r} is overused, it cannot reclaim")
+            note(ssn, job, f"reclaim: queue {job.queue!r} is overused, it cannot reclaim")
             continue
         else:
             groups = gang_groups(ssn, job)
@@ -230,7 +232,7 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
             # without it, so the gang does not preempt.
             never = next(t for g in groups for t in g.tasks if t.preempt_never)
             cls = f" (PriorityClass {never.priority_class})" if never.priority_class else ""
-            _note(
+            note(
                 ssn,
                 job,
                 f"{action}: pod {never.name} has preemptionPolicy Never{cls}: the gang waits for room "
@@ -252,10 +254,10 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
                 ssn, job, gang_tasks, need, candidates(ssn, job, _other_queue, order)
             )
             if not relieving:
-                _note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
+                note(ssn, job, f"reclaim: {over_why}; reclaiming from other queues cannot change that")
                 continue
         if reclaim and not ssn.preemptive(job.queue, rep):
-            _note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
+            note(ssn, job, f"reclaim: queue {job.queue!r} may not reclaim for this job")
             continue
         eligible: VictimFilter
         if reclaim:
@@ -266,7 +268,7 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
             allowed = ssn.preemptable(rep, candidates(ssn, job, eligible, order))
         allowed, guarded = ssn.guard(rep, allowed)
         if over_why is not None and not allowed:
-            _note(
+            note(
                 ssn,
                 job,
                 f"{action}: {over_why}, and no lower-priority pod of queue {job.queue} may be evicted for it"
@@ -278,17 +280,17 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
         done = False
         fences.before(job)
         try:
-            done = _evict_and_place(ssn, placer, job, groups, allowed, need, mode, eligible, guarded)
+            done = evict_and_place(ssn, placer, job, groups, allowed, need, mode, eligible, guarded)
         finally:
             fences.after(job, done)
         if not done:
             held = fences.why(job)
             if held:
-                _note(ssn, job, f"{action}: {held}")
+                note(ssn, job, f"{action}: {held}")
     fences.finish()
 
 
-def _evict_and_place(
+def evict_and_place(
     ssn: Session,
     placer: Placer,
     job: JobInfo,
@@ -305,7 +307,7 @@ def _evict_and_place(
     action, reclaim = mode.name, mode.kind == "reclaim"
     outcome = _plan(ssn, job, groups, allowed, need, mode)
     if not outcome.plans:
-        _note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, guarded, reclaim))
+        note(ssn, job, f"{action}: {outcome.why}" + _protected(ssn, job, eligible, guarded, reclaim))
         return False
     last_why: str | None = None
     for plan in outcome.plans[:MAX_EXACT_TRIES]:
@@ -313,9 +315,9 @@ def _evict_and_place(
         if placed:
             return True
     if last_why is not None:
-        _note(ssn, job, f"{action}: {last_why} even after evicting its victims")
+        note(ssn, job, f"{action}: {last_why} even after evicting its victims")
     else:
-        _note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
+        note(ssn, job, f"{action}: no domain passed exact placement after evicting its victims")
     return False
 
 
@@ -452,7 +454,7 @@ def _pods(n: int) -> str:
     return f"{n} running pod" if n == 1 else f"{n} running pods"
 
 
-def _note(ssn: Session, job: JobInfo, text: str) -> None:
+def note(ssn: Session, job: JobInfo, text: str) -> None:
     expl = ssn.explanations.get(job.key)
     if expl is None:
         expl = ssn.explanations[job.key] = Explanation(summary="gang minimum not reached")
@@ -479,17 +481,18 @@ def _nominate(ssn: Session, job: JobInfo, plan: Plan, stmt: Statement, mode: Mod
     place = where(ssn, job, plan.domain)
     why = (plan.describe(place) if plan.victims else f"tier {plan.tier}: {place} has room") + spared
     action = mode.kind
-    verb = "preempted" if action == "preempt" else "reclaimed"
     by = f" ({mode.name})" if mode.name != mode.kind else ""
     for t in plan.victims:
         victim_job = snap.jobs[t.job]
         if action == "preempt":
             reason = (
-                f"{verb}{by} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang "
+                f"preempted{by} by {job.key} (priority {job.priority} > {victim_job.priority}) to place its gang "
                 f"in {place}"
             )
+        elif action == "repair":
+            reason = f"evicted by the repair step for {job.key}, a gang that lost pods, to make it whole in {place}"
         else:
-            reason = f"{verb}{by} by queue {job.queue!r} for {job.key}, to place its gang in {place}"
+            reason = f"reclaimed{by} by queue {job.queue!r} for {job.key}, to place its gang in {place}"
         ledger.evictions.append(Eviction(t.key, names[t.node], t.job, job.key, action, reason))
         ledger.gone.add(t.key)
     hn = ssn.job_hn.get(job.key, -1)
@@ -542,10 +545,140 @@ def explain_without_preemption(ssn: Session) -> None:
         out = _plan(ssn, job, groups, cands, need)
         if out.plans and out.plans[0].victims:
             p = out.plans[0]
-            _note(
+            note(
                 ssn,
                 job,
                 f"tier {p.tier}: {where(ssn, job, p.domain)} would fit it after evicting {len(p.victims)} "
                 f"lower-priority pods of queue {job.queue}; preemption is not enabled (no preempt action in "
                 "the scheduler configuration)",
             )
+
+
+# ---------------------------------------------------------------------------------- repair
+# The repair step: a gang that ran and lost pods (a node failed under it, a pod was evicted) is
+# made whole again inside the domain its remainder runs in, taking room from pods that yield to it,
+# even when the configuration lists no ``preempt`` action.
+#
+# A training gang short of its minimum makes no progress while its remainder holds hundreds of
+# GPUs, so waiting for room to free up by itself costs far more than evicting a few pods that
+# are allowed to go. The step runs after the configured actions in every session; it is turned
+# off with ``configurations: [{name: repair, arguments: {enabled: false}}]`` in
+# ``volcano-scheduler.conf`` (Volcano ignores the entry).
+#
+# For each *damaged* gang (:mod:`..model.gang_damage`: pods bound, replacements made after them)
+# still short of its minimum and not already nominated, in queue and job order:
+#
+# * **victims** are running pods of other jobs of lower priority in the gang's queue (what
+#   ``preempt`` would take), and pods marked ``volcano.sh/preemptable: "true"`` (on the pod, else
+#   its PodGroup) in any queue whose Queue does not say ``reclaimable: false``: a pod that
+#   declared it may go. Never a critical pod or one marked ``"false"``, and every victim passes the
+#   session's guards (cdp's cooldown, pdb's budgets). The queue plugins' victim votes are not
+#   asked: the tiers would refuse a preemptable pod of equal priority, which is the pod a spare
+#   or a scavenger queue puts there for exactly this;
+# * **where**: the victim search and the exact placement of ``preempt``
+#   (:func:`evict_and_place`), in the gang's gradient, which its remainder pins to the
+#   domain it runs in: nothing is evicted outside it, and a gang that cannot be made whole there
+#   evicts nobody (after its Job's own policy, or the controller's
+#   ``--damaged-gang-restart-after``, it restarts whole elsewhere);
+# * the gang's queue limit holds as in ``preempt``: victims of its own queue must give back what
+#   the replacements would take beyond it;
+# * where no victim is needed (room appeared in the gang's domain after allocate ran), the
+#   replacements are bound at once.
+
+REPAIR = "repair"
+ARG_ENABLED = "enabled"
+REPAIR_MODE = Mode("repair", REPAIR)
+
+
+def repair_enabled(ssn: Session) -> bool:
+    """Whether the step runs: ``configurations[repair].arguments.enabled`` (default true; a
+    value Go's ParseBool refuses keeps the default, with a note)."""
+    warnings: list[str] = []
+    on = get_bool(ssn.config.action_arguments(REPAIR), ARG_ENABLED, True, warnings)
+    for w in warnings:
+        ssn.note(f"configurations[{REPAIR}].arguments: {w}")
+    return on
+
+
+def damaged_gangs(ssn: Session) -> list[JobInfo]:
+    """The gangs that ran, lost pods and are still short of their minimum in this session, in
+    queue order, then job order."""
+    ledger = ssn.ledger
+    jobs = [
+        j
+        for j in ssn.snap.jobs.values()
+        if j.pending
+        and j.key not in ledger.nominations
+        and not ssn.job_ready(j)
+        and replacements(j)
+        and job_skip_reason(ssn, j) is None
+    ]
+    queue_key, job_key = ssn.queue_sort_key(), ssn.job_sort_key()
+    jobs.sort(key=lambda j: (queue_key(j.queue), job_key(j)))
+    return jobs
+
+
+def _yields(ssn: Session, gang: JobInfo, other: JobInfo, t: TaskInfo) -> bool:
+    """Whether ``t`` (a running pod of ``other``) may be evicted to repair ``gang``."""
+    if other.queue == gang.queue and other.priority < gang.priority:
+        return True
+    if t.preemptable is True or (t.preemptable is None and other.preemptable is True):
+        queue = ssn.snap.queues.get(other.queue)
+        return queue is None or queue.spec is None or queue.spec.reclaimable is not False
+    return False
+
+
+def victims_for(ssn: Session, gang: JobInfo) -> list[TaskInfo]:
+    """The running pods that may make room for ``gang``'s replacements, least disruptive jobs
+    first (:func:`.preempt.victim_job_order`)."""
+    gone = ssn.ledger.gone
+    r_dim = len(ssn.snap.resources)
+    out: list[TaskInfo] = []
+    for other in victim_job_order(ssn):
+        if other.key == gang.key:
+            continue
+        out.extend(
+            t for t in job_victims(other, r_dim).tasks if t.key not in gone and _yields(ssn, gang, other, t)
+        )
+    return out
+
+
+def repair(ssn: Session) -> None:
+    """Make damaged gangs whole inside their domain, evicting pods that yield to them."""
+    if not repair_enabled(ssn):
+        return
+    jobs = damaged_gangs(ssn)
+    if not jobs:
+        return
+    placer = Placer(ssn)
+    fences = Fences(ssn)
+    for job in jobs:
+        groups = gang_groups(ssn, job)
+        if isinstance(groups, str) or not groups:
+            continue
+        if any(t.preempt_never for g in groups for t in g.tasks):
+            continue  # preemptionPolicy Never: the gang waits for room, as in preempt
+        rep = groups[0].tasks[0]
+        _, over_why = within_queue(ssn, job, groups)
+        need = ssn.queue_excess(job.queue, [t for g in groups for t in g.tasks]) if over_why else None
+        allowed, guarded = ssn.guard(rep, victims_for(ssn, job))
+        if over_why is not None and not allowed:
+            note(ssn, job, f"{REPAIR}: {over_why}, and no pod that yields to it runs in its domain")
+            continue
+        done = False
+        fences.before(job)
+        try:
+            done = evict_and_place(
+                ssn,
+                placer,
+                job,
+                groups,
+                allowed,
+                need,
+                REPAIR_MODE,
+                lambda me, other: other.key != me.key,
+                guarded,
+            )
+        finally:
+            fences.after(job, done)
+    fences.finish()

@@ -46,6 +46,7 @@ from hyperplace.api.constants import (
 )
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
+from hyperplace.api.spares import spare_marks
 from hyperplace.kube.members import MemberIndex
 from hyperplace.kube.objects import namespaced_key
 from hyperplace.runtime.gcpause import no_cyclic_gc
@@ -117,6 +118,7 @@ class ClusterState:
         self._policies: tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]] = ((), ())
         self._prios = Priorities()
         self._hns: dict[str, HyperNode] = {}
+        self._spare_marks: dict[str, dict[str, str]] = {}  # replaced, never changed in place
         self._job_pods: dict[str, dict[str, None]] = {}  # job key -> pod keys, in arrival order
         self._jobs: dict[str, _Job] = {}
         self._dirty_jobs: set[str] = set()
@@ -383,12 +385,21 @@ class ClusterState:
         self._hns[hn.name] = hn
         if self.members.set_hypernode(hn):
             self.changes += 1
+        marks = spare_marks(hn.metadata.annotations)
+        if marks != self._spare_marks.get(hn.name, {}):
+            # A fresh mapping: the snapshots already made keep theirs.
+            self._spare_marks = {k: v for k, v in self._spare_marks.items() if k != hn.name}
+            if marks:
+                self._spare_marks[hn.name] = marks
+            self.changes += 1
 
     def remove_hypernode(self, name: str) -> None:
         """A HyperNode deleted."""
         if self._hns.pop(name, None) is not None:
             self.members.remove_hypernode(name)
             self.changes += 1
+            if name in self._spare_marks:
+                self._spare_marks = {k: v for k, v in self._spare_marks.items() if k != name}
 
     def replace_hypernodes(self, hns: Iterable[HyperNode]) -> None:
         """The HyperNodes become exactly ``hns``."""
@@ -639,6 +650,7 @@ class ClusterState:
             standalone=sorted(standalone),
             missing_node_pods=missing_node,
             pdbs=self._policies[0],
+            spare_marks=self._spare_marks,
             quotas=self._policies[1],
             storage=storage,
             plain_mask=table.plain,

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME
 from hyperplace.api.hypernode import HyperNode
 from hyperplace.api.podgroup import PodGroup, Queue
+from hyperplace.api.spares import spare_marks
 from hyperplace.kube.members import MemberIndex
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
@@ -95,6 +96,7 @@ def build_snapshot(
         tree=tree,
         jobs=built,
         queues=with_default_queue(queues),
+        spare_marks={h.name: m for h in hypernodes if (m := spare_marks(h.metadata.annotations))},
         shapes=jobs.shapes,
         scheduler_names=owned,
         orphan_pods=jobs.orphans,

@@ -19,10 +19,12 @@ from hyperplace.api.constants import (
     DEFAULT_QUEUE,
     DEFAULT_SCHEDULER_NAME,
     GROUP_NAME_ANNOTATION,
+    REPLACES_NODE_ANNOTATION,
     TASK_SPEC_KEY,
 )
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.api.times import parse_rfc3339
+from hyperplace.kube.gang_damage import running_since
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
 from hyperplace.kube.workloads import controlled_podgroup_name, rank_index
@@ -101,6 +103,7 @@ class TaskFields:
     scheduled_at: float | None  # PodScheduled True since, else status.startTime
     deadline: float | None  # spec.activeDeadlineSeconds (None: unset or not a positive number)
     started_at: float | None  # status.startTime (the kubelet counts the deadline from it)
+    replaces_node: str | None  # hyperplace.io/replaces-node: where its lost predecessor ran
     priority: Any
     creation: str
     best_effort: bool
@@ -172,6 +175,9 @@ class PodRecord:
                 scheduled_at=running_since(self.obj),
                 deadline=active_deadline(spec),
                 started_at=parse_rfc3339((self.obj.get("status") or {}).get("startTime")),
+                replaces_node=str(annotations[REPLACES_NODE_ANNOTATION])
+                if annotations.get(REPLACES_NODE_ANNOTATION)
+                else None,
                 priority=spec.get("priority"),
                 creation=str(meta.get("creationTimestamp") or ""),
                 # Requests are never negative: best effort when only the pod slot is asked.
@@ -240,26 +246,11 @@ class PodRecord:
             bad_cooldown=f.bad_cooldown,
             deadline=f.deadline,
             started_at=f.started_at,
+            replaces_node=f.replaces_node,
         )
         task.prio_order_key, task.order_key = order_keys(task)
         task.rank = rank_key(task)
         return task
-
-
-def running_since(pod: Mapping[str, Any]) -> float | None:
-    """Since when a pod runs, as Volcano's cdp plugin counts it: the last transition of its
-    ``PodScheduled`` condition when True (the apiserver sets it on binding), else
-    ``status.startTime``; None while it is not Running."""
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return None
-    for c in status.get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "True":
-            got = parse_rfc3339(c.get("lastTransitionTime"))
-            if got is not None:
-                return got
-            break
-    return parse_rfc3339(status.get("startTime"))
 
 
 def active_deadline(spec: Mapping[str, Any]) -> float | None:

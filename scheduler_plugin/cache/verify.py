@@ -24,7 +24,7 @@ def _task_view(t: TaskInfo, snap: ClusterSnapshot) -> tuple[Any, ...]:
         sh.constraints.signature, sh.constraints.host_ports, t.priority, t.creation, t.best_effort,
         t.node, t.running, t.subjob, t.job, t.order_key, t.prio_order_key, t.rank, t.priority_class,
         t.preempt_never, t.preemptable, t.bad_mark, t.cooldown, t.scheduled_at, t.bad_cooldown, t.deadline,
-        t.started_at,
+        t.started_at, t.replaces_node,
     )  # fmt: skip
 
 
@@ -78,6 +78,7 @@ def snapshot_differences(got: ClusterSnapshot, want: ClusterSnapshot) -> list[st
     check("tree node sets", [s.tolist() for s in gt.node_sets], [s.tolist() for s in wt.node_sets])
     check("tree tier names", gt.tier_names, wt.tier_names)
     check("tree problems", gt.problems, wt.problems)
+    check("hot-spare annotations", dict(got.spare_marks), dict(want.spare_marks))
     check("job keys", sorted(got.jobs), sorted(want.jobs))
     for k in sorted(set(got.jobs) & set(want.jobs)):
         check(f"job {k}", _job_view(got.jobs[k], got), _job_view(want.jobs[k], want))

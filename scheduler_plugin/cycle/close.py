@@ -13,6 +13,7 @@ from typing import Any
 
 from ..algorithms.queue_sums import queue_job_sums, queue_state, tasks_res
 from ..filters.volume_binding import BindingState, decisions
+from ..framework.evictions import ACTION_REASONS
 from ..framework.session import Session
 from ..model.explanation import Explanation
 from ..model.hypernode_tree import HyperNodeTree
@@ -68,6 +69,7 @@ def close_session(ssn: Session, relaxed: Mapping[str, Relaxation]) -> SessionRes
     _close_nominations(ssn, out)
     record_relaxations(relaxed, out)
     _close_reservations(ssn, out)
+    out.spares = ssn.spare_report
     return out
 
 
@@ -228,7 +230,7 @@ def _close_nominations(ssn: Session, out: SessionResult) -> None:
             {
                 "type": "Unschedulable",
                 "status": "True",
-                "reason": "Preempting" if nom.action == "preempt" else "Reclaiming",
+                "reason": ACTION_REASONS.get(nom.action, "Preempting"),
                 "message": f"{len(nom.pods)} pods nominated, waiting for {len(waiting)} victim pod(s) to "
                 f"terminate; {nom.reason}",
             }

@@ -6,7 +6,10 @@ on a shallow copy of the snapshot whose relaxed jobs are fresh copies carrying t
 force now; the snapshot itself is never changed. Without any annotated job the snapshot is
 returned as is, so placements without the annotation cannot change.
 
-The clock starts at the PodGroup's creation (the Job controller creates it with the Job).
+The clock starts at the PodGroup's creation (the Job controller creates it with the Job); for a
+gang that ran and lost pods (a node failed under it) or restarted whole, when it stopped being
+whole (:mod:`..model.gang_damage`): it tries its tightest domain again first, for as long as a
+new gang would.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperplace.api.relax import RelaxState, relax_state, relax_steps
-from hyperplace.api.times import parse_rfc3339, rfc3339
+from hyperplace.api.times import rfc3339
 
+from ..model.gang_damage import waiting_since
 from ..model.jobs import JobInfo, TopologyConstraint
 from ..model.memo import Memo
 from ..model.snapshot import ClusterSnapshot
@@ -85,7 +89,7 @@ def relax_snapshot(snap: ClusterSnapshot, now: float) -> tuple[ClusterSnapshot, 
         steps = relax_steps(job.podgroup.metadata.annotations)
         if not steps:
             continue
-        start = parse_rfc3339(job.creation)
+        start = waiting_since(job)
         if start is None:
             continue
         ceiling = _ceiling(job.topology)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..filters.volume_binding import Decision
 from ..framework.evictions import Eviction, Nomination
+from ..framework.session import SpareReport
 from ..model.explanation import CandidateReport, Explanation
 from ..model.reservation import Reservation
 from ..model.resources import Res
@@ -121,6 +122,8 @@ class SessionResult:
     # Claims the session chose a PersistentVolume or a node for (claim key -> decision): what
     # the binder writes (kube-scheduler's VolumeBinding PreBind) before it binds their pods.
     volumes: dict[str, Decision] = field(default_factory=dict)
+    # Hot spares per leaf: wanted, held, and pods placed on them (placement/spares.py).
+    spares: SpareReport = field(default_factory=SpareReport)
 
     def own_job(self, key: str) -> JobOutcome:
         """The outcome of job ``key`` as this result's own copy, safe to change (outcomes of

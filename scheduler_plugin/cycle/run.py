@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..actions import ACTIONS
-from ..actions.preempt import explain_without_preemption
+from ..actions.preempt import REPAIR, explain_without_preemption, repair
 from ..config.scheduler_conf import DEFAULT_CONFIG, NOOP_ACTIONS, SchedulerConfig
 from ..framework.evictions import Nomination
 from ..framework.session import Session
@@ -112,6 +112,10 @@ def run_session(
         started = time.perf_counter()
         fn(ssn)
         action_seconds[action] = action_seconds.get(action, 0.0) + time.perf_counter() - started
+    # Not a configured action: gangs that lost pods are made whole in every session.
+    started = time.perf_counter()
+    repair(ssn)
+    action_seconds[REPAIR] = time.perf_counter() - started
     explain_without_preemption(ssn)
     result = close_session(ssn, relaxed)
     result.decision_seconds = time.perf_counter() - t0

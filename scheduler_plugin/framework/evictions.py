@@ -1,4 +1,4 @@
-"""What the eviction actions (``preempt``, ``reclaim``) decided in one session.
+"""What the eviction actions (``preempt``, ``reclaim``, the ``repair`` step) decided in one session.
 
 Kept apart from the session so the pure victim choice (``scheduler_plugin.placement.victim_search``), the
 session result and the runtime share one small vocabulary without importing each other.
@@ -7,6 +7,10 @@ session result and the runtime share one small vocabulary without importing each
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+# The word for what a preemptor does, by eviction action: its Event's reason and its PodGroup
+# condition's while its victims leave.
+ACTION_REASONS = {"preempt": "Preempting", "reclaim": "Reclaiming", "repair": "Repairing"}
 
 
 @dataclass(frozen=True)
@@ -17,7 +21,7 @@ class Eviction:
     node: str
     victim_job: str  # "ns/podgroup"
     preemptor: str  # job key of the gang that takes the room
-    action: str  # "preempt" or "reclaim"
+    action: str  # "preempt", "reclaim" or "repair" (ACTION_REASONS)
     reason: str  # one line for the event and the pod condition
 
 

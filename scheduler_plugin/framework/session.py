@@ -78,6 +78,16 @@ RECOVERED: MemoKey[tuple[HyperNodeTree, dict[str, int], int | None]] = MemoKey("
 
 
 @dataclass
+class SpareReport:
+    """Hot spares in a session, per leaf (HyperNode name): nodes wanted, held, and pods placed on
+    them (``placement/spares.py``)."""
+
+    wanted: dict[str, int] = field(default_factory=dict)
+    held: dict[str, int] = field(default_factory=dict)
+    used: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class Session:
     """State and plugin registries of one scheduling cycle."""
 
@@ -107,6 +117,7 @@ class Session:
     clock: float = field(default_factory=time.time)
     previous_reservations: dict[str, Reservation] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    spare_report: SpareReport = field(default_factory=lambda: SpareReport())
     # Run times of finished gangs, learned across sessions (model/runtime_history.py): which
     # domain a hold takes, for queues that opt in. None: nothing learned.
     history: RuntimeHistory | None = None

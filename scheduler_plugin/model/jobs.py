@@ -129,6 +129,8 @@ class TaskInfo:
     # running pod's end is bounded (None: no limit, the pod may run for ever).
     deadline: float | None = None
     started_at: float | None = None  # status.startTime, epoch seconds: the limit counts from it
+    # hyperplace.io/replaces-node: the node its lost predecessor ran on (a placement preference).
+    replaces_node: str | None = None
 
     @property
     def name_ordinal(self) -> int | None:

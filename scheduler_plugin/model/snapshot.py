@@ -7,6 +7,7 @@ its own working state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,8 @@ class ClusterSnapshot:
     missing_node_pods: dict[str, str] = field(default_factory=dict)  # pod key -> node name
     # PodDisruptionBudgets and ResourceQuotas as listed (the pdb and resourcequota plugins).
     pdbs: tuple[dict[str, Any], ...] = ()
+    # HyperNode name -> its hot-spare annotations (hyperplace/api/spares.py), those that have any.
+    spare_marks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     quotas: tuple[dict[str, Any], ...] = ()
     # Bound pods by class with their node indices, for InterPodAffinity and PodTopologySpread
     # (empty while no pod has a term), and the namespaces' labels (namespaceSelector).

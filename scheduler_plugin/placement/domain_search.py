@@ -23,6 +23,7 @@ remainder), nodes inside the partial leaf by node score (binpack etc.), and pods
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -40,6 +41,7 @@ from ..model.explanation import (
     predicate_summary_of_counts,
 )
 from ..model.jobs import JobInfo, SubJobInfo, TaskInfo
+from ..model.memo import MemoKey
 from ..model.snapshot import Shape
 from .domain_ranking import DomainRanking
 from .gang_units import Group
@@ -63,6 +65,10 @@ class UnitResult:
     job_domain: int = -1
     group_domains: dict[str, int] = field(default_factory=dict)
     explanation: Explanation | None = None
+
+
+# Node name -> index, once per snapshot (the replacements' node hints are names).
+NODE_INDEX: MemoKey[dict[str, int]] = MemoKey("node index by name")
 
 
 class Placer:
@@ -174,7 +180,10 @@ class Placer:
         # first, so a gang's tasks share leaves rather than each picking its own.
         leaf_of = self.tree.leaf_of
         used = set(self._held_leaves(stmt))
+        placed += self._back_in_their_leaf(stmt, group, nodes_d, by_shape, used)
         for sid in shapes:
+            if not by_shape[sid]:
+                continue
             tasks = sorted(by_shape[sid], key=_RANK)
             k = len(tasks)
             if self.state.volatile(self.shape(sid)):
@@ -208,6 +217,46 @@ class Placer:
                 stmt.rollback(mark)
                 return None
             placed += k
+        return placed
+
+    def _back_in_their_leaf(
+        self, stmt: Statement, group: Group, nodes_d: I64, by_shape: dict[int, list[TaskInfo]], used: set[int]
+    ) -> int:
+        """Replacements of pods lost with their node (``hyperplace.io/replaces-node``) go back into
+        that node's leaf first, as far as it has room in ``nodes_d``; those placed leave
+        ``by_shape``. Returns how many were placed."""
+        if not any(t.replaces_node for t in group.tasks):
+            return 0
+        index = self.ssn.snap.memo.get_or_put(
+            NODE_INDEX, lambda: {n: i for i, n in enumerate(self.ssn.snap.node_names)}
+        )
+        leaf_of = self.tree.leaf_of
+        placed = 0
+        for sid, tasks in by_shape.items():
+            shape = self.shape(sid)
+            if self.state.volatile(shape):
+                continue
+            by_leaf: dict[int, list[TaskInfo]] = {}
+            for t in tasks:
+                i = index.get(t.replaces_node or "", -1)
+                if i >= 0 and leaf_of[i] >= 0:
+                    by_leaf.setdefault(int(leaf_of[i]), []).append(t)
+            done: set[str] = set()
+            for leaf, mine in sorted(by_leaf.items()):
+                cand = nodes_d[leaf_of[nodes_d] == leaf]
+                c = self.state.node_counts(shape)[cand]
+                nz = c > 0
+                k = min(len(mine), int(c[nz].sum()))
+                if k == 0:
+                    continue
+                mine = sorted(mine, key=_RANK)[:k]
+                nodes, per = self._pick_nodes(mine[0], group.subjob, cand[nz], c[nz], k, used)
+                stmt.allocate(mine, np.repeat(nodes, per).tolist())
+                used.add(leaf)
+                done.update(t.key for t in mine)
+                placed += k
+            if done:
+                by_shape[sid] = [t for t in tasks if t.key not in done]
         return placed
 
     def _one_by_one(
@@ -463,7 +512,7 @@ class Placer:
                         )
                     )
                 continue
-            ranking = self._ranking(job, cands, tier, demand, req_total)
+            ranking = self._ranking(job, cands, tier, demand, req_total, groups)
             cands, scores, close, ptiers, spans = ranking
             order = cands[np.lexsort((cands, -scores, spans, ptiers, close))]
             tried: dict[int, str | None] = {}
@@ -534,9 +583,16 @@ class Placer:
         return ok
 
     def _ranking(
-        self, job: JobInfo, cands: I64, tier: int, demand: Demand, req_total: I64
+        self,
+        job: JobInfo,
+        cands: I64,
+        tier: int,
+        demand: Demand,
+        req_total: I64,
+        groups: Sequence[Group] = (),
     ) -> tuple[I64, F64, I64, I64, I64]:
-        """The keys candidates are tried in, after nearness to the job's domain: the tiers its
+        """The keys candidates are tried in, after nearness to the job's domain (and for the
+        replacements of pods lost with their node, to that node's leaf): the tiers its
         partitions would take, the leaves it needs, then the HyperNode bin-packing score."""
         ssn = self.ssn
         many = len(cands) > 1
@@ -548,7 +604,27 @@ class Placer:
         else:
             spans = np.zeros(len(cands), dtype=np.int64)
         close = self.rank.closeness(cands, ssn.job_hn.get(job.key, -1))
+        lost_in = self._lost_leaf(groups) if many else -1
+        if lost_in >= 0:
+            # Tiers are small: nearness to the job's domain first, then to the lost pods' leaf.
+            close = close * 1024 + self.rank.closeness(cands, lost_in)
         return cands, scores, close, ptiers, spans
+
+    def _lost_leaf(self, groups: Sequence[Group]) -> int:
+        """The leaf most of the unit's replacements lost their predecessor in (the node they name
+        in ``hyperplace.io/replaces-node``); -1 when none names a node of a leaf."""
+        named = Counter(t.replaces_node for g in groups for t in g.tasks if t.replaces_node)
+        if not named:
+            return -1
+        index = self.ssn.snap.memo.get_or_put(
+            NODE_INDEX, lambda: {n: i for i, n in enumerate(self.ssn.snap.node_names)}
+        )
+        leaves: Counter[int] = Counter()
+        for name, k in named.items():
+            if name in index:
+                leaves[int(self.tree.leaf_of[index[name]])] += k
+        leaves.pop(-1, None)
+        return leaves.most_common(1)[0][0] if leaves else -1
 
     def _search(self, job: JobInfo, groups: Sequence[Group]) -> DomainSearch:
         """An empty record of the search about to run for ``groups`` of ``job``."""

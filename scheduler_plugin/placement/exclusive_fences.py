@@ -1,4 +1,6 @@
-"""Exclusive topology domains in a session (``hyperplace.io/exclusive-topology: "true"``).
+"""Exclusive topology domains in a session (``hyperplace.io/exclusive-topology: "true"``), and the
+other node fences a job's try is wrapped in: the nodes a plugin keeps its queue off (nodegroup)
+and the hot spares it may not use (:mod:`.spares`).
 
 A job marked exclusive (:mod:`hyperplace.api.exclusive`) takes whole HyperNodes at its hard
 tier limit: its *domain* is the largest HyperNode at or below that tier holding its pods.
@@ -29,6 +31,7 @@ from ..framework.extension_points import NODE_FENCE
 from ..framework.session import Session
 from ..model.jobs import JobInfo
 from ..model.memo import MemoKey
+from .spares import Spares
 
 # Keys of the snapshot's exclusive jobs with a hard tier limit.
 EXCLUSIVE_JOBS: MemoKey[set[str]] = MemoKey("exclusive jobs")
@@ -63,6 +66,8 @@ class Fences:
         self._queue_fns = ssn.fns(NODE_FENCE)
         self._queue_fence: np.ndarray | None = None
         self._queue_why: dict[str, str] = {}
+        # Hot spares: filled for every job but the replacements that may use them.
+        self.spares = Spares(ssn)
         if not self.exclusive:
             return
         for key in sorted(self.exclusive):
@@ -135,6 +140,8 @@ class Fences:
         fence the nodes a plugin keeps the job's queue off."""
         if self._queue_fns:
             self._fence_queue(job)
+        if self.spares:
+            self.spares.before(job)
         if not self.exclusive:
             return
         for d, owner in self.held.items():
@@ -159,6 +166,8 @@ class Fences:
             self._queue_fence = None
         if placed:
             self._queue_why.pop(job.key, None)
+        if self.spares:
+            self.spares.after(job, placed)
         if not self.exclusive:
             return
         for members in self._trial:
@@ -176,6 +185,7 @@ class Fences:
         for members in self._filled.values():
             self.ssn.state.fill(members, -1)
         self._filled = {}
+        self.spares.finish()
 
     @contextmanager
     def lifted(self) -> Iterator[None]:
@@ -184,16 +194,18 @@ class Fences:
         filled = list(self._filled.values())
         for members in filled:
             self.ssn.state.fill(members, -1)
+        self.spares.fill_all(-1)
         try:
             yield
         finally:
+            self.spares.fill_all(+1)
             for members in filled:
                 self.ssn.state.fill(members, +1)
 
     def why(self, job: JobInfo) -> str | None:
         """A line for the explanation of a job kept out of, or waiting for, exclusive domains
         (or kept off some nodes by its queue)."""
-        lines = [self._queue_why.get(job.key) or ""]
+        lines = [self._queue_why.get(job.key) or "", self.spares.why(job) or ""]
         if job.key in self.exclusive:
             limit = job.topology.limit if job.topology is not None else None
             lines.append(f"exclusive: needs a tier-{limit} HyperNode free of other jobs' pods")

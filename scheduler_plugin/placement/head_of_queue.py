@@ -21,7 +21,10 @@ Settings: the ``allocate`` action's arguments in ``volcano-scheduler.conf``
 how many gangs may hold a domain at once, default 1), and per queue the annotation
 ``hyperplace.io/reservation-wait`` (a duration, or ``off``). A job's waiting starts at its
 PodGroup's creation time; the session needs ``now`` (``run_session(now=...)``), without which
-nothing is reserved.
+nothing is reserved. A gang that ran and stopped being whole (a node failed under it) waits
+since then, not since its creation (:mod:`..model.gang_damage`), and the only domain held for it
+is the one its remainder runs in (its replacements may go nowhere else); the nodes its remainder
+takes are not counted as room that drains.
 
 Time limits (EASY backfill): a pod's ``activeDeadlineSeconds`` bounds when it ends
 (``model/time_limits.py``). When every pod on the nodes a gang's phantom pods are charged to has
@@ -44,10 +47,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hyperplace.api.times import parse_go_duration, parse_rfc3339, rfc3339
+from hyperplace.api.times import parse_go_duration, rfc3339
 
 from ..config.scheduler_conf import SchedulerConfig
 from ..framework.session import Session
+from ..model.gang_damage import stopped_whole_at, waiting_since
 from ..model.jobs import JobInfo, TaskInfo, pods_per_shape
 from ..model.reservation import Reservation, from_condition
 from ..model.snapshot import pods_fitting
@@ -184,7 +188,7 @@ class Holder:
         for job in ordered[:most]:
             tasks = gang_tasks.get(job.key)
             wait = self._threshold(job, default)
-            created = parse_rfc3339(job.creation)
+            created = waiting_since(job)
             if not tasks or wait is None or created is None or now - created <= wait:
                 continue
             prev = self.previous.get(job.key) or from_condition(job)
@@ -193,12 +197,13 @@ class Holder:
                 continue
             name = ssn.snap.tree.names[h]
             since = prev.since if prev is not None and prev.hypernode == name and prev.since else rfc3339(now)
-            why = f"it has waited {_fmt_wait(now - created)} (threshold {_fmt_wait(wait)})"
+            damaged = " since it stopped being whole" if stopped_whole_at(job) is not None else ""
+            why = f"it has waited {_fmt_wait(now - created)}{damaged} (threshold {_fmt_wait(wait)})"
             learned = self.forecast.learned
             if learned or (prev is not None and prev.hypernode == name and LEARNED_CHOICE in prev.reason):
                 why += f"; {LEARNED_CHOICE}"  # said for as long as the hold stands
             self.held[job.key] = Reservation(job.key, name, since, why)
-            self._charge(job.key, tasks, h)
+            self._charge(job, tasks, h)
             self._estimate(job.key)
 
     def _candidates(self, job: JobInfo) -> list[int]:
@@ -206,21 +211,46 @@ class Holder:
         topo = job.topology
         if topo is None or topo.mode != "hard" or topo.limit is None:
             return [tree.root]
-        # The largest domains the job may use: at its tier limit (or the highest below it).
         tiers = tree.tiers
+        allocated = self.ssn.job_hn.get(job.key, -1)
+        if allocated >= 0:
+            # Pods of the gang run (a remainder, or a gang half-bound): the rest may go only
+            # where they are, in the largest domain within the limit that holds them (the
+            # domain search's own rule, network_topology_aware's gradient).
+            if tiers[allocated] > topo.limit:
+                return []
+            top = allocated
+            while tree.parent[top] != -1 and tiers[tree.parent[top]] <= topo.limit:
+                top = int(tree.parent[top])
+            return [top]
+        # The largest domains the job may use: at its tier limit (or the highest below it).
         return [
             h
             for h in range(len(tree) - 1)
             if tiers[h] <= topo.limit and (tree.parent[h] == -1 or tiers[tree.parent[h]] > topo.limit)
         ]
 
-    def _drained(self, tasks: list[TaskInfo]) -> dict[int, np.ndarray]:
-        """Per shape, how many pods each node takes once its running pods are gone."""
+    def _remainder(self, job: JobInfo) -> np.ndarray:
+        """Per node, what the gang's own bound pods take: they stay while it waits (a remainder
+        waits for its replacements), so that room never drains for it."""
+        snap = self.ssn.snap
+        own = np.zeros_like(snap.allocatable)
+        for t in job.tasks:
+            if t.running and t.node >= 0:
+                own[t.node] += t.requests
+        return own
+
+    def _drained(self, job: JobInfo, tasks: list[TaskInfo]) -> dict[int, np.ndarray]:
+        """Per shape, how many pods each node takes once its running pods are gone (but the
+        gang's own)."""
         snap = self.ssn.snap
         out: dict[int, np.ndarray] = {}
+        room = (
+            snap.allocatable - self._remainder(job) if len(job.pending) < len(job.tasks) else snap.allocatable
+        )
         for sid in pods_per_shape(tasks):
             shape = snap.shapes[sid]
-            out[sid] = np.where(snap.static_mask(shape), pods_fitting(snap.allocatable, shape.requests), 0)
+            out[sid] = np.where(snap.static_mask(shape), pods_fitting(room, shape.requests), 0)
             cons = shape.constraints
             if any(
                 f.applies(st, cons) and f.pre_filter(st, cons) is not None for f, st in self.ssn.state.filters
@@ -237,7 +267,7 @@ class Holder:
         tree = snap.tree
         need = pods_per_shape(tasks)
         taken = {tree.id_of(r.hypernode) for r in self.held.values()}
-        drained_node = self._drained(tasks)
+        drained_node = self._drained(job, tasks)
         drained = {s: tree.domain_sums(c) for s, c in drained_node.items()}
         candidates = [
             h
@@ -272,7 +302,7 @@ class Holder:
         return None if best is None else best[1]
 
     # ------------------------------------------------------------------ phantom pods
-    def _charge(self, job: str, tasks: list[TaskInfo], h: int) -> None:
+    def _charge(self, job: JobInfo, tasks: list[TaskInfo], h: int) -> None:
         """Charge the gang's pods to ``h`` as if drained: leaf by leaf, the emptiest leaves
         first, and within a leaf the emptiest nodes first. Held room then covers whole leaves,
         as the gang itself will (its placement minimises leaves), and the other leaves of a held
@@ -283,6 +313,12 @@ class Holder:
         nodes = tree.node_sets[h]
         room = state.alloc[nodes].copy()
         busy = state.used[nodes].sum(axis=1)
+        if len(job.pending) < len(job.tasks):
+            # A remainder stays: its nodes hold only what it leaves, and do not count as busy
+            # (its replacements go best beside it).
+            own = self._remainder(job)[nodes]
+            room -= own
+            busy = busy - own.sum(axis=1)
         leaf = tree.leaf_of[nodes]
         # Nodes of no leaf count as a leaf of their own, after the real ones.
         key = np.where(leaf >= 0, leaf, len(tree) + np.arange(len(nodes)))
@@ -310,7 +346,7 @@ class Holder:
         where = nodes[np.asarray(rows, dtype=np.int64)].tolist()
         if where:
             state.apply(shapes, where, 1)
-            self._phantom[job] = (shapes, where)
+            self._phantom[job.key] = (shapes, where)
 
     def _lift(self, job: str) -> None:
         got = self._phantom.pop(job, None)
@@ -341,7 +377,7 @@ class Holder:
             return
         h = self.ssn.snap.tree.id_of(res.hypernode)
         if h is not None:
-            self._charge(job.key, tasks, h)
+            self._charge(job, tasks, h)
             self._estimate(job.key)
 
     @contextmanager

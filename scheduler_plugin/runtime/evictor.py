@@ -27,7 +27,7 @@ from typing import Any
 
 from hyperplace.api.times import rfc3339
 from hyperplace.runtime.api import PODS, ApiClient, ApiError, Obj, meta
-from scheduler_plugin.framework.evictions import Eviction, Nomination
+from scheduler_plugin.framework.evictions import ACTION_REASONS, Eviction, Nomination
 
 from .events import EventRecorder
 
@@ -178,7 +178,7 @@ class Evictor:
         self.evicted.append(ev.victim)
         self.events.record(pod, "Normal", "Preempted", ev.reason)
         if preemptor is not None:
-            verb = "Preempting" if ev.action == "preempt" else "Reclaiming"
+            verb = ACTION_REASONS.get(ev.action, "Preempting")
             self.events.record(preemptor, "Normal", verb, f"evicted {ev.victim} on {ev.node}")
 
     async def drain(self, timeout: float) -> None:

@@ -108,6 +108,21 @@ class Metrics:
             ["verb"],
             registry=registry,
         )
+        # Hot spares (hyperplace.io/spare-nodes on HyperNodes), per leaf.
+        self.spare_nodes = Gauge(
+            "hyperplace_scheduler_spare_nodes",
+            "Spare nodes per leaf HyperNode after the last session: wanted (the annotation) and held "
+            "(free nodes kept for replacements)",
+            ["hypernode", "state"],
+            registry=registry,
+        )
+        self.spare_pods = Counter(
+            "hyperplace_scheduler_spare_pods_placed_total",
+            "Pods placed on spare nodes (replacements of gangs that lost pods, and borrowers the "
+            "annotation lends them to)",
+            ["hypernode"],
+            registry=registry,
+        )
         # Volcano's own series, so its users' dashboards and alerts keep working.
         self.volcano = VolcanoMetrics(registry)
 

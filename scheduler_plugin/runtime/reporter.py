@@ -121,6 +121,8 @@ class Reporter:
         self.settle = settle
         self.queue_interval = queue_interval
         self._notes_logged: set[str] = set()
+        self._spare_leaves = False  # the spare gauges hold series to clear
+        self._spares_counted: SessionResult | None = None
         # The latest desired state per key, written by status workers.
         self.status_queue = StatusWriteQueue(throttle, metrics)
         metrics.status_queue_depth.set_function(self.status_queue.__len__)
@@ -188,6 +190,22 @@ class Reporter:
         """Pods of a PodGroup in the informer's cache."""
         return len(self.pods.by_index("group", jkey))
 
+    def _report_spares(self, result: SessionResult) -> None:
+        """The spare-node gauges (replaced whole: a leaf no longer annotated drops out) and the
+        pods placed on spares."""
+        spares = result.spares
+        gauge = self.metrics.spare_nodes
+        if spares.wanted or self._spare_leaves:
+            gauge.clear()
+            for leaf, n in spares.wanted.items():
+                gauge.labels(leaf, "wanted").set(n)
+                gauge.labels(leaf, "held").set(spares.held.get(leaf, 0))
+            self._spare_leaves = bool(spares.wanted)
+        if result is not self._spares_counted:  # a session reused unchanged counts nothing twice
+            self._spares_counted = result
+            for leaf, n in spares.used.items():
+                self.metrics.spare_pods.labels(leaf).inc(n)
+
     def queue_reports(self, result: SessionResult, snap: ClusterSnapshot) -> None:
         """Queue what the session says about pods, PodGroups and Queues for the status workers,
         and its warnings as Events (each only when it changed)."""
@@ -198,6 +216,7 @@ class Reporter:
                     self._notes_logged.clear()
                 self._notes_logged.add(note)
                 log.warning("scheduler: %s", note)
+        self._report_spares(result)
         # Gangs whose pods the Job controller is still creating: nothing to report yet.
         forming = {
             jkey

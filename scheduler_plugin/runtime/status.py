@@ -108,12 +108,18 @@ def podgroup_phase(outcome: JobOutcome, counts: Mapping[str, int], min_member: i
     """Volcano's PodGroup phase from this session's outcome and the pods' phases. A gang that
     started stays Running while some of its pods end (a session no longer finds it ready, but
     it is not waiting again), and Completed once none runs or waits; ``written``, the phase the
-    object carries, keeps a Completed PodGroup Completed when its ended pods are deleted."""
+    object carries, keeps a Completed PodGroup Completed when its ended pods are deleted. A
+    Running gang that lost pods and waits for their replacements is Unknown, as on Volcano."""
     idle = counts["running"] == 0 and counts["pending"] == 0
     if idle and (counts["succeeded"] >= max(min_member, 1) or written == "Completed"):
         return "Completed"
     if outcome.phase == "Running" or gang_started(counts, min_member):
         return "Running"
+    if counts["running"] and written in ("Running", "Unknown"):
+        # A gang that ran and lost pods, its replacements not placed (Volcano's jobStatus:
+        # running tasks while unschedulable). Still admitted: never sent back to enqueue,
+        # which would ask a full cluster for its whole minimum again.
+        return "Unknown"
     if outcome.pg_phase:
         # With enqueue configured the session knows: Inqueue once admitted, Pending until then.
         return outcome.pg_phase

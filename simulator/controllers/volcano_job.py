@@ -35,6 +35,7 @@ class VolcanoJobs:
     def reconcile(self) -> bool:
         """One pass; whether it changed anything."""
         # lazy: 'hyperplace --help' and 'validate' load neither numpy nor the other components
+        from controller.job.node_failure import DEFAULT_DAMAGED_RESTART_AFTER
         from controller.job.reconcile import NodeFailures, find_podgroup, reconcile_job
 
         c = self.cluster
@@ -71,6 +72,7 @@ class VolcanoJobs:
                 priority_classes=priority_classes,
                 evicted=evicted_by_job.get((ns, job.name), []),
                 nodes=NodeFailures({n: nodes.get(n) for n in bound}),
+                damaged_restart_after=DEFAULT_DAMAGED_RESTART_AFTER,
             )
             desired = r.podgroup.to_dict()
             c.clock.freeze_times(desired)

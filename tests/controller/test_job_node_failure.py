@@ -251,3 +251,24 @@ def test_the_node_failure_flags_default_to_a_30s_grace_and_no_force_delete(
     monkeypatch.setenv("HYPERPLACE_NODE_NOT_READY_GRACE", "soon")
     with pytest.raises(SystemExit):
         parse_args([])  # a usage error, not a traceback
+
+
+async def test_the_pod_made_again_names_the_node_its_predecessor_was_lost_with(start: Start) -> None:
+    """The scheduler puts it back into that node's leaf when it can (hyperplace.io/replaces-node)."""
+    api = await start()
+    await running_on_nodes(api, training_job())
+    before = uids(api)
+
+    await taint(api, "n2", GPU_HEALTH)
+
+    await eventually(
+        lambda: "train-worker-0" in pods(api) and uids(api)["train-worker-0"] != before["train-worker-0"]
+    )
+    made = pods(api)["train-worker-0"]
+    assert made["metadata"]["annotations"]["hyperplace.io/replaces-node"] == "n2"
+    # The other pods, never lost, say nothing of the kind.
+    assert all(
+        "hyperplace.io/replaces-node" not in (p["metadata"].get("annotations") or {})
+        for n, p in pods(api).items()
+        if n != "train-worker-0"
+    )

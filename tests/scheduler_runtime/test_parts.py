@@ -178,3 +178,24 @@ async def test_the_binding_goes_to_the_subresource_and_its_status_answer_is_acce
         await server.close()
     assert out["kind"] == "Status" and out["code"] == 201
     assert seen == [("/api/v1/namespaces/ns/pods/a/binding", json.loads(json.dumps(body)))]
+
+
+def test_a_running_gang_that_lost_a_pod_is_unknown_not_sent_back_to_enqueue() -> None:
+    """Volcano's jobStatus: running tasks while unschedulable. Pending would make enqueue ask a
+    full cluster for the whole gang again, and the replacement would never be placed."""
+    waiting = JobOutcome(
+        phase="Pending",
+        allocated_hypernode=None,
+        conditions=[
+            {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": "x"}
+        ],
+        explanation=Explanation(summary="gang minimum not reached"),
+    )
+    remainder = [pod("a", "g", node_name="n1"), pod("b", "g")]
+    patch = podgroup_status_patch(_pg({"phase": "Running"}), waiting, remainder, "T1")
+    assert patch is not None and patch["status"]["phase"] == "Unknown"
+    # Whole again: Running. A half-bound gang that never ran stays Inqueue.
+    assert (
+        podgroup_status_patch(_pg({"phase": "Inqueue"}), waiting, remainder, "T2")["status"]["phase"]
+        == "Inqueue"
+    )  # type: ignore[index]
