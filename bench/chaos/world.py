@@ -9,9 +9,10 @@ first. Each Job has a lifecycle policy for ``PodEvicted`` (``RestartJob``, ``Res
 ``RestartPod``, or none: the lost pod is recreated), ``maxRetry`` 5, the default 300 s
 tolerations of ``not-ready`` and ``unreachable`` that admission gives every pod, and a short
 termination grace. A kubelet starts bound pods (not on a dead node), finishes the deletions of
-pods on a node that came back, and a job finishes (all its pods at once) its duration after all
-its pods run on live nodes. A process that crashes, or stops on its own, starts afresh after a
-pause, knowing nothing; its faults, node deaths among them, are :mod:`.faults`.
+pods on a node that came back, and a job finishes (all its pods at once) once all its pods have
+run on live nodes for its duration without a break. A process that crashes, or stops on its
+own, starts afresh after a pause, knowing nothing; its faults, node deaths among them, are
+:mod:`.faults`.
 """
 
 from __future__ import annotations
@@ -338,7 +339,11 @@ class World:
                 continue
             pods = by_job.get(job.name, [])
             running = self.whole(job, pods)
-            if running and job.running_since is None:
+            if not running:
+                # A job runs its course only while all its pods run: one that lost pods (a node
+                # death, an eviction by the repair step) starts over once whole again.
+                job.running_since = None
+            elif job.running_since is None:
                 job.running_since = self.now
             if job.running_since is not None and self.now - job.running_since >= job.duration:
                 for p in pods:
