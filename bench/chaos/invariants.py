@@ -13,7 +13,7 @@ after a quiet period without faults (:meth:`Invariants.check_final`):
                 PodGroup once seen never disappears;
 ``double-bind`` no pod is bound twice, or moves to another node;
 ``topology``    the bound pods of a hard-topology gang share one HyperNode within its tier
-                (not counting a pod being deleted on a dead node);
+                (not counting a pod on a dead node: lost, it is no longer where the gang runs);
 ``unexplained`` every job is placed, or says why not (PodGroup Unschedulable condition or
                 PodScheduled=False on its pods);
 ``starved``     no job waits, all pending, while a rack (or the cluster, for tier 2) has the
@@ -175,14 +175,14 @@ class Invariants:
             else:
                 self._partial_since.pop(job.name, None)
             if job.tier is not None and bound:
-                # A pod being deleted on a dead node is no longer the gang's: nobody will ever
-                # finish it, and its replacement (or, after a restart, the new gang) is placed
-                # without it (``escaped``).
+                # A pod on a dead node is lost, not the gang's placement: its replacement (or,
+                # after a restart, the new gang) goes where the gang's pods on live nodes are
+                # (``escaped``), or anywhere when none is (its Node may be gone, and its rack
+                # with it).
                 nodes = {
                     p["spec"]["nodeName"]
                     for p in bound
-                    if pod_phase(p) not in TERMINAL
-                    and not (terminating(p) and p["spec"]["nodeName"] in world.dead)
+                    if pod_phase(p) not in TERMINAL and p["spec"]["nodeName"] not in world.dead
                 }
                 racks = {r for r, members in world.racks.items() if nodes & set(members)}
                 if job.tier == 1 and len(racks) > 1:

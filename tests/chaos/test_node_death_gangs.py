@@ -10,7 +10,7 @@ bound the two new pods to rack4, counting the Terminating pod as a running membe
 3-member gang (a pod on no Node object is counted as running, with no room or topology), so the
 gang started 2 of 3 before its third member existed. Volcano counts such a pod as Releasing,
 not as a ready task (``ReadyTaskNum``), and waits for the third. The campaign's ``topology``
-check does not count a pod being deleted on a dead node (it is no longer the gang's), so only
+check does not count a pod on a dead node (lost, it is no longer where the gang runs), so only
 this test shows it."""
 
 from __future__ import annotations
