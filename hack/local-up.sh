@@ -6,6 +6,7 @@
 #   hack/local-up.sh --helm ...                                                       # install through charts/hyperplace
 #   hack/local-up.sh status                                                           # what runs
 #   hack/local-up.sh down                                                             # stop, clean up
+#   hack/local-up.sh node stop NAME / node start NAME     # a node's fake kubelet dies / comes back
 #
 # Starts etcd, kube-apiserver and kube-controller-manager (built by hack/kube-bin.sh), applies the
 # CRDs, RBAC and ConfigMaps from manifests/, generates the webhook certificates (and the client
@@ -28,8 +29,8 @@ cd "$HERE/.."
 
 cmd=up
 case "${1:-}" in
-  up | down | status) cmd="$1"; shift ;;
-  -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  up | down | status | node) cmd="$1"; shift ;;
+  -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 state_args=()
 if [ -n "${HYPERPLACE_LOCAL_UP_DIR:-}" ]; then state_args=(--state-dir "$HYPERPLACE_LOCAL_UP_DIR"); fi

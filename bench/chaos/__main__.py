@@ -68,6 +68,16 @@ def main(argv: list[str] | None = None) -> int:
             f"(window {Settings().partial_window:g}s), longest idle waiting gang "
             f"{max(o.longest_idle for o in outs):.1f}s (window {Settings().idle_window:g}s)"
         )
+        # Gangs hit by node deaths: how soon they ran whole again, and how close a working
+        # controller and scheduler came to the window of ``recovered``.
+        times = sorted(t for o in outs for t in o.recoveries)
+        if times:
+            print(
+                f"  gangs hit by node deaths whole again: {len(times)}, death to whole p50 "
+                f"{times[len(times) // 2]:.1f}s, p99 {times[min(len(times) - 1, len(times) * 99 // 100)]:.1f}s, "
+                f"max {times[-1]:.1f}s; longest wait beside room past the release "
+                f"{max(o.longest_unrecovered for o in outs):.1f}s (window {Settings().recover_window:g}s)"
+            )
     for o in bad:
         print("  " + describe(o))
     failed |= bool(bad)

@@ -11,7 +11,7 @@ time (on a virtual clock, :mod:`.vloop`) of:
   pods, jobs that finish (:mod:`.world`);
 * faults (:mod:`.faults`): in storms, process crashes, bind-failure and API-error windows,
   compactions, dropped watches, slow API windows and cordoned racks; storm or calm, stray bind
-  failures and a slow network.
+  failures, a slow network and node deaths under running gangs.
 
 After every step, and at the end after a quiet period without faults, the invariants
 (:mod:`.invariants`) are checked against the API server's truth: what a user would see.
@@ -64,6 +64,7 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
     end = settings.chaos_seconds + settings.quiet_seconds
     while world.now < end and not over():
         await asyncio.sleep(0.5)
+        await world.faults.nodes_back()
         await world.kubelet(finish=world.now < end - settings.freeze_seconds)
         checks.check()
     placed = explained = 0
@@ -81,6 +82,8 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
         0.0,
         checks.longest_partial,
         checks.longest_idle,
+        checks.longest_unrecovered,
+        checks.recoveries,
     )
 
 

@@ -12,7 +12,8 @@ after a quiet period without faults (:meth:`Invariants.check_final`):
 ``lost``        every Job created still exists, with its PodGroup and all its pods; a
                 PodGroup once seen never disappears;
 ``double-bind`` no pod is bound twice, or moves to another node;
-``topology``    the bound pods of a hard-topology gang share one HyperNode within its tier;
+``topology``    the bound pods of a hard-topology gang share one HyperNode within its tier
+                (not counting a pod on a dead node: lost, it is no longer where the gang runs);
 ``unexplained`` every job is placed, or says why not (PodGroup Unschedulable condition or
                 PodScheduled=False on its pods);
 ``starved``     no job waits, all pending, while a rack (or the cluster, for tier 2) has the
@@ -23,6 +24,28 @@ after a quiet period without faults (:meth:`Invariants.check_final`):
                 same scheduler up all along, no fault window open or just closed (each
                 fault's after-effects are waited out: informer back-off, a bind queue behind
                 a slow window). A working scheduler retries such a gang every cycle (1 s);
+``recovered``   every gang hit by a node death (a pod of it bound to the node as it died, or
+                bound there after) runs whole again: every pod Running on a live node, none
+                being deleted. Its clock starts at its *release*, the death plus the
+                controller's ``--node-not-ready-grace`` (2 s), the pods' termination grace
+                (3 s) and ``--force-delete-unreachable-after`` (2 s): before then the lost
+                pod cannot be replaced under any policy (its name is held by the pod stuck
+                Terminating on the dead node). From then on it runs while the gang's allowed
+                domain has room for the pods it misses (the rack its remainder runs in, for
+                hard tier 1; any rack when none runs, after a ``RestartJob``; the cluster for
+                tier 2 or no topology; dead and cordoned nodes have none), and stops while it
+                has not. ``recover_window`` is 30 s: what the controller needs to replace the
+                pods (a crash and restart within 3 s, an informer relist after a compaction or
+                an error window, a pass retried with back-off) plus what ``partial`` grants a
+                scheduler for the bind back-off of a gang under bind failures (30 s); a
+                working controller and scheduler stayed far below it (bench/README.md). At
+                the end, after the quiet period, every gang still hit whose domain has room
+                is a violation. A Job that stopped for good (Failed past ``maxRetry``,
+                Aborted, Terminated) or finished is no longer followed;
+``escaped``     no replacement pod of a damaged hard tier-1 gang is bound outside the rack
+                its remainder (its other pods on live nodes, not being deleted) runs in, as
+                the binding lands. After a ``RestartJob`` no pod of the gang is left: the new
+                gang is free to go to any rack, as long as it is whole in one (``topology``);
 ``exited``      no process stops on its own (``--verify-state`` finding a drift stops the
                 scheduler); it is restarted, as the kubelet would. A failure of the run,
                 never a catch of a mutation (see :data:`.outcome.USER_VISIBLE`);
@@ -37,14 +60,16 @@ from __future__ import annotations
 
 import time
 
-from hyperplace.api.constants import GROUP_NAME_ANNOTATION
+from hyperplace.api.constants import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
 from hyperplace.kube import milli_value
 from hyperplace.runtime.api import JOBS, PODGROUPS, Obj, meta
 from scheduler_plugin.runtime.scheduler import Scheduler
 
-from .world import NODE_CPU, NS, POD_CPU, World, _Job, pod_phase
+from .world import NODE_CPU, NS, POD_CPU, World, _Job, pod_phase, terminating
 
 TERMINAL = ("Succeeded", "Failed")
+# Job phases after which the Job runs no more pods (maxRetry reached, aborted, terminated).
+JOB_STOPPED = ("Failed", "Aborted", "Terminated", "Completed")
 
 
 class Invariants:
@@ -63,6 +88,10 @@ class Invariants:
         self.longest_idle = 0.0  # the longest a waiting gang saw nothing happen (Settings.idle_window)
         self._blocked: set[str] = set()
         self._idle_since: dict[str, float] = {}
+        self._unrecovered_since: dict[str, float] = {}
+        self.longest_unrecovered = 0.0  # the longest a hit gang waited with room past its release
+        self.recoveries: list[float] = []  # per gang hit and whole again: seconds from the death
+        world.bind_checks.append(self._check_escape)
 
     def check(self) -> None:
         """The invariants that must hold at every moment (partial: within its window)."""
@@ -146,10 +175,103 @@ class Invariants:
             else:
                 self._partial_since.pop(job.name, None)
             if job.tier is not None and bound:
-                nodes = {p["spec"]["nodeName"] for p in bound if pod_phase(p) not in TERMINAL}
+                # A pod on a dead node is lost, not the gang's placement: its replacement (or,
+                # after a restart, the new gang) goes where the gang's pods on live nodes are
+                # (``escaped``), or anywhere when none is (its Node may be gone, and its rack
+                # with it).
+                nodes = {
+                    p["spec"]["nodeName"]
+                    for p in bound
+                    if pod_phase(p) not in TERMINAL and p["spec"]["nodeName"] not in world.dead
+                }
                 racks = {r for r, members in world.racks.items() if nodes & set(members)}
                 if job.tier == 1 and len(racks) > 1:
                     world.violate("topology", f"{job.name} (hard tier 1) spans {sorted(racks)}")
+        self._check_recovery(by_job, free if free is not None else self._free_slots(), final=False)
+
+    # -- node deaths -----------------------------------------------------------------------------
+
+    def _remainder(self, pods: list[Obj]) -> list[Obj]:
+        """The pods of a gang that still run where they are: bound to a live node, not being
+        deleted, not finished."""
+        dead = self.world.dead
+        return [
+            p
+            for p in pods
+            if p["spec"].get("nodeName")
+            and p["spec"]["nodeName"] not in dead
+            and not terminating(p)
+            and pod_phase(p) not in TERMINAL
+        ]
+
+    def _check_recovery(self, by_job: dict[str, list[Obj]], free: dict[str, int], *, final: bool) -> None:
+        """``recovered`` (see the module docstring)."""
+        world = self.world
+        for name, damage in list(world.damaged.items()):
+            job, pods = world.jobs.get(name), by_job.get(name, [])
+            phase = str(
+                ((world.server.peek(JOBS, f"{NS}/{name}") or {}).get("status") or {})
+                .get("state", {})
+                .get("phase")
+                or ""
+            )
+            if (
+                job is None
+                or job.finished
+                or phase in JOB_STOPPED
+                or any(pod_phase(p) in TERMINAL for p in pods)
+            ):
+                world.events["gang-hit-stopped" if phase in JOB_STOPPED else "gang-hit-finished"] += 1
+                del world.damaged[name]
+                self._unrecovered_since.pop(name, None)
+                continue
+            if world.whole(job, pods):
+                world.events["gang-recovered"] += 1
+                self.recoveries.append(world.now - damage.at)
+                del world.damaged[name]
+                self._unrecovered_since.pop(name, None)
+                continue
+            if world.now < damage.release:
+                continue
+            remainder = self._remainder(pods)
+            missing = job.replicas - len(remainder)
+            if self._room_for(job, remainder, free) < missing:
+                self._unrecovered_since.pop(name, None)
+                continue
+            since = self._unrecovered_since.setdefault(name, max(world.now, damage.release))
+            self.longest_unrecovered = max(self.longest_unrecovered, world.now - since)
+            if final or world.now - since > self.settings.recover_window:
+                world.violate(
+                    "recovered",
+                    f"{name} (policy {job.policy or 'none'}, tier {job.tier}) hit by the death of "
+                    f"{', '.join(sorted(damage.nodes))} at t={damage.at:.1f}s: {len(remainder)}/{job.replicas} "
+                    f"running on live nodes, room for the other {missing} in its domain for "
+                    f"{world.now - since:.1f}s" + (" at the end of the run" if final else ""),
+                )
+                self._unrecovered_since[name] = world.now  # report once per window
+
+    def _check_escape(self, pod: Obj) -> None:
+        """``escaped``, as a binding lands (see the module docstring)."""
+        world = self.world
+        name = (meta(pod).get("labels") or {}).get(JOB_NAME_KEY)
+        node = str(pod["spec"].get("nodeName") or "")
+        job = world.jobs.get(str(name))
+        damage = world.damaged.get(str(name))
+        if job is None or damage is None or job.tier != 1 or node in world.dead:
+            return
+        uid = meta(pod).get("uid")
+        others = [
+            p for p in self._remainder(world.pods_by_job().get(job.name, [])) if meta(p).get("uid") != uid
+        ]
+        racks = {world.rack_of(str(p["spec"]["nodeName"])) for p in others}
+        rack = world.rack_of(node)
+        if len(racks) == 1 and rack not in racks:
+            world.violate(
+                "escaped",
+                f"{job.name} (hard tier 1, policy {job.policy or 'none'}) hit by the death of "
+                f"{', '.join(sorted(damage.nodes))}: replacement {meta(pod).get('name')} bound to {node} "
+                f"in {rack}, its remainder of {len(others)} runs in {racks.pop()}",
+            )
 
     def _check_idle(self, job: _Job, jp: list[Obj], bound: list[Obj], free: dict[str, int]) -> None:
         """``stuck``: a gang partly bound, or all its pods pending, with room for the rest
@@ -208,7 +330,9 @@ class Invariants:
             if node and pod_phase(p) not in TERMINAL:
                 used[node] = used.get(node, 0) + _cpu(p)
         return {
-            n: 0 if n in world.cordoned else (NODE_CPU * 1000 - used.get(n, 0)) // (POD_CPU * 1000)
+            n: 0
+            if n in world.cordoned or n in world.dead
+            else (NODE_CPU * 1000 - used.get(n, 0)) // (POD_CPU * 1000)
             for members in world.racks.values()
             for n in members
         }
@@ -231,8 +355,15 @@ class Invariants:
         placed = explained = 0
         free = self._free_slots()
         by_job = world.pods_by_job()
+        self._check_recovery(by_job, free, final=True)
         for job in world.jobs.values():
             jp = by_job.get(job.name, [])
+            state = ((world.server.peek(JOBS, f"{NS}/{job.name}") or {}).get("status") or {}).get(
+                "state"
+            ) or {}
+            if state.get("phase") in ("Failed", "Aborted", "Terminated"):
+                world.events["job-stopped"] += 1
+                continue  # stopped for good by its policy (maxRetry reached): no pods to hold to
             if len(jp) != job.replicas:
                 world.violate("lost", f"{job.name}: {len(jp)} of {job.replicas} pods exist")
                 continue

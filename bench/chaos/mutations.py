@@ -19,6 +19,10 @@ for the duration of a run (for the campaign only; nothing here is imported by th
 ``allocated-hypernode-not-recovered``
     A session no longer recovers a gang's allocated HyperNode from its pods already bound
     (after a restart or a failed bind), so the rest of the gang may go to another rack.
+``node-failure-ignored``
+    The job controller no longer sees a pod lost with its node (deleted, NotReady past the
+    grace, untolerated NoExecute taint): the pods of a dead node stay "running" and their gang
+    never runs whole again (a broken controller, not a scheduler: the campaign runs both).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 
+from controller.job import node_failure
 from hyperplace.runtime.api import Obj
 from scheduler_plugin.framework.session import Session
 from scheduler_plugin.runtime.assume import AssumeCache, Assumed
@@ -86,8 +91,23 @@ def allocated_hypernode_not_recovered() -> Iterator[None]:
         Session._recover_allocated = original  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def node_failure_ignored() -> Iterator[None]:
+    original = node_failure.node_failure
+
+    def never(*_args: object, **_kwargs: object) -> node_failure.Verdict:
+        return node_failure.Verdict()
+
+    node_failure.node_failure = never
+    try:
+        yield
+    finally:
+        node_failure.node_failure = original
+
+
 MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "inflight-binds-not-counted": inflight_binds_not_counted,
     "gang-released-without-unbinding": gang_released_without_unbinding,
     "allocated-hypernode-not-recovered": allocated_hypernode_not_recovered,
+    "node-failure-ignored": node_failure_ignored,
 }

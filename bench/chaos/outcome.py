@@ -20,6 +20,8 @@ USER_VISIBLE = frozenset(
         "unexplained",
         "starved",
         "spinning",
+        "recovered",
+        "escaped",
     )
 )
 
@@ -50,6 +52,10 @@ class Outcome:
     wall_seconds: float = 0.0
     longest_partial: float = 0.0  # the longest a gang stayed partly bound, virtual seconds
     longest_idle: float = 0.0  # the longest a waiting gang with room saw nothing happen
+    # The longest a gang hit by a node death waited with room, past its release (``recovered``),
+    # and, per gang that ran whole again, the seconds from the death to that.
+    longest_unrecovered: float = 0.0
+    recoveries: list[float] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

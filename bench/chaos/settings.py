@@ -43,6 +43,23 @@ class Settings:
     racks: tuple[int, ...] = (4, 5, 6)
     rack_nodes: tuple[int, ...] = (3, 4)
     duration: tuple[float, float] = (5.0, 40.0)  # how long a job runs once all its pods run
+    # Node deaths (faults.py): how many per run (drawn), each at a time of the chaos period's
+    # first part, under a running gang; the chance it is the Node deleted rather than its kubelet
+    # gone silent; the chance the machine comes back, and after how long.
+    node_deaths: tuple[int, ...] = (1, 2, 2, 3)
+    node_deleted: float = 0.3
+    node_returns: float = 0.3
+    node_return_after: tuple[float, float] = (3.0, 15.0)
+    # The controller's --node-not-ready-grace and --force-delete-unreachable-after, and the
+    # chaos pods' terminationGracePeriodSeconds: the campaign's compressed time scale (jobs run
+    # 5-40 s), not production values (30 s, off, 30 s).
+    not_ready_grace: float = 2.0
+    force_delete_after: float = 2.0
+    termination_grace: int = 3
+    # ``recovered``: how long a gang hit by a node death may wait, with the room for its
+    # replacements free in its domain, once the node's pods could be replaced (the grace, the
+    # pods' termination grace and the force-delete delay after the death). See invariants.py.
+    recover_window: float = 30.0
     wall_budget: float = 120.0  # wall-clock seconds a run may take
     stop_at_first: bool = False  # end the run at the first violation (mutation scoring)
     # The scheduler's --verify-state (None: HYPERPLACE_VERIFY_STATE, as the test suite sets

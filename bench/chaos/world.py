@@ -5,9 +5,14 @@ processes on their severable connections, and the kubelet (:class:`World`; what 
 The cluster is drawn per seed: 4-6 racks of 3-4 nodes, each node room for two pods, under one
 spine. Volcano Jobs arrive mid-run: gangs of 2-10 pods, half of them small, most hard-bound to
 one rack, some to the whole cluster, some too big to ever fit; some of high priority, which go
-first. A kubelet starts bound pods, and a job finishes (all its pods at once) its duration after
-all its pods run. A process that crashes, or stops on its own, starts afresh after a pause,
-knowing nothing; its faults are :mod:`.faults`.
+first. Each Job has a lifecycle policy for ``PodEvicted`` (``RestartJob``, ``RestartTask``,
+``RestartPod``, or none: the lost pod is recreated), ``maxRetry`` 5, the default 300 s
+tolerations of ``not-ready`` and ``unreachable`` that admission gives every pod, and a short
+termination grace. A kubelet starts bound pods (not on a dead node), finishes the deletions of
+pods on a node that came back, and a job finishes (all its pods at once) once all its pods have
+run on live nodes for its duration without a break. A process that crashes, or stops on its
+own, starts afresh after a pause, knowing nothing; its faults, node deaths among them, are
+:mod:`.faults`.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ import asyncio
 import functools
 import random
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,6 +60,7 @@ class ChaosServer(FakeApi):
     def __init__(self) -> None:
         super().__init__()
         self.bind_log: list[tuple[str, str]] = []  # (pod uid, node)
+        self.on_bind: Callable[[Obj], None] | None = None  # told of each binding as it lands
 
     def _bind(self, binding: Any, namespace: str | None) -> Obj:
         out = super()._bind(binding, namespace)
@@ -62,6 +68,8 @@ class ChaosServer(FakeApi):
         pod = self.peek(PODS, f"{namespace}/{name}")
         assert pod is not None
         self.bind_log.append((str(meta(pod).get("uid")), str(pod["spec"]["nodeName"])))
+        if self.on_bind is not None:
+            self.on_bind(pod)
         return out
 
 
@@ -86,6 +94,18 @@ class _Job:
     duration: float
     running_since: float | None = None
     finished: bool = False
+    policy: str = ""  # the action on PodEvicted ("": none)
+
+
+@dataclass
+class Damage:
+    """A gang hit by a node death: when first, when its lost pods could first be replaced (the
+    controller's grace, the pods' termination grace and the force-delete delay after the last
+    death that hit it), the nodes, and how many replacement binds landed where."""
+
+    at: float
+    release: float
+    nodes: set[str] = field(default_factory=set)
 
 
 class _TracedConnection(Connection):
@@ -143,6 +163,13 @@ class World:
         self.bind_activity: dict[str, float] = {}  # job -> last bind sent or answered
         self.inflight: dict[str, dict[tuple[int, str], str]] = {}  # job -> {(proc, pod): node}
         self.cordoned: dict[str, float] = {}  # node -> virtual time it is uncordoned
+        # Node deaths (faults.py): dead node -> virtual time it comes back (inf: not in this
+        # run); the Node objects deleted with their machine; the gangs hit, until whole again.
+        self.dead: dict[str, float] = {}
+        self.deleted_nodes: dict[str, Obj] = {}
+        self.damaged: dict[str, Damage] = {}
+        self.bind_checks: list[Callable[[Obj], None]] = []  # the invariants' (escaped)
+        self.server.on_bind = self._bound
 
     @property
     def now(self) -> float:
@@ -231,18 +258,32 @@ class World:
             if small
             else self.rng.randint(2, self.rack_slots + (2 if tier == 1 else 0))
         )
+        # What to do when a pod is lost with its node (PodEvicted), as training Jobs say it.
+        policy = self.rng.choice(("RestartJob", "RestartJob", "RestartTask", "RestartPod", ""))
         spec: dict[str, Any] = {
             "schedulerName": "volcano",
             "queue": "default",
             # A high-priority job arriving while a gang's binds are in flight goes first.
             "priorityClassName": "high" if self.rng.random() < 0.4 else "low",
             "minAvailable": replicas,
+            "maxRetry": 5,
             "tasks": [
                 {
                     "name": "worker",
                     "replicas": replicas,
                     "template": {
                         "spec": {
+                            "terminationGracePeriodSeconds": self.settings.termination_grace,
+                            # What the DefaultTolerationSeconds admission plugin adds to every pod.
+                            "tolerations": [
+                                {
+                                    "key": f"node.kubernetes.io/{key}",
+                                    "operator": "Exists",
+                                    "effect": "NoExecute",
+                                    "tolerationSeconds": 300,
+                                }
+                                for key in ("not-ready", "unreachable")
+                            ],
                             "containers": [
                                 {
                                     "name": "c",
@@ -257,6 +298,10 @@ class World:
         }
         if tier is not None:
             spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": tier}
+        if policy == "RestartJob":
+            spec["policies"] = [{"event": "PodEvicted", "action": policy}]
+        elif policy:
+            spec["tasks"][0]["policies"] = [{"event": "PodEvicted", "action": policy}]
         job = {
             "apiVersion": "batch.volcano.sh/v1alpha1",
             "kind": "Job",
@@ -264,16 +309,25 @@ class World:
             "spec": spec,
         }
         await self.server.create(JOBS, job, NS)
-        self.jobs[name] = _Job(name, replicas, tier, self.rng.uniform(*self.settings.duration))
+        self.jobs[name] = _Job(name, replicas, tier, self.rng.uniform(*self.settings.duration), policy=policy)
         self.events["job"] += 1
 
     # -- the kubelet ---------------------------------------------------------------------------
 
     async def kubelet(self, *, finish: bool) -> None:
-        """Start bound pods; finish jobs whose time has come (all their pods at once)."""
+        """Start bound pods and finish the deletion of pods whose containers stopped, on live
+        nodes (a dead node's kubelet does nothing); finish jobs whose time has come (all their
+        pods at once)."""
         for key, pod in list(self.server.objects.get("pods", {}).items()):
             phase = (pod.get("status") or {}).get("phase") or "Pending"
-            if pod["spec"].get("nodeName") and phase == "Pending":
+            node = pod["spec"].get("nodeName")
+            if not node or node in self.dead:
+                continue
+            if meta(pod).get("deletionTimestamp"):  # left on a node that has come back
+                await self.server.delete(
+                    PODS, key.split("/", 1)[1], NS, uid=str(meta(pod).get("uid")), grace_period_seconds=0
+                )
+            elif phase == "Pending":
                 await self.server.patch(
                     PODS, key.split("/", 1)[1], {"status": {"phase": "Running"}}, NS, subresource="status"
                 )
@@ -284,8 +338,12 @@ class World:
             if job.finished:
                 continue
             pods = by_job.get(job.name, [])
-            running = len(pods) == job.replicas and all(pod_phase(p) == "Running" for p in pods)
-            if running and job.running_since is None:
+            running = self.whole(job, pods)
+            if not running:
+                # A job runs its course only while all its pods run: one that lost pods (a node
+                # death, an eviction by the repair step) starts over once whole again.
+                job.running_since = None
+            elif job.running_since is None:
                 job.running_since = self.now
             if job.running_since is not None and self.now - job.running_since >= job.duration:
                 for p in pods:
@@ -298,6 +356,38 @@ class World:
                     )
                 job.finished = True
                 self.events["finished"] += 1
+
+    def whole(self, job: _Job, pods: list[Obj]) -> bool:
+        """All of ``job``'s pods run, none on a dead node or being deleted."""
+        return len(pods) == job.replicas and all(
+            pod_phase(p) == "Running" and p["spec"].get("nodeName") not in self.dead and not terminating(p)
+            for p in pods
+        )
+
+    def rack_of(self, node: str) -> str | None:
+        """The rack (tier-1 HyperNode) ``node`` is in."""
+        return next((r for r, members in self.racks.items() if node in members), None)
+
+    def hit(self, job: str, node: str) -> None:
+        """``job`` lost a pod with ``node``: it is damaged until it runs whole again (the
+        ``recovered`` and ``escaped`` invariants), and its run starts over then."""
+        s = self.settings
+        release = self.now + s.not_ready_grace + s.termination_grace + s.force_delete_after
+        d = self.damaged.setdefault(job, Damage(self.now, release))
+        d.release = max(d.release, release)
+        d.nodes.add(node)
+        if job in self.jobs:
+            self.jobs[job].running_since = None
+        self.events["gang-hit"] += 1
+
+    def _bound(self, pod: Obj) -> None:
+        """A binding landed: on a node already dead, the pod is lost at once."""
+        node = str(pod["spec"]["nodeName"])
+        job = (meta(pod).get("labels") or {}).get(JOB_NAME_KEY)
+        if job and node in self.dead:
+            self.hit(str(job), node)
+        for check in self.bind_checks:
+            check(pod)
 
     def pods_by_job(self) -> dict[str, list[Obj]]:
         """The server's pods by their Job (the controller's ``volcano.sh/job-name`` label)."""
@@ -338,13 +428,16 @@ class World:
             self.scheduler = sched
             self.noise(0.0)
         else:
+            config = ManagerConfig(
+                workers=2,
+                config_namespace="kube-system",
+                seed=self.seed,
+                not_ready_grace=self.settings.not_ready_grace,
+                force_delete_unreachable_after=self.settings.force_delete_after,
+            )
             # The controller reads the virtual clock too: its waits (a policy's timeout, a node's
             # grace, a damaged gang's restart) are measured against the objects' timestamps.
-            mgr = ControllerManager(
-                proc.conn,
-                ManagerConfig(workers=2, config_namespace="kube-system", seed=self.seed),
-                now=self.wall,
-            )
+            mgr = ControllerManager(proc.conn, config, now=self.wall)
             proc.task = asyncio.create_task(mgr.run())
         self.procs[kind] = proc
         self.events[f"{kind}-start"] += 1
@@ -403,6 +496,11 @@ def _hypernode(name: str, tier: int, member_type: str, members: list[str]) -> Ob
             "members": [{"type": member_type, "selector": {"exactMatch": {"name": m}}} for m in members],
         },
     }
+
+
+def terminating(pod: Obj) -> bool:
+    """Being deleted (``deletionTimestamp`` set)."""
+    return bool(meta(pod).get("deletionTimestamp"))
 
 
 def pod_phase(pod: Obj) -> str:

@@ -4,6 +4,7 @@ no container runtime. ``hack/local-up.sh`` is the front door (it sets up .venv a
     python -m hyperplace.localup up --bin-dir DIR [--nodes 16] [--gpus-per-node 8] [--topology leaf-spine|none]
     python -m hyperplace.localup status
     python -m hyperplace.localup down
+    python -m hyperplace.localup node stop|start NAME...
 
 ``up`` starts etcd, kube-apiserver and kube-controller-manager (hyperplace.localup.controlplane),
 applies the CRDs, the default Queue, RBAC and ConfigMaps from manifests/, writes the webhook
@@ -13,6 +14,9 @@ the scheduler run as their ServiceAccounts (a token from the TokenRequest API), 
 RBAC is what they get. Then it creates the nodes and HyperNodes and waits until every node is
 Ready (the sequence: hyperplace.localup.bringup). Every process runs detached, in its own session, and logs to ``STATE/<name>.log``; their
 ids are in ``STATE/state.json``. ``down`` stops exactly those processes and removes STATE.
+``node stop NAME`` stops the fake kubelet of a node, as if the machine died (its Lease is no
+longer renewed, its pods no longer reported: kube-controller-manager marks it NotReady and taints
+it after its node-monitor grace period, 50 s); ``node start NAME`` brings it back.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from . import workloads
 from .bringup import bring_up, say
 from .components import Process
 from .controlplane import ControlPlaneError
-from .kubectl import LocalUpError
+from .fakekubelet import STOP_ANNOTATION, STOPPED
+from .kubectl import Kubectl, LocalUpError
 from .state import State, default_state_dir, is_ours, stop_processes
 
 READY_TIMEOUT = float(os.environ.get("HYPERPLACE_LOCAL_UP_TIMEOUT", "180"))
@@ -137,6 +142,25 @@ def status(args: argparse.Namespace) -> int:
     return 0 if all_up else 1
 
 
+def node(args: argparse.Namespace) -> int:
+    """``node stop|start NAME...``: the fake kubelet of each node stops (its Node annotated
+    ``hyperplace.io/fake-kubelet: stopped``) or starts again (the annotation removed)."""
+    state = State.load(args.state_dir)
+    if state is None:
+        say("not running ('hack/local-up.sh' starts it)")
+        return 1
+    kubectl = Kubectl(Path(state.kubeconfig))
+    value = f"{STOP_ANNOTATION}={STOPPED}" if args.action == "stop" else f"{STOP_ANNOTATION}-"
+    try:
+        kubectl.run("annotate", "--overwrite", "node", *args.names, value)
+    except LocalUpError as exc:
+        say(str(exc))
+        return 1
+    what = "stopped" if args.action == "stop" else "started"
+    say(f"kubelet of {', '.join(args.names)} {what}")
+    return 0
+
+
 # -------------------------------------------------------------------------------------- main
 
 
@@ -144,7 +168,8 @@ DESCRIPTION = """hyperplace local-up: etcd, kube-apiserver, kube-controller-mana
 
 up      start everything, create fake nodes, print the kubeconfig path and an export line
 status  show the processes and their logs
-down    stop every process 'up' started and remove the state directory"""
+down    stop every process 'up' started and remove the state directory
+node    stop a node's fake kubelet, as if the machine died, or start it again"""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -204,9 +229,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     u.set_defaults(func=up)
     sub.add_parser("status", help="show the processes").set_defaults(func=status)
     sub.add_parser("down", help="stop and remove everything").set_defaults(func=down)
+    n = sub.add_parser(
+        "node", help="stop or start a node's fake kubelet", formatter_class=flags.HelpFormatter
+    )
+    n.add_argument(
+        "action",
+        choices=["stop", "start"],
+        help="stop: no more Lease renewals, node status or pod status from it; start: back",
+    )
+    n.add_argument("names", metavar="NAME", nargs="+", help="Node names")
+    n.set_defaults(func=node)
     args = p.parse_args(argv)
     if args.command is None:
-        p.error("name a command: up, status or down")
+        p.error("name a command: up, status, down or node")
     if args.command == "up" and (args.nodes < 0 or args.gpus_per_node < 0):
         p.error("--nodes and --gpus-per-node must be >= 0")
     unknown = [n for n in getattr(args, "with_controllers", []) if n not in workloads.NAMES]

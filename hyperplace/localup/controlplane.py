@@ -267,6 +267,8 @@ class ControlPlane:
     root: Path | None = None
     # More kube-apiserver flags (e.g. --admission-control-config-file for webhook client certs).
     apiserver_args: list[str] = field(default_factory=list)
+    # More kube-controller-manager flags (e.g. a short --node-monitor-grace-period), after ours.
+    controller_manager_args: list[str] = field(default_factory=list)
     kubeconfig: Path = field(init=False)
     server: str = field(init=False)
     etcd_log: Path = field(init=False)
@@ -413,6 +415,7 @@ class ControlPlane:
                 "--controllers=*",
                 *feature_gate_args(self.bin_dir),
                 "--v=1",
+                *self.controller_manager_args,
             ],
             self.controller_manager_log,
         )
@@ -474,10 +477,15 @@ def control_plane(
     timeout: float = START_TIMEOUT,
     controller_manager: bool = False,
     apiserver_args: list[str] | None = None,
+    controller_manager_args: list[str] | None = None,
 ) -> Iterator[ControlPlane]:
-    """Run etcd + kube-apiserver (+ kube-controller-manager) for the ``with`` block."""
+    """Run etcd + kube-apiserver (+ kube-controller-manager, with ``controller_manager_args``
+    after its usual flags) for the ``with`` block."""
     cp = ControlPlane(
-        Path(bin_dir), controller_manager=controller_manager, apiserver_args=list(apiserver_args or [])
+        Path(bin_dir),
+        controller_manager=controller_manager,
+        apiserver_args=list(apiserver_args or []),
+        controller_manager_args=list(controller_manager_args or []),
     ).start(timeout)
     try:
         yield cp

@@ -7,6 +7,16 @@ Ready conditions, container statuses, pod IP), so Volcano Job phases progress. A
 deleted (``deletionTimestamp`` set) is removed with grace period 0, as a kubelet does once the
 containers have stopped. Nothing runs: no containers, no volumes, no probes.
 
+A node's kubelet can be **stopped**, as if the machine died: its Lease is no longer renewed, its
+Ready condition no longer refreshed, and its pods are no longer started, reported or finished (a
+pod deleted on it stays Terminating, ``deletionTimestamp`` set, until someone deletes it with grace
+period 0). kube-controller-manager's node lifecycle controller then marks the Node Ready=Unknown
+and taints it ``node.kubernetes.io/unreachable``. **Started** again, the kubelet reports the Node
+Ready at once, renews its Lease, reports its pods Running again and finishes the deletions that
+waited. In-process: :meth:`FakeKubelet.stop_node` and :meth:`FakeKubelet.start_node`; across
+processes, the Node's annotation ``hyperplace.io/fake-kubelet: stopped`` (set and removed by
+``hack/local-up.sh node stop|start NAME``).
+
     python -m hyperplace.localup.fakekubelet --kubeconfig FILE
 
 :func:`running_status` is also what the integration tests write when they play the kubelet.
@@ -36,6 +46,9 @@ NODE_LEASE_NAMESPACE = "kube-node-lease"
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10.0
 STATUS_SECONDS = 300.0
+# A Node annotated so has a stopped kubelet (see the module docstring).
+STOP_ANNOTATION = "hyperplace.io/fake-kubelet"
+STOPPED = "stopped"
 
 
 def _ip(prefix: str, key: str) -> str:
@@ -112,6 +125,10 @@ def running_status(pod: Mapping[str, Any], now: str | None = None) -> dict[str, 
     }
 
 
+def _annotated_stopped(node: Mapping[str, Any]) -> bool:
+    return (meta(node).get("annotations") or {}).get(STOP_ANNOTATION) == STOPPED
+
+
 def _node_is_ready(node: Mapping[str, Any]) -> bool:
     for c in (node.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready":
@@ -143,8 +160,37 @@ class FakeKubelet:
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._queued: set[tuple[str, str]] = set()
         self._status_at: dict[str, float] = {}
+        # Nodes whose kubelet is stopped, and of those the ones stopped by their annotation.
+        self.stopped: set[str] = set()
+        self._stopped_by_annotation: set[str] = set()
+        self.pods.add_index("node", lambda o: [n] if (n := (o.get("spec") or {}).get("nodeName")) else [])
         self.nodes.add_handler(on_add=self._node_changed, on_update=lambda _o, n: self._node_changed(n))
         self.pods.add_handler(on_add=self._pod_changed, on_update=lambda _o, n: self._pod_changed(n))
+
+    # -- a node's kubelet stopped and started ---------------------------------------------------
+
+    def stop_node(self, name: str) -> None:
+        """The node's kubelet stops: no Lease renewal, no status, its pods left as they are."""
+        if name not in self.stopped:
+            self.stopped.add(name)
+            log.info("node %s: kubelet stopped", name)
+
+    def start_node(self, name: str) -> None:
+        """The node's kubelet starts again: the Node reported Ready and its Lease renewed at once,
+        its pods started or reported Running again, the deletions that waited finished."""
+        if name not in self.stopped:
+            return
+        self.stopped.discard(name)
+        self._stopped_by_annotation.discard(name)
+        log.info("node %s: kubelet started", name)
+        self._enqueue(("restart", name))
+        for pod in self.pods.by_index("node", name):
+            if (pod.get("status") or {}).get("phase") == "Running" and not meta(pod).get("deletionTimestamp"):
+                # Running before the node stopped (the node lifecycle controller marked it not
+                # Ready meanwhile): reported again.
+                self._enqueue(("report", object_key(pod)))
+            else:
+                self._pod_changed(pod)
 
     # -- what needs doing -------------------------------------------------------------------
 
@@ -154,18 +200,30 @@ class FakeKubelet:
             self._queue.put_nowait(item)
 
     def _node_changed(self, node: Obj) -> None:
+        name = object_key(node)
+        if _annotated_stopped(node):
+            if name not in self.stopped:
+                self.stop_node(name)
+                self._stopped_by_annotation.add(name)
+        elif name in self._stopped_by_annotation:
+            self.start_node(name)
+        if name in self.stopped:
+            return
         if not _node_is_ready(node):
-            self._enqueue(("node", object_key(node)))
+            self._enqueue(("node", name))
 
     def _pod_changed(self, pod: Obj) -> None:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         node = spec.get("nodeName")
-        if not node or self.nodes.get(node) is None:
+        if not node or self.nodes.get(node) is None or node in self.stopped:
             return
         if meta(pod).get("deletionTimestamp"):
             self._enqueue(("delete", object_key(pod)))
         elif status.get("phase") in (None, "Pending"):
             self._enqueue(("start", object_key(pod)))
+
+    def _stopped_under(self, pod: Obj | None) -> bool:
+        return pod is not None and (pod.get("spec") or {}).get("nodeName") in self.stopped
 
     # -- doing it ---------------------------------------------------------------------------
 
@@ -177,8 +235,13 @@ class FakeKubelet:
             try:
                 if kind == "node":
                     await self._post_node_status(key)
+                elif kind == "restart":
+                    await self._renew_lease(key)
+                    await self._post_node_status(key)
                 elif kind == "start":
                     await self._start_pod(key)
+                elif kind == "report":
+                    await self._report_pod(key)
                 elif kind == "delete":
                     await self._finish_deletion(key)
             except ApiError as exc:
@@ -193,7 +256,7 @@ class FakeKubelet:
 
     async def _post_node_status(self, name: str) -> None:
         node = self.nodes.get(name)
-        if node is None:
+        if node is None or name in self.stopped:
             return
         await self.api.patch(NODES, name, {"status": node_ready_status(node)}, subresource="status")
         self._status_at[name] = asyncio.get_running_loop().time()
@@ -201,20 +264,31 @@ class FakeKubelet:
 
     async def _start_pod(self, key: str) -> None:
         pod = self.pods.get(key)
-        if pod is None or meta(pod).get("deletionTimestamp"):
+        if pod is None or meta(pod).get("deletionTimestamp") or self._stopped_under(pod):
             return
         if (pod.get("status") or {}).get("phase") not in (None, "Pending"):
             return
+        await self._write_running(pod)
+
+    async def _report_pod(self, key: str) -> None:
+        pod = self.pods.get(key)
+        if pod is None or meta(pod).get("deletionTimestamp") or self._stopped_under(pod):
+            return
+        if (pod.get("status") or {}).get("phase") != "Running":
+            return
+        await self._write_running(pod)
+
+    async def _write_running(self, pod: Obj) -> None:
         ns, name = str(meta(pod).get("namespace")), str(meta(pod).get("name"))
         # A uid precondition in the patch: a pod deleted and recreated under the same name
         # meanwhile is left for its own event.
         patch = {"metadata": {"uid": meta(pod).get("uid")}, "status": running_status(pod)}
         await self.api.patch(PODS, name, patch, ns, subresource="status")
-        log.info("pod %s on %s: Running", key, (pod.get("spec") or {}).get("nodeName"))
+        log.info("pod %s on %s: Running", object_key(pod), (pod.get("spec") or {}).get("nodeName"))
 
     async def _finish_deletion(self, key: str) -> None:
         pod = self.pods.get(key)
-        if pod is None or self._delete_pod is None:
+        if pod is None or self._delete_pod is None or self._stopped_under(pod):
             return
         m = meta(pod)
         if await self._delete_pod(str(m.get("namespace")), str(m.get("name")), str(m.get("uid"))):
@@ -227,6 +301,8 @@ class FakeKubelet:
             started = loop.time()
             for node in self.nodes.objects():
                 name = str(meta(node).get("name"))
+                if name in self.stopped:
+                    continue
                 try:
                     await self._renew_lease(name)
                     if started - self._status_at.get(name, 0.0) >= self._status_every:

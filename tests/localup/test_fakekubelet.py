@@ -1,5 +1,6 @@
 """The fake kubelet of hack/local-up.sh, against the in-memory API server: nodes turn Ready and
-keep a Lease, bound pods start, unbound pods wait, a deleted pod goes once "its containers stop"."""
+keep a Lease, bound pods start, unbound pods wait, a deleted pod goes once "its containers stop";
+a node whose kubelet is stopped (a dead machine) goes silent, and comes back when started."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from typing import Any
 import pytest
 
 from hyperplace.localup.cluster import GPU, cluster_objects
-from hyperplace.localup.fakekubelet import NODE_LEASE_NAMESPACE, FakeKubelet, running_status
+from hyperplace.localup.fakekubelet import (
+    NODE_LEASE_NAMESPACE,
+    STOP_ANNOTATION,
+    STOPPED,
+    FakeKubelet,
+    running_status,
+)
 from hyperplace.runtime.api import LEASES, NODES, PODS
 from hyperplace.runtime.fakeapi import FakeApi
 
@@ -112,6 +119,96 @@ async def test_a_bound_pod_being_deleted_is_removed_as_its_containers_stop(k: Ku
     k.api.begin_graceful_delete(PODS, "old", "team")
     await eventually(lambda: k.api.peek(PODS, "team/old") is None)
     assert k.deleted == [("team", "old", uid)]
+
+
+def renewed(k: Kubelet, node: str) -> str:
+    return str((k.api.peek(LEASES, f"{NODE_LEASE_NAMESPACE}/{node}") or {}).get("spec", {}).get("renewTime"))
+
+
+def phase(k: Kubelet, name: str) -> str | None:
+    p = k.api.peek(PODS, f"team/{name}")
+    return None if p is None else str(p["status"]["phase"])
+
+
+async def node_lifecycle_marks_unknown(k: Kubelet, node: str) -> None:
+    """What kube-controller-manager's node lifecycle controller writes for a silent node."""
+    await k.api.patch(
+        NODES,
+        node,
+        {"status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}},
+        subresource="status",
+    )
+
+
+async def test_a_stopped_node_goes_silent_and_its_pods_are_left_as_they_are(k: Kubelet) -> None:
+    """A node dies under a running pod: its Lease is no longer renewed, nothing reports it Ready
+    again once the node lifecycle controller marks it Unknown, a pod bound there is never
+    started, and a pod deleted there stays Terminating, as with a real dead kubelet. The other
+    node carries on."""
+    await k.api.create(PODS, pod("running", "node-1"), "team")
+    await eventually(lambda: phase(k, "running") == "Running" and bool(renewed(k, "node-1")))
+    k.kubelet.stop_node("node-1")
+    last = renewed(k, "node-1")
+    await node_lifecycle_marks_unknown(k, "node-1")
+    await k.api.create(PODS, pod("late", "node-1"), "team")
+    await k.api.create(PODS, pod("healthy", "node-0"), "team")
+    k.api.begin_graceful_delete(PODS, "running", "team")
+    await eventually(lambda: phase(k, "healthy") == "Running")
+    first_other = renewed(k, "node-0")
+    await eventually(lambda: renewed(k, "node-0") != first_other)  # a few heartbeats later
+    await asyncio.sleep(0.2)
+    assert renewed(k, "node-1") == last
+    assert not ready(k, "node-1")
+    assert phase(k, "late") == "Pending"
+    terminating = k.api.peek(PODS, "team/running") or {}
+    assert terminating["metadata"].get("deletionTimestamp") and k.deleted == []
+
+
+async def test_a_stopped_node_started_again_reports_ready_and_catches_up_with_its_pods(k: Kubelet) -> None:
+    """The machine comes back: the node is Ready and its Lease renewed at once, the pod bound
+    while it was down starts, the pod that kept running is reported Ready again, and the
+    deletion that waited is finished."""
+    await k.api.create(PODS, pod("kept", "node-1"), "team")
+    await k.api.create(PODS, pod("doomed", "node-1"), "team")
+    await eventually(lambda: phase(k, "kept") == phase(k, "doomed") == "Running")
+    k.kubelet.stop_node("node-1")
+    await node_lifecycle_marks_unknown(k, "node-1")
+    # The node lifecycle controller marks the pods on it not Ready.
+    await k.api.patch(
+        PODS, "kept", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, "team",
+        subresource="status",
+    )  # fmt: skip
+    await k.api.create(PODS, pod("late", "node-1"), "team")
+    k.api.begin_graceful_delete(PODS, "doomed", "team")
+    await asyncio.sleep(0.2)
+    before = renewed(k, "node-1")
+    k.kubelet.start_node("node-1")
+    await eventually(lambda: ready(k, "node-1") and renewed(k, "node-1") != before)
+    await eventually(lambda: phase(k, "late") == "Running" and phase(k, "doomed") is None)
+    kept = (k.api.peek(PODS, "team/kept") or {})["status"]
+    await eventually(
+        lambda: any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (k.api.peek(PODS, "team/kept") or {})["status"]["conditions"]
+        )
+    )
+    assert kept["phase"] == "Running"
+    assert [d[1] for d in k.deleted] == ["doomed"]
+
+
+async def test_the_node_annotation_stops_and_starts_its_kubelet_from_another_process(k: Kubelet) -> None:
+    """``hack/local-up.sh node stop NAME`` annotates the Node; the fake kubelet, another
+    process, obeys; removing the annotation (``node start``) brings the node back."""
+    await eventually(lambda: ready(k, "node-0") and bool(renewed(k, "node-0")))
+    await k.api.patch(NODES, "node-0", {"metadata": {"annotations": {STOP_ANNOTATION: STOPPED}}})
+    await eventually(lambda: "node-0" in k.kubelet.stopped)
+    await node_lifecycle_marks_unknown(k, "node-0")
+    last = renewed(k, "node-0")
+    await asyncio.sleep(0.3)
+    assert renewed(k, "node-0") == last and not ready(k, "node-0")
+    await k.api.patch(NODES, "node-0", {"metadata": {"annotations": {STOP_ANNOTATION: None}}})
+    await eventually(lambda: ready(k, "node-0") and renewed(k, "node-0") != last)
+    assert k.kubelet.stopped == set()
 
 
 def test_running_status_names_every_container_and_the_node_address() -> None:

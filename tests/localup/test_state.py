@@ -3,9 +3,12 @@ recorded pid, and it leaves nothing of its state behind."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from hyperplace.localup.__main__ import main
 from hyperplace.localup.components import Process
@@ -49,3 +52,28 @@ def test_a_pid_now_running_something_else_is_left_alone(tmp_path: Path) -> None:
         assert stranger.alive()
     finally:
         stranger.stop()
+
+
+def test_node_stop_and_start_annotate_the_node_with_the_running_cluster_kubeconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hack/local-up.sh node stop NAME`` is ``kubectl annotate`` of the Node with the
+    cluster's kubeconfig (the fake kubelet obeys the annotation); ``start`` removes it; with no
+    cluster running it says so and fails."""
+    bin_dir, record = tmp_path / "bin", tmp_path / "kubectl.args"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(f'#!/bin/sh\necho "$@" >> {record}\n')
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    state_dir = tmp_path / "state"
+    assert main(["--state-dir", str(state_dir), "node", "stop", "node-03"]) == 1
+    state = State(state_dir, kubeconfig=str(tmp_path / "kubeconfig"))
+    state.save()
+    assert main(["--state-dir", str(state_dir), "node", "stop", "node-03", "node-04"]) == 0
+    assert main(["--state-dir", str(state_dir), "node", "start", "node-03"]) == 0
+    assert record.read_text().splitlines() == [
+        f"--kubeconfig={tmp_path / 'kubeconfig'} annotate --overwrite node node-03 node-04 "
+        "hyperplace.io/fake-kubelet=stopped",
+        f"--kubeconfig={tmp_path / 'kubeconfig'} annotate --overwrite node node-03 hyperplace.io/fake-kubelet-",
+    ]
