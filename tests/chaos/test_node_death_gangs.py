@@ -15,8 +15,6 @@ this test shows it."""
 
 from __future__ import annotations
 
-import pytest
-
 from hyperplace.runtime.api import PODS
 from tests.scheduler_runtime.helpers import (
     ClusterApi,
@@ -29,11 +27,6 @@ from tests.scheduler_runtime.helpers import (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scheduler: a gang member being deleted on a node that is gone counts as running, so "
-    "the rest of a restarted gang is bound before the member is replaced (chaos seed 62)",
-)
 async def test_a_gang_waits_for_a_member_stuck_terminating_on_a_dead_node_to_be_replaced() -> None:
     api = ClusterApi()
     seed_racks(api, racks=2, per_rack=3)
