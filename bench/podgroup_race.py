@@ -63,11 +63,12 @@ nodes, all bound after the first pod create, ours vs kube-scheduler (ratio), sch
     tas 2,250 x 4     38.2 s vs 250.6 s (6.6x)   CPU 25.8 vs 301.6 s
     tas 3 x 1,000     14.2 s vs 102.4 s (7.2x)   CPU  7.1 vs 117.9 s   (ours-hn 16.3 s)
     tas 6 x 1,000     20.9 s vs 185.7 s (8.9x)   CPU 15.0 vs 224.4 s
+    tas 9 x 1,000     37.1 s vs 249.5 s (6.7x)   CPU 22.5 vs 313.0 s
     gang 1,000 x 3    15.9 s vs  30.5 s (1.9x)   CPU  9.7 vs  15.7 s
     gang 3 x 1,000    13.8 s vs  29.2 s (2.1x)   CPU  9.0 vs  20.5 s
 
 Every TAS gang of both schedulers in one rack; no gang unplaced or partial. Peak RSS ours
-308-570 MiB, kube-scheduler 173-698 MiB. The other shapes at 1/10 scale (``--quick``) and the
+308-570 MiB, kube-scheduler 173-754 MiB. The other shapes at 1/10 scale (``--quick``) and the
 whole table: bench/README.md, "The race against kube-scheduler".
 """
 
