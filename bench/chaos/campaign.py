@@ -51,7 +51,9 @@ async def _campaign(seed: int, settings: Settings) -> Outcome:
             return True
         return stop and any(v.invariant in USER_VISIBLE for v in world.violations)
 
-    while world.now < settings.chaos_seconds and not over():
+    # Counted in plan time (the steps drawn), not in virtual time: how long each step's API calls
+    # take depends on the run, and the number of steps, hence of arrivals, must be the seed's.
+    while world.faults.plan_time < settings.chaos_seconds and not over():
         step = rng.uniform(0.05, 1.0)
         world.faults.plan_time += step
         await asyncio.sleep(step)

@@ -25,7 +25,7 @@ from typing import Any
 
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION
 from hyperplace.api.topology_annotations import TRAINING_KINDS
-from hyperplace.api.workload import pod_group_name
+from hyperplace.api.workload import pod_group_name, volcano_intent
 from hyperplace.kube.workloads import JOBSET_UID, LWS_NAME, lws_group
 from hyperplace.runtime.api import (
     BATCH_JOBS,
@@ -143,7 +143,7 @@ class PodGroupController:
         """``namespace/podgroup-<uid>`` of a pod this controller serves, else None."""
         if (pod.get("spec") or {}).get("schedulerName") not in self.scheduler_names:
             return None
-        if pod_group_name(pod) is not None:
+        if pod_group_name(pod) is not None and not volcano_intent(pod):
             return None  # in a scheduling.k8s.io PodGroup of its own controller's
         m = meta(pod)
         name = podgroup_name(pod)

@@ -188,6 +188,15 @@ def pod_group_name(pod: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
+def volcano_intent(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod was written for Volcano's gang scheduling (a ``volcano.sh/`` or
+    ``scheduling.volcano.sh/`` annotation: a topology, a group): such a pod gets a Volcano
+    PodGroup, and joins it, even where kube-controller-manager also put it in a Kubernetes one
+    (1.37's Job controller does for an indexed Job under WorkloadWithJob)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return any(str(k).startswith(("volcano.sh/", "scheduling.volcano.sh/")) for k in annotations)
+
+
 # Our annotations (and labels) on an upstream PodGroup that its job reads as it would read them
 # on a Volcano PodGroup: kept as they are on the PodGroup the scheduler builds from it.
 PASSED_ANNOTATIONS = (

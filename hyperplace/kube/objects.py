@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION
-from hyperplace.api.workload import pod_group_name
+from hyperplace.api.workload import pod_group_name, volcano_intent
 
 # Pod phases after which a pod holds no room and is never scheduled again.
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -21,9 +21,11 @@ def namespaced_key(obj: Mapping[str, Any]) -> str:
 
 
 def podgroup_key_of(pod: Mapping[str, Any]) -> str | None:
-    """``namespace/podgroup`` a pod belongs to, or None: Kubernetes' own
-    ``spec.schedulingGroup.podGroupName`` (a ``scheduling.k8s.io`` PodGroup), else Volcano's
-    group-name annotation."""
+    """``namespace/podgroup`` a pod belongs to, or None: Volcano's group-name annotation (set by
+    whoever made its Volcano PodGroup), else Kubernetes' own ``spec.schedulingGroup.podGroupName``
+    (a ``scheduling.k8s.io`` PodGroup)."""
     meta = pod.get("metadata") or {}
-    group = pod_group_name(pod) or (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+    group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION) or (
+        None if volcano_intent(pod) else pod_group_name(pod)  # its Volcano PodGroup is on the way
+    )
     return f"{meta.get('namespace') or 'default'}/{group}" if group else None

@@ -24,7 +24,7 @@ from hyperplace.api.constants import (
 )
 from hyperplace.api.podgroup import PodGroup, Queue
 from hyperplace.api.times import parse_rfc3339
-from hyperplace.api.workload import pod_group_name, upstream_priority
+from hyperplace.api.workload import pod_group_name, upstream_priority, volcano_intent
 from hyperplace.kube.gang_damage import running_since
 from hyperplace.kube.objects import TERMINAL_PHASES
 from hyperplace.kube.requests import ResourceError, pod_requests
@@ -282,8 +282,11 @@ def parse_pod(obj: dict[str, Any], scheduler_names: Sequence[str]) -> PodRecord:
     node = spec.get("nodeName") or None
     terminal = status.get("phase", "Pending") in TERMINAL_PHASES
     owned = owned_by(obj, scheduler_names)
-    # Kubernetes' own field first (kube-scheduler 1.37 reads only it), else Volcano's annotation.
-    group = pod_group_name(obj) or (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
+    # Volcano's annotation first (a PodGroup made for this pod on purpose), else Kubernetes' own
+    # field (kube-scheduler 1.37 reads only it); the one rule is hyperplace.kube.objects'.
+    group = (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION) or (
+        None if volcano_intent(obj) else pod_group_name(obj)  # written for Volcano: its group is ours to make
+    )
     bad: str | None = None
     try:
         rq: dict[str, int] | None = pod_requests(obj)

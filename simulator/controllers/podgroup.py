@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api.constants import DEFAULT_SCHEDULER_NAME, GROUP_NAME_ANNOTATION
-from hyperplace.api.workload import pod_group_name
+from hyperplace.api.workload import pod_group_name, volcano_intent
 from hyperplace.kube.workloads import JOBSET_UID, controlled_podgroup_name, lws_group
 from hyperplace.runtime.api import object_key
 
@@ -50,7 +50,7 @@ class PodGroups:
             meta = p["metadata"]
             if (meta.get("annotations") or {}).get(GROUP_NAME_ANNOTATION) or controller_ref(p) is None:
                 continue
-            if pod_group_name(p) is not None:
+            if pod_group_name(p) is not None and not volcano_intent(p):
                 continue  # in a scheduling.k8s.io PodGroup
             if (p.get("spec") or {}).get("schedulerName", DEFAULT_SCHEDULER_NAME) != DEFAULT_SCHEDULER_NAME:
                 continue

@@ -33,7 +33,7 @@ LEASE_NAMESPACE = "hyperplace-system"
 SELECT = "hyperplace.io/workload-test"
 # Every rack's nodes carry its name: a tier-1 HyperNode is exactly one value of this label, so
 # Kubernetes' own PodGroups can name it as their topology key.
-RACK_KEY = "topology.kubernetes.io/rack"
+RACK_KEY = "example.com/rack"  # not a label the HyperNode discovery presets read
 
 
 @dataclass

@@ -137,7 +137,9 @@ def test_a_pod_names_its_group_in_spec_scheduling_group():
     assert pod_group_name(pod) == "g"
     assert podgroup_key_of(pod) == "ns/g"
     pod["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "volcano-pg"}
-    assert podgroup_key_of(pod) == "ns/g"  # Kubernetes' own field first, as kube-scheduler reads it
+    # A Volcano PodGroup made for the pod on purpose (its workload asked Volcano for a gang or a
+    # topology) wins over the Kubernetes one kube-controller-manager may also have made.
+    assert podgroup_key_of(pod) == "ns/volcano-pg"
     assert pod_group_name({"spec": {}}) is None
 
 
