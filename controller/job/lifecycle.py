@@ -669,7 +669,9 @@ def run(
 
     if decision.action == SYNC_JOB:
         # No policy acted on a pod lost with its node, yet it is replaced: the message says so.
-        lost = [p for p in pods if p.lost and p.name in deletes]
+        # Only the current version's: an older version's pod lost with its node is a restart's
+        # leftover being cleared, and the restart's message stands.
+        lost = [p for p in pods if p.lost and p.name in deletes and p.version == draft.version]
         if lost:
             more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
             first = Event(POD_EVICTED, lost[0].task, lost[0].name, cause=lost[0].lost or "")
