@@ -45,6 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.chaos.world import hypernode_obj
 from controller.manager import ControllerManager, ManagerConfig
 from hyperplace.api.constants import REPLACES_NODE_ANNOTATION
 from hyperplace.api.spares import SPARE_NODES_ANNOTATION
@@ -116,10 +117,10 @@ def seed_cluster(api: FakeApi, nodes: int, spares: int) -> None:
     leaves = nodes // LEAF_NODES
     for leaf in range(leaves):
         members = [node_name(i) for i in range(leaf * LEAF_NODES, (leaf + 1) * LEAF_NODES)]
-        api.seed(HYPERNODES, _hypernode(f"leaf{leaf}", 1, "Node", members))
+        api.seed(HYPERNODES, hypernode_obj(f"leaf{leaf}", 1, "Node", members))
     for spine in range(leaves // LEAVES_PER_SPINE):
         members = [f"leaf{x}" for x in range(spine * LEAVES_PER_SPINE, (spine + 1) * LEAVES_PER_SPINE)]
-        hn = _hypernode(f"spine{spine}", 2, "HyperNode", members)
+        hn = hypernode_obj(f"spine{spine}", 2, "HyperNode", members)
         if spares:
             hn["metadata"]["annotations"] = {SPARE_NODES_ANNOTATION: str(spares)}
         api.seed(HYPERNODES, hn)
@@ -142,18 +143,6 @@ def seed_cluster(api: FakeApi, nodes: int, spares: int) -> None:
             "spec": {"weight": 1},
         },
     )
-
-
-def _hypernode(name: str, tier: int, member_type: str, members: list[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "topology.volcano.sh/v1alpha1",
-        "kind": "HyperNode",
-        "metadata": {"name": name},
-        "spec": {
-            "tier": tier,
-            "members": [{"type": member_type, "selector": {"exactMatch": {"name": m}}} for m in members],
-        },
-    }
 
 
 def volcano_job(

@@ -216,8 +216,8 @@ class World:
                     },
                 )
             self.racks[f"rack{r}"] = names
-            self.server.seed(HYPERNODES, _hypernode(f"rack{r}", 1, "Node", names))
-        self.server.seed(HYPERNODES, _hypernode("spine", 2, "HyperNode", list(self.racks)))
+            self.server.seed(HYPERNODES, hypernode_obj(f"rack{r}", 1, "Node", names))
+        self.server.seed(HYPERNODES, hypernode_obj("spine", 2, "HyperNode", list(self.racks)))
         for name, value in (("high", 1000), ("low", 0)):
             self.server.seed(
                 PRIORITY_CLASSES,
@@ -486,7 +486,7 @@ class World:
             self.procs[kind] = None
 
 
-def _hypernode(name: str, tier: int, member_type: str, members: list[str]) -> Obj:
+def hypernode_obj(name: str, tier: int, member_type: str, members: list[str]) -> Obj:
     return {
         "apiVersion": "topology.volcano.sh/v1alpha1",
         "kind": "HyperNode",
