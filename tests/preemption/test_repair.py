@@ -10,7 +10,7 @@ from hyperplace.api.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, load_scheduler_config
 from scheduler_plugin.cycle import SessionResult, run_session
-from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
+from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup, started
 
 LONG_AGO = "2025-02-01T00:00:00Z"
 FAILED = "2026-01-01T00:00:00Z"
@@ -30,12 +30,6 @@ CLASSES = [
         "value": 10,
     },
 ]
-
-
-def started(p: dict[str, Any], at: str) -> dict[str, Any]:
-    p["status"]["startTime"] = at
-    p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at}]
-    return p
 
 
 def running_job(

@@ -16,7 +16,7 @@ from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cache.verify import snapshot_differences
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.runtime.metrics import Metrics
-from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
+from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup, started
 from webhooks.hypernode import validate_hypernode
 
 LONG_AGO = "2025-02-01T00:00:00Z"
@@ -52,12 +52,6 @@ def tree(**spine_marks: str) -> list[HyperNode]:
         hypernode("leaf1", 1, nodes=[f"n{i:02d}" for i in range(8, 16)]),
         annotated(hypernode("spine", 2, children=["leaf0", "leaf1"]), **spine_marks),
     ]
-
-
-def started(p: dict[str, Any], at: str) -> dict[str, Any]:
-    p["status"]["startTime"] = at
-    p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at}]
-    return p
 
 
 def veteran(lost: int = 1) -> tuple[list[dict[str, Any]], Any]:

@@ -11,7 +11,7 @@ from hyperplace.api.times import parse_rfc3339
 from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.gang_damage import stopped_whole_at, waiting_since
-from tests.scheduler.builders import TEN_MINUTE_HOLDS, hypernode, job_pods, node, pod, podgroup
+from tests.scheduler.builders import TEN_MINUTE_HOLDS, hypernode, job_pods, node, pod, podgroup, started
 
 LONG_AGO = "2025-02-01T00:00:00Z"  # the veteran gang started then, and ran ever since
 FAILED = "2026-01-01T00:00:00Z"  # its node failed; the controller made the replacement then
@@ -24,13 +24,6 @@ TRAINING = [
         "value": 1000,
     }
 ]
-
-
-def started(p: dict[str, Any], at: str) -> dict[str, Any]:
-    """``p`` as the kubelet reports it once its containers run (scheduled and started at ``at``)."""
-    p["status"]["startTime"] = at
-    p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at}]
-    return p
 
 
 def cluster() -> tuple[list[dict[str, Any]], list[Any]]:

@@ -116,6 +116,13 @@ def pod(
     }
 
 
+def started(p: dict[str, Any], at: str) -> dict[str, Any]:
+    """``p`` as the kubelet reports it once its containers run (scheduled and started at ``at``)."""
+    p["status"]["startTime"] = at
+    p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at}]
+    return p
+
+
 def podgroup(
     name: str,
     min_member: int,
