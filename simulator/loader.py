@@ -56,6 +56,12 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     ("storage.k8s.io", "CSINode"): False,
     ("storage.k8s.io", "CSIDriver"): False,
     ("storage.k8s.io", "CSIStorageCapacity"): True,
+    # Devices the DynamicResources filter allocates; claims made from templates by the simulated
+    # resourceclaim controller (simulator.controllers.resource_claims).
+    ("resource.k8s.io", "DeviceClass"): False,
+    ("resource.k8s.io", "ResourceSlice"): False,
+    ("resource.k8s.io", "ResourceClaim"): True,
+    ("resource.k8s.io", "ResourceClaimTemplate"): True,
 }
 
 # Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped

@@ -88,6 +88,14 @@ STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageCla
 CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
 CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False)
 CSI_STORAGE_CAPACITIES = Resource("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True)
+# Dynamic resource allocation (resource.k8s.io/v1): what the DynamicResources filter reads, and
+# the claims' status its PreBind writes (allocation, reservedFor).
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
+RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
+)
 # Workload owners the PodGroup controller reads (annotations, replicas, templates).
 BATCH_JOBS = Resource("batch", "v1", "jobs", "Job", True)
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)

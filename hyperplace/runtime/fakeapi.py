@@ -733,7 +733,7 @@ def _has_status_subresource(res: Resource) -> bool:
     return (
         res.custom
         or res.plural in ("pods", "nodes", "persistentvolumes", "persistentvolumeclaims")
-        or res == _api.K8S_PODGROUPS
+        or res in (_api.K8S_PODGROUPS, _api.RESOURCE_CLAIMS)
     )
 
 

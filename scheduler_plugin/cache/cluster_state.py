@@ -619,11 +619,13 @@ class ClusterState:
             self._dirty_jobs = set()
             self._last = None
         storage = self.storage.view()
+        dra = self.storage.dra_view()
         if (
             self._last is not None
             and self.changes == 0
             and self._last.tree is tree
             and self._last.storage is storage
+            and self._last.dra is dra
         ):
             return self._last  # nothing happened: the previous view is still exact
         jobs: dict[str, JobInfo] = {}
@@ -663,6 +665,7 @@ class ClusterState:
             spare_marks=self._spare_marks,
             quotas=self._policies[1],
             storage=storage,
+            dra=dra,
             plain_mask=table.plain,
             pod_classes=self._bound_classes(),
             namespace_labels=self._namespaces,

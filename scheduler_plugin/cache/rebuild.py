@@ -62,7 +62,8 @@ def build_snapshot(
 
     ``members`` is a long-lived member index to bring up to date with these nodes and
     HyperNodes and resolve from (only what changed since its last use is re-resolved).
-    ``storage``: the claims, volumes, classes and CSI objects the volume filters read.
+    ``storage``: the claims, volumes, classes and CSI objects the volume filters read, and the
+    objects of dynamic resource allocation.
     """
     t0 = time.perf_counter()
     owned = tuple(scheduler_names)
@@ -87,6 +88,7 @@ def build_snapshot(
         for rec in recs:
             jobs.add(rec)
         built = jobs.build(tree)
+    storage_view, dra_view = build_storage_view(storage, pods)
     snap = ClusterSnapshot(
         node_names=names,
         node_static=statics,
@@ -113,7 +115,8 @@ def build_snapshot(
         ),
         namespace_labels=namespace_labels(namespaces),
         term_keys=keys.keys() if keys.active else frozenset(),
-        storage=build_storage_view(storage, pods),
+        storage=storage_view,
+        dra=dra_view,
     )
     snap.build_seconds = time.perf_counter() - t0
     return snap

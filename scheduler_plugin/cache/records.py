@@ -191,6 +191,9 @@ class PodRecord:
                     tuple(sorted(cons.host_ports)),
                     cons.terms,
                     cons.volumes.signature,  # the claims: per-pod claims make pods distinct
+                    # ResourceClaims by name: a pod's own claims (from a template) make it
+                    # distinct, as its volume claims do; pods sharing one claim share a shape.
+                    (cons.claims.namespace, cons.claims.refs, cons.claims.bad) if cons.claims.refs else (),
                     cons.score_signature,
                 ),
             )
@@ -347,7 +350,8 @@ def pod_host_ports_of(rec: PodRecord) -> frozenset[HostPort]:
 
 def same_for_scheduling(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """True when ``new`` differs from ``old`` only where the cache does not look (it reads the
-    spec, the phase, since when a running pod runs, its start time and a few metadata fields). An object changed in place (the same dict)
+    spec, the phase, since when a running pod runs, its start time, the ResourceClaims made for it
+    and a few metadata fields). An object changed in place (the same dict)
     cannot be compared and counts as changed."""
     if old is new or old.get("spec") != new.get("spec"):
         return False
@@ -357,6 +361,10 @@ def same_for_scheduling(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         return False  # the cooldown (cdp) counts from it
     if (old.get("status") or {}).get("startTime") != (new.get("status") or {}).get("startTime"):
         return False  # a time limit (activeDeadlineSeconds) counts from it
+    if (old.get("status") or {}).get("resourceClaimStatuses") != (new.get("status") or {}).get(
+        "resourceClaimStatuses"
+    ):
+        return False  # the claims the resourceclaim controller made for the pod
     mo, mn = old.get("metadata") or {}, new.get("metadata") or {}
     return all(mo.get(k) == mn.get(k) for k in _META_READ)
 

@@ -1,9 +1,12 @@
 """The storage objects the volume filters read, kept from watch events like the rest of the
 cluster state: PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers
 and CSIStorageCapacities, each parsed once per version (:mod:`..filters.volumes`), and which
-claims the pods bound to a node use.
+claims the pods bound to a node use; beside them the objects of dynamic resource allocation
+(DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates, parsed by
+:mod:`..filters.dra`), which the DynamicResources filter reads as :meth:`StorageState.dra_view`.
 
-Feed each kind (``claims``, ``volumes``, ``classes``, ``csinodes``, ``drivers``, ``capacities``)
+Feed each kind (``claims``, ``volumes``, ``classes``, ``csinodes``, ``drivers``, ``capacities``;
+``device_classes``, ``resource_slices``, ``resource_claims``, ``claim_templates``)
 with ``set`` / ``remove`` (one object) or :meth:`StorageState.replace` (whole listings), and the
 pods with :meth:`StorageState.set_pod`; take :meth:`StorageState.view` once per cycle: the same :class:`~..filters.volumes.Storage` while
 nothing changed, else a new one (only the kinds that changed are copied)."""
@@ -16,6 +19,15 @@ from typing import Any, Generic, TypeVar
 
 from hyperplace.kube.objects import namespaced_key
 
+from ..filters.dra import (
+    DraObjects,
+    parse_claim_template,
+    parse_device_class,
+    parse_slice,
+)
+from ..filters.dra import (
+    parse_claim as parse_resource_claim,
+)
 from ..filters.volumes import (
     PodUse,
     Storage,
@@ -42,6 +54,10 @@ class StorageListing:
     csinodes: Iterable[dict[str, Any]] = ()
     drivers: Iterable[dict[str, Any]] = ()
     capacities: Iterable[dict[str, Any]] = ()
+    device_classes: Iterable[dict[str, Any]] = ()
+    resource_slices: Iterable[dict[str, Any]] = ()
+    resource_claims: Iterable[dict[str, Any]] = ()
+    claim_templates: Iterable[dict[str, Any]] = ()
 
 
 class _Kind(Generic[T]):
@@ -87,6 +103,12 @@ class StorageState:
         self.csinodes = _Kind(parse_csinode, name_of, detach)
         self.drivers = _Kind(parse_csidriver, name_of, detach)
         self.capacities = _Kind(parse_capacity, namespaced_key, detach)
+        # Dynamic resource allocation (resource.k8s.io/v1).
+        self.device_classes = _Kind(parse_device_class, name_of, detach)
+        self.resource_slices = _Kind(parse_slice, name_of, detach)
+        self.resource_claims = _Kind(parse_resource_claim, namespaced_key, detach)
+        self.claim_templates = _Kind(parse_claim_template, namespaced_key, detach)
+        self._dra_view: DraObjects | None = None
         # The claims of the bound pods, by node then pod. A view shares the inner dicts: one a
         # view holds is copied before it changes (a cycle copies the nodes whose pods changed,
         # not every pod's use), and the claims' users are counted as pods come and go.
@@ -99,6 +121,9 @@ class StorageState:
 
     def _kinds(self) -> tuple[_Kind[Any], ...]:
         return (self.claims, self.volumes, self.classes, self.csinodes, self.drivers, self.capacities)
+
+    def _dra_kinds(self) -> tuple[_Kind[Any], ...]:
+        return (self.device_classes, self.resource_slices, self.resource_claims, self.claim_templates)
 
     # ------------------------------------------------------------------ pods
     def set_pod(self, key: str, obj: Mapping[str, Any] | None) -> None:
@@ -151,11 +176,32 @@ class StorageState:
         self.csinodes.replace(listing.csinodes)
         self.drivers.replace(listing.drivers)
         self.capacities.replace(listing.capacities)
+        self.device_classes.replace(listing.device_classes)
+        self.resource_slices.replace(listing.resource_slices)
+        self.resource_claims.replace(listing.resource_claims)
+        self.claim_templates.replace(listing.claim_templates)
 
     @property
     def changed(self) -> bool:
         """Something changed since the last :meth:`view`."""
         return self._uses_dirty or any(k.dirty for k in self._kinds())
+
+    def dra_view(self) -> DraObjects:
+        """The objects of dynamic resource allocation as one cycle reads them (the previous
+        view while none changed; a view is never changed once made)."""
+        prev = self._dra_view
+        if prev is not None and not any(k.dirty for k in self._dra_kinds()):
+            return prev
+        for k in self._dra_kinds():
+            k.dirty = False
+        view = DraObjects(
+            classes=dict(self.device_classes.parsed),
+            slices=dict(self.resource_slices.parsed),
+            claims=dict(self.resource_claims.parsed),
+            templates=dict(self.claim_templates.parsed),
+        )
+        self._dra_view = view
+        return view
 
     def view(self) -> Storage:
         """The storage as one cycle reads it (the previous view while nothing changed)."""
@@ -187,11 +233,13 @@ class StorageState:
         return view
 
 
-def build_storage_view(listing: StorageListing | None, pods: Iterable[Mapping[str, Any]]) -> Storage:
-    """The view a from-scratch build makes of the same listings (``pods``: all of them)."""
+def build_storage_view(
+    listing: StorageListing | None, pods: Iterable[Mapping[str, Any]]
+) -> tuple[Storage, DraObjects]:
+    """The views a from-scratch build makes of the same listings (``pods``: all of them)."""
     state = StorageState()
     if listing is not None:
         state.replace(listing)
     for p in pods:
         state.set_pod(namespaced_key(p), p)
-    return state.view()
+    return state.view(), state.dra_view()

@@ -94,6 +94,7 @@ def snapshot_differences(got: ClusterSnapshot, want: ClusterSnapshot) -> list[st
     check("bound pods by class", _classes(got), _classes(want))
     check("namespace labels", got.namespace_labels, want.namespace_labels)
     check("storage", got.storage.content(), want.storage.content())
+    check("dynamic resources", got.dra.content(), want.dra.content())
     return out
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..algorithms.queue_sums import queue_job_sums, queue_state, tasks_res
+from ..filters import dynamic_resources
 from ..filters.volume_binding import BindingState, decisions
 from ..framework.evictions import ACTION_REASONS
 from ..framework.session import Session
@@ -49,6 +50,8 @@ def close_session(ssn: Session, relaxed: Mapping[str, Relaxation]) -> SessionRes
     for _f, st in ssn.state.filters:
         if isinstance(st, BindingState):
             out.volumes = decisions(st)
+        elif isinstance(st, dynamic_resources.DraState):
+            out.claims = dynamic_resources.decisions(st)
     standalone = set(snap.standalone)
     for key, job in sorted(snap.jobs.items()):
         outcome, waiting = _job_outcome(ssn, job)

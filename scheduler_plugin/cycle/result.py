@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..filters.dra_allocator import ClaimAllocation
 from ..filters.volume_binding import Decision
 from ..framework.evictions import Eviction, Nomination
 from ..framework.session import SpareReport
@@ -122,6 +123,10 @@ class SessionResult:
     # Claims the session chose a PersistentVolume or a node for (claim key -> decision): what
     # the binder writes (kube-scheduler's VolumeBinding PreBind) before it binds their pods.
     volumes: dict[str, Decision] = field(default_factory=dict)
+    # ResourceClaims the session allocated devices for (claim key -> allocation): what the
+    # binder writes (kube-scheduler's DynamicResources PreBind: status.allocation and the pods
+    # in reservedFor) before it binds their pods.
+    claims: dict[str, ClaimAllocation] = field(default_factory=dict)
     # Hot spares per leaf: wanted, held, and pods placed on them (placement/spares.py).
     spares: SpareReport = field(default_factory=SpareReport)
 

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from .nodes import NodeStatic
 
 if TYPE_CHECKING:  # pod_terms and volumes read this module's protocols and error type
+    from .dra import DraObjects, PodClaims
     from .pod_terms import BoundPods, PodClass, PodTerms, TopologyIndex
     from .volumes import PodVolumes, Storage
 
@@ -59,6 +60,9 @@ class CompiledPod(Protocol):
 
     @property
     def volumes(self) -> PodVolumes: ...
+
+    @property
+    def claims(self) -> PodClaims: ...
 
 
 class CycleInput(Protocol):
@@ -100,6 +104,9 @@ class CycleInput(Protocol):
 
     @property
     def storage(self) -> Storage: ...
+
+    @property
+    def dra(self) -> DraObjects: ...
 
     @property
     def shapes(self) -> Sequence[Any]: ...  # each with ``.constraints`` (a CompiledPod)

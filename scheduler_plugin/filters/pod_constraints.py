@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .dra import NO_CLAIMS, PodClaims, compile_pod_claims
 from .node_affinity import compile_node_affinity, compile_preferred_node_affinity
 from .node_ports import pod_host_ports
 from .nodes import NodeStatic
@@ -51,6 +52,7 @@ class PodConstraints:
     # waits with this message instead of being placed against half its rules.
     error: str | None = None
     volumes: PodVolumes = NO_VOLUMES  # the claims the volume filters judge
+    claims: PodClaims = NO_CLAIMS  # the ResourceClaims DynamicResources judges
     # Preferred node affinity (weight, NodeSelectorTerm): NodeAffinity's score only, so kept
     # out of the static signature (the shape's signature adds it, see cache.records).
     preferred_node_terms: tuple[tuple[int, Mapping[str, Any]], ...] = field(default=(), compare=False)
@@ -95,6 +97,7 @@ def compile_pod_constraints(pod: Mapping[str, Any]) -> PodConstraints:
         terms=pod_terms,
         error=error,
         volumes=compile_pod_volumes(pod),
+        claims=compile_pod_claims(pod),
         preferred_node_terms=compile_preferred_node_affinity(spec),
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import (
+    dynamic_resources,
     inter_pod_affinity,
     node_affinity,
     node_ports,
@@ -28,7 +29,8 @@ STATIC_FILTERS: tuple[StaticFilter, ...] = (
 )
 # Judged against what the cycle has placed so far; NodeResourcesFit is the fit counts themselves
 # and runs between the first FIT_AFTER of these and the rest (it names a node's reason there).
-# The volume filters read the cycle's storage view and the claims chosen so far.
+# The volume filters read the cycle's storage view and the claims chosen so far;
+# DynamicResources (after InterPodAffinity, as kube-scheduler inserts it) the devices taken so far.
 STATEFUL_FILTERS: tuple[StatefulFilter[Any], ...] = (
     node_ports.FILTER,
     volume_restrictions.FILTER,
@@ -37,6 +39,7 @@ STATEFUL_FILTERS: tuple[StatefulFilter[Any], ...] = (
     volume_zone.FILTER,
     pod_topology_spread.FILTER,
     inter_pod_affinity.FILTER,
+    dynamic_resources.FILTER,
 )
 FIT_AFTER = 1
 # The filters whose kube-scheduler plugin also scores (the nodeorder plugin's podaffinity and

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from hyperplace.api.podgroup import Queue
 
+from ..filters.dra import DraObjects
 from ..filters.nodes import NodeStatic
 from ..filters.plugin import HostPort
 from ..filters.pod_constraints import PodConstraints, static_feasibility_mask
@@ -104,6 +105,8 @@ class ClusterSnapshot:
     _node_derived: dict[Any, object] = field(default_factory=dict)
     # Claims, volumes, classes and CSI objects, and the claims bound pods use (the volume filters).
     storage: Storage = field(default_factory=Storage)
+    # DeviceClasses, ResourceSlices, ResourceClaims and their templates (DynamicResources).
+    dra: DraObjects = field(default_factory=DraObjects)
     build_seconds: float = 0.0
     plain_mask: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     _sig_masks: dict[Any, npt.NDArray[np.bool_]] = field(default_factory=dict)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from hyperplace.runtime.api import PODS, ApiClient, ApiError, Obj
@@ -20,17 +20,28 @@ from hyperplace.runtime.workqueue import ItemExponentialBackoff
 from .assume import AssumeCache, Assumed
 from .events import EventRecorder
 from .metrics import Metrics, Throttle
-from .volume_binder import ClaimWrite, PreBind
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class GangBinds:
-    """The binds of one job decided in one cycle."""
+    """The binds of one job decided in one cycle. ``unbound(pod key)``: called for each pod
+    of the gang whose bind was not sent or failed (its claims are given back)."""
 
     job: str
     failed: bool = False
+    unbound: Callable[[str], None] | None = None
+
+
+@dataclass
+class PreBindStep:
+    """One PreBind plugin's part of a gang: its writes run (and waited for) before any bind,
+    taken back if any step fails."""
+
+    plugin: str  # kube-scheduler's plugin name, for the event
+    run: Callable[[Callable[[], bool]], Awaitable[None]]  # given "do the gang's pods still exist"
+    give_back: Callable[[], Awaitable[None]]
 
 
 class Binder:
@@ -66,39 +77,47 @@ class Binder:
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
 
-    def start_after_volumes(
-        self, prebind: PreBind, writes: list[ClaimWrite], members: list[tuple[Assumed, Obj]], gang: GangBinds
+    def start_after_prebind(
+        self, steps: list[PreBindStep], members: list[tuple[Assumed, Obj]], gang: GangBinds
     ) -> None:
-        """Write and wait for the gang's claims (VolumeBinding's PreBind), then send its binds;
-        on a failure give the claims back and bind none of the gang."""
-        task = asyncio.create_task(self._after_volumes(prebind, writes, members, gang))
+        """Run the gang's PreBind steps (VolumeBinding's claims written and waited for, then
+        DynamicResources' claims written), then send its binds; on a failure give every step's
+        writes back and bind none of the gang."""
+        task = asyncio.create_task(self._after_prebind(steps, members, gang))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
 
-    async def _after_volumes(
-        self, prebind: PreBind, writes: list[ClaimWrite], members: list[tuple[Assumed, Obj]], gang: GangBinds
+    async def _after_prebind(
+        self, steps: list[PreBindStep], members: list[tuple[Assumed, Obj]], gang: GangBinds
     ) -> None:
         def pods_exist() -> bool:
             return not self.stopping and all(self.assumed.get(a.key) is a for a, _pod in members)
 
+        ran: list[PreBindStep] = []
         try:
-            await prebind.run(writes, pods_exist)
+            for step in steps:
+                ran.append(step)
+                await step.run(pods_exist)
         except asyncio.CancelledError:
             # Stopping: nothing was bound; what was written stays for the next leader, whose
             # session sees the claims taken and decides the gang again.
             raise
         except Exception as exc:
-            await prebind.give_back(writes)
+            for done in reversed(ran):
+                await done.give_back()
             gang.failed = True
             for a, pod in members:
                 self.assumed.forget(a.key)
                 self._sync_pod(a.key)
                 if not self.stopping:
                     self.events.record(
-                        pod, "Warning", "FailedScheduling", f'running PreBind plugin "VolumeBinding": {exc}'
+                        pod,
+                        "Warning",
+                        "FailedScheduling",
+                        f'running PreBind plugin "{ran[-1].plugin}": {exc}',
                     )
             self.metrics.binds.labels("failed").inc(len(members))
-            log.warning("job %s: volumes not bound, no pod bound: %s", gang.job, exc)
+            log.warning("job %s: %s failed, no pod bound: %s", gang.job, ran[-1].plugin, exc)
             asyncio.get_running_loop().call_later(self._backoff.when(gang.job), self._wake.set)
             return
         for a, pod in members:
@@ -114,6 +133,8 @@ class Binder:
                     # session (or the next leader).
                     self.assumed.forget(a.key)
                     self._sync_pod(a.key)
+                    if gang.failed and gang.unbound is not None:
+                        gang.unbound(a.key)
                     return
                 await self._throttle()
                 body = {
@@ -145,6 +166,8 @@ class Binder:
         self.metrics.binds.labels("failed").inc()
         self.metrics.volcano.bind_failed()
         gang.failed = True  # the gang's binds not yet sent are dropped, not sent
+        if gang.unbound is not None:
+            gang.unbound(a.key)
         log.warning("bind %s to %s failed (job %s): %s", a.key, a.node, gang.job, exc)
         if not (isinstance(exc, ApiError) and exc.not_found):
             self.events.record(pod, "Warning", "FailedScheduling", f"Binding rejected: {exc}")

@@ -67,6 +67,7 @@ from hyperplace.runtime.api import (
     CSI_DRIVERS,
     CSI_NODES,
     CSI_STORAGE_CAPACITIES,
+    DEVICE_CLASSES,
     HYPERNODES,
     K8S_PODGROUPS,
     NAMESPACES,
@@ -78,7 +79,10 @@ from hyperplace.runtime.api import (
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
     RESOURCE_QUOTAS,
+    RESOURCE_SLICES,
     STORAGE_CLASSES,
     ApiClient,
     Obj,
@@ -99,7 +103,8 @@ from scheduler_plugin.model.runtime_history import RuntimeHistory, opted_in
 from scheduler_plugin.model.snapshot import ClusterSnapshot
 
 from .assume import AssumeCache
-from .binder import Binder, GangBinds
+from .binder import Binder, GangBinds, PreBindStep
+from .claim_binder import DevicePreBind, DeviceWrite
 from .config_source import ConfigHolder, ConfigSource
 from .events import EventRecorder, own_pod_reference
 from .evictor import Evictor
@@ -205,6 +210,12 @@ class Scheduler:
         self.csinodes = Informer(api, CSI_NODES)
         self.csidrivers = Informer(api, CSI_DRIVERS)
         self.capacities = Informer(api, CSI_STORAGE_CAPACITIES)
+        # What DynamicResources reads (resource.k8s.io/v1; optional: a cluster that does not
+        # serve it, or whose RBAC does not grant it, runs without, and a pod with claims waits).
+        self.device_classes = Informer(api, DEVICE_CLASSES)
+        self.resource_slices = Informer(api, RESOURCE_SLICES)
+        self.resource_claims = Informer(api, RESOURCE_CLAIMS)
+        self.claim_templates = Informer(api, RESOURCE_CLAIM_TEMPLATES)
         self.metrics.volcano.podgroups = self.podgroups.objects
         if now is not rfc3339:  # a given clock (tests, simulations): durations follow it
             self.metrics.volcano.clock = lambda: parse_rfc3339(now()) or time.time()
@@ -225,6 +236,10 @@ class Scheduler:
             self.csidrivers,
             self.capacities,
             self.k8s_podgroups,
+            self.device_classes,
+            self.resource_slices,
+            self.resource_claims,
+            self.claim_templates,
         ]
         self.configmaps: Informer | None = None
         if self.conf.source.configmap is not None:
@@ -244,6 +259,10 @@ class Scheduler:
             self.csinodes,
             self.csidrivers,
             self.capacities,
+            self.device_classes,
+            self.resource_slices,
+            self.resource_claims,
+            self.claim_templates,
         )
         self.required_informers = [i for i in self.informers if all(i is not o for o in optional)]
 
@@ -297,6 +316,9 @@ class Scheduler:
         self.prebind = PreBind(
             api, self.pvs, self.pvcs, sync=self._sync_volume, timeout=self.options.volume_bind_timeout
         )
+        # DynamicResources' PreBind: the claims' allocation and reservation, written before any
+        # pod of the gang is bound.
+        self.device_prebind = DevicePreBind(api, self.resource_claims, sync=self._sync_resource_claim)
         self.binder = Binder(
             api,
             self.assumed,
@@ -451,6 +473,25 @@ class Scheduler:
             self._feed(informer, kind)
         self._feed_volumes(self.pvs, "pv")
         self._feed_volumes(self.pvcs, "pvc")
+        self._feed(self.device_classes, st.device_classes)
+        self._feed(self.resource_slices, st.resource_slices)
+        self._feed(self.claim_templates, st.claim_templates)
+
+        def claim_event(obj: Obj) -> None:
+            self._sync_resource_claim(object_key(obj))
+            self.wake.set()
+
+        self.resource_claims.add_handler(claim_event, lambda _old, new: claim_event(new), claim_event)
+
+    def _sync_resource_claim(self, key: str) -> None:
+        """Show the state a ResourceClaim as a session should see it: PreBind's write where
+        one is under way."""
+        kind = self.state.storage.resource_claims
+        obj = self.device_prebind.claim(key)
+        if obj is None:
+            kind.remove(key)
+        else:
+            kind.set(obj)
 
     def _feed(self, informer: Informer, kind: Any) -> None:
         """``informer``'s objects into one storage kind of the state."""
@@ -665,6 +706,14 @@ class Scheduler:
                     csinodes=self.csinodes.objects(),
                     drivers=self.csidrivers.objects(),
                     capacities=self.capacities.objects(),
+                    device_classes=self.device_classes.objects(),
+                    resource_slices=self.resource_slices.objects(),
+                    resource_claims=[
+                        o
+                        for k in list(self.resource_claims.store)
+                        if (o := self.device_prebind.claim(k)) is not None
+                    ],
+                    claim_templates=self.claim_templates.objects(),
                 ),
             }
         decided, result = await asyncio.to_thread(
@@ -712,13 +761,23 @@ class Scheduler:
             else:
                 try:
                     # The claims the session chose, assumed now (before any await) and written
-                    # before the gang's first bind (VolumeBinding's PreBind).
+                    # before the gang's first bind (VolumeBinding's PreBind, then
+                    # DynamicResources').
                     writes = self.prebind.plan(pods, result.volumes) if result.volumes else []
+                    device_writes = (
+                        self.device_prebind.plan(pods, result.claims) if self._has_claims(pods) else []
+                    )
                 except PreBindError as exc:
+                    for w in writes:
+                        self.prebind.assumed.drop(
+                            "pv" if w.volume is not None else "pvc", w.volume or w.claim
+                        )
+                        self._sync_volume("pv" if w.volume is not None else "pvc", w.volume or w.claim)
                     log.info("job %s: %s since the session; deciding the job again", jkey, exc)
                     self.wake.set()
                     continue
                 gang = GangBinds(jkey)
+                steps = self._prebind_steps(writes, device_writes, gang)
                 decided = []
                 for (pkey, node), pod in zip(members, pods, strict=True):
                     assumed = self.assumed.assume(pkey, uid_of[pkey], node, jkey)
@@ -726,14 +785,52 @@ class Scheduler:
                     self.metrics.decisions.inc()
                     self.metrics.volcano.task_assumed(meta(pod).get("creationTimestamp"))
                     decided.append((assumed, pod))
-                if writes:
-                    self.binder.start_after_volumes(self.prebind, writes, decided, gang)
+                if steps:
+                    self.binder.start_after_prebind(steps, decided, gang)
                 else:
                     for assumed, pod in decided:
                         self.binder.start(assumed, pod, gang)
         self.reporter.queue_reports(result, snap)
         self._report_reservations(result)
         self.evictor.after_session(result.evictions, result.nominations, self.pods.get, self.podgroups.get)
+
+    @staticmethod
+    def _has_claims(pods: list[Obj]) -> bool:
+        return any((p.get("spec") or {}).get("resourceClaims") for p in pods)
+
+    def _prebind_steps(
+        self, writes: list[Any], device_writes: list[DeviceWrite], gang: GangBinds
+    ) -> list[PreBindStep]:
+        """The gang's PreBind steps; a pod of it left unbound gives its ResourceClaims back."""
+        steps: list[PreBindStep] = []
+        if writes:
+            steps.append(
+                PreBindStep(
+                    "VolumeBinding",
+                    lambda exist: self.prebind.run(writes, exist),
+                    lambda: self.prebind.give_back(writes),
+                )
+            )
+        if device_writes:
+            dp = self.device_prebind
+            steps.append(
+                PreBindStep(
+                    "DynamicResources",
+                    lambda exist: dp.run(device_writes, exist),
+                    lambda: dp.give_back(device_writes),
+                )
+            )
+            uid_of = {k: u for w in device_writes for k, u in w.pods}
+
+            def unbound(pod_key: str) -> None:
+                uid = uid_of.get(pod_key)
+                if uid is not None:
+                    task = asyncio.create_task(dp.give_back(device_writes, {uid}))
+                    self.binder.in_flight.add(task)
+                    task.add_done_callback(self.binder.in_flight.discard)
+
+            gang.unbound = unbound
+        return steps
 
     def _report_reservations(self, result: SessionResult) -> None:
         """Keep the holds for the next session; an event on the PodGroup when one starts."""

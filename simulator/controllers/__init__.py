@@ -1,8 +1,8 @@
 """The controllers a simulated control plane runs between two scheduler sessions, one adapter
 module each: HyperNode discovery, HyperNode status, the Volcano Job controller, Kubernetes'
 workload controllers (and the operators the simulator stands in for), the PodGroup controller,
-the queue controller, and kube-controller-manager's ephemeral volume and PersistentVolume
-controllers.
+the queue controller, and kube-controller-manager's ephemeral volume, PersistentVolume and
+resourceclaim controllers.
 
 Each adapter is made with the simulation's :class:`~simulator.cluster.Cluster` and has one
 step, ``reconcile() -> bool``: one pass over its objects, saying whether it changed anything.
@@ -23,6 +23,7 @@ from .hypernode_status import HyperNodeStatus
 from .persistent_volumes import PersistentVolumes
 from .podgroup import PodGroups
 from .queue import Queues
+from .resource_claims import ResourceClaims
 from .volcano_job import VolcanoJobs
 from .workloads import Workloads
 
@@ -38,7 +39,8 @@ class Controller(Protocol):
 # In the order one round runs them: discovery makes the HyperNodes whose status follows;
 # the Job and workload controllers make the pods the PodGroup controller groups, and the
 # queue controller counts the PodGroups; the pods' ephemeral volumes get their claims, which
-# the PersistentVolume controller binds (the ones the scheduler chose volumes or nodes for).
+# the PersistentVolume controller binds (the ones the scheduler chose volumes or nodes for); pods
+# with ResourceClaimTemplates get their ResourceClaims.
 CONTROLLERS: tuple[Callable[[Cluster], Controller], ...] = (
     Discovery,
     HyperNodeStatus,
@@ -48,6 +50,7 @@ CONTROLLERS: tuple[Callable[[Cluster], Controller], ...] = (
     Queues,
     EphemeralVolumes,
     PersistentVolumes,
+    ResourceClaims,
 )
 
 __all__ = ["CONTROLLERS", "Controller"]

@@ -42,8 +42,7 @@ SCORE_SAMPLE = 40  # cases of SCORE_FEATURES: some 30 s on 2 cores
 SCORED = 20  # pods at least whose scores tell their feasible nodes apart, in that sample
 # Known differences, each an xfail until fixed (none left).
 KNOWN_GAPS: set[str] = set()
-# Every feature is judged by our filters or a known gap: none is refused any more (pods with
-# resourceClaims are, until the DRA filter lands; the generator makes none yet).
+# Every feature is judged by our filters or a known gap: none is refused any more.
 assert set(FEATURES) == DEFAULT_FEATURES | KNOWN_GAPS
 
 

@@ -30,6 +30,7 @@ import yaml
 from hyperplace.runtime.api import (
     COMMANDS,
     CONFIGMAPS,
+    DEVICE_CLASSES,
     HYPERNODES,
     JOBS,
     K8S_PODGROUPS,
@@ -40,6 +41,9 @@ from hyperplace.runtime.api import (
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     STORAGE_CLASSES,
     Resource,
 )
@@ -233,6 +237,7 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
     api = FakeApi()
     _cluster(api)
     _storage(api)
+    _devices(api)
     # The default Queue learns run times: the leader keeps them in its ConfigMap.
     api.objects["queues"]["default"]["metadata"]["annotations"] = {
         "hyperplace.io/runtime-estimate": "history"
@@ -287,6 +292,11 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
                 lambda: _used(api, "update", "persistentvolumeclaims"), "a claim's selected node"
             )
             await eventually(lambda: _used(api, "get", "persistentvolumeclaims"), "claims given back")
+            # DynamicResources' PreBind: the finalizer, then allocation and reservation (a
+            # conflict makes it read the claim again).
+            await eventually(lambda: _used(api, "update", "resourceclaims"), "a ResourceClaim's finalizer")
+            await eventually(lambda: _used(api, "patch", "resourceclaims/status"), "a ResourceClaim's allocation")
+            await eventually(lambda: _used(api, "get", "resourceclaims"), "a ResourceClaim read again")
         if incarnation == 0:
             await eventually(lambda: _used(api, "create", "pods/eviction"), "the preemption's evictions")
         await eventually(lambda: _used(api, "patch", "pods/status"), "the unplaceable pods' conditions")
@@ -331,6 +341,24 @@ def _storage(api: FakeApi) -> None:
     for name, cls in (("dataset", "local"), ("scratch", "lvm")):
         api.seed(PERSISTENT_VOLUME_CLAIMS, claim(name, cls=cls))
         api.seed(PODS, pod(f"uses-{name}", None, cpu=1, extra_spec=mounts(name)))
+
+
+def _devices(api: FakeApi) -> None:
+    """A node of its own with one DRA GPU, and a pod whose claim (made from a template) gets
+    it; the claim's first status write meets a conflict (seeded: unrecorded)."""
+    from tests.devices.builders import claim, claim_spec, device_class, gpu_slice, template, uses_template
+    from tests.scheduler.builders import node, pod
+
+    api.seed(NODES, node("n-gpu", cpu=4))
+    api.seed(DEVICE_CLASSES, device_class())
+    api.seed(RESOURCE_SLICES, gpu_slice("n-gpu", 1))
+    api.seed(RESOURCE_CLAIM_TEMPLATES, template("one-gpu", claim_spec(1)))
+    p = pod("uses-gpu", None, cpu=1)
+    name = uses_template(p, "one-gpu")
+    api.seed(PODS, p)
+    owner = api.objects["pods"]["default/uses-gpu"]  # as stored: the uid the claim's owner names
+    api.seed(RESOURCE_CLAIMS, claim(name, claim_spec(1), owner_pod=owner))
+    api.fail_next("patch/status", 409, "Conflict", name=name)
 
 
 async def _run_and_end(api: FakeApi, group: str) -> None:

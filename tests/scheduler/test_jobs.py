@@ -107,13 +107,13 @@ def test_terminal_pods_free_their_resources() -> None:
     assert result.bindings == {"default/new-0": "n0"}
 
 
-def test_pods_with_constraints_we_do_not_evaluate_are_reported_not_placed() -> None:
+def test_a_pod_whose_resource_claim_is_missing_waits_for_it_in_kube_schedulers_words() -> None:
     claims = {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]}
     result, _ = schedule([node("n0")], [pod("p-0", "pg", extra_spec=claims)], [], [podgroup("pg", 1)])
     assert result.bindings == {}
-    assert result.unschedulable["default/p-0"] == "unsupported constraints: resourceClaims"
-    expl = result.jobs["default/pg"].explanation
-    assert expl is not None and "not enough valid tasks" in expl.summary
+    assert result.unschedulable["default/p-0"].endswith(
+        '0/1 nodes are available: resourceclaim.resource.k8s.io "gpu-claim" not found.'
+    )
 
 
 def test_partition_shortfall_is_explained_in_partitions() -> None:

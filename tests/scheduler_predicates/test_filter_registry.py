@@ -51,6 +51,7 @@ def test_stateful_filters_run_in_kube_schedulers_order() -> None:
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",  # kube-scheduler inserts it before DefaultPreemption
     ]
 
 

@@ -344,8 +344,8 @@ def test_constraints_we_do_not_evaluate_are_reported() -> None:
         volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
         resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-claim"}],
     )
-    # Inter-pod affinity, topology spread and volumes have filters of their own now.
-    assert compile_pod_constraints(pod).unsupported == ("resourceClaims",)
+    # Inter-pod affinity, topology spread, volumes and resource claims have filters of their own.
+    assert compile_pod_constraints(pod).unsupported == ()
 
 
 def test_scoring_only_constraints_are_not_unsupported() -> None:

@@ -1,0 +1,229 @@
+"""Pods that claim GPUs through Dynamic Resource Allocation are placed where their claims can be
+allocated, a gang gets its nodes and its devices in one decision, and a pod that cannot go
+anywhere is told why in kube-scheduler's words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hyperplace.api import HyperNode, PodGroup
+from scheduler_plugin.cache.cluster_state import ClusterState
+from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.cache.storage import StorageListing
+from scheduler_plugin.cache.verify import verify_snapshot
+from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
+from scheduler_plugin.cycle import SessionResult, run_session
+from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
+
+from .builders import (
+    CLIQUE_LABEL,
+    DRIVER,
+    claim,
+    claim_spec,
+    device_class,
+    dra_listing,
+    gpu_slice,
+    node_allocation,
+    template,
+    template_claims,
+    uses_claim,
+    uses_template,
+)
+
+RACK = "example.com/rack"
+
+
+def gpu_racks(
+    racks: int = 2, per_rack: int = 2, gpus: int = 4, clique_of_rack: bool = True
+) -> tuple[list[dict[str, Any]], list[HyperNode], list[dict[str, Any]]]:
+    """Nodes ``r<r>n<i>`` with ``gpus`` DRA GPUs each (one NVLink clique per rack), in tier-1
+    HyperNodes under a tier-2 root; returns the nodes, the HyperNodes and the slices."""
+    nodes, hns, slices = [], [], []
+    for r in range(racks):
+        members = [f"r{r}n{i}" for i in range(per_rack)]
+        clique = f"clique-{r}" if clique_of_rack else None
+        for m in members:
+            nodes.append(
+                node(m, cpu=16, labels={RACK: f"rack{r}", **({CLIQUE_LABEL: clique} if clique else {})})
+            )
+            slices.append(gpu_slice(m, gpus, clique=clique))
+        hns.append(hypernode(f"rack{r}", 1, nodes=members))
+    hns.append(hypernode("root", 2, children=[f"rack{r}" for r in range(racks)]))
+    return nodes, hns, slices
+
+
+def schedule(
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    listing: StorageListing,
+    hypernodes: list[HyperNode] | None = None,
+    podgroups: list[PodGroup] | None = None,
+) -> SessionResult:
+    """One session on the incremental state, held against a from-scratch build of the same."""
+    state = ClusterState(("volcano",))
+    state.replace_all(nodes, pods, hypernodes or [], podgroups or [], storage=listing)
+    snap = state.snapshot()
+    rebuilt = build_snapshot(
+        nodes=nodes,
+        pods=pods,
+        hypernodes=hypernodes or [],
+        podgroups=podgroups or [],
+        scheduler_names=("volcano",),
+        storage=listing,
+    )
+    verify_snapshot(state, snap, rebuilt)
+    return run_session(snap, DEFAULT_CONFIG)
+
+
+def devices_of(result: SessionResult, claim_key: str) -> list[tuple[str, str]]:
+    a = result.claims[claim_key].allocation
+    return [(r.pool, r.device) for r in a.results]
+
+
+def test_a_pod_claiming_a_gpu_gets_one_on_the_node_it_is_bound_to() -> None:
+    nodes, hns, slices = gpu_racks(1, 2)
+    p = pod("solo", None, cpu=1)
+    spec = claim_spec(1)
+    objs = template_claims([p], "one-gpu", spec)
+    result = schedule(nodes, [p], dra_listing(device_class(), template("one-gpu", spec), *slices, *objs), hns)
+    node_name = result.bindings["default/solo"]
+    key = f"default/{objs[0]['metadata']['name']}"
+    [(pool, device)] = devices_of(result, key)
+    assert pool == node_name and device.startswith("gpu-")
+    a = result.claims[key].allocation
+    assert a.node_selector is not None  # the allocation pins the claim to the node, as Go writes it
+
+
+def test_a_gang_gets_its_nodes_and_its_devices_in_one_decision_inside_one_clique() -> None:
+    # Two racks, each an NVLink clique of 2 nodes x 4 GPUs; a gang of 4 pods of 2 GPUs each must
+    # sit in one rack (tier 1): 8 GPUs, exactly one clique's.
+    nodes, hns, slices = gpu_racks(2, 2, gpus=4)
+    pods = job_pods("train", 4, cpu=1)
+    spec = claim_spec(2, same=f"{DRIVER}/cliqueId")
+    objs = template_claims(pods, "two-gpus", spec)
+    pg = podgroup("train", 4, topology={"mode": "hard", "highestTierAllowed": 1})
+    result = schedule(
+        nodes, pods, dra_listing(device_class(), template("two-gpus", spec), *slices, *objs), hns, [pg]
+    )
+    assert len(result.bindings) == 4
+    assert len({n[:2] for n in result.bindings.values()}) == 1  # one rack, one clique
+    taken = [d for o in objs for d in devices_of(result, f"default/{o['metadata']['name']}")]
+    assert len(taken) == len(set(taken)) == 8  # no device given twice
+    for o, p in zip(objs, pods, strict=True):
+        pools = {pool for pool, _ in devices_of(result, f"default/{o['metadata']['name']}")}
+        assert pools == {result.bindings[f"default/{p['metadata']['name']}"]}
+
+
+def test_devices_other_claims_hold_are_not_given_again() -> None:
+    # r0n0's 4 GPUs are held by a running pod's claim: a 4-GPU pod must go to r0n1.
+    nodes, hns, slices = gpu_racks(1, 2, gpus=4)
+    running = pod("busy", None, cpu=1, node_name="r0n0")
+    uses_claim(running, "held")
+    held = claim(
+        "held",
+        claim_spec(4),
+        allocation=node_allocation("r0n0", [f"gpu-{i}" for i in range(4)]),
+        reserved_for=[{"resource": "pods", "name": "busy", "uid": running["metadata"]["uid"]}],
+    )
+    p = pod("new", None, cpu=1)
+    spec = claim_spec(4)
+    objs = template_claims([p], "four", spec)
+    listing = dra_listing(device_class(), template("four", spec), *slices, held, *objs)
+    result = schedule(nodes, [running, p], listing, hns)
+    assert result.bindings == {"default/new": "r0n1"}
+
+
+def test_two_pods_of_one_cycle_never_get_the_same_devices() -> None:
+    # One node of 4 GPUs, two pods of 4 GPUs each: only one of them fits.
+    nodes, hns, slices = gpu_racks(1, 1, gpus=4)
+    a, b = pod("a", None, cpu=1), pod("b", None, cpu=1)
+    spec = claim_spec(4)
+    objs = template_claims([a, b], "four", spec)
+    result = schedule(nodes, [a, b], dra_listing(device_class(), template("four", spec), *slices, *objs), hns)
+    assert len(result.bindings) == 1
+    left = "default/b" if "default/a" in result.bindings else "default/a"
+    assert result.unschedulable[left].endswith("0/1 nodes are available: 1 cannot allocate all claims.")
+
+
+def test_a_gang_that_cannot_have_all_its_devices_gets_none() -> None:
+    # 3 pods of 4 GPUs, 2 nodes of 4 GPUs: all or nothing, so nothing is bound or allocated.
+    nodes, hns, slices = gpu_racks(1, 2, gpus=4)
+    pods = job_pods("big", 3, cpu=1)
+    spec = claim_spec(4)
+    objs = template_claims(pods, "four", spec)
+    pg = podgroup("big", 3)
+    result = schedule(
+        nodes, pods, dra_listing(device_class(), template("four", spec), *slices, *objs), hns, [pg]
+    )
+    assert result.bindings == {}
+    assert result.claims == {}
+
+
+def test_a_pod_whose_claim_is_not_made_yet_waits_in_kube_schedulers_words() -> None:
+    nodes, hns, slices = gpu_racks(1, 2)
+    p = pod("early", None, cpu=1)
+    uses_template(p, "one-gpu", made=False)
+    result = schedule(
+        nodes, [p], dra_listing(device_class(), template("one-gpu", claim_spec(1)), *slices), hns
+    )
+    assert result.bindings == {}
+    assert result.unschedulable["default/early"].endswith(
+        '0/2 nodes are available: pod "default/early": ResourceClaim not created yet.'
+    )
+
+
+def test_a_claim_made_for_another_pod_is_refused() -> None:
+    nodes, hns, slices = gpu_racks(1, 1)
+    p, other = pod("mine", None, cpu=1), pod("other", None, cpu=1, node_name="r0n0")
+    name = uses_template(p, "one-gpu")
+    stolen = claim(name, claim_spec(1), owner_pod=other)
+    result = schedule(
+        nodes, [p], dra_listing(device_class(), template("one-gpu", claim_spec(1)), *slices, stolen), hns
+    )
+    assert "(Pod is not owner)" in result.unschedulable["default/mine"]
+
+
+def test_pods_sharing_one_claim_follow_the_devices_the_first_one_got() -> None:
+    nodes, hns, slices = gpu_racks(1, 2)
+    pods = job_pods("infer", 3, cpu=1)
+    for p in pods:
+        uses_claim(p, "shared-gpu")
+    shared = claim("shared-gpu", claim_spec(1))
+    pg = podgroup("infer", 3)
+    result = schedule(nodes, pods, dra_listing(device_class(), *slices, shared), hns, [pg])
+    assert len(result.bindings) == 3
+    assert len(set(result.bindings.values())) == 1  # the claim's device is on one node
+    [(pool, _)] = devices_of(result, "default/shared-gpu")
+    assert set(result.bindings.values()) == {pool}
+
+
+def test_an_allocated_claim_takes_its_pod_to_the_node_of_its_devices() -> None:
+    nodes, hns, slices = gpu_racks(1, 2)
+    p = pod("back", None, cpu=1)
+    uses_claim(p, "kept")
+    kept = claim("kept", claim_spec(1), allocation=node_allocation("r0n1", ["gpu-0"]))
+    result = schedule(nodes, [p], dra_listing(device_class(), *slices, kept), hns)
+    assert result.bindings == {"default/back": "r0n1"}
+    assert result.claims == {}  # nothing to allocate: the binder only reserves it
+
+
+def test_a_selector_no_device_matches_names_the_reason() -> None:
+    nodes, hns, slices = gpu_racks(1, 2)
+    p = pod("picky", None, cpu=1)
+    spec = claim_spec(1, selectors=[f"device.attributes['{DRIVER}'].productName == 'NVIDIA H100'"])
+    objs = template_claims([p], "h100", spec)
+    result = schedule(nodes, [p], dra_listing(device_class(), template("h100", spec), *slices, *objs), hns)
+    assert result.bindings == {}
+    assert result.unschedulable["default/picky"].endswith(
+        "0/2 nodes are available: 2 cannot allocate all claims."
+    )
+
+
+def test_a_missing_device_class_keeps_the_pod_waiting() -> None:
+    nodes, hns, slices = gpu_racks(1, 1)
+    p = pod("classless", None, cpu=1)
+    spec = claim_spec(1, cls="no-such-class")
+    objs = template_claims([p], "t", spec)
+    result = schedule(nodes, [p], dra_listing(template("t", spec), *slices, *objs), hns)
+    assert result.bindings == {}
+    assert "device class no-such-class does not exist" in result.unschedulable["default/classless"]
