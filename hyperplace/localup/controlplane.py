@@ -269,6 +269,9 @@ class ControlPlane:
     apiserver_args: list[str] = field(default_factory=list)
     # More kube-controller-manager flags (e.g. a short --node-monitor-grace-period), after ours.
     controller_manager_args: list[str] = field(default_factory=list)
+    # The controllers kube-controller-manager runs (its --controllers; a repeated flag would add
+    # to the list, not replace it).
+    controllers: str = "*"
     kubeconfig: Path = field(init=False)
     server: str = field(init=False)
     etcd_log: Path = field(init=False)
@@ -412,7 +415,7 @@ class ControlPlane:
                 "--use-service-account-credentials=false",
                 # Everything a cluster runs by default (garbage collector, namespace deletion,
                 # node lifecycle, ServiceAccounts...); no cloud, no CIDR allocation.
-                "--controllers=*",
+                f"--controllers={self.controllers}",
                 *feature_gate_args(self.bin_dir),
                 "--v=1",
                 *self.controller_manager_args,

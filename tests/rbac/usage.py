@@ -295,7 +295,9 @@ async def scheduler_usage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fa
             # DynamicResources' PreBind: the finalizer, then allocation and reservation (a
             # conflict makes it read the claim again).
             await eventually(lambda: _used(api, "update", "resourceclaims"), "a ResourceClaim's finalizer")
-            await eventually(lambda: _used(api, "patch", "resourceclaims/status"), "a ResourceClaim's allocation")
+            await eventually(
+                lambda: _used(api, "patch", "resourceclaims/status"), "a ResourceClaim's allocation"
+            )
             await eventually(lambda: _used(api, "get", "resourceclaims"), "a ResourceClaim read again")
         if incarnation == 0:
             await eventually(lambda: _used(api, "create", "pods/eviction"), "the preemption's evictions")
