@@ -198,11 +198,20 @@ class DeviceClassInfo:
 
 
 def _selectors(raw: Any, where: str) -> tuple[tuple[str, ...], str | None]:
+    """The CEL expressions of ``selectors``, each compiled here once so that one that does not
+    compile is named by its field (the API server refuses it; kube-scheduler's allocator would
+    report ``CEL compile error`` for it)."""
+    # Imported here: dra_cel reads this module's records.
+    from .dra_cel import compile_selector
+
     out: list[str] = []
     for i, s in enumerate(raw or []):
         expr = ((s or {}).get("cel") or {}).get("expression") if isinstance(s, Mapping) else None
         if not expr:
             return (), f"{where}[{i}].cel.expression: required (CEL is the only selector)"
+        compiled = compile_selector(str(expr))
+        if isinstance(compiled, str):
+            return (), f"{where}[{i}].cel.expression: {compiled}"
         out.append(str(expr))
     return tuple(out), None
 
