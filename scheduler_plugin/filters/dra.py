@@ -563,7 +563,8 @@ class DraObjects:
         if self._by_pool is None:
             by: dict[tuple[str, str], list[SliceInfo]] = {}
             for s in sorted(self.slices.values(), key=lambda s: s.name):
-                if s.bad is None and not s.ignored:
+                # Ignored slices stay: they count when a pool's generation and size are checked.
+                if s.bad is None:
                     by.setdefault((s.driver, s.pool), []).append(s)
             self._by_pool = by
         return self._by_pool
@@ -576,18 +577,20 @@ class DraObjects:
             return got
         out: list[Pool] = []
         for (driver, name), every in sorted(self._all_by_pool().items()):
-            reaching = [s for s in every if s.reaches(node)]
+            reaching = [s for s in every if not s.ignored and s.reaches(node)]
             if not reaching:
                 continue
             newest_here = max(s.generation for s in reaching)
-            newest = max(s.generation for s in every)
-            if newest > newest_here:
-                continue  # obsolete: a newer generation is being published
             here = [s for s in reaching if s.generation == newest_here]
-            total = [s for s in every if s.generation == newest_here]
-            if len(total) != here[0].slice_count:
-                out.append(Pool(driver, name, (), incomplete=True))
-                continue
+            # As Go: the slices reaching the node may make the pool whole by themselves; else
+            # a newer generation elsewhere makes it obsolete, and the whole pool is counted.
+            if len(here) != here[0].slice_count:
+                if any(s.generation > newest_here for s in every):
+                    continue
+                total = [s for s in every if s.generation == newest_here]
+                if len(total) != here[0].slice_count:
+                    out.append(Pool(driver, name, (), incomplete=True))
+                    continue
             seen: set[str] = set()
             invalid = None
             for s in here:

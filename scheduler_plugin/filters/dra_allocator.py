@@ -105,10 +105,17 @@ class _Search:
         for ci, (key, spec) in enumerate(self.claims):
             if spec.bad is not None:
                 raise _Fail(spec.bad)
+            at_least = 0
             for ri, r in enumerate(spec.requests):
-                self.reqs[(ci, ri)] = [
-                    self._validate(key, a, r.name, r.first_available) for a in r.alternatives
-                ]
+                alts = [self._validate(key, a, r.name, r.first_available) for a in r.alternatives]
+                self.reqs[(ci, ri)] = alts
+                fewest = min((a.num for a in alts), default=0)
+                if fewest > ALLOCATION_RESULTS_MAX - at_least:
+                    raise _Fail(
+                        f"claim {key}, request {r.name}: adding {fewest} devices exceeds the claim limit "
+                        f"of {ALLOCATION_RESULTS_MAX}, with {at_least} already accounted for"
+                    )
+                at_least += fewest
 
     def _validate(self, key: str, req: Request, base: str, is_sub: bool) -> _Req:
         cls = self.objects.classes.get(req.device_class)
@@ -287,11 +294,12 @@ class _Search:
                 for r, d, _s in self.results[ci]
             )
             held |= {(x.driver, x.pool, x.device) for x in results if not x.admin_access}
-            out.append(
-                ClaimAllocation(
-                    key, AllocationInfo(results, _node_selector(self.results[ci]), self._config(ci, spec))
-                )
-            )
+            try:
+                selector = _node_selector(self.results[ci])
+            except ValueError as exc:
+                # Go names the claim by its name alone here.
+                raise _Fail(f"create NodeSelector for claim {key.rpartition('/')[2]}: {exc}") from None
+            out.append(ClaimAllocation(key, AllocationInfo(results, selector, self._config(ci, spec))))
         return Allocated(tuple(out), frozenset(held))
 
     def _config(self, ci: int, spec: ClaimSpec) -> tuple[Any, ...]:
@@ -337,7 +345,8 @@ def _lookup(d: DeviceInfo, name: str) -> object | None:
 
 def _node_selector(results: Sequence[tuple[_Req, DeviceInfo, SliceInfo]]) -> Any:
     """``createNodeSelector``: the node's name for a node-local device; else the slices'
-    selectors' requirements together; None when every device reaches every node."""
+    selectors' requirements together; None when every device reaches every node. A slice's
+    selector of several terms cannot be merged: ValueError, as Go refuses it."""
     fields: list[Any] = []
     exprs: list[Any] = []
     for _r, _d, s in results:
@@ -351,6 +360,8 @@ def _node_selector(results: Sequence[tuple[_Req, DeviceInfo, SliceInfo]]) -> Any
             )
         if s.node_selector is not None:
             terms = thaw(s.node_selector).get("nodeSelectorTerms") or []
+            if len(terms) > 1:
+                raise ValueError(f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
             if len(terms) == 1:
                 for req in terms[0].get("matchFields") or []:
                     if req not in fields:
@@ -377,13 +388,13 @@ def allocate(
     try:
         search.prepare()
         done = search.one(0, 0, None, 0)
+        if done:
+            return search.allocations()
     except _Fail as exc:
         return str(exc)
-    if not done:
-        if any(p.invalid is not None for p in search.pools):
-            return "invalid resource pools were encountered"
-        return CANNOT_ALLOCATE
-    return search.allocations()
+    if any(p.invalid is not None for p in search.pools):
+        return "invalid resource pools were encountered"
+    return CANNOT_ALLOCATE
 
 
 def allocation_fits(allocation: AllocationInfo, node: NodeStatic) -> bool:
