@@ -546,6 +546,11 @@ class DraObjects:
     templates: Mapping[str, TemplateInfo] = field(default_factory=dict)
     _pools: dict[str, tuple[Pool, ...]] = field(default_factory=dict, repr=False)
     _by_pool: dict[tuple[str, str], list[SliceInfo]] | None = field(default=None, repr=False)
+    # Pools by the node their node-local slices name, and the pools with any other slice: a
+    # node looks only at its own and those (1,024 node-local pools are not scanned per node).
+    _local: dict[str, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
+    _general: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    _devices: dict[str, tuple[tuple[DeviceInfo, SliceInfo], ...]] = field(default_factory=dict, repr=False)
     _allocated: frozenset[DeviceId] | None = field(default=None, repr=False)
     # Selector verdicts per (expression, device): devices do not change within a view.
     matches: dict[tuple[str, DeviceId], bool | str] = field(default_factory=dict, repr=False)
@@ -567,6 +572,12 @@ class DraObjects:
                 if s.bad is None:
                     by.setdefault((s.driver, s.pool), []).append(s)
             self._by_pool = by
+            for key, every in sorted(by.items()):
+                names = {x.node_name for x in every if not x.ignored}
+                for n in sorted(x for x in names if x is not None):
+                    self._local.setdefault(n, []).append(key)
+                if None in names:
+                    self._general.append(key)
         return self._by_pool
 
     def pools(self, node: NodeStatic) -> tuple[Pool, ...]:
@@ -576,7 +587,9 @@ class DraObjects:
         if got is not None:
             return got
         out: list[Pool] = []
-        for (driver, name), every in sorted(self._all_by_pool().items()):
+        by = self._all_by_pool()
+        for driver, name in sorted({*self._local.get(node.name, ()), *self._general}):
+            every = by[(driver, name)]
             reaching = [s for s in every if not s.ignored and s.reaches(node)]
             if not reaching:
                 continue
@@ -600,6 +613,20 @@ class DraObjects:
                     seen.add(d.name)
             out.append(Pool(driver, name, tuple(here), invalid=invalid))
         self._pools[node.name] = got = tuple(out)
+        return got
+
+    def devices_for(self, node: NodeStatic) -> tuple[tuple[DeviceInfo, SliceInfo], ...]:
+        """The devices ``node`` can be given, each with its slice, in the allocator's order:
+        those of its complete, valid pools."""
+        got = self._devices.get(node.name)
+        if got is None:
+            got = self._devices[node.name] = tuple(
+                (d, s)
+                for p in self.pools(node)
+                if not p.incomplete and p.invalid is None
+                for s in p.slices
+                for d in s.devices
+            )
         return got
 
     def allocated(self) -> frozenset[DeviceId]:

@@ -22,7 +22,7 @@ device refuses the node with the error (Go fails the pod's scheduling attempt in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,13 +176,8 @@ class _Search:
     def in_use_now(self, dev: DeviceId) -> bool:
         return dev in self.in_use or bool(self.taking.get(dev))
 
-    def candidates(self) -> Iterator[tuple[DeviceInfo, SliceInfo]]:
-        for pool in self.pools:
-            if pool.incomplete or pool.invalid is not None:
-                continue
-            for s in pool.slices:
-                for d in s.devices:
-                    yield d, s
+    def candidates(self) -> Sequence[tuple[DeviceInfo, SliceInfo]]:
+        return self.objects.devices_for(self.node)
 
     def _constraints_add(self, ci: int, r: _Req, d: DeviceInfo) -> int | None:
         """Add the device to the claim's constraints; how many were added (None: one refused,
