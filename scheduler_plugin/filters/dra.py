@@ -74,6 +74,9 @@ class DeviceInfo:
     attributes: Mapping[str, object] = field(hash=False, compare=False, default_factory=dict)
     capacity: Mapping[str, int] = field(hash=False, compare=False, default_factory=dict)  # milli-units
     selectable: bool = True  # False: a feature this scheduler does not allocate (counters, binding)
+    # (key, value, effect) of the taints that keep a device from being allocated
+    # (NoSchedule, NoExecute); other effects are ignored, as in Go.
+    taints: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 
     @property
     def id(self) -> DeviceId:
@@ -182,7 +185,12 @@ def parse_slice(obj: Mapping[str, Any]) -> SliceInfo:
             except (QuantityError, AttributeError, TypeError) as exc:
                 return SliceInfo(**{**base.__dict__, "bad": f"{where}.capacity[{k}].value: {exc}"})
         selectable = not d.get("consumesCounters") and not d.get("bindingConditions")
-        devices.append(DeviceInfo(str(d["name"]), driver, base.pool, attrs, caps, selectable))
+        taints = tuple(
+            (str(t.get("key") or ""), str(t.get("value") or ""), str(t["effect"]))
+            for t in d.get("taints") or []
+            if isinstance(t, Mapping) and t.get("effect") in ("NoSchedule", "NoExecute")
+        )
+        devices.append(DeviceInfo(str(d["name"]), driver, base.pool, attrs, caps, selectable, taints))
     return SliceInfo(**{**base.__dict__, "devices": tuple(devices)})
 
 
@@ -235,6 +243,21 @@ class Request:
     mode: str = "ExactCount"  # or "All"
     count: int = 1
     admin_access: bool = False
+    tolerations: tuple[Any, ...] = ()  # frozen wire DeviceTolerations
+
+    def tolerates(self, taint: tuple[str, str, str]) -> bool:
+        """Some toleration tolerates the taint (``resourceclaim.ToleratesTaint``)."""
+        key, value, effect = taint
+        for t in self.tolerations:
+            tol = thaw(t)
+            if tol.get("effect") and tol["effect"] != effect:
+                continue
+            if tol.get("key") and tol["key"] != key:
+                continue
+            op = tol.get("operator") or "Equal"
+            if op == "Exists" or (op == "Equal" and (tol.get("value") or "") == value):
+                return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -290,8 +313,15 @@ def _request(raw: Mapping[str, Any], name: str, where: str) -> Request | str:
         return bad
     if not raw.get("deviceClassName"):
         return f"request {name}: unsupported request type"
+    tolerations = tuple(freeze(t) for t in raw.get("tolerations") or [] if isinstance(t, Mapping))
     return Request(
-        name, str(raw["deviceClassName"]), sels, mode, int(count or 0), bool(raw.get("adminAccess"))
+        name,
+        str(raw["deviceClassName"]),
+        sels,
+        mode,
+        int(count or 0),
+        bool(raw.get("adminAccess")),
+        tolerations,
     )
 
 
@@ -340,6 +370,7 @@ class ResultInfo:
     pool: str
     device: str
     admin_access: bool = False
+    tolerations: tuple[Any, ...] = ()  # frozen wire: the request's, as Go copies them
 
 
 @dataclass(frozen=True)
@@ -380,6 +411,7 @@ def parse_allocation(raw: Mapping[str, Any]) -> AllocationInfo:
             str(r.get("pool") or ""),
             str(r.get("device") or ""),
             bool(r.get("adminAccess")),
+            tuple(freeze(t) for t in r.get("tolerations") or []),
         )
         for r in devices.get("results") or []
         if isinstance(r, Mapping)

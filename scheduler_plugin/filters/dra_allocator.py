@@ -212,6 +212,8 @@ class _Search:
                 return False
         elif self.in_use_now(d.id):
             return False
+        if d.taints and not all(r.req.tolerates(t) for t in d.taints):
+            return False  # taintPreventsAllocation
         if self._constraints_add(ci, r, d) is None:
             return False
         self.taking.setdefault(d.id, set()).add(ci)
@@ -253,7 +255,7 @@ class _Search:
         if r.all_devices is not None:
             d, s = r.all_devices[di]
             busy = ci in self.taking.get(d.id, ()) if r.req.admin_access else self.in_use_now(d.id)
-            if busy:
+            if busy or (d.taints and not all(r.req.tolerates(t) for t in d.taints)):
                 return False
             if not self._take(ci, r, d, s):
                 raise _Fail(
@@ -285,7 +287,7 @@ class _Search:
         held: set[DeviceId] = set()
         for ci, (key, spec) in enumerate(self.claims):
             results = tuple(
-                ResultInfo(r.req.name, d.driver, d.pool, d.name, r.req.admin_access)
+                ResultInfo(r.req.name, d.driver, d.pool, d.name, r.req.admin_access, r.req.tolerations)
                 for r, d, _s in self.results[ci]
             )
             held |= {(x.driver, x.pool, x.device) for x in results if not x.admin_access}
@@ -404,6 +406,8 @@ def allocation_to_wire(a: AllocationInfo) -> dict[str, Any]:
         entry: dict[str, Any] = {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
         if r.admin_access:
             entry["adminAccess"] = True
+        if r.tolerations:
+            entry["tolerations"] = [thaw(t) for t in r.tolerations]
         results.append(entry)
     devices: dict[str, Any] = {"results": results}
     if a.config:

@@ -321,3 +321,24 @@ def test_a_pool_spread_over_nodes_is_whole_when_all_its_slices_are_published() -
         allocate([("c", spec(exactly()))], N1, world([GPU], [a, newer]), set())
         == "cannot allocate all claims"
     )
+
+
+def test_a_tainted_device_is_given_only_to_a_request_that_tolerates_it() -> None:
+    tainted = dev("gpu-0")
+    tainted["taints"] = [{"key": "example.com/unhealthy", "value": "ecc", "effect": "NoSchedule"}]
+    ignored = dev("gpu-1")
+    ignored["taints"] = [{"key": "example.com/note", "effect": "None"}]
+    objs = world([GPU], [rslice("n1-gpus", [tainted, ignored], node_name="n1")])
+    assert devices_of(ok(allocate([("c", spec(exactly()))], N1, objs, set()))) == ["gpu-1"]
+    assert allocate([("c", spec(exactly(count=2)))], N1, objs, set()) == "cannot allocate all claims"
+    assert allocate([("c", spec(exactly(mode="All")))], N1, objs, set()) == "cannot allocate all claims"
+    tolerant = exactly(count=2)
+    tolerant["exactly"]["tolerations"] = [{"key": "example.com/unhealthy", "operator": "Exists"}]
+    got = ok(allocate([("c", spec(tolerant))], N1, objs, set()))
+    assert devices_of(got) == ["gpu-0", "gpu-1"]
+    # Go copies the request's tolerations into each result.
+    result = allocation_to_wire(got.claims[0].allocation)["devices"]["results"][0]
+    assert result["tolerations"] == [{"key": "example.com/unhealthy", "operator": "Exists"}]
+    wrong_value = exactly()
+    wrong_value["exactly"]["tolerations"] = [{"key": "example.com/unhealthy", "value": "other"}]
+    assert allocate([("c", spec(wrong_value, exactly("b")))], N1, objs, set()) == "cannot allocate all claims"
