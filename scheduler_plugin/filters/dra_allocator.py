@@ -4,21 +4,33 @@ the stable one of v1.37), for the claims of one pod on one node.
 Every request of every claim, in order, takes its devices one at a time from the pools that
 reach the node (sorted by driver and pool), each device the first that is free (not held by
 another claim, not taken earlier in this allocation), passes its class's and its request's
-selectors and keeps every ``matchAttribute`` constraint; when the rest cannot be allocated the
-last choice is undone and the next device tried (an exhaustive search that stops at the first
-full solution, as Go's ``allocateOne``). ``allocationMode: All`` takes every matching device of
-the node's pools (none may be incomplete or invalid); ``firstAvailable`` tries its subrequests in
-order; ``adminAccess`` takes devices whether or not they are in use and holds none. The result
-is what Go writes: the devices, the configuration (the class's first, then the claim's) and the
-node selector (the node's name for a node-local device, the slice's selector otherwise).
+selectors, is not tainted NoSchedule/NoExecute without a toleration of the request, and keeps
+every ``matchAttribute`` constraint; when the rest cannot be allocated the last choice is undone
+and the next device tried (an exhaustive search that stops at the first full solution, as Go's
+``allocateOne``). ``allocationMode: All`` takes every matching device of the node's pools (none
+may be incomplete or invalid); ``firstAvailable`` tries its subrequests in order; ``adminAccess``
+takes devices whether or not they are in use and holds none. The result is what Go writes: the
+devices (with the request's tolerations), the configuration (the class's first, then the
+claim's) and the node selector (the node's name for a node-local device, the slices' selectors
+otherwise; a selector of several terms cannot be merged and fails, as in Go).
 
-Not allocated (alpha or beta features off by default in v1.37, or not implemented here):
+Errors are Go's, in its words: a missing class, a claim over 32 devices, an ``All`` request over
+an incomplete or invalid pool, a constraint an ``All`` device breaks, and a CEL error. A CEL
+runtime error on a device (e.g. a missing attribute: "no such key") fails the allocation with
+``class X: selector #i on device D: CEL runtime error: ...`` as Go's allocator does; the
+DynamicResources filter then refuses the node with it (kube-scheduler returns it as an error
+status, which fails the pod's scheduling attempt). A selector that does not compile is refused
+where the class or claim is read (:mod:`.dra`), naming the field.
+
+Not allocated (kube-scheduler v1.37 turns these on by default and then uses its incubating or
+experimental allocator, or they are alpha; here only the stable allocator's set is done):
 partitionable devices (slices with shared counters or per-device node selection are not
-gathered; devices that consume counters are not selectable), device taints and tolerations,
-binding conditions (such devices are not selectable), consumable capacity and devices allowing
-multiple allocations, derived attributes, compatibility groups, extended resources backed by DRA
-(a DeviceClass's ``extendedResourceName``), and claims of a PodGroup. A CEL runtime error on a
-device refuses the node with the error (Go fails the pod's scheduling attempt instead)."""
+gathered; devices that consume counters are not selectable), DeviceTaintRule objects (a device's
+own taints are honoured), binding conditions (such devices are not selectable), consumable
+capacity and devices allowing multiple allocations, derived attributes, list-typed attributes,
+compatibility groups, extended resources backed by DRA (a DeviceClass's
+``extendedResourceName``), node-allocatable resources, and claims of a PodGroup. Go's 10 s
+allocation timeout is a budget of device choices (``SEARCH_BUDGET``)."""
 
 from __future__ import annotations
 
