@@ -45,7 +45,10 @@ def random_case(rng: random.Random) -> Case:
             attrs: dict[str, Any] = {"mem": rng.choice([40, 80])}
             if rng.random() < 0.8:
                 attrs["clique"] = rng.choice("ab")
-            devs.append(dev(f"d{n}", attrs))
+            d = dev(f"d{n}", attrs)
+            if rng.random() < 0.15:
+                d["taints"] = [{"key": "k", "value": rng.choice("xy"), "effect": "NoSchedule"}]
+            devs.append(d)
             n += 1
         where: dict[str, Any] = rng.choice(
             [
@@ -89,6 +92,8 @@ def random_request(rng: random.Random, name: str, all_ok: bool) -> dict[str, Any
             b["selectors"] = [{"cel": {"expression": f"{MEM} == {rng.choice([40, 80])}"}}]
         if rng.random() < 0.1:
             b["adminAccess"] = True
+        if rng.random() < 0.2:
+            b["tolerations"] = [{"key": "k", "value": "x", "effect": "NoSchedule"}]
         return b
 
     if rng.random() < 0.3:
@@ -109,8 +114,14 @@ def reachable(case: Case) -> list[tuple[DeviceInfo, Any]]:
 
 
 def selects(case: Case, req: Request, d: DeviceInfo) -> bool:
+    """The device passes the request's class and selectors."""
     exprs = (*case.objects.classes[req.device_class].selectors, *req.selectors)
     return all(selector_matches(e, d) is True for e in exprs)
+
+
+def allowed(req: Request, d: DeviceInfo) -> bool:
+    """The request may have the device: untainted, or its only taint ``k=x`` tolerated."""
+    return not d.taints or (bool(req.tolerations) and d.taints == (("k", "x", "NoSchedule"),))
 
 
 Pick = tuple[int, str, str, bool, DeviceInfo]  # claim, request name, base name, admin, device
@@ -146,9 +157,11 @@ def assignments(case: Case) -> Iterator[list[Pick]]:
             for alt in r.alternatives:
                 fit = [d for d in reach if selects(case, alt, d)]
                 if alt.mode == "All":
-                    groups = [tuple(fit)] if fit else []
+                    # Every device the selectors pass, so a tainted one makes it impossible.
+                    groups = [tuple(fit)] if fit and all(allowed(alt, d) for d in fit) else []
                 else:
-                    groups = list(itertools.combinations(fit, alt.count))
+                    usable = [d for d in fit if allowed(alt, d)]
+                    groups = list(itertools.combinations(usable, alt.count))
                 options += [[(ci, alt.name, r.name, alt.admin_access, d) for d in g] for g in groups]
             slots.append(options)
     for choice in itertools.product(*slots):
@@ -173,8 +186,8 @@ def check_result(case: Case, got: Allocated) -> None:
             alt = next(a for a in r.alternatives if a.name == mine[0].request)
             for x in mine:
                 d = reach[(x.driver, x.pool, x.device)]
-                assert selects(case, alt, d)
-                assert x == ResultInfo(alt.name, d.driver, d.pool, d.name, alt.admin_access)
+                assert selects(case, alt, d) and allowed(alt, d)
+                assert x == ResultInfo(alt.name, d.driver, d.pool, d.name, alt.admin_access, alt.tolerations)
                 picks.append((ci, alt.name, r.name, alt.admin_access, d))
                 if not alt.admin_access:
                     held.add(d.id)
