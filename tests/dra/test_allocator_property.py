@@ -104,7 +104,7 @@ def random_request(rng: random.Random, name: str, all_ok: bool) -> dict[str, Any
 # ------------------------------------------------------------------------- the oracle
 def reachable(case: Case) -> list[tuple[DeviceInfo, Any]]:
     """Devices of complete pools whose slice serves the node, in Go's order."""
-    out = []
+    out: list[tuple[DeviceInfo, Any]] = []
     for pool in case.objects.pools(case.node):
         if pool.incomplete or pool.invalid:
             continue
