@@ -74,6 +74,9 @@ class DeviceInfo:
     attributes: Mapping[str, object] = field(hash=False, compare=False, default_factory=dict)
     capacity: Mapping[str, int] = field(hash=False, compare=False, default_factory=dict)  # milli-units
     selectable: bool = True  # False: a feature this scheduler does not allocate (counters, binding)
+    # (key, value, effect) of the taints that keep a device from being allocated
+    # (NoSchedule, NoExecute); other effects are ignored, as in Go.
+    taints: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 
     @property
     def id(self) -> DeviceId:
@@ -182,7 +185,12 @@ def parse_slice(obj: Mapping[str, Any]) -> SliceInfo:
             except (QuantityError, AttributeError, TypeError) as exc:
                 return SliceInfo(**{**base.__dict__, "bad": f"{where}.capacity[{k}].value: {exc}"})
         selectable = not d.get("consumesCounters") and not d.get("bindingConditions")
-        devices.append(DeviceInfo(str(d["name"]), driver, base.pool, attrs, caps, selectable))
+        taints = tuple(
+            (str(t.get("key") or ""), str(t.get("value") or ""), str(t["effect"]))
+            for t in d.get("taints") or []
+            if isinstance(t, Mapping) and t.get("effect") in ("NoSchedule", "NoExecute")
+        )
+        devices.append(DeviceInfo(str(d["name"]), driver, base.pool, attrs, caps, selectable, taints))
     return SliceInfo(**{**base.__dict__, "devices": tuple(devices)})
 
 
@@ -198,11 +206,20 @@ class DeviceClassInfo:
 
 
 def _selectors(raw: Any, where: str) -> tuple[tuple[str, ...], str | None]:
+    """The CEL expressions of ``selectors``, each compiled here once so that one that does not
+    compile is named by its field (the API server refuses it; kube-scheduler's allocator would
+    report ``CEL compile error`` for it)."""
+    # Imported here: dra_cel reads this module's records.
+    from .dra_cel import compile_selector
+
     out: list[str] = []
     for i, s in enumerate(raw or []):
         expr = ((s or {}).get("cel") or {}).get("expression") if isinstance(s, Mapping) else None
         if not expr:
             return (), f"{where}[{i}].cel.expression: required (CEL is the only selector)"
+        compiled = compile_selector(str(expr))
+        if isinstance(compiled, str):
+            return (), f"{where}[{i}].cel.expression: {compiled}"
         out.append(str(expr))
     return tuple(out), None
 
@@ -226,6 +243,21 @@ class Request:
     mode: str = "ExactCount"  # or "All"
     count: int = 1
     admin_access: bool = False
+    tolerations: tuple[Any, ...] = ()  # frozen wire DeviceTolerations
+
+    def tolerates(self, taint: tuple[str, str, str]) -> bool:
+        """Some toleration tolerates the taint (``resourceclaim.ToleratesTaint``)."""
+        key, value, effect = taint
+        for t in self.tolerations:
+            tol = thaw(t)
+            if tol.get("effect") and tol["effect"] != effect:
+                continue
+            if tol.get("key") and tol["key"] != key:
+                continue
+            op = tol.get("operator") or "Equal"
+            if op == "Exists" or (op == "Equal" and (tol.get("value") or "") == value):
+                return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -281,8 +313,15 @@ def _request(raw: Mapping[str, Any], name: str, where: str) -> Request | str:
         return bad
     if not raw.get("deviceClassName"):
         return f"request {name}: unsupported request type"
+    tolerations = tuple(freeze(t) for t in raw.get("tolerations") or [] if isinstance(t, Mapping))
     return Request(
-        name, str(raw["deviceClassName"]), sels, mode, int(count or 0), bool(raw.get("adminAccess"))
+        name,
+        str(raw["deviceClassName"]),
+        sels,
+        mode,
+        int(count or 0),
+        bool(raw.get("adminAccess")),
+        tolerations,
     )
 
 
@@ -331,6 +370,7 @@ class ResultInfo:
     pool: str
     device: str
     admin_access: bool = False
+    tolerations: tuple[Any, ...] = ()  # frozen wire: the request's, as Go copies them
 
 
 @dataclass(frozen=True)
@@ -371,6 +411,7 @@ def parse_allocation(raw: Mapping[str, Any]) -> AllocationInfo:
             str(r.get("pool") or ""),
             str(r.get("device") or ""),
             bool(r.get("adminAccess")),
+            tuple(freeze(t) for t in r.get("tolerations") or []),
         )
         for r in devices.get("results") or []
         if isinstance(r, Mapping)
@@ -537,6 +578,11 @@ class DraObjects:
     templates: Mapping[str, TemplateInfo] = field(default_factory=dict)
     _pools: dict[str, tuple[Pool, ...]] = field(default_factory=dict, repr=False)
     _by_pool: dict[tuple[str, str], list[SliceInfo]] | None = field(default=None, repr=False)
+    # Pools by the node their node-local slices name, and the pools with any other slice: a
+    # node looks only at its own and those (1,024 node-local pools are not scanned per node).
+    _local: dict[str, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
+    _general: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    _devices: dict[str, tuple[tuple[DeviceInfo, SliceInfo], ...]] = field(default_factory=dict, repr=False)
     _allocated: frozenset[DeviceId] | None = field(default=None, repr=False)
     # Selector verdicts per (expression, device): devices do not change within a view.
     matches: dict[tuple[str, DeviceId], bool | str] = field(default_factory=dict, repr=False)
@@ -554,9 +600,16 @@ class DraObjects:
         if self._by_pool is None:
             by: dict[tuple[str, str], list[SliceInfo]] = {}
             for s in sorted(self.slices.values(), key=lambda s: s.name):
-                if s.bad is None and not s.ignored:
+                # Ignored slices stay: they count when a pool's generation and size are checked.
+                if s.bad is None:
                     by.setdefault((s.driver, s.pool), []).append(s)
             self._by_pool = by
+            for key, every in sorted(by.items()):
+                names = {x.node_name for x in every if not x.ignored}
+                for n in sorted(x for x in names if x is not None):
+                    self._local.setdefault(n, []).append(key)
+                if None in names:
+                    self._general.append(key)
         return self._by_pool
 
     def pools(self, node: NodeStatic) -> tuple[Pool, ...]:
@@ -566,19 +619,23 @@ class DraObjects:
         if got is not None:
             return got
         out: list[Pool] = []
-        for (driver, name), every in sorted(self._all_by_pool().items()):
-            reaching = [s for s in every if s.reaches(node)]
+        by = self._all_by_pool()
+        for driver, name in sorted({*self._local.get(node.name, ()), *self._general}):
+            every = by[(driver, name)]
+            reaching = [s for s in every if not s.ignored and s.reaches(node)]
             if not reaching:
                 continue
             newest_here = max(s.generation for s in reaching)
-            newest = max(s.generation for s in every)
-            if newest > newest_here:
-                continue  # obsolete: a newer generation is being published
             here = [s for s in reaching if s.generation == newest_here]
-            total = [s for s in every if s.generation == newest_here]
-            if len(total) != here[0].slice_count:
-                out.append(Pool(driver, name, (), incomplete=True))
-                continue
+            # As Go: the slices reaching the node may make the pool whole by themselves; else
+            # a newer generation elsewhere makes it obsolete, and the whole pool is counted.
+            if len(here) != here[0].slice_count:
+                if any(s.generation > newest_here for s in every):
+                    continue
+                total = [s for s in every if s.generation == newest_here]
+                if len(total) != here[0].slice_count:
+                    out.append(Pool(driver, name, (), incomplete=True))
+                    continue
             seen: set[str] = set()
             invalid = None
             for s in here:
@@ -588,6 +645,20 @@ class DraObjects:
                     seen.add(d.name)
             out.append(Pool(driver, name, tuple(here), invalid=invalid))
         self._pools[node.name] = got = tuple(out)
+        return got
+
+    def devices_for(self, node: NodeStatic) -> tuple[tuple[DeviceInfo, SliceInfo], ...]:
+        """The devices ``node`` can be given, each with its slice, in the allocator's order:
+        those of its complete, valid pools."""
+        got = self._devices.get(node.name)
+        if got is None:
+            got = self._devices[node.name] = tuple(
+                (d, s)
+                for p in self.pools(node)
+                if not p.incomplete and p.invalid is None
+                for s in p.slices
+                for d in s.devices
+            )
         return got
 
     def allocated(self) -> frozenset[DeviceId]:

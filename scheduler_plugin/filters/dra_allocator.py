@@ -4,25 +4,37 @@ the stable one of v1.37), for the claims of one pod on one node.
 Every request of every claim, in order, takes its devices one at a time from the pools that
 reach the node (sorted by driver and pool), each device the first that is free (not held by
 another claim, not taken earlier in this allocation), passes its class's and its request's
-selectors and keeps every ``matchAttribute`` constraint; when the rest cannot be allocated the
-last choice is undone and the next device tried (an exhaustive search that stops at the first
-full solution, as Go's ``allocateOne``). ``allocationMode: All`` takes every matching device of
-the node's pools (none may be incomplete or invalid); ``firstAvailable`` tries its subrequests in
-order; ``adminAccess`` takes devices whether or not they are in use and holds none. The result
-is what Go writes: the devices, the configuration (the class's first, then the claim's) and the
-node selector (the node's name for a node-local device, the slice's selector otherwise).
+selectors, is not tainted NoSchedule/NoExecute without a toleration of the request, and keeps
+every ``matchAttribute`` constraint; when the rest cannot be allocated the last choice is undone
+and the next device tried (an exhaustive search that stops at the first full solution, as Go's
+``allocateOne``). ``allocationMode: All`` takes every matching device of the node's pools (none
+may be incomplete or invalid); ``firstAvailable`` tries its subrequests in order; ``adminAccess``
+takes devices whether or not they are in use and holds none. The result is what Go writes: the
+devices (with the request's tolerations), the configuration (the class's first, then the
+claim's) and the node selector (the node's name for a node-local device, the slices' selectors
+otherwise; a selector of several terms cannot be merged and fails, as in Go).
 
-Not allocated (alpha or beta features off by default in v1.37, or not implemented here):
+Errors are Go's, in its words: a missing class, a claim over 32 devices, an ``All`` request over
+an incomplete or invalid pool, a constraint an ``All`` device breaks, and a CEL error. A CEL
+runtime error on a device (e.g. a missing attribute: "no such key") fails the allocation with
+``class X: selector #i on device D: CEL runtime error: ...`` as Go's allocator does; the
+DynamicResources filter then refuses the node with it (kube-scheduler returns it as an error
+status, which fails the pod's scheduling attempt). A selector that does not compile is refused
+where the class or claim is read (:mod:`.dra`), naming the field.
+
+Not allocated (kube-scheduler v1.37 turns these on by default and then uses its incubating or
+experimental allocator, or they are alpha; here only the stable allocator's set is done):
 partitionable devices (slices with shared counters or per-device node selection are not
-gathered; devices that consume counters are not selectable), device taints and tolerations,
-binding conditions (such devices are not selectable), consumable capacity and devices allowing
-multiple allocations, derived attributes, compatibility groups, extended resources backed by DRA
-(a DeviceClass's ``extendedResourceName``), and claims of a PodGroup. A CEL runtime error on a
-device refuses the node with the error (Go fails the pod's scheduling attempt instead)."""
+gathered; devices that consume counters are not selectable), DeviceTaintRule objects (a device's
+own taints are honoured), binding conditions (such devices are not selectable), consumable
+capacity and devices allowing multiple allocations, derived attributes, list-typed attributes,
+compatibility groups, extended resources backed by DRA (a DeviceClass's
+``extendedResourceName``), node-allocatable resources, and claims of a PodGroup. Go's 10 s
+allocation timeout is a budget of device choices (``SEARCH_BUDGET``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,10 +117,17 @@ class _Search:
         for ci, (key, spec) in enumerate(self.claims):
             if spec.bad is not None:
                 raise _Fail(spec.bad)
+            at_least = 0
             for ri, r in enumerate(spec.requests):
-                self.reqs[(ci, ri)] = [
-                    self._validate(key, a, r.name, r.first_available) for a in r.alternatives
-                ]
+                alts = [self._validate(key, a, r.name, r.first_available) for a in r.alternatives]
+                self.reqs[(ci, ri)] = alts
+                fewest = min((a.num for a in alts), default=0)
+                if fewest > ALLOCATION_RESULTS_MAX - at_least:
+                    raise _Fail(
+                        f"claim {key}, request {r.name}: adding {fewest} devices exceeds the claim limit "
+                        f"of {ALLOCATION_RESULTS_MAX}, with {at_least} already accounted for"
+                    )
+                at_least += fewest
 
     def _validate(self, key: str, req: Request, base: str, is_sub: bool) -> _Req:
         cls = self.objects.classes.get(req.device_class)
@@ -169,13 +188,8 @@ class _Search:
     def in_use_now(self, dev: DeviceId) -> bool:
         return dev in self.in_use or bool(self.taking.get(dev))
 
-    def candidates(self) -> Iterator[tuple[DeviceInfo, SliceInfo]]:
-        for pool in self.pools:
-            if pool.incomplete or pool.invalid is not None:
-                continue
-            for s in pool.slices:
-                for d in s.devices:
-                    yield d, s
+    def candidates(self) -> Sequence[tuple[DeviceInfo, SliceInfo]]:
+        return self.objects.devices_for(self.node)
 
     def _constraints_add(self, ci: int, r: _Req, d: DeviceInfo) -> int | None:
         """Add the device to the claim's constraints; how many were added (None: one refused,
@@ -210,6 +224,8 @@ class _Search:
                 return False
         elif self.in_use_now(d.id):
             return False
+        if d.taints and not all(r.req.tolerates(t) for t in d.taints):
+            return False  # taintPreventsAllocation
         if self._constraints_add(ci, r, d) is None:
             return False
         self.taking.setdefault(d.id, set()).add(ci)
@@ -251,7 +267,7 @@ class _Search:
         if r.all_devices is not None:
             d, s = r.all_devices[di]
             busy = ci in self.taking.get(d.id, ()) if r.req.admin_access else self.in_use_now(d.id)
-            if busy:
+            if busy or (d.taints and not all(r.req.tolerates(t) for t in d.taints)):
                 return False
             if not self._take(ci, r, d, s):
                 raise _Fail(
@@ -283,15 +299,16 @@ class _Search:
         held: set[DeviceId] = set()
         for ci, (key, spec) in enumerate(self.claims):
             results = tuple(
-                ResultInfo(r.req.name, d.driver, d.pool, d.name, r.req.admin_access)
+                ResultInfo(r.req.name, d.driver, d.pool, d.name, r.req.admin_access, r.req.tolerations)
                 for r, d, _s in self.results[ci]
             )
             held |= {(x.driver, x.pool, x.device) for x in results if not x.admin_access}
-            out.append(
-                ClaimAllocation(
-                    key, AllocationInfo(results, _node_selector(self.results[ci]), self._config(ci, spec))
-                )
-            )
+            try:
+                selector = _node_selector(self.results[ci])
+            except ValueError as exc:
+                # Go names the claim by its name alone here.
+                raise _Fail(f"create NodeSelector for claim {key.rpartition('/')[2]}: {exc}") from None
+            out.append(ClaimAllocation(key, AllocationInfo(results, selector, self._config(ci, spec))))
         return Allocated(tuple(out), frozenset(held))
 
     def _config(self, ci: int, spec: ClaimSpec) -> tuple[Any, ...]:
@@ -337,7 +354,8 @@ def _lookup(d: DeviceInfo, name: str) -> object | None:
 
 def _node_selector(results: Sequence[tuple[_Req, DeviceInfo, SliceInfo]]) -> Any:
     """``createNodeSelector``: the node's name for a node-local device; else the slices'
-    selectors' requirements together; None when every device reaches every node."""
+    selectors' requirements together; None when every device reaches every node. A slice's
+    selector of several terms cannot be merged: ValueError, as Go refuses it."""
     fields: list[Any] = []
     exprs: list[Any] = []
     for _r, _d, s in results:
@@ -351,6 +369,8 @@ def _node_selector(results: Sequence[tuple[_Req, DeviceInfo, SliceInfo]]) -> Any
             )
         if s.node_selector is not None:
             terms = thaw(s.node_selector).get("nodeSelectorTerms") or []
+            if len(terms) > 1:
+                raise ValueError(f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
             if len(terms) == 1:
                 for req in terms[0].get("matchFields") or []:
                     if req not in fields:
@@ -377,13 +397,13 @@ def allocate(
     try:
         search.prepare()
         done = search.one(0, 0, None, 0)
+        if done:
+            return search.allocations()
     except _Fail as exc:
         return str(exc)
-    if not done:
-        if any(p.invalid is not None for p in search.pools):
-            return "invalid resource pools were encountered"
-        return CANNOT_ALLOCATE
-    return search.allocations()
+    if any(p.invalid is not None for p in search.pools):
+        return "invalid resource pools were encountered"
+    return CANNOT_ALLOCATE
 
 
 def allocation_fits(allocation: AllocationInfo, node: NodeStatic) -> bool:
@@ -398,6 +418,8 @@ def allocation_to_wire(a: AllocationInfo) -> dict[str, Any]:
         entry: dict[str, Any] = {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
         if r.admin_access:
             entry["adminAccess"] = True
+        if r.tolerations:
+            entry["tolerations"] = [thaw(t) for t in r.tolerations]
         results.append(entry)
     devices: dict[str, Any] = {"results": results}
     if a.config:

@@ -9,7 +9,8 @@ key"). Quantities and semantic versions are values of their own: ``quantity()``,
 ``isQuantity()``, ``semver()``, ``isSemver()``, and the members ``compareTo``, ``isGreaterThan``,
 ``isLessThan``, ``add``, ``sub``, ``asInteger``, ``asApproximateFloat``, ``isInteger``, ``sign``
 (quantities) and ``major``, ``minor``, ``patch``, ``compareTo``, ``isGreaterThan``,
-``isLessThan`` (versions). Each expression is compiled once."""
+``isLessThan`` (versions). Optional chaining, the strings library and ``cel.bind`` are there, as in Kubernetes'
+base environment. Each expression is compiled once."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from hyperplace.kube.quantity import QuantityError, milli_value
 
@@ -136,7 +138,10 @@ def _functions() -> list[Any]:
 
 @functools.cache
 def _env() -> Any:
-    return cel.NewEnv(variables={"device": _T.DYN}, functions=_functions())
+    # Kubernetes' base environment has optional types (``.?x.orValue(...)``, which its own
+    # "no such key" hint recommends), the strings library and ``cel.bind``.
+    extensions = [ext_optional.ExtOptional(), ext_strings.ExtStrings(), ext_bindings.ExtBindings()]
+    return cel.NewEnv(variables={"device": _T.DYN}, extensions=extensions, functions=_functions())
 
 
 def _value(v: object) -> object:
