@@ -89,8 +89,11 @@ def claim_refusal(claims: PodClaims, objects: DraObjects) -> str | None:
             if claim.spec.bad is not None:
                 return claim.spec.bad
             for request, cls in claim.spec.classes:
-                if cls not in objects.classes:
+                info = objects.classes.get(cls)
+                if info is None:
                     return f"request {request}: device class {cls} does not exist"
+                if info.bad is not None:
+                    return info.bad
     return None
 
 
@@ -221,6 +224,10 @@ class DraState:
         if todo:
             got = self.attempt(tuple(s for _, s in todo), node)
             if isinstance(got, str):
+                # The allocation is shared by pods whose claims have these specs: its words
+                # name the claims by position; name this pod's.
+                for i, (key, _s) in enumerate(todo):
+                    got = got.replace(f"claim {i},", f"claim {key},").replace(f"claim {i}:", f"claim {key}:")
                 return (got,)
         return ()
 
