@@ -21,12 +21,22 @@ import pytest
 import yaml
 
 from hyperplace.api import NetworkTopologySpec, PodGroup
-from hyperplace.localup import workloads
+from hyperplace.localup import controlplane, workloads
 
 from ..go_bin import go_built
 from . import components
 from .kube import PODGROUPS, Kubectl, node, pod_node, wait_for
-from .test_workloads import LEASE_NAMESPACE, SELECT, TOPOLOGY, Plane, Racks, plane, two_racks
+from .test_workloads import (
+    LEASE_NAMESPACE,
+    RACK_KEY,
+    SELECT,
+    TOPOLOGY,
+    Plane,
+    Racks,
+    initially_scheduled,
+    plane,
+    two_racks,
+)
 
 pytestmark = pytest.mark.apiserver
 __all__ = ["plane"]  # the module's control plane (a fixture)
@@ -207,6 +217,98 @@ def test_a_jobset_starts_whole_in_one_rack_as_one_gang(
     [pg] = kubectl.items(PODGROUPS, "-n", namespace)
     assert pg["metadata"]["name"] == f"podgroup-{uid}" and pg["spec"]["minMember"] == 4
     assert [s["name"] for s in pg["spec"]["subGroupPolicy"]] == ["workers"]
+
+
+def test_a_jobset_in_a_kubernetes_podgroup_is_placed_by_us_whole_in_one_rack(
+    plane: Plane, started: dict[str, str], namespace: str
+) -> None:
+    """JobSet's own way into Kubernetes' gang API: no release has ``spec.scheduling`` (v0.12.0
+    makes no Workload or PodGroup; docs/scheduling.md), so, as JobSet's "Workload Aware
+    Scheduling" guide does, the user makes the Workload (``controllerRef`` the JobSet) and its
+    PodGroup (a gang of 4 in one rack), and the JobSet's pod template names the PodGroup in
+    ``spec.schedulingGroup.podGroupName`` (the v0.12.0 CRD keeps the field). hyperplace-scheduler
+    binds the four pods whole in the one rack that holds them, says so on the group, and
+    hyperplace-controller makes no Volcano PodGroup for them."""
+    need(started, "jobset")
+    if not controlplane.has_workload_api(plane.cp.bin_dir):
+        pytest.skip(f"the Workload API needs Kubernetes 1.{controlplane.WORKLOAD_API_MINOR} or newer")
+    kubectl = plane.kubectl
+    racks = two_racks(kubectl)
+    blocker = racks.racks[f"{racks.label}-rack0"][0]
+    gang = {"gang": {"minCount": 4}}
+    kubectl.create(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "blocker", "namespace": namespace},
+                "spec": {
+                    "nodeName": blocker,
+                    "containers": [
+                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
+                    ],
+                },
+            },
+            {
+                "apiVersion": "scheduling.k8s.io/v1beta1",
+                "kind": "Workload",
+                "metadata": {"name": "pretrain", "namespace": namespace},
+                "spec": {
+                    "controllerRef": {"apiGroup": "jobset.x-k8s.io", "kind": "JobSet", "name": "pretrain"},
+                    "podGroupTemplates": [{"name": "workers", "schedulingPolicy": gang}],
+                },
+            },
+            {
+                "apiVersion": "scheduling.k8s.io/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "pretrain-workers", "namespace": namespace},
+                "spec": {
+                    "workloadRef": {"workloadName": "pretrain", "templateName": "workers"},
+                    "schedulingPolicy": gang,
+                    "schedulingConstraints": {"topology": [{"key": RACK_KEY}]},
+                },
+            },
+        ]
+    )
+    spec = {
+        **pod_spec(racks),
+        "restartPolicy": "Never",
+        "schedulingGroup": {"podGroupName": "pretrain-workers"},
+    }
+    js = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "pretrain", "namespace": namespace},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            "completionMode": "Indexed",
+                            "completions": 2,
+                            "parallelism": 2,
+                            "backoffLimit": 0,
+                            "template": {"spec": spec},
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    kubectl.create([js])
+    got = wait_for(
+        lambda: bound_pods(kubectl, namespace, 5), "the JobSet's 4 pods bound", describe=plane.describe
+    )
+    workers = [p for p in got if p["metadata"]["name"] != "blocker"]
+    assert all(p["spec"].get("schedulingGroup") == {"podGroupName": "pretrain-workers"} for p in workers)
+    assert {racks.rack_of(pod_node(p)) for p in workers} == {f"{racks.label}-rack1"}
+    cond = wait_for(
+        lambda: initially_scheduled(kubectl, namespace), "PodGroupInitiallyScheduled", describe=plane.describe
+    )
+    assert (cond["status"], cond["reason"]) == ("True", "Scheduled")
+    assert kubectl.items(PODGROUPS, "-n", namespace) == []  # no Volcano PodGroup: the group is theirs
 
 
 def test_leaderworkerset_groups_each_start_whole_inside_one_rack(

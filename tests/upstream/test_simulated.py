@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from simulator.cli import app
@@ -253,3 +255,41 @@ def test_our_annotations_apply_queue_and_exclusive_topology(tmp_path: Path):
     assert {n.split("-")[0] for n in other if n} != {e.split("-")[0]}
     research = out["queues"]["research"]
     assert research["allocated"].get("cpu") in ("4", 4, "4000m")
+
+
+BLOCK = "example.com/block"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValidationError,
+    reason=(
+        "scheduler bug: with no HyperNodes and two nested topology keys, label_domain_hypernodes "
+        "names a tier-2 HyperNode's members '<key>=<value>', which HyperNode's exactMatch name "
+        "pattern refuses: the snapshot raises and every scheduling cycle fails"
+    ),
+)
+def test_two_nested_keys_without_hypernodes_each_get_a_tier(tmp_path: Path) -> None:
+    # docs/scheduling.md: with no HyperNodes, several keys each get a tier, finest first, when
+    # each coarser key's domains are unions of the finer ones. Racks of 4 nodes, blocks of 2
+    # racks: a gang of 4 keyed on the rack is bound in one rack, a gang of 8 keyed on the block
+    # in one block (two whole racks), and the 2 pods of a busy rack send both elsewhere.
+    objs = [
+        {**n, "metadata": {**n["metadata"], "labels": {**n["metadata"]["labels"], BLOCK: f"block-{r // 2}"}}}
+        for r in range(4)
+        for n in [node(f"r{r}-n{i}", f"rack-{r}") for i in range(4)]
+    ]
+    out = simulate(
+        tmp_path,
+        [
+            *objs,
+            gang("in-rack", 4),
+            *pods("in-rack", 4),
+            gang("in-block", 8, key=BLOCK),
+            *pods("in-block", 8),
+        ],
+    )
+    rack = {n.split("-")[0] for n in nodes_of(out, "in-rack") if n}
+    block = {int(n.split("-")[0][1:]) // 2 for n in nodes_of(out, "in-block") if n}
+    assert None not in nodes_of(out, "in-rack") + nodes_of(out, "in-block")
+    assert len(rack) == 1 and len(block) == 1
