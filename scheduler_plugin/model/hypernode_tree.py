@@ -72,16 +72,24 @@ def label_domain_hypernodes(
                     for i in sorted(nodes)
                 ]
             else:
-                members = [
-                    {"type": "HyperNode", "selector": {"exactMatch": {"name": names[(tiers[t - 2], d)]}}}
+                children = [
+                    names[(tiers[t - 2], d)]
                     for d in sorted(by_key[tiers[t - 2]].values(), key=min)
                     if d <= nodes
                 ]
-            out.append(
-                HyperNode.model_validate(
-                    {"metadata": {"name": name}, "spec": {"tier": t, "tierName": key, "members": members}}
-                )
+                # The children's names are no DNS-1123 names (that is what keeps them apart from
+                # a user's), which exactMatch validates: validated with a stand-in, then named.
+                members = [
+                    {"type": "HyperNode", "selector": {"exactMatch": {"name": "child"}}} for _ in children
+                ]
+            hn = HyperNode.model_validate(
+                {"metadata": {"name": name}, "spec": {"tier": t, "tierName": key, "members": members}}
             )
+            if t > 1:
+                for member, child in zip(hn.spec.members, children, strict=True):
+                    assert member.selector.exact_match is not None
+                    member.selector.exact_match.name = child
+            out.append(hn)
     return out
 
 

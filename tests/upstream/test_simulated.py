@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from simulator.cli import app
@@ -260,15 +258,6 @@ def test_our_annotations_apply_queue_and_exclusive_topology(tmp_path: Path):
 BLOCK = "example.com/block"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValidationError,
-    reason=(
-        "scheduler bug: with no HyperNodes and two nested topology keys, label_domain_hypernodes "
-        "names a tier-2 HyperNode's members '<key>=<value>', which HyperNode's exactMatch name "
-        "pattern refuses: the snapshot raises and every scheduling cycle fails"
-    ),
-)
 def test_two_nested_keys_without_hypernodes_each_get_a_tier(tmp_path: Path) -> None:
     # docs/scheduling.md: with no HyperNodes, several keys each get a tier, finest first, when
     # each coarser key's domains are unions of the finer ones. Racks of 4 nodes, blocks of 2
