@@ -52,12 +52,14 @@ from hyperplace.kube.members import MemberIndex
 from hyperplace.kube.objects import namespaced_key
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
+from ..filters.dra import DraObjects, compute_domain_templates
 from ..filters.pod_constraints import PodConstraints
 from ..filters.pod_terms import NO_TERMS, PodClass
 from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, TaskInfo, build_job, remap_nodes
 from ..model.memo import Memo
 from ..model.snapshot import ClusterSnapshot, HostPort, Shape
+from .compute_domains import clique_keys, with_clique
 from .node_table import NodeTable
 from .pod_classes import BoundClasses, TermKeys, label_class
 from .records import (
@@ -117,6 +119,9 @@ class ClusterState:
         self._podgroups: dict[str, PodGroup] = {}
         # Upstream PodGroups' topology keys by job: the tree names a tier after each.
         self._label_keys: dict[str, str] = {}
+        # ComputeDomain channel templates and claims, and the DRA view jobs were built with.
+        self._compute_domains: frozenset[str] = frozenset()
+        self._dra_jobs = DraObjects()
         self._queues: dict[str, Queue] = {}
         self._policies: tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]] = ((), ())
         self._prios = Priorities()
@@ -542,6 +547,9 @@ class ClusterState:
         job_pg = standalone_pg if standalone_pg is not None else pg
         info = None
         if job_pg is not None:
+            job_pg = with_clique(
+                job_pg, (pods[k].cons.claims for k in self._job_pods.get(gkey, {})), self._dra_jobs
+            )
             prio = self._prios.of_podgroup(job_pg)
             info = build_job(job_pg, tasks, prio, tree.tier_names, tree.top_tier)
         return _Job(info, orphans, standalone_pg is not None, missing)
@@ -597,7 +605,14 @@ class ClusterState:
             self._relayout()
         elif self._added or self._removed:
             self._renode()
-        label_keys = tuple(sorted(set(self._label_keys.values())))
+        dra = self.storage.dra_view()
+        cd = compute_domain_templates(dra)
+        if cd != self._compute_domains:
+            # A ComputeDomain channel template came or went: its jobs' clique rule changes.
+            self._compute_domains = cd
+            self._dirty_jobs = self._all_job_keys()
+        self._dra_jobs = dra
+        label_keys = tuple(sorted(set(self._label_keys.values()) | set(clique_keys(dra))))
         tree_key = (self.members.generation, self._nodeset_gen, label_keys)
         if self._tree is None or self._tree_key != tree_key:
             old = self._tree
@@ -619,7 +634,6 @@ class ClusterState:
             self._dirty_jobs = set()
             self._last = None
         storage = self.storage.view()
-        dra = self.storage.dra_view()
         if (
             self._last is not None
             and self.changes == 0

@@ -23,9 +23,11 @@ from hyperplace.api.workload import upstream_topology_keys
 from hyperplace.kube.members import MemberIndex
 from hyperplace.runtime.gcpause import no_cyclic_gc
 
+from ..filters.dra import DraObjects
 from ..model.hypernode_tree import HyperNodeTree
 from ..model.jobs import JobInfo, TaskInfo, build_job
 from ..model.snapshot import ClusterSnapshot, Shape
+from .compute_domains import clique_keys, with_clique
 from .node_table import NodeTable
 from .pod_classes import TermKeys, bound_class, group_bound, label_class
 from .records import (
@@ -79,7 +81,9 @@ def build_snapshot(
     if members is not None:
         members.sync_nodes(node_labels)
         members.sync_hypernodes(hypernodes)
-    tree = HyperNodeTree.build(hypernodes, names, node_labels, members, upstream_topology_keys(podgroups))
+    storage_view, dra_view = build_storage_view(storage, pods)
+    label_keys = tuple(sorted(set(upstream_topology_keys(podgroups)) | set(clique_keys(dra_view))))
+    tree = HyperNodeTree.build(hypernodes, names, node_labels, members, label_keys)
     keys = TermKeys()
     for rec in recs:
         keys.add(rec.terms, +1)
@@ -87,8 +91,7 @@ def build_snapshot(
     with no_cyclic_gc():
         for rec in recs:
             jobs.add(rec)
-        built = jobs.build(tree)
-    storage_view, dra_view = build_storage_view(storage, pods)
+        built = jobs.build(tree, dra_view)
     snap = ClusterSnapshot(
         node_names=names,
         node_static=statics,
@@ -178,10 +181,12 @@ class _Jobs:
             self.missing_node[rec.key] = rec.node
         self.tasks[rec.job].append(task)
 
-    def build(self, tree: HyperNodeTree) -> dict[str, JobInfo]:
+    def build(self, tree: HyperNodeTree, dra: DraObjects) -> dict[str, JobInfo]:
         """Every job of the listing (PodGroups, and one per group-less pending pod of ours)."""
         jobs: dict[str, JobInfo] = {}
         for gkey, pg in {**self.pg_map, **self.standalone_pgs}.items():
             prio = self.prios.of_podgroup(pg)
-            jobs[gkey] = build_job(pg, self.tasks.get(gkey, []), prio, tree.tier_names, tree.top_tier)
+            tasks = self.tasks.get(gkey, [])
+            pg = with_clique(pg, (self.shapes[t.shape].constraints.claims for t in tasks), dra)
+            jobs[gkey] = build_job(pg, tasks, prio, tree.tier_names, tree.top_tier)
         return jobs

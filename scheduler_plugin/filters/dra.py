@@ -18,44 +18,13 @@ from typing import Any
 
 from hyperplace.kube.quantity import QuantityError, milli_value
 
+from .dra_cel import Version, compile_selector, parse_semver
 from .node_affinity import node_selector_term_matches_node
 from .nodes import NodeStatic
 from .plugin import freeze
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device)
 ALLOCATION_RESULTS_MAX = 32  # resourceapi.AllocationResultsMaxSize
-
-
-@dataclass(frozen=True)
-class Version:
-    """A semantic version attribute (``version``), comparable as semver orders versions."""
-
-    text: str
-    key: tuple[Any, ...] = field(compare=False, hash=False, default=())
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def parse_semver(text: str) -> tuple[Any, ...] | None:
-    """The sort key of a semantic version (major, minor, patch, pre-release), or None."""
-    core, _, _build = text.partition("+")
-    main, dash, pre = core.partition("-")
-    parts = main.split(".")
-    if len(parts) != 3 or not all(p.isdigit() and (p == "0" or not p.startswith("0")) for p in parts):
-        return None
-    if dash and not pre:
-        return None
-    pre_key: tuple[Any, ...]
-    if pre:
-        ids = pre.split(".")
-        if any(not i for i in ids):
-            return None
-        # A release sorts after its pre-releases; numeric identifiers before alphanumeric ones.
-        pre_key = (0, tuple((0, int(i), "") if i.isdigit() else (1, 0, i) for i in ids))
-    else:
-        pre_key = (1, ())
-    return (int(parts[0]), int(parts[1]), int(parts[2]), pre_key)
 
 
 def qualify(name: str, driver: str) -> str:
@@ -209,9 +178,6 @@ def _selectors(raw: Any, where: str) -> tuple[tuple[str, ...], str | None]:
     """The CEL expressions of ``selectors``, each compiled here once so that one that does not
     compile is named by its field (the API server refuses it; kube-scheduler's allocator would
     report ``CEL compile error`` for it)."""
-    # Imported here: dra_cel reads this module's records.
-    from .dra_cel import compile_selector
-
     out: list[str] = []
     for i, s in enumerate(raw or []):
         expr = ((s or {}).get("cel") or {}).get("expression") if isinstance(s, Mapping) else None
@@ -672,3 +638,40 @@ class DraObjects:
                 if not r.admin_access
             )
         return self._allocated
+
+
+# ---------------------------------------------------------------------------------- ComputeDomains
+# NVIDIA's DRA driver: a ComputeDomain's workload pods claim an IMEX channel of this DeviceClass
+# through the ResourceClaimTemplate its controller makes; multi-node NVLink holds only inside
+# one NVLink clique, which the GPU Operator labels on each node.
+COMPUTE_DOMAIN_CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+
+
+def claims_compute_domain_channel(spec: ClaimSpec) -> bool:
+    """The claim asks for a ComputeDomain's IMEX channel."""
+    return any(cls == COMPUTE_DOMAIN_CHANNEL_CLASS for _req, cls in spec.classes)
+
+
+def uses_compute_domain(claims: PodClaims, objects: DraObjects) -> bool:
+    """The pod claims a ComputeDomain channel (through its template, or a claim by name)."""
+    for ref in claims.refs:
+        spec = None
+        if ref.template is not None:
+            t = objects.templates.get(f"{claims.namespace}/{ref.template}")
+            spec = t.spec if t is not None else None
+        elif ref.claim_name is not None:
+            c = objects.claims.get(claims.key(ref))
+            spec = c.spec if c is not None else None
+        if spec is not None and claims_compute_domain_channel(spec):
+            return True
+    return False
+
+
+def compute_domain_templates(objects: DraObjects) -> frozenset[str]:
+    """The templates and claims (``namespace/name``) that ask for a ComputeDomain channel: while
+    any exists, the clique label is a topology key of the tree."""
+    return frozenset(
+        [k for k, t in objects.templates.items() if claims_compute_domain_channel(t.spec)]
+        + [k for k, c in objects.claims.items() if claims_compute_domain_channel(c.spec)]
+    )

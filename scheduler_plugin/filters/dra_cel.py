@@ -17,21 +17,55 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from hyperplace.kube.quantity import QuantityError, milli_value
 
-from .dra import DeviceInfo, Version, parse_semver
+if TYPE_CHECKING:  # dra.py reads this module's Version and compiles its selectors here
+    from .dra import DeviceInfo
+
 
 _T = cel.Type
 _Q, _V = "__quantity", "__semver"  # the map keys that make a quantity or a version value
 # Domains an expression indexes literally: given as empty maps when the device has none.
 _DOMAIN = re.compile(r"""(?:attributes|capacity)\s*\[\s*(['"])(.*?)\1\s*\]""")
+
+
+@dataclass(frozen=True)
+class Version:
+    """A semantic version attribute (``version``), comparable as semver orders versions."""
+
+    text: str
+    key: tuple[Any, ...] = field(compare=False, hash=False, default=())
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_semver(text: str) -> tuple[Any, ...] | None:
+    """The sort key of a semantic version (major, minor, patch, pre-release), or None."""
+    core, _, _build = text.partition("+")
+    main, dash, pre = core.partition("-")
+    parts = main.split(".")
+    if len(parts) != 3 or not all(p.isdigit() and (p == "0" or not p.startswith("0")) for p in parts):
+        return None
+    if dash and not pre:
+        return None
+    pre_key: tuple[Any, ...]
+    if pre:
+        ids = pre.split(".")
+        if any(not i for i in ids):
+            return None
+        # A release sorts after its pre-releases; numeric identifiers before alphanumeric ones.
+        pre_key = (0, tuple((0, int(i), "") if i.isdigit() else (1, 0, i) for i in ids))
+    else:
+        pre_key = (1, ())
+    return (int(parts[0]), int(parts[1]), int(parts[2]), pre_key)
 
 
 def _q(milli: int) -> dict[str, int]:

@@ -164,3 +164,67 @@ def dra_listing(*objs: dict[str, Any]) -> StorageListing:
 def template_claims(pods: list[dict[str, Any]], tmpl: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Each pod uses ``tmpl``, and its claim exists (made for it by the resourceclaim controller)."""
     return [claim(uses_template(p, tmpl), spec, owner_pod=p) for p in pods]
+
+
+CD_DRIVER = "compute-domain.nvidia.com"
+CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+
+
+def channel_class() -> dict[str, Any]:
+    """The DeviceClass NVIDIA's chart installs for a ComputeDomain's default IMEX channel."""
+    return device_class(
+        CHANNEL_CLASS,
+        CD_DRIVER,
+        extra=[
+            f"device.attributes['{CD_DRIVER}'].type == 'channel' && device.attributes['{CD_DRIVER}'].id == 0"
+        ],
+    )
+
+
+def channel_slice(node: str) -> dict[str, Any]:
+    """The compute-domain kubelet plugin's slice on ``node``: its IMEX channel 0."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{CD_DRIVER}"},
+        "spec": {
+            "driver": CD_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}}
+            ],
+        },
+    }
+
+
+def channel_template(name: str, domain_uid: str, ns: str = "default") -> dict[str, Any]:
+    """The workload ResourceClaimTemplate the ComputeDomain controller makes for a domain."""
+    out = template(
+        name,
+        {
+            "devices": {
+                "requests": [{"name": "channel", "exactly": {"deviceClassName": CHANNEL_CLASS}}],
+                "config": [
+                    {
+                        "requests": ["channel"],
+                        "opaque": {
+                            "driver": CD_DRIVER,
+                            "parameters": {
+                                "apiVersion": "resource.nvidia.com/v1beta1",
+                                "kind": "ComputeDomainChannelConfig",
+                                "domainID": domain_uid,
+                                "allocationMode": "Single",
+                            },
+                        },
+                    }
+                ],
+            }
+        },
+        ns,
+    )
+    out["metadata"]["labels"] = {
+        "resource.nvidia.com/computeDomain": domain_uid,
+        "resource.nvidia.com/computeDomainTarget": "Workload",
+    }
+    return out

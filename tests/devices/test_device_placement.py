@@ -18,6 +18,9 @@ from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 from .builders import (
     CLIQUE_LABEL,
     DRIVER,
+    channel_class,
+    channel_slice,
+    channel_template,
     claim,
     claim_spec,
     device_class,
@@ -227,3 +230,89 @@ def test_a_missing_device_class_keeps_the_pod_waiting() -> None:
     result = schedule(nodes, [p], dra_listing(template("t", spec), *slices, *objs), hns)
     assert result.bindings == {}
     assert "device class no-such-class does not exist" in result.unschedulable["default/classless"]
+
+
+def compute_domain_cluster(
+    sizes: list[int], hypernodes: bool
+) -> tuple[list[dict[str, Any]], list[HyperNode], list[dict[str, Any]]]:
+    """NVLink cliques of ``sizes`` nodes (4 GPUs and an IMEX channel each), labelled with their
+    clique; with ``hypernodes`` the cliques are tier-1 HyperNodes (the nvidia-clique preset)."""
+    nodes, hns, slices = [], [], []
+    for c, size in enumerate(sizes):
+        members = [f"c{c}n{i}" for i in range(size)]
+        for m in members:
+            nodes.append(node(m, cpu=16, labels={CLIQUE_LABEL: f"clique-{c}"}))
+            slices += [gpu_slice(m, 4, clique=f"clique-{c}"), channel_slice(m)]
+        if hypernodes:
+            hns.append(hypernode(f"nvl-{c}", 1, nodes=members))
+    if hypernodes:
+        hns.append(hypernode("root", 2, children=[f"nvl-{c}" for c in range(len(sizes))]))
+    return nodes, hns, slices
+
+
+def compute_domain_gang(
+    name: str, replicas: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], PodGroup]:
+    """A gang whose pods claim 4 GPUs and their ComputeDomain's channel (as NVIDIA's examples
+    write them), with no network topology of its own; the claims made for each pod."""
+    pods = job_pods(name, replicas, cpu=1)
+    gpus, chan = claim_spec(4), channel_template(f"{name}-channel", f"uid-cd-{name}")
+    objs: list[dict[str, Any]] = [template("four", gpus), chan]
+    for p in pods:
+        pn = p["metadata"]["name"]
+        p["spec"]["resourceClaims"] = [
+            {"name": "gpus", "resourceClaimTemplateName": "four"},
+            {"name": "channel", "resourceClaimTemplateName": f"{name}-channel"},
+        ]
+        p["status"]["resourceClaimStatuses"] = [
+            {"name": "gpus", "resourceClaimName": f"{pn}-gpus"},
+            {"name": "channel", "resourceClaimName": f"{pn}-channel"},
+        ]
+        objs += [
+            claim(f"{pn}-gpus", gpus, owner_pod=p),
+            claim(f"{pn}-channel", chan["spec"]["spec"], owner_pod=p),
+        ]
+    return pods, objs, podgroup(name, replicas)
+
+
+def test_a_compute_domains_pods_and_channels_land_in_one_nvlink_clique_all_or_nothing() -> None:
+    for with_hypernodes in (True, False):
+        # Cliques of 2 and 3 nodes: a 3-pod ComputeDomain fits only the second, whole.
+        nodes, hns, slices = compute_domain_cluster([2, 3], with_hypernodes)
+        pods, objs, pg = compute_domain_gang("imex", 3)
+        listing = dra_listing(device_class(), channel_class(), *slices, *objs)
+        result = schedule(nodes, pods, listing, hns, [pg])
+        assert sorted(result.bindings.values()) == ["c1n0", "c1n1", "c1n2"], with_hypernodes
+        channels = [devices_of(result, f"default/{p['metadata']['name']}-channel") for p in pods]
+        assert sorted(pool for [(pool, _)] in channels) == ["c1n0", "c1n1", "c1n2"]
+
+
+def test_a_compute_domain_no_clique_holds_waits_whole() -> None:
+    nodes, hns, slices = compute_domain_cluster([2, 2], True)
+    pods, objs, pg = compute_domain_gang("imex", 3)
+    listing = dra_listing(device_class(), channel_class(), *slices, *objs)
+    result = schedule(nodes, pods, listing, hns, [pg])
+    assert result.bindings == {} and result.claims == {}
+
+
+def test_two_compute_domains_share_a_clique_only_when_it_has_room() -> None:
+    # One clique of 4 nodes: each node has one IMEX channel, so two 2-pod domains fit side by
+    # side, and a third waits.
+    nodes, hns, slices = compute_domain_cluster([4], True)
+    objs_all: list[dict[str, Any]] = []
+    pods_all: list[dict[str, Any]] = []
+    pgs = []
+    for name in ("a", "b", "c"):
+        pods, objs, pg = compute_domain_gang(name, 2)
+        pods_all += pods
+        objs_all += [
+            o
+            for o in objs
+            if o["metadata"]["name"] != "four" or not any(x["metadata"]["name"] == "four" for x in objs_all)
+        ]
+        pgs.append(pg)
+    result = schedule(
+        nodes, pods_all, dra_listing(device_class(), channel_class(), *slices, *objs_all), hns, pgs
+    )
+    placed = {k.split("/")[1].split("-")[0] for k in result.bindings}
+    assert len(result.bindings) == 4 and len(placed) == 2
