@@ -234,6 +234,11 @@ def as_volcano_podgroup(pg: UpstreamPodGroup) -> PodGroup:
         spec["networkTopology"] = nt.to_dict()
     if pg.spec.priority is not None:
         spec["priority"] = pg.spec.priority  # an extra field: read by the job's priority only
+    # Extra fields too, read by the eviction actions (upstream_disruption_all, upstream_preempt_never).
+    if pg.spec.disruption_mode is not None and pg.spec.disruption_mode.all is not None:
+        spec["disruptionMode"] = "All"
+    if pg.spec.preemption_policy is not None:
+        spec["preemptionPolicy"] = pg.spec.preemption_policy
     return PodGroup.model_validate(
         {
             "metadata": {
@@ -261,6 +266,18 @@ def upstream_priority(pg: PodGroup) -> int | None:
         return None
     raw = (pg.spec.model_extra or {}).get("priority")
     return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+
+
+def upstream_disruption_all(pg: PodGroup) -> bool:
+    """The upstream PodGroup a job was built from says ``disruptionMode: {all: {}}``: its pods
+    are evicted together or not at all."""
+    return is_upstream_job(pg) and (pg.spec.model_extra or {}).get("disruptionMode") == "All"
+
+
+def upstream_preempt_never(pg: PodGroup) -> bool:
+    """The upstream PodGroup a job was built from says ``preemptionPolicy: Never``: the gang
+    never evicts others to make room."""
+    return is_upstream_job(pg) and (pg.spec.model_extra or {}).get("preemptionPolicy") == "Never"
 
 
 def upstream_topology_keys(pgs: Iterable[PodGroup]) -> tuple[str, ...]:

@@ -227,6 +227,13 @@ def _evict_for_starving_gangs(ssn: Session, mode: Mode) -> None:
         if isinstance(groups, str) or not groups:
             continue
         rep = groups[0].tasks[0]
+        if job.preempt_never:
+            note(
+                ssn,
+                job,
+                f"{action}: PodGroup preemptionPolicy Never: the gang waits for room without evicting anyone",
+            )
+            continue
         if any(t.preempt_never for g in groups for t in g.tasks):
             # Volcano skips a preemptor pod whose preemptionPolicy is Never; a gang cannot start
             # without it, so the gang does not preempt.

@@ -209,6 +209,8 @@ def build_units(
                     np.array([t.priority for t in block], dtype=np.int64),
                 )
             )
+        if job.whole_disruption:
+            spare = 0  # disruptionMode all: no pod of the group goes alone
         blocks.append((jkey, len(tasks), len(block), spare, whole and whole_gangs))
         tasks.extend(block)
     p = len(tasks)

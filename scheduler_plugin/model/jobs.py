@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from hyperplace.api.podgroup import NetworkTopologySpec, PodGroup, SubGroupPolicySpec
 from hyperplace.api.times import parse_go_duration
-from hyperplace.api.workload import UPSTREAM_TOPOLOGY_KEY
+from hyperplace.api.workload import UPSTREAM_TOPOLOGY_KEY, upstream_disruption_all, upstream_preempt_never
 from hyperplace.kube import SelectorError, label_selector_matches
 
 from .memo import Memo
@@ -179,6 +179,10 @@ class JobInfo:
     topology: TopologyConstraint | None
     has_policies: bool
     subjobs: dict[str, SubJobInfo] = field(default_factory=dict)
+    # A Kubernetes PodGroup's disruptionMode all: evicted whole or not at all; its
+    # preemptionPolicy Never: the gang never evicts others.
+    whole_disruption: bool = False
+    preempt_never: bool = False
     min_subjobs: dict[str, int] = field(default_factory=dict)
     allocated_hypernode: int = -1
     problems: list[str] = field(default_factory=list)  # reasons the job cannot be considered
@@ -343,6 +347,8 @@ def build_job(
         min_task_member=dict(spec.min_task_member or {}),
         topology=topo,
         has_policies=bool(policies),
+        whole_disruption=upstream_disruption_all(pg),
+        preempt_never=upstream_preempt_never(pg),
     )
     meta = pg.metadata
     job.preemptable, bad = preemptable_mark(meta.annotations, meta.labels)

@@ -282,3 +282,59 @@ def test_two_nested_keys_without_hypernodes_each_get_a_tier(tmp_path: Path) -> N
     block = {int(n.split("-")[0][1:]) // 2 for n in nodes_of(out, "in-block") if n}
     assert None not in nodes_of(out, "in-rack") + nodes_of(out, "in-block")
     assert len(rack) == 1 and len(block) == 1
+
+
+PREEMPT_CONF = """actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def _preemption(tmp_path: Path, batch_extra: dict[str, Any], urgent_extra: dict[str, Any]) -> dict[str, Any]:
+    """Four nodes full of a low-priority Kubernetes PodGroup that runs with any one pod
+    (minCount 1); a high-priority one-pod gang needs one node."""
+    conf = tmp_path / "scheduler.conf"
+    conf.write_text(PREEMPT_CONF)
+    classes = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+        for n, v in (("low", 10), ("high", 1000))
+    ]
+    running = pods("batch", 4)
+    for i, p in enumerate(running):
+        p["spec"]["nodeName"] = f"r0-n{i}"
+        p["spec"]["priorityClassName"] = "low"
+    urgent = pods("urgent", 1)
+    urgent[0]["spec"]["priorityClassName"] = "high"
+    objs = [
+        *racks(1, 4),
+        *classes,
+        gang("batch", 1, key=None, priorityClassName="low", **batch_extra),
+        *running,
+        gang("urgent", 1, key=None, priorityClassName="high", **urgent_extra),
+        *urgent,
+    ]
+    return simulate(tmp_path, objs, "--scheduler-config", str(conf), "--cycles", "1")
+
+
+def test_a_group_disrupted_one_pod_at_a_time_loses_one_pod_to_a_preemptor(tmp_path: Path) -> None:
+    out = _preemption(tmp_path, {"disruptionMode": {"single": {}}}, {})
+    assert len(out["evictions"]) == 1
+
+
+def test_a_group_with_disruption_mode_all_is_evicted_whole_or_not_at_all(tmp_path: Path) -> None:
+    out = _preemption(tmp_path, {"disruptionMode": {"all": {}}}, {})
+    assert sorted(e if isinstance(e, str) else e.get("pod", e.get("victim")) for e in out["evictions"]) == [
+        f"train/batch-{i}" for i in range(4)
+    ]
+
+
+def test_a_group_whose_preemption_policy_is_never_evicts_nobody(tmp_path: Path) -> None:
+    out = _preemption(tmp_path, {}, {"preemptionPolicy": "Never"})
+    assert out["evictions"] == []
