@@ -4,7 +4,7 @@ ResourceSlices (as NVIDIA's DRA driver publishes them: driver ``gpu.nvidia.com``
 node), the DeviceClass the driver's chart installs, and a Volcano Job whose workers claim their
 GPUs through a ResourceClaimTemplate, held to one NVLink domain.
 
-    python examples/gen_dra.py          # rewrites examples/dra-gpus
+    python examples/gen_dra.py          # rewrites examples/dra-gpus and examples/compute-domain
 
 Output is deterministic; tests/devices pins what it gives.
 """
@@ -187,6 +187,132 @@ def dra_gpus() -> None:
     )
 
 
+def channel_slice(name: str) -> dict[str, Any]:
+    """What the compute-domain kubelet plugin publishes on a node: its IMEX channel 0."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{name}-compute-domain.nvidia.com"},
+        "spec": {
+            "driver": "compute-domain.nvidia.com",
+            "nodeName": name,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}}
+            ],
+        },
+    }
+
+
+def compute_domain() -> None:
+    out = HERE / "compute-domain"
+    out.mkdir(exist_ok=True)
+    nodes, slices = [], []
+    # A small NVLink domain of 2 trays and a larger one of 4: the 4-node ComputeDomain fits only
+    # the second, whole.
+    for d, size in enumerate((2, 4)):
+        for i in range(size):
+            name = f"gb200-{d}-{i}"
+            nodes.append(node(name, f"{CLUSTER_UUID}.{32766 + d}"))
+            slices += [gpu_slice(name, 4), channel_slice(name)]
+    dump(
+        out / "00-nodes.yaml",
+        "# Two NVLink domains of GB200 compute trays (2 and 4 nodes), labelled with their clique.\n",
+        nodes,
+    )
+    dump(
+        out / "05-resourceslices.yaml",
+        "# What NVIDIA's DRA driver publishes: four GPUs and one IMEX channel per node.\n",
+        slices,
+    )
+    dump(
+        out / "10-classes.yaml",
+        "# The DeviceClasses the driver's chart installs: GPUs and a ComputeDomain's default channel.\n",
+        [
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": DRIVER},
+                "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+            },
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": "compute-domain-default-channel.nvidia.com"},
+                "spec": {
+                    "selectors": [
+                        {
+                            "cel": {
+                                "expression": "device.driver == 'compute-domain.nvidia.com' && "
+                                "device.attributes['compute-domain.nvidia.com'].type == 'channel' && "
+                                "device.attributes['compute-domain.nvidia.com'].id == 0"
+                            }
+                        }
+                    ]
+                },
+            },
+        ],
+    )
+    gpus = {
+        "devices": {
+            "requests": [
+                {
+                    "name": "gpus",
+                    "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 4},
+                }
+            ]
+        }
+    }
+    pod_spec = {
+        "containers": [
+            {
+                "name": "worker",
+                "image": "example.com/nvbandwidth:latest",
+                "resources": {"requests": {"cpu": "100"}, "claims": [{"name": "gpus"}, {"name": "channel"}]},
+            }
+        ],
+        "resourceClaims": [
+            {"name": "gpus", "resourceClaimTemplateName": "four-gb200"},
+            {"name": "channel", "resourceClaimTemplateName": "imex-channel"},
+        ],
+    }
+    dump(
+        out / "20-compute-domain.yaml",
+        "# A ComputeDomain (its controller makes the channel template) and a Volcano Job of 4 workers\n"
+        "# that claim 4 GPUs and the domain's IMEX channel each, with no network topology of its own:\n"
+        "# the scheduler holds a ComputeDomain's pods to one NVLink clique, all or nothing.\n",
+        [
+            {
+                "apiVersion": "resource.nvidia.com/v1beta1",
+                "kind": "ComputeDomain",
+                "metadata": {"name": "imex", "namespace": "default"},
+                "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": "imex-channel"}}},
+            },
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "four-gb200", "namespace": "default"},
+                "spec": {"spec": gpus},
+            },
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": "mnnvl", "namespace": "default"},
+                "spec": {
+                    "schedulerName": "volcano",
+                    "minAvailable": 4,
+                    "tasks": [{"name": "worker", "replicas": 4, "template": {"spec": pod_spec}}],
+                },
+            },
+        ],
+    )
+    (out / "README.md").write_text(
+        "An NVIDIA ComputeDomain (multi-node NVLink): its workers claim GPUs and the domain's IMEX channel, and "
+        "are held to one NVLink clique, all or nothing: `hyperplace simulate examples/compute-domain`.\n"
+    )
+
+
 if __name__ == "__main__":
     dra_gpus()
+    compute_domain()
     sys.exit(0)

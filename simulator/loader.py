@@ -62,6 +62,9 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     ("resource.k8s.io", "ResourceSlice"): False,
     ("resource.k8s.io", "ResourceClaim"): True,
     ("resource.k8s.io", "ResourceClaimTemplate"): True,
+    # NVIDIA's ComputeDomain: its workload claim template is made by the simulated controller
+    # (simulator.controllers.compute_domains).
+    ("resource.nvidia.com", "ComputeDomain"): True,
 }
 
 # Kinds a directory written for `kubectl apply` carries that mean nothing to a simulation; skipped

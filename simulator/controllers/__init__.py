@@ -2,7 +2,7 @@
 module each: HyperNode discovery, HyperNode status, the Volcano Job controller, Kubernetes'
 workload controllers (and the operators the simulator stands in for), the PodGroup controller,
 the queue controller, and kube-controller-manager's ephemeral volume, PersistentVolume and
-resourceclaim controllers.
+resourceclaim controllers, and NVIDIA's ComputeDomain controller.
 
 Each adapter is made with the simulation's :class:`~simulator.cluster.Cluster` and has one
 step, ``reconcile() -> bool``: one pass over its objects, saying whether it changed anything.
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..cluster import Cluster
+from .compute_domains import ComputeDomains
 from .discovery import Discovery
 from .ephemeral_volumes import EphemeralVolumes
 from .hypernode_status import HyperNodeStatus
@@ -40,7 +41,7 @@ class Controller(Protocol):
 # the Job and workload controllers make the pods the PodGroup controller groups, and the
 # queue controller counts the PodGroups; the pods' ephemeral volumes get their claims, which
 # the PersistentVolume controller binds (the ones the scheduler chose volumes or nodes for); pods
-# with ResourceClaimTemplates get their ResourceClaims.
+# with ResourceClaimTemplates get their ResourceClaims (a ComputeDomain's template first).
 CONTROLLERS: tuple[Callable[[Cluster], Controller], ...] = (
     Discovery,
     HyperNodeStatus,
@@ -50,6 +51,7 @@ CONTROLLERS: tuple[Callable[[Cluster], Controller], ...] = (
     Queues,
     EphemeralVolumes,
     PersistentVolumes,
+    ComputeDomains,
     ResourceClaims,
 )
 

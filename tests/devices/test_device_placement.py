@@ -4,7 +4,11 @@ anywhere is told why in kube-scheduler's words."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+from typer.testing import CliRunner
 
 from hyperplace.api import HyperNode, PodGroup
 from scheduler_plugin.cache.cluster_state import ClusterState
@@ -13,6 +17,7 @@ from scheduler_plugin.cache.storage import StorageListing
 from scheduler_plugin.cache.verify import verify_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
 from scheduler_plugin.cycle import SessionResult, run_session
+from simulator.cli import app
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
 
 from .builders import (
@@ -316,3 +321,12 @@ def test_two_compute_domains_share_a_clique_only_when_it_has_room() -> None:
     )
     placed = {k.split("/")[1].split("-")[0] for k in result.bindings}
     assert len(result.bindings) == 4 and len(placed) == 2
+
+
+def test_the_compute_domain_example_runs_whole_in_the_clique_that_holds_it() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "compute-domain"
+    res = CliRunner().invoke(app, ["simulate", str(example), "--output", "json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    nodes = {p["node"] for k, p in out["pods"].items() if k.startswith("default/mnnvl-")}
+    assert nodes == {f"gb200-1-{i}" for i in range(4)}  # the 4-node clique, not split over both
