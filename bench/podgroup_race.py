@@ -43,9 +43,26 @@ read from the Go module cache ``k8s.io/kubernetes@v1.37.2``):
 * ``gangscheduling/performance-config.yaml``: 5,000 nodes with 1,000, 2,000, 3,000 gangs of 3
   (not 4) and 3, 6, 9 gangs of 1,000 (``gang-1000x3`` ... ``gang-9x1000``).
 
+The mixed two-tier shape (``mixed-200x20``, ours, not scheduler_perf's): the same nodes also
+carry ``bench.hyperplace.io/rack: r-{i // 10}`` (racks of 10 nodes) and
+``bench.hyperplace.io/block: b-{i // 50}`` (blocks of 5 racks); 200 gangs (20 ``--quick``) of 4
+partitions of 5 pods, each pod a whole node (``cpu: 4``), labelled ``volcano.sh/task-spec:
+worker`` and ``volcano.sh/partition-id`` (its partition). The requirement: the gang in one block
+and each partition in one rack (a gang is two racks' worth; a block holds two gangs, which leaves
+room to keep every partition in a rack). kube-scheduler's PodGroup has one key: ``kube`` is given
+the block key (the gang in one block, the partitions wherever), ``kube-rack`` the rack key (no
+gang fits a rack: nothing is bound; given up after 60 s without a bind). ``ours`` gets the same
+upstream PodGroup with the block key and no HyperNodes; ``ours-hn`` two tiers of HyperNodes (500
+racks by labelMatch, 100 blocks of their racks by name) and, beside the upstream PodGroup, a
+Volcano PodGroup of the same name, which the scheduler takes instead (an upstream PodGroup has no
+place for partitions or a second tier): ``networkTopology`` hard tier 2, ``subGroupPolicy`` of
+partitions of 5 by ``volcano.sh/partition-id``, each hard tier 1. Reported per gang: racks and
+blocks used, partitions split over racks, and the gangs that met both tiers.
+
 ``--quick`` is 1/10 scale: 500 nodes (5 racks), a tenth of the small gangs (75, 150, 225 gangs of
 4; 100, 200, 300 of 3), and the 1,000-pod shapes as 3, 6, 9 gangs of 100 (a tenth of the pods,
-the same number of gangs). A 1,000-pod gang asks 100 CPUs, a quarter of a rack's 400.
+the same number of gangs), the mixed shape as 20 gangs on 50 racks in 10 blocks. A 1,000-pod
+gang asks 100 CPUs, a quarter of a rack's 400.
 
 kube-scheduler runs with its default profile (its own gang and topology plugins, as the gates turn
 them on), no leader election and a client rate of QPS 2000 / burst 2000 (ours' defaults; its own
