@@ -84,9 +84,21 @@ nodes, all bound after the first pod create, ours vs kube-scheduler (ratio), sch
     gang 1,000 x 3    15.9 s vs  30.5 s (1.9x)   CPU  9.7 vs  15.7 s
     gang 3 x 1,000    13.8 s vs  29.2 s (2.1x)   CPU  9.0 vs  20.5 s
 
+and in one run from 08:44 to 09:14 UTC, load 7-9 (another engineer's control planes beside it):
+
+    gang 2,000 x 3    93.4 s vs 128.0 s (1.4x)   CPU 26.2 vs  37.0 s
+    gang 3,000 x 3    85.1 s vs 157.0 s (1.8x)   CPU 39.0 vs  60.2 s
+    gang 6 x 1,000    51.3 s vs 106.5 s (2.1x)   CPU 19.6 vs  49.6 s
+    gang 9 x 1,000    80.8 s vs 160.9 s (2.0x)   CPU 30.8 vs  82.8 s
+    mixed 200 x 20    43.3 s vs 195.4 s (4.5x)   CPU 11.3 vs 114.6 s   (ours-hn vs kube, block key)
+
+On the mixed shape every gang of ours-hn met both tiers (200 of 200), ours with the block key
+alone 198, kube-scheduler with the block key none (every partition over two racks); with the
+rack key kube-scheduler bound nothing.
+
 Every TAS gang of both schedulers in one rack; no gang unplaced or partial. Peak RSS ours
-308-570 MiB, kube-scheduler 173-754 MiB. The other shapes at 1/10 scale (``--quick``) and the
-whole table: bench/README.md, "The race against kube-scheduler".
+308-570 MiB, kube-scheduler 173-754 MiB. The 1/10 scale (``--quick``) runs and the whole
+tables: bench/README.md, "The race against kube-scheduler".
 """
 
 from __future__ import annotations
