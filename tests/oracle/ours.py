@@ -75,7 +75,7 @@ def our_session(
     others: Sequence[Mapping[str, Any]] = (),
 ) -> OurSession:
     """The snapshot our scheduler builds with ``bound`` (pods with ``spec.nodeName``) running on
-    ``nodes``, ``others`` (Namespaces, claims, volumes, classes, CSI objects) in the cluster and
+    ``nodes``, ``others`` (Namespaces, claims, volumes, classes, CSI objects, DRA objects) in the cluster and
     ``pod`` pending, addressed to us. Pass the objects as the apiserver stored them: admission
     adds tolerations, defaults fields and drops what a feature gate disables."""
     mine = as_ours(pod)
@@ -92,6 +92,10 @@ def our_session(
         csinodes=of("CSINode"),
         drivers=of("CSIDriver"),
         capacities=of("CSIStorageCapacity"),
+        device_classes=of("DeviceClass"),
+        resource_slices=of("ResourceSlice"),
+        resource_claims=of("ResourceClaim"),
+        claim_templates=of("ResourceClaimTemplate"),
     )
     snap = build_snapshot(
         [dict(n) for n in nodes],
