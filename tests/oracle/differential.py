@@ -235,7 +235,7 @@ def pod_error(kube: OracleVerdict, ours: OurVerdict) -> bool:
     if kube.nodes or kube.message is None or re.match(r"\d+/\d+ nodes are available", kube.message):
         return False
     # kube-scheduler's text: 'running "DynamicResources" filter plugin: <the allocator's error>'.
-    return any(r and r in kube.message for rs in ours.reasons.values() for r in rs)
+    return any(r and r in kube.message for rs in ours.dra.values() for r in rs)
 
 
 def score_outcome(ours: OurScores, choice: OracleChoice, feasible: frozenset[str]) -> str:
