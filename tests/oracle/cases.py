@@ -12,7 +12,7 @@ DoesNotExist, Gt, Lt, matchFields on metadata.name) and tolerations.
 Behind the flags of :data:`FEATURES` (on where our filters judge them, see
 :data:`DEFAULT_FEATURES`): pod affinity and anti-affinity, required anti-affinity of bound pods,
 bound pods' terms that score the incoming pods, nodes missing a topology label, topology spread
-constraints, and volumes. A filter that lands adds its flag to
+constraints, volumes, and Dynamic Resource Allocation (``dra``). A filter that lands adds its flag to
 :data:`DEFAULT_FEATURES`; a new kind of case is a new flag here.
 
 Every case is a pure function of ``(seed, index, features)``; names carry both numbers, so the
@@ -70,6 +70,7 @@ DEFAULT_FEATURES: frozenset[str] = frozenset(
         "topology-spread",
         "volumes",
         "nodes-without-pod-slots",
+        "dra",
     }
 )
 
@@ -852,8 +853,8 @@ class _Dra:
         name = str(node["metadata"]["name"])
         where = {"nodeName": name}
         self.local[name] = []
-        if r.random() < 0.75:
-            gpus = [self.gpu(f"gpu-{i}", i) for i in range(r.randint(1, 4))]
+        if r.random() < 0.8:
+            gpus = [self.gpu(f"gpu-{i}", i) for i in range(r.choice((1, 2, 2, 3, 4, 4)))]
             generation = 1
             if r.random() < 0.12:
                 generation = 2
@@ -976,14 +977,19 @@ class _Dra:
 
     def exactly(self, cls: str | None = None, all_devices: bool = False) -> dict[str, Any]:
         r = self.rng
-        cls = cls or r.choice(sorted(self.classes))
+        if cls is None:
+            # Mostly plain GPUs: most pods asked about should find a node somewhere.
+            names = sorted(self.classes)
+            weights = [3 if n == f"{self.tag}-gpu" else 1 for n in names]
+            cls = r.choices(names, weights=weights)[0]
         out: dict[str, Any] = {"deviceClassName": cls}
         if all_devices:
             out["allocationMode"] = "All"
         else:
             out["allocationMode"] = "ExactCount"
-            out["count"] = r.choices((1, 2, 3), weights=(5, 3, 1))[0]
-        if r.random() < 0.45:
+            nic = self.classes[cls] == NIC_DRIVER
+            out["count"] = r.choices((1, 2, 3), weights=(8, 1, 0) if nic else (6, 3, 1))[0]
+        if r.random() < 0.35:
             pool = GPU_SELECTORS if self.classes[cls] == GPU_DRIVER else NIC_SELECTORS
             out["selectors"] = _cel(*r.sample(pool, r.choice((1, 1, 2))))
         return out
@@ -1003,25 +1009,25 @@ class _Dra:
         pod holds. Never one that does not exist: kube-scheduler's PreEnqueue holds such a pod
         back without a verdict (ours refuses it: no node either way)."""
         r = self.rng
-        if r.random() > 0.6:
+        if r.random() > 0.45:
             return
         ns = str(pod["metadata"]["namespace"])
         pname = str(pod["metadata"]["name"])
         refs: list[dict[str, Any]] = []
-        for k in range(r.choices((1, 2), weights=(3, 1))[0]):
+        for k in range(r.choices((1, 2), weights=(4, 1))[0]):
             roll = r.random()
             if roll < 0.1 and self.allocated.get(ns):
                 refs.append({"name": f"rc{k}", "resourceClaimName": r.choice(self.allocated[ns])})
                 continue
             requests, every = [], set()
-            for j in range(r.choices((1, 2), weights=(2, 1))[0]):
+            for j in range(r.choices((1, 2), weights=(3, 1))[0]):
                 req, all_devices = self.request(f"r{j}")
                 requests.append(req)
                 if all_devices:
                     every.add(req["name"])
             constraints = []
             names = [str(q["name"]) for q in requests if q["name"] not in every]
-            if names and r.random() < 0.4:
+            if names and r.random() < 0.3:
                 attribute = r.choice((NUMA, NUMA, "gpu.example.com/model", "gpu.example.com/pcieRoot"))
                 constraint: dict[str, Any] = {"matchAttribute": attribute}
                 if every or r.random() < 0.5:

@@ -489,6 +489,8 @@ class Tally:
     # the filters, or wording).
     only_kube: Counter[str] = field(default_factory=Counter)
     only_ours: Counter[str] = field(default_factory=Counter)
+    # Pods with ResourceClaims (see add).
+    dra: Counter[str] = field(default_factory=Counter)
 
     def add(self, results: Sequence[PodResult]) -> None:
         """Count one case's results."""
@@ -498,6 +500,12 @@ class Tally:
             self.outcomes[r.outcome] += 1
             n = len(r.case.nodes)
             self.coverage["none" if not r.kube.nodes else "all" if len(r.kube.nodes) == n else "some"] += 1
+            if (r.kube.pod.get("spec") or {}).get("resourceClaims"):
+                # Pods with ResourceClaims: kube-scheduler found a node for some, and our
+                # DynamicResources filter refused some node of the case while it did.
+                self.dra["pods"] += 1
+                self.dra["placed"] += bool(r.kube.nodes)
+                self.dra["placed, some node refused by DRA"] += bool(r.kube.nodes and r.ours.dra)
             if r.outcome == "disagree":
                 self.disagreements.append(r)
             if r.outcome == "refused" and r.ours.refused:
@@ -536,6 +544,12 @@ class Tally:
         )
         c = self.coverage
         text += f"\nkube-scheduler found no node for {c['none']} pods, some nodes for {c['some']}, every node for {c['all']}"
+        if self.dra["pods"]:
+            d = self.dra
+            text += (
+                f"\npods with ResourceClaims: {d['pods']}, kube-scheduler found a node for {d['placed']}, "
+                f"{d['placed, some node refused by DRA']} of them with some node our DynamicResources refused"
+            )
         both = self.reasons["same"] + self.reasons["differ"]
         text += (
             f"\nreason counts where neither finds a node ({both} pods): our filters in kube-scheduler's order "
