@@ -560,8 +560,11 @@ class DraObjects:
         return self._by_pool
 
     def pools(self, node: NodeStatic) -> tuple[Pool, ...]:
-        """``GatherPools`` for ``node``: each pool with slices reaching it, at the pool's newest
-        generation, complete or not, valid or not; sorted by driver and name."""
+        """``GatherPools`` for ``node``: each pool with slices reaching it, at the newest
+        generation among those (when they are as many as the pool has, they are used even if a
+        newer generation serves other nodes; else a newer generation anywhere makes the pool
+        obsolete, and it is incomplete unless every slice of its generation is there), valid
+        or not; sorted by driver and name."""
         got = self._pools.get(node.name)
         if got is not None:
             return got
@@ -571,14 +574,17 @@ class DraObjects:
             if not reaching:
                 continue
             newest_here = max(s.generation for s in reaching)
-            newest = max(s.generation for s in every)
-            if newest > newest_here:
-                continue  # obsolete: a newer generation is being published
             here = [s for s in reaching if s.generation == newest_here]
-            total = [s for s in every if s.generation == newest_here]
-            if len(total) != here[0].slice_count:
-                out.append(Pool(driver, name, (), incomplete=True))
-                continue
+            if len(here) != here[0].slice_count:
+                # Go looks further only when the slices reaching the node are not all of them:
+                # complete as they are, they are used even if a newer generation serves other
+                # nodes.
+                if any(s.generation > newest_here for s in every):
+                    continue  # obsolete: a newer generation is being published
+                total = [s for s in every if s.generation == newest_here]
+                if len(total) != here[0].slice_count:
+                    out.append(Pool(driver, name, (), incomplete=True))
+                    continue
             seen: set[str] = set()
             invalid = None
             for s in here:

@@ -1,6 +1,6 @@
-"""What a pod with ResourceClaims is told when no node takes it, node by node as kube-scheduler
-v1.37's DynamicResources filter says it: differences the oracle (tests/oracle, flag ``dra``)
-found between its words and ours."""
+"""Pods with ResourceClaims where kube-scheduler v1.37's DynamicResources filter and ours once
+differed (found by the oracle, tests/oracle flag ``dra``, and the allocator's property test): the
+words a pod is told when no node takes it, node by node, and the pools a node reaches."""
 
 from __future__ import annotations
 
@@ -55,3 +55,31 @@ def test_an_allocator_error_names_the_claim_by_namespace_and_name() -> None:
         "claim default/all-gpus, request gpus: asks for all devices, but resource pool "
         "gpu.nvidia.com/n0 is currently being updated"
     ) in text, text
+
+
+def test_a_node_keeps_the_devices_of_an_older_generation_that_no_newer_slice_replaces_there() -> None:
+    # The driver is moving pool "shared" from zone a to zone b: generation 2's slice serves zone
+    # b, generation 1's still serves zone a. kube-scheduler's GatherPools keeps the slices that
+    # reach a node at the newest generation among them, complete as they are: n0 in zone a
+    # still gets generation 1's GPU (ours dropped the pool there as obsolete).
+    zone = "topology.kubernetes.io/zone"
+    nodes = [node("n0", cpu=4, labels={zone: "a"}), node("n1", cpu=4, labels={zone: "b"})]
+    slices = []
+    for generation, z in ((1, "a"), (2, "b")):
+        s = gpu_slice("n0", 1)
+        s["metadata"]["name"] = f"shared-gen{generation}"
+        del s["spec"]["nodeName"]
+        s["spec"]["nodeSelector"] = {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": zone, "operator": "In", "values": [z]}]}]
+        }
+        s["spec"]["pool"] = {"name": "shared", "generation": generation, "resourceSliceCount": 1}
+        slices.append(s)
+    p = pod("old-zone", None, cpu=1)
+    p["spec"]["nodeSelector"] = {zone: "a"}
+    uses_claim(p, "one")
+    listing = dra_listing(device_class(), *slices, claim("one", claim_spec(1)))
+    snap = build_snapshot(nodes=nodes, pods=[p], scheduler_names=("volcano",), storage=listing)
+    result = run_session(snap, DEFAULT_CONFIG)
+    assert result.bindings == {"default/old-zone": "n0"}, result.unschedulable
+    [r] = result.claims["default/one"].allocation.results
+    assert (r.pool, r.device) == ("shared", "gpu-0")
