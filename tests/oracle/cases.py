@@ -739,6 +739,11 @@ NIC_SELECTORS = (
 )
 
 
+def _in_zone(zone: str) -> dict[str, Any]:
+    """A NodeSelector of the nodes of ``zone``."""
+    return {"nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]}
+
+
 def _cel(*exprs: str) -> list[dict[str, Any]]:
     return [{"cel": {"expression": e}} for e in exprs]
 
@@ -889,8 +894,19 @@ class _Dra:
         if zones and r.random() < 0.3:
             zone = r.choice(zones)
             gpus = [self.gpu(f"gpu-{i}", i) for i in range(r.randint(1, 2))]
-            selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]}
-            self.slice(f"{tag}-{zone}-gpu", GPU_DRIVER, f"{tag}-{zone}", gpus, {"nodeSelector": selector})
+            generation = 1
+            if len(zones) > 1 and r.random() < 0.4:
+                # The driver moved the pool to this zone: the older generation's slice still
+                # serves another zone (its nodes keep its devices: no newer slice reaches them).
+                generation = 2
+                before = r.choice([z for z in zones if z != zone])
+                old = [self.gpu(f"gpu-{i}", i) for i in range(r.randint(1, 2))]
+                self.slice(
+                    f"{tag}-{zone}-gpu-old", GPU_DRIVER, f"{tag}-{zone}", old, {"nodeSelector": _in_zone(before)}
+                )
+            self.slice(
+                f"{tag}-{zone}-gpu", GPU_DRIVER, f"{tag}-{zone}", gpus, {"nodeSelector": _in_zone(zone)}, generation
+            )
         if r.random() < 0.2:
             nics = [self.nic(f"nic-{i}") for i in range(r.randint(1, 2))]
             pool = f"{tag}-fabric"
