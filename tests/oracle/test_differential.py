@@ -296,3 +296,54 @@ async def test_kube_scheduler_and_ours_allocate_devices_on_the_same_nodes_for_ev
     assert tally.dra["pods"] >= 2 * DRA_SAMPLE, tally.summary()
     assert tally.dra["placed, some node refused by DRA"] >= DRA_SAMPLE // 2, tally.summary()
     assert tally.dra["pods"] - tally.dra["placed"] >= DRA_SAMPLE // 2, tally.summary()
+
+
+async def test_a_node_keeps_an_older_generations_devices_that_no_newer_slice_replaces_there_for_both(
+    differential: Differential,
+) -> None:
+    """A driver moving pool "moving" from zone a to zone b: generation 2's slice serves zone b,
+    generation 1's still serves zone a. kube-scheduler gives a pod claiming one GPU either node
+    (the slices reaching a node, complete at the newest generation among them, are used); so
+    must ours (it once dropped the pool on node a as obsolete)."""
+    zone = "topology.kubernetes.io/zone"
+    nodes = [_node("hand5-a", "4"), _node("hand5-b", "4")]
+    for n, z in zip(nodes, "ab", strict=True):
+        n["metadata"]["labels"][zone] = z
+    case = _hand_made(5, nodes, [], [_pod("gpu", "hand5", "1")])
+    case.pods[0]["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "one"}]
+    case.dra = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "hand5-gpu"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
+        },
+        *(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"hand5-moving-{generation}"},
+                "spec": {
+                    "driver": "gpu.example.com",
+                    "pool": {"name": "hand5-moving", "generation": generation, "resourceSliceCount": 1},
+                    "nodeSelector": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": zone, "operator": "In", "values": [z]}]}
+                        ]
+                    },
+                    "devices": [{"name": "gpu-0"}],
+                },
+            }
+            for generation, z in ((1, "a"), (2, "b"))
+        ),
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "one", "namespace": "hand5"},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "hand5-gpu"}}]}
+            },
+        },
+    ]
+    [result] = await differential.run(case)
+    assert result.kube.nodes == result.ours.nodes == frozenset({"hand5-a", "hand5-b"}), result.describe()
