@@ -77,7 +77,7 @@ def _named(reason: str, keys: Sequence[str]) -> str:
     m = _CLAIM_LABEL.match(reason)
     if m is None or int(m.group(1)) >= len(keys):
         return reason
-    return f"claim {keys[int(m.group(1))]}{m.group(2)}{reason[m.end():]}"
+    return f"claim {keys[int(m.group(1))]}{m.group(2)}{reason[m.end() :]}"
 
 
 def claim_refusal(claims: PodClaims, objects: DraObjects) -> str | None:

@@ -59,22 +59,6 @@ REQUEST_SELECTORS: dict[str, list[tuple[str, Predicate]]] = {
 CONSTRAINT_ATTRIBUTES = (TOPO, f"{A}/model", f"{A}/ok", f"{A}/ver")
 
 
-@dataclass
-class World:
-    """Slices, classes and claims in wire form, the devices in use, and what they mean."""
-
-    slices: list[dict[str, Any]] = field(default_factory=list)
-    claims: list[dict[str, Any]] = field(default_factory=list)  # claim specs
-    in_use: set[tuple[str, str, str]] = field(default_factory=set)
-    devices: dict[tuple[str, str, str], Device] = field(default_factory=dict)  # every device, by id
-    # Per claim, per request: (name, alternatives), each alternative (result name, class,
-    # request predicates, count or None for All).
-    requests: list[list[tuple[str, list[tuple[str, str, list[Predicate], int | None]]]]] = field(
-        default_factory=list
-    )
-    constraints: list[list[tuple[frozenset[str], str]]] = field(default_factory=list)
-
-
 NODE: NodeStatic = node_static_from_dict(
     {
         "metadata": {"name": "n0", "labels": {ZONE: "z1", "kubernetes.io/hostname": "n0"}},
@@ -124,8 +108,15 @@ def _device(r: random.Random, driver: str, pool: str, name: str) -> dict[str, An
     return {"name": name, "attributes": attrs, **({"capacity": capacity} if capacity else {})}
 
 
-def _slice(name: str, driver: str, pool: str, devices: list[dict[str, Any]], where: dict[str, Any],
-           generation: int = 1, count: int = 1) -> dict[str, Any]:
+def _slice(
+    name: str,
+    driver: str,
+    pool: str,
+    devices: list[dict[str, Any]],
+    where: dict[str, Any],
+    generation: int = 1,
+    count: int = 1,
+) -> dict[str, Any]:
     return {
         "metadata": {"name": name},
         "spec": {
@@ -142,13 +133,22 @@ def world(r: random.Random) -> World:
     node's, a zone's (its or another); split, incomplete, older generations, a name twice;
     some devices in use; 1-2 claims of 1-2 requests each, some with a matchAttribute."""
     w = World()
-    places = [
+    places: list[dict[str, Any]] = [
         {"nodeName": "n0"},
         {"nodeName": "n0"},
         {"nodeName": "n1"},
         {"allNodes": True},
-        {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": ZONE, "operator": "In", "values": [r.choice(("z1", "z2"))]}]}]}},
+        {
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": ZONE, "operator": "In", "values": [r.choice(("z1", "z2"))]}
+                        ]
+                    }
+                ]
+            }
+        },
     ]
     for p in range(r.randint(1, 4)):
         driver = r.choice((A, A, B))
@@ -296,10 +296,18 @@ def gather(slices: list[dict[str, Any]]) -> Gathered:
             for d in s["devices"]:
                 attrs = {_qualify(k, driver): _value(v) for k, v in d["attributes"].items()}
                 plain = {k: v[1] for k, v in attrs.items()}
-                mem = {"1Gi": 1, "2Gi": 2, "4Gi": 4}.get((d.get("capacity") or {}).get("mem", {}).get("value"), 0)
+                mem = {"1Gi": 1, "2Gi": 2, "4Gi": 4}.get(
+                    (d.get("capacity") or {}).get("mem", {}).get("value"), 0
+                )
                 dev_id = (driver, pool, str(d["name"]))
-                devices[dev_id] = {"driver": driver, "pool": pool, "name": d["name"], "attrs": plain,
-                                   "typed": attrs, "mem": mem}
+                devices[dev_id] = {
+                    "driver": driver,
+                    "pool": pool,
+                    "name": d["name"],
+                    "attrs": plain,
+                    "typed": attrs,
+                    "mem": mem,
+                }
     return Gathered(devices, unusable)
 
 

@@ -12,10 +12,21 @@ from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
 from scheduler_plugin.cycle import run_session
 from tests.scheduler.builders import node, pod
 
-from .builders import DRIVER, claim, claim_spec, device_class, dra_listing, gpu_slice, node_allocation, uses_claim
+from .builders import (
+    DRIVER,
+    claim,
+    claim_spec,
+    device_class,
+    dra_listing,
+    gpu_slice,
+    node_allocation,
+    uses_claim,
+)
 
 
-def why_not(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], listing: StorageListing, key: str) -> str:
+def why_not(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], listing: StorageListing, key: str
+) -> str:
     """The text our scheduler gives the pod ``key`` that it could not place."""
     snap = build_snapshot(nodes=nodes, pods=pods, scheduler_names=("volcano",), storage=listing)
     result = run_session(snap, DEFAULT_CONFIG)

@@ -890,7 +890,9 @@ class _Dra:
         """Now and then GPUs that the nodes of a zone reach (a node selector), or NICs every
         node reaches."""
         r, tag = self.rng, self.tag
-        zones = sorted({str(n["metadata"]["labels"][ZONE]) for n in self.c.nodes if ZONE in n["metadata"]["labels"]})
+        zones = sorted(
+            {str(n["metadata"]["labels"][ZONE]) for n in self.c.nodes if ZONE in n["metadata"]["labels"]}
+        )
         if zones and r.random() < 0.3:
             zone = r.choice(zones)
             gpus = [self.gpu(f"gpu-{i}", i) for i in range(r.randint(1, 2))]
@@ -902,10 +904,19 @@ class _Dra:
                 before = r.choice([z for z in zones if z != zone])
                 old = [self.gpu(f"gpu-{i}", i) for i in range(r.randint(1, 2))]
                 self.slice(
-                    f"{tag}-{zone}-gpu-old", GPU_DRIVER, f"{tag}-{zone}", old, {"nodeSelector": _in_zone(before)}
+                    f"{tag}-{zone}-gpu-old",
+                    GPU_DRIVER,
+                    f"{tag}-{zone}",
+                    old,
+                    {"nodeSelector": _in_zone(before)},
                 )
             self.slice(
-                f"{tag}-{zone}-gpu", GPU_DRIVER, f"{tag}-{zone}", gpus, {"nodeSelector": _in_zone(zone)}, generation
+                f"{tag}-{zone}-gpu",
+                GPU_DRIVER,
+                f"{tag}-{zone}",
+                gpus,
+                {"nodeSelector": _in_zone(zone)},
+                generation,
             )
         if r.random() < 0.2:
             nics = [self.nic(f"nic-{i}") for i in range(r.randint(1, 2))]
@@ -914,7 +925,9 @@ class _Dra:
             self.fabric = [(NIC_DRIVER, pool, str(d["name"])) for d in nics]
 
     # ------------------------------------------------------------------ claims
-    def claim(self, name: str, ns: str, requests: list[dict[str, Any]], constraints: list[dict[str, Any]]) -> dict[str, Any]:
+    def claim(
+        self, name: str, ns: str, requests: list[dict[str, Any]], constraints: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         devices: dict[str, Any] = {"requests": requests}
         if constraints:
             devices["constraints"] = constraints
@@ -941,7 +954,9 @@ class _Dra:
         }
         if node is not None:
             allocation["nodeSelector"] = {
-                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
             }
         claim["status"] = {"allocation": allocation}
         if pod is not None:

@@ -310,9 +310,7 @@ def sync_objects(case: Case) -> list[dict[str, Any]]:
             "metadata": {"name": f"{tag}-sync", "namespace": case.namespaces[0]["metadata"]["name"]},
             "spec": {
                 "devices": {
-                    "requests": [
-                        {"name": "sync", "exactly": {"deviceClassName": f"{tag}-sync", "count": 1}}
-                    ]
+                    "requests": [{"name": "sync", "exactly": {"deviceClassName": f"{tag}-sync", "count": 1}}]
                 }
             },
         },
@@ -384,7 +382,9 @@ class Differential:
         for obj in case.cluster:  # StorageClasses before the PVs that name them
             await self._create_with_status(obj)
         dra = list(
-            await asyncio.gather(*(api.create({k: v for k, v in o.items() if k != "status"}) for o in case.dra))
+            await asyncio.gather(
+                *(api.create({k: v for k, v in o.items() if k != "status"}) for o in case.dra)
+            )
         )
         nodes = list(await asyncio.gather(*(api.create(n) for n in case.nodes)))
         await asyncio.gather(*(self._create_with_status(c) for c in case.claims))

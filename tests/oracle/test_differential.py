@@ -340,9 +340,7 @@ async def test_a_node_keeps_an_older_generations_devices_that_no_newer_slice_rep
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
             "metadata": {"name": "one", "namespace": "hand5"},
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "hand5-gpu"}}]}
-            },
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "hand5-gpu"}}]}},
         },
     ]
     [result] = await differential.run(case)
