@@ -718,6 +718,7 @@ NIC_DRIVER = "nic.example.com"
 # An attribute both drivers publish, under a domain of its own (matchAttribute across them).
 NUMA = "topo.example.com/numa"
 DRA_API = "resource.k8s.io/v1"
+ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
 # Request selectors per driver: none can fail at run time on a device of its driver (every one
 # of them has these attributes and capacities; ``pcieRoot`` only with ``in``).
 GPU_SELECTORS = (
@@ -763,8 +764,17 @@ class _Dra:
         self.fabric: list[tuple[str, str, str]] = []
         self.taken: set[tuple[str, str, str]] = set()
         self.allocated: dict[str, list[str]] = {}  # namespace -> allocated claims
+        # Draws added later (adminAccess, subrequest names in constraints): a stream of their own.
+        self.more = random.Random(f"{case.seed}:{case.index}:dra-more")
+        self.admin_ns: set[str] = set()
+        self.admin = False  # whether the claim being drawn may ask for admin access
 
     def generate(self) -> None:
+        if self.more.random() < 0.4:
+            # adminAccess is admitted only in a namespace so labelled.
+            ns = self.c.namespaces[0]["metadata"]
+            ns["labels"][ADMIN_ACCESS] = "true"
+            self.admin_ns.add(str(ns["name"]))
         self.device_classes()
         for node in self.c.nodes:
             self.node_slices(node)
@@ -1023,6 +1033,8 @@ class _Dra:
         if r.random() < 0.35:
             pool = GPU_SELECTORS if self.classes[cls] == GPU_DRIVER else NIC_SELECTORS
             out["selectors"] = _cel(*r.sample(pool, r.choice((1, 1, 2))))
+        if self.admin and self.more.random() < 0.25:
+            out["adminAccess"] = True  # devices in use or not, and it holds none
         return out
 
     def request(self, name: str) -> tuple[dict[str, Any], bool]:
@@ -1034,6 +1046,16 @@ class _Dra:
             subs = [{"name": f"s{k}", **self.exactly()} for k in range(r.randint(2, 3))]
             return {"name": name, "firstAvailable": subs}, False
         return {"name": name, "exactly": self.exactly(all_devices=kind == "all")}, kind == "all"
+
+    def sub_name(self, name: str, requests: list[dict[str, Any]]) -> str:
+        """A request's name in a constraint: now and then, for a firstAvailable request, one
+        of its subrequests (``request/sub``: the constraint holds only when that one is
+        chosen)."""
+        req = next(q for q in requests if q["name"] == name)
+        subs = req.get("firstAvailable")
+        if subs and self.more.random() < 0.4:
+            return f"{name}/{self.more.choice(subs)['name']}"
+        return name
 
     def pod_claims(self, pod: dict[str, Any]) -> None:
         """Claims for a pod asked about: its own (not allocated yet), now and then one a bound
@@ -1051,6 +1073,7 @@ class _Dra:
                 refs.append({"name": f"rc{k}", "resourceClaimName": r.choice(self.allocated[ns])})
                 continue
             requests, every = [], set()
+            self.admin = ns in self.admin_ns
             for j in range(r.choices((1, 2), weights=(3, 1))[0]):
                 req, all_devices = self.request(f"r{j}")
                 requests.append(req)
@@ -1062,7 +1085,8 @@ class _Dra:
                 attribute = r.choice((NUMA, NUMA, "gpu.example.com/model", "gpu.example.com/pcieRoot"))
                 constraint: dict[str, Any] = {"matchAttribute": attribute}
                 if every or r.random() < 0.5:
-                    constraint["requests"] = r.sample(names, r.randint(1, len(names)))
+                    over = r.sample(names, r.randint(1, len(names)))
+                    constraint["requests"] = [self.sub_name(n, requests) for n in over]
                 constraints.append(constraint)
             name = f"{pname}-rc{k}"
             self.c.dra.append(self.claim(name, ns, requests, constraints))

@@ -63,8 +63,6 @@ DRA_KNOWN_GAPS: dict[str, str] = {
     "back by kube-scheduler's PreEnqueue without a scheduling attempt (no condition written); "
     "ours refuses it in PreFilter ('resourceclaim.resource.k8s.io \"x\" not found'). No node "
     "either way; not generated (the oracle would wait for a verdict that never comes).",
-    "adminAccess": "not generated: kube-scheduler's apiserver admits adminAccess only in a "
-    "namespace labelled resource.kubernetes.io/admin-access=true.",
 }
 # Every feature is judged by our filters or a known gap: none is refused any more.
 assert set(FEATURES) == DEFAULT_FEATURES | KNOWN_GAPS
@@ -281,7 +279,8 @@ async def test_kube_scheduler_and_ours_allocate_devices_on_the_same_nodes_for_ev
     memory capacity; pools in 2 slices, incomplete, beside an older generation, with a device
     name twice), pools a zone or every node reaches, devices held by the claims of bound pods,
     and pods asked about with claims: exactly 1-3, All, selectors on attributes, capacity
-    (``quantity()``, ``compareTo``) and versions (``semver()``), firstAvailable, matchAttribute.
+    (``quantity()``, ``compareTo``) and versions (``semver()``), firstAvailable, matchAttribute
+    (over requests or subrequests), adminAccess in a namespace labelled for it.
     No pod may get different feasible nodes; where neither finds one, our reasons in kube-
     scheduler's order count as its own. The differences of :data:`DRA_KNOWN_GAPS` are
     counted apart."""
