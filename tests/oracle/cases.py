@@ -764,7 +764,8 @@ class _Dra:
         self.fabric: list[tuple[str, str, str]] = []
         self.taken: set[tuple[str, str, str]] = set()
         self.allocated: dict[str, list[str]] = {}  # namespace -> allocated claims
-        # Draws added later (adminAccess, subrequest names in constraints): a stream of their own.
+        # Draws added later (moved pools, adminAccess, subrequest names in constraints): a
+        # stream of their own, so that the cases drawn before them stay as they were.
         self.more = random.Random(f"{case.seed}:{case.index}:dra-more")
         self.admin_ns: set[str] = set()
         self.admin = False  # whether the claim being drawn may ask for admin access
@@ -813,8 +814,8 @@ class _Dra:
                 }
             )
 
-    def gpu(self, name: str, index: int) -> dict[str, Any]:
-        r = self.rng
+    def gpu(self, name: str, index: int, rng: random.Random | None = None) -> dict[str, Any]:
+        r = rng or self.rng
         attrs: dict[str, Any] = {
             "model": {"string": r.choice(("a100", "h100", "h100", "l4"))},
             "index": {"int": index},
@@ -907,12 +908,13 @@ class _Dra:
             zone = r.choice(zones)
             gpus = [self.gpu(f"gpu-{i}", i) for i in range(r.randint(1, 2))]
             generation = 1
-            if len(zones) > 1 and r.random() < 0.4:
+            more = self.more
+            if len(zones) > 1 and more.random() < 0.4:
                 # The driver moved the pool to this zone: the older generation's slice still
                 # serves another zone (its nodes keep its devices: no newer slice reaches them).
                 generation = 2
-                before = r.choice([z for z in zones if z != zone])
-                old = [self.gpu(f"gpu-{i}", i) for i in range(r.randint(1, 2))]
+                before = more.choice([z for z in zones if z != zone])
+                old = [self.gpu(f"gpu-{i}", i, more) for i in range(more.randint(1, 2))]
                 self.slice(
                     f"{tag}-{zone}-gpu-old",
                     GPU_DRIVER,
