@@ -87,8 +87,9 @@ CONDITION_TIME = "2026-01-01T00:00:00Z"
 @dataclass
 class Case:
     """One cluster and the pods to ask about, as objects to create in this order: namespaces,
-    ``cluster`` (RuntimeClasses; StorageClasses, PVs, CSINodes), nodes, ``claims`` (PVCs), ``bound`` pods, then
-    each of ``pods`` asked about. PVs and PVCs carry the ``status`` a controller would have
+    ``cluster`` (RuntimeClasses; StorageClasses, PVs, CSINodes), ``dra`` (DeviceClasses,
+    ResourceSlices, ResourceClaims), nodes, ``claims`` (PVCs), ``bound`` pods, then each of
+    ``pods`` asked about. PVs and PVCs carry the ``status`` a controller would have
     written (the runner writes it after creating them)."""
 
     seed: int
