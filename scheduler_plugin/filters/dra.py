@@ -579,8 +579,11 @@ class DraObjects:
         return self._by_pool
 
     def pools(self, node: NodeStatic) -> tuple[Pool, ...]:
-        """``GatherPools`` for ``node``: each pool with slices reaching it, at the pool's newest
-        generation, complete or not, valid or not; sorted by driver and name."""
+        """``GatherPools`` for ``node``: each pool with slices reaching it, at the newest
+        generation among those (when they are as many as the pool has, they are used even if a
+        newer generation serves other nodes; else a newer generation anywhere makes the pool
+        obsolete, and it is incomplete unless every slice of its generation is there), valid
+        or not; sorted by driver and name."""
         got = self._pools.get(node.name)
         if got is not None:
             return got
@@ -593,11 +596,12 @@ class DraObjects:
                 continue
             newest_here = max(s.generation for s in reaching)
             here = [s for s in reaching if s.generation == newest_here]
-            # As Go: the slices reaching the node may make the pool whole by themselves; else
-            # a newer generation elsewhere makes it obsolete, and the whole pool is counted.
             if len(here) != here[0].slice_count:
+                # Go looks further only when the slices reaching the node are not all of them:
+                # complete as they are, they are used even if a newer generation serves other
+                # nodes.
                 if any(s.generation > newest_here for s in every):
-                    continue
+                    continue  # obsolete: a newer generation is being published
                 total = [s for s in every if s.generation == newest_here]
                 if len(total) != here[0].slice_count:
                     out.append(Pool(driver, name, (), incomplete=True))

@@ -5,10 +5,11 @@ allocatable, on the node (``resource.k8s.io/v1``, structured parameters).
   is found through the pod's ``status.resourceClaimStatuses``; until the resourceclaim controller
   made it the pod waits: "ResourceClaim not created yet"), is not being deleted, and a claim made
   from a template was made for this pod (its controller owner).
-* Filter: an allocated claim's ``nodeSelector`` must admit the node ("resourceclaim not available
-  on the node"); the claims still to allocate must be allocatable there together, from the
-  devices the node reaches that no other claim holds (:func:`.dra_allocator.allocate`, "cannot
-  allocate all claims" or the allocator's error).
+* Filter: the claims still to allocate must be allocatable there together, from the devices the
+  node reaches that no other claim holds (:func:`.dra_allocator.allocate`, "cannot allocate all
+  claims" or the allocator's error, naming the claim by ``namespace/name``); then an allocated
+  claim's ``nodeSelector`` must admit the node ("resourceclaim not available on the node"). Go
+  gives the allocator's reason first, even on a node where an allocated claim is not available.
 * Reserve: the devices chosen on the node are taken for the claims (no other pod gets them this
   cycle: kube-scheduler's in-flight allocations), and a claim several pending pods share keeps
   its allocation for every later pod (they follow the first). What was chosen is what the
@@ -23,6 +24,7 @@ template cost one allocation per node, not one per pod and node."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +64,20 @@ class _Pod:
 def _devices_of(a: AllocationInfo) -> frozenset[DeviceId]:
     """The devices an allocation holds (an adminAccess result holds none)."""
     return frozenset((r.driver, r.pool, r.device) for r in a.results if not r.admin_access)
+
+
+# How the allocator's errors name a claim: ``claim <label>, request ...`` or ``claim <label>:
+# selector ...``; the verdicts are kept per set of specs, so the label is the claim's position.
+_CLAIM_LABEL = re.compile(r"^claim (\d+)([,:] )")
+
+
+def _named(reason: str, keys: Sequence[str]) -> str:
+    """An allocator error with the claim's ``namespace/name`` for its position, as kube-scheduler
+    names it (``klog.KObj(claim)``)."""
+    m = _CLAIM_LABEL.match(reason)
+    if m is None or int(m.group(1)) >= len(keys):
+        return reason
+    return f"claim {keys[int(m.group(1))]}{m.group(2)}{reason[m.end() :]}"
 
 
 def claim_refusal(claims: PodClaims, objects: DraObjects) -> str | None:
@@ -218,17 +234,14 @@ class DraState:
         if p.refusal is not None:
             return (p.refusal,)
         fixed, todo = self._split(p)
-        for key, a in fixed:
-            if not self.available(key, a)[node]:
-                return (REASON_NOT_AVAILABLE,)
+        # As Go's Filter: the claims to allocate are allocated even where an allocated claim is
+        # not available, and their failure is the reason given.
         if todo:
             got = self.attempt(tuple(s for _, s in todo), node)
             if isinstance(got, str):
-                # The allocation is shared by pods whose claims have these specs: its words
-                # name the claims by position; name this pod's.
-                for i, (key, _s) in enumerate(todo):
-                    got = got.replace(f"claim {i},", f"claim {key},").replace(f"claim {i}:", f"claim {key}:")
-                return (got,)
+                return (_named(got, [key for key, _ in todo]),)
+        if any(not self.available(key, a)[node] for key, a in fixed):
+            return (REASON_NOT_AVAILABLE,)
         return ()
 
     # ------------------------------------------------------------------ taking devices

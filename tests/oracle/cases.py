@@ -12,7 +12,7 @@ DoesNotExist, Gt, Lt, matchFields on metadata.name) and tolerations.
 Behind the flags of :data:`FEATURES` (on where our filters judge them, see
 :data:`DEFAULT_FEATURES`): pod affinity and anti-affinity, required anti-affinity of bound pods,
 bound pods' terms that score the incoming pods, nodes missing a topology label, topology spread
-constraints, and volumes. A filter that lands adds its flag to
+constraints, volumes, and Dynamic Resource Allocation (``dra``). A filter that lands adds its flag to
 :data:`DEFAULT_FEATURES`; a new kind of case is a new flag here.
 
 Every case is a pure function of ``(seed, index, features)``; names carry both numbers, so the
@@ -55,6 +55,10 @@ FEATURES: dict[str, str] = {
     "volumes": "PVCs bound to PVs with node affinity, WaitForFirstConsumer claims with available PVs, "
     "Immediate unbound claims, ReadWriteOncePod claims in use, missing claims, CSINode volume limits",
     "nodes-without-pod-slots": "nodes whose allocatable names no pods (no pod fits, for both)",
+    "dra": "Dynamic Resource Allocation (resource.k8s.io/v1): DeviceClasses, per-node ResourceSlices "
+    "(split, incomplete and older pools, slices with a node selector or for all nodes), claims "
+    "allocated to bound pods, and pods asked about with ResourceClaims (ExactCount, All, CEL "
+    "selectors, firstAvailable, matchAttribute)",
 }
 # The flags our filters judge: every kind of case.
 DEFAULT_FEATURES: frozenset[str] = frozenset(
@@ -66,6 +70,7 @@ DEFAULT_FEATURES: frozenset[str] = frozenset(
         "topology-spread",
         "volumes",
         "nodes-without-pod-slots",
+        "dra",
     }
 )
 
@@ -82,8 +87,9 @@ CONDITION_TIME = "2026-01-01T00:00:00Z"
 @dataclass
 class Case:
     """One cluster and the pods to ask about, as objects to create in this order: namespaces,
-    ``cluster`` (RuntimeClasses; StorageClasses, PVs, CSINodes), nodes, ``claims`` (PVCs), ``bound`` pods, then
-    each of ``pods`` asked about. PVs and PVCs carry the ``status`` a controller would have
+    ``cluster`` (RuntimeClasses; StorageClasses, PVs, CSINodes), ``dra`` (DeviceClasses,
+    ResourceSlices, ResourceClaims), nodes, ``claims`` (PVCs), ``bound`` pods, then each of
+    ``pods`` asked about. PVs and PVCs carry the ``status`` a controller would have
     written (the runner writes it after creating them)."""
 
     seed: int
@@ -95,6 +101,10 @@ class Case:
     claims: list[dict[str, Any]] = field(default_factory=list)
     bound: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
+    # DRA objects (flag ``dra``): DeviceClasses, ResourceSlices, ResourceClaims, created after
+    # ``cluster``; a claim's ``status`` (allocation, and reservedFor naming bound pods by name:
+    # the runner puts in their UIDs) is written after the bound pods are created.
+    dra: list[dict[str, Any]] = field(default_factory=list)
     # What becomes of a bound pod once created, by name: "Succeeded" or "Failed" (the phase a
     # kubelet would write: it no longer counts), or "Terminating" (deleted with a grace period
     # no kubelet ends: it still counts).
@@ -107,7 +117,15 @@ class Case:
 
     def yaml(self) -> str:
         """Every object of the case, as one YAML stream (for failure messages)."""
-        objs = [*self.namespaces, *self.cluster, *self.nodes, *self.claims, *self.bound, *self.pods]
+        objs = [
+            *self.namespaces,
+            *self.cluster,
+            *self.dra,
+            *self.nodes,
+            *self.claims,
+            *self.bound,
+            *self.pods,
+        ]
         head = f"# case seed={self.seed} index={self.index} features={sorted(self.features)}\n"
         if self.then:
             head += f"# then: {self.then}\n"
@@ -170,6 +188,9 @@ class _Gen:
             self.volumes()
         self.bound_pods()
         c.pods = [self.pod(f"{self.tag}-p{j}") for j in range(r.randint(3, 8))]
+        if "dra" in self.on:
+            # Its own stream: the cases without the flag stay as they were.
+            _Dra(random.Random(f"{c.seed}:{c.index}:dra"), c).generate()
         return c
 
     # ------------------------------------------------------------------ nodes
@@ -690,6 +711,390 @@ class _Gen:
             spec["volumes"] = [
                 {"name": f"v{i}", "persistentVolumeClaim": {"claimName": n}} for i, n in enumerate(picked)
             ]
+
+
+# ---------------------------------------------------------------------------------- DRA
+GPU_DRIVER = "gpu.example.com"
+NIC_DRIVER = "nic.example.com"
+# An attribute both drivers publish, under a domain of its own (matchAttribute across them).
+NUMA = "topo.example.com/numa"
+DRA_API = "resource.k8s.io/v1"
+ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
+# Request selectors per driver: none can fail at run time on a device of its driver (every one
+# of them has these attributes and capacities; ``pcieRoot`` only with ``in``).
+GPU_SELECTORS = (
+    "device.attributes['gpu.example.com'].model == 'h100'",
+    "device.attributes['gpu.example.com'].model != 'l4'",
+    "device.attributes['gpu.example.com'].index >= 1",
+    "device.attributes['gpu.example.com'].healthy",
+    "device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) >= 0",
+    "device.capacity['gpu.example.com'].memory.isLessThan(quantity('80Gi'))",
+    "device.attributes['gpu.example.com'].fw.isGreaterThan(semver('1.5.0'))",
+    "device.attributes['gpu.example.com'].fw.compareTo(semver('2.0.0')) < 0",
+    "'pcieRoot' in device.attributes['gpu.example.com']",
+    "device.attributes['topo.example.com'].numa == 0",
+)
+NIC_SELECTORS = (
+    "device.attributes['nic.example.com'].speed >= 100",
+    "device.attributes['nic.example.com'].rdma",
+    "device.attributes['topo.example.com'].numa == 1",
+)
+
+
+def _in_zone(zone: str) -> dict[str, Any]:
+    """A NodeSelector of the nodes of ``zone``."""
+    return {"nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]}
+
+
+def _cel(*exprs: str) -> list[dict[str, Any]]:
+    return [{"cel": {"expression": e}} for e in exprs]
+
+
+class _Dra:
+    """The DRA objects of one case (flag ``dra``), drawn from a stream of their own."""
+
+    def __init__(self, rng: random.Random, case: Case) -> None:
+        self.rng = rng
+        self.c = case
+        self.tag = case.tag
+        # Per class: its driver (request selectors are the driver's).
+        self.classes: dict[str, str] = {}
+        # Devices an allocated claim can take, per node: (driver, pool, device), node-local and
+        # of a complete pool; and the devices of the pools for every node.
+        self.local: dict[str, list[tuple[str, str, str]]] = {}
+        self.fabric: list[tuple[str, str, str]] = []
+        self.taken: set[tuple[str, str, str]] = set()
+        self.allocated: dict[str, list[str]] = {}  # namespace -> allocated claims
+        # Draws added later (moved pools, adminAccess, subrequest names in constraints): a
+        # stream of their own, so that the cases drawn before them stay as they were.
+        self.more = random.Random(f"{case.seed}:{case.index}:dra-more")
+        self.admin_ns: set[str] = set()
+        self.admin = False  # whether the claim being drawn may ask for admin access
+
+    def generate(self) -> None:
+        if self.more.random() < 0.4:
+            # adminAccess is admitted only in a namespace so labelled.
+            ns = self.c.namespaces[0]["metadata"]
+            ns["labels"][ADMIN_ACCESS] = "true"
+            self.admin_ns.add(str(ns["name"]))
+        self.device_classes()
+        for node in self.c.nodes:
+            self.node_slices(node)
+        self.shared_slices()
+        for pod in self.c.bound:
+            self.bound_claims(pod)
+        self.leftover_claim()
+        for pod in self.c.pods:
+            self.pod_claims(pod)
+
+    # ------------------------------------------------------------------ classes and slices
+    def device_classes(self) -> None:
+        r, tag = self.rng, self.tag
+        gpu = f"device.driver == '{GPU_DRIVER}'"
+        specs: dict[str, tuple[str, list[str]]] = {
+            f"{tag}-gpu": (GPU_DRIVER, [gpu]),
+            f"{tag}-gpu-big": (
+                GPU_DRIVER,
+                [gpu, "device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) >= 0"],
+            ),
+            f"{tag}-nic": (NIC_DRIVER, [f"device.driver == '{NIC_DRIVER}'"]),
+        }
+        if r.random() < 0.6:
+            extra = ["device.attributes['gpu.example.com'].healthy"]
+            if r.random() < 0.5:
+                extra.append("device.attributes['gpu.example.com'].fw.isGreaterThan(semver('1.2.3'))")
+            specs[f"{tag}-gpu-healthy"] = (GPU_DRIVER, [gpu, *extra])
+        for name, (driver, exprs) in specs.items():
+            self.classes[name] = driver
+            self.c.dra.append(
+                {
+                    "apiVersion": DRA_API,
+                    "kind": "DeviceClass",
+                    "metadata": {"name": name},
+                    "spec": {"selectors": _cel(*exprs)},
+                }
+            )
+
+    def gpu(self, name: str, index: int, rng: random.Random | None = None) -> dict[str, Any]:
+        r = rng or self.rng
+        attrs: dict[str, Any] = {
+            "model": {"string": r.choice(("a100", "h100", "h100", "l4"))},
+            "index": {"int": index},
+            "healthy": {"bool": r.random() < 0.85},
+            "fw": {"version": r.choice(("1.2.3", "1.10.0", "2.0.0-rc.1", "2.0.0"))},
+            NUMA: {"int": r.randint(0, 1)},
+        }
+        if r.random() < 0.6:
+            attrs["pcieRoot"] = {"string": r.choice(("pci0", "pci1"))}
+        memory = r.choice(("16Gi", "40Gi", "80Gi", "81920Mi"))
+        return {"name": name, "attributes": attrs, "capacity": {"memory": {"value": memory}}}
+
+    def nic(self, name: str) -> dict[str, Any]:
+        r = self.rng
+        attrs = {
+            "speed": {"int": r.choice((10, 100, 400))},
+            "rdma": {"bool": r.random() < 0.5},
+            NUMA: {"int": r.randint(0, 1)},
+        }
+        return {"name": name, "attributes": attrs}
+
+    def slice(
+        self,
+        name: str,
+        driver: str,
+        pool: str,
+        devices: list[dict[str, Any]],
+        where: dict[str, Any],
+        generation: int = 1,
+        count: int = 1,
+    ) -> None:
+        self.c.dra.append(
+            {
+                "apiVersion": DRA_API,
+                "kind": "ResourceSlice",
+                "metadata": {"name": name},
+                "spec": {
+                    "driver": driver,
+                    "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+                    **where,
+                    "devices": devices,
+                },
+            }
+        )
+
+    def node_slices(self, node: dict[str, Any]) -> None:
+        """The node's GPUs (one pool named after it: sometimes in 2 slices, sometimes missing
+        one of them, sometimes beside an older generation's slice, now and then with a device
+        name twice) and NICs."""
+        r = self.rng
+        name = str(node["metadata"]["name"])
+        where = {"nodeName": name}
+        self.local[name] = []
+        if r.random() < 0.8:
+            gpus = [self.gpu(f"gpu-{i}", i) for i in range(r.choice((1, 2, 2, 3, 4, 4)))]
+            generation = 1
+            if r.random() < 0.12:
+                generation = 2
+                old = [self.gpu(f"old-{i}", i) for i in range(r.randint(1, 2))]
+                self.slice(f"{name}-gpu-old", GPU_DRIVER, name, old, where, generation=1)
+            usable = True
+            if len(gpus) >= 2 and r.random() < 0.3:
+                half = r.randint(1, len(gpus) - 1)
+                first, second = gpus[:half], gpus[half:]
+                if r.random() < 0.05:
+                    second[0] = {**second[0], "name": first[0]["name"]}  # an invalid pool
+                    usable = False
+                self.slice(f"{name}-gpu-0", GPU_DRIVER, name, first, where, generation, count=2)
+                if r.random() < 0.15:
+                    usable = False  # incomplete: the second slice is not published yet
+                else:
+                    self.slice(f"{name}-gpu-1", GPU_DRIVER, name, second, where, generation, count=2)
+            else:
+                self.slice(f"{name}-gpu", GPU_DRIVER, name, gpus, where, generation)
+            if usable:
+                self.local[name] += [(GPU_DRIVER, name, str(d["name"])) for d in gpus]
+        if r.random() < 0.4:
+            nics = [self.nic(f"nic-{i}") for i in range(r.randint(1, 2))]
+            self.slice(f"{name}-nic", NIC_DRIVER, name, nics, where)
+            self.local[name] += [(NIC_DRIVER, name, str(d["name"])) for d in nics]
+
+    def shared_slices(self) -> None:
+        """Now and then GPUs that the nodes of a zone reach (a node selector), or NICs every
+        node reaches."""
+        r, tag = self.rng, self.tag
+        zones = sorted(
+            {str(n["metadata"]["labels"][ZONE]) for n in self.c.nodes if ZONE in n["metadata"]["labels"]}
+        )
+        if zones and r.random() < 0.3:
+            zone = r.choice(zones)
+            gpus = [self.gpu(f"gpu-{i}", i) for i in range(r.randint(1, 2))]
+            generation = 1
+            more = self.more
+            if len(zones) > 1 and more.random() < 0.4:
+                # The driver moved the pool to this zone: the older generation's slice still
+                # serves another zone (its nodes keep its devices: no newer slice reaches them).
+                generation = 2
+                before = more.choice([z for z in zones if z != zone])
+                old = [self.gpu(f"gpu-{i}", i, more) for i in range(more.randint(1, 2))]
+                self.slice(
+                    f"{tag}-{zone}-gpu-old",
+                    GPU_DRIVER,
+                    f"{tag}-{zone}",
+                    old,
+                    {"nodeSelector": _in_zone(before)},
+                )
+            self.slice(
+                f"{tag}-{zone}-gpu",
+                GPU_DRIVER,
+                f"{tag}-{zone}",
+                gpus,
+                {"nodeSelector": _in_zone(zone)},
+                generation,
+            )
+        if r.random() < 0.2:
+            nics = [self.nic(f"nic-{i}") for i in range(r.randint(1, 2))]
+            pool = f"{tag}-fabric"
+            self.slice(f"{tag}-fabric-nic", NIC_DRIVER, pool, nics, {"allNodes": True})
+            self.fabric = [(NIC_DRIVER, pool, str(d["name"])) for d in nics]
+
+    # ------------------------------------------------------------------ claims
+    def claim(
+        self, name: str, ns: str, requests: list[dict[str, Any]], constraints: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        devices: dict[str, Any] = {"requests": requests}
+        if constraints:
+            devices["constraints"] = constraints
+        return {
+            "apiVersion": DRA_API,
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"devices": devices},
+        }
+
+    def allocated_claim(
+        self, name: str, ns: str, node: str | None, devices: list[tuple[str, str, str]], pod: str | None
+    ) -> dict[str, Any]:
+        """A claim already allocated (as kube-scheduler writes it) to ``devices``, reserved for
+        the bound pod ``pod`` (by name; the runner puts in its UID)."""
+        driver = devices[0][0]
+        cls = f"{self.tag}-{'gpu' if driver == GPU_DRIVER else 'nic'}"
+        exactly = {"deviceClassName": cls, "allocationMode": "ExactCount", "count": len(devices)}
+        claim = self.claim(name, ns, [{"name": "dev", "exactly": exactly}], [])
+        allocation: dict[str, Any] = {
+            "devices": {
+                "results": [{"request": "dev", "driver": d, "pool": p, "device": x} for d, p, x in devices]
+            }
+        }
+        if node is not None:
+            allocation["nodeSelector"] = {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            }
+        claim["status"] = {"allocation": allocation}
+        if pod is not None:
+            claim["status"]["reservedFor"] = [{"resource": "pods", "name": pod, "uid": ""}]
+        self.taken.update(devices)
+        if pod is not None:
+            # Only a claim reserved for a bound pod is shared with the pods asked about: for a
+            # pod that fits nowhere (the oracle's extender fails every node) kube-scheduler's
+            # PostFilter deallocates an allocated claim of the pod that nobody reserved.
+            self.allocated.setdefault(ns, []).append(name)
+        return claim
+
+    def free_devices(self, node: str) -> list[tuple[str, str, str]]:
+        first = next(iter(sorted({d for d, _, _ in self.local.get(node, [])})), None)
+        return [d for d in self.local.get(node, []) if d not in self.taken and d[0] == first]
+
+    def bound_claims(self, pod: dict[str, Any]) -> None:
+        """Some bound pods hold devices of their node (or of the fabric) through a claim."""
+        r = self.rng
+        node = str(pod["spec"]["nodeName"])
+        ns = str(pod["metadata"]["namespace"])
+        roll = r.random()
+        if roll < 0.35:
+            free = self.free_devices(node)
+            if not free:
+                return
+            devices = r.sample(free, min(len(free), r.choice((1, 1, 2))))
+            where: str | None = node
+        elif roll < 0.42:
+            free = [d for d in self.fabric if d not in self.taken]
+            if not free:
+                return
+            devices, where = [r.choice(free)], None
+        else:
+            return
+        name = f"{pod['metadata']['name']}-dev"
+        self.c.dra.append(self.allocated_claim(name, ns, where, devices, str(pod["metadata"]["name"])))
+        pod["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": name}]
+
+    def leftover_claim(self) -> None:
+        """Now and then a claim still allocated whose pod is gone: its devices stay in use."""
+        r = self.rng
+        nodes = [n for n in sorted(self.local) if self.free_devices(n)]
+        if nodes and r.random() < 0.2:
+            node = r.choice(nodes)
+            ns = str(self.c.namespaces[0]["metadata"]["name"])
+            device = r.choice(self.free_devices(node))
+            self.c.dra.append(self.allocated_claim(f"{self.tag}-leftover", ns, node, [device], None))
+
+    def exactly(self, cls: str | None = None, all_devices: bool = False) -> dict[str, Any]:
+        r = self.rng
+        if cls is None:
+            # Mostly plain GPUs: most pods asked about should find a node somewhere.
+            names = sorted(self.classes)
+            weights = [3 if n == f"{self.tag}-gpu" else 1 for n in names]
+            cls = r.choices(names, weights=weights)[0]
+        out: dict[str, Any] = {"deviceClassName": cls}
+        if all_devices:
+            out["allocationMode"] = "All"
+        else:
+            out["allocationMode"] = "ExactCount"
+            nic = self.classes[cls] == NIC_DRIVER
+            out["count"] = r.choices((1, 2, 3), weights=(8, 1, 0) if nic else (6, 3, 1))[0]
+        if r.random() < 0.35:
+            pool = GPU_SELECTORS if self.classes[cls] == GPU_DRIVER else NIC_SELECTORS
+            out["selectors"] = _cel(*r.sample(pool, r.choice((1, 1, 2))))
+        if self.admin and self.more.random() < 0.25:
+            out["adminAccess"] = True  # devices in use or not, and it holds none
+        return out
+
+    def request(self, name: str) -> tuple[dict[str, Any], bool]:
+        """A request, and whether it takes every matching device (no constraint may name it:
+        kube-scheduler fails the pod when a constraint refuses one of them)."""
+        r = self.rng
+        kind = r.choices(("exactly", "all", "first"), weights=(6, 1, 2))[0]
+        if kind == "first":
+            subs = [{"name": f"s{k}", **self.exactly()} for k in range(r.randint(2, 3))]
+            return {"name": name, "firstAvailable": subs}, False
+        return {"name": name, "exactly": self.exactly(all_devices=kind == "all")}, kind == "all"
+
+    def sub_name(self, name: str, requests: list[dict[str, Any]]) -> str:
+        """A request's name in a constraint: now and then, for a firstAvailable request, one
+        of its subrequests (``request/sub``: the constraint holds only when that one is
+        chosen)."""
+        req = next(q for q in requests if q["name"] == name)
+        subs = req.get("firstAvailable")
+        if subs and self.more.random() < 0.4:
+            return f"{name}/{self.more.choice(subs)['name']}"
+        return name
+
+    def pod_claims(self, pod: dict[str, Any]) -> None:
+        """Claims for a pod asked about: its own (not allocated yet), now and then one a bound
+        pod holds. Never one that does not exist: kube-scheduler's PreEnqueue holds such a pod
+        back without a verdict (ours refuses it: no node either way)."""
+        r = self.rng
+        if r.random() > 0.45:
+            return
+        ns = str(pod["metadata"]["namespace"])
+        pname = str(pod["metadata"]["name"])
+        refs: list[dict[str, Any]] = []
+        for k in range(r.choices((1, 2), weights=(4, 1))[0]):
+            roll = r.random()
+            if roll < 0.1 and self.allocated.get(ns):
+                refs.append({"name": f"rc{k}", "resourceClaimName": r.choice(self.allocated[ns])})
+                continue
+            requests, every = [], set()
+            self.admin = ns in self.admin_ns
+            for j in range(r.choices((1, 2), weights=(3, 1))[0]):
+                req, all_devices = self.request(f"r{j}")
+                requests.append(req)
+                if all_devices:
+                    every.add(req["name"])
+            constraints = []
+            names = [str(q["name"]) for q in requests if q["name"] not in every]
+            if names and r.random() < 0.3:
+                attribute = r.choice((NUMA, NUMA, "gpu.example.com/model", "gpu.example.com/pcieRoot"))
+                constraint: dict[str, Any] = {"matchAttribute": attribute}
+                if every or r.random() < 0.5:
+                    over = r.sample(names, r.randint(1, len(names)))
+                    constraint["requests"] = [self.sub_name(n, requests) for n in over]
+                constraints.append(constraint)
+            name = f"{pname}-rc{k}"
+            self.c.dra.append(self.claim(name, ns, requests, constraints))
+            refs.append({"name": f"rc{k}", "resourceClaimName": name})
+        pod["spec"]["resourceClaims"] = refs
 
 
 def _milli(q: str) -> int:

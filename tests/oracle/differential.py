@@ -14,6 +14,10 @@ Outcomes per pod:
 * ``by-design``: kube-scheduler also finds nodes that are not Ready feasible (the pod tolerates
   their not-ready taint), which our NodeReady filter refuses as Volcano's cache drops them
   (``scheduler_plugin/filters/node_ready.py``). Counted apart, never hidden.
+* ``kube-pod-error``: kube-scheduler's DynamicResources filter met an error on some node (its
+  allocator's: all devices asked of a pool being updated or invalid) and aborted the pod's
+  scheduling attempt: no node. Ours refuses the nodes where the error arises, with the same
+  words, and judges the others (:func:`pod_error`). Counted apart, never hidden.
 * ``kube-forgot-port``: kube-scheduler finds a node feasible whose host port a running pod holds,
   because a pod on that node that held the same port finished: its cache keeps one entry per
   port, not a count, and removing the finished pod removed the entry for both (``HostPortInfo``;
@@ -24,6 +28,7 @@ Outcomes per pod:
 from __future__ import annotations
 
 import asyncio
+import copy
 import re
 import time
 from collections import Counter
@@ -202,6 +207,8 @@ def compare(
                 result.our_text_reasons = text
                 result.text_reasons = "same" if theirs == text else "differ"
         return result
+    if pod_error(kube, ours):
+        return PodResult(case, "kube-pod-error", kube, ours, kube_text=kube.message)
     kube_only, ours_only = kube.nodes - ours.nodes, ours.nodes - kube.nodes
     down = not_ready(nodes)
 
@@ -217,6 +224,18 @@ def compare(
         outcome = "kube-forgot-port" if "kube-forgot-port" in kinds else "by-design"
         return PodResult(case, outcome, kube, ours, kube_text=kube.message)
     return PodResult(case, "disagree", kube, ours, kube_text=kube.message)
+
+
+def pod_error(kube: OracleVerdict, ours: OurVerdict) -> bool:
+    """Whether kube-scheduler failed the pod's scheduling attempt with an error that ours gives
+    as the reason of the nodes where it arises: the DynamicResources filter's allocator error
+    (a request for all devices of a pool being updated or invalid; a CEL selector's runtime
+    error). Go aborts the attempt on the first node that errs, so it finds no node; ours refuses
+    that node with the error and judges the others (``dra_allocator``'s module docstring)."""
+    if kube.nodes or kube.message is None or re.match(r"\d+/\d+ nodes are available", kube.message):
+        return False
+    # kube-scheduler's text: 'running "DynamicResources" filter plugin: <the allocator's error>'.
+    return any(r and r in kube.message for rs in ours.dra.values() for r in rs)
 
 
 def score_outcome(ours: OurScores, choice: OracleChoice, feasible: frozenset[str]) -> str:
@@ -241,16 +260,61 @@ def same_score_maps(ours: OurScores, logged: Mapping[str, Mapping[str, int]]) ->
 
 def barrier_pod(case: Case) -> dict[str, Any]:
     """A pod every node takes while it has a free pod slot: it tolerates every taint and asks for
-    nothing else."""
+    nothing else; in a case with DRA objects, it also claims the device of :func:`sync_objects`
+    that every node reaches."""
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "registry.example/sync:1"}],
+        "tolerations": [{"operator": "Exists"}],
+    }
+    if case.dra:
+        spec["resourceClaims"] = [{"name": "sync", "resourceClaimName": f"{case.tag}-sync"}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": f"{case.tag}-sync", "namespace": case.namespaces[0]["metadata"]["name"]},
-        "spec": {
-            "containers": [{"name": "c", "image": "registry.example/sync:1"}],
-            "tolerations": [{"operator": "Exists"}],
-        },
+        "spec": spec,
     }
+
+
+SYNC_DRIVER = "sync.oracle.example"
+
+
+def sync_objects(case: Case) -> list[dict[str, Any]]:
+    """A DeviceClass, a ResourceSlice of one device every node reaches and a claim of it, all of
+    a driver of their own (no class of the case selects it), created after the case's DRA
+    objects: kube-scheduler's informers deliver each kind in order, so once the barrier pod
+    claiming that device fits, kube-scheduler sees every class, slice and claim (with its
+    allocation) of the case. Our side is not given them (they change no verdict)."""
+    tag = case.tag
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": f"{tag}-sync"},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{SYNC_DRIVER}'"}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{tag}-sync"},
+            "spec": {
+                "driver": SYNC_DRIVER,
+                "pool": {"name": f"{tag}-sync", "generation": 1, "resourceSliceCount": 1},
+                "allNodes": True,
+                "devices": [{"name": "sync-0"}],
+            },
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"{tag}-sync", "namespace": case.namespaces[0]["metadata"]["name"]},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "sync", "exactly": {"deviceClassName": f"{tag}-sync", "count": 1}}]
+                }
+            },
+        },
+    ]
 
 
 def with_free_slot(nodes: Sequence[Mapping[str, Any]], bound: Sequence[Mapping[str, Any]]) -> frozenset[str]:
@@ -279,10 +343,10 @@ class Differential:
     async def run(self, case: Case) -> list[PodResult]:
         """Every pod of the case on both schedulers; the case's objects are deleted afterwards."""
         try:
-            nodes, bound = await self._create(case)
+            nodes, bound, dra = await self._create(case)
             await self._sync(case, nodes, bound)
             verdicts = await self.oracle.feasible_nodes_many(case.pods)
-            others = [*case.namespaces, *case.cluster, *case.claims]
+            others = [*case.namespaces, *case.cluster, *case.claims, *dra]
             results = [
                 compare(case, nodes, v, our_verdict(nodes, bound, v.pod, others), bound) for v in verdicts
             ]
@@ -309,11 +373,19 @@ class Differential:
         finally:
             await self._delete(case)
 
-    async def _create(self, case: Case) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def _create(
+        self, case: Case
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        """Create the case's objects; the nodes, the bound pods and the DRA objects as stored."""
         api = self.api
         await asyncio.gather(*(api.create(ns) for ns in case.namespaces))
         for obj in case.cluster:  # StorageClasses before the PVs that name them
             await self._create_with_status(obj)
+        dra = list(
+            await asyncio.gather(
+                *(api.create({k: v for k, v in o.items() if k != "status"}) for o in case.dra)
+            )
+        )
         nodes = list(await asyncio.gather(*(api.create(n) for n in case.nodes)))
         await asyncio.gather(*(self._create_with_status(c) for c in case.claims))
         bound = list(
@@ -321,7 +393,20 @@ class Differential:
                 *(self._bound_pod(p, case.then.get(p["metadata"]["name"])) for p in case.bound)
             )
         )
-        return nodes, bound
+        # The allocations (and the bound pods they are reserved for), as kube-scheduler wrote
+        # them when it scheduled those pods.
+        uids = {str(p["metadata"]["name"]): str(p["metadata"]["uid"]) for p in bound}
+        for i, obj in enumerate(case.dra):
+            if "status" in obj:
+                status = copy.deepcopy(obj["status"])
+                for ref in status.get("reservedFor") or []:
+                    ref["uid"] = uids[ref["name"]]
+                dra[i] = await api.replace_status({**dra[i], "status": status})
+        if case.dra:
+            # Created last: once kube-scheduler sees these, it sees every DRA object before them.
+            for obj in sync_objects(case):
+                await api.create(obj)
+        return nodes, bound, dra
 
     async def _bound_pod(self, pod: Mapping[str, Any], then: str | None) -> dict[str, Any]:
         """Create a bound pod, then finish it or start deleting it (``Case.then``)."""
@@ -370,6 +455,11 @@ class Differential:
         namespaces = [str(ns["metadata"]["name"]) for ns in case.namespaces]
         await asyncio.gather(*(api.delete_all("Pod", ns) for ns in namespaces))
         await asyncio.gather(*(api.delete(n) for n in case.nodes))
+        for ns in namespaces:
+            await api.delete_all("ResourceClaim", ns)
+        for obj in [*case.dra, *(sync_objects(case) if case.dra else [])]:
+            if obj["kind"] != "ResourceClaim":
+                await api.delete(obj)
         # PVs and PVCs carry protection finalizers no controller removes here.
         for obj in [*case.claims, *case.cluster]:
             if await api.merge_patch(obj, {"metadata": {"finalizers": None}}) is not None:
@@ -399,6 +489,8 @@ class Tally:
     # the filters, or wording).
     only_kube: Counter[str] = field(default_factory=Counter)
     only_ours: Counter[str] = field(default_factory=Counter)
+    # Pods with ResourceClaims (see add).
+    dra: Counter[str] = field(default_factory=Counter)
 
     def add(self, results: Sequence[PodResult]) -> None:
         """Count one case's results."""
@@ -408,6 +500,12 @@ class Tally:
             self.outcomes[r.outcome] += 1
             n = len(r.case.nodes)
             self.coverage["none" if not r.kube.nodes else "all" if len(r.kube.nodes) == n else "some"] += 1
+            if (r.kube.pod.get("spec") or {}).get("resourceClaims"):
+                # Pods with ResourceClaims: kube-scheduler found a node for some, and our
+                # DynamicResources filter refused some node of the case while it did.
+                self.dra["pods"] += 1
+                self.dra["placed"] += bool(r.kube.nodes)
+                self.dra["placed, some node refused by DRA"] += bool(r.kube.nodes and r.ours.dra)
             if r.outcome == "disagree":
                 self.disagreements.append(r)
             if r.outcome == "refused" and r.ours.refused:
@@ -441,10 +539,17 @@ class Tally:
         text = (
             f"{self.cases} cases, {self.pods} pods: {o['agree']} agree, {o['disagree']} disagree, "
             f"{o['refused']} refused by ours, {o['by-design']} differ by design (NodeReady), "
-            f"{o['kube-forgot-port']} where kube-scheduler's cache forgot a host port"
+            f"{o['kube-forgot-port']} where kube-scheduler's cache forgot a host port, "
+            f"{o['kube-pod-error']} that kube-scheduler failed with an error (DRA)"
         )
         c = self.coverage
         text += f"\nkube-scheduler found no node for {c['none']} pods, some nodes for {c['some']}, every node for {c['all']}"
+        if self.dra["pods"]:
+            d = self.dra
+            text += (
+                f"\npods with ResourceClaims: {d['pods']}, kube-scheduler found a node for {d['placed']}, "
+                f"{d['placed, some node refused by DRA']} of them with some node our DynamicResources refused"
+            )
         both = self.reasons["same"] + self.reasons["differ"]
         text += (
             f"\nreason counts where neither finds a node ({both} pods): our filters in kube-scheduler's order "

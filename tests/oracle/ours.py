@@ -45,6 +45,9 @@ class OurVerdict:
     reasons: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The same filters asked in kube-scheduler's order (below), per infeasible node.
     kube_order: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The DynamicResources filter's reasons on every node it refuses, whatever the other
+    # filters say there (kube-scheduler fails the whole pod on an allocator error of one node).
+    dra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def as_ours(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,7 +78,7 @@ def our_session(
     others: Sequence[Mapping[str, Any]] = (),
 ) -> OurSession:
     """The snapshot our scheduler builds with ``bound`` (pods with ``spec.nodeName``) running on
-    ``nodes``, ``others`` (Namespaces, claims, volumes, classes, CSI objects) in the cluster and
+    ``nodes``, ``others`` (Namespaces, claims, volumes, classes, CSI objects, DRA objects) in the cluster and
     ``pod`` pending, addressed to us. Pass the objects as the apiserver stored them: admission
     adds tolerations, defaults fields and drops what a feature gate disables."""
     mine = as_ours(pod)
@@ -92,6 +95,10 @@ def our_session(
         csinodes=of("CSINode"),
         drivers=of("CSIDriver"),
         capacities=of("CSIStorageCapacity"),
+        device_classes=of("DeviceClass"),
+        resource_slices=of("ResourceSlice"),
+        resource_claims=of("ResourceClaim"),
+        claim_templates=of("ResourceClaimTemplate"),
     )
     snap = build_snapshot(
         [dict(n) for n in nodes],
@@ -136,6 +143,11 @@ def our_verdict(
         # A PreFilter refused the pod: kube-scheduler says it once, for no node in particular.
         return OurVerdict(feasible, message, None, {"": (refused_first,)}, {"": (refused_first,)})
     stateful = [(f, fst) for f, fst in state.filters if f.applies(fst, cons) and f.name != "NodePorts"]
+    dra: dict[str, tuple[str, ...]] = {}
+    for f, fst in stateful:
+        if f.name == "DynamicResources":
+            every = f.reasons(fst, cons, np.arange(len(snap.node_names), dtype=np.int64))
+            dra = {snap.node_names[i]: r for i, r in enumerate(every) if r}
     for i, name in enumerate(snap.node_names):
         if name in feasible:
             continue
@@ -157,7 +169,7 @@ def our_verdict(
         in_order = (f.filter(cons, node) for f in KUBE_ORDER)
         first = next((r for r in in_order if r is not None), None)
         kube_order[name] = (first,) if first else ports or short or later or reasons[name]
-    return OurVerdict(feasible, message, None, reasons, kube_order)
+    return OurVerdict(feasible, message, None, reasons, kube_order, dra)
 
 
 @dataclass(frozen=True)

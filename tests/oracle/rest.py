@@ -23,6 +23,10 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "CSINode": ("/apis/storage.k8s.io/v1", "csinodes", False),
     "CSIDriver": ("/apis/storage.k8s.io/v1", "csidrivers", False),
     "RuntimeClass": ("/apis/node.k8s.io/v1", "runtimeclasses", False),
+    "DeviceClass": ("/apis/resource.k8s.io/v1", "deviceclasses", False),
+    "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices", False),
+    "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
+    "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
 }
 
 

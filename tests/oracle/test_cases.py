@@ -54,7 +54,8 @@ def test_bound_pods_carry_terms_that_score_incoming_pods_only_behind_their_flag(
 def test_our_verdict_reads_the_objects_alone() -> None:
     case = generate(5, 0)
     pod = {**case.pods[0], "metadata": {**case.pods[0]["metadata"], "uid": "u"}}
-    verdict = our_verdict(case.nodes, case.bound, pod)
+    others = [*case.namespaces, *case.cluster, *case.claims, *case.dra]
+    verdict = our_verdict(case.nodes, case.bound, pod, others)
     assert verdict.refused is None
     assert verdict.nodes <= {n["metadata"]["name"] for n in case.nodes}
     assert set(verdict.reasons) == {n["metadata"]["name"] for n in case.nodes} - verdict.nodes
@@ -102,3 +103,22 @@ def test_matchfields_on_every_term_narrow_the_nodes_as_kube_schedulers_prefilter
     assert prefilter_node_names(pod(by_name)) == frozenset({"a"})
     assert prefilter_node_names(pod(by_name, by_label)) is None  # a term with no names: every node
     assert prefilter_node_names({"spec": {}}) is None
+
+
+def test_dra_objects_come_only_behind_their_flag_and_every_claim_a_pod_names_is_in_the_case() -> None:
+    for index in range(10):
+        assert not generate(5, index, frozenset()).dra
+    named = kinds = 0
+    for index in range(10):
+        case = generate(5, index, frozenset({"dra"}))
+        claims = {
+            (o["metadata"]["namespace"], o["metadata"]["name"])
+            for o in case.dra
+            if o["kind"] == "ResourceClaim"
+        }
+        kinds += {o["kind"] for o in case.dra} == {"DeviceClass", "ResourceSlice", "ResourceClaim"}
+        for p in [*case.bound, *case.pods]:
+            for ref in p["spec"].get("resourceClaims") or []:
+                assert (p["metadata"]["namespace"], ref["resourceClaimName"]) in claims
+                named += 1
+    assert named > 10 and kinds > 5
