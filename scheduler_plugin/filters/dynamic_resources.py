@@ -132,7 +132,7 @@ class DraState:
     _local: dict[DeviceId, int] = field(default_factory=dict)  # node-local device -> its node
     _ver: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _fits: dict[Specs, tuple[I64, Mask, list[Allocated | str | None]]] = field(default_factory=dict)
-    _avail: dict[str, Mask] = field(default_factory=dict)
+    _avail: dict[Any, Mask] = field(default_factory=dict)  # by frozen node selector
     _by_name: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -190,11 +190,12 @@ class DraState:
         return fixed, todo
 
     # ------------------------------------------------------------------ verdicts
-    def available(self, key: str, allocation: AllocationInfo) -> Mask:
-        """The nodes an allocation's node selector admits (per claim, per cycle)."""
-        got = self._avail.get(key)
+    def available(self, allocation: AllocationInfo) -> Mask:
+        """The nodes an allocation's node selector admits (per selector, per cycle: a shared
+        claim this cycle gave back and allocated again elsewhere is judged by its new one)."""
+        got = self._avail.get(allocation.node_selector)
         if got is None:
-            got = self._avail[key] = np.fromiter(
+            got = self._avail[allocation.node_selector] = np.fromiter(
                 (allocation_fits(allocation, n) for n in self.nodes), dtype=bool, count=len(self.nodes)
             )
         return got
@@ -240,7 +241,7 @@ class DraState:
             got = self.attempt(tuple(s for _, s in todo), node)
             if isinstance(got, str):
                 return (_named(got, [key for key, _ in todo]),)
-        if any(not self.available(key, a)[node] for key, a in fixed):
+        if any(not self.available(a)[node] for _key, a in fixed):
             return (REASON_NOT_AVAILABLE,)
         return ()
 
@@ -374,8 +375,8 @@ class DynamicResources(LocalFilter):
         idx = np.asarray(nodes, dtype=np.int64)
         ok = np.ones(len(idx), dtype=bool)
         fixed, todo = state._split(p)
-        for key, a in fixed:
-            ok &= state.available(key, a)[idx]
+        for _key, a in fixed:
+            ok &= state.available(a)[idx]
         if todo:
             live = ok & (counts > 0)
             sub = idx[live]

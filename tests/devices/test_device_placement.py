@@ -330,3 +330,26 @@ def test_the_compute_domain_example_runs_whole_in_the_clique_that_holds_it() -> 
     out = json.loads(res.stdout)
     nodes = {p["node"] for k, p in out["pods"].items() if k.startswith("default/mnnvl-")}
     assert nodes == {f"gb200-1-{i}" for i in range(4)}  # the 4-node clique, not split over both
+
+
+def test_a_shared_claim_given_back_and_allocated_again_elsewhere_is_judged_by_its_new_devices() -> None:
+    from scheduler_plugin.cache.storage import StorageState
+    from scheduler_plugin.filters.dynamic_resources import DraState
+    from scheduler_plugin.filters.nodes import node_static_from_dict
+    from scheduler_plugin.filters.pod_constraints import compile_pod_constraints
+
+    nodes, _hns, slices = gpu_racks(1, 2, gpus=1)
+    st = StorageState()
+    st.replace(dra_listing(device_class(), *slices, claim("shared-gpu", claim_spec(1))))
+    statics = [node_static_from_dict(n) for n in nodes]
+    state = DraState(st.dra_view(), statics, {"default/shared-gpu": 2})
+    a, b = pod("a", None, cpu=1), pod("b", None, cpu=1)
+    for p in (a, b):
+        uses_claim(p, "shared-gpu")
+    pa, pb = state.pod(compile_pod_constraints(a)), state.pod(compile_pod_constraints(b))
+    state.take(pa, 0)  # the claim gets r0n0's GPU; b must follow it there
+    assert state.reasons(pb, 1) == ("resourceclaim not available on the node",)
+    state.give_back(pa, 0)
+    state.take(pa, 1)  # undone, then allocated on r0n1: b follows it there now
+    assert state.reasons(pb, 1) == ()
+    assert state.reasons(pb, 0) == ("resourceclaim not available on the node",)
