@@ -550,6 +550,7 @@ class DraObjects:
     _general: list[tuple[str, str]] = field(default_factory=list, repr=False)
     _devices: dict[str, tuple[tuple[DeviceInfo, SliceInfo], ...]] = field(default_factory=dict, repr=False)
     _allocated: frozenset[DeviceId] | None = field(default=None, repr=False)
+    _compute_domains: frozenset[str] | None = field(default=None, repr=False)
     # Selector verdicts per (expression, device): devices do not change within a view.
     matches: dict[tuple[str, DeviceId], bool | str] = field(default_factory=dict, repr=False)
 
@@ -674,8 +675,12 @@ def uses_compute_domain(claims: PodClaims, objects: DraObjects) -> bool:
 
 def compute_domain_templates(objects: DraObjects) -> frozenset[str]:
     """The templates and claims (``namespace/name``) that ask for a ComputeDomain channel: while
-    any exists, the clique label is a topology key of the tree."""
-    return frozenset(
-        [k for k, t in objects.templates.items() if claims_compute_domain_channel(t.spec)]
-        + [k for k, c in objects.claims.items() if claims_compute_domain_channel(c.spec)]
-    )
+    any exists, the clique label is a topology key of the tree. Once per view (the cache asks
+    every cycle)."""
+    got = objects._compute_domains
+    if got is None:
+        got = objects._compute_domains = frozenset(
+            [k for k, t in objects.templates.items() if claims_compute_domain_channel(t.spec)]
+            + [k for k, c in objects.claims.items() if claims_compute_domain_channel(c.spec)]
+        )
+    return got
