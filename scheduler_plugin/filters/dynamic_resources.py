@@ -35,7 +35,7 @@ import numpy.typing as npt
 from .dra import AllocationInfo, ClaimSpec, DeviceId, DraObjects, PodClaims
 from .dra_allocator import Allocated, ClaimAllocation, allocate, allocation_fits
 from .nodes import NodeStatic
-from .plugin import I64, CompiledPod, CycleInput, LocalFilter
+from .plugin import I64, CompiledPod, CycleInput, LocalFilter, pending_uses
 
 REASON_NOT_AVAILABLE = "resourceclaim not available on the node"
 
@@ -324,16 +324,9 @@ class DraState:
 
 def pending_claim_uses(snapshot: CycleInput) -> dict[str, int]:
     """How many pods waiting to be placed use each ResourceClaim."""
-    uses: dict[str, int] = {}
-    shapes = snapshot.shapes
-    for job in snapshot.jobs.values():
-        for t in job.pending:
-            pc = shapes[t.shape].constraints.claims
-            for ref in pc.refs:
-                if ref.claim_name is not None:
-                    k = pc.key(ref)
-                    uses[k] = uses.get(k, 0) + 1
-    return uses
+    return pending_uses(
+        snapshot, lambda c: (c.claims.key(r) for r in c.claims.refs if r.claim_name is not None)
+    )
 
 
 def decisions(state: DraState) -> dict[str, ClaimAllocation]:

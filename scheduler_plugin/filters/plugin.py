@@ -15,7 +15,7 @@ applies to volatile: the session recounts them whenever a placement happened sin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
@@ -295,6 +295,18 @@ class LocalFilter:
             if got:
                 more.extend(got)
         return np.asarray(more, dtype=np.int64) if more else None
+
+
+def pending_uses(snapshot: CycleInput, keys_of: Callable[[CompiledPod], Iterable[str]]) -> dict[str, int]:
+    """How many pods waiting to be placed use each of the objects ``keys_of`` names of a pod
+    (its volume claims, its ResourceClaims): a claim several of them share binds them together."""
+    uses: dict[str, int] = {}
+    shapes = snapshot.shapes
+    for job in snapshot.jobs.values():
+        for t in job.pending:
+            for k in keys_of(shapes[t.shape].constraints):
+                uses[k] = uses.get(k, 0) + 1
+    return uses
 
 
 def freeze(value: Any) -> Any:

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .nodes import NodeStatic
-from .plugin import I64, CompiledPod, CycleInput, LocalFilter
+from .plugin import I64, CompiledPod, CycleInput, LocalFilter, pending_uses
 from .volumes import (
     NOT_SUPPORTED_PROVISIONER,
     Claim,
@@ -473,15 +473,7 @@ class BindingState:
 
 def pending_claim_uses(snapshot: CycleInput) -> dict[str, int]:
     """How many pods waiting to be placed use each claim."""
-    uses: dict[str, int] = {}
-    shapes = snapshot.shapes
-    for job in snapshot.jobs.values():
-        for t in job.pending:
-            pv = shapes[t.shape].constraints.volumes
-            for c in pv.claims:
-                k = pv.key(c)
-                uses[k] = uses.get(k, 0) + 1
-    return uses
+    return pending_uses(snapshot, lambda c: (c.volumes.key(v) for v in c.volumes.claims))
 
 
 def decisions(state: BindingState) -> dict[str, Decision]:
