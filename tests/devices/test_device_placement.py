@@ -11,14 +11,10 @@ from typing import Any
 from typer.testing import CliRunner
 
 from hyperplace.api import HyperNode, PodGroup
-from scheduler_plugin.cache.cluster_state import ClusterState
-from scheduler_plugin.cache.rebuild import build_snapshot
-from scheduler_plugin.cache.storage import StorageListing
-from scheduler_plugin.cache.verify import verify_snapshot
-from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
-from scheduler_plugin.cycle import SessionResult, run_session
+from scheduler_plugin.cycle import SessionResult
 from simulator.cli import app
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
+from tests.scheduler.builders import schedule_verified as schedule
 
 from .builders import (
     CLIQUE_LABEL,
@@ -58,29 +54,6 @@ def gpu_racks(
         hns.append(hypernode(f"rack{r}", 1, nodes=members))
     hns.append(hypernode("root", 2, children=[f"rack{r}" for r in range(racks)]))
     return nodes, hns, slices
-
-
-def schedule(
-    nodes: list[dict[str, Any]],
-    pods: list[dict[str, Any]],
-    listing: StorageListing,
-    hypernodes: list[HyperNode] | None = None,
-    podgroups: list[PodGroup] | None = None,
-) -> SessionResult:
-    """One session on the incremental state, held against a from-scratch build of the same."""
-    state = ClusterState(("volcano",))
-    state.replace_all(nodes, pods, hypernodes or [], podgroups or [], storage=listing)
-    snap = state.snapshot()
-    rebuilt = build_snapshot(
-        nodes=nodes,
-        pods=pods,
-        hypernodes=hypernodes or [],
-        podgroups=podgroups or [],
-        scheduler_names=("volcano",),
-        storage=listing,
-    )
-    verify_snapshot(state, snap, rebuilt)
-    return run_session(snap, DEFAULT_CONFIG)
 
 
 def devices_of(result: SessionResult, claim_key: str) -> list[tuple[str, str]]:

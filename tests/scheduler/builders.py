@@ -7,7 +7,10 @@ from typing import Any
 from bench.quality.ours import reservation_wait_config
 from hyperplace.api import HyperNode, PodGroup, Queue
 from hyperplace.api.constants import GROUP_NAME_ANNOTATION, PARTITION_ID_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY
+from scheduler_plugin.cache.cluster_state import ClusterState
 from scheduler_plugin.cache.rebuild import build_snapshot
+from scheduler_plugin.cache.storage import StorageListing
+from scheduler_plugin.cache.verify import verify_snapshot
 from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG, SchedulerConfig
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.model.snapshot import ClusterSnapshot
@@ -210,6 +213,30 @@ def schedule(
         priority_classes=priority_classes or [],
     )
     return run_session(snap, config), snap
+
+
+def schedule_verified(
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    storage: StorageListing,
+    hypernodes: list[HyperNode] | None = None,
+    podgroups: list[PodGroup] | None = None,
+) -> SessionResult:
+    """One session on the incremental state (with storage and DRA objects), held against a
+    from-scratch build of the same."""
+    state = ClusterState(("volcano",))
+    state.replace_all(nodes, pods, hypernodes or [], podgroups or [], storage=storage)
+    snap = state.snapshot()
+    rebuilt = build_snapshot(
+        nodes=nodes,
+        pods=pods,
+        hypernodes=hypernodes or [],
+        podgroups=podgroups or [],
+        scheduler_names=("volcano",),
+        storage=storage,
+    )
+    verify_snapshot(state, snap, rebuilt)
+    return run_session(snap, DEFAULT_CONFIG)
 
 
 def guide_tree() -> list[HyperNode]:

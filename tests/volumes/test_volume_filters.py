@@ -7,14 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from hyperplace.api import HyperNode, PodGroup
-from scheduler_plugin.cache.cluster_state import ClusterState
-from scheduler_plugin.cache.rebuild import build_snapshot
-from scheduler_plugin.cache.storage import StorageListing
-from scheduler_plugin.cache.verify import verify_snapshot
-from scheduler_plugin.config.scheduler_conf import DEFAULT_CONFIG
-from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.filters.volume_binding import Decision
 from tests.scheduler.builders import hypernode, job_pods, node, pod, podgroup
+from tests.scheduler.builders import schedule_verified as schedule
 
 from .builders import (
     capacity,
@@ -39,29 +34,6 @@ def racks(n_racks: int = 2, per_rack: int = 2, cpu: int = 4) -> tuple[list[dict[
         hns.append(hypernode(f"rack{r}", 1, nodes=members))
     hns.append(hypernode("root", 2, children=[f"rack{r}" for r in range(n_racks)]))
     return nodes, hns
-
-
-def schedule(
-    nodes: list[dict[str, Any]],
-    pods: list[dict[str, Any]],
-    storage: StorageListing,
-    hypernodes: list[HyperNode] | None = None,
-    podgroups: list[PodGroup] | None = None,
-) -> SessionResult:
-    """One session on the incremental state, held against a from-scratch build of the same."""
-    state = ClusterState(("volcano",))
-    state.replace_all(nodes, pods, hypernodes or [], podgroups or [], storage=storage)
-    snap = state.snapshot()
-    rebuilt = build_snapshot(
-        nodes=nodes,
-        pods=pods,
-        hypernodes=hypernodes or [],
-        podgroups=podgroups or [],
-        scheduler_names=("volcano",),
-        storage=storage,
-    )
-    verify_snapshot(state, snap, rebuilt)
-    return run_session(snap, DEFAULT_CONFIG)
 
 
 def gang(
