@@ -10,82 +10,28 @@ own control plane with kube-controller-manager (the session's has none)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from hyperplace.localup import components as lc
-from hyperplace.localup import controlplane
-
-from ..kube_bin import kube_bin_dir
 from . import components
-from .kube import REPO, Kubectl, pod_node, wait_for
+from .kube import REPO, pod_node, wait_for
 
 pytestmark = [pytest.mark.apiserver, pytest.mark.gobuilt]
 
-LEASE_NAMESPACE = "hyperplace-system"
 EXAMPLE = REPO / "examples" / "dra-gpus"
 FINALIZER = "resource.kubernetes.io/delete-protection"
 
 
-class Plane:
-    def __init__(self, kubectl: Kubectl, procs: list[components.Component], cp: Any) -> None:
-        self.kubectl, self.procs, self.cp = kubectl, procs, cp
-
-    def describe(self) -> str:
-        procs = sorted(self.procs, key=lambda p: not p.alive())
-        return str(self.cp.logs()) + "\n" + "\n".join(p.tail(40) for p in procs)
-
-
 @pytest.fixture(scope="module")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    bin_dir = kube_bin_dir()
-    try:
-        cm = controlplane.control_plane(bin_dir, controller_manager=True)
-        cp = cm.__enter__()
-    except controlplane.ControlPlaneError as exc:
-        pytest.fail(f"the control plane did not start:\n{exc}")
-    procs: list[components.Component] = []
-    try:
-        kubectl = Kubectl(cp.kubeconfig)
-        kubectl.run("apply", "-f", str(REPO / "manifests" / "crds"))
-        wait_for(
-            lambda: (
-                kubectl.run(
-                    "get",
-                    "podgroups.scheduling.volcano.sh,hypernodes,queues,jobs.batch.volcano.sh",
-                    "-A",
-                    check=False,
-                ).returncode
-                == 0
-            ),
-            "the CRDs to be served",
-        )
-        kubectl.run("apply", "-f", str(REPO / "manifests" / "default-queue.yaml"))
-        kubectl.run("create", "namespace", LEASE_NAMESPACE)
-        logs = tmp_path_factory.mktemp("dra-components")
-        env = {"KUBECONFIG": str(cp.kubeconfig)}
-        procs.append(
-            components.Component(
-                "fake-kubelet", lc.fake_kubelet_argv(cp.kubeconfig), logs / "fake-kubelet.log", env=env
-            )
-        )
-        procs.append(components.controller(cp.kubeconfig, logs / "controller.log", LEASE_NAMESPACE))
-        procs.append(components.scheduler(cp.kubeconfig, logs / "scheduler.log", LEASE_NAMESPACE))
-        yield Plane(kubectl, procs, cp)
-    except BaseException:
-        print(cp.logs(), file=sys.stderr)
-        raise
-    finally:
-        for p in reversed(procs):
-            p.stop()
-        cm.__exit__(None, None, None)
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[components.Plane]:
+    with components.plane_with_kcm(tmp_path_factory.mktemp("dra-components")) as p:
+        yield p
 
 
 def test_a_gangs_gpus_come_from_the_controllers_claims_in_one_nvlink_domain_and_go_back_with_the_job(
-    plane: Plane,
+    plane: components.Plane,
 ) -> None:
     kubectl = plane.kubectl
     out = kubectl.run("apply", "-f", f"{EXAMPLE}/", check=False)

@@ -17,85 +17,33 @@ inside one rack. Started again, the nodes are Ready and untainted."""
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from hyperplace.localup import components as lc
-from hyperplace.localup import controlplane
 from hyperplace.localup.fakekubelet import STOP_ANNOTATION, STOPPED
 
-from ..kube_bin import kube_bin_dir
 from . import components
-from .kube import REPO, Kubectl, exact, hypernode, node, pod_node, wait_for
+from .kube import Kubectl, exact, hypernode, node, pod_node, wait_for
 
 pytestmark = pytest.mark.apiserver
 
-LEASE_NAMESPACE = "hyperplace-system"
 SELECT = "hyperplace.io/node-lifecycle-test"
 GRACE = "8s"  # kube-controller-manager's --node-monitor-grace-period (50 s by default)
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
 
-@dataclass
-class Plane:
-    kubectl: Kubectl
-    procs: list[components.Component]
-    cp: Any
-
-    def describe(self) -> str:
-        procs = sorted(self.procs, key=lambda p: not p.alive())
-        return str(self.cp.logs()) + "\n" + "\n".join(p.tail(30) for p in procs)
-
-
 @pytest.fixture(scope="module")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    bin_dir = kube_bin_dir()
-    try:
-        cm = controlplane.control_plane(
-            bin_dir,
-            controller_manager=True,
-            controller_manager_args=[f"--node-monitor-grace-period={GRACE}", "--node-monitor-period=1s"],
-        )
-        cp = cm.__enter__()
-    except controlplane.ControlPlaneError as exc:
-        pytest.fail(f"the control plane did not start:\n{exc}")
-    procs: list[components.Component] = []
-    try:
-        kubectl = Kubectl(cp.kubeconfig)
-        kubectl.run("apply", "-f", str(REPO / "manifests" / "crds"))
-        wait_for(
-            lambda: kubectl.run("get", "podgroups,hypernodes,queues", "-A", check=False).returncode == 0,
-            "the CRDs to be served",
-        )
-        kubectl.run("apply", "-f", str(REPO / "manifests" / "default-queue.yaml"))
-        kubectl.run("create", "namespace", LEASE_NAMESPACE)
-        logs = tmp_path_factory.mktemp("node-lifecycle")
-        env = {"KUBECONFIG": str(cp.kubeconfig)}
-        kubelet_argv = [*lc.fake_kubelet_argv(cp.kubeconfig), "--renew-interval=2s"]
-        procs.append(components.Component("fake-kubelet", kubelet_argv, logs / "fake-kubelet.log", env=env))
-        procs.append(
-            components.controller(
-                cp.kubeconfig,
-                logs / "controller.log",
-                LEASE_NAMESPACE,
-                "--node-not-ready-grace=2s",
-                "--force-delete-unreachable-after=1s",
-            )
-        )
-        procs.append(components.scheduler(cp.kubeconfig, logs / "scheduler.log", LEASE_NAMESPACE))
-        yield Plane(kubectl, procs, cp)
-    except BaseException:
-        print(cp.logs(), file=sys.stderr)
-        raise
-    finally:
-        for p in reversed(procs):
-            p.stop()
-        cm.__exit__(None, None, None)
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[components.Plane]:
+    with components.plane_with_kcm(
+        tmp_path_factory.mktemp("node-lifecycle"),
+        kcm_args=[f"--node-monitor-grace-period={GRACE}", "--node-monitor-period=1s"],
+        kubelet_args=["--renew-interval=2s"],
+        controller_args=["--node-not-ready-grace=2s", "--force-delete-unreachable-after=1s"],
+    ) as p:
+        yield p
 
 
 def gang(name: str, ns: str, label: str, policy: str, job_level: bool) -> dict[str, Any]:
@@ -161,7 +109,9 @@ def node_state(kubectl: Kubectl, name: str) -> tuple[str, bool]:
     return ready, tainted
 
 
-def test_nodes_dead_under_two_gangs_are_replaced_per_policy_inside_each_gangs_rack(plane: Plane) -> None:
+def test_nodes_dead_under_two_gangs_are_replaced_per_policy_inside_each_gangs_rack(
+    plane: components.Plane,
+) -> None:
     kubectl = plane.kubectl
     label = f"nl{uuid.uuid4().hex[:6]}"
     racks = {f"{label}-rack{r}": [f"{label}-r{r}-n{i}" for i in range(3)] for r in range(2)}
