@@ -35,8 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,8 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.live.cluster import create_all
 from bench.live.processes import cpu_seconds
-from bench.podgroup_race import peak_rss_mib, start_kube_scheduler, start_ours, stop
-from hyperplace.localup.components import MANIFESTS
+from bench.podgroup_race import install_ours, peak_rss_mib, start_kube_scheduler, start_ours, stop
 from hyperplace.localup.controlplane import ControlPlane, kube_bin_dir
 from hyperplace.runtime.api import (
     DEVICE_CLASSES,
@@ -384,29 +381,7 @@ def main() -> int:
     results: list[Result] = []
     try:
         cp.start()
-        env = dict(os.environ, KUBECONFIG=str(cp.kubeconfig))
-        kubectl = "kubectl"
-        for f in ("namespace.yaml", "crds"):
-            subprocess.run(
-                [kubectl, "apply", "-f", str(MANIFESTS / f)], env=env, check=True, capture_output=True
-            )
-        subprocess.run(
-            [kubectl, "wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-        for _ in range(30):
-            if (
-                subprocess.run(
-                    [kubectl, "apply", "-f", str(MANIFESTS / "default-queue.yaml")],
-                    env=env,
-                    capture_output=True,
-                ).returncode
-                == 0
-            ):
-                break
-            time.sleep(1)
+        install_ours(cp)
         t = time.perf_counter()
         asyncio.run(seed(cp, nodes))
         say(

@@ -670,6 +670,32 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def install_ours(cp: ControlPlane) -> None:
+    """Our namespace, Volcano's CRDs (served before we go on) and the default Queue."""
+    env = dict(os.environ, KUBECONFIG=str(cp.kubeconfig))
+    for f in ("namespace.yaml", "crds"):
+        subprocess.run(
+            ["kubectl", "apply", "-f", str(MANIFESTS / f)], env=env, check=True, capture_output=True
+        )
+    subprocess.run(
+        ["kubectl", "wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    for _ in range(30):
+        if (
+            subprocess.run(
+                ["kubectl", "apply", "-f", str(MANIFESTS / "default-queue.yaml")],
+                env=env,
+                capture_output=True,
+            ).returncode
+            == 0
+        ):
+            break
+        time.sleep(1)
+
+
 async def create_nodes(cp: ControlPlane, nodes: int) -> float:
     api, raw = await connect(str(cp.kubeconfig), pool_size=CREATE_CONCURRENCY + 8)
     try:
@@ -708,28 +734,7 @@ def main() -> int:
     results: list[Result] = []
     try:
         cp.start()
-        env = dict(os.environ, KUBECONFIG=str(cp.kubeconfig))
-        for f in ("namespace.yaml", "crds"):
-            subprocess.run(
-                ["kubectl", "apply", "-f", str(MANIFESTS / f)], env=env, check=True, capture_output=True
-            )
-        subprocess.run(
-            ["kubectl", "wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-        for _ in range(30):
-            if (
-                subprocess.run(
-                    ["kubectl", "apply", "-f", str(MANIFESTS / "default-queue.yaml")],
-                    env=env,
-                    capture_output=True,
-                ).returncode
-                == 0
-            ):
-                break
-            time.sleep(1)
+        install_ours(cp)
         t = asyncio.run(create_nodes(cp, nodes))
         say(f"{nodes} nodes created in {t:.1f}s")
         for k, name in enumerate(names):
