@@ -66,7 +66,8 @@ def enqueue(ssn: Session) -> None:
         if not jobs:
             continue
         job = jobs.pop()
-        if job_sums(snap, job).min_resources is None or ssn.job_enqueueable(job):
+        # Nothing to ask (no minResources, no DRA device claimed): admitted, as Volcano does.
+        if job_sums(snap, job).admission is None or ssn.job_enqueueable(job):
             ssn.job_enqueued(job)
         else:
             why = ssn.enqueue_reasons.get(job.key) or "a plugin refused to admit the job"

@@ -27,11 +27,14 @@ from ..model.jobs import JobInfo, TaskInfo, pods_per_shape, written_phase
 from ..model.memo import MemoKey, changed_entries
 from ..model.resources import Res, exceeded_part
 from ..model.snapshot import ClusterSnapshot
+from .device_quota import class_totals, devices_res, pod_devices, used_devices
 
 OPEN = "Open"
 # Allocatable of the ready nodes, and the request of each pod shape: once per snapshot.
 TOTAL: MemoKey[Res] = MemoKey("total resource")
 SHAPE_REQUESTS: MemoKey[list[Res]] = MemoKey("shape requests")
+# The DRA devices each pod shape claims (shape id -> its devices as a request), once per snapshot.
+SHAPE_DEVICES: MemoKey[dict[int, Res]] = MemoKey("shape devices")
 # Resources Volcano's GetInqueueResource never reserves (not scalar resource names).
 _NOT_SCALAR = frozenset({"ephemeral-storage", "storage"})
 
@@ -112,14 +115,53 @@ def column_sums(m: np.ndarray) -> list[int]:
 def _total_resource(snap: ClusterSnapshot) -> Res:
     ready = np.array([st.ready for st in snap.node_static], dtype=bool)
     sums = column_sums(snap.allocatable[ready]) if len(ready) else [0] * len(snap.resources)
-    return Res.from_milli({r: v for r, v in zip(snap.resources, sums, strict=True) if v})
+    out = Res.from_milli({r: v for r, v in zip(snap.resources, sums, strict=True) if v})
+    if snap.dra.classes:
+        names = tuple(st.name for st in snap.node_static if st.ready)
+        derived = snap.dra.derived  # carried while slices and classes stay
+        key = ("class totals", names)
+        totals = derived.get(key)
+        if totals is None:
+            derived.clear()  # one entry: the ready nodes of the newest snapshot
+            totals = derived[key] = class_totals(snap.dra, [st for st in snap.node_static if st.ready])
+        out.add(devices_res(totals))
+    return out
 
 
 def used_resource(snap: ClusterSnapshot) -> Res:
-    """What the bound pods of the cluster use (Volcano sums ``node.Used``), without ``pods``."""
-    return res_of_vector(
+    """What the bound pods of the cluster use (Volcano sums ``node.Used``), without ``pods``,
+    and the DRA devices allocated claims hold."""
+    out = res_of_vector(
         snap.resources, column_sums(snap.used) if snap.num_nodes else [0] * len(snap.resources)
     )
+    if snap.dra.claims:
+        out.add(devices_res(used_devices(snap.dra)))
+    return out
+
+
+def shape_devices(snap: ClusterSnapshot) -> dict[int, Res]:
+    """The DRA devices of each pod shape that claims any (see :mod:`.device_quota`)."""
+    return snap.memo.get_or_put(SHAPE_DEVICES, lambda: _shape_devices(snap))
+
+
+def _shape_devices(snap: ClusterSnapshot) -> dict[int, Res]:
+    out: dict[int, Res] = {}
+    if snap.dra.empty:
+        return out
+    for s in snap.shapes:
+        claims = s.constraints.claims
+        if claims.refs:
+            r = devices_res(pod_devices(claims, snap.dra))
+            if not r.is_empty():
+                out[s.id] = r
+    return out
+
+
+def sums_key(snap: ClusterSnapshot) -> tuple[Any, ...]:
+    """What per-job sums depend on besides the job: the resource columns, and the devices of
+    the shapes that claim any (they change when a claim template arrives)."""
+    dev = shape_devices(snap)
+    return (tuple(snap.resources), tuple((k, str(v)) for k, v in sorted(dev.items())))
 
 
 # (resource columns, the request vectors, their Res): what _shape_requests carries.
@@ -154,6 +196,9 @@ def _shape_requests(snap: ClusterSnapshot) -> list[Res]:
         done = res[:k]
     out = done + [res_of_vector(snap.resources, s.requests) for s in shapes[len(done) :]]
     snap.carry.put(_SHAPE_REQUESTS_CARRIED, (tuple(snap.resources), [s.requests for s in shapes], out))
+    dev = shape_devices(snap)
+    if dev:  # the carried list stays without devices: they follow the claims, not the shape
+        out = [r.clone().add(dev[i]) if i in dev else r for i, r in enumerate(out)]
     return out
 
 
@@ -204,12 +249,12 @@ class JobSums:
 
 
 # A job's sums with the resource columns they were made for; they name no node index.
-JOB_SUMS: MemoKey[tuple[tuple[str, ...], JobSums]] = MemoKey("job sums", node_free=True)
+JOB_SUMS: MemoKey[tuple[tuple[Any, ...], JobSums]] = MemoKey("job sums", node_free=True)
 
 
 def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
     """The sums of ``job``, computed once per job (and resource columns)."""
-    key = tuple(snap.resources)
+    key = sums_key(snap)
     cached = job.memo.get(JOB_SUMS)
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -226,8 +271,32 @@ def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
     min_res = Res.from_list(mr) if mr is not None else None
     elastic = exceeded_part(allocated.clone(), min_res if min_res is not None else Res())
     admission = min_res if min_res is None or not n_alloc else exceeded_part(min_res, allocated)
+    devices = _min_devices(snap, job)
+    if devices is not None:
+        # minResources names no DRA device (the PodGroup's pods claim them): the devices of
+        # minMember pods are asked at admission too (Volcano's GetMinDRAResources), less what
+        # the job's running pods hold already.
+        held = Res()
+        for (shape, running), n in Counter((t.shape, t.running) for t in job.tasks).items():
+            if running and shape in shape_devices(snap):
+                held.add(shape_devices(snap)[shape].clone().multi(n))
+        devices = exceeded_part(devices, held)
+        admission = devices if admission is None else admission.clone().add(devices)
     out = JobSums(allocated, request, n_alloc, min_res, elastic, admission)
     job.memo.put(JOB_SUMS, (key, out))
+    return out
+
+
+def _min_devices(snap: ClusterSnapshot, job: JobInfo) -> Res | None:
+    """The DRA devices of the job's first minMember pods in task order (None: no pod of the job
+    claims any)."""
+    dev = shape_devices(snap)
+    if not dev or not any(t.shape in dev for t in job.tasks):
+        return None
+    out = Res()
+    for t in sorted(job.tasks, key=lambda t: t.order_key)[: max(job.min_member, 0)]:
+        if t.shape in dev:
+            out.add(dev[t.shape])
     return out
 
 
@@ -298,7 +367,7 @@ class _QueueFold:
 
     jobs: Mapping[str, JobInfo]
     queues: Mapping[str, Queue]
-    resources: tuple[str, ...]
+    resources: tuple[Any, ...]  # sums_key
     parts: dict[str, tuple[str, JobSums, Res | None]]  # job key -> (queue, sums, inqueue)
     totals: dict[str, QueueJobSums]
 
@@ -320,7 +389,7 @@ def queue_job_sums(snap: ClusterSnapshot, *, carried: bool = True) -> dict[str, 
         got = snap.memo.get(QUEUE_JOB_SUMS)
         if got is not None:
             return got
-    key = tuple(snap.resources)
+    key = sums_key(snap)
     fold = snap.carry.get(_QUEUE_FOLD) if carried else None
     if fold is None or fold.queues is not snap.queues or fold.resources != key:
         fold = _QueueFold({}, snap.queues, key, {}, {})

@@ -192,14 +192,17 @@ class StorageState:
         prev = self._dra_view
         if prev is not None and not any(k.dirty for k in self._dra_kinds()):
             return prev
+        devices_same = not (self.device_classes.dirty or self.resource_slices.dirty)
         for k in self._dra_kinds():
             k.dirty = False
         view = DraObjects(
-            classes=dict(self.device_classes.parsed),
-            slices=dict(self.resource_slices.parsed),
+            classes=prev.classes if prev is not None and devices_same else dict(self.device_classes.parsed),
+            slices=prev.slices if prev is not None and devices_same else dict(self.resource_slices.parsed),
             claims=dict(self.resource_claims.parsed),
             templates=dict(self.claim_templates.parsed),
         )
+        if prev is not None and devices_same:
+            view.carry_from(prev)
         self._dra_view = view
         return view
 

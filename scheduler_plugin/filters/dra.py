@@ -553,6 +553,16 @@ class DraObjects:
     _compute_domains: frozenset[str] | None = field(default=None, repr=False)
     # Selector verdicts per (expression, device): devices do not change within a view.
     matches: dict[tuple[str, DeviceId], bool | str] = field(default_factory=dict, repr=False)
+    # What else the slices and classes alone give (devices per class): see :meth:`carry_from`.
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    def carry_from(self, prev: DraObjects) -> None:
+        """Take over what ``prev`` computed from slices and classes (pools, devices per node,
+        selector verdicts), when this view has the same slices and classes: a view made
+        because a claim changed then costs no CEL evaluation."""
+        self._pools, self._by_pool = prev._pools, prev._by_pool
+        self._local, self._general = prev._local, prev._general
+        self._devices, self.matches, self.derived = prev._devices, prev.matches, prev.derived
 
     @property
     def empty(self) -> bool:

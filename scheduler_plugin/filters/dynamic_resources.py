@@ -38,6 +38,9 @@ from .nodes import NodeStatic
 from .plugin import I64, CompiledPod, CycleInput, LocalFilter, pending_uses
 
 REASON_NOT_AVAILABLE = "resourceclaim not available on the node"
+# Pods of one claim template counted together on a node by the victim search (a node holds a
+# few GPU pods, never more than this).
+MAX_JOINT = 64
 
 Mask = npt.NDArray[np.bool_]
 Specs = tuple[ClaimSpec, ...]
@@ -230,6 +233,14 @@ class DraState:
             self.attempt(specs, n)
         return ok[idx]
 
+    def fit_count(self, specs: Specs, node: int, upto: int) -> int:
+        """How many pods, each with claims of these specs, could have them allocated on
+        ``node`` together now (at most ``upto``)."""
+        k = 0
+        while k < min(upto, MAX_JOINT) and not isinstance(self.attempt(specs * (k + 1), node), str):
+            k += 1
+        return k
+
     def reasons(self, p: _Pod, node: int) -> tuple[str, ...]:
         """The Filter's reasons on ``node`` (empty: it passes)."""
         if p.refusal is not None:
@@ -267,8 +278,14 @@ class DraState:
             return None
         changed: set[int] = set()
         wide = False
-        for key, _a in p.allocated:
-            self.users[key] = self.users.get(key, 0) + 1
+        for key, a in p.allocated:
+            was = self.users.get(key, 0)
+            self.users[key] = was + 1
+            if was == 0 and key in self._held:
+                # A victim put back (a plan undone): the devices it gave back are its again.
+                devices = _devices_of(a)
+                self.in_use |= devices
+                wide |= self._moved(devices, changed)
         fixed, todo = self._split(p)
         for key, _a in fixed:
             if key in self.chosen:
@@ -339,6 +356,10 @@ class DynamicResources(LocalFilter):
     """kube-scheduler's DynamicResources; see the module docstring."""
 
     name = "DynamicResources"
+    # Victims change the verdict (a victim gives back the devices of the claims only it
+    # holds): the victim search asks this filter with them gone, so a gang short of devices,
+    # not of cpu, plans the evictions that free them.
+    first_pod_bounds = True
 
     def applies(self, state: Any, pod: CompiledPod) -> bool:
         """Pods with ResourceClaims (kube-scheduler skips the others)."""
@@ -376,6 +397,28 @@ class DynamicResources(LocalFilter):
             if len(sub):
                 ok[live] = state.fit_mask(tuple(s for _, s in todo), sub)
         counts[~ok] = 0
+
+    def joint_key(self, state: DraState, pod: CompiledPod) -> Any:
+        """Pods whose claims all wait for allocation, with equal specs (the pods of one
+        template: each is a shape of its own), share this key; their room on a node is counted
+        together (:meth:`cap_counts_joint`). None for a pod with an allocated claim."""
+        p = state.pod(pod)
+        if p.refusal is not None or p.allocated or not p.pending:
+            return None
+        return tuple(spec for _key, spec in p.pending)
+
+    def cap_counts_joint(self, state: DraState, pod: CompiledPod, nodes: I64, counts: I64) -> None:
+        """How many pods with the claims of ``pod`` (see :meth:`joint_key`) each node can give
+        devices to together, at most ``counts``."""
+        p = state.pod(pod)
+        fixed, todo = state._split(p)
+        if fixed or not todo:
+            self.cap_counts(state, pod, nodes, counts)
+            return
+        specs = tuple(s for _, s in todo)
+        idx = np.asarray(nodes, dtype=np.int64)
+        for i in np.flatnonzero(counts > 0).tolist():
+            counts[i] = state.fit_count(specs, int(idx[i]), int(counts[i]))
 
     def reserve_one(self, state: DraState, pod: CompiledPod, node: int) -> Sequence[int] | None:
         """The claims' allocations on ``node`` are kept: devices taken, claims pinned."""

@@ -28,6 +28,7 @@ topology; its gang actions look at a few domains and evict whole bundles. Here a
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -76,6 +77,30 @@ class FitCounter:
             for sid in demand.total
         }
         self.judges = any(self.judged.values())
+        # Shapes a filter counts together: the pods of one claim template are a shape each, but
+        # they share a node's devices, so their demand is held against one joint count (else
+        # two pods would each count the same four free GPUs).
+        self.rep: dict[int, int] = {}
+        self.group_demand: dict[int, int] = {}
+        firsts: dict[Any, int] = {}
+        for sid, k in demand.total.items():
+            key = self._joint_key(sid)
+            r = firsts.setdefault(key, sid) if key is not None else sid
+            self.rep[sid] = r
+            self.group_demand[r] = self.group_demand.get(r, 0) + k
+        self.joint = {r for r, n in Counter(self.rep.values()).items() if n > 1}
+
+    def _joint_key(self, sid: int) -> Any:
+        shape = self.snap.shapes[sid]
+        for f, fst in self.state.filters:
+            jk = getattr(f, "joint_key", None)
+            if jk is None or not f.applies(fst, shape.constraints):
+                continue
+            got = jk(fst, shape.constraints)
+            if got is not None:
+                mask = self.snap.static_mask(shape)
+                return (f.name, got, shape.requests.tobytes(), hash(mask.tobytes()))
+        return None
 
     @contextmanager
     def _without(self, sid: int, gone: Sequence[TaskInfo]) -> Iterator[None]:
@@ -123,9 +148,11 @@ class FitCounter:
             if getattr(f, "victims_change_nothing", False):
                 f.cap_counts(fst, shape.constraints, np.arange(len(c)) if nodes is None else nodes, c)
         if self.judged.get(sid):
+            joint = sid in self.joint
             with self._without(sid, gone):
                 for f, fst in self.judged[sid]:
-                    f.cap_counts(fst, shape.constraints, np.arange(len(c)) if nodes is None else nodes, c)
+                    cap = f.cap_counts_joint if joint and hasattr(f, "cap_counts_joint") else f.cap_counts
+                    cap(fst, shape.constraints, np.arange(len(c)) if nodes is None else nodes, c)
         return c
 
     def _pcap(self, per_node: I64, limit: int, size: int, within: list[int] | None) -> I64:
@@ -142,25 +169,25 @@ class FitCounter:
         """Which of ``ids`` could host the gang if every allowed victim (``gone``) left (counts)."""
         ok = np.ones(len(ids), dtype=bool)
         per_shape: dict[int, I64] = {}
-        for sid, k in self.demand.total.items():
+        for sid, k in self.group_demand.items():
             per_shape[sid] = self.counts(sid, None, freed_all, gone)
             ok &= self.tree.domain_sums(per_shape[sid])[ids] >= k
         for (sid, limit, k), n in self.demand.classes.items():
-            ok &= self._pcap(per_shape[sid], limit, k, None)[ids] >= n
+            ok &= self._pcap(per_shape[self.rep.get(sid, sid)], limit, k, None)[ids] >= n
         return ok
 
     def fits_in(self, d: int, nodes: I64, freed: I64, gone: Sequence[TaskInfo] = ()) -> bool:
         """Does the gang fit in domain ``d`` (its ``nodes``) with ``freed`` given back by the
         pods ``gone`` (counts)."""
         per_shape: dict[int, I64] = {}
-        for sid, k in self.demand.total.items():
+        for sid, k in self.group_demand.items():
             c = self.counts(sid, nodes, freed, gone)
             if int(c.sum()) < k:
                 return False
             per_shape[sid] = c
         tree = self.tree
         for (sid, limit, k), n in self.demand.classes.items():
-            c = per_shape[sid]
+            c = per_shape[self.rep.get(sid, sid)]
             if tree.tiers[d] <= limit:
                 if int(c.sum()) // max(k, 1) < n:
                     return False
@@ -346,7 +373,7 @@ def _prune_local(
     pods_of: dict[int, list[int]] = {}
     for i in np.flatnonzero(mask).tolist():
         pods_of.setdefault(int(owner[i]), []).append(i)
-    total = fc.demand.total
+    total = fc.group_demand
     counts = {sid: fc.counts(sid, nodes, freed) for sid in total}
     sums = {sid: int(c.sum()) for sid, c in counts.items()}
     keep = set(chosen)

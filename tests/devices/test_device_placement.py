@@ -115,12 +115,17 @@ def test_devices_other_claims_hold_are_not_given_again() -> None:
 
 
 def test_two_pods_of_one_cycle_never_get_the_same_devices() -> None:
-    # One node of 4 GPUs, two pods of 4 GPUs each: only one of them fits.
+    # One node of 4 GPUs, two pods of 4 GPUs each, both admitted already: only one of them fits.
     nodes, hns, slices = gpu_racks(1, 1, gpus=4)
-    a, b = pod("a", None, cpu=1), pod("b", None, cpu=1)
+    a, b = pod("a", "a", cpu=1), pod("b", "b", cpu=1)
+    groups = [
+        PodGroup.model_validate({**podgroup(g, 1).model_dump(by_alias=True), "status": {"phase": "Inqueue"}})
+        for g in ("a", "b")
+    ]
     spec = claim_spec(4)
     objs = template_claims([a, b], "four", spec)
-    result = schedule(nodes, [a, b], dra_listing(device_class(), template("four", spec), *slices, *objs), hns)
+    listing = dra_listing(device_class(), template("four", spec), *slices, *objs)
+    result = schedule(nodes, [a, b], listing, hns, groups)
     assert len(result.bindings) == 1
     left = "default/b" if "default/a" in result.bindings else "default/a"
     assert result.unschedulable[left].endswith("0/1 nodes are available: 1 cannot allocate all claims.")

@@ -46,7 +46,8 @@ def test_a_claim_that_cannot_be_allocated_is_the_reason_even_where_another_claim
     uses_claim(p, "kept")
     p["spec"]["resourceClaims"].append({"name": "more", "resourceClaimName": "more"})
     text = why_not(nodes, [p], dra_listing(device_class(), *slices, kept, more), "default/both")
-    assert text.endswith("0/2 nodes are available: 2 cannot allocate all claims."), text
+    assert "0/2 nodes are available: 2 cannot allocate all claims." in text, text
+    assert "resourceclaim not available" not in text
 
 
 def test_an_allocator_error_names_the_claim_by_namespace_and_name() -> None:
