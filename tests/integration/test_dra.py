@@ -81,3 +81,76 @@ def test_a_gangs_gpus_come_from_the_controllers_claims_in_one_nvlink_domain_and_
         timeout=120,
         describe=plane.describe,
     )
+
+
+def _gpu_job(name: str, queue: str) -> dict[str, Any]:
+    """The example's gang (4 workers x 4 GPUs from the template ``four-gb200``), in ``queue``,
+    without a topology."""
+    import yaml
+
+    docs = list(yaml.safe_load_all((EXAMPLE / "20-job.yaml").read_text()))
+    job = next(d for d in docs if d and d["kind"] == "Job")
+    job["metadata"]["name"] = name
+    job["spec"]["queue"] = queue
+    job["spec"].pop("networkTopology", None)
+    return dict(job)
+
+
+def test_a_queue_limit_on_a_device_class_holds_gpus_that_come_as_claims(plane: components.Plane) -> None:
+    # 32 GPUs in the cluster, a queue that may hold 16: the first gang of 16 runs; the second
+    # waits, its PodGroup saying which limit, and the queue's status shows the 16 it holds.
+    kubectl = plane.kubectl
+    kubectl.run("apply", "-f", f"{EXAMPLE}/", check=False)  # nodes, slices, class and template
+    kubectl.run("delete", "jobs.batch.volcano.sh", "-n", "default", "mnnvl", "--wait=false", check=False)
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "gpu-team"},
+        "spec": {"weight": 1, "capability": {"cpu": "1000", "deviceclass/gpu.nvidia.com": "16"}},
+    }
+    kubectl.apply([queue])
+    wait_for(
+        lambda: (kubectl.get("queue", "gpu-team").get("status") or {}).get("state") == "Open" or None,
+        "the queue open",
+        timeout=60,
+        describe=plane.describe,
+    )
+    kubectl.create([_gpu_job("first", "gpu-team")])
+
+    def bound(job: str) -> list[dict[str, Any]] | None:
+        pods = kubectl.items("pods", "-n", "default", "-l", f"volcano.sh/job-name={job}")
+        return pods if len(pods) == 4 and all(pod_node(p) for p in pods) else None
+
+    wait_for(lambda: bound("first"), "the first gang bound", timeout=120, describe=plane.describe)
+    kubectl.create([_gpu_job("second", "gpu-team")])
+
+    def refused() -> str | None:
+        for pg in kubectl.items("podgroups.scheduling.volcano.sh", "-n", "default"):
+            if pg["metadata"]["name"].startswith("second-"):
+                text = " ".join(
+                    c.get("message", "") for c in (pg.get("status") or {}).get("conditions") or []
+                )
+                if "deviceclass/gpu.nvidia.com" in text:
+                    return text
+        return None
+
+    why = wait_for(
+        refused,
+        "the second gang held by its queue's GPU limit",
+        timeout=60,
+        describe=lambda: (
+            plane.describe()
+            + "\n"
+            + kubectl.run("get", "podgroups.scheduling.volcano.sh", "-A", "-o", "yaml").stdout[-6000:]
+        ),
+    )
+    assert "gpu-team" in why or "quota" in why, why
+    pods = kubectl.items("pods", "-n", "default", "-l", "volcano.sh/job-name=second")
+    assert not any(pod_node(p) for p in pods)
+
+    def allocated() -> str | None:
+        st = kubectl.get("queue", "gpu-team").get("status") or {}
+        return (st.get("allocated") or {}).get("deviceclass/gpu.nvidia.com")
+
+    assert wait_for(allocated, "the queue's allocated GPUs", timeout=60, describe=plane.describe) == "16"
+    kubectl.run("delete", "jobs.batch.volcano.sh", "-n", "default", "first", "second", "--wait=false")
