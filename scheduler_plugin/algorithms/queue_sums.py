@@ -117,13 +117,11 @@ def _total_resource(snap: ClusterSnapshot) -> Res:
     sums = column_sums(snap.allocatable[ready]) if len(ready) else [0] * len(snap.resources)
     out = Res.from_milli({r: v for r, v in zip(snap.resources, sums, strict=True) if v})
     if snap.dra.classes:
-        names = tuple(st.name for st in snap.node_static if st.ready)
-        derived = snap.dra.derived  # carried while slices and classes stay
-        key = ("class totals", names)
-        totals = derived.get(key)
-        if totals is None:
-            derived.clear()  # one entry: the ready nodes of the newest snapshot
-            totals = derived[key] = class_totals(snap.dra, [st for st in snap.node_static if st.ready])
+        up = [st for st in snap.node_static if st.ready]
+        # Carried while the slices and classes stay (the view of the next claim change too).
+        totals = snap.dra.derive(
+            "class totals", tuple(st.name for st in up), lambda: class_totals(snap.dra, up)
+        )
         out.add(devices_res(totals))
     return out
 
@@ -148,20 +146,34 @@ def _shape_devices(snap: ClusterSnapshot) -> dict[int, Res]:
     out: dict[int, Res] = {}
     if snap.dra.empty:
         return out
+    # The pods of one template are a shape each, with one claims signature: counted once.
+    by_sig: dict[Any, Res | None] = {}
     for s in snap.shapes:
         claims = s.constraints.claims
-        if claims.refs:
+        if not claims.refs:
+            continue
+        sig = claims.signature
+        if sig not in by_sig:
             r = devices_res(pod_devices(claims, snap.dra))
-            if not r.is_empty():
-                out[s.id] = r
+            by_sig[sig] = None if r.is_empty() else r
+        got = by_sig[sig]
+        if got is not None:
+            out[s.id] = got
     return out
+
+
+SUMS_KEY: MemoKey[tuple[Any, ...]] = MemoKey("sums key")
 
 
 def sums_key(snap: ClusterSnapshot) -> tuple[Any, ...]:
     """What per-job sums depend on besides the job: the resource columns, and the devices of
-    the shapes that claim any (they change when a claim template arrives)."""
-    dev = shape_devices(snap)
-    return (tuple(snap.resources), tuple((k, str(v)) for k, v in sorted(dev.items())))
+    the shapes that claim any (they change when a claim template arrives). Once per snapshot."""
+
+    def make() -> tuple[Any, ...]:
+        dev = shape_devices(snap)
+        return (tuple(snap.resources), tuple((k, repr(v)) for k, v in sorted(dev.items())))
+
+    return snap.memo.get_or_put(SUMS_KEY, make)
 
 
 # (resource columns, the request vectors, their Res): what _shape_requests carries.

@@ -11,7 +11,7 @@ is the slice's driver's, as Go qualifies it. Capacities are milli-units (integer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -555,6 +555,16 @@ class DraObjects:
     matches: dict[tuple[str, DeviceId], bool | str] = field(default_factory=dict, repr=False)
     # What else the slices and classes alone give (devices per class): see :meth:`carry_from`.
     derived: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    def derive(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
+        """What ``make`` gives for ``key``: computed once and kept per ``kind`` (its newest key
+        only), across views with the same slices and classes."""
+        got = self.derived.get(kind)
+        if got is not None and got[0] == key:
+            return got[1]
+        value = make()
+        self.derived[kind] = (key, value)
+        return value
 
     def carry_from(self, prev: DraObjects) -> None:
         """Take over what ``prev`` computed from slices and classes (pools, devices per node,

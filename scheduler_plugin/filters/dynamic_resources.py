@@ -25,15 +25,16 @@ template cost one allocation per node, not one per pod and node."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .dra import AllocationInfo, ClaimSpec, DeviceId, DraObjects, PodClaims
-from .dra_allocator import Allocated, ClaimAllocation, allocate, allocation_fits
+from .dra import AllocationInfo, ClaimSpec, DeviceId, DraObjects, PodClaims, thaw
+from .dra_allocator import Allocated, ClaimAllocation, allocate
+from .node_affinity import node_selector_term_matches_node
 from .nodes import NodeStatic
 from .plugin import I64, CompiledPod, CycleInput, LocalFilter, pending_uses
 
@@ -72,6 +73,23 @@ def _devices_of(a: AllocationInfo) -> frozenset[DeviceId]:
 # How the allocator's errors name a claim: ``claim <label>, request ...`` or ``claim <label>:
 # selector ...``; the verdicts are kept per set of specs, so the label is the claim's position.
 _CLAIM_LABEL = re.compile(r"^claim (\d+)([,:] )")
+
+
+def _one_node(sel: Any) -> str | None:
+    """The node a NodeSelector names when it is one term of one ``metadata.name In [node]``
+    field requirement (how an allocation of node-local devices is pinned), else None."""
+    terms = sel.get("nodeSelectorTerms") if isinstance(sel, Mapping) else None
+    if not isinstance(terms, list) or len(terms) != 1 or not isinstance(terms[0], Mapping):
+        return None
+    t = terms[0]
+    fields = t.get("matchFields") or []
+    if t.get("matchExpressions") or len(fields) != 1 or not isinstance(fields[0], Mapping):
+        return None
+    f = fields[0]
+    values = f.get("values") or []
+    if f.get("key") != "metadata.name" or f.get("operator") != "In" or len(values) != 1:
+        return None
+    return str(values[0])
 
 
 def _named(reason: str, keys: Sequence[str]) -> str:
@@ -124,7 +142,9 @@ class DraState:
     objects: DraObjects
     nodes: Sequence[NodeStatic]
     uses: dict[str, int]  # pending pods of the cycle per claim key
-    in_use: set[DeviceId] = field(default_factory=set)
+    # The devices held (allocated claims, then this cycle's choices): made at first use, so a
+    # cycle whose pods all wait for their claims to be made reads no allocation.
+    _in_use: set[DeviceId] | None = None
     chosen: dict[str, Chosen] = field(default_factory=dict)
     holders: dict[str, int] = field(default_factory=dict)  # pods placed this cycle per chosen claim
     # Pods holding an already-allocated claim (its reservedFor, then the placements and victims
@@ -139,19 +159,36 @@ class DraState:
     _by_name: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.in_use = set(self.objects.allocated())
         self._ver = np.zeros(len(self.nodes), dtype=np.int64)
         self._by_name = {n.name: i for i, n in enumerate(self.nodes)}
-        for s in self.objects.slices.values():
-            if s.node_name is not None and s.node_name in self._by_name:
-                n = self._by_name[s.node_name]
-                for d in s.devices:
-                    self._local[d.id] = n
+        self._local = self.objects.derive(  # read only
+            "node-local devices", tuple(n.name for n in self.nodes), self._node_local
+        )
         for key, c in self.objects.claims.items():
             if c.allocation is not None:
                 self.users[key] = len(c.reserved_for)
                 if c.reserved_for:
                     self._held.add(key)
+
+    @property
+    def in_use(self) -> set[DeviceId]:
+        """The devices no claim may be given now."""
+        if self._in_use is None:
+            self._in_use = set(self.objects.allocated())
+        return self._in_use
+
+    @in_use.setter
+    def in_use(self, value: set[DeviceId]) -> None:
+        self._in_use = value
+
+    def _node_local(self) -> dict[DeviceId, int]:
+        out: dict[DeviceId, int] = {}
+        for s in self.objects.slices.values():
+            if s.node_name is not None and s.node_name in self._by_name:
+                n = self._by_name[s.node_name]
+                for d in s.devices:
+                    out[d.id] = n
+        return out
 
     # ------------------------------------------------------------------ pods
     def pod(self, pod: CompiledPod) -> _Pod:
@@ -198,10 +235,31 @@ class DraState:
         claim this cycle gave back and allocated again elsewhere is judged by its new one)."""
         got = self._avail.get(allocation.node_selector)
         if got is None:
-            got = self._avail[allocation.node_selector] = np.fromiter(
-                (allocation_fits(allocation, n) for n in self.nodes), dtype=bool, count=len(self.nodes)
-            )
+            got = self._avail[allocation.node_selector] = self._admitted(allocation)
         return got
+
+    def _admitted(self, allocation: AllocationInfo) -> Mask:
+        n = len(self.nodes)
+        if allocation.node_selector is None:
+            return np.ones(n, dtype=bool)
+        sel = thaw(allocation.node_selector)
+        named = _one_node(sel)
+        if named is not None:
+            # What kube-scheduler writes for node-local devices: one term, the node by name.
+            out = np.zeros(n, dtype=bool)
+            i = self._by_name.get(named)
+            if i is not None:
+                out[i] = True
+            return out
+        terms = sel.get("nodeSelectorTerms") if isinstance(sel, Mapping) else None
+        return np.fromiter(
+            (
+                any(node_selector_term_matches_node(t, x.name, x.labels) for t in terms or [])
+                for x in self.nodes
+            ),
+            dtype=bool,
+            count=n,
+        )
 
     def _entry(self, specs: Specs) -> tuple[I64, Mask, list[Allocated | str | None]]:
         got = self._fits.get(specs)
@@ -398,17 +456,22 @@ class DynamicResources(LocalFilter):
                 ok[live] = state.fit_mask(tuple(s for _, s in todo), sub)
         counts[~ok] = 0
 
-    def joint_key(self, state: DraState, pod: CompiledPod) -> Any:
+    def count_key(self, state: DraState, pod: CompiledPod) -> Any:
         """Pods whose claims all wait for allocation, with equal specs (the pods of one
-        template: each is a shape of its own), share this key; their room on a node is counted
-        together (:meth:`cap_counts_joint`). None for a pod with an allocated claim."""
+        template: each is a shape of its own), share this key: the filter gives them the same
+        counts on every node now, so they are counted once, and their room on a node is counted
+        together by the victim search (:meth:`cap_counts_joint`). None for a pod with a claim
+        allocated (before or by this cycle) or refused."""
         p = state.pod(pod)
-        if p.refusal is not None or p.allocated or not p.pending:
+        if p.refusal is not None:
             return None
-        return tuple(spec for _key, spec in p.pending)
+        fixed, todo = state._split(p)
+        if fixed or not todo:
+            return None
+        return tuple(spec for _key, spec in todo)
 
     def cap_counts_joint(self, state: DraState, pod: CompiledPod, nodes: I64, counts: I64) -> None:
-        """How many pods with the claims of ``pod`` (see :meth:`joint_key`) each node can give
+        """How many pods with the claims of ``pod`` (see :meth:`count_key`) each node can give
         devices to together, at most ``counts``."""
         p = state.pod(pod)
         fixed, todo = state._split(p)

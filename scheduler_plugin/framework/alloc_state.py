@@ -95,6 +95,8 @@ class AllocState:
         self._touched: list[I64] = []  # nodes whose usage changed, placement by placement
         self._vol_counts: dict[int, _Volatile] = {}
         self._judged_by: dict[int, bool] = {}
+        self._mask_bytes: dict[int, bytes] = {}
+        self._keyed: dict[Any, int] = {}  # count key -> a cached shape that had it
         # The filters whose plugin scores, once a node order asks for them (score_with).
         self._scorers: list[tuple[ScoringFilter[Any], Any]] = []
         self._soft_keys: dict[int, list[str]] = {}
@@ -246,10 +248,41 @@ class AllocState:
             return self._volatile_counts(shape)[0]
         c = self._node_counts.get(shape.id)
         if c is None:
+            key = self.count_key(shape.id)
+            twin = self._keyed.get(key) if key is not None else None
+            if twin is not None and twin in self._node_counts and self.count_key(twin) == key:
+                # A shape counted alike (the pod before it, of the same claim template).
+                c = self._node_counts[twin].copy()
+                self._node_counts[shape.id] = c
+                self._dom_counts[shape.id] = self._dom_counts[twin].copy()
+                return c
             c = self.compute_counts(shape)
             self._node_counts[shape.id] = c
             self._dom_counts[shape.id] = self.tree.domain_sums(c)
+            if key is not None:
+                self._keyed[key] = shape.id
         return c
+
+    def count_key(self, sid: int) -> Any:
+        """Shapes with equal keys have equal counts on every node now: the same requests and
+        static mask, and every stateful filter that judges them says they are alike (the pods
+        of one claim template are a shape each). None: the shape is counted on its own."""
+        shape = self.snap.shapes[sid]
+        parts: list[Any] = []
+        for f, st in self.filters:
+            if not f.applies(st, shape.constraints):
+                continue
+            ck = getattr(f, "count_key", None)
+            got = ck(st, shape.constraints) if ck is not None else None
+            if got is None:
+                return None
+            parts.append((f.name, got))
+        if not parts or self.volatile(shape):
+            return None
+        mask = self._mask_bytes.get(sid)
+        if mask is None:
+            mask = self._mask_bytes[sid] = self.snap.static_mask(shape).tobytes()
+        return (shape.requests.tobytes(), mask, tuple(parts))
 
     def dom_counts(self, shape: Shape) -> I64:
         """Cached per-HyperNode counts (sum over the HyperNode's real nodes)."""
@@ -268,9 +301,16 @@ class AllocState:
             return
         plain: list[int] = []
         where = self._node_hns(nodes)  # the same for every shape
+        alike: dict[Any, I64] = {}  # count key -> the counts of the first shape that had it
         for sid in self._node_counts:
             if self._judged(sid):
-                self._push(sid, self.compute_counts(self.snap.shapes[sid], nodes), nodes, where)
+                key = self.count_key(sid)
+                new = alike.get(key) if key is not None else None
+                if new is None:
+                    new = self.compute_counts(self.snap.shapes[sid], nodes)
+                    if key is not None:
+                        alike[key] = new
+                self._push(sid, new, nodes, where)
             else:
                 plain.append(sid)
         if not plain:

@@ -84,23 +84,11 @@ class FitCounter:
         self.group_demand: dict[int, int] = {}
         firsts: dict[Any, int] = {}
         for sid, k in demand.total.items():
-            key = self._joint_key(sid)
+            key = state.count_key(sid)
             r = firsts.setdefault(key, sid) if key is not None else sid
             self.rep[sid] = r
             self.group_demand[r] = self.group_demand.get(r, 0) + k
         self.joint = {r for r, n in Counter(self.rep.values()).items() if n > 1}
-
-    def _joint_key(self, sid: int) -> Any:
-        shape = self.snap.shapes[sid]
-        for f, fst in self.state.filters:
-            jk = getattr(f, "joint_key", None)
-            if jk is None or not f.applies(fst, shape.constraints):
-                continue
-            got = jk(fst, shape.constraints)
-            if got is not None:
-                mask = self.snap.static_mask(shape)
-                return (f.name, got, shape.requests.tobytes(), hash(mask.tobytes()))
-        return None
 
     @contextmanager
     def _without(self, sid: int, gone: Sequence[TaskInfo]) -> Iterator[None]:
