@@ -62,6 +62,7 @@ SUPPORTED: dict[tuple[str, str], bool] = {
     ("resource.k8s.io", "ResourceSlice"): False,
     ("resource.k8s.io", "ResourceClaim"): True,
     ("resource.k8s.io", "ResourceClaimTemplate"): True,
+    ("resource.k8s.io", "DeviceTaintRule"): False,
     # NVIDIA's ComputeDomain: its workload claim template is made by the simulated controller
     # (simulator.controllers.compute_domains).
     ("resource.nvidia.com", "ComputeDomain"): True,

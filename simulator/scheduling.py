@@ -154,6 +154,7 @@ class Scheduler:
             resource_slices=c.of_kind("ResourceSlice"),
             resource_claims=c.of_kind("ResourceClaim"),
             claim_templates=c.of_kind("ResourceClaimTemplate"),
+            device_taint_rules=c.of_kind("DeviceTaintRule"),
         )
         namespaces = c.of_kind("Namespace")
         self.state.replace_all(nodes, pods, hns, pgs, queues, pcs, pdbs, quotas, namespaces, storage=storage)

@@ -99,7 +99,7 @@ BUILTIN_KINDS: dict[tuple[str, str], frozenset[str]] = {
     },
     **{
         ("resource.k8s.io", k): frozenset({"v1"})
-        for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
+        for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice", "DeviceTaintRule")
     },
 }
 
@@ -128,6 +128,7 @@ _CLUSTER_SCOPED_BUILTIN = frozenset(
         "PriorityLevelConfiguration",
         "DeviceClass",
         "ResourceSlice",
+        "DeviceTaintRule",
     }
 )
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..filters.dra import ClaimSpec, DeviceClassInfo, DeviceInfo, DraObjects, PodClaims
-from ..filters.dra_cel import selector_matches
 from ..filters.nodes import NodeStatic
 from ..model.resources import Res
 
@@ -90,14 +89,7 @@ def devices_res(counts: Mapping[str, int]) -> Res:
 def _in_class(objects: DraObjects, cls: DeviceClassInfo, device: DeviceInfo) -> bool:
     if not device.selectable:
         return False
-    for expr in cls.selectors:
-        k = (expr, device.id)
-        got = objects.matches.get(k)
-        if got is None:
-            got = objects.matches[k] = selector_matches(expr, device)
-        if got is not True:
-            return False
-    return True
+    return all(objects.match(expr, device) is True for expr in cls.selectors)
 
 
 def class_totals(objects: DraObjects, ready: Sequence[NodeStatic]) -> dict[str, int]:

@@ -21,9 +21,11 @@ from hyperplace.kube.objects import namespaced_key
 
 from ..filters.dra import (
     DraObjects,
+    apply_taint_rules,
     parse_claim_template,
     parse_device_class,
     parse_slice,
+    parse_taint_rule,
 )
 from ..filters.dra import (
     parse_claim as parse_resource_claim,
@@ -58,6 +60,7 @@ class StorageListing:
     resource_slices: Iterable[dict[str, Any]] = ()
     resource_claims: Iterable[dict[str, Any]] = ()
     claim_templates: Iterable[dict[str, Any]] = ()
+    device_taint_rules: Iterable[dict[str, Any]] = ()
 
 
 class _Kind(Generic[T]):
@@ -108,6 +111,7 @@ class StorageState:
         self.resource_slices = _Kind(parse_slice, name_of, detach)
         self.resource_claims = _Kind(parse_resource_claim, namespaced_key, detach)
         self.claim_templates = _Kind(parse_claim_template, namespaced_key, detach)
+        self.device_taint_rules = _Kind(parse_taint_rule, name_of, detach)
         self._dra_view: DraObjects | None = None
         # The claims of the bound pods, by node then pod. A view shares the inner dicts: one a
         # view holds is copied before it changes (a cycle copies the nodes whose pods changed,
@@ -123,7 +127,13 @@ class StorageState:
         return (self.claims, self.volumes, self.classes, self.csinodes, self.drivers, self.capacities)
 
     def _dra_kinds(self) -> tuple[_Kind[Any], ...]:
-        return (self.device_classes, self.resource_slices, self.resource_claims, self.claim_templates)
+        return (
+            self.device_classes,
+            self.resource_slices,
+            self.resource_claims,
+            self.claim_templates,
+            self.device_taint_rules,
+        )
 
     # ------------------------------------------------------------------ pods
     def set_pod(self, key: str, obj: Mapping[str, Any] | None) -> None:
@@ -180,6 +190,7 @@ class StorageState:
         self.resource_slices.replace(listing.resource_slices)
         self.resource_claims.replace(listing.resource_claims)
         self.claim_templates.replace(listing.claim_templates)
+        self.device_taint_rules.replace(listing.device_taint_rules)
 
     @property
     def changed(self) -> bool:
@@ -192,12 +203,17 @@ class StorageState:
         prev = self._dra_view
         if prev is not None and not any(k.dirty for k in self._dra_kinds()):
             return prev
-        devices_same = not (self.device_classes.dirty or self.resource_slices.dirty)
+        devices_same = not (
+            self.device_classes.dirty or self.resource_slices.dirty or self.device_taint_rules.dirty
+        )
         for k in self._dra_kinds():
             k.dirty = False
         view = DraObjects(
             classes=prev.classes if prev is not None and devices_same else dict(self.device_classes.parsed),
-            slices=prev.slices if prev is not None and devices_same else dict(self.resource_slices.parsed),
+            # DeviceTaintRules taint the devices they pick, as kube-scheduler's slice tracker does.
+            slices=prev.slices
+            if prev is not None and devices_same
+            else apply_taint_rules(self.resource_slices.parsed, self.device_taint_rules.parsed),
             claims=dict(self.resource_claims.parsed),
             templates=dict(self.claim_templates.parsed),
         )

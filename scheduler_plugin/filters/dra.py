@@ -12,13 +12,14 @@ is the slice's driver's, as Go qualifies it. Capacities are milli-units (integer
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from hyperplace.kube.quantity import QuantityError, milli_value
 
 from .dra_cel import Version, compile_selector, parse_semver
+from .dra_cel import selector_matches as cel_selector_matches
 from .node_affinity import node_selector_term_matches_node
 from .nodes import NodeStatic
 from .plugin import freeze
@@ -161,6 +162,77 @@ def parse_slice(obj: Mapping[str, Any]) -> SliceInfo:
         )
         devices.append(DeviceInfo(str(d["name"]), driver, base.pool, attrs, caps, selectable, taints))
     return SliceInfo(**{**base.__dict__, "devices": tuple(devices)})
+
+
+# ---------------------------------------------------------------------------------- taint rules
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")  # the effects that keep a device from allocation
+
+
+@dataclass(frozen=True)
+class TaintRule:
+    """A DeviceTaintRule (``resource.k8s.io/v1``): its taint on the devices its selector picks
+    (an unset driver, pool or device name picks every one; no selector picks none)."""
+
+    name: str
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+    taint: tuple[str, str, str] | None = None  # (key, value, effect); None: picks nothing
+    bad: str | None = None
+
+
+def parse_taint_rule(obj: Mapping[str, Any]) -> TaintRule:
+    """A DeviceTaintRule in wire form."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    spec = obj.get("spec") or {}
+    sel = spec.get("deviceSelector")
+    taint = spec.get("taint") or {}
+    if not isinstance(sel, Mapping) or not isinstance(taint, Mapping):
+        return TaintRule(name)  # no selector: no device (as the scheduler's slice tracker reads it)
+    if not taint.get("key") or not taint.get("effect"):
+        return TaintRule(
+            name, bad=f"devicetaintrule {name}: spec.taint.key and spec.taint.effect are required"
+        )
+
+    def opt(k: str) -> str | None:
+        v = sel.get(k)
+        return None if v is None else str(v)
+
+    t = (str(taint["key"]), str(taint.get("value") or ""), str(taint["effect"]))
+    return TaintRule(name, opt("driver"), opt("pool"), opt("device"), t)
+
+
+def apply_taint_rules(
+    slices: Mapping[str, SliceInfo], rules: Mapping[str, TaintRule]
+) -> dict[str, SliceInfo]:
+    """The slices with the taints of the rules added to the devices they pick, as
+    kube-scheduler's slice tracker patches them (only the effects that keep a device from
+    allocation matter here); slices no rule touches are the same objects."""
+    live = [
+        r
+        for _, r in sorted(rules.items())
+        if r.taint is not None and r.bad is None and r.taint[2] in TAINT_EFFECTS
+    ]
+    if not live:
+        return dict(slices)
+    out: dict[str, SliceInfo] = {}
+    for key, s in slices.items():
+        mine = [
+            r
+            for r in live
+            if (r.driver is None or r.driver == s.driver) and (r.pool is None or r.pool == s.pool)
+        ]
+        if not mine or not s.devices:
+            out[key] = s
+            continue
+        devices = []
+        for d in s.devices:
+            extra = tuple(
+                r.taint for r in mine if r.taint is not None and (r.device is None or r.device == d.name)
+            )
+            devices.append(replace(d, taints=d.taints + extra) if extra else d)
+        out[key] = replace(s, devices=tuple(devices))
+    return out
 
 
 # ---------------------------------------------------------------------------------- classes
@@ -551,10 +623,21 @@ class DraObjects:
     _devices: dict[str, tuple[tuple[DeviceInfo, SliceInfo], ...]] = field(default_factory=dict, repr=False)
     _allocated: frozenset[DeviceId] | None = field(default=None, repr=False)
     _compute_domains: frozenset[str] | None = field(default=None, repr=False)
-    # Selector verdicts per (expression, device): devices do not change within a view.
-    matches: dict[tuple[str, DeviceId], bool | str] = field(default_factory=dict, repr=False)
+    # Selector verdicts per (expression, device object): devices do not change within a view.
+    # Not per device id: an older generation of a pool still serving some nodes may hold a
+    # device of the same name with other attributes.
+    matches: dict[tuple[str, int], bool | str] = field(default_factory=dict, repr=False)
     # What else the slices and classes alone give (devices per class): see :meth:`carry_from`.
     derived: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    def match(self, expression: str, device: DeviceInfo) -> bool | str:
+        """A CEL selector's verdict on a device (an error's text when it fails), once per view
+        and device (the view keeps its slices, and so its devices, alive)."""
+        k = (expression, id(device))
+        got = self.matches.get(k)
+        if got is None:
+            got = self.matches[k] = cel_selector_matches(expression, device)
+        return got
 
     def derive(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
         """What ``make`` gives for ``key``: computed once and kept per ``kind`` (its newest key

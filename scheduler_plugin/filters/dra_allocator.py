@@ -52,7 +52,6 @@ from .dra import (
     selector_matches,
     thaw,
 )
-from .dra_cel import selector_matches as cel_matches
 from .nodes import NodeStatic
 from .plugin import freeze
 
@@ -173,11 +172,7 @@ class _Search:
         return True
 
     def _match(self, expr: str, d: DeviceInfo, where: str) -> bool:
-        memo = self.objects.matches
-        k = (expr, d.id)
-        got = memo.get(k)
-        if got is None:
-            got = memo[k] = cel_matches(expr, d)
+        got = self.objects.match(expr, d)
         if isinstance(got, str):
             if got.startswith("CEL compile error"):
                 raise _Fail(f"{where}: {got}")

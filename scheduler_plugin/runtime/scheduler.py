@@ -68,6 +68,7 @@ from hyperplace.runtime.api import (
     CSI_NODES,
     CSI_STORAGE_CAPACITIES,
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     HYPERNODES,
     K8S_PODGROUPS,
     NAMESPACES,
@@ -216,6 +217,7 @@ class Scheduler:
         self.resource_slices = Informer(api, RESOURCE_SLICES)
         self.resource_claims = Informer(api, RESOURCE_CLAIMS)
         self.claim_templates = Informer(api, RESOURCE_CLAIM_TEMPLATES)
+        self.device_taint_rules = Informer(api, DEVICE_TAINT_RULES)
         self.metrics.volcano.podgroups = self.podgroups.objects
         if now is not rfc3339:  # a given clock (tests, simulations): durations follow it
             self.metrics.volcano.clock = lambda: parse_rfc3339(now()) or time.time()
@@ -240,6 +242,7 @@ class Scheduler:
             self.resource_slices,
             self.resource_claims,
             self.claim_templates,
+            self.device_taint_rules,
         ]
         self.configmaps: Informer | None = None
         if self.conf.source.configmap is not None:
@@ -263,6 +266,7 @@ class Scheduler:
             self.resource_slices,
             self.resource_claims,
             self.claim_templates,
+            self.device_taint_rules,
         )
         self.required_informers = [i for i in self.informers if all(i is not o for o in optional)]
 
@@ -476,6 +480,7 @@ class Scheduler:
         self._feed(self.device_classes, st.device_classes)
         self._feed(self.resource_slices, st.resource_slices)
         self._feed(self.claim_templates, st.claim_templates)
+        self._feed(self.device_taint_rules, st.device_taint_rules)
 
         def claim_event(obj: Obj) -> None:
             self._sync_resource_claim(object_key(obj))
@@ -714,6 +719,7 @@ class Scheduler:
                         if (o := self.device_prebind.claim(k)) is not None
                     ],
                     claim_templates=self.claim_templates.objects(),
+                    device_taint_rules=self.device_taint_rules.objects(),
                 ),
             }
         decided, result = await asyncio.to_thread(

@@ -158,6 +158,7 @@ def dra_listing(*objs: dict[str, Any]) -> StorageListing:
         resource_slices=by.get("ResourceSlice", []),
         resource_claims=by.get("ResourceClaim", []),
         claim_templates=by.get("ResourceClaimTemplate", []),
+        device_taint_rules=by.get("DeviceTaintRule", []),
     )
 
 

@@ -331,3 +331,35 @@ def test_a_shared_claim_given_back_and_allocated_again_elsewhere_is_judged_by_it
     state.take(pa, 1)  # undone, then allocated on r0n1: b follows it there now
     assert state.reasons(pb, 1) == ()
     assert state.reasons(pb, 0) == ("resourceclaim not available on the node",)
+
+
+def test_a_selector_judges_each_generation_of_a_pool_by_its_own_device() -> None:
+    # A pool moving to zone a publishes generation 2 (an 80 GiB gpu-0) there while its complete
+    # generation 1 (a 16 GiB gpu-0 of the same name) still serves zone b. A claim for a 40 GiB
+    # GPU fits only in zone a, whichever node is judged first.
+    def pool_slice(name: str, zone: str, generation: int, memory: str) -> dict[str, Any]:
+        s = gpu_slice("x", 1, memory=memory)
+        s["metadata"]["name"] = name
+        del s["spec"]["nodeName"]
+        s["spec"]["pool"] = {"name": "moving", "generation": generation, "resourceSliceCount": 1}
+        s["spec"]["nodeSelector"] = {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}
+                    ]
+                }
+            ]
+        }
+        return s
+
+    zone = "topology.kubernetes.io/zone"
+    nodes = [node("n0", cpu=4, labels={zone: "b"}), node("n1", cpu=4, labels={zone: "a"})]
+    spec = claim_spec(
+        1, selectors=["device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"]
+    )
+    p = pod("big", None, cpu=1)
+    objs = template_claims([p], "big", spec)
+    slices = [pool_slice("old", "b", 1, "16Gi"), pool_slice("new", "a", 2, "80Gi")]
+    result = schedule(nodes, [p], dra_listing(device_class(), template("big", spec), *slices, *objs))
+    assert result.bindings == {"default/big": "n1"}

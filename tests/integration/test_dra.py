@@ -154,3 +154,39 @@ def test_a_queue_limit_on_a_device_class_holds_gpus_that_come_as_claims(plane: c
 
     assert wait_for(allocated, "the queue's allocated GPUs", timeout=60, describe=plane.describe) == "16"
     kubectl.run("delete", "jobs.batch.volcano.sh", "-n", "default", "first", "second", "--wait=false")
+
+
+def test_a_device_taint_rule_keeps_the_gang_off_the_faulty_gpu(plane: components.Plane) -> None:
+    # An administrator marks one GPU of NVLink domain 0 faulty with a DeviceTaintRule: the
+    # 16-GPU gang, which needs a whole domain, goes to domain 1 (kube-scheduler's rule too).
+    kubectl = plane.kubectl
+    kubectl.run("apply", "-f", f"{EXAMPLE}/", check=False)
+    kubectl.run("delete", "jobs.batch.volcano.sh", "-n", "default", "--all", "--wait=false", check=False)
+    wait_for(
+        lambda: not kubectl.items("resourceclaims", "-n", "default") or None,
+        "the earlier jobs' claims released",
+        timeout=120,
+        describe=plane.describe,
+    )
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "faulty-gpu"},
+        "spec": {
+            "deviceSelector": {"driver": "gpu.nvidia.com", "pool": "gb200-0-2", "device": "gpu-3"},
+            "taint": {"key": "example.com/faulty", "value": "xid-79", "effect": "NoSchedule"},
+        },
+    }
+    kubectl.apply([rule])
+    job = _gpu_job("avoids-faulty", "default")
+    job["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    kubectl.create([job])
+
+    def bound() -> list[dict[str, Any]] | None:
+        pods = kubectl.items("pods", "-n", "default", "-l", "volcano.sh/job-name=avoids-faulty")
+        return pods if len(pods) == 4 and all(pod_node(p) for p in pods) else None
+
+    pods = wait_for(bound, "the gang bound", timeout=120, describe=plane.describe)
+    assert {pod_node(p).rsplit("-", 1)[0] for p in pods} == {"gb200-1"}
+    kubectl.run("delete", "jobs.batch.volcano.sh", "-n", "default", "avoids-faulty", "--wait=false")
+    kubectl.run("delete", "devicetaintrule", "faulty-gpu")

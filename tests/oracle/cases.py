@@ -786,6 +786,51 @@ class _Dra:
         self.leftover_claim()
         for pod in self.c.pods:
             self.pod_claims(pod)
+        self.taint_rules()
+
+    # ------------------------------------------------------------------ taint rules
+    def taint_rules(self) -> None:
+        """Now and then DeviceTaintRules (a stream of their own: the cases drawn before them
+        stay as they were): a node's GPU, a node's whole GPU pool, or every device of a driver,
+        tainted NoSchedule, NoExecute or None; some pending claims' requests tolerate them."""
+        r = random.Random(f"{self.c.seed}:{self.c.index}:dra-taints")
+        if r.random() < 0.3:
+            return
+        keys: list[tuple[str, str, str]] = []
+        for i in range(r.choice((1, 2, 2, 3))):
+            key, value = f"example.com/{r.choice(('faulty', 'drain'))}", r.choice(("", "ecc", "xid-79"))
+            effect = r.choices(("NoSchedule", "NoExecute", "None"), weights=(6, 3, 1))[0]
+            keys.append((key, value, effect))
+            gpus = [d for devs in self.local.values() for d in devs if d[0] == GPU_DRIVER]
+            roll = r.random()
+            if gpus and roll < 0.3:
+                driver, pool, device = r.choice(gpus)
+                selector: dict[str, Any] = {"driver": driver, "pool": pool, "device": device}
+            elif gpus and roll < 0.85:
+                selector = {"pool": r.choice(gpus)[1]}
+            else:
+                selector = {"driver": r.choice((GPU_DRIVER, NIC_DRIVER))}
+            taint = {"key": key, "effect": effect, **({"value": value} if value else {})}
+            self.c.dra.append(
+                {
+                    "apiVersion": DRA_API,
+                    "kind": "DeviceTaintRule",
+                    "metadata": {"name": f"{self.tag}-taint-{i}"},
+                    "spec": {"deviceSelector": selector, "taint": taint},
+                }
+            )
+        for obj in self.c.dra:
+            if obj["kind"] != "ResourceClaim" or "status" in obj or r.random() > 0.4:
+                continue
+            for req in obj["spec"]["devices"]["requests"]:
+                key, value, effect = r.choice(keys)
+                tol: dict[str, Any] = (
+                    {"key": key, "operator": "Exists"}
+                    if r.random() < 0.5
+                    else {"key": key, "operator": "Equal", "value": value, "effect": effect}
+                )
+                for one in [req["exactly"]] if "exactly" in req else req.get("firstAvailable") or []:
+                    one["tolerations"] = [tol]
 
     # ------------------------------------------------------------------ classes and slices
     def device_classes(self) -> None:

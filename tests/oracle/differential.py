@@ -279,6 +279,21 @@ def barrier_pod(case: Case) -> dict[str, Any]:
 SYNC_DRIVER = "sync.oracle.example"
 
 
+def sync_rule(case: Case) -> dict[str, Any]:
+    """A DeviceTaintRule that keeps the sync device of :func:`sync_objects` from allocation: made
+    before the case's DRA objects and deleted after them, so once the barrier pod fits,
+    kube-scheduler's slice tracker has seen every DeviceTaintRule of the case too."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": f"{case.tag}-sync"},
+        "spec": {
+            "deviceSelector": {"driver": SYNC_DRIVER},
+            "taint": {"key": "oracle.example/sync", "effect": "NoSchedule"},
+        },
+    }
+
+
 def sync_objects(case: Case) -> list[dict[str, Any]]:
     """A DeviceClass, a ResourceSlice of one device every node reaches and a claim of it, all of
     a driver of their own (no class of the case selects it), created after the case's DRA
@@ -381,6 +396,9 @@ class Differential:
         await asyncio.gather(*(api.create(ns) for ns in case.namespaces))
         for obj in case.cluster:  # StorageClasses before the PVs that name them
             await self._create_with_status(obj)
+        if case.dra:
+            # Held until the case's DeviceTaintRules are created (see sync_objects).
+            await api.create(sync_rule(case))
         dra = list(
             await asyncio.gather(
                 *(api.create({k: v for k, v in o.items() if k != "status"}) for o in case.dra)
@@ -404,6 +422,7 @@ class Differential:
                 dra[i] = await api.replace_status({**dra[i], "status": status})
         if case.dra:
             # Created last: once kube-scheduler sees these, it sees every DRA object before them.
+            await api.delete(sync_rule(case))
             for obj in sync_objects(case):
                 await api.create(obj)
         return nodes, bound, dra

@@ -99,6 +99,7 @@ def our_session(
         resource_slices=of("ResourceSlice"),
         resource_claims=of("ResourceClaim"),
         claim_templates=of("ResourceClaimTemplate"),
+        device_taint_rules=of("DeviceTaintRule"),
     )
     snap = build_snapshot(
         [dict(n) for n in nodes],
