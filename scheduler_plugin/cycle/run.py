@@ -99,6 +99,7 @@ def run_session(
         history.observe(snapshot, now)
         ssn.history = history
     ssn.notes.extend(config.warnings)
+    ssn.notes.extend(_extended_resource_notes(snapshot))
     if nominations:
         hold_nominations(ssn, nominations)
     opened = time.perf_counter()
@@ -170,3 +171,24 @@ def run_session_reusing(
     )
     last.snapshot, last.config, last.result = snapshot, config, result
     return result
+
+
+def _extended_resource_notes(snap: ClusterSnapshot) -> list[str]:
+    """What a DeviceClass's ``extendedResourceName`` would do in kube-scheduler 1.37 and does not
+    here: a pod asking that extended resource is placed only where a node publishes it in its
+    allocatable (a device plugin), never given the class's devices through a claim made for it."""
+    out: list[str] = []
+    for cls in sorted(snap.dra.classes.values(), key=lambda c: c.name):
+        name = cls.extended_resource
+        if name is None or name not in snap.resources:
+            continue
+        col = snap.resources.index(name)
+        if not any(int(s.requests[col]) > 0 for s in snap.shapes):
+            continue
+        out.append(
+            f"DeviceClass {cls.name} backs the extended resource {name} (extendedResourceName): "
+            f"pods asking {name} are placed only on nodes whose allocatable has it (a device plugin); "
+            "the class's devices are not allocated for them (Kubernetes 1.37's DRAExtendedResource). "
+            "Claim those devices with resourceClaims instead"
+        )
+    return out

@@ -244,6 +244,9 @@ class DeviceClassInfo:
     selectors: tuple[str, ...] = ()
     config: tuple[Any, ...] = ()  # frozen wire DeviceClassConfiguration entries
     bad: str | None = None
+    # spec.extendedResourceName: pods asking this extended resource may be given the class's
+    # devices (Kubernetes 1.37's DRAExtendedResource; not allocated here, see the notes).
+    extended_resource: str | None = None
 
 
 def _selectors(raw: Any, where: str) -> tuple[tuple[str, ...], str | None]:
@@ -267,7 +270,10 @@ def parse_device_class(obj: Mapping[str, Any]) -> DeviceClassInfo:
     name = str((obj.get("metadata") or {}).get("name") or "")
     spec = obj.get("spec") or {}
     sels, bad = _selectors(spec.get("selectors"), f"deviceclass {name}: spec.selectors")
-    return DeviceClassInfo(name, sels, tuple(freeze(c) for c in spec.get("config") or []), bad)
+    ext = spec.get("extendedResourceName")
+    return DeviceClassInfo(
+        name, sels, tuple(freeze(c) for c in spec.get("config") or []), bad, str(ext) if ext else None
+    )
 
 
 # ---------------------------------------------------------------------------------- claims

@@ -363,3 +363,23 @@ def test_a_selector_judges_each_generation_of_a_pool_by_its_own_device() -> None
     slices = [pool_slice("old", "b", 1, "16Gi"), pool_slice("new", "a", 2, "80Gi")]
     result = schedule(nodes, [p], dra_listing(device_class(), template("big", spec), *slices, *objs))
     assert result.bindings == {"default/big": "n1"}
+
+
+def test_a_pod_asking_an_extended_resource_a_device_class_backs_is_told_to_claim_the_devices() -> None:
+    # NVIDIA's chart gives its DeviceClass extendedResourceName nvidia.com/gpu (Kubernetes 1.37's
+    # DRAExtendedResource). Here such a pod goes only where a device plugin publishes
+    # nvidia.com/gpu, and the session's notes say so, naming the class.
+    cls = device_class()
+    cls["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    plugin_node = node("plugin", cpu=8, gpu=8)
+    dra_node = node("dra", cpu=8)
+    p = pod("asks-gpus", None, cpu=1, gpu=8)
+    result = schedule([plugin_node, dra_node], [p], dra_listing(cls, gpu_slice("dra", 8)))
+    assert result.bindings == {"default/asks-gpus": "plugin"}
+    [note] = [n for n in result.notes if "extendedResourceName" in n]
+    assert "DeviceClass gpu.nvidia.com" in note and "nvidia.com/gpu" in note
+    # Without a pod asking it, no note.
+    quiet = schedule(
+        [plugin_node, dra_node], [pod("cpu-only", None, cpu=1)], dra_listing(cls, gpu_slice("dra", 8))
+    )
+    assert not [n for n in quiet.notes if "extendedResourceName" in n]
