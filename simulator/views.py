@@ -16,6 +16,14 @@ from hyperplace.api.topology_annotations import operator_podgroup_topology
 from hyperplace.api.workload import is_upstream, upstream_spec_view
 from hyperplace.kube.objects import namespaced_key, podgroup_key_of
 from hyperplace.kube.workloads import rank_index
+from scheduler_plugin.filters.dra import (
+    CLIQUE_LABEL,
+    DraObjects,
+    compile_pod_claims,
+    parse_claim,
+    parse_claim_template,
+    uses_compute_domain,
+)
 
 from .loader import UPSTREAM_PODGROUP
 from .result import SimResult
@@ -110,6 +118,12 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
         if g:
             pods_by_group.setdefault(g, []).append(p)
     jobs_by_uid = {(j.get("metadata") or {}).get("uid"): j for j in result.of_kind("Job")}
+    claims = DraObjects(
+        claims={namespaced_key(c): parse_claim(c) for c in result.of_kind("ResourceClaim")},
+        templates={
+            namespaced_key(t): parse_claim_template(t) for t in result.of_kind("ResourceClaimTemplate")
+        },
+    )
     out: list[JobView] = []
     seen: set[str] = set()
     for pg in [*result.of_kind("PodGroup"), *result.of_kind(UPSTREAM_PODGROUP)]:
@@ -149,11 +163,21 @@ def job_views(result: SimResult, topo: TopologyView | None = None) -> list[JobVi
                 conditions=list(status.get("conditions") or []),
                 outcome=outcome,
                 # As the scheduler reads it (a training operator's from its annotations).
-                topology_spec=spec.get("networkTopology") or operator_podgroup_topology(pg)[0],
+                topology_spec=spec.get("networkTopology")
+                or operator_podgroup_topology(pg)[0]
+                or _compute_domain_topology(pods_by_group.get(pg_key, []), claims),
                 partitions=partitions,
             )
         )
     return out
+
+
+def _compute_domain_topology(pods: list[dict[str, Any]], objects: DraObjects) -> dict[str, Any] | None:
+    """What the scheduler holds a ComputeDomain's workload to when its PodGroup sets no topology
+    (``scheduler_plugin.cache.compute_domains``): one NVLink clique, hard."""
+    if objects.empty or not any(uses_compute_domain(compile_pod_claims(p), objects) for p in pods):
+        return None
+    return {"mode": "hard", "highestTierName": CLIQUE_LABEL}
 
 
 def job_names(podgroups: Iterable[dict[str, Any]]) -> dict[str, str]:

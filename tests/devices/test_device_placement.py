@@ -308,6 +308,9 @@ def test_the_compute_domain_example_runs_whole_in_the_clique_that_holds_it() -> 
     out = json.loads(res.stdout)
     nodes = {p["node"] for k, p in out["pods"].items() if k.startswith("default/mnnvl-")}
     assert nodes == {f"gb200-1-{i}" for i in range(4)}  # the 4-node clique, not split over both
+    # The job view names the constraint the ComputeDomain gives the gang.
+    table = CliRunner().invoke(app, ["simulate", str(example)], catch_exceptions=False).stdout
+    assert "constraint: networkTopology hard, highest tier nvidia.com/gpu.clique" in table, table
 
 
 def test_a_shared_claim_given_back_and_allocated_again_elsewhere_is_judged_by_its_new_devices() -> None:
