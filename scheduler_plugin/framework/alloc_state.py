@@ -96,6 +96,7 @@ class AllocState:
         self._vol_counts: dict[int, _Volatile] = {}
         self._judged_by: dict[int, bool] = {}
         self._mask_bytes: dict[int, bytes] = {}
+        self._keying: dict[int, list[tuple[StatefulFilter[Any], Any]]] = {}  # see count_key
         self._keyed: dict[Any, int] = {}  # count key -> a cached shape that had it
         # The filters whose plugin scores, once a node order asks for them (score_with).
         self._scorers: list[tuple[ScoringFilter[Any], Any]] = []
@@ -268,17 +269,20 @@ class AllocState:
         static mask, and every stateful filter that judges them says they are alike (the pods
         of one claim template are a shape each). None: the shape is counted on its own."""
         shape = self.snap.shapes[sid]
+        keying = self._keying.get(sid)
+        if keying is None:
+            # Which filters judge the shape does not change within a cycle: asked once.
+            judging = [(f, st) for f, st in self.filters if f.applies(st, shape.constraints)]
+            keyable = bool(judging) and all(hasattr(f, "count_key") for f, _ in judging)
+            keying = self._keying[sid] = judging if keyable and not self.volatile(shape) else []
+        if not keying:
+            return None
         parts: list[Any] = []
-        for f, st in self.filters:
-            if not f.applies(st, shape.constraints):
-                continue
-            ck = getattr(f, "count_key", None)
-            got = ck(st, shape.constraints) if ck is not None else None
+        for f, st in keying:
+            got = f.count_key(st, shape.constraints)  # type: ignore[attr-defined]
             if got is None:
                 return None
             parts.append((f.name, got))
-        if not parts or self.volatile(shape):
-            return None
         mask = self._mask_bytes.get(sid)
         if mask is None:
             mask = self._mask_bytes[sid] = self.snap.static_mask(shape).tobytes()
