@@ -108,7 +108,7 @@ def test_matchfields_on_every_term_narrow_the_nodes_as_kube_schedulers_prefilter
 def test_dra_objects_come_only_behind_their_flag_and_every_claim_a_pod_names_is_in_the_case() -> None:
     for index in range(10):
         assert not generate(5, index, frozenset()).dra
-    named = kinds = 0
+    named = kinds = rules = 0
     for index in range(10):
         case = generate(5, index, frozenset({"dra"}))
         claims = {
@@ -116,9 +116,12 @@ def test_dra_objects_come_only_behind_their_flag_and_every_claim_a_pod_names_is_
             for o in case.dra
             if o["kind"] == "ResourceClaim"
         }
-        kinds += {o["kind"] for o in case.dra} == {"DeviceClass", "ResourceSlice", "ResourceClaim"}
+        drawn = {o["kind"] for o in case.dra}
+        kinds += {"DeviceClass", "ResourceSlice", "ResourceClaim"} <= drawn
+        assert drawn <= {"DeviceClass", "ResourceSlice", "ResourceClaim", "DeviceTaintRule"}
+        rules += "DeviceTaintRule" in drawn
         for p in [*case.bound, *case.pods]:
             for ref in p["spec"].get("resourceClaims") or []:
                 assert (p["metadata"]["namespace"], ref["resourceClaimName"]) in claims
                 named += 1
-    assert named > 10 and kinds > 5
+    assert named > 10 and kinds > 5 and rules > 3
