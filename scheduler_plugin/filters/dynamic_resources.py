@@ -456,6 +456,12 @@ class DynamicResources(LocalFilter):
                 ok[live] = state.fit_mask(tuple(s for _, s in todo), sub)
         counts[~ok] = 0
 
+    def one_pod_shape(self, state: DraState, pod: CompiledPod) -> bool:
+        """Every claim of the pod was made from a template for it alone: its shape (which
+        names its claims) is its own."""
+        refs = pod.claims.refs
+        return bool(refs) and all(r.template is not None and r.claim_name is not None for r in refs)
+
     def count_key(self, state: DraState, pod: CompiledPod) -> Any:
         """Pods whose claims all wait for allocation, with equal specs (the pods of one
         template: each is a shape of its own), share this key: the filter gives them the same

@@ -264,6 +264,16 @@ class AllocState:
                 self._keyed[key] = shape.id
         return c
 
+    def _own_shape(self, sid: int) -> bool:
+        """Whether a stateful filter says shape ``sid`` is one pod's own (its claims are made
+        for it alone), so no other pod reads its counts."""
+        cons = self.snap.shapes[sid].constraints
+        return any(
+            getattr(f, "one_pod_shape", None) is not None and f.one_pod_shape(st, cons)  # type: ignore[attr-defined]
+            for f, st in self.filters
+            if not self.volatile(self.snap.shapes[sid])
+        )
+
     def count_key(self, sid: int) -> Any:
         """Shapes with equal keys have equal counts on every node now: the same requests and
         static mask, and every stateful filter that judges them says they are alike (the pods
@@ -385,6 +395,15 @@ class AllocState:
                         more.append(got)
             if len(more) > 1:
                 touched = np.unique(np.concatenate(more))
+            if sign > 0:
+                for sid, _ns in by_shape:
+                    if self._own_shape(sid):
+                        # Its one pod is placed: no one asks its counts again unless the
+                        # placement is undone (then they are counted afresh), so they are not
+                        # kept current placement after placement (a 512-pod gang of per-pod
+                        # claims would recount 512 shapes per placement).
+                        self._node_counts.pop(sid, None)
+                        self._dom_counts.pop(sid, None)
         self._gen += 1
         if self._nonlocal:
             self._touched.append(touched)
