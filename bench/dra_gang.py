@@ -26,9 +26,9 @@ devices on its pod's node and in one clique, no device twice. Between the runs t
 the controller releases their claims before the next run starts.
 
 Latest figures (2-core machine, quiet: load 1.8, 2026-11-28), full scale, ours vs kube-scheduler:
-all 512 bound, every claim valid; 15.4 vs 21.8 s (1.41x), scheduler CPU 12.0 vs 28.0 s, peak RSS
-248 vs 204 MiB, 29 cliques vs 57. The gang's first bind waits for the controller's last claim
-(14.6 s). Quick scale: kube-scheduler ahead, 1.1 vs 2.2 s.
+all 512 bound, every claim valid; 12.7 vs 22.3 s (1.76x), scheduler CPU 9.1 vs 28.8 s, peak RSS
+247 vs 199 MiB, 29 cliques vs 57. The gang's first bind waits for the controller's last claim
+(11.8 s). Quick scale: kube-scheduler ahead, 1.1 vs 2.2 s.
 """
 
 from __future__ import annotations
