@@ -82,9 +82,14 @@ class SliceInfo:
 
 def selector_matches(selector: Any, node: NodeStatic) -> bool:
     """A wire (or frozen) NodeSelector: any term matches."""
+    return node_selector_matcher(selector)(node)
+
+
+def node_selector_matcher(selector: Any) -> Callable[[NodeStatic], bool]:
+    """:func:`selector_matches` with the selector read once, to judge many nodes."""
     sel = thaw(selector)
-    terms = sel.get("nodeSelectorTerms") if isinstance(sel, Mapping) else None
-    return any(node_selector_term_matches_node(t, node.name, node.labels) for t in terms or [])
+    terms = (sel.get("nodeSelectorTerms") if isinstance(sel, Mapping) else None) or []
+    return lambda node: any(node_selector_term_matches_node(t, node.name, node.labels) for t in terms)
 
 
 def thaw(value: Any) -> Any:

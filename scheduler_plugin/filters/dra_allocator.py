@@ -34,7 +34,7 @@ allocation timeout is a budget of device choices (``SEARCH_BUDGET``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ from .dra import (
     Request,
     ResultInfo,
     SliceInfo,
-    selector_matches,
+    node_selector_matcher,
     thaw,
 )
 from .nodes import NodeStatic
@@ -403,7 +403,35 @@ def allocate(
 
 def allocation_fits(allocation: AllocationInfo, node: NodeStatic) -> bool:
     """An allocated claim's node selector admits ``node`` (no selector admits every node)."""
-    return allocation.node_selector is None or selector_matches(allocation.node_selector, node)
+    return allocation_admits(allocation)(node)
+
+
+def allocation_admits(allocation: AllocationInfo) -> Callable[[NodeStatic], bool]:
+    """:func:`allocation_fits` with the selector read once, to judge many nodes; the one-node
+    selector :func:`_node_selector` writes for node-local devices is answered by name."""
+    if allocation.node_selector is None:
+        return lambda _node: True
+    named = _pinned_node(thaw(allocation.node_selector))
+    if named is not None:
+        return lambda node: node.name == named
+    return node_selector_matcher(allocation.node_selector)
+
+
+def _pinned_node(sel: Any) -> str | None:
+    """The node a NodeSelector names when it is one term of one ``metadata.name In [node]``
+    field requirement (what :func:`_node_selector` writes for a node-local device), else None."""
+    terms = sel.get("nodeSelectorTerms") if isinstance(sel, Mapping) else None
+    if not isinstance(terms, list) or len(terms) != 1 or not isinstance(terms[0], Mapping):
+        return None
+    t = terms[0]
+    fields = t.get("matchFields") or []
+    if t.get("matchExpressions") or len(fields) != 1 or not isinstance(fields[0], Mapping):
+        return None
+    f = fields[0]
+    values = f.get("values") or []
+    if f.get("key") != "metadata.name" or f.get("operator") != "In" or len(values) != 1:
+        return None
+    return str(values[0])
 
 
 def allocation_to_wire(a: AllocationInfo) -> dict[str, Any]:

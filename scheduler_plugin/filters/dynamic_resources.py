@@ -25,16 +25,15 @@ template cost one allocation per node, not one per pod and node."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .dra import AllocationInfo, ClaimSpec, DeviceId, DraObjects, PodClaims, thaw
-from .dra_allocator import Allocated, ClaimAllocation, allocate
-from .node_affinity import node_selector_term_matches_node
+from .dra import AllocationInfo, ClaimSpec, DeviceId, DraObjects, PodClaims
+from .dra_allocator import Allocated, ClaimAllocation, allocate, allocation_admits
 from .nodes import NodeStatic
 from .plugin import I64, CompiledPod, CycleInput, LocalFilter, pending_uses
 
@@ -73,23 +72,6 @@ def _devices_of(a: AllocationInfo) -> frozenset[DeviceId]:
 # How the allocator's errors name a claim: ``claim <label>, request ...`` or ``claim <label>:
 # selector ...``; the verdicts are kept per set of specs, so the label is the claim's position.
 _CLAIM_LABEL = re.compile(r"^claim (\d+)([,:] )")
-
-
-def _one_node(sel: Any) -> str | None:
-    """The node a NodeSelector names when it is one term of one ``metadata.name In [node]``
-    field requirement (how an allocation of node-local devices is pinned), else None."""
-    terms = sel.get("nodeSelectorTerms") if isinstance(sel, Mapping) else None
-    if not isinstance(terms, list) or len(terms) != 1 or not isinstance(terms[0], Mapping):
-        return None
-    t = terms[0]
-    fields = t.get("matchFields") or []
-    if t.get("matchExpressions") or len(fields) != 1 or not isinstance(fields[0], Mapping):
-        return None
-    f = fields[0]
-    values = f.get("values") or []
-    if f.get("key") != "metadata.name" or f.get("operator") != "In" or len(values) != 1:
-        return None
-    return str(values[0])
 
 
 def _named(reason: str, keys: Sequence[str]) -> str:
@@ -239,27 +221,8 @@ class DraState:
         return got
 
     def _admitted(self, allocation: AllocationInfo) -> Mask:
-        n = len(self.nodes)
-        if allocation.node_selector is None:
-            return np.ones(n, dtype=bool)
-        sel = thaw(allocation.node_selector)
-        named = _one_node(sel)
-        if named is not None:
-            # What kube-scheduler writes for node-local devices: one term, the node by name.
-            out = np.zeros(n, dtype=bool)
-            i = self._by_name.get(named)
-            if i is not None:
-                out[i] = True
-            return out
-        terms = sel.get("nodeSelectorTerms") if isinstance(sel, Mapping) else None
-        return np.fromiter(
-            (
-                any(node_selector_term_matches_node(t, x.name, x.labels) for t in terms or [])
-                for x in self.nodes
-            ),
-            dtype=bool,
-            count=n,
-        )
+        admits = allocation_admits(allocation)
+        return np.fromiter((admits(x) for x in self.nodes), dtype=bool, count=len(self.nodes))
 
     def _entry(self, specs: Specs) -> tuple[I64, Mask, list[Allocated | str | None]]:
         got = self._fits.get(specs)
