@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..filters.dra import ClaimSpec, DeviceClassInfo, DeviceInfo, DraObjects, PodClaims
+from ..filters.dra import ClaimSpec, DeviceClassInfo, DeviceInfo, DraObjects, PodClaims, ref_spec
 from ..filters.nodes import NodeStatic
 from ..model.resources import Res
 
@@ -53,21 +53,14 @@ def claim_devices(spec: ClaimSpec) -> dict[str, int]:
 
 
 def pod_devices(claims: PodClaims, objects: DraObjects) -> dict[str, int]:
-    """Devices per class a pod's claims ask for: a template's spec for a claim made from one
-    (its claim has the same spec, and the pod counts before the claim is made), the claim's
-    own spec for a claim named directly (none while the claim is not known)."""
+    """Devices per class a pod's claims ask for, each claim's spec as :func:`ref_spec` finds it."""
     out: dict[str, int] = {}
     for ref in claims.refs:
         if ref.no_claim:
             continue
-        spec: ClaimSpec | None = None
-        if ref.template is not None:
-            t = objects.templates.get(f"{claims.namespace}/{ref.template}")
-            spec = t.spec if t is not None else None
-            if spec is None and ref.claim_name is not None:
-                c = objects.claims.get(claims.key(ref))
-                spec = c.spec if c is not None else None
-        elif ref.claim_name is not None:
+        spec = ref_spec(claims, ref, objects)
+        if spec is None and ref.template is not None and ref.claim_name is not None:
+            # The template is gone, the claim made from it is not.
             c = objects.claims.get(claims.key(ref))
             spec = c.spec if c is not None else None
         if spec is None:

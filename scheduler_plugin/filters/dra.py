@@ -772,16 +772,23 @@ def claims_compute_domain_channel(spec: ClaimSpec) -> bool:
     return any(cls == COMPUTE_DOMAIN_CHANNEL_CLASS for _req, cls in spec.classes)
 
 
+def ref_spec(claims: PodClaims, ref: PodClaimRef, objects: DraObjects) -> ClaimSpec | None:
+    """What one of a pod's claims asks for: its template's spec for a claim made from a template
+    (the claim has the same, and the pod asks it before the claim is made), the named claim's
+    own for a claim shared by name; None while that object is not known."""
+    if ref.template is not None:
+        t = objects.templates.get(f"{claims.namespace}/{ref.template}")
+        return t.spec if t is not None else None
+    if ref.claim_name is not None:
+        c = objects.claims.get(claims.key(ref))
+        return c.spec if c is not None else None
+    return None
+
+
 def uses_compute_domain(claims: PodClaims, objects: DraObjects) -> bool:
     """The pod claims a ComputeDomain channel (through its template, or a claim by name)."""
     for ref in claims.refs:
-        spec = None
-        if ref.template is not None:
-            t = objects.templates.get(f"{claims.namespace}/{ref.template}")
-            spec = t.spec if t is not None else None
-        elif ref.claim_name is not None:
-            c = objects.claims.get(claims.key(ref))
-            spec = c.spec if c is not None else None
+        spec = ref_spec(claims, ref, objects)
         if spec is not None and claims_compute_domain_channel(spec):
             return True
     return False
