@@ -270,8 +270,9 @@ def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
     cached = job.memo.get(JOB_SUMS)
     if cached is not None and cached[0] == key:
         return cached[1]
-    allocated, request = Res(), Res()
+    allocated, request, held = Res(), Res(), Res()
     n_alloc = 0
+    dev = shape_devices(snap)
     # One addition per (shape, running) pair: the tasks of a job mostly share a few shapes.
     for (shape, running), n in Counter((t.shape, t.running) for t in job.tasks).items():
         r = shape_res_times(snap, shape, n)
@@ -279,6 +280,8 @@ def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
         if running:
             allocated.add(r)
             n_alloc += n
+            if shape in dev:
+                held.add(dev[shape].clone().multi(n))  # the DRA devices its running pods hold
     mr = job.podgroup.spec.min_resources
     min_res = Res.from_list(mr) if mr is not None else None
     elastic = exceeded_part(allocated.clone(), min_res if min_res is not None else Res())
@@ -288,10 +291,6 @@ def job_sums(snap: ClusterSnapshot, job: JobInfo) -> JobSums:
         # minResources names no DRA device (the PodGroup's pods claim them): the devices of
         # minMember pods are asked at admission too (Volcano's GetMinDRAResources), less what
         # the job's running pods hold already.
-        held = Res()
-        for (shape, running), n in Counter((t.shape, t.running) for t in job.tasks).items():
-            if running and shape in shape_devices(snap):
-                held.add(shape_devices(snap)[shape].clone().multi(n))
         devices = exceeded_part(devices, held)
         admission = devices if admission is None else admission.clone().add(devices)
     out = JobSums(allocated, request, n_alloc, min_res, elastic, admission)

@@ -208,17 +208,18 @@ class StorageState:
         )
         for k in self._dra_kinds():
             k.dirty = False
+        same = prev if devices_same else None  # a claim or template changed, not a device
         view = DraObjects(
-            classes=prev.classes if prev is not None and devices_same else dict(self.device_classes.parsed),
+            classes=same.classes if same is not None else dict(self.device_classes.parsed),
             # DeviceTaintRules taint the devices they pick, as kube-scheduler's slice tracker does.
-            slices=prev.slices
-            if prev is not None and devices_same
+            slices=same.slices
+            if same is not None
             else apply_taint_rules(self.resource_slices.parsed, self.device_taint_rules.parsed),
             claims=dict(self.resource_claims.parsed),
             templates=dict(self.claim_templates.parsed),
         )
-        if prev is not None and devices_same:
-            view.carry_from(prev)
+        if same is not None:
+            view.carry_from(same)
         self._dra_view = view
         return view
 

@@ -267,11 +267,11 @@ class AllocState:
     def _own_shape(self, sid: int) -> bool:
         """Whether a stateful filter says shape ``sid`` is one pod's own (its claims are made
         for it alone), so no other pod reads its counts."""
-        cons = self.snap.shapes[sid].constraints
+        shape = self.snap.shapes[sid]
+        if self.volatile(shape):
+            return False
         return any(
-            getattr(f, "one_pod_shape", None) is not None and f.one_pod_shape(st, cons)  # type: ignore[attr-defined]
-            for f, st in self.filters
-            if not self.volatile(self.snap.shapes[sid])
+            hasattr(f, "one_pod_shape") and f.one_pod_shape(st, shape.constraints) for f, st in self.filters
         )
 
     def count_key(self, sid: int) -> Any:
