@@ -37,11 +37,9 @@ def test_a_gangs_gpus_come_from_the_controllers_claims_in_one_nvlink_domain_and_
     out = kubectl.run("apply", "-f", f"{EXAMPLE}/", check=False)
     assert out.returncode == 0, out.stderr  # kubectl apply accepts the example as it is
 
-    def gang() -> list[dict[str, Any]] | None:
-        pods = kubectl.items("pods", "-n", "default", "-l", "volcano.sh/job-name=mnnvl")
-        return pods if len(pods) == 4 and all(pod_node(p) for p in pods) else None
-
-    pods = wait_for(gang, "the mnnvl gang bound", timeout=120, describe=plane.describe)
+    pods = wait_for(
+        lambda: _bound(plane, "mnnvl"), "the mnnvl gang bound", timeout=120, describe=plane.describe
+    )
     nodes = {pod_node(p) for p in pods}
     assert len({n.rsplit("-", 1)[0] for n in nodes}) == 1, nodes  # one NVLink domain
     claims = {
@@ -83,6 +81,12 @@ def test_a_gangs_gpus_come_from_the_controllers_claims_in_one_nvlink_domain_and_
     )
 
 
+def _bound(plane: components.Plane, job: str) -> list[dict[str, Any]] | None:
+    """The 4 workers of the Volcano Job ``job``, once every one is bound."""
+    pods = plane.kubectl.items("pods", "-n", "default", "-l", f"volcano.sh/job-name={job}")
+    return pods if len(pods) == 4 and all(pod_node(p) for p in pods) else None
+
+
 def _gpu_job(name: str, queue: str) -> dict[str, Any]:
     """The example's gang (4 workers x 4 GPUs from the template ``four-gb200``), in ``queue``,
     without a topology."""
@@ -117,11 +121,7 @@ def test_a_queue_limit_on_a_device_class_holds_gpus_that_come_as_claims(plane: c
     )
     kubectl.create([_gpu_job("first", "gpu-team")])
 
-    def bound(job: str) -> list[dict[str, Any]] | None:
-        pods = kubectl.items("pods", "-n", "default", "-l", f"volcano.sh/job-name={job}")
-        return pods if len(pods) == 4 and all(pod_node(p) for p in pods) else None
-
-    wait_for(lambda: bound("first"), "the first gang bound", timeout=120, describe=plane.describe)
+    wait_for(lambda: _bound(plane, "first"), "the first gang bound", timeout=120, describe=plane.describe)
     kubectl.create([_gpu_job("second", "gpu-team")])
 
     def refused() -> str | None:
@@ -182,11 +182,9 @@ def test_a_device_taint_rule_keeps_the_gang_off_the_faulty_gpu(plane: components
     job["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
     kubectl.create([job])
 
-    def bound() -> list[dict[str, Any]] | None:
-        pods = kubectl.items("pods", "-n", "default", "-l", "volcano.sh/job-name=avoids-faulty")
-        return pods if len(pods) == 4 and all(pod_node(p) for p in pods) else None
-
-    pods = wait_for(bound, "the gang bound", timeout=120, describe=plane.describe)
+    pods = wait_for(
+        lambda: _bound(plane, "avoids-faulty"), "the gang bound", timeout=120, describe=plane.describe
+    )
     assert {pod_node(p).rsplit("-", 1)[0] for p in pods} == {"gb200-1"}
     kubectl.run("delete", "jobs.batch.volcano.sh", "-n", "default", "avoids-faulty", "--wait=false")
     kubectl.run("delete", "devicetaintrule", "faulty-gpu")
