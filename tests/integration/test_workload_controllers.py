@@ -169,38 +169,30 @@ def test_a_pytorchjob_starts_whole_in_one_rack_workers_in_index_order(
     assert [p["metadata"]["name"] for p in kubectl.items(PODGROUPS, "-n", namespace)] == ["bert"]
 
 
+def pretrain_jobset(namespace: str, pod_template: dict[str, Any]) -> dict[str, Any]:
+    """The JobSet ``pretrain``: one replicated job ``workers`` of 2 Indexed Jobs of 2 pods each,
+    never retried, its pods made from ``pod_template``."""
+    job = {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "backoffLimit": 0}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "pretrain", "namespace": namespace},
+        "spec": {
+            "replicatedJobs": [
+                {"name": "workers", "replicas": 2, "template": {"spec": {**job, "template": pod_template}}}
+            ]
+        },
+    }
+
+
 def test_a_jobset_starts_whole_in_one_rack_as_one_gang(
     plane: Plane, started: dict[str, str], namespace: str
 ) -> None:
     need(started, "jobset")
     kubectl = plane.kubectl
     racks = two_racks(kubectl)
-    js = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "pretrain", "namespace": namespace},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": 2,
-                    "template": {
-                        "spec": {
-                            "completionMode": "Indexed",
-                            "completions": 2,
-                            "parallelism": 2,
-                            "backoffLimit": 0,
-                            "template": {
-                                "metadata": {"annotations": TOPOLOGY},
-                                "spec": {**pod_spec(racks), "restartPolicy": "Never"},
-                            },
-                        }
-                    },
-                }
-            ]
-        },
-    }
-    kubectl.create([js])
+    template = {"metadata": {"annotations": TOPOLOGY}, "spec": {**pod_spec(racks), "restartPolicy": "Never"}}
+    kubectl.create([pretrain_jobset(namespace, template)])
     uid = kubectl.get("jobsets", "-n", namespace, "pretrain")["metadata"]["uid"]
     pods = wait_for(
         lambda: bound_pods(kubectl, namespace, 4), "the JobSet's 4 pods bound", describe=plane.describe
@@ -275,29 +267,7 @@ def test_a_jobset_in_a_kubernetes_podgroup_is_placed_by_us_whole_in_one_rack(
         "restartPolicy": "Never",
         "schedulingGroup": {"podGroupName": "pretrain-workers"},
     }
-    js = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "pretrain", "namespace": namespace},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": 2,
-                    "template": {
-                        "spec": {
-                            "completionMode": "Indexed",
-                            "completions": 2,
-                            "parallelism": 2,
-                            "backoffLimit": 0,
-                            "template": {"spec": spec},
-                        }
-                    },
-                }
-            ]
-        },
-    }
-    kubectl.create([js])
+    kubectl.create([pretrain_jobset(namespace, {"spec": spec})])
     got = wait_for(
         lambda: bound_pods(kubectl, namespace, 5), "the JobSet's 4 pods bound", describe=plane.describe
     )
