@@ -33,6 +33,7 @@ from .test_workloads import (
     TOPOLOGY,
     Plane,
     Racks,
+    blocker_pod,
     initially_scheduled,
     plane,
     two_racks,
@@ -226,21 +227,10 @@ def test_a_jobset_in_a_kubernetes_podgroup_is_placed_by_us_whole_in_one_rack(
         pytest.skip(f"the Workload API needs Kubernetes 1.{controlplane.WORKLOAD_API_MINOR} or newer")
     kubectl = plane.kubectl
     racks = two_racks(kubectl)
-    blocker = racks.racks[f"{racks.label}-rack0"][0]
     gang = {"gang": {"minCount": 4}}
     kubectl.create(
         [
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "blocker", "namespace": namespace},
-                "spec": {
-                    "nodeName": blocker,
-                    "containers": [
-                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
-                    ],
-                },
-            },
+            blocker_pod(namespace, racks),
             {
                 "apiVersion": "scheduling.k8s.io/v1beta1",
                 "kind": "Workload",

@@ -100,6 +100,20 @@ class Racks:
         return next((r for r, ns in self.racks.items() if node_name in ns), None)
 
 
+def blocker_pod(namespace: str, racks: Racks) -> dict[str, Any]:
+    """A pod bound to the first node of rack 0, taking its 4 CPUs: only rack 1 can then take a
+    gang of four whole-node pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "blocker", "namespace": namespace},
+        "spec": {
+            "nodeName": racks.racks[f"{racks.label}-rack0"][0],
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}],
+        },
+    }
+
+
 def two_racks(kubectl: Kubectl, per_rack: int = 4) -> Racks:
     """Two tier-1 HyperNodes of ``per_rack`` 4-CPU nodes under a tier-2 one, labelled for this
     test alone."""
@@ -172,22 +186,7 @@ def test_an_indexed_job_starts_whole_in_one_rack_in_completion_index_order(
     kubectl = plane.kubectl
     racks = two_racks(kubectl)
     # Rack 0 loses a node to a running pod: only rack 1 can take the whole gang of 4.
-    blocker = racks.racks[f"{racks.label}-rack0"][0]
-    kubectl.create(
-        [
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "blocker", "namespace": namespace},
-                "spec": {
-                    "nodeName": blocker,
-                    "containers": [
-                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
-                    ],
-                },
-            }
-        ]
-    )
+    kubectl.create([blocker_pod(namespace, racks)])
     job = kubectl.create([indexed_job(namespace, racks, 4)])
     assert job.returncode == 0
     uid = kubectl.get("jobs.batch", "-n", namespace, "allreduce")["metadata"]["uid"]
@@ -415,22 +414,7 @@ def test_a_job_with_kubernetes_gang_scheduling_is_placed_by_us_whole_in_one_rack
         pytest.skip(f"the Workload API needs Kubernetes 1.{controlplane.WORKLOAD_API_MINOR} or newer")
     kubectl = plane.kubectl
     racks = two_racks(kubectl)
-    blocker = racks.racks[f"{racks.label}-rack0"][0]
-    kubectl.create(
-        [
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "blocker", "namespace": namespace},
-                "spec": {
-                    "nodeName": blocker,
-                    "containers": [
-                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
-                    ],
-                },
-            }
-        ]
-    )
+    kubectl.create([blocker_pod(namespace, racks)])
     kubectl.create([gang_job(namespace, racks, 4)])
     got = wait_for(
         partial(all_bound, kubectl, namespace, 5), "the Job's 4 pods bound", describe=plane.describe
