@@ -11,7 +11,6 @@ kubelet themselves.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,12 +19,10 @@ from typing import Any
 
 import pytest
 
-from hyperplace.localup import components as lc
 from hyperplace.localup import controlplane
 
-from ..kube_bin import kube_bin_dir
 from . import components
-from .kube import PODGROUPS, REPO, Kubectl, exact, hypernode, node, pod_node, wait_for
+from .kube import PODGROUPS, Kubectl, exact, hypernode, node, pod_node, wait_for
 
 pytestmark = pytest.mark.apiserver
 
@@ -36,59 +33,15 @@ SELECT = "hyperplace.io/workload-test"
 RACK_KEY = "example.com/rack"  # not a label the HyperNode discovery presets read
 
 
-@dataclass
-class Plane:
-    kubectl: Kubectl
-    procs: list[components.Component]
-    cp: Any
-
-    def describe(self) -> str:
-        # The control plane's logs first and the exited processes last: a report that keeps
-        # only the ends of a long message still shows why a component stopped.
-        procs = sorted(self.procs, key=lambda p: not p.alive())
-        return str(self.cp.logs()) + "\n" + "\n".join(p.tail(30) for p in procs)
+Plane = components.Plane
 
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    bin_dir = kube_bin_dir()
-    try:
-        cm = controlplane.control_plane(bin_dir, controller_manager=True)
-        cp = cm.__enter__()
-    except controlplane.ControlPlaneError as exc:
-        pytest.fail(f"the control plane did not start:\n{exc}")
-    procs: list[components.Component] = []
-    try:
-        kubectl = Kubectl(cp.kubeconfig)
-        kubectl.run("apply", "-f", str(REPO / "manifests" / "crds"))
-        wait_for(
-            lambda: (
-                kubectl.run(
-                    "get", "podgroups.scheduling.volcano.sh,hypernodes,queues", "-A", check=False
-                ).returncode
-                == 0
-            ),
-            "the CRDs to be served",
-        )
-        kubectl.run("apply", "-f", str(REPO / "manifests" / "default-queue.yaml"))
-        kubectl.run("create", "namespace", LEASE_NAMESPACE)
-        logs = tmp_path_factory.mktemp("workload-components")
-        env = {"KUBECONFIG": str(cp.kubeconfig)}
-        procs.append(
-            components.Component(
-                "fake-kubelet", lc.fake_kubelet_argv(cp.kubeconfig), logs / "fake-kubelet.log", env=env
-            )
-        )
-        procs.append(components.controller(cp.kubeconfig, logs / "controller.log", LEASE_NAMESPACE))
-        procs.append(components.scheduler(cp.kubeconfig, logs / "scheduler.log", LEASE_NAMESPACE))
-        yield Plane(kubectl, procs, cp)
-    except BaseException:
-        print(cp.logs(), file=sys.stderr)
-        raise
-    finally:
-        for p in reversed(procs):
-            p.stop()
-        cm.__exit__(None, None, None)
+    with components.plane_with_kcm(
+        tmp_path_factory.mktemp("workload-components"), lease_namespace=LEASE_NAMESPACE
+    ) as p:
+        yield p
 
 
 @dataclass
