@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.live.cluster import create_all
 from bench.live.processes import cpu_seconds
-from bench.podgroup_race import install_ours, peak_rss_mib, start_kube_scheduler, start_ours, stop
+from bench.podgroup_race import BindWatch, install_ours, peak_rss_mib, start_kube_scheduler, start_ours, stop
 from hyperplace.localup.controlplane import ControlPlane, kube_bin_dir
 from hyperplace.runtime.api import (
     DEVICE_CLASSES,
@@ -62,7 +62,6 @@ from hyperplace.runtime.api import (
     Obj,
     meta,
 )
-from hyperplace.runtime.informer import Informer
 from hyperplace.runtime.kube import connect
 
 DRIVER = "gpu.nvidia.com"
@@ -284,39 +283,22 @@ async def run_one(
                 },
                 ns,
             )
-        bound_at: dict[str, float] = {}
-        node_of: dict[str, str] = {}
-        done = asyncio.Event()
-        t0 = 0.0
-
-        def seen(p: Obj) -> None:
-            nn = (p.get("spec") or {}).get("nodeName")
-            nm = str(meta(p).get("name"))
-            if nn and nm not in bound_at:
-                bound_at[nm] = time.perf_counter() - t0
-                node_of[nm] = nn
-                if len(bound_at) >= pods:
-                    done.set()
-
-        inf = Informer(api, PODS, ns)
-        inf.add_handler(seen, lambda _o, n: seen(n))
-        task = asyncio.create_task(inf.run())
-        await inf.synced.wait()
-        cpu0 = cpu_seconds(proc.pid)
-        t0 = time.perf_counter()
-        await create_all(api, PODS, [pod(i, ns, OURS_NAME if gang else KUBE_NAME, gang) for i in range(pods)])
-        say(f"{scheduler}: {pods} pods created in {time.perf_counter() - t0:.1f}s")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), timeout)
-        res.cpu = cpu_seconds(proc.pid) - cpu0
-        res.rss_mib = peak_rss_mib(proc.pid)
-        res.bound = len(bound_at)
-        if bound_at:
-            res.seconds = max(bound_at.values())
-            res.first_bind = min(bound_at.values())
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        async with BindWatch(api, ns, pods) as watch:
+            cpu0 = cpu_seconds(proc.pid)
+            watch.start()
+            await create_all(
+                api, PODS, [pod(i, ns, OURS_NAME if gang else KUBE_NAME, gang) for i in range(pods)]
+            )
+            say(f"{scheduler}: {pods} pods created in {time.perf_counter() - watch.t0:.1f}s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watch.done.wait(), timeout)
+            res.cpu = cpu_seconds(proc.pid) - cpu0
+            res.rss_mib = peak_rss_mib(proc.pid)
+            res.bound = len(watch.bound_at)
+            if watch.bound_at:
+                res.seconds = max(watch.bound_at.values())
+                res.first_bind = min(watch.bound_at.values())
+        node_of = watch.node_of
         await check_claims(api, ns, node_of, res)
         res.cliques_used = len({int(n.split("-")[1]) // CLIQUE for n in node_of.values()})
         say(

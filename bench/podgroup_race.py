@@ -402,6 +402,45 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+class BindWatch:
+    """A watch on a namespace's pods: when each was first seen bound (seconds after
+    :meth:`start`) and on which node, and ``done`` once ``want`` of them are."""
+
+    def __init__(self, api: Any, ns: str, want: int) -> None:
+        self.bound_at: dict[str, float] = {}
+        self.node_of: dict[str, str] = {}
+        self.done = asyncio.Event()
+        self.t0 = 0.0
+        self.want = want
+        self._informer = Informer(api, PODS, ns)
+        self._informer.add_handler(self._seen, lambda _o, n: self._seen(n))
+        self._task: asyncio.Task[None] | None = None
+
+    def _seen(self, p: Obj) -> None:
+        nn = (p.get("spec") or {}).get("nodeName")
+        nm = str(meta(p).get("name"))
+        if nn and nm not in self.bound_at:
+            self.bound_at[nm] = time.perf_counter() - self.t0
+            self.node_of[nm] = nn
+            if len(self.bound_at) >= self.want:
+                self.done.set()
+
+    async def __aenter__(self) -> BindWatch:
+        self._task = asyncio.create_task(self._informer.run())
+        await self._informer.synced.wait()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def start(self) -> None:
+        """The clock starts (as the first pod is created)."""
+        self.t0 = time.perf_counter()
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -533,54 +572,38 @@ async def race_one(
                 pg["metadata"]["namespace"] = ns
             await create_all(api, PODGROUPS, vpgs)
         await asyncio.sleep(2.0)
-        bound_at: dict[str, float] = {}
-        node_of: dict[str, str] = {}
-        done = asyncio.Event()
-        t0 = 0.0
-
-        def seen(p: Obj) -> None:
-            nn = (p.get("spec") or {}).get("nodeName")
-            nm = str(meta(p).get("name"))
-            if nn and nm not in bound_at:
-                bound_at[nm] = time.perf_counter() - t0
-                node_of[nm] = nn
-                if len(bound_at) >= shape.pods:
-                    done.set()
-
-        inf = Informer(api, PODS, ns)
-        inf.add_handler(seen, lambda _o, n: seen(n))
-        task = asyncio.create_task(inf.run())
-        await inf.synced.wait()
         pods = [pod(i, shape, name) for i in range(shape.pods)]
         for p in pods:
             p["metadata"]["namespace"] = ns
-        cpu0 = cpu_seconds(proc.pid)
-        t0 = time.perf_counter()
-        await create_all(api, PODS, pods)
-        say(f"{shape.name} / {scheduler}: {shape.pods} pods created in {time.perf_counter() - t0:.1f}s")
-        last, last_change = -1, time.perf_counter()
-        while not done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), 2.0)
-            now = time.perf_counter()
-            if len(bound_at) != last:
-                last, last_change = len(bound_at), now
-            if proc.poll() is not None:
-                res.note = f"scheduler exited with {proc.returncode}"
-                break
-            if now - t0 > timeout or now - last_change > stall:
-                res.timed_out = True
-                say(f"{shape.name} / {scheduler}: gave up with {len(bound_at)}/{shape.pods} bound")
-                break
-        res.cpu = cpu_seconds(proc.pid) - cpu0
-        res.rss_mib = peak_rss_mib(proc.pid)
-        res.bound = len(bound_at)
-        if bound_at:
-            res.seconds = max(bound_at.values()) if not res.timed_out else time.perf_counter() - t0
-            res.first_bind = min(bound_at.values())
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        async with BindWatch(api, ns, shape.pods) as watch:
+            cpu0 = cpu_seconds(proc.pid)
+            watch.start()
+            await create_all(api, PODS, pods)
+            say(
+                f"{shape.name} / {scheduler}: {shape.pods} pods created in {time.perf_counter() - watch.t0:.1f}s"
+            )
+            last, last_change = -1, time.perf_counter()
+            while not watch.done.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(watch.done.wait(), 2.0)
+                now = time.perf_counter()
+                if len(watch.bound_at) != last:
+                    last, last_change = len(watch.bound_at), now
+                if proc.poll() is not None:
+                    res.note = f"scheduler exited with {proc.returncode}"
+                    break
+                if now - watch.t0 > timeout or now - last_change > stall:
+                    res.timed_out = True
+                    say(f"{shape.name} / {scheduler}: gave up with {len(watch.bound_at)}/{shape.pods} bound")
+                    break
+            res.cpu = cpu_seconds(proc.pid) - cpu0
+            res.rss_mib = peak_rss_mib(proc.pid)
+            res.bound = len(watch.bound_at)
+            if watch.bound_at:
+                elapsed = time.perf_counter() - watch.t0
+                res.seconds = max(watch.bound_at.values()) if not res.timed_out else elapsed
+                res.first_bind = min(watch.bound_at.values())
+        node_of = watch.node_of
         rack_nodes = MIXED_RACK_NODES if shape.mixed else NODES_PER_RACK
         racks: dict[int, set[int]] = defaultdict(set)
         blocks: dict[int, set[int]] = defaultdict(set)
