@@ -13,6 +13,7 @@ from scheduler_plugin.cache.rebuild import build_snapshot
 from scheduler_plugin.config.scheduler_conf import load_scheduler_config
 from scheduler_plugin.cycle import SessionResult, run_session
 from scheduler_plugin.filters.dra import compile_pod_claims, parse_claim_spec
+from tests.queues.test_queue_limits import queue_conf
 from tests.scheduler.builders import node, pod
 
 from .builders import (
@@ -32,20 +33,8 @@ GPUS = f"deviceclass/{GPU_CLASS}"
 
 
 def conf(actions: str, plugin: str) -> Any:
-    return load_scheduler_config(
-        f"""
-actions: "{actions}"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: {plugin}
-  - name: predicates
-  - name: nodeorder
-"""
-    )
+    """Volcano's default tiers with ``actions``, the queue plugin ``proportion`` or ``capacity``."""
+    return load_scheduler_config(queue_conf(actions, plugin))
 
 
 def queue(name: str, **spec: Any) -> Queue:
